@@ -1,0 +1,44 @@
+// The subcommands: CLI11 definitions fill plain option structs; each command is a function of its
+// options, the MPI session's world and nothing else.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "io/request.h"
+
+namespace tpllama {
+
+class MpiSession;
+
+struct RunOptions {
+  std::string model;
+  std::string input;
+  std::string output;
+  RequestDefaults defaults;
+  int max_seqs = 64;
+  int max_batch_tokens = 2048;
+  int threads = 0;  // 0: cores of this node / ranks on this node
+  double log_interval = 30.0;
+};
+
+struct ConvertOptionsCli {
+  std::string from = "llama2c";
+  std::string checkpoint;
+  std::string tokenizer;
+  std::string out;
+  std::string dtype = "f32";
+  std::string shape = "tiny";
+  uint64_t seed = 0;
+  int vocab = 0;  // 0: the tokenizer's vocabulary size
+};
+
+void add_run_command(CLI::App& app, RunOptions& options);
+void add_convert_command(CLI::App& app, ConvertOptionsCli& options);
+
+int run_command(const RunOptions& options, const MpiSession& mpi);
+int convert_command(const ConvertOptionsCli& options, const MpiSession& mpi);
+
+}  // namespace tpllama

@@ -1,0 +1,62 @@
+// `tpllama convert`: write a Hugging Face-style model directory from a llama2.c checkpoint, or a
+// seeded random-weight model of a named shape (the demo default and benchmark fixtures).
+#include <sentencepiece_processor.h>
+
+#include <algorithm>
+
+#include "app/commands.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "model/llama2c.h"
+#include "parallel/mpi_comm.h"
+#include "runtime/tokenizer.h"
+
+namespace tpllama {
+
+void add_convert_command(CLI::App& app, ConvertOptionsCli& o) {
+  CLI::App* c = app.add_subcommand("convert", "Write a Hugging Face-style model directory");
+  c->add_option("--from", o.from, "Source: llama2c (a .bin checkpoint) or random (seeded random weights)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"llama2c", "random"}));
+  c->add_option("--checkpoint", o.checkpoint, "llama2.c checkpoint (.bin), for --from llama2c");
+  c->add_option("--tokenizer", o.tokenizer, "SentencePiece tokenizer.model to place in the output")->required();
+  c->add_option("--out", o.out, "Output directory")->required();
+  c->add_option("--dtype", o.dtype, "Weight dtype in the output: f32, bf16 or f16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  c->add_option("--shape", o.shape, "For --from random: tiny, 110m, llama2-7b, llama3-8b, llama2-70b")
+      ->capture_default_str();
+  c->add_option("--seed", o.seed, "For --from random: weight seed")->capture_default_str();
+  c->add_option("--vocab", o.vocab, "For --from random: vocabulary size (default: the tokenizer's)");
+}
+
+int convert_command(const ConvertOptionsCli& o, const MpiSession& mpi) {
+  if (mpi.rank() != 0) return 0;  // a file conversion needs one writer
+  ConvertOptions options;
+  options.out_dir = o.out;
+  options.tokenizer_path = o.tokenizer;
+  options.dtype = o.dtype == "bf16" ? DType::kBF16 : o.dtype == "f16" ? DType::kF16 : DType::kF32;
+  Tokenizer tokenizer(o.tokenizer);  // fails early on a bad tokenizer
+  if (o.from == "llama2c") {
+    if (o.checkpoint.empty()) fail("convert --from llama2c needs --checkpoint FILE.bin");
+    LlamaConfig c = convert_llama2c(o.checkpoint, options);
+    if (tokenizer.vocab_size() != c.vocab_size)
+      log::warn("tokenizer has " + std::to_string(tokenizer.vocab_size()) + " pieces, model vocab is " +
+                std::to_string(c.vocab_size));
+    log::info("wrote " + o.out + " from " + o.checkpoint + " (" + std::to_string(c.n_layers) + " layers, dim " +
+              std::to_string(c.dim) + ", vocab " + std::to_string(c.vocab_size) + ")");
+    return 0;
+  }
+  LlamaConfig c = shape_config(o.shape);
+  c.vocab_size = o.vocab > 0 ? o.vocab : tokenizer.vocab_size();
+  if (c.vocab_size < tokenizer.vocab_size())
+    fail("--vocab ", c.vocab_size, " is smaller than the tokenizer's ", tokenizer.vocab_size(), " pieces");
+  c.bos_token_id = std::max(0, tokenizer.processor().bos_id());
+  c.eos_token_ids = {std::max(0, tokenizer.processor().eos_id())};
+  write_random_model(c, o.seed, options);
+  log::info("wrote random-weight model " + o.out + " (shape " + o.shape + ", seed " + std::to_string(o.seed) +
+            ", vocab " + std::to_string(c.vocab_size) + ")");
+  return 0;
+}
+
+}  // namespace tpllama

@@ -1,0 +1,39 @@
+// tpllama entry point: MPI session → CLI → command. Any failure becomes one message and, in a
+// multi-rank job, MPI_Abort so that no rank is left waiting on the failed one.
+#include <exception>
+
+#include <CLI/CLI.hpp>
+
+#include "app/commands.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "parallel/mpi_comm.h"
+
+int main(int argc, char** argv) {
+  using namespace tpllama;
+  MpiSession mpi(&argc, &argv);
+  log::set_rank(mpi.rank(), mpi.world_size());
+
+  CLI::App app{"tpllama: offline batch inference of LLaMA-family models under MPI"};
+  app.require_subcommand(1);
+  RunOptions run_options;
+  ConvertOptionsCli convert_options;
+  add_run_command(app, run_options);
+  add_convert_command(app, convert_options);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = mpi.rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+    return code == 0 ? 0 : 2;
+  }
+
+  try {
+    if (app.got_subcommand("run")) return run_command(run_options, mpi);
+    if (app.got_subcommand("convert")) return convert_command(convert_options, mpi);
+  } catch (const std::exception& e) {
+    log::error(e.what());
+    if (mpi.world_size() > 1) mpi.abort(1);
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,82 @@
+// Checkpoint directory discovery and validation.
+#include "model/checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace tpllama {
+
+namespace fs = std::filesystem;
+
+std::string layer_tensor_name(int layer, const std::string& suffix) {
+  return "model.layers." + std::to_string(layer) + "." + suffix;
+}
+
+Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
+  if (!fs::is_directory(dir)) fail("model directory ", dir, " does not exist or is not a directory");
+  std::string config_path = dir + "/config.json";
+  if (!fs::exists(config_path)) fail("model directory ", dir, " has no config.json");
+  config_ = load_llama_config(config_path);
+  std::string index_path = dir + "/model.safetensors.index.json";
+  if (fs::exists(index_path)) {
+    open_index(index_path);
+  } else if (fs::exists(dir + "/model.safetensors")) {
+    files_.push_back(std::make_unique<SafetensorsFile>(dir + "/model.safetensors"));
+    for (const auto& [name, info] : files_.back()->tensors()) where_[name] = files_.back().get();
+  } else {
+    fail("model directory ", dir,
+         " has neither model.safetensors nor model.safetensors.index.json (only safetensors "
+         "checkpoints are read; convert others first)");
+  }
+}
+
+void Checkpoint::open_index(const std::string& index_path) {
+  nlohmann::json index;
+  try {
+    std::ifstream in(index_path);
+    index = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail(index_path, ": not valid JSON: ", e.what());
+  }
+  if (!index.contains("weight_map") || !index["weight_map"].is_object())
+    fail(index_path, ": missing 'weight_map' object");
+  std::map<std::string, const SafetensorsFile*> by_file;
+  for (const auto& [name, file] : index["weight_map"].items()) {
+    if (!file.is_string()) fail(index_path, ": weight_map entry for '", name, "' is not a file name");
+    std::string file_name = file.get<std::string>();
+    if (file_name.find('/') != std::string::npos)
+      fail(index_path, ": weight_map entry for '", name, "' points outside the directory: ", file_name);
+    auto it = by_file.find(file_name);
+    if (it == by_file.end()) {
+      std::string path = dir_ + "/" + file_name;
+      if (!fs::exists(path)) fail(index_path, ": tensor '", name, "' is in ", file_name, ", which is missing");
+      files_.push_back(std::make_unique<SafetensorsFile>(path));
+      it = by_file.emplace(file_name, files_.back().get()).first;
+    }
+    if (!it->second->contains(name))
+      fail(index_path, " says tensor '", name, "' is in ", file_name, ", but that file does not hold it");
+    where_[name] = it->second;
+  }
+}
+
+const SafetensorsFile& Checkpoint::file_of(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) fail("model directory ", dir_, ": no tensor named '", name, "'");
+  return *it->second;
+}
+
+uint64_t Checkpoint::total_tensor_bytes() const {
+  uint64_t total = 0;
+  for (const auto& [name, file] : where_) {
+    const TensorInfo& t = file->info(name);
+    total += t.end - t.begin;
+  }
+  return total;
+}
+
+}  // namespace tpllama

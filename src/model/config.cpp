@@ -1,0 +1,201 @@
+// config.json parsing: required LlamaForCausalLM fields, HF defaults for the optional ones, and
+// checks with the numbers in the message.
+#include "model/config.h"
+
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace tpllama {
+namespace {
+
+int required_int(const nlohmann::json& j, const char* key, const std::string& source) {
+  if (!j.contains(key)) fail(source, ": missing required field '", key, "'");
+  const auto& v = j.at(key);
+  if (!v.is_number_integer()) fail(source, ": field '", key, "' must be an integer, got ", v.dump());
+  return v.get<int>();
+}
+
+int optional_int(const nlohmann::json& j, const char* key, int fallback, const std::string& source) {
+  if (!j.contains(key) || j.at(key).is_null()) return fallback;
+  return required_int(j, key, source);
+}
+
+double optional_number(const nlohmann::json& j, const char* key, double fallback,
+                       const std::string& source) {
+  if (!j.contains(key) || j.at(key).is_null()) return fallback;
+  const auto& v = j.at(key);
+  if (!v.is_number()) fail(source, ": field '", key, "' must be a number, got ", v.dump());
+  return v.get<double>();
+}
+
+RopeScaling parse_rope_scaling(const nlohmann::json& j, const std::string& source) {
+  RopeScaling s;
+  if (!j.contains("rope_scaling") || j.at("rope_scaling").is_null()) return s;
+  const auto& r = j.at("rope_scaling");
+  if (!r.is_object()) fail(source, ": 'rope_scaling' must be an object, got ", r.dump());
+  std::string type = r.value("rope_type", r.value("type", std::string()));
+  if (type == "default") return s;
+  if (type != "llama3")
+    fail(source, ": rope_scaling type '", type, "' is not supported (supported: llama3, default)");
+  s.enabled = true;
+  s.factor = optional_number(r, "factor", 8.0, source);
+  s.low_freq_factor = optional_number(r, "low_freq_factor", 1.0, source);
+  s.high_freq_factor = optional_number(r, "high_freq_factor", 4.0, source);
+  s.original_max_position_embeddings =
+      optional_int(r, "original_max_position_embeddings", 8192, source);
+  if (s.factor <= 0 || s.high_freq_factor <= s.low_freq_factor || s.original_max_position_embeddings <= 0)
+    fail(source, ": invalid llama3 rope_scaling (factor ", s.factor, ", low_freq_factor ",
+         s.low_freq_factor, ", high_freq_factor ", s.high_freq_factor,
+         ", original_max_position_embeddings ", s.original_max_position_embeddings, ")");
+  return s;
+}
+
+std::vector<int> parse_eos(const nlohmann::json& j, const std::string& source) {
+  if (!j.contains("eos_token_id") || j.at("eos_token_id").is_null()) return {2};
+  const auto& v = j.at("eos_token_id");
+  if (v.is_number_integer()) return {v.get<int>()};
+  if (v.is_array()) {
+    std::vector<int> ids;
+    for (const auto& e : v) {
+      if (!e.is_number_integer()) fail(source, ": 'eos_token_id' entries must be integers, got ", e.dump());
+      ids.push_back(e.get<int>());
+    }
+    return ids;
+  }
+  fail(source, ": 'eos_token_id' must be an integer or a list of integers, got ", v.dump());
+}
+
+}  // namespace
+
+LlamaConfig parse_llama_config(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object()) fail(source, ": expected a JSON object");
+  if (j.contains("model_type") && j.at("model_type").is_string() && j.at("model_type") != "llama")
+    fail(source, ": model_type '", j.at("model_type").get<std::string>(),
+         "' is not supported (tpllama runs LLaMA-family models, model_type 'llama')");
+  LlamaConfig c;
+  c.dim = required_int(j, "hidden_size", source);
+  c.hidden_dim = required_int(j, "intermediate_size", source);
+  c.n_layers = required_int(j, "num_hidden_layers", source);
+  c.n_heads = required_int(j, "num_attention_heads", source);
+  c.n_kv_heads = optional_int(j, "num_key_value_heads", c.n_heads, source);
+  c.vocab_size = required_int(j, "vocab_size", source);
+  c.max_seq_len = optional_int(j, "max_position_embeddings", 2048, source);
+  c.head_dim = optional_int(j, "head_dim", c.n_heads > 0 ? c.dim / c.n_heads : 0, source);
+  c.rms_norm_eps = optional_number(j, "rms_norm_eps", 1e-6, source);
+  c.rope_theta = optional_number(j, "rope_theta", 10000.0, source);
+  c.rope_scaling = parse_rope_scaling(j, source);
+  if (j.contains("tie_word_embeddings")) {
+    if (!j.at("tie_word_embeddings").is_boolean())
+      fail(source, ": 'tie_word_embeddings' must be true or false, got ", j.at("tie_word_embeddings").dump());
+    c.tie_word_embeddings = j.at("tie_word_embeddings").get<bool>();
+  }
+  c.bos_token_id = optional_int(j, "bos_token_id", 1, source);
+  c.eos_token_ids = parse_eos(j, source);
+  if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
+    fail(source, ": hidden_act ", j.at("hidden_act").dump(), " is not supported (LLaMA uses silu)");
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    fail(source, ": ", e.what());
+  }
+  return c;
+}
+
+void LlamaConfig::validate() const {
+  auto positive = [](const char* name, int v) {
+    if (v <= 0) fail(name, " must be positive, got ", v);
+  };
+  positive("hidden_size", dim);
+  positive("intermediate_size", hidden_dim);
+  positive("num_hidden_layers", n_layers);
+  positive("num_attention_heads", n_heads);
+  positive("num_key_value_heads", n_kv_heads);
+  positive("head_dim", head_dim);
+  positive("vocab_size", vocab_size);
+  positive("max_position_embeddings", max_seq_len);
+  if (n_heads % n_kv_heads != 0)
+    fail("num_attention_heads (", n_heads, ") must be a multiple of num_key_value_heads (", n_kv_heads, ")");
+  if (head_dim % 2 != 0) fail("head_dim (", head_dim, ") must be even for RoPE");
+  if (!(rms_norm_eps > 0)) fail("rms_norm_eps must be positive, got ", rms_norm_eps);
+  if (!(rope_theta > 0)) fail("rope_theta must be positive, got ", rope_theta);
+  if (bos_token_id < 0 || bos_token_id >= vocab_size)
+    fail("bos_token_id ", bos_token_id, " is outside the vocabulary [0, ", vocab_size, ")");
+  for (int id : eos_token_ids)
+    if (id < 0 || id >= vocab_size)
+      fail("eos_token_id ", id, " is outside the vocabulary [0, ", vocab_size, ")");
+}
+
+nlohmann::json LlamaConfig::to_json() const {
+  nlohmann::json j = {
+      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"hidden_size", dim},
+      {"intermediate_size", hidden_dim},
+      {"num_hidden_layers", n_layers},
+      {"num_attention_heads", n_heads},
+      {"num_key_value_heads", n_kv_heads},
+      {"head_dim", head_dim},
+      {"vocab_size", vocab_size},
+      {"max_position_embeddings", max_seq_len},
+      {"rms_norm_eps", rms_norm_eps},
+      {"rope_theta", rope_theta},
+      {"tie_word_embeddings", tie_word_embeddings},
+      {"hidden_act", "silu"},
+      {"bos_token_id", bos_token_id},
+      {"torch_dtype", "float32"},
+  };
+  if (eos_token_ids.size() == 1)
+    j["eos_token_id"] = eos_token_ids[0];
+  else
+    j["eos_token_id"] = eos_token_ids;
+  if (rope_scaling.enabled)
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", rope_scaling.factor},
+                         {"low_freq_factor", rope_scaling.low_freq_factor},
+                         {"high_freq_factor", rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings}};
+  else
+    j["rope_scaling"] = nullptr;
+  return j;
+}
+
+std::vector<double> LlamaConfig::rope_inv_freq() const {
+  const double kPi = 3.14159265358979323846;
+  std::vector<double> inv(static_cast<size_t>(head_dim / 2));
+  for (size_t i = 0; i < inv.size(); ++i)
+    inv[i] = std::pow(rope_theta, -2.0 * static_cast<double>(i) / head_dim);
+  if (!rope_scaling.enabled) return inv;
+  const RopeScaling& s = rope_scaling;
+  const double low_freq_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+  const double high_freq_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+  for (double& f : inv) {
+    double wavelen = 2 * kPi / f;
+    if (wavelen < high_freq_wavelen) continue;  // high frequencies are kept
+    if (wavelen > low_freq_wavelen) {
+      f /= s.factor;
+    } else {  // smooth blend between the two regimes
+      double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
+                      (s.high_freq_factor - s.low_freq_factor);
+      f = (1 - smooth) * f / s.factor + smooth * f;
+    }
+  }
+  return inv;
+}
+
+LlamaConfig load_llama_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot open model config ", path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": not valid JSON: ", e.what());
+  }
+  return parse_llama_config(j, path);
+}
+
+}  // namespace tpllama

@@ -1,0 +1,51 @@
+// LlamaConfig: the architecture numbers of a LLaMA-family model, read from a Hugging Face
+// config.json (LlamaForCausalLM fields) and validated before any weight is touched.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace tpllama {
+
+// Llama-3 style frequency-dependent RoPE scaling ("rope_type": "llama3").
+struct RopeScaling {
+  bool enabled = false;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int original_max_position_embeddings = 8192;
+};
+
+struct LlamaConfig {
+  int dim = 0;         // hidden_size
+  int hidden_dim = 0;  // intermediate_size
+  int n_layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int vocab_size = 0;
+  int max_seq_len = 0;  // max_position_embeddings
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  int bos_token_id = 1;
+  std::vector<int> eos_token_ids{2};
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+
+  // Throws naming the field and value when a number is missing or inconsistent.
+  void validate() const;
+  nlohmann::json to_json() const;
+  // RoPE inverse frequencies, head_dim / 2 of them, with rope_scaling applied.
+  std::vector<double> rope_inv_freq() const;
+};
+
+// `source` names the file in error messages.
+LlamaConfig parse_llama_config(const nlohmann::json& j, const std::string& source);
+LlamaConfig load_llama_config(const std::string& path);
+
+}  // namespace tpllama

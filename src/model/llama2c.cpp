@@ -1,0 +1,201 @@
+// llama2.c import and random-weight model generation, both writing HF-style directories.
+#include "model/llama2c.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "model/checkpoint.h"
+#include "model/safetensors_writer.h"
+
+namespace tpllama {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Per head, rotate-half row j takes interleaved row 2j, row j + head_dim/2 takes row 2j+1.
+std::vector<float> permute_for_rotate_half(const float* w, int n_heads, int head_dim, int in_dim) {
+  std::vector<float> out(static_cast<size_t>(n_heads) * head_dim * in_dim);
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h)
+    for (int j = 0; j < head_dim; ++j) {
+      int src_row = j < half ? 2 * j : 2 * (j - half) + 1;
+      const float* src = w + (static_cast<size_t>(h) * head_dim + src_row) * in_dim;
+      std::copy(src, src + in_dim, out.begin() + static_cast<std::ptrdiff_t>((static_cast<size_t>(h) * head_dim + j) * in_dim));
+    }
+  return out;
+}
+
+// Named tensors of a LLaMA model in HF order, each an f32 array kept alive by the caller.
+struct NamedArrays {
+  std::map<std::string, std::vector<float>> arrays;
+  std::vector<TensorToWrite> order;
+  void add(const std::string& name, std::vector<int64_t> shape, std::vector<float> data) {
+    auto& stored = arrays[name];
+    stored = std::move(data);
+    order.push_back({name, std::move(shape), stored.data()});
+  }
+};
+
+void write_model_dir(const LlamaConfig& config, const NamedArrays& tensors, const ConvertOptions& options) {
+  fs::create_directories(options.out_dir);
+  if (!options.tokenizer_path.empty()) {
+    if (!fs::exists(options.tokenizer_path)) fail("tokenizer ", options.tokenizer_path, " does not exist");
+    fs::copy_file(options.tokenizer_path, options.out_dir + "/tokenizer.model", fs::copy_options::overwrite_existing);
+  }
+  nlohmann::json j = config.to_json();
+  j["torch_dtype"] = options.dtype == DType::kF32 ? "float32" : options.dtype == DType::kBF16 ? "bfloat16" : "float16";
+  std::ofstream(options.out_dir + "/config.json") << j.dump(2) << '\n';
+  write_safetensors(options.out_dir + "/model.safetensors", tensors.order, options.dtype);
+}
+
+}  // namespace
+
+LlamaConfig convert_llama2c(const std::string& path, const ConvertOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open llama2.c checkpoint ", path);
+  int32_t h[7];
+  if (!in.read(reinterpret_cast<char*>(h), sizeof h)) fail(path, ": shorter than the 28-byte llama2.c header");
+  LlamaConfig c;
+  c.dim = h[0];
+  c.hidden_dim = h[1];
+  c.n_layers = h[2];
+  c.n_heads = h[3];
+  c.n_kv_heads = h[4];
+  c.tie_word_embeddings = h[5] > 0;
+  c.vocab_size = std::abs(h[5]);
+  c.max_seq_len = h[6];
+  c.head_dim = c.n_heads > 0 ? c.dim / c.n_heads : 0;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 10000.0;
+  c.bos_token_id = 1;
+  c.eos_token_ids = {2, 1};
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    fail(path, ": header (dim ", h[0], ", hidden ", h[1], ", layers ", h[2], ", heads ", h[3], ", kv heads ",
+         h[4], ", vocab ", h[5], ", seq_len ", h[6], ") is not a valid model: ", e.what());
+  }
+  const int64_t d = c.dim, hd = c.head_dim, L = c.n_layers, kv = c.kv_dim(), hid = c.hidden_dim, V = c.vocab_size;
+  const int64_t floats = V * d + L * d + L * d * d + 2 * L * kv * d + L * d * d + L * d + 3 * L * hid * d + d +
+                         c.max_seq_len * hd + (c.tie_word_embeddings ? 0 : V * d);
+  const auto file_size = static_cast<int64_t>(fs::file_size(path));
+  if (file_size != 28 + floats * 4)
+    fail(path, ": file has ", file_size, " bytes but its header implies ", 28 + floats * 4,
+         " (is this a float32 'version 0' llama2.c export?)");
+  auto read = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * 4));
+    return v;
+  };
+  std::vector<float> emb = read(V * d), rms_att = read(L * d), wq = read(L * d * d), wk = read(L * kv * d),
+                     wv = read(L * kv * d), wo = read(L * d * d), rms_ffn = read(L * d), w1 = read(L * hid * d),
+                     w2 = read(L * d * hid), w3 = read(L * hid * d), rms_final = read(d);
+  read(c.max_seq_len * hd);  // freq_cis_real and freq_cis_imag: recomputed from rope_theta
+  std::vector<float> wcls = c.tie_word_embeddings ? std::vector<float>{} : read(V * d);
+  if (!in) fail(path, ": read failed");
+
+  auto slice = [](const std::vector<float>& all, int64_t layer, int64_t n) {
+    return std::vector<float>(all.begin() + layer * n, all.begin() + (layer + 1) * n);
+  };
+  NamedArrays t;
+  t.add("model.embed_tokens.weight", {V, d}, emb);
+  for (int64_t l = 0; l < L; ++l) {
+    const int li = static_cast<int>(l);
+    t.add(layer_tensor_name(li, "input_layernorm.weight"), {d}, slice(rms_att, l, d));
+    t.add(layer_tensor_name(li, "self_attn.q_proj.weight"), {d, d},
+          permute_for_rotate_half(wq.data() + l * d * d, c.n_heads, c.head_dim, c.dim));
+    t.add(layer_tensor_name(li, "self_attn.k_proj.weight"), {kv, d},
+          permute_for_rotate_half(wk.data() + l * kv * d, c.n_kv_heads, c.head_dim, c.dim));
+    t.add(layer_tensor_name(li, "self_attn.v_proj.weight"), {kv, d}, slice(wv, l, kv * d));
+    t.add(layer_tensor_name(li, "self_attn.o_proj.weight"), {d, d}, slice(wo, l, d * d));
+    t.add(layer_tensor_name(li, "post_attention_layernorm.weight"), {d}, slice(rms_ffn, l, d));
+    t.add(layer_tensor_name(li, "mlp.gate_proj.weight"), {hid, d}, slice(w1, l, hid * d));
+    t.add(layer_tensor_name(li, "mlp.down_proj.weight"), {d, hid}, slice(w2, l, d * hid));
+    t.add(layer_tensor_name(li, "mlp.up_proj.weight"), {hid, d}, slice(w3, l, hid * d));
+  }
+  t.add("model.norm.weight", {d}, rms_final);
+  if (!c.tie_word_embeddings) t.add("lm_head.weight", {V, d}, wcls);
+  write_model_dir(c, t, options);
+  return c;
+}
+
+LlamaConfig shape_config(const std::string& name) {
+  LlamaConfig c;
+  auto set = [&](int dim, int hidden, int layers, int heads, int kv_heads, int vocab, int ctx) {
+    c.dim = dim;
+    c.hidden_dim = hidden;
+    c.n_layers = layers;
+    c.n_heads = heads;
+    c.n_kv_heads = kv_heads;
+    c.head_dim = dim / heads;
+    c.vocab_size = vocab;
+    c.max_seq_len = ctx;
+  };
+  if (name == "tiny") {
+    set(128, 344, 4, 8, 4, 32000, 1024);
+  } else if (name == "110m") {
+    set(768, 2048, 12, 12, 12, 32000, 1024);
+  } else if (name == "llama2-7b") {
+    set(4096, 11008, 32, 32, 32, 32000, 4096);
+  } else if (name == "llama3-8b") {
+    set(4096, 14336, 32, 32, 8, 128256, 8192);
+    c.rope_theta = 500000.0;
+    c.bos_token_id = 128000;
+    c.eos_token_ids = {128001, 128009};
+  } else if (name == "llama2-70b") {
+    set(8192, 28672, 80, 64, 8, 32000, 4096);
+  } else {
+    fail("unknown shape '", name, "' (known: tiny, 110m, llama2-7b, llama3-8b, llama2-70b)");
+  }
+  c.rms_norm_eps = 1e-5;
+  return c;
+}
+
+void write_random_model(const LlamaConfig& c, uint64_t seed, const ConvertOptions& options) {
+  c.validate();
+  uint64_t state = seed;
+  auto next_uniform = [&state]() {  // splitmix64 → [-1, 1)
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+  };
+  auto matrix = [&](int64_t rows, int64_t cols) {
+    std::vector<float> v(static_cast<size_t>(rows * cols));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(cols));
+    for (float& x : v) x = next_uniform() * scale;
+    return v;
+  };
+  auto norm = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = 1.0f + 0.1f * next_uniform();
+    return v;
+  };
+  const int64_t d = c.dim, kv = c.kv_dim(), q = c.q_dim(), hid = c.hidden_dim, V = c.vocab_size;
+  NamedArrays t;
+  t.add("model.embed_tokens.weight", {V, d}, matrix(V, 1));
+  for (int l = 0; l < c.n_layers; ++l) {
+    t.add(layer_tensor_name(l, "input_layernorm.weight"), {d}, norm(d));
+    t.add(layer_tensor_name(l, "self_attn.q_proj.weight"), {q, d}, matrix(q, d));
+    t.add(layer_tensor_name(l, "self_attn.k_proj.weight"), {kv, d}, matrix(kv, d));
+    t.add(layer_tensor_name(l, "self_attn.v_proj.weight"), {kv, d}, matrix(kv, d));
+    t.add(layer_tensor_name(l, "self_attn.o_proj.weight"), {d, q}, matrix(d, q));
+    t.add(layer_tensor_name(l, "post_attention_layernorm.weight"), {d}, norm(d));
+    t.add(layer_tensor_name(l, "mlp.gate_proj.weight"), {hid, d}, matrix(hid, d));
+    t.add(layer_tensor_name(l, "mlp.down_proj.weight"), {d, hid}, matrix(d, hid));
+    t.add(layer_tensor_name(l, "mlp.up_proj.weight"), {hid, d}, matrix(hid, d));
+  }
+  t.add("model.norm.weight", {d}, norm(d));
+  if (!c.tie_word_embeddings) t.add("lm_head.weight", {V, d}, matrix(V, d));
+  write_model_dir(c, t, options);
+}
+
+}  // namespace tpllama

@@ -1,0 +1,30 @@
+// Import of llama.c checkpoints (.bin, "version 0" float32 export) and seeded random-weight
+// models, both written out as Hugging Face LLaMA directories.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "model/config.h"
+
+namespace tpllama {
+
+struct ConvertOptions {
+  std::string out_dir;
+  std::string tokenizer_path;  // copied to out_dir/tokenizer.model
+  DType dtype = DType::kF32;
+};
+
+// Reads a llama2.c checkpoint, permutes Wq/Wk from Meta's interleaved RoPE layout to HF
+// rotate-half, records stop ids {2, 1} (TinyStories models end a story with BOS).
+LlamaConfig convert_llama2c(const std::string& checkpoint_path, const ConvertOptions& options);
+
+// Named shapes for demos and benchmarks ("tiny", "110m", "llama2-7b", "llama3-8b", "llama2-70b").
+LlamaConfig shape_config(const std::string& name);
+
+// A model with seeded random weights and the given config; vocab_size is taken from the
+// tokenizer when the shape's vocabulary is larger than the tokenizer's.
+void write_random_model(const LlamaConfig& config, uint64_t seed, const ConvertOptions& options);
+
+}  // namespace tpllama

@@ -1,0 +1,84 @@
+// LlamaModel: one pipeline stage of a LLaMA model on one rank, and its forward pass over a batch
+// of tokens from many sequences (prefill chunks and decode steps mixed).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/device.h"
+#include "core/tensor.h"
+#include "model/checkpoint.h"
+#include "model/kv_cache.h"
+#include "model/shard_table.h"
+#include "model/weights.h"
+#include "parallel/communicator.h"
+#include "parallel/topology.h"
+
+namespace tpllama {
+
+// The tokens one forward step computes. Tokens of one sequence appear in position order.
+struct StepBatch {
+  std::vector<int32_t> tokens;      // (n_tokens) token ids
+  std::vector<int32_t> positions;   // (n_tokens) position of each token in its sequence
+  std::vector<int32_t> slots;       // (n_tokens) KV cache slot of each token's sequence
+  std::vector<int32_t> logit_rows;  // indices into tokens whose next-token logits are wanted
+
+  size_t size() const { return tokens.size(); }
+  void clear();
+};
+
+struct ModelLimits {
+  int max_batch_tokens = 0;  // tokens per forward step
+  int max_logit_rows = 0;    // logit rows per forward step
+};
+
+class LlamaModel {
+ public:
+  LlamaModel(const Checkpoint& checkpoint, const Topology& topology, Communicator& tp_comm,
+             DeviceContext ctx, ModelLimits limits);
+
+  // Runs this stage over the batch, writing its keys and values into the cache. Returns logits
+  // (logit_rows, vocab_local) on the last stage; this rank's vocabulary slice starts at
+  // vocab_begin(), padding columns hold -inf.
+  Tensor forward(const StepBatch& batch, KvCache& cache);
+
+  const LlamaConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const HeadLayout& heads() const { return heads_; }
+  const ModelLimits& limits() const { return limits_; }
+  int vocab_begin() const { return vocab_begin_; }
+  int vocab_local() const { return vocab_local_; }
+  int n_layers_local() const { return static_cast<int>(weights_.layers.size()); }
+  int kv_dim_local() const { return heads_.n_kv_heads_local * config_.head_dim; }
+
+ private:
+  void compute_rope_tables(const StepBatch& batch);
+
+  LlamaConfig config_;
+  Topology topology_;
+  Communicator& tp_comm_;
+  DeviceContext ctx_;
+  ModelLimits limits_;
+  HeadLayout heads_;
+  int vocab_begin_ = 0;
+  int vocab_local_ = 0;
+  ModelWeights weights_;
+  std::vector<double> inv_freq_;  // (head_dim/2)
+
+  // Activations, allocated once for limits_.max_batch_tokens rows.
+  Buffer x_;       // (T, dim) residual stream
+  Buffer xn_;      // (T, dim) normalised input of a block
+  Buffer q_;       // (T, n_heads_local*head_dim)
+  Buffer k_;       // (T, kv_dim_local)
+  Buffer v_;       // (T, kv_dim_local)
+  Buffer att_;     // (T, n_heads_local*head_dim)
+  Buffer gate_;    // (T, hidden_local)
+  Buffer up_;      // (T, hidden_local)
+  Buffer cos_;     // (T, head_dim/2)
+  Buffer sin_;     // (T, head_dim/2)
+  Buffer tokens_;  // (T) int32
+  Buffer last_;    // (R, dim) hidden states of the logit rows
+  Buffer logits_;  // (R, vocab_local)
+};
+
+}  // namespace tpllama

@@ -1,0 +1,50 @@
+// The shard table: every weight of the model listed once with how it is split across the TP
+// group. Loading slices by this table; a rank holds only its layers and its slice of each tensor.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "parallel/topology.h"
+
+namespace tpllama {
+
+enum class Split {
+  kReplicated,  // every TP rank holds the whole tensor (norms)
+  kColumn,      // rows of [out][in] split: q/k/v, gate/up (output features)
+  kRow,         // columns of [out][in] split: o_proj, down_proj (input features)
+  kVocab,       // rows of [vocab][dim] split with zero padding: embedding, lm_head
+};
+
+// Which heads this TP rank owns. When tp > n_kv_heads, kv heads are replicated so each rank holds
+// the one its query heads read.
+struct HeadLayout {
+  int n_heads_local = 0;
+  int n_kv_heads_local = 0;
+  int head_begin = 0;
+  int kv_head_begin = 0;
+  int kv_replication = 1;  // how many ranks hold each kv head
+};
+
+// Throws with the numbers when heads, kv-heads or the FFN width do not divide by tp.
+HeadLayout head_layout(const LlamaConfig& config, int tp_size, int tp_rank);
+// Vocabulary rows per TP rank (the last one is padded when vocab_size does not divide).
+int vocab_local(const LlamaConfig& config, int tp_size);
+
+struct ShardEntry {
+  std::string name;  // HF tensor name
+  Split split = Split::kReplicated;
+  int64_t rows = 0;  // full shape [rows][cols]; 1-D tensors have cols == 1
+  int64_t cols = 1;
+  int64_t begin = 0;  // this rank's slice along the split axis (rows, or cols for kRow)
+  int64_t count = 0;  // rows/cols held, including zero padding for kVocab
+  bool is_1d = false;
+};
+
+// The entries this rank holds, in a fixed order: embed (first stage), per layer of the stage
+// attn_norm, wq, wk, wv, wo, ffn_norm, w1, w3, w2, then final_norm and lm_head (last stage).
+std::vector<ShardEntry> build_shard_table(const LlamaConfig& config, const Topology& topology);
+
+}  // namespace tpllama

@@ -1,0 +1,20 @@
+// CPU implementations of the ops; called only from ops.cpp after validation.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/ops.h"
+
+namespace tpllama::ops::cpu {
+
+void matmul(Tensor out, Tensor x, Tensor w);
+void rms_norm(Tensor out, Tensor x, Tensor weight, float eps);
+void rope(Tensor x, Tensor cos, Tensor sin, int n_heads, int head_dim);
+void embedding(Tensor out, Tensor table, Tensor tokens, int vocab_begin);
+void silu_mul(Tensor gate, Tensor up);
+void add(Tensor x, Tensor y);
+void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& shape);
+void set_threads(int threads);
+
+}  // namespace tpllama::ops::cpu

@@ -1,0 +1,52 @@
+// Device-free op API: each op validates shapes and dtypes once, then dispatches on the tensors'
+// device. All activations are row-major (tokens, features).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/device.h"
+#include "core/tensor.h"
+
+namespace tpllama::ops {
+
+// out (M, N) = x (M, K) · wᵀ, with w (N, K) as stored in checkpoints.
+void matmul(const DeviceContext& ctx, Tensor out, Tensor x, Tensor w);
+
+// out (M, D) = x / sqrt(mean(x²) + eps) * weight (D). out may alias x.
+void rms_norm(const DeviceContext& ctx, Tensor out, Tensor x, Tensor weight, float eps);
+
+// Rotate-half RoPE in place on x (M, n_heads*head_dim) with per-token cos/sin (M, head_dim/2).
+void rope(const DeviceContext& ctx, Tensor x, Tensor cos, Tensor sin, int n_heads, int head_dim);
+
+// out (M, D): row m = table[tokens[m] - vocab_begin] when this rank holds that row, else zeros
+// (vocab-parallel embedding; the TP all-reduce completes it).
+void embedding(const DeviceContext& ctx, Tensor out, Tensor table, Tensor tokens, int vocab_begin);
+
+// gate (M, H) ← silu(gate) * up.
+void silu_mul(const DeviceContext& ctx, Tensor gate, Tensor up);
+
+// x += y, same shape.
+void add(const DeviceContext& ctx, Tensor x, Tensor y);
+
+// Where one token's keys and values live: row t of keys/values is position t of its sequence, for
+// the layer being computed, with row stride n_kv_heads*head_dim.
+struct KvView {
+  const float* keys = nullptr;
+  const float* values = nullptr;
+  int n_ctx = 0;  // attend to positions [0, n_ctx): causal, the token's own position included
+};
+
+struct AttentionShape {
+  int n_heads = 0;     // query heads on this rank
+  int n_kv_heads = 0;  // kv heads on this rank
+  int head_dim = 0;
+  float scale = 0;     // usually 1/sqrt(head_dim)
+};
+
+// Grouped-query attention of each token over its own sequence's cache.
+// q, out: (M, n_heads*head_dim); kv.size() == M.
+void attention(const DeviceContext& ctx, Tensor out, Tensor q, const std::vector<KvView>& kv,
+               const AttentionShape& shape);
+
+}  // namespace tpllama::ops

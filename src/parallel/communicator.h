@@ -1,0 +1,37 @@
+// Communicator: the collectives and point-to-point messages the model needs, on Tensors, behind
+// one interface so the forward does not care whether MPI or NCCL moves the bytes.
+#pragma once
+
+#include <memory>
+
+#include "core/tensor.h"
+
+namespace tpllama {
+
+struct CommStats {
+  double collective_seconds = 0;
+  double p2p_seconds = 0;
+  long long collective_calls = 0;
+  long long p2p_calls = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int size() const = 0;
+  virtual int rank() const = 0;
+  // In place: every rank ends with the element-wise sum over the group.
+  virtual void all_reduce_sum(Tensor t) = 0;
+  // out holds size() * in.numel() elements, rank r's contribution at offset r * in.numel().
+  virtual void all_gather(Tensor in, Tensor out) = 0;
+  virtual void broadcast(Tensor t, int root) = 0;
+  virtual void send(Tensor t, int dest, int tag) = 0;
+  virtual void recv(Tensor t, int src, int tag) = 0;
+  virtual void barrier() = 0;
+  const CommStats& stats() const { return stats_; }
+
+ protected:
+  CommStats stats_;
+};
+
+}  // namespace tpllama

@@ -1,0 +1,65 @@
+// Topology arithmetic and validation; nothing here talks to MPI.
+#include "parallel/topology.h"
+
+#include <numeric>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace tpllama {
+
+std::vector<int> default_stage_sizes(int n_layers, int pp_size) {
+  std::vector<int> sizes(static_cast<size_t>(pp_size), n_layers / pp_size);
+  int remainder = n_layers % pp_size;
+  // Hand out the remainder from the middle outwards so the end stages stay lighter.
+  std::vector<int> order;
+  for (int s = 1; s < pp_size - 1; ++s) order.push_back(s);
+  order.push_back(pp_size - 1);
+  order.push_back(0);
+  for (size_t i = 0; remainder > 0; i = (i + 1) % order.size(), --remainder)
+    ++sizes[static_cast<size_t>(order[i])];
+  return sizes;
+}
+
+Topology::Topology(int world_size, int rank, int tp_size, int pp_size, int n_layers,
+                   std::vector<int> pp_layers)
+    : world_size_(world_size), rank_(rank), tp_size_(tp_size), pp_size_(pp_size) {
+  if (tp_size < 1 || pp_size < 1) fail("--tp (", tp_size, ") and --pp (", pp_size, ") must be at least 1");
+  if (tp_size * pp_size != world_size)
+    fail("tp (", tp_size, ") x pp (", pp_size, ") = ", tp_size * pp_size,
+         " does not match the number of ranks (", world_size, ")");
+  if (rank < 0 || rank >= world_size) fail("rank ", rank, " outside world of ", world_size);
+  if (n_layers < pp_size)
+    fail("pp (", pp_size, ") is larger than the number of layers (", n_layers, ")");
+  if (pp_layers.empty()) {
+    pp_layers = default_stage_sizes(n_layers, pp_size);
+  } else {
+    if (static_cast<int>(pp_layers.size()) != pp_size)
+      fail("--pp-layers has ", pp_layers.size(), " entries but pp is ", pp_size);
+    for (int n : pp_layers)
+      if (n < 1) fail("--pp-layers entries must each be at least 1, got ", n);
+    int sum = std::accumulate(pp_layers.begin(), pp_layers.end(), 0);
+    if (sum != n_layers) fail("--pp-layers sums to ", sum, " but the model has ", n_layers, " layers");
+  }
+  int begin = 0;
+  for (int n : pp_layers) {
+    stages_.push_back({begin, begin + n});
+    begin += n;
+  }
+}
+
+void Topology::set_node(int node_id, int local_rank, int ranks_on_node) {
+  node_id_ = node_id;
+  local_rank_ = local_rank;
+  ranks_on_node_ = ranks_on_node;
+}
+
+std::string Topology::describe() const {
+  std::ostringstream os;
+  os << "world " << world_size_ << " = tp " << tp_size_ << " x pp " << pp_size_ << "; rank " << rank_
+     << " (tp_rank " << tp_rank() << ", pp_rank " << pp_rank() << ", layers [" << my_layers().begin
+     << ", " << my_layers().end << "))";
+  return os.str();
+}
+
+}  // namespace tpllama

@@ -1,0 +1,60 @@
+// Topology: the parallel layout of the job as a value. TP is the fastest-varying axis so that a
+// by-slot hostfile keeps each TP group on one node. Getters are pure; from_mpi() reads MPI once.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tpllama {
+
+struct LayerRange {
+  int begin = 0;  // first layer of the stage
+  int end = 0;    // one past the last
+  int count() const { return end - begin; }
+};
+
+class Topology {
+ public:
+  // Validates tp * pp == world_size and the stage split; throws with all the numbers.
+  // pp_layers: explicit layers per stage (empty → even split, remainder to the middle stages).
+  Topology(int world_size, int rank, int tp_size, int pp_size, int n_layers,
+           std::vector<int> pp_layers = {});
+
+  static Topology single(int n_layers) { return Topology(1, 0, 1, 1, n_layers); }
+
+  int world_size() const { return world_size_; }
+  int rank() const { return rank_; }
+  int tp_size() const { return tp_size_; }
+  int pp_size() const { return pp_size_; }
+  int tp_rank() const { return rank_ % tp_size_; }
+  int pp_rank() const { return rank_ / tp_size_; }
+  bool is_first_stage() const { return pp_rank() == 0; }
+  bool is_last_stage() const { return pp_rank() == pp_size_ - 1; }
+  LayerRange stage_layers(int pp_rank) const { return stages_[static_cast<size_t>(pp_rank)]; }
+  LayerRange my_layers() const { return stage_layers(pp_rank()); }
+  int n_layers() const { return stages_.back().end; }
+
+  // Node placement, filled in by the MPI factory (defaults describe one node).
+  int node_id() const { return node_id_; }
+  int local_rank() const { return local_rank_; }
+  int ranks_on_node() const { return ranks_on_node_; }
+  void set_node(int node_id, int local_rank, int ranks_on_node);
+
+  std::string describe() const;
+
+ private:
+  int world_size_;
+  int rank_;
+  int tp_size_;
+  int pp_size_;
+  std::vector<LayerRange> stages_;
+  int node_id_ = 0;
+  int local_rank_ = 0;
+  int ranks_on_node_ = 1;
+};
+
+// Even split of n_layers over pp stages; the remainder goes to the middle stages, since the first
+// and last stages also carry the embedding and the lm_head.
+std::vector<int> default_stage_sizes(int n_layers, int pp_size);
+
+}  // namespace tpllama
