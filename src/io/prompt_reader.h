@@ -1,0 +1,54 @@
+// Streams requests from a prompt file one line at a time: plain text (one prompt per line) or
+// JSONL (one request object per line). A bad line becomes an error record; it never ends the
+// stream.
+#pragma once
+
+#include <cstddef>
+#include <istream>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "io/request.h"
+
+namespace tpllama {
+
+enum class InputFormat { kText, kJsonl };
+
+// ".jsonl", ".json" and ".ndjson" (any case) are JSONL; everything else is plain text.
+InputFormat detect_input_format(const std::string& path);
+
+// Requests without their own seed get one derived from defaults.seed and the line number, so each
+// request has a distinct stream that does not depend on batching or on which other lines exist.
+class PromptReader {
+ public:
+  // Format from detect_input_format(path). Throws Error "cannot open prompt file <path>: <reason>".
+  PromptReader(const std::string& path, RequestDefaults defaults);
+  // Reads from a caller-owned stream, which must outlive the reader; name appears in warnings.
+  PromptReader(std::istream& in, InputFormat format, RequestDefaults defaults, std::string name);
+
+  // The next non-blank line as a request (possibly with error set); nullopt at end of input.
+  // Throws Error only if the stream itself fails to read.
+  std::optional<Request> next();
+  // Lines consumed so far, blank ones included.
+  size_t lines_read() const { return lines_read_; }
+
+ private:
+  Request start_request() const;
+  Request parse_text(std::string line) const;
+  Request parse_jsonl(const std::string& line);
+  void warn_unknown_fields(const nlohmann::json& object);
+
+  std::unique_ptr<std::istream> owned_;  // set when the reader opened the file itself
+  std::istream* in_;
+  InputFormat format_;
+  RequestDefaults defaults_;
+  std::string name_;
+  size_t lines_read_ = 0;
+  std::set<std::string> warned_fields_;
+};
+
+}  // namespace tpllama

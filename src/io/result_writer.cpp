@@ -1,0 +1,81 @@
+// Result records as JSON lines, written with raw POSIX I/O so each record is one write() call and
+// a crash can tear only the record being written.
+#include "io/result_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace tpllama {
+
+std::string result_to_json_line(const Result& r) {
+  // ordered_json keeps the documented key order, which makes the output easy to eyeball.
+  nlohmann::ordered_json j;
+  j["id"] = nlohmann::ordered_json(r.id);
+  j["text"] = r.text;
+  j["prompt_tokens"] = r.prompt_tokens;
+  j["completion_tokens"] = r.completion_tokens;
+  j["finish_reason"] = r.finish_reason;
+  if (r.finish_reason == "error") j["error"] = r.error;
+  // Generated text can end mid-codepoint (or the model emits raw bytes); never lose the record.
+  std::string line = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  line += '\n';
+  return line;
+}
+
+ResultWriter::ResultWriter(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("cannot open output file ", path, ": ", std::strerror(errno));
+}
+
+ResultWriter::~ResultWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+ResultWriter::ResultWriter(ResultWriter&& other) noexcept
+    : path_(std::move(other.path_)),
+      fd_(std::exchange(other.fd_, -1)),
+      records_written_(other.records_written_) {}
+
+ResultWriter& ResultWriter::operator=(ResultWriter&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+    records_written_ = other.records_written_;
+  }
+  return *this;
+}
+
+void ResultWriter::write(const Result& r) {
+  TPLLAMA_CHECK(fd_ >= 0, "write on a moved-from ResultWriter");
+  const std::string line = result_to_json_line(r);
+  const char* p = line.data();
+  size_t left = line.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write to output file ", path_, ": ", std::strerror(errno));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  ++records_written_;
+}
+
+void ResultWriter::sync() {
+  TPLLAMA_CHECK(fd_ >= 0, "sync on a moved-from ResultWriter");
+  // Pipes and character devices (e.g. /dev/stdout) cannot be synced; that is not an error here.
+  if (::fsync(fd_) != 0 && errno != EINVAL && errno != EROFS)
+    fail("cannot sync output file ", path_, ": ", std::strerror(errno));
+}
+
+}  // namespace tpllama

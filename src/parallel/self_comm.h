@@ -1,0 +1,27 @@
+// SelfCommunicator: a group of one rank, for runs and tests without an MPI launcher. Collectives
+// are identities; point-to-point has no peer and is an error.
+#pragma once
+
+#include <cstring>
+
+#include "core/error.h"
+#include "parallel/communicator.h"
+
+namespace tpllama {
+
+class SelfCommunicator final : public Communicator {
+ public:
+  int size() const override { return 1; }
+  int rank() const override { return 0; }
+  void all_reduce_sum(Tensor) override {}
+  void all_gather(Tensor in, Tensor out) override {
+    TPLLAMA_CHECK(in.nbytes() == out.nbytes(), "all_gather ", in.shape_string(), " into ", out.shape_string());
+    if (in.data() != out.data()) std::memcpy(out.data(), in.data(), in.nbytes());
+  }
+  void broadcast(Tensor, int) override {}
+  void send(Tensor, int dest, int) override { fail("send to rank ", dest, " in a group of one"); }
+  void recv(Tensor, int src, int) override { fail("recv from rank ", src, " in a group of one"); }
+  void barrier() override {}
+};
+
+}  // namespace tpllama

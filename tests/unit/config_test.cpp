@@ -1,0 +1,102 @@
+// config.json parsing: required fields, HF defaults, eos lists, llama3 rope scaling and errors
+// that name the offending field; RoPE frequencies against the reference's own computation.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "llama_reference.h"
+#include "model/config.h"
+
+namespace tpllama {
+namespace {
+
+nlohmann::json base() {
+  return {{"hidden_size", 64},       {"intermediate_size", 172}, {"num_hidden_layers", 5},
+          {"num_attention_heads", 8}, {"vocab_size", 512},        {"max_position_embeddings", 512}};
+}
+
+std::string error_of(const nlohmann::json& j) {
+  try {
+    parse_llama_config(j, "cfg.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, DefaultsFollowHuggingFace) {
+  LlamaConfig c = parse_llama_config(base(), "cfg.json");
+  EXPECT_EQ(c.n_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.rope_scaling.enabled);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int>{2});
+}
+
+TEST(Config, EosMayBeAList) {
+  auto j = base();
+  j["eos_token_id"] = {2, 1};
+  EXPECT_EQ(parse_llama_config(j, "x").eos_token_ids, (std::vector<int>{2, 1}));
+}
+
+TEST(Config, MissingFieldIsNamed) {
+  auto j = base();
+  j.erase("num_hidden_layers");
+  std::string err = error_of(j);
+  EXPECT_NE(err.find("num_hidden_layers"), std::string::npos) << err;
+  EXPECT_NE(err.find("cfg.json"), std::string::npos) << err;
+}
+
+TEST(Config, WrongTypeShowsTheValue) {
+  auto j = base();
+  j["hidden_size"] = "sixty-four";
+  std::string err = error_of(j);
+  EXPECT_NE(err.find("hidden_size"), std::string::npos) << err;
+  EXPECT_NE(err.find("sixty-four"), std::string::npos) << err;
+}
+
+TEST(Config, KvHeadsMustDivideHeads) {
+  auto j = base();
+  j["num_key_value_heads"] = 3;
+  std::string err = error_of(j);
+  EXPECT_NE(err.find("(8)"), std::string::npos) << err;
+  EXPECT_NE(err.find("(3)"), std::string::npos) << err;
+}
+
+TEST(Config, UnknownRopeScalingTypeIsRefused) {
+  auto j = base();
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_NE(error_of(j).find("yarn"), std::string::npos);
+}
+
+TEST(Config, OtherModelTypesAreRefused) {
+  auto j = base();
+  j["model_type"] = "mistral";
+  EXPECT_NE(error_of(j).find("mistral"), std::string::npos);
+}
+
+TEST(Config, Llama3RopeFrequenciesMatchReference) {
+  auto j = base();
+  j["hidden_size"] = 512;
+  j["num_attention_heads"] = 4;  // head_dim 128, as in Llama 3
+  j["rope_theta"] = 500000.0;
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  LlamaConfig c = parse_llama_config(j, "x");
+  reference::Config rc{};
+  rc.dim = 512;
+  rc.n_heads = 4;
+  rc.rope_theta = 500000.0;
+  rc.rope_scaling = {true, 8.0, 1.0, 4.0, 8192};
+  std::vector<double> expected = reference::rope_inv_freq(rc);
+  std::vector<double> got = c.rope_inv_freq();
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-15 + 1e-12 * expected[i]);
+  EXPECT_DOUBLE_EQ(got[0], 1.0);                               // highest frequency untouched
+  EXPECT_NEAR(got.back(), std::pow(500000.0, -126.0 / 128) / 8, 1e-18);  // lowest divided by factor
+}
+
+}  // namespace
+}  // namespace tpllama

@@ -1,0 +1,34 @@
+// Helpers shared by the unit tests: where ../shared is, fresh temporary directories.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace tpllama::testing_util {
+
+// ../shared/models/stories260K, or "" when the shared directory is absent.
+inline std::string stories_dir() {
+  const char* env = std::getenv("TPLLAMA_SHARED_DIR");
+  std::string dir = std::string(env ? env : "../shared") + "/models/stories260K";
+  return std::filesystem::exists(dir + "/stories260K.bin") ? dir : "";
+}
+
+// A new empty directory under the system temp dir, removed by the caller's fixture if wanted.
+inline std::string fresh_dir(const std::string& name) {
+  std::filesystem::path p = std::filesystem::temp_directory_path() /
+                            ("tpllama_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p.string();
+}
+
+}  // namespace tpllama::testing_util
+
+#define TPLLAMA_REQUIRE_STORIES(dir)                                                      \
+  const std::string dir = ::tpllama::testing_util::stories_dir();                        \
+  if (dir.empty()) GTEST_SKIP() << "../shared/models/stories260K not found (set TPLLAMA_SHARED_DIR)"

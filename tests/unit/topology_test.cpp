@@ -1,0 +1,47 @@
+// Topology arithmetic without mpirun: rank → (tp_rank, pp_rank), stage splits and validation.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "parallel/topology.h"
+
+namespace tpllama {
+namespace {
+
+TEST(Topology, TpIsTheFastestAxis) {
+  Topology t(8, 5, 2, 4, 8);
+  EXPECT_EQ(t.tp_rank(), 1);
+  EXPECT_EQ(t.pp_rank(), 2);
+  EXPECT_FALSE(t.is_first_stage());
+  EXPECT_FALSE(t.is_last_stage());
+}
+
+TEST(Topology, RemainderLayersGoToMiddleStages) {
+  EXPECT_EQ(default_stage_sizes(5, 2), (std::vector<int>{2, 3}));
+  EXPECT_EQ(default_stage_sizes(10, 4), (std::vector<int>{2, 3, 3, 2}));
+  EXPECT_EQ(default_stage_sizes(5, 5), (std::vector<int>{1, 1, 1, 1, 1}));
+}
+
+TEST(Topology, ExplicitStageSizes) {
+  Topology t(2, 1, 1, 2, 5, {1, 4});
+  EXPECT_EQ(t.my_layers().begin, 1);
+  EXPECT_EQ(t.my_layers().end, 5);
+}
+
+TEST(Topology, WorldMismatchNamesAllThreeNumbers) {
+  try {
+    Topology t(6, 0, 4, 2, 8);
+    FAIL();
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("(4)"), std::string::npos) << m;
+    EXPECT_NE(m.find("(2)"), std::string::npos) << m;
+    EXPECT_NE(m.find("(6)"), std::string::npos) << m;
+  }
+}
+
+TEST(Topology, MoreStagesThanLayersIsRefused) { EXPECT_THROW(Topology(6, 0, 1, 6, 5), Error); }
+
+TEST(Topology, StageSizesMustSumToLayers) { EXPECT_THROW(Topology(2, 0, 1, 2, 5, {2, 2}), Error); }
+
+}  // namespace
+}  // namespace tpllama
