@@ -87,6 +87,8 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
     fail(checkpoint.tokenizer_path(), " has ", tokenizer.vocab_size(), " pieces but config.json says vocab_size ",
          config.vocab_size);
   if (!std::filesystem::exists(o.input)) fail("prompt file ", o.input, " does not exist");
+  if (std::filesystem::exists(o.output) && std::filesystem::equivalent(o.input, o.output))
+    fail("--output ", o.output, " is the prompt file itself; refusing to overwrite the input");
   PromptReader reader(o.input, o.defaults);
   ResultWriter writer(o.output);
 

@@ -14,7 +14,7 @@ namespace tpllama::testing_util {
 // ../shared/models/stories260K, or "" when the shared directory is absent.
 inline std::string stories_dir() {
   const char* env = std::getenv("TPLLAMA_SHARED_DIR");
-  std::string dir = std::string(env ? env : "../shared") + "/models/stories260K";
+  std::string dir = std::string(env ? env : TPLLAMA_DEFAULT_SHARED_DIR) + "/models/stories260K";
   return std::filesystem::exists(dir + "/stories260K.bin") ? dir : "";
 }
 

@@ -20,7 +20,7 @@ namespace {
 
 std::string model_path() {
   const char* shared = std::getenv("TPLLAMA_SHARED_DIR");
-  const std::string dir = shared != nullptr ? shared : "/work/shared";
+  const std::string dir = shared != nullptr ? shared : TPLLAMA_DEFAULT_SHARED_DIR;
   return dir + "/models/stories260K/tok512.model";
 }
 

@@ -1,0 +1,336 @@
+// End-to-end tests of the tpllama binary: convert stories260K, run it over prompt files, and hold
+// the output to the reference generations of an independent implementation (run.c / llama.cpp).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CommandResult run_shell(const std::string& command) {
+  static int counter = 0;
+  // Tests may run as root (CI does); Open MPI refuses that unless told.
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+  std::string log = (fs::temp_directory_path() / ("tpllama_e2e_" + std::to_string(::getpid()) + "_" +
+                                                  std::to_string(counter++) + ".log")).string();
+  int status = std::system(("timeout 120 " + command + " >" + log + " 2>&1").c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.output = ss.str();
+  fs::remove(log);
+  return r;
+}
+
+std::string binary() {
+  const char* b = std::getenv("TPLLAMA_BIN");
+  return b ? b : TPLLAMA_DEFAULT_BIN;
+}
+
+std::string stories_dir() {
+  const char* env = std::getenv("TPLLAMA_SHARED_DIR");
+  std::string dir = std::string(env ? env : TPLLAMA_DEFAULT_SHARED_DIR) + "/models/stories260K";
+  return fs::exists(dir + "/stories260K.bin") ? dir : "";
+}
+
+std::vector<json> read_jsonl(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(json::parse(line));
+  return out;
+}
+
+std::map<std::string, json> by_id(const std::vector<json>& records) {
+  std::map<std::string, json> m;
+  for (const json& r : records) m[r["id"].dump()] = r;
+  return m;
+}
+
+// The converted stories260K model and the reference records, made once for the suite.
+class Stories : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    stories_ = stories_dir();
+    if (stories_.empty()) return;
+    work_ = (fs::temp_directory_path() / ("tpllama_e2e_" + std::to_string(::getpid()))).string();
+    fs::remove_all(work_);
+    fs::create_directories(work_);
+    model_ = work_ + "/stories260K";
+    convert_ = run_shell(binary() + " convert --from llama2c --checkpoint " + stories_ + "/stories260K.bin --tokenizer " +
+                         stories_ + "/tok512.model --out " + model_);
+    references_ = read_jsonl(stories_ + "/reference_greedy.jsonl");
+  }
+  static void TearDownTestSuite() {
+    if (!work_.empty()) fs::remove_all(work_);
+  }
+  void SetUp() override {
+    if (stories_.empty()) GTEST_SKIP() << "../shared/models/stories260K not found (set TPLLAMA_SHARED_DIR)";
+    ASSERT_EQ(convert_.exit_code, 0) << convert_.output;
+  }
+
+  // Reference prompts as JSONL with per-request max_tokens reproducing run.c's step counts.
+  static std::string reference_input(const std::string& name, const json& extra = json::object()) {
+    std::string path = work_ + "/" + name + "_in.jsonl";
+    std::ofstream out(path);
+    for (size_t i = 0; i < references_.size(); ++i) {
+      const json& r = references_[i];
+      json req = {{"id", "ref" + std::to_string(i)}, {"prompt", r["prompt"]},
+                  {"max_tokens", r["steps"].get<int>() - static_cast<int>(r["prompt_tokens"].size()) + 1}};
+      req.update(extra);
+      out << req.dump() << "\n";
+    }
+    return path;
+  }
+
+  static std::string expected_text(const json& r) {
+    return r["output"].get<std::string>().substr(r["prompt"].get<std::string>().size());
+  }
+
+  CommandResult run(const std::string& input, const std::string& output, const std::string& flags = "",
+                    const std::string& launcher = "") {
+    return run_shell(launcher + binary() + " run --model " + model_ + " --input " + input + " --output " + output +
+                     " " + flags);
+  }
+
+  void expect_reference_output(const std::string& output_path) {
+    auto records = by_id(read_jsonl(output_path));
+    ASSERT_EQ(records.size(), references_.size());
+    for (size_t i = 0; i < references_.size(); ++i) {
+      const json& ref = references_[i];
+      const json& got = records[json("ref" + std::to_string(i)).dump()];
+      EXPECT_EQ(got["text"].get<std::string>(), expected_text(ref)) << "prompt " << ref["prompt"];
+      const bool bos = ref["stopped_on_bos"].get<bool>();
+      EXPECT_EQ(got["finish_reason"], bos ? "stop" : "length") << "prompt " << ref["prompt"];
+      EXPECT_EQ(got["prompt_tokens"].get<size_t>(), ref["prompt_tokens"].size());
+      // The stop token itself counts as generated, as in vLLM.
+      EXPECT_EQ(got["completion_tokens"].get<size_t>(), ref["generated_tokens"].size() + (bos ? 1 : 0));
+    }
+  }
+
+  static std::string stories_, work_, model_;
+  static CommandResult convert_;
+  static std::vector<json> references_;
+};
+
+std::string Stories::stories_, Stories::work_, Stories::model_;
+CommandResult Stories::convert_;
+std::vector<json> Stories::references_;
+
+TEST_F(Stories, ConvertWritesHuggingFaceDirectory) {
+  json config;
+  std::ifstream(model_ + "/config.json") >> config;
+  EXPECT_EQ(config["hidden_size"], 64);
+  EXPECT_EQ(config["num_key_value_heads"], 4);
+  EXPECT_EQ(config["tie_word_embeddings"], true);
+  EXPECT_EQ(config["eos_token_id"], json({2, 1}));
+  EXPECT_TRUE(fs::exists(model_ + "/model.safetensors"));
+  EXPECT_TRUE(fs::exists(model_ + "/tokenizer.model"));
+}
+
+TEST_F(Stories, GreedyRunReproducesReferenceText) {
+  std::string out = work_ + "/greedy.jsonl";
+  CommandResult r = run(reference_input("greedy"), out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_reference_output(out);
+}
+
+TEST_F(Stories, GreedyRunUnderMpirunReproducesReferenceText) {
+  if (run_shell("which mpirun").exit_code != 0) GTEST_SKIP() << "mpirun not found on PATH";
+  std::string out = work_ + "/greedy_mpi.jsonl";
+  CommandResult r = run(reference_input("greedy_mpi"), out, "", "mpirun -np 1 ");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_reference_output(out);
+}
+
+TEST_F(Stories, GreedyOutputDoesNotDependOnBatching) {
+  for (std::string flags : {"--max-seqs 1", "--max-seqs 2 --max-batch-tokens 3", "--max-seqs 64 --max-batch-tokens 7"}) {
+    std::string out = work_ + "/batching.jsonl";
+    CommandResult r = run(reference_input("batching"), out, flags);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    SCOPED_TRACE(flags);
+    expect_reference_output(out);
+  }
+}
+
+TEST_F(Stories, StopStringEndsTextBeforeIt) {
+  std::string out = work_ + "/stop.jsonl";
+  CommandResult r = run(reference_input("stop", {{"stop", {" Lily", "zzz"}}}), out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto records = by_id(read_jsonl(out));
+  for (size_t i = 0; i < references_.size(); ++i) {
+    std::string full = expected_text(references_[i]);
+    size_t at = full.find(" Lily");
+    const json& got = records[json("ref" + std::to_string(i)).dump()];
+    if (at == std::string::npos) continue;
+    EXPECT_EQ(got["text"].get<std::string>(), full.substr(0, at));
+    EXPECT_EQ(got["finish_reason"], "stop");
+  }
+}
+
+TEST_F(Stories, MaxTokensEndsWithLength) {
+  std::string in = work_ + "/short.txt";
+  std::ofstream(in) << "Once upon a time\n";
+  std::string out = work_ + "/short.jsonl";
+  CommandResult r = run(in, out, "--max-tokens 5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto records = read_jsonl(out);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["id"], 1);
+  EXPECT_EQ(records[0]["completion_tokens"], 5);
+  EXPECT_EQ(records[0]["finish_reason"], "length");
+  std::string text = records[0]["text"].get<std::string>();
+  EXPECT_FALSE(text.empty());
+  EXPECT_EQ(text, expected_text(references_[0]).substr(0, text.size()));
+}
+
+TEST_F(Stories, ContextLengthEndsWithLength) {
+  std::string in = work_ + "/ctx.jsonl";
+  std::string prompt;
+  for (int i = 0; i < 100; ++i) prompt += "Once upon a time ";
+  std::ofstream(in) << json({{"id", "long"}, {"prompt", prompt}, {"max_tokens", 100000}}).dump() << "\n";
+  std::string out = work_ + "/ctx_out.jsonl";
+  CommandResult r = run(in, out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto records = read_jsonl(out);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["finish_reason"], "length") << records[0].dump();
+  EXPECT_EQ(records[0]["prompt_tokens"].get<int>() + records[0]["completion_tokens"].get<int>(), 512);
+}
+
+TEST_F(Stories, BadLinesBecomeErrorRecordsAndTheRunGoesOn) {
+  std::string in = work_ + "/mixed.jsonl";
+  std::string too_long;
+  for (int i = 0; i < 200; ++i) too_long += "Once upon a time ";
+  std::ofstream(in) << R"({"id": "a", "prompt": "Once upon a time", "max_tokens": 3})" << "\n"
+                    << R"({"id": "b", "prompt": "Once upon)" << "\n"
+                    << R"({"id": "c", "text": "no prompt here"})" << "\n"
+                    << R"({"id": "d", "prompt": "The little dog", "max_tokens": "ten"})" << "\n"
+                    << json({{"id", "e"}, {"prompt", too_long}}).dump() << "\n"
+                    << R"(["not", "an", "object"])" << "\n"
+                    << R"({"id": "g", "prompt": "The little dog", "max_tokens": 3})" << "\n";
+  std::string out = work_ + "/mixed_out.jsonl";
+  CommandResult r = run(in, out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto records = read_jsonl(out);
+  ASSERT_EQ(records.size(), 7u);
+  std::map<std::string, json> m;
+  for (const json& rec : records) m[rec["id"].is_string() ? rec["id"].get<std::string>() : rec["id"].dump()] = rec;
+  EXPECT_EQ(m["a"]["finish_reason"], "length");
+  EXPECT_EQ(m["g"]["finish_reason"], "length");
+  auto expect_error = [&](const std::string& id, const std::string& line, const std::string& needle) {
+    ASSERT_TRUE(m.count(id)) << id;
+    EXPECT_EQ(m[id]["finish_reason"], "error") << m[id].dump();
+    std::string err = m[id]["error"].get<std::string>();
+    EXPECT_NE(err.find("line " + line), std::string::npos) << err;
+    EXPECT_NE(err.find(needle), std::string::npos) << err;
+  };
+  expect_error("2", "2", "JSON");  // unparseable: the id falls back to the line number
+  expect_error("c", "3", "prompt");
+  expect_error("d", "4", "max_tokens");
+  expect_error("e", "5", "context");
+  expect_error("6", "6", "object");
+  EXPECT_NE(r.output.find("5 errors"), std::string::npos) << r.output;
+}
+
+TEST_F(Stories, SeededSamplingIsReproducibleWhateverTheBatch) {
+  std::string one = work_ + "/seed_one.jsonl", many = work_ + "/seed_many.jsonl";
+  std::ofstream(one) << R"({"id": "x", "prompt": "Once upon a time", "temperature": 1.0, "top_p": 0.9, "seed": 42, "max_tokens": 40})"
+                     << "\n";
+  {
+    std::ofstream m(many);
+    for (int i = 0; i < 5; ++i)
+      m << json({{"id", "other" + std::to_string(i)}, {"prompt", "The little dog"}, {"temperature", 1.0}, {"max_tokens", 30}}).dump()
+        << "\n";
+    m << R"({"id": "x", "prompt": "Once upon a time", "temperature": 1.0, "top_p": 0.9, "seed": 42, "max_tokens": 40})" << "\n";
+    m << R"({"id": "y", "prompt": "Once upon a time", "temperature": 1.0, "top_p": 0.9, "seed": 43, "max_tokens": 40})" << "\n";
+  }
+  std::string out_one = work_ + "/seed_one_out.jsonl", out_many = work_ + "/seed_many_out.jsonl";
+  ASSERT_EQ(run(one, out_one, "--max-seqs 1").exit_code, 0);
+  ASSERT_EQ(run(many, out_many, "--max-seqs 8").exit_code, 0);
+  auto a = by_id(read_jsonl(out_one)), b = by_id(read_jsonl(out_many));
+  EXPECT_EQ(a["\"x\""]["text"], b["\"x\""]["text"]);
+  EXPECT_NE(b["\"x\""]["text"], b["\"y\""]["text"]);
+  EXPECT_NE(a["\"x\""]["text"].get<std::string>(), expected_text(references_[0]).substr(0, a["\"x\""]["text"].get<std::string>().size()))
+      << "temperature 1 sampled exactly the greedy text";
+}
+
+TEST_F(Stories, MissingModelDirectoryFailsWithOneClearMessage) {
+  std::string in = work_ + "/any.txt";
+  std::ofstream(in) << "hello\n";
+  CommandResult r = run_shell(binary() + " run --model " + work_ + "/no_such_model --input " + in + " --output " + work_ +
+                              "/never.jsonl");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("no_such_model"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(work_ + "/never.jsonl"));
+}
+
+TEST_F(Stories, CorruptWeightsFailBeforeAnyWork) {
+  std::string broken = work_ + "/broken";
+  fs::remove_all(broken);
+  fs::copy(model_, broken);
+  fs::resize_file(broken + "/model.safetensors", fs::file_size(broken + "/model.safetensors") / 2);
+  std::string in = work_ + "/any2.txt";
+  std::ofstream(in) << "hello\n";
+  CommandResult r = run_shell(binary() + " run --model " + broken + " --input " + in + " --output " + work_ + "/never2.jsonl");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("model.safetensors"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("truncated"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(work_ + "/never2.jsonl"));
+}
+
+TEST_F(Stories, OutputThatWouldOverwriteTheInputIsRefused) {
+  std::string in = work_ + "/same.txt";
+  std::ofstream(in) << "hello\n";
+  CommandResult r = run(in, in);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("same.txt"), std::string::npos) << r.output;
+  std::ifstream check(in);
+  std::string line;
+  std::getline(check, line);
+  EXPECT_EQ(line, "hello");
+}
+
+TEST_F(Stories, UnknownDtypeFailsNamingIt) {
+  std::string broken = work_ + "/i8";
+  fs::remove_all(broken);
+  fs::copy(model_, broken);
+  // Rewrite the first dtype in the header in place: same length, so offsets stay valid.
+  std::fstream f(broken + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+  std::string head(4096, '\0');
+  f.read(head.data(), static_cast<std::streamsize>(head.size()));
+  size_t at = head.find("\"F32\"");
+  ASSERT_NE(at, std::string::npos);
+  f.clear();
+  f.seekp(static_cast<std::streamoff>(at));
+  f.write("\"I16\"", 5);
+  f.close();
+  std::string in = work_ + "/any3.txt";
+  std::ofstream(in) << "hello\n";
+  CommandResult r = run_shell(binary() + " run --model " + broken + " --input " + in + " --output " + work_ + "/never3.jsonl");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("I16"), std::string::npos) << r.output;
+}
+
+}  // namespace
