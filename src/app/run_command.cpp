@@ -2,9 +2,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <filesystem>
 #include <sstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "app/commands.h"
 #include "core/error.h"
@@ -67,6 +70,16 @@ std::string gib(uint64_t bytes) {
   return os.str();
 }
 
+// Hugging Face tokenizer_config.json may turn BOS off ("add_bos_token": false); LLaMA default is on.
+bool tokenizer_adds_bos(const std::string& model_dir) {
+  std::ifstream in(model_dir + "/tokenizer_config.json");
+  if (!in) return true;
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("add_bos_token") || !j["add_bos_token"].is_boolean())
+    return true;
+  return j["add_bos_token"].get<bool>();
+}
+
 }  // namespace
 
 int run_command(const RunOptions& o, const MpiSession& mpi) {
@@ -107,7 +120,8 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
      << ") in " << load_s << " s; " << threads << " threads";
   log::info(os.str());
 
-  Engine engine(model, tokenizer, EngineOptions{o.max_seqs, o.max_batch_tokens, o.log_interval});
+  Engine engine(model, tokenizer,
+                EngineOptions{o.max_seqs, o.max_batch_tokens, o.log_interval, tokenizer_adds_bos(o.model)});
   RunSummary summary = engine.run(reader, writer);
   log::info("done: " + summary.describe() + "; output " + o.output);
   return 0;

@@ -47,7 +47,9 @@ void write_model_dir(const LlamaConfig& config, const NamedArrays& tensors, cons
   fs::create_directories(options.out_dir);
   if (!options.tokenizer_path.empty()) {
     if (!fs::exists(options.tokenizer_path)) fail("tokenizer ", options.tokenizer_path, " does not exist");
-    fs::copy_file(options.tokenizer_path, options.out_dir + "/tokenizer.model", fs::copy_options::overwrite_existing);
+    const std::string dest = options.out_dir + "/tokenizer.model";
+    fs::copy_file(options.tokenizer_path, dest, fs::copy_options::overwrite_existing);
+    fs::permissions(dest, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
   }
   nlohmann::json j = config.to_json();
   j["torch_dtype"] = options.dtype == DType::kF32 ? "float32" : options.dtype == DType::kBF16 ? "bfloat16" : "float16";

@@ -123,9 +123,15 @@ RunSummary Engine::run(PromptReader& reader, ResultWriter& writer) {
         continue;
       }
       auto seq = std::make_unique<Sequence>(std::move(*req), tokenizer_);
-      seq->tokens.push_back(config.bos_token_id);
+      if (options_.add_bos) seq->tokens.push_back(config.bos_token_id);
       for (int id : tokenizer_.encode(seq->request.prompt)) seq->tokens.push_back(id);
       seq->n_prompt = static_cast<int>(seq->tokens.size());
+      if (seq->n_prompt == 0) {
+        reject(seq->request, 0, "line " + std::to_string(seq->request.line) +
+                                    ": the prompt is empty and the model adds no BOS token, so there is nothing to "
+                                    "condition on");
+        continue;
+      }
       if (seq->n_prompt >= ctx_len) {
         reject(seq->request, seq->n_prompt,
                "line " + std::to_string(seq->request.line) + ": prompt has " + std::to_string(seq->n_prompt) +

@@ -18,6 +18,7 @@ struct EngineOptions {
   int max_seqs = 64;           // sequences in flight at once
   int max_batch_tokens = 2048; // tokens per forward step (prefill is chunked to fit)
   double log_interval = 30.0;  // seconds between progress lines
+  bool add_bos = true;         // prepend the config's bos_token_id to every prompt
 };
 
 struct RunSummary {

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Usage: scripts/setup.sh [--no-install] [--no-demo]
+#
+# One command from a fresh Debian 12 clone to a finished batch job:
+#   1. installs the Debian packages tpllama builds with (apt-get; needs root or sudo),
+#   2. configures and builds Release into build/ (the executable is build/tpllama),
+#   3. makes the demo model build/demo-model (random weights, tokenizer trained on
+#      models/demo/corpus.txt) unless it exists,
+#   4. runs `mpirun -np 1 build/tpllama run` over models/demo/prompts.txt into out/demo.jsonl.
+# --no-install skips step 1; --no-demo stops after step 2.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+install=1
+demo=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-install) install=0 ;;
+    --no-demo) demo=0 ;;
+    *) echo "usage: scripts/setup.sh [--no-install] [--no-demo]" >&2; exit 2 ;;
+  esac
+done
+
+packages=(build-essential cmake ninja-build pkg-config git openmpi-bin libopenmpi-dev libopenblas-dev
+          libcli11-dev libsentencepiece-dev sentencepiece nlohmann-json3-dev libgtest-dev)
+
+if [[ $install == 1 ]]; then
+  missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if (( ${#missing[@]} )); then
+    echo "== installing: ${missing[*]}"
+    sudo=""
+    [[ $EUID -ne 0 ]] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+  fi
+fi
+
+echo "== building (Release) into build/"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build --parallel
+
+[[ $demo == 1 ]] || exit 0
+
+if [[ ! -f build/demo-model/config.json ]]; then
+  echo "== making the demo model build/demo-model (random weights: its text is gibberish)"
+  scripts/make_demo_model.sh build/demo-model
+fi
+
+# Open MPI refuses to run as root unless told; containers and CI runners often are root.
+if [[ $EUID -eq 0 ]]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+mkdir -p out
+echo "== running: mpirun -np 1 build/tpllama run --model build/demo-model --input models/demo/prompts.txt --output out/demo.jsonl"
+mpirun -np 1 build/tpllama run --model build/demo-model --input models/demo/prompts.txt \
+  --output out/demo.jsonl --max-tokens 32
+echo "== out/demo.jsonl:"
+cat out/demo.jsonl

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Usage: scripts/test.sh [extra ctest arguments]
+#
+# Runs the test suite (CTest) of an existing build/ (make it with scripts/setup.sh), leaving out
+# tests labelled slow. Tests that need ../shared/models skip with a message when it is absent;
+# GPU tests skip without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[[ -d build ]] || { echo "no build/ directory: run scripts/setup.sh first" >&2; exit 2; }
+if [[ $EUID -eq 0 ]]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+cmake --build build --parallel
+ctest --test-dir build --output-on-failure --parallel "$(nproc)" -LE slow "$@"
