@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("run")) return run_command(run_options, mpi);
     if (app.got_subcommand("convert")) return convert_command(convert_options, mpi);
+  } catch (const ReportedError&) {
+    return 1;  // every rank knows, the failing rank has printed it: a clean exit, no abort
   } catch (const std::exception& e) {
     log::error(e.what());
     if (mpi.world_size() > 1) mpi.abort(1);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -22,6 +23,10 @@ struct RunOptions {
   int max_batch_tokens = 2048;
   int threads = 0;  // 0: cores of this node / ranks on this node
   double log_interval = 30.0;
+  int tp = 0;  // 0: derived (ranks per node, or world / pp)
+  int pp = 0;  // 0: derived (number of nodes, or world / tp)
+  std::vector<int> pp_layers;
+  bool allow_cross_node_tp = false;
 };
 
 struct ConvertOptionsCli {

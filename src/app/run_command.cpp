@@ -1,9 +1,10 @@
-// `tpllama run`: load this rank's shard, stream the prompt file through the engine, write results.
-#include <unistd.h>
-
+// `tpllama run`: agree on a layout, load this rank's shard, then rank 0 streams the prompt file
+// through the pipeline while every other rank serves step plans.
 #include <chrono>
-#include <fstream>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -17,9 +18,26 @@
 #include "ops/cpu/cpu_ops.h"
 #include "parallel/mpi_comm.h"
 #include "runtime/engine.h"
+#include "runtime/pipeline.h"
 #include "runtime/tokenizer.h"
 
 namespace tpllama {
+
+namespace {
+
+// CLI11's number checks let NaN through; sampling settings must be finite.
+CLI::Validator finite_in(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        double v = std::stod(s);
+        if (!std::isfinite(v) || v < lo || v > hi)
+          return "value " + s + " not in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+        return "";
+      },
+      "FINITE");
+}
+
+}  // namespace
 
 void add_run_command(CLI::App& app, RunOptions& o) {
   CLI::App* run = app.add_subcommand("run", "Generate completions for every prompt of a file");
@@ -34,14 +52,14 @@ void add_run_command(CLI::App& app, RunOptions& o) {
       ->check(CLI::PositiveNumber);
   run->add_option("--temperature", o.defaults.sampling.temperature, "Sampling temperature; 0 = greedy")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_in(0, 1e6));
   run->add_option("--top-k", o.defaults.sampling.top_k, "Keep the k most probable tokens; 0 = off")->capture_default_str();
   run->add_option("--top-p", o.defaults.sampling.top_p, "Nucleus sampling: smallest set reaching p; 1 = off")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(finite_in(1e-12, 1));
   run->add_option("--min-p", o.defaults.sampling.min_p, "Drop tokens below min_p times the top probability; 0 = off")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(finite_in(0, 1));
   run->add_option("--seed", o.defaults.seed, "Base seed; each request's stream derives from it and its line number")
       ->capture_default_str();
   run->add_option("--max-seqs", o.max_seqs, "Sequences in flight at once")->capture_default_str()->check(CLI::PositiveNumber);
@@ -50,23 +68,21 @@ void add_run_command(CLI::App& app, RunOptions& o) {
       ->check(CLI::PositiveNumber);
   run->add_option("--threads", o.threads, "CPU threads per rank; default: cores of the node / ranks on the node");
   run->add_option("--log-interval", o.log_interval, "Seconds between progress lines")->capture_default_str();
+  run->add_option("--tp", o.tp, "Tensor-parallel ranks per stage; default: ranks per node (or ranks / --pp)")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--pp", o.pp, "Pipeline stages; default: number of nodes (or ranks / --tp)")->check(CLI::PositiveNumber);
+  run->add_option("--pp-layers", o.pp_layers, "Layers per stage, e.g. 10,12,10 (default: even, remainder to the middle)")
+      ->delimiter(',');
+  run->add_flag("--allow-cross-node-tp", o.allow_cross_node_tp, "Do not warn when a TP group spans nodes");
 }
 
 namespace {
 
-int default_threads(const Topology& topology) {
-  int cores = static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, topology.ranks_on_node()));
-}
-
-std::string gib(uint64_t bytes) {
+std::string mib(uint64_t bytes) {
   std::ostringstream os;
   os.setf(std::ios::fixed);
-  os.precision(bytes < (1ull << 30) ? 2 : 1);
-  if (bytes < (1ull << 30))
-    os << static_cast<double>(bytes) / (1 << 20) << " MiB";
-  else
-    os << static_cast<double>(bytes) / (1ull << 30) << " GiB";
+  os.precision(2);
+  os << static_cast<double>(bytes) / (1 << 20) << " MiB";
   return os.str();
 }
 
@@ -80,49 +96,153 @@ bool tokenizer_adds_bos(const std::string& model_dir) {
   return j["add_bos_token"].get<bool>();
 }
 
+// --tp/--pp as given, or derived: TP over the ranks of a node, PP over the nodes.
+Topology resolve_layout(const RunOptions& o, const NodeInfo& nodes, int world, int rank, int n_layers) {
+  int tp = o.tp, pp = o.pp;
+  if (tp == 0 && pp == 0) {
+    if (!nodes.uniform)
+      fail("nodes run different numbers of ranks, so --tp (ranks per node) cannot be derived; give --tp and --pp");
+    tp = nodes.ranks_on_node;
+    pp = nodes.n_nodes;
+  } else if (tp == 0) {
+    if (world % pp != 0) fail("--pp ", pp, " does not divide the number of ranks (", world, ")");
+    tp = world / pp;
+  } else if (pp == 0) {
+    if (world % tp != 0) fail("--tp ", tp, " does not divide the number of ranks (", world, ")");
+    pp = world / tp;
+  }
+  Topology t(world, rank, tp, pp, n_layers, o.pp_layers);
+  t.set_node(nodes.node_id, nodes.local_rank, nodes.ranks_on_node);
+  return t;
+}
+
+void warn_cross_node_tp(const Topology& t, const NodeInfo& nodes) {
+  for (int stage = 0; stage < t.pp_size(); ++stage) {
+    const int first = stage * t.tp_size();
+    bool spans = false;
+    std::string members;
+    for (int r = first; r < first + t.tp_size(); ++r) {
+      spans = spans || nodes.node_of_rank[static_cast<size_t>(r)] != nodes.node_of_rank[static_cast<size_t>(first)];
+      members += (r == first ? "" : ", ") + std::string("rank ") + std::to_string(r) + " on " +
+                 nodes.host_of_rank[static_cast<size_t>(r)];
+    }
+    if (spans)
+      log::warn("the TP group of stage " + std::to_string(stage) + " spans nodes (" + members +
+                "): its all-reduces cross the network. Place consecutive ranks on one node (mpirun --map-by "
+                "slot) or pass --allow-cross-node-tp to silence this");
+  }
+}
+
+// One line per rank on rank 0, and the check that every checkpoint element is held exactly once
+// (plus the replicas, reported as such).
+void report_weights(const Topology& t, const ModelWeights& w, const Checkpoint& ckpt) {
+  uint64_t mine[4] = {w.bytes_read, w.bytes_held, w.elements_unique, w.elements_replicated};
+  std::vector<uint64_t> all(4 * static_cast<size_t>(t.world_size()));
+  mpi_check(MPI_Gather(mine, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Gather");
+  if (t.rank() != 0) return;
+  uint64_t unique = 0, replicated = 0;
+  for (int r = 0; r < t.world_size(); ++r) {
+    const uint64_t* v = all.data() + 4 * r;
+    Topology peer(t.world_size(), r, t.tp_size(), t.pp_size(), t.n_layers(), {});
+    std::ostringstream os;
+    os << "rank " << r << " (tp " << peer.tp_rank() << ", pp " << peer.pp_rank() << ", layers ["
+       << t.stage_layers(peer.pp_rank()).begin << ", " << t.stage_layers(peer.pp_rank()).end << ")): read "
+       << mib(v[0]) << ", holds " << mib(v[1]);
+    if (t.world_size() > 1) log::info(os.str());
+    unique += v[2];
+    replicated += v[3];
+  }
+  std::ostringstream os;
+  os << "weights: checkpoint " << ckpt.total_elements() << " elements; held once over all ranks " << unique
+     << (unique == ckpt.total_elements() ? " (all of them)" : " (MISMATCH)") << ", plus " << replicated
+     << " replicated (norms on every TP rank, shared kv heads, tied embedding on two stages)";
+  log::info(os.str());
+  TPLLAMA_CHECK(unique == ckpt.total_elements(), "sharded load holds ", unique, " of ", ckpt.total_elements(),
+                " elements");
+}
+
 }  // namespace
 
 int run_command(const RunOptions& o, const MpiSession& mpi) {
   const auto t0 = std::chrono::steady_clock::now();
-  // Everything that can be wrong with the model is found here, before any weight is copied.
-  Checkpoint checkpoint(o.model);
-  const LlamaConfig& config = checkpoint.config();
-  if (mpi.world_size() != 1)
-    fail("tpllama run was started on ", mpi.world_size(),
-         " ranks, but this version runs a model on one rank only (tensor and pipeline parallel "
-         "layouts are not available yet); start it with mpirun -np 1");
-  Topology topology(mpi.world_size(), mpi.rank(), 1, 1, config.n_layers);
-  detect_nodes(&topology);
-  if (!std::filesystem::exists(checkpoint.tokenizer_path()))
-    fail("model directory ", o.model, " has no tokenizer.model (a SentencePiece model is required)");
-  Tokenizer tokenizer(checkpoint.tokenizer_path());
-  if (tokenizer.vocab_size() > config.vocab_size)
-    fail(checkpoint.tokenizer_path(), " has ", tokenizer.vocab_size(), " pieces but config.json says vocab_size ",
-         config.vocab_size);
-  if (!std::filesystem::exists(o.input)) fail("prompt file ", o.input, " does not exist");
-  if (std::filesystem::exists(o.output) && std::filesystem::equivalent(o.input, o.output))
-    fail("--output ", o.output, " is the prompt file itself; refusing to overwrite the input");
-  PromptReader reader(o.input, o.defaults);
-  ResultWriter writer(o.output);
+  const NodeInfo nodes = detect_nodes();
+  const int rank = mpi.rank();
 
-  const int threads = o.threads > 0 ? o.threads : default_threads(topology);
+  // Everything that can be wrong with the layout, the model or the files is found here, on
+  // every rank, before any weight is copied; the job reports it once.
+  std::unique_ptr<Checkpoint> checkpoint;
+  std::unique_ptr<Topology> topology;
+  std::unique_ptr<Tokenizer> tokenizer;
+  collective_phase([&] {
+    checkpoint = std::make_unique<Checkpoint>(o.model);
+    const LlamaConfig& c = checkpoint->config();
+    topology = std::make_unique<Topology>(resolve_layout(o, nodes, mpi.world_size(), rank, c.n_layers));
+    head_layout(c, topology->tp_size(), topology->tp_rank());
+    build_shard_table(c, *topology);
+    if (rank != 0) return;
+    if (!std::filesystem::exists(checkpoint->tokenizer_path()))
+      fail("model directory ", o.model, " has no tokenizer.model (a SentencePiece model is required)");
+    tokenizer = std::make_unique<Tokenizer>(checkpoint->tokenizer_path());
+    if (tokenizer->vocab_size() > c.vocab_size)
+      fail(checkpoint->tokenizer_path(), " has ", tokenizer->vocab_size(), " pieces but config.json says vocab_size ",
+           c.vocab_size);
+    if (!std::filesystem::exists(o.input)) fail("prompt file ", o.input, " does not exist");
+    if (std::filesystem::exists(o.output) && std::filesystem::equivalent(o.input, o.output))
+      fail("--output ", o.output, " is the prompt file itself; refusing to overwrite the input");
+  });
+  const LlamaConfig& config = checkpoint->config();
+  if (rank == 0) {
+    log::info("layout: " + std::to_string(topology->world_size()) + " ranks = tp " +
+              std::to_string(topology->tp_size()) + " x pp " + std::to_string(topology->pp_size()) + " on " +
+              std::to_string(nodes.n_nodes) + " node(s)");
+    if (!o.allow_cross_node_tp) warn_cross_node_tp(*topology, nodes);
+  }
+
+  const int threads = o.threads > 0 ? o.threads
+                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                                      std::max(1, nodes.ranks_on_node));
   ops::cpu::set_threads(threads);
-  auto tp_comm = MpiCommunicator::split(MPI_COMM_WORLD, topology.pp_rank(), topology.tp_rank());
-  DeviceContext ctx{Device::kCpu, threads};
-  LlamaModel model(checkpoint, topology, *tp_comm, ctx, ModelLimits{o.max_batch_tokens, o.max_seqs});
-  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::ostringstream os;
-  os.setf(std::ios::fixed);
-  os.precision(2);
-  os << "model " << o.model << ": " << config.n_layers << " layers, dim " << config.dim << ", " << config.n_heads
-     << " heads (" << config.n_kv_heads << " kv), vocab " << config.vocab_size << ", context " << config.max_seq_len
-     << "; weights held " << gib(model.weights().bytes_held) << " (read " << gib(model.weights().bytes_read)
-     << ") in " << load_s << " s; " << threads << " threads";
-  log::info(os.str());
+  MPI_Comm world_dup;
+  mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &world_dup), "MPI_Comm_dup");
+  MpiCommunicator world(world_dup);
+  auto tp_comm = MpiCommunicator::split(MPI_COMM_WORLD, topology->pp_rank(), topology->tp_rank());
+  const DeviceContext ctx{Device::kCpu, threads};
+  std::unique_ptr<LlamaModel> model;
+  collective_phase([&] {
+    model = std::make_unique<LlamaModel>(*checkpoint, *topology, *tp_comm, ctx,
+                                         ModelLimits{o.max_batch_tokens, o.max_seqs});
+  });
+  report_weights(*topology, model->weights(), *checkpoint);
 
-  Engine engine(model, tokenizer,
-                EngineOptions{o.max_seqs, o.max_batch_tokens, o.log_interval, tokenizer_adds_bos(o.model)});
-  RunSummary summary = engine.run(reader, writer);
+  std::unique_ptr<PromptReader> reader;
+  std::unique_ptr<ResultWriter> writer;
+  collective_phase([&] {
+    if (rank != 0) return;
+    reader = std::make_unique<PromptReader>(o.input, o.defaults);
+    writer = std::make_unique<ResultWriter>(o.output);
+  });
+  if (rank == 0) {
+    std::ostringstream os;
+    os.setf(std::ios::fixed);
+    os.precision(2);
+    os << "model " << o.model << ": " << config.n_layers << " layers, dim " << config.dim << ", " << config.n_heads
+       << " heads (" << config.n_kv_heads << " kv), vocab " << config.vocab_size << ", context "
+       << config.max_seq_len << "; loaded in "
+       << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s; " << threads
+       << " threads per rank";
+    log::info(os.str());
+  }
+
+  KvCache cache(model->n_layers_local(), model->kv_dim_local(), o.max_seqs);
+  Pipeline pipeline(*model, cache, *topology, *tp_comm, world);
+  if (rank != 0) {
+    pipeline.serve();
+    return 0;
+  }
+  EngineOptions options{o.max_seqs, o.max_batch_tokens, o.log_interval, tokenizer_adds_bos(o.model),
+                        topology->pp_size()};
+  Engine engine(config, *tokenizer, pipeline, options);
+  RunSummary summary = engine.run(*reader, *writer);
   log::info("done: " + summary.describe() + "; output " + o.output);
   return 0;
 }

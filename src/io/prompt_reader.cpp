@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/json_text.h"
 #include "core/log.h"
 
 namespace tpllama {
@@ -20,8 +21,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxShownChars = 120;  // error messages quote values; lines may be megabytes
-constexpr int kMaxShownDepth = 3;
 constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ULL;
 constexpr const char* kKnownFields[] = {"id",    "prompt", "max_tokens", "temperature", "top_k",
                                         "top_p", "min_p",  "seed",       "stop"};
@@ -45,41 +44,6 @@ uint64_t splitmix64(uint64_t x) {
 
 uint64_t derive_seed(uint64_t base, size_t line) {
   return splitmix64(base ^ (static_cast<uint64_t>(line) * kGoldenGamma));
-}
-
-std::string clip(std::string s) {
-  if (s.size() > kMaxShownChars) s = s.substr(0, kMaxShownChars) + "...";
-  return s;
-}
-
-// Bounded rendering of a JSON value: a hostile line can nest a million arrays, which a plain
-// dump() would recurse through.
-void describe_into(const json& v, int depth, std::string& out) {
-  if (out.size() > kMaxShownChars) return;
-  if (!v.is_structured()) {
-    out += clip(v.dump(-1, ' ', false, json::error_handler_t::replace));
-    return;
-  }
-  if (depth >= kMaxShownDepth) {
-    out += v.is_array() ? "[...]" : "{...}";
-    return;
-  }
-  out += v.is_array() ? '[' : '{';
-  bool first = true;
-  for (auto it = v.begin(); it != v.end() && out.size() <= kMaxShownChars; ++it) {
-    if (!first) out += ',';
-    first = false;
-    if (v.is_object())
-      out += json(it.key()).dump(-1, ' ', false, json::error_handler_t::replace) + ":";
-    describe_into(*it, depth + 1, out);
-  }
-  out += v.is_array() ? ']' : '}';
-}
-
-std::string describe(const json& v) {
-  std::string out;
-  describe_into(v, 0, out);
-  return clip(std::move(out));
 }
 
 bool is_blank(const std::string& line) {
@@ -121,14 +85,14 @@ json parse_id(const json& object, size_t line) {
   const json* v = find_field(object, "id");
   if (!v) return json(line);
   if (!v->is_string() && !v->is_number_integer())
-    reject(line, "field 'id' must be a string or an integer, got ", describe(*v));
+    reject(line, "field 'id' must be a string or an integer, got ", describe_json(*v));
   return *v;
 }
 
 std::string parse_prompt(const json& object, size_t line) {
   auto it = object.find("prompt");
   if (it == object.end()) reject(line, "missing required field 'prompt'");
-  if (!it->is_string()) reject(line, "field 'prompt' must be a string, got ", describe(*it));
+  if (!it->is_string()) reject(line, "field 'prompt' must be a string, got ", describe_json(*it));
   return it->get<std::string>();
 }
 
@@ -137,11 +101,11 @@ void parse_max_tokens(const json& object, size_t line, Request& req) {
   if (!v) return;
   if (!v->is_number_integer() ||
       v->get<double>() < 1)  // parsed 0 is unsigned, so compare as double
-    reject(line, "field 'max_tokens' must be an integer >= 1, got ", describe(*v));
+    reject(line, "field 'max_tokens' must be an integer >= 1, got ", describe_json(*v));
   constexpr int64_t kMax = std::numeric_limits<int>::max();
   int64_t n = 0;
   if (!integer_in_range(*v, 1, kMax, &n))
-    reject(line, "field 'max_tokens' must be at most ", kMax, ", got ", describe(*v));
+    reject(line, "field 'max_tokens' must be at most ", kMax, ", got ", describe_json(*v));
   req.max_tokens = static_cast<int>(n);
 }
 
@@ -153,14 +117,14 @@ void parse_number(const json& object, const char* key, size_t line, const char* 
   if (!v) return;
   double d = v->is_number() ? v->get<double>() : 0.0;
   if (!v->is_number() || !std::isfinite(d) || !ok(d))
-    reject(line, "field '", key, "' must be ", expected, ", got ", describe(*v));
+    reject(line, "field '", key, "' must be ", expected, ", got ", describe_json(*v));
   out = d;
 }
 
 void parse_top_k(const json& object, size_t line, SamplingParams& s) {
   const json* v = find_field(object, "top_k");
   if (!v) return;
-  if (!v->is_number_integer()) reject(line, "field 'top_k' must be an integer, got ", describe(*v));
+  if (!v->is_number_integer()) reject(line, "field 'top_k' must be an integer, got ", describe_json(*v));
   // Beyond int range only "off" (<= 0) or "keep everything" make sense, so clamp rather than fail.
   constexpr int kMax = std::numeric_limits<int>::max();
   if (v->is_number_unsigned()) {
@@ -179,7 +143,7 @@ void parse_seed(const json& object, size_t line, SamplingParams& s) {
   } else if (v->is_number_integer() && v->get<int64_t>() >= 0) {
     s.seed = static_cast<uint64_t>(v->get<int64_t>());
   } else {
-    reject(line, "field 'seed' must be an integer between 0 and 2^64-1, got ", describe(*v));
+    reject(line, "field 'seed' must be an integer between 0 and 2^64-1, got ", describe_json(*v));
   }
 }
 
@@ -192,11 +156,11 @@ std::vector<std::string> parse_stop(const json& object, size_t line) {
   } else if (v->is_array()) {
     for (const auto& s : *v) {
       if (!s.is_string())
-        reject(line, "field 'stop' must be a string or a list of strings, got ", describe(*v));
+        reject(line, "field 'stop' must be a string or a list of strings, got ", describe_json(*v));
       stop.push_back(s.get<std::string>());
     }
   } else {
-    reject(line, "field 'stop' must be a string or a list of strings, got ", describe(*v));
+    reject(line, "field 'stop' must be a string or a list of strings, got ", describe_json(*v));
   }
   // An empty stop string would match before the first token and end every request at once.
   std::erase(stop, std::string());
@@ -314,7 +278,7 @@ void PromptReader::warn_unknown_fields(const json& object) {
       continue;
     if (!warned_fields_.insert(key).second) continue;
     log::warn(detail::concat(name_, " line ", lines_read_, ": ignoring unknown field ",
-                             describe(json(key)), " (reported once per field name)"));
+                             describe_json(json(key)), " (reported once per field name)"));
   }
 }
 

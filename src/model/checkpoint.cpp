@@ -80,3 +80,13 @@ uint64_t Checkpoint::total_tensor_bytes() const {
 }
 
 }  // namespace tpllama
+
+namespace tpllama {
+
+uint64_t Checkpoint::total_elements() const {
+  uint64_t total = 0;
+  for (const auto& [name, file] : where_) total += static_cast<uint64_t>(file->info(name).numel());
+  return total;
+}
+
+}  // namespace tpllama

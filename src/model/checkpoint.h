@@ -26,6 +26,7 @@ class Checkpoint {
   const SafetensorsFile& file_of(const std::string& name) const;
   const TensorInfo& info(const std::string& name) const { return file_of(name).info(name); }
   uint64_t total_tensor_bytes() const;
+  uint64_t total_elements() const;
 
  private:
   void open_index(const std::string& index_path);

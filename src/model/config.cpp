@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_text.h"
 
 namespace tpllama {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 int required_int(const nlohmann::json& j, const char* key, const std::string& source) {
   if (!j.contains(key)) fail(source, ": missing required field '", key, "'");
   const auto& v = j.at(key);
-  if (!v.is_number_integer()) fail(source, ": field '", key, "' must be an integer, got ", v.dump());
+  if (!v.is_number_integer()) fail(source, ": field '", key, "' must be an integer, got ", describe_json(v));
   return v.get<int>();
 }
 
@@ -28,7 +29,7 @@ double optional_number(const nlohmann::json& j, const char* key, double fallback
                        const std::string& source) {
   if (!j.contains(key) || j.at(key).is_null()) return fallback;
   const auto& v = j.at(key);
-  if (!v.is_number()) fail(source, ": field '", key, "' must be a number, got ", v.dump());
+  if (!v.is_number()) fail(source, ": field '", key, "' must be a number, got ", describe_json(v));
   return v.get<double>();
 }
 
@@ -36,7 +37,7 @@ RopeScaling parse_rope_scaling(const nlohmann::json& j, const std::string& sourc
   RopeScaling s;
   if (!j.contains("rope_scaling") || j.at("rope_scaling").is_null()) return s;
   const auto& r = j.at("rope_scaling");
-  if (!r.is_object()) fail(source, ": 'rope_scaling' must be an object, got ", r.dump());
+  if (!r.is_object()) fail(source, ": 'rope_scaling' must be an object, got ", describe_json(r));
   std::string type = r.value("rope_type", r.value("type", std::string()));
   if (type == "default") return s;
   if (type != "llama3")
@@ -61,12 +62,12 @@ std::vector<int> parse_eos(const nlohmann::json& j, const std::string& source) {
   if (v.is_array()) {
     std::vector<int> ids;
     for (const auto& e : v) {
-      if (!e.is_number_integer()) fail(source, ": 'eos_token_id' entries must be integers, got ", e.dump());
+      if (!e.is_number_integer()) fail(source, ": 'eos_token_id' entries must be integers, got ", describe_json(e));
       ids.push_back(e.get<int>());
     }
     return ids;
   }
-  fail(source, ": 'eos_token_id' must be an integer or a list of integers, got ", v.dump());
+  fail(source, ": 'eos_token_id' must be an integer or a list of integers, got ", describe_json(v));
 }
 
 }  // namespace
@@ -90,13 +91,13 @@ LlamaConfig parse_llama_config(const nlohmann::json& j, const std::string& sourc
   c.rope_scaling = parse_rope_scaling(j, source);
   if (j.contains("tie_word_embeddings")) {
     if (!j.at("tie_word_embeddings").is_boolean())
-      fail(source, ": 'tie_word_embeddings' must be true or false, got ", j.at("tie_word_embeddings").dump());
+      fail(source, ": 'tie_word_embeddings' must be true or false, got ", describe_json(j.at("tie_word_embeddings")));
     c.tie_word_embeddings = j.at("tie_word_embeddings").get<bool>();
   }
   c.bos_token_id = optional_int(j, "bos_token_id", 1, source);
   c.eos_token_ids = parse_eos(j, source);
   if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
-    fail(source, ": hidden_act ", j.at("hidden_act").dump(), " is not supported (LLaMA uses silu)");
+    fail(source, ": hidden_act ", describe_json(j.at("hidden_act")), " is not supported (LLaMA uses silu)");
   try {
     c.validate();
   } catch (const Error& e) {

@@ -9,22 +9,28 @@ KvCache::KvCache(int n_layers_local, int kv_dim_local, int max_slots)
     : n_layers_(n_layers_local), kv_dim_(kv_dim_local), slots_(static_cast<size_t>(max_slots)) {}
 
 int KvCache::allocate(int capacity) {
-  TPLLAMA_CHECK(capacity > 0, "capacity ", capacity);
   for (size_t i = 0; i < slots_.size(); ++i) {
-    Slot& s = slots_[i];
-    if (s.used) continue;
-    size_t bytes = static_cast<size_t>(n_layers_) * 2 * static_cast<size_t>(capacity) *
-                   static_cast<size_t>(kv_dim_) * sizeof(float);
-    if (s.storage.nbytes() < bytes) {
-      bytes_in_use_ -= s.storage.nbytes();
-      s.storage = Buffer(bytes);
-      bytes_in_use_ += bytes;
-    }
-    s.capacity = capacity;
-    s.used = true;
+    if (slots_[i].used) continue;
+    allocate_at(static_cast<int>(i), capacity);
     return static_cast<int>(i);
   }
   fail("KV cache: all ", slots_.size(), " sequence slots are in use");
+}
+
+void KvCache::allocate_at(int slot, int capacity) {
+  TPLLAMA_CHECK(capacity > 0 && slot >= 0 && static_cast<size_t>(slot) < slots_.size() &&
+                    !slots_[static_cast<size_t>(slot)].used,
+                "allocate slot ", slot, " capacity ", capacity);
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  size_t bytes = static_cast<size_t>(n_layers_) * 2 * static_cast<size_t>(capacity) *
+                 static_cast<size_t>(kv_dim_) * sizeof(float);
+  if (s.storage.nbytes() < bytes) {
+    bytes_in_use_ -= s.storage.nbytes();
+    s.storage = Buffer(bytes);
+    bytes_in_use_ += bytes;
+  }
+  s.capacity = capacity;
+  s.used = true;
 }
 
 void KvCache::release(int slot) {

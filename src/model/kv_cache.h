@@ -16,6 +16,8 @@ class KvCache {
 
   // Reserves a slot able to hold capacity positions; throws when every slot is taken.
   int allocate(int capacity);
+  // Reserves a given slot (as the scheduler on rank 0 decided); throws when it is taken.
+  void allocate_at(int slot, int capacity);
   void release(int slot);
   int free_slots() const;
 

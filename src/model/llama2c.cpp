@@ -39,7 +39,7 @@ struct NamedArrays {
   void add(const std::string& name, std::vector<int64_t> shape, std::vector<float> data) {
     auto& stored = arrays[name];
     stored = std::move(data);
-    order.push_back({name, std::move(shape), stored.data()});
+    order.push_back({name, std::move(shape), stored.data(), stored.size()});
   }
 };
 
@@ -84,11 +84,26 @@ LlamaConfig convert_llama2c(const std::string& path, const ConvertOptions& optio
     fail(path, ": header (dim ", h[0], ", hidden ", h[1], ", layers ", h[2], ", heads ", h[3], ", kv heads ",
          h[4], ", vocab ", h[5], ", seq_len ", h[6], ") is not a valid model: ", e.what());
   }
+  if (c.dim % c.n_heads != 0) fail(path, ": dim (", c.dim, ") is not a multiple of n_heads (", c.n_heads, ")");
   const int64_t d = c.dim, hd = c.head_dim, L = c.n_layers, kv = c.kv_dim(), hid = c.hidden_dim, V = c.vocab_size;
-  const int64_t floats = V * d + L * d + L * d * d + 2 * L * kv * d + L * d * d + L * d + 3 * L * hid * d + d +
-                         c.max_seq_len * hd + (c.tie_word_embeddings ? 0 : V * d);
+  // Checked arithmetic: a corrupt header must not wrap around to the file's real size.
+  int64_t floats = 0;
+  auto add = [&](std::initializer_list<int64_t> factors) {
+    int64_t product = 1;
+    for (int64_t f : factors)
+      if (__builtin_mul_overflow(product, f, &product)) fail(path, ": header dimensions are too large");
+    if (__builtin_add_overflow(floats, product, &floats)) fail(path, ": header dimensions are too large");
+  };
+  add({V, d});
+  add({L, d, 2});             // rms_att, rms_ffn
+  add({L, d, d, 2});          // wq, wo
+  add({L, kv, d, 2});         // wk, wv
+  add({L, hid, d, 3});        // w1, w2, w3
+  add({d});                   // rms_final
+  add({c.max_seq_len, hd});   // freq_cis_real and freq_cis_imag, head_dim/2 each
+  if (!c.tie_word_embeddings) add({V, d});
   const auto file_size = static_cast<int64_t>(fs::file_size(path));
-  if (file_size != 28 + floats * 4)
+  if (floats > (INT64_MAX - 28) / 4 || file_size != 28 + floats * 4)
     fail(path, ": file has ", file_size, " bytes but its header implies ", 28 + floats * 4,
          " (is this a float32 'version 0' llama2.c export?)");
   auto read = [&](int64_t n) {

@@ -34,7 +34,7 @@ LlamaModel::LlamaModel(const Checkpoint& checkpoint, const Topology& topology, C
   const size_t t = static_cast<size_t>(limits.max_batch_tokens);
   const size_t f = sizeof(float);
   const size_t q_local = static_cast<size_t>(heads_.n_heads_local * config_.head_dim);
-  const size_t hidden_local = static_cast<size_t>(config_.hidden_dim / topology.tp_size());
+  const size_t hidden_local = static_cast<size_t>(heads_.ffn_local);
   x_ = Buffer(t * static_cast<size_t>(config_.dim) * f);
   xn_ = Buffer(t * static_cast<size_t>(config_.dim) * f);
   q_ = Buffer(t * q_local * f);
@@ -65,14 +65,14 @@ void LlamaModel::compute_rope_tables(const StepBatch& batch) {
 }
 
 Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
-  const int64_t n = static_cast<int64_t>(batch.size());
+  const int64_t n = static_cast<int64_t>(batch.positions.size());
   const int64_t dim = config_.dim, hd = config_.head_dim;
   const int64_t q_local = heads_.n_heads_local * hd, kv_local = kv_dim_local();
-  const int64_t hidden_local = config_.hidden_dim / topology_.tp_size();
+  const int64_t hidden_local = heads_.ffn_local;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   if (n < 1 || n > limits_.max_batch_tokens)
     fail("step of ", n, " tokens outside [1, ", limits_.max_batch_tokens, "]");
-  TPLLAMA_CHECK(batch.positions.size() == batch.size() && batch.slots.size() == batch.size(), "batch");
+  TPLLAMA_CHECK(batch.positions.size() == static_cast<size_t>(n) && batch.slots.size() == static_cast<size_t>(n), "batch");
 
   Tensor x = x_.view(DType::kF32, {n, dim});
   Tensor xn = xn_.view(DType::kF32, {n, dim});
@@ -86,11 +86,14 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
   Tensor sin = sin_.view(DType::kF32, {n, hd / 2});
   compute_rope_tables(batch);
 
-  // Token embedding (vocab-parallel: each rank fills the rows it holds, the all-reduce the rest).
-  Tensor tokens = tokens_.view(DType::kI32, {n});
-  std::memcpy(tokens.data(), batch.tokens.data(), static_cast<size_t>(n) * sizeof(int32_t));
-  ops::embedding(ctx_, x, weights_.embed, tokens, vocab_begin_);
-  tp_comm_.all_reduce_sum(x);
+  if (topology_.is_first_stage()) {
+    // Token embedding (vocab-parallel: each rank fills the rows it holds, the all-reduce the rest).
+    TPLLAMA_CHECK(batch.tokens.size() == batch.size(), "batch tokens");
+    Tensor tokens = tokens_.view(DType::kI32, {n});
+    std::memcpy(tokens.data(), batch.tokens.data(), static_cast<size_t>(n) * sizeof(int32_t));
+    ops::embedding(ctx_, x, weights_.embed, tokens, vocab_begin_);
+    tp_comm_.all_reduce_sum(x);
+  }  // later stages find the previous stage's hidden states in x (input_hidden)
 
   std::vector<ops::KvView> kv(static_cast<size_t>(n));
   const ops::AttentionShape shape{heads_.n_heads_local, heads_.n_kv_heads_local, config_.head_dim,
@@ -130,6 +133,8 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
     ops::add(ctx_, x, xn);
   }
 
+  if (!topology_.is_last_stage()) return x;
+
   // Final norm and lm_head, only for the rows whose next token is wanted.
   const int64_t r = static_cast<int64_t>(batch.logit_rows.size());
   if (r > limits_.max_logit_rows) fail("step wants ", r, " logit rows, limit ", limits_.max_logit_rows);
@@ -148,6 +153,16 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
     for (int64_t i = 0; i < r; ++i)
       for (int c = std::max(pad_begin, 0); c < vocab_local_; ++c) logits.as<float>()[i * vocab_local_ + c] = -INFINITY;
   return logits;
+}
+
+}  // namespace tpllama
+
+namespace tpllama {
+
+Tensor LlamaModel::input_hidden(int64_t n_tokens) {
+  if (n_tokens < 1 || n_tokens > limits_.max_batch_tokens)
+    fail("step of ", n_tokens, " tokens outside [1, ", limits_.max_batch_tokens, "]");
+  return x_.view(DType::kF32, {n_tokens, config_.dim});
 }
 
 }  // namespace tpllama

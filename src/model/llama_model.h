@@ -18,12 +18,12 @@ namespace tpllama {
 
 // The tokens one forward step computes. Tokens of one sequence appear in position order.
 struct StepBatch {
-  std::vector<int32_t> tokens;      // (n_tokens) token ids
+  std::vector<int32_t> tokens;      // (n_tokens) token ids (first stage only)
   std::vector<int32_t> positions;   // (n_tokens) position of each token in its sequence
   std::vector<int32_t> slots;       // (n_tokens) KV cache slot of each token's sequence
   std::vector<int32_t> logit_rows;  // indices into tokens whose next-token logits are wanted
 
-  size_t size() const { return tokens.size(); }
+  size_t size() const { return positions.size(); }
   void clear();
 };
 
@@ -38,9 +38,12 @@ class LlamaModel {
              DeviceContext ctx, ModelLimits limits);
 
   // Runs this stage over the batch, writing its keys and values into the cache. Returns logits
-  // (logit_rows, vocab_local) on the last stage; this rank's vocabulary slice starts at
-  // vocab_begin(), padding columns hold -inf.
+  // (logit_rows, vocab_local) on the last stage — this rank's vocabulary slice starts at
+  // vocab_begin(), padding columns hold -inf — and the hidden states (n_tokens, dim) for the next
+  // stage on the others. A stage after the first reads its input from input_hidden().
   Tensor forward(const StepBatch& batch, KvCache& cache);
+  // Where a later stage places the previous stage's hidden states before forward().
+  Tensor input_hidden(int64_t n_tokens);
 
   const LlamaConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_text.h"
 
 namespace tpllama {
 namespace {
@@ -45,11 +46,11 @@ TensorInfo parse_entry(const std::string& name, const nlohmann::json& e, const s
     return bad(err.what());
   }
   for (const auto& d : e["shape"]) {
-    if (!d.is_number_unsigned()) return bad("shape entries must be non-negative integers, got " + d.dump());
+    if (!d.is_number_unsigned()) return bad("shape entries must be non-negative integers, got " + describe_json(d));
     t.shape.push_back(d.get<int64_t>());
   }
   for (const auto& o : e["data_offsets"])
-    if (!o.is_number_unsigned()) return bad("data offsets must be non-negative integers, got " + o.dump());
+    if (!o.is_number_unsigned()) return bad("data offsets must be non-negative integers, got " + describe_json(o));
   t.begin = e["data_offsets"][0].get<uint64_t>();
   t.end = e["data_offsets"][1].get<uint64_t>();
   if (t.begin > t.end)
@@ -58,7 +59,10 @@ TensorInfo parse_entry(const std::string& name, const nlohmann::json& e, const s
     return bad("data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
                "] run past the end of the data section (" + std::to_string(data_size) +
                " bytes): the file is truncated or corrupt");
-  uint64_t expected = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype);
+  uint64_t expected = dtype_size(t.dtype);
+  for (int64_t d : t.shape)
+    if (__builtin_mul_overflow(expected, static_cast<uint64_t>(d), &expected))
+      return bad("shape " + describe_json(e["shape"]) + " is too large to address");
   if (t.end - t.begin != expected)
     return bad("holds " + std::to_string(t.end - t.begin) + " bytes but shape and dtype need " +
                std::to_string(expected));
@@ -130,14 +134,19 @@ void SafetensorsFile::parse_header(uint64_t header_len) {
     TensorInfo t = parse_entry(name, entry, path_, data_size_);
     tensors_.emplace(name, std::move(t));
   }
-  for (const auto& [name, t] : tensors_) by_offset.push_back(&t);
+  for (const auto& [name, t] : tensors_)
+    if (t.end > t.begin) by_offset.push_back(&t);  // empty tensors occupy no bytes
   std::sort(by_offset.begin(), by_offset.end(),
             [](const TensorInfo* a, const TensorInfo* b) { return a->begin < b->begin; });
-  for (size_t i = 1; i < by_offset.size(); ++i)
-    if (by_offset[i]->begin < by_offset[i - 1]->end && by_offset[i]->begin != by_offset[i]->end)
-      fail(path_, ": tensors '", by_offset[i - 1]->name, "' [", by_offset[i - 1]->begin, ", ",
-           by_offset[i - 1]->end, ") and '", by_offset[i]->name, "' [", by_offset[i]->begin, ", ",
-           by_offset[i]->end, ") overlap");
+  // Sorted by start, a tensor overlaps an earlier one exactly when it starts before the furthest
+  // end seen so far.
+  const TensorInfo* furthest = nullptr;
+  for (const TensorInfo* t : by_offset) {
+    if (furthest != nullptr && t->begin < furthest->end)
+      fail(path_, ": tensors '", furthest->name, "' [", furthest->begin, ", ", furthest->end, ") and '", t->name,
+           "' [", t->begin, ", ", t->end, ") overlap");
+    if (furthest == nullptr || t->end > furthest->end) furthest = t;
+  }
 }
 
 const TensorInfo& SafetensorsFile::info(const std::string& name) const {

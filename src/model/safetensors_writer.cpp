@@ -38,6 +38,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   header["__metadata__"] = {{"format", "pt"}};
   uint64_t offset = 0;
   for (const TensorToWrite& t : tensors) {
+    TPLLAMA_CHECK(static_cast<size_t>(numel(t.shape)) == t.count, "tensor '", t.name, "' has ", t.count,
+                  " elements for shape of ", numel(t.shape));
     uint64_t bytes = static_cast<uint64_t>(numel(t.shape)) * dtype_size(dtype);
     header[t.name] = {{"dtype", safetensors_dtype_name(dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;

@@ -14,6 +14,7 @@ struct TensorToWrite {
   std::string name;
   std::vector<int64_t> shape;
   const float* data = nullptr;  // f32 source, converted to the file dtype while writing
+  size_t count = 0;             // elements at data; must equal the shape's product
 };
 
 // Writes atomically: to path + ".tmp", then renamed. dtype is F32, F16 or BF16.

@@ -1,6 +1,8 @@
 // Shard table construction and the divisibility checks behind it.
 #include "model/shard_table.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "model/checkpoint.h"
 
@@ -9,8 +11,8 @@ namespace tpllama {
 HeadLayout head_layout(const LlamaConfig& c, int tp_size, int tp_rank) {
   if (c.n_heads % tp_size != 0)
     fail("num_attention_heads (", c.n_heads, ") is not divisible by tp (", tp_size, ")");
-  if (c.hidden_dim % tp_size != 0)
-    fail("intermediate_size (", c.hidden_dim, ") is not divisible by tp (", tp_size, ")");
+  if (c.hidden_dim < tp_size)
+    fail("intermediate_size (", c.hidden_dim, ") is smaller than tp (", tp_size, ")");
   HeadLayout h;
   h.n_heads_local = c.n_heads / tp_size;
   h.head_begin = tp_rank * h.n_heads_local;
@@ -25,7 +27,15 @@ HeadLayout head_layout(const LlamaConfig& c, int tp_size, int tp_rank) {
     fail("num_key_value_heads (", c.n_kv_heads, ") and tp (", tp_size,
          ") do not divide one another: kv heads can be neither split nor replicated");
   }
+  SplitRange ffn = balanced_split(c.hidden_dim, tp_size, tp_rank);
+  h.ffn_begin = static_cast<int>(ffn.begin);
+  h.ffn_local = static_cast<int>(ffn.count);
   return h;
+}
+
+SplitRange balanced_split(int64_t n, int parts, int index) {
+  const int64_t base = n / parts, rem = n % parts;
+  return {index * base + std::min<int64_t>(index, rem), base + (index < rem ? 1 : 0)};
 }
 
 int vocab_local(const LlamaConfig& c, int tp_size) { return (c.vocab_size + tp_size - 1) / tp_size; }
@@ -35,7 +45,6 @@ std::vector<ShardEntry> build_shard_table(const LlamaConfig& c, const Topology& 
   const int r = topo.tp_rank();
   const HeadLayout h = head_layout(c, tp, r);
   const int64_t hd = c.head_dim;
-  const int64_t hidden_local = c.hidden_dim / tp;
   const int64_t vl = vocab_local(c, tp);
   std::vector<ShardEntry> t;
   auto add = [&](std::string name, Split split, int64_t rows, int64_t cols, int64_t begin, int64_t count) {
@@ -51,7 +60,9 @@ std::vector<ShardEntry> build_shard_table(const LlamaConfig& c, const Topology& 
   auto add_norm = [&](std::string name) {
     add(std::move(name), Split::kReplicated, c.dim, 1, 0, c.dim);
     t.back().is_1d = true;
+    t.back().replica = r > 0;
   };
+  const bool kv_replica = r % h.kv_replication != 0;
   if (topo.is_first_stage()) add("model.embed_tokens.weight", Split::kVocab, c.vocab_size, c.dim, r * vl, vl);
   for (int l = topo.my_layers().begin; l < topo.my_layers().end; ++l) {
     add_norm(layer_tensor_name(l, "input_layernorm.weight"));
@@ -59,22 +70,25 @@ std::vector<ShardEntry> build_shard_table(const LlamaConfig& c, const Topology& 
         h.head_begin * hd, h.n_heads_local * hd);
     add(layer_tensor_name(l, "self_attn.k_proj.weight"), Split::kColumn, c.kv_dim(), c.dim,
         h.kv_head_begin * hd, h.n_kv_heads_local * hd);
+    t.back().replica = kv_replica;
     add(layer_tensor_name(l, "self_attn.v_proj.weight"), Split::kColumn, c.kv_dim(), c.dim,
         h.kv_head_begin * hd, h.n_kv_heads_local * hd);
+    t.back().replica = kv_replica;
     add(layer_tensor_name(l, "self_attn.o_proj.weight"), Split::kRow, c.dim, c.q_dim(),
         h.head_begin * hd, h.n_heads_local * hd);
     add_norm(layer_tensor_name(l, "post_attention_layernorm.weight"));
     add(layer_tensor_name(l, "mlp.gate_proj.weight"), Split::kColumn, c.hidden_dim, c.dim,
-        r * hidden_local, hidden_local);
+        h.ffn_begin, h.ffn_local);
     add(layer_tensor_name(l, "mlp.up_proj.weight"), Split::kColumn, c.hidden_dim, c.dim,
-        r * hidden_local, hidden_local);
+        h.ffn_begin, h.ffn_local);
     add(layer_tensor_name(l, "mlp.down_proj.weight"), Split::kRow, c.dim, c.hidden_dim,
-        r * hidden_local, hidden_local);
+        h.ffn_begin, h.ffn_local);
   }
   if (topo.is_last_stage()) {
     add_norm("model.norm.weight");
     std::string head = c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
     add(head, Split::kVocab, c.vocab_size, c.dim, r * vl, vl);
+    t.back().replica = c.tie_word_embeddings && topo.pp_size() > 1;  // stage 0 holds it as the embedding
   }
   return t;
 }

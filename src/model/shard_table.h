@@ -26,9 +26,19 @@ struct HeadLayout {
   int head_begin = 0;
   int kv_head_begin = 0;
   int kv_replication = 1;  // how many ranks hold each kv head
+  int ffn_begin = 0;       // this rank's slice of the FFN width (intermediate_size)
+  int ffn_local = 0;
 };
 
-// Throws with the numbers when heads, kv-heads or the FFN width do not divide by tp.
+// Balanced split of n items over `parts`: the first n % parts parts get one more.
+struct SplitRange {
+  int64_t begin = 0;
+  int64_t count = 0;
+};
+SplitRange balanced_split(int64_t n, int parts, int index);
+
+// Throws with the numbers when heads or kv-heads do not divide by tp (the FFN width may split
+// unevenly).
 HeadLayout head_layout(const LlamaConfig& config, int tp_size, int tp_rank);
 // Vocabulary rows per TP rank (the last one is padded when vocab_size does not divide).
 int vocab_local(const LlamaConfig& config, int tp_size);
@@ -41,6 +51,7 @@ struct ShardEntry {
   int64_t begin = 0;  // this rank's slice along the split axis (rows, or cols for kRow)
   int64_t count = 0;  // rows/cols held, including zero padding for kVocab
   bool is_1d = false;
+  bool replica = false;  // another rank holds the same slice too (norms, replicated kv heads, tied head)
 };
 
 // The entries this rank holds, in a fixed order: embed (first stage), per layer of the stage

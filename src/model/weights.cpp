@@ -39,6 +39,7 @@ Tensor load_entry(const Checkpoint& ckpt, const ShardEntry& e, ModelWeights* w) 
       convert_to_f32(src + static_cast<size_t>(r * e.cols + e.begin) * es, t.dtype,
                      static_cast<size_t>(e.count), dst + r * e.count);
     w->bytes_read += static_cast<uint64_t>(e.rows * e.count) * es;
+    (e.replica ? w->elements_replicated : w->elements_unique) += static_cast<uint64_t>(e.rows * e.count);
   } else {
     int64_t present = std::min(e.count, e.rows - e.begin);  // kVocab pads the last rank
     if (present < 0) present = 0;
@@ -46,6 +47,7 @@ Tensor load_entry(const Checkpoint& ckpt, const ShardEntry& e, ModelWeights* w) 
                    static_cast<size_t>(present * e.cols), dst);
     std::memset(dst + present * e.cols, 0, static_cast<size_t>((e.count - present) * e.cols) * sizeof(float));
     w->bytes_read += static_cast<uint64_t>(present * e.cols) * es;
+    (e.replica ? w->elements_replicated : w->elements_unique) += static_cast<uint64_t>(present * e.cols);
   }
   w->bytes_held += buf.nbytes();
   Tensor view = e.is_1d ? buf.view(DType::kF32, {out_rows}) : buf.view(DType::kF32, {out_rows, out_cols});

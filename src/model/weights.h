@@ -31,6 +31,8 @@ struct ModelWeights {
   Tensor lm_head;                    // (vocab_local, dim), last stage only; may alias embed
   uint64_t bytes_held = 0;           // weight bytes in memory on this rank
   uint64_t bytes_read = 0;           // checkpoint bytes this rank copied from the files
+  uint64_t elements_unique = 0;      // checkpoint elements held here and nowhere else
+  uint64_t elements_replicated = 0;  // elements another rank holds as well
   std::vector<Buffer> storage;
 };
 

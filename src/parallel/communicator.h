@@ -2,7 +2,9 @@
 // one interface so the forward does not care whether MPI or NCCL moves the bytes.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -28,6 +30,17 @@ class Communicator {
   virtual void send(Tensor t, int dest, int tag) = 0;
   virtual void recv(Tensor t, int src, int tag) = 0;
   virtual void barrier() = 0;
+  // Element-wise argmax over the group: values[i] becomes the largest, indices[i] its index;
+  // equal values resolve to the smallest index (as a single rank's argmax would).
+  virtual void all_reduce_argmax(std::vector<float>& values, std::vector<int32_t>& indices) = 0;
+  // Variable-size byte messages. The root's bytes reach every rank of the group.
+  virtual void broadcast_bytes(std::vector<uint8_t>& bytes, int root) = 0;
+  // Sends without waiting for the receiver (the buffer is kept until the send completes), so a
+  // pipeline of ranks that each send downstream can never deadlock on a full peer.
+  virtual void send_bytes_async(std::vector<uint8_t> bytes, int dest, int tag) = 0;
+  virtual std::vector<uint8_t> recv_bytes(int src, int tag) = 0;
+  // Completes every pending asynchronous send.
+  virtual void wait_sends() = 0;
   const CommStats& stats() const { return stats_; }
 
  protected:

@@ -2,9 +2,11 @@
 // exceptions, which main turns into one message and MPI_Abort.
 #include "parallel/mpi_comm.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace tpllama {
 namespace {
@@ -67,22 +69,59 @@ void MpiSession::abort(int code) const {
   std::_Exit(code);
 }
 
-void detect_nodes(Topology* topology) {
+void collective_phase(const std::function<void()>& fn) {
+  std::string message;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    message = e.what();
+    if (message.empty()) message = "unknown error";
+  }
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int mine = message.empty() ? world : rank;
+  int first = world;
+  mpi_check(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+  if (first == world) return;
+  if (rank == first) log::error(message);
+  throw ReportedError(message);
+}
+
+NodeInfo detect_nodes() {
+  NodeInfo info;
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm node_comm;
-  mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_comm),
+  mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_comm),
             "MPI_Comm_split_type");
-  int local_rank = 0, local_size = 1;
-  MPI_Comm_rank(node_comm, &local_rank);
-  MPI_Comm_size(node_comm, &local_size);
-  // Node id: number of node leaders with a lower world rank than this node's leader.
-  int leader = local_rank == 0 ? 1 : 0;
+  MPI_Comm_rank(node_comm, &info.local_rank);
+  MPI_Comm_size(node_comm, &info.ranks_on_node);
+  // Node ids in order of each node's lowest world rank: count the node leaders before ours.
+  const int leader = info.local_rank == 0 ? 1 : 0;
   int leaders_before = 0;
   mpi_check(MPI_Exscan(&leader, &leaders_before, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Exscan");
-  if (topology->rank() == 0) leaders_before = 0;  // Exscan leaves rank 0 undefined
-  int node_id = local_rank == 0 ? leaders_before : 0;
-  mpi_check(MPI_Bcast(&node_id, 1, MPI_INT, 0, node_comm), "MPI_Bcast");
+  if (rank == 0) leaders_before = 0;  // MPI_Exscan leaves rank 0's result undefined
+  info.node_id = leaders_before;
+  mpi_check(MPI_Bcast(&info.node_id, 1, MPI_INT, 0, node_comm), "MPI_Bcast");
   MPI_Comm_free(&node_comm);
-  topology->set_node(node_id, local_rank, local_size);
+  int sizes[2] = {info.ranks_on_node, -info.ranks_on_node};
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  info.uniform = sizes[0] == -sizes[1];
+  info.node_of_rank.resize(static_cast<size_t>(world));
+  mpi_check(MPI_Allgather(&info.node_id, 1, MPI_INT, info.node_of_rank.data(), 1, MPI_INT, MPI_COMM_WORLD),
+            "MPI_Allgather");
+  info.n_nodes = *std::max_element(info.node_of_rank.begin(), info.node_of_rank.end()) + 1;
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  std::vector<char> names(static_cast<size_t>(world) * MPI_MAX_PROCESSOR_NAME);
+  mpi_check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                          MPI_COMM_WORLD),
+            "MPI_Allgather");
+  for (int r = 0; r < world; ++r) info.host_of_rank.emplace_back(names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME);
+  return info;
 }
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm) {
@@ -94,6 +133,8 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm) {
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
+  if (!finalized)
+    for (PendingSend& p : pending_) MPI_Wait(&p.request, MPI_STATUS_IGNORE);
   if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
 }
 
@@ -141,6 +182,73 @@ void MpiCommunicator::recv(Tensor t, int src, int tag) {
 void MpiCommunicator::barrier() {
   Timer timer(&stats_.collective_seconds, &stats_.collective_calls);
   mpi_check(MPI_Barrier(comm_), "MPI_Barrier");
+}
+
+void MpiCommunicator::all_reduce_argmax(std::vector<float>& values, std::vector<int32_t>& indices) {
+  TPLLAMA_CHECK(values.size() == indices.size(), values.size(), " values, ", indices.size(), " indices");
+  if (size_ == 1 || values.empty()) return;
+  struct Pair {
+    float value;
+    int index;
+  };
+  std::vector<Pair> pairs(values.size());
+  for (size_t i = 0; i < values.size(); ++i) pairs[i] = {values[i], indices[i]};
+  Timer timer(&stats_.collective_seconds, &stats_.collective_calls);
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, pairs.data(), static_cast<int>(pairs.size()), MPI_FLOAT_INT, MPI_MAXLOC, comm_),
+            "MPI_Allreduce(MAXLOC)");
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = pairs[i].value;
+    indices[i] = pairs[i].index;
+  }
+}
+
+void MpiCommunicator::broadcast_bytes(std::vector<uint8_t>& bytes, int root) {
+  if (size_ == 1) return;
+  Timer timer(&stats_.collective_seconds, &stats_.collective_calls);
+  long long n = static_cast<long long>(bytes.size());
+  mpi_check(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm_), "MPI_Bcast");
+  TPLLAMA_CHECK(n >= 0 && n <= INT32_MAX, "broadcast of ", n, " bytes");
+  bytes.resize(static_cast<size_t>(n));
+  mpi_check(MPI_Bcast(bytes.data(), static_cast<int>(n), MPI_BYTE, root, comm_), "MPI_Bcast");
+}
+
+void MpiCommunicator::send_bytes_async(std::vector<uint8_t> bytes, int dest, int tag) {
+  TPLLAMA_CHECK(bytes.size() <= INT32_MAX, "message of ", bytes.size(), " bytes");
+  Timer timer(&stats_.p2p_seconds, &stats_.p2p_calls);
+  reap_sends();
+  PendingSend p{MPI_REQUEST_NULL, std::make_unique<std::vector<uint8_t>>(std::move(bytes))};
+  mpi_check(MPI_Isend(p.bytes->data(), static_cast<int>(p.bytes->size()), MPI_BYTE, dest, tag, comm_, &p.request),
+            "MPI_Isend");
+  pending_.push_back(std::move(p));
+}
+
+std::vector<uint8_t> MpiCommunicator::recv_bytes(int src, int tag) {
+  Timer timer(&stats_.p2p_seconds, &stats_.p2p_calls);
+  MPI_Status status;
+  mpi_check(MPI_Probe(src, tag, comm_, &status), "MPI_Probe");
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  std::vector<uint8_t> bytes(static_cast<size_t>(count));
+  mpi_check(MPI_Recv(bytes.data(), count, MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+  return bytes;
+}
+
+void MpiCommunicator::reap_sends() {
+  for (size_t i = 0; i < pending_.size();) {
+    int done = 0;
+    mpi_check(MPI_Test(&pending_[i].request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) {
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+void MpiCommunicator::wait_sends() {
+  Timer timer(&stats_.p2p_seconds, &stats_.p2p_calls);
+  for (PendingSend& p : pending_) mpi_check(MPI_Wait(&p.request, MPI_STATUS_IGNORE), "MPI_Wait");
+  pending_.clear();
 }
 
 }  // namespace tpllama

@@ -3,9 +3,12 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "core/error.h"
 #include "parallel/communicator.h"
 #include "parallel/topology.h"
 
@@ -32,8 +35,28 @@ class MpiSession {
   int rank_ = 0;
 };
 
-// Fills the node placement of a Topology from MPI_Comm_split_type(SHARED).
-void detect_nodes(Topology* topology);
+// An error whose message the failing rank has already printed; every rank knows of it.
+class ReportedError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Runs fn on every rank, then agrees on the outcome: when it threw anywhere, the lowest failing
+// rank prints its message (once for the job, not once per rank) and every rank throws
+// ReportedError. fn must not call collectives: a rank that failed early would never join them.
+void collective_phase(const std::function<void()>& fn);
+
+// Where every rank runs, from MPI_Comm_split_type(SHARED) and the processor names.
+struct NodeInfo {
+  int node_id = 0;
+  int local_rank = 0;
+  int ranks_on_node = 1;
+  int n_nodes = 1;
+  bool uniform = true;              // every node runs the same number of ranks
+  std::vector<int> node_of_rank;    // world rank → node id
+  std::vector<std::string> host_of_rank;
+};
+NodeInfo detect_nodes();
 
 // Move-only owner of an MPI communicator (never MPI_COMM_WORLD itself).
 class MpiCommunicator final : public Communicator {
@@ -54,9 +77,21 @@ class MpiCommunicator final : public Communicator {
   void send(Tensor t, int dest, int tag) override;
   void recv(Tensor t, int src, int tag) override;
   void barrier() override;
+  void all_reduce_argmax(std::vector<float>& values, std::vector<int32_t>& indices) override;
+  void broadcast_bytes(std::vector<uint8_t>& bytes, int root) override;
+  void send_bytes_async(std::vector<uint8_t> bytes, int dest, int tag) override;
+  std::vector<uint8_t> recv_bytes(int src, int tag) override;
+  void wait_sends() override;
   MPI_Comm handle() const { return comm_; }
 
  private:
+  struct PendingSend {
+    MPI_Request request;
+    std::unique_ptr<std::vector<uint8_t>> bytes;
+  };
+  void reap_sends();
+
+  std::vector<PendingSend> pending_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int size_ = 1;
   int rank_ = 0;

@@ -1,11 +1,11 @@
-// The batch loop. Each step: admit new requests into free slots, plan which tokens of which
-// sequences to compute within the token budget (decodes first, then prefill chunks), run the
-// model, sample the sequences that reached their last known token, retire finished ones.
+// The batch loop on rank 0. Each turn: admit new requests into free KV slots; if fewer than
+// `groups` micro-batches are in flight, plan one from the sequences not in flight (decodes first,
+// then prefill chunks, within the token budget) and submit it; otherwise wait for the oldest
+// group's tokens, apply them and retire finished sequences.
 #include "runtime/engine.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <deque>
 #include <memory>
 #include <sstream>
@@ -19,34 +19,30 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 struct Sequence {
   Request request;
   std::vector<int32_t> tokens;  // prompt (with BOS) followed by generated tokens
   int n_prompt = 0;
-  int n_computed = 0;           // positions already in the KV cache
+  int n_computed = 0;  // positions already in the KV cache
   int slot = -1;
   int n_generated = 0;
   Rng rng;
   IncrementalDetokenizer detok;
   std::string text;
   std::string finish_reason;  // empty while running
-  int scheduled = 0;          // tokens of this sequence in the current step
+  int scheduled = 0;          // tokens of this sequence in its group in flight
+  bool in_flight = false;
 
   Sequence(Request r, const Tokenizer& tok) : request(std::move(r)), rng(request.sampling.seed), detok(tok) {}
 };
 
-Result error_result(const Request& r, int prompt_tokens, const std::string& message) {
-  Result res;
-  res.id = r.id;
-  res.prompt_tokens = prompt_tokens;
-  res.finish_reason = "error";
-  res.error = message;
-  return res;
-}
+struct Group {
+  int64_t id = 0;
+  std::vector<Sequence*> members;  // every sequence with tokens in the group
+  std::vector<Sequence*> rows;     // the sequences owning each logit row, in row order
+};
 
 // Finds the earliest stop string that ends inside the text added since `from`.
 size_t find_stop(const std::string& text, size_t from, const std::vector<std::string>& stops) {
@@ -58,6 +54,8 @@ size_t find_stop(const std::string& text, size_t from, const std::vector<std::st
   }
   return best;
 }
+
+std::string line_prefix(const Request& r) { return "line " + std::to_string(r.line) + ": "; }
 
 }  // namespace
 
@@ -72,141 +70,160 @@ std::string RunSummary::describe() const {
   return os.str();
 }
 
-Engine::Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineOptions options)
-    : model_(model),
-      tokenizer_(tokenizer),
-      options_(options),
-      cache_(model.n_layers_local(), model.kv_dim_local(), options.max_seqs) {
+Engine::Engine(const LlamaConfig& config, const Tokenizer& tokenizer, Pipeline& pipeline, EngineOptions options)
+    : config_(config), tokenizer_(tokenizer), pipeline_(pipeline), options_(options) {
   if (options.max_seqs < 1) fail("--max-seqs must be at least 1, got ", options.max_seqs);
   if (options.max_batch_tokens < 1) fail("--max-batch-tokens must be at least 1, got ", options.max_batch_tokens);
+  if (options.groups < 1) fail("micro-batch groups must be at least 1, got ", options.groups);
 }
 
 RunSummary Engine::run(PromptReader& reader, ResultWriter& writer) {
-  const LlamaConfig& config = model_.config();
-  const int ctx_len = config.max_seq_len;
+  const int ctx_len = config_.max_seq_len;
+  const int seqs_per_group = (options_.max_seqs + options_.groups - 1) / options_.groups;
   RunSummary summary;
   const auto start = Clock::now();
   auto last_log = start;
   std::deque<std::unique_ptr<Sequence>> active;
+  std::deque<Group> in_flight;
+  std::vector<bool> slot_used(static_cast<size_t>(options_.max_seqs), false);
+  std::vector<CacheOp> cache_ops;  // slot changes for the next plan, in order
   bool input_done = false;
-  StepBatch batch;
+  int64_t next_group = 0;
 
-  auto finish = [&](Sequence& s) {
-    Result r;
-    r.id = s.request.id;
-    r.text = s.text;
-    r.prompt_tokens = s.n_prompt;
-    r.completion_tokens = s.n_generated;
-    r.finish_reason = s.finish_reason;
-    writer.write(r);
-    ++summary.requests;
-    (s.finish_reason == "stop" ? summary.finished_stop : summary.finished_length)++;
-    summary.generated_tokens += s.n_generated;
-    cache_.release(s.slot);
-  };
   auto reject = [&](const Request& r, int prompt_tokens, const std::string& message) {
-    writer.write(error_result(r, prompt_tokens, message));
+    Result res;
+    res.id = r.id;
+    res.prompt_tokens = prompt_tokens;
+    res.finish_reason = "error";
+    res.error = message;
+    writer.write(res);
     ++summary.requests;
     ++summary.errors;
   };
+  auto admit = [&](Request req) {
+    if (!req.error.empty()) return reject(req, 0, req.error);
+    auto seq = std::make_unique<Sequence>(std::move(req), tokenizer_);
+    if (options_.add_bos) seq->tokens.push_back(config_.bos_token_id);
+    for (int id : tokenizer_.encode(seq->request.prompt)) seq->tokens.push_back(id);
+    seq->n_prompt = static_cast<int>(seq->tokens.size());
+    if (seq->n_prompt == 0)
+      return reject(seq->request, 0, line_prefix(seq->request) +
+                                         "the prompt is empty and the model adds no BOS token: nothing to condition on");
+    if (seq->n_prompt >= ctx_len)
+      return reject(seq->request, seq->n_prompt,
+                    line_prefix(seq->request) + "prompt has " + std::to_string(seq->n_prompt) +
+                        " tokens (with BOS) but the model's context is " + std::to_string(ctx_len) +
+                        " tokens, leaving no room to generate");
+    summary.prompt_tokens += seq->n_prompt;
+    seq->detok.prime(seq->tokens);
+    seq->slot = static_cast<int>(std::find(slot_used.begin(), slot_used.end(), false) - slot_used.begin());
+    slot_used[static_cast<size_t>(seq->slot)] = true;
+    // 64-bit: max_tokens may be as large as INT_MAX.
+    const int64_t wanted = int64_t{seq->n_prompt} + seq->request.max_tokens;
+    cache_ops.push_back({seq->slot, static_cast<int32_t>(std::min<int64_t>(ctx_len, wanted))});
+    active.push_back(std::move(seq));
+  };
+  // Plans one group from the sequences not in flight: decodes first, then prefill chunks.
+  auto plan_group = [&](StepPlan& plan, Group& group) {
+    int budget = options_.max_batch_tokens;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (auto& s : active) {
+        const bool decoding = s->n_computed >= s->n_prompt;
+        if (s->in_flight || (pass == 0) != decoding || budget == 0) continue;
+        if (static_cast<int>(group.members.size()) >= seqs_per_group) return;
+        const int pending = static_cast<int>(s->tokens.size()) - s->n_computed;
+        const int take = std::min(pending, budget);
+        for (int i = 0; i < take; ++i) {
+          plan.batch.tokens.push_back(s->tokens[static_cast<size_t>(s->n_computed + i)]);
+          plan.batch.positions.push_back(s->n_computed + i);
+          plan.batch.slots.push_back(s->slot);
+        }
+        if (take == pending) {
+          plan.batch.logit_rows.push_back(static_cast<int32_t>(plan.batch.positions.size()) - 1);
+          const SamplingParams& p = s->request.sampling;
+          plan.sampling.push_back({p, p.temperature > 0 ? s->rng.uniform() : 0.0});
+          group.rows.push_back(s.get());
+        }
+        s->scheduled = take;
+        s->in_flight = true;
+        group.members.push_back(s.get());
+        budget -= take;
+      }
+    }
+  };
+  // Applies a group's tokens: advance, sample bookkeeping, stop conditions.
+  auto apply = [&](const Group& group, const std::vector<int32_t>& tokens) {
+    TPLLAMA_CHECK(tokens.size() == group.rows.size(), tokens.size(), " tokens for ", group.rows.size(), " rows");
+    for (Sequence* s : group.members) {
+      s->n_computed += s->scheduled;
+      s->scheduled = 0;
+      s->in_flight = false;
+    }
+    for (size_t r = 0; r < group.rows.size(); ++r) {
+      Sequence& s = *group.rows[r];
+      const int token = tokens[r];
+      s.tokens.push_back(token);
+      ++s.n_generated;
+      const auto& eos = config_.eos_token_ids;
+      if (std::find(eos.begin(), eos.end(), token) != eos.end()) {
+        s.finish_reason = "stop";
+      } else {
+        const size_t before = s.text.size();
+        if (token < tokenizer_.vocab_size()) s.text += s.detok.push(token);  // else a padding id
+        const size_t at = find_stop(s.text, before, s.request.stop);
+        if (at != std::string::npos) {
+          s.text.resize(at);
+          s.finish_reason = "stop";
+        }
+      }
+      if (s.finish_reason.empty() && (s.n_generated >= s.request.max_tokens || static_cast<int>(s.tokens.size()) >= ctx_len)) {
+        s.text += s.detok.flush();
+        s.finish_reason = "length";
+      }
+    }
+    for (auto it = active.begin(); it != active.end();) {
+      Sequence& s = **it;
+      if (s.finish_reason.empty()) {
+        ++it;
+        continue;
+      }
+      writer.write(Result{s.request.id, s.text, s.n_prompt, s.n_generated, s.finish_reason, ""});
+      ++summary.requests;
+      (s.finish_reason == "stop" ? summary.finished_stop : summary.finished_length)++;
+      summary.generated_tokens += s.n_generated;
+      slot_used[static_cast<size_t>(s.slot)] = false;
+      cache_ops.push_back({s.slot, 0});
+      it = active.erase(it);
+    }
+  };
 
   while (true) {
-    // Admit requests while slots are free; invalid ones become error records right away.
     while (!input_done && static_cast<int>(active.size()) < options_.max_seqs) {
       std::optional<Request> req = reader.next();
       if (!req) {
         input_done = true;
         break;
       }
-      if (!req->error.empty()) {
-        reject(*req, 0, req->error);
-        continue;
-      }
-      auto seq = std::make_unique<Sequence>(std::move(*req), tokenizer_);
-      if (options_.add_bos) seq->tokens.push_back(config.bos_token_id);
-      for (int id : tokenizer_.encode(seq->request.prompt)) seq->tokens.push_back(id);
-      seq->n_prompt = static_cast<int>(seq->tokens.size());
-      if (seq->n_prompt == 0) {
-        reject(seq->request, 0, "line " + std::to_string(seq->request.line) +
-                                    ": the prompt is empty and the model adds no BOS token, so there is nothing to "
-                                    "condition on");
-        continue;
-      }
-      if (seq->n_prompt >= ctx_len) {
-        reject(seq->request, seq->n_prompt,
-               "line " + std::to_string(seq->request.line) + ": prompt has " + std::to_string(seq->n_prompt) +
-                   " tokens (with BOS) but the model's context is " + std::to_string(ctx_len) +
-                   " tokens, leaving no room to generate");
-        continue;
-      }
-      summary.prompt_tokens += seq->n_prompt;
-      seq->detok.prime(seq->tokens);
-      seq->slot = cache_.allocate(std::min(ctx_len, seq->n_prompt + seq->request.max_tokens));
-      active.push_back(std::move(seq));
+      admit(std::move(*req));
     }
-    if (active.empty()) break;
+    if (active.empty() && in_flight.empty()) break;
 
-    // Plan the step: one token per decoding sequence first, then prefill chunks, within budget.
-    batch.clear();
-    int budget = options_.max_batch_tokens;
-    for (int pass = 0; pass < 2; ++pass) {
-      for (auto& s : active) {
-        const bool decoding = s->n_computed >= s->n_prompt;
-        if ((pass == 0) != decoding || budget == 0) continue;
-        const int pending = static_cast<int>(s->tokens.size()) - s->n_computed;
-        const int take = std::min(pending, budget);
-        for (int i = 0; i < take; ++i) {
-          batch.tokens.push_back(s->tokens[static_cast<size_t>(s->n_computed + i)]);
-          batch.positions.push_back(s->n_computed + i);
-          batch.slots.push_back(s->slot);
-        }
-        if (take == pending) batch.logit_rows.push_back(static_cast<int32_t>(batch.size()) - 1);
-        s->scheduled = take;
-        budget -= take;
-      }
-    }
-
-    Tensor logits = model_.forward(batch, cache_);
-    ++summary.steps;
-
-    // Sample for every sequence that computed its last token; check its stop conditions.
-    size_t row = 0;
-    for (auto& s : active) {
-      if (s->scheduled == 0) continue;
-      s->n_computed += s->scheduled;
-      const bool has_logits = s->n_computed == static_cast<int>(s->tokens.size());
-      s->scheduled = 0;
-      if (!has_logits) continue;
-      const float* l = logits.as<float>() + static_cast<int64_t>(row++) * logits.size(1);
-      const int token = sample(l, model_.vocab_local(), s->request.sampling, s->rng);
-      s->tokens.push_back(token);
-      ++s->n_generated;
-      const auto& eos = config.eos_token_ids;
-      if (std::find(eos.begin(), eos.end(), token) != eos.end()) {
-        s->finish_reason = "stop";
-      } else {
-        const size_t before = s->text.size();
-        if (token < tokenizer_.vocab_size()) s->text += s->detok.push(token);  // else a padding id
-        size_t at = find_stop(s->text, before, s->request.stop);
-        if (at != std::string::npos) {
-          s->text.resize(at);
-          s->finish_reason = "stop";
-        }
-      }
-      if (s->finish_reason.empty() &&
-          (s->n_generated >= s->request.max_tokens || static_cast<int>(s->tokens.size()) >= ctx_len)) {
-        s->text += s->detok.flush();
-        s->finish_reason = "length";
-      }
-    }
-    TPLLAMA_CHECK(row == batch.logit_rows.size(), "sampled ", row, " rows of ", batch.logit_rows.size());
-    for (auto it = active.begin(); it != active.end();) {
-      if ((*it)->finish_reason.empty()) {
-        ++it;
-      } else {
-        finish(**it);
-        it = active.erase(it);
-      }
+    StepPlan plan;
+    Group group;
+    if (static_cast<int>(in_flight.size()) < options_.groups) plan_group(plan, group);
+    if (!group.members.empty()) {
+      plan.group = group.id = next_group++;
+      plan.cache_ops.swap(cache_ops);
+      ++summary.steps;
+      if (std::optional<std::vector<int32_t>> tokens = pipeline_.submit(plan))
+        apply(group, *tokens);
+      else
+        in_flight.push_back(std::move(group));
+    } else {
+      TPLLAMA_CHECK(!in_flight.empty(), "no group to plan and none in flight with ", active.size(), " active");
+      Group done = std::move(in_flight.front());
+      in_flight.pop_front();
+      apply(done, pipeline_.receive_tokens(done.id));
     }
 
     if (seconds_since(last_log) >= options_.log_interval) {
@@ -221,6 +238,7 @@ RunSummary Engine::run(PromptReader& reader, ResultWriter& writer) {
       log::info(os.str());
     }
   }
+  pipeline_.shutdown();
   writer.sync();
   summary.seconds = seconds_since(start);
   return summary;

@@ -1,6 +1,7 @@
 // Engine: rank 0's request loop. It admits requests from the prompt stream, packs prefill chunks
-// and decode steps of many sequences into each forward step (continuous batching), samples, checks
-// stop conditions and writes each result as soon as its request finishes.
+// and decode steps of many sequences into micro-batch groups (continuous batching), keeps up to
+// `groups` of them in flight through the pipeline, applies the sampled tokens, checks stop
+// conditions and writes each result as soon as its request finishes.
 #pragma once
 
 #include <cstdint>
@@ -8,17 +9,18 @@
 
 #include "io/prompt_reader.h"
 #include "io/result_writer.h"
-#include "model/kv_cache.h"
-#include "model/llama_model.h"
+#include "model/config.h"
+#include "runtime/pipeline.h"
 #include "runtime/tokenizer.h"
 
 namespace tpllama {
 
 struct EngineOptions {
-  int max_seqs = 64;           // sequences in flight at once
-  int max_batch_tokens = 2048; // tokens per forward step (prefill is chunked to fit)
-  double log_interval = 30.0;  // seconds between progress lines
-  bool add_bos = true;         // prepend the config's bos_token_id to every prompt
+  int max_seqs = 64;            // sequences in flight at once (= KV cache slots)
+  int max_batch_tokens = 2048;  // tokens per forward step (prefill is chunked to fit)
+  double log_interval = 30.0;   // seconds between progress lines
+  bool add_bos = true;          // prepend the config's bos_token_id to every prompt
+  int groups = 1;               // micro-batch groups in flight (the pipeline depth)
 };
 
 struct RunSummary {
@@ -35,14 +37,15 @@ struct RunSummary {
 
 class Engine {
  public:
-  Engine(LlamaModel& model, const Tokenizer& tokenizer, EngineOptions options);
+  Engine(const LlamaConfig& config, const Tokenizer& tokenizer, Pipeline& pipeline, EngineOptions options);
+  // Runs every request of the reader; shuts the pipeline down at the end.
   RunSummary run(PromptReader& reader, ResultWriter& writer);
 
  private:
-  LlamaModel& model_;
+  const LlamaConfig& config_;
   const Tokenizer& tokenizer_;
+  Pipeline& pipeline_;
   EngineOptions options_;
-  KvCache cache_;
 };
 
 }  // namespace tpllama

@@ -178,6 +178,11 @@ std::vector<Candidate> candidate_set(const float* logits, int n, const SamplingP
 
 int sample(const float* logits, int n, const SamplingParams& p, Rng& rng) {
   if (p.temperature == 0.0) return argmax(logits, n);
+  return sample_with_uniform(logits, n, p, rng.uniform());
+}
+
+int sample_with_uniform(const float* logits, int n, const SamplingParams& p, double u) {
+  if (p.temperature == 0.0) return argmax(logits, n);
   const bool truncates = (p.top_k > 0 && p.top_k < n) || p.top_p < 1.0 || p.min_p > 0.0;
   if (!truncates) {
     // The walk over the full sorted vocabulary stops where the cumulative mass passes u; finding
@@ -186,11 +191,9 @@ int sample(const float* logits, int n, const SamplingParams& p, Rng& rng) {
     if (n <= 0) fail("sample over ", n, " logits");
     double total = 0.0;
     std::vector<Candidate> c = all_weights(logits, n, finite_max(logits, n), p.temperature, total);
-    const double u = rng.uniform();
     return c[sorted_prefix(c, std::nextafter(u * total, INFINITY)) - 1].token;
   }
   const std::vector<Candidate> c = candidate_set(logits, n, p);
-  const double u = rng.uniform();
   double cum = 0.0;
   for (const auto& cand : c) {
     cum += cand.prob;

@@ -38,4 +38,8 @@ std::vector<Candidate> candidate_set(const float* logits, int n, const SamplingP
 // candidate_set's cumulative probabilities.
 int sample(const float* logits, int n, const SamplingParams& p, Rng& rng);
 
+// The draw of sample() with its uniform u in [0, 1) given: the scheduler on rank 0 owns every
+// request's random stream and ships u to the rank that holds the logits.
+int sample_with_uniform(const float* logits, int n, const SamplingParams& p, double u);
+
 }  // namespace tpllama

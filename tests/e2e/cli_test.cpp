@@ -179,6 +179,7 @@ TEST_F(Stories, StopStringEndsTextBeforeIt) {
   CommandResult r = run(reference_input("stop", {{"stop", {" Lily", "zzz"}}}), out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto records = by_id(read_jsonl(out));
+  int checked = 0;
   for (size_t i = 0; i < references_.size(); ++i) {
     std::string full = expected_text(references_[i]);
     size_t at = full.find(" Lily");
@@ -186,7 +187,28 @@ TEST_F(Stories, StopStringEndsTextBeforeIt) {
     if (at == std::string::npos) continue;
     EXPECT_EQ(got["text"].get<std::string>(), full.substr(0, at));
     EXPECT_EQ(got["finish_reason"], "stop");
+    ++checked;
   }
+  EXPECT_GE(checked, 2) << "the reference texts should contain ' Lily' at least twice";
+}
+
+TEST_F(Stories, HugeMaxTokensIsCappedByTheContext) {
+  std::string in = work_ + "/huge.jsonl";
+  std::ofstream(in) << R"({"id": "h", "prompt": "Once upon a time", "max_tokens": 2147483647})" << "\n";
+  std::string out = work_ + "/huge_out.jsonl";
+  CommandResult r = run(in, out, "--max-tokens 2147483647");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto records = read_jsonl(out);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_NE(records[0]["finish_reason"], "error") << records[0].dump();
+}
+
+TEST_F(Stories, NanTemperatureIsRefusedUpFront) {
+  std::string in = work_ + "/nan.txt";
+  std::ofstream(in) << "hello\n";
+  CommandResult r = run(in, work_ + "/nan_out.jsonl", "--temperature nan");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("temperature"), std::string::npos) << r.output;
 }
 
 TEST_F(Stories, MaxTokensEndsWithLength) {

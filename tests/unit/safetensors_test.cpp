@@ -89,6 +89,23 @@ TEST(Safetensors, OverlappingTensorsAreAnError) {
                {"'a'", "'b'", "overlap"});
 }
 
+TEST(Safetensors, OverlapBehindAnEmptyTensorIsAnError) {
+  expect_error(write_file("overlap_empty",
+                          R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]},"e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})",
+                          32),
+               {"'a'", "'b'", "overlap"});
+}
+
+TEST(Safetensors, ShapeWhoseByteSizeWrapsIsAnError) {
+  expect_error(write_file("wrap", R"({"w":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", 8),
+               {"'w'", "too large"});
+}
+
+TEST(Safetensors, DeeplyNestedHeaderValueIsAnErrorNotACrash) {
+  std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  expect_error(write_file("deep", R"({"w":{"dtype":"F32","shape":)" + deep + R"(,"data_offsets":[0,4]}})", 8), {"'w'"});
+}
+
 TEST(Safetensors, SizeNotMatchingShapeIsAnError) {
   expect_error(write_file("size", R"({"w":{"dtype":"F16","shape":[3],"data_offsets":[0,8]}})", 8), {"'w'", "need 6"});
 }

@@ -1,0 +1,49 @@
+// Pipeline: how one step plan moves through the ranks. Rank 0 (stage 0, TP rank 0) broadcasts a
+// plan to its TP group; each stage runs its layers and sends plan + hidden states to the same TP
+// rank of the next stage; the last stage samples (argmax reduced across TP, or a gathered row for
+// sampling) and its TP rank 0 returns the tokens to rank 0. Several groups may be in flight.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "model/kv_cache.h"
+#include "model/llama_model.h"
+#include "parallel/communicator.h"
+#include "parallel/topology.h"
+#include "runtime/step_plan.h"
+
+namespace tpllama {
+
+class Pipeline {
+ public:
+  Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, Communicator& tp_comm,
+           Communicator& world);
+
+  // Rank 0: runs the plan on stage 0 and hands it on. Returns the group's tokens (one per logit
+  // row) when this rank is also the last stage; otherwise they come from receive_tokens().
+  std::optional<std::vector<int32_t>> submit(const StepPlan& plan);
+  // Rank 0: the tokens of the oldest group in flight (groups return in submission order).
+  std::vector<int32_t> receive_tokens(int64_t expected_group);
+  // Every rank but 0: executes plans until rank 0 shuts the pipeline down.
+  void serve();
+  // Rank 0: stops every other rank once no group is in flight.
+  void shutdown();
+
+ private:
+  std::optional<std::vector<int32_t>> execute(const StepPlan& plan, const std::vector<uint8_t>& bytes,
+                                              size_t hidden_offset);
+  std::vector<int32_t> sample_rows(const StepPlan& plan, const Tensor& logits);
+  int next_stage_rank() const { return topology_.rank() + topology_.tp_size(); }
+  int prev_stage_rank() const { return topology_.rank() - topology_.tp_size(); }
+  int last_stage_root() const { return (topology_.pp_size() - 1) * topology_.tp_size(); }
+
+  LlamaModel& model_;
+  KvCache& cache_;
+  const Topology& topology_;
+  Communicator& tp_comm_;
+  Communicator& world_;
+};
+
+}  // namespace tpllama

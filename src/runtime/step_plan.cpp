@@ -1,0 +1,92 @@
+// StepPlan wire format: little-endian PODs and length-prefixed arrays, same binary on every rank.
+#include "runtime/step_plan.h"
+
+#include <cstring>
+#include <type_traits>
+
+#include "core/error.h"
+
+namespace tpllama {
+namespace {
+
+class Writer {
+ public:
+  template <typename T>
+  void put(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    bytes.insert(bytes.end(), p, p + sizeof(T));
+  }
+  template <typename T>
+  void put_vector(const std::vector<T>& v) {
+    put<uint64_t>(v.size());
+    const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+    bytes.insert(bytes.end(), p, p + v.size() * sizeof(T));
+  }
+  std::vector<uint8_t> bytes;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::vector<uint8_t>& b) : bytes_(b) {}
+  template <typename T>
+  T get() {
+    TPLLAMA_CHECK(pos_ + sizeof(T) <= bytes_.size(), "plan message truncated at byte ", pos_);
+    T v;
+    std::memcpy(&v, bytes_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  template <typename T>
+  std::vector<T> get_vector() {
+    const auto n = get<uint64_t>();
+    TPLLAMA_CHECK(n <= (bytes_.size() - pos_) / sizeof(T), "plan array of ", n, " elements overruns the message");
+    std::vector<T> v(n);
+    std::memcpy(v.data(), bytes_.data() + pos_, n * sizeof(T));
+    pos_ += n * sizeof(T);
+    return v;
+  }
+  size_t position() const { return pos_; }
+
+ private:
+  const std::vector<uint8_t>& bytes_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::vector<uint8_t> encode_plan(const StepPlan& plan, const Tensor& hidden) {
+  Writer w;
+  w.put(plan.group);
+  w.put<uint8_t>(plan.shutdown ? 1 : 0);
+  w.put_vector(plan.cache_ops);
+  w.put_vector(plan.batch.tokens);
+  w.put_vector(plan.batch.positions);
+  w.put_vector(plan.batch.slots);
+  w.put_vector(plan.batch.logit_rows);
+  w.put_vector(plan.sampling);
+  if (!hidden.empty()) {
+    const auto* p = static_cast<const uint8_t*>(hidden.data());
+    w.bytes.insert(w.bytes.end(), p, p + hidden.nbytes());
+  }
+  return std::move(w.bytes);
+}
+
+StepPlan decode_plan(const std::vector<uint8_t>& bytes, size_t* hidden_offset) {
+  Reader r(bytes);
+  StepPlan plan;
+  plan.group = r.get<int64_t>();
+  plan.shutdown = r.get<uint8_t>() != 0;
+  plan.cache_ops = r.get_vector<CacheOp>();
+  plan.batch.tokens = r.get_vector<int32_t>();
+  plan.batch.positions = r.get_vector<int32_t>();
+  plan.batch.slots = r.get_vector<int32_t>();
+  plan.batch.logit_rows = r.get_vector<int32_t>();
+  plan.sampling = r.get_vector<RowSampling>();
+  TPLLAMA_CHECK(plan.sampling.size() == plan.batch.logit_rows.size(), "plan has ", plan.sampling.size(),
+                " sampling entries for ", plan.batch.logit_rows.size(), " rows");
+  *hidden_offset = r.position();
+  return plan;
+}
+
+}  // namespace tpllama
