@@ -40,10 +40,20 @@ struct ConvertOptionsCli {
   int vocab = 0;  // 0: the tokenizer's vocabulary size
 };
 
+struct ShardOptionsCli {
+  std::string model;
+  std::string out;
+  int tp = 1;
+  int pp = 1;
+  std::vector<int> pp_layers;
+};
+
 void add_run_command(CLI::App& app, RunOptions& options);
 void add_convert_command(CLI::App& app, ConvertOptionsCli& options);
+void add_shard_command(CLI::App& app, ShardOptionsCli& options);
 
 int run_command(const RunOptions& options, const MpiSession& mpi);
 int convert_command(const ConvertOptionsCli& options, const MpiSession& mpi);
+int shard_command(const ShardOptionsCli& options, const MpiSession& mpi);
 
 }  // namespace tpllama

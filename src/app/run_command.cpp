@@ -177,6 +177,7 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
     checkpoint = std::make_unique<Checkpoint>(o.model);
     const LlamaConfig& c = checkpoint->config();
     topology = std::make_unique<Topology>(resolve_layout(o, nodes, mpi.world_size(), rank, c.n_layers));
+    if (checkpoint->presharded()) checkpoint->open_rank_shard(*topology);
     head_layout(c, topology->tp_size(), topology->tp_rank());
     build_shard_table(c, *topology);
     if (rank != 0) return;

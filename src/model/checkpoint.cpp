@@ -22,6 +22,10 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   std::string config_path = dir + "/config.json";
   if (!fs::exists(config_path)) fail("model directory ", dir, " has no config.json");
   config_ = load_llama_config(config_path);
+  if (fs::exists(dir + "/" + kShardManifestName)) {
+    read_manifest(dir + "/" + kShardManifestName);
+    return;
+  }
   std::string index_path = dir + "/model.safetensors.index.json";
   if (fs::exists(index_path)) {
     open_index(index_path);
@@ -84,9 +88,63 @@ uint64_t Checkpoint::total_tensor_bytes() const {
 namespace tpllama {
 
 uint64_t Checkpoint::total_elements() const {
+  if (presharded()) return manifest_.source_elements;
   uint64_t total = 0;
   for (const auto& [name, file] : where_) total += static_cast<uint64_t>(file->info(name).numel());
   return total;
+}
+
+}  // namespace tpllama
+
+namespace tpllama {
+namespace {
+
+std::string join(const std::vector<int>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(v[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+void Checkpoint::read_manifest(const std::string& path) {
+  nlohmann::json m;
+  try {
+    std::ifstream in(path);
+    m = nlohmann::json::parse(in);
+    manifest_.tp = m.at("tp").get<int>();
+    manifest_.pp = m.at("pp").get<int>();
+    manifest_.stage_layers = m.at("stage_layers").get<std::vector<int>>();
+    manifest_.files = m.at("files").get<std::vector<std::string>>();
+    manifest_.source_elements = m.at("source").at("elements").get<uint64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": not a valid shard manifest: ", e.what());
+  }
+  if (manifest_.tp < 1 || manifest_.pp < 1 || static_cast<int>(manifest_.files.size()) != manifest_.tp * manifest_.pp ||
+      static_cast<int>(manifest_.stage_layers.size()) != manifest_.pp)
+    fail(path, ": inconsistent shard manifest (tp ", manifest_.tp, ", pp ", manifest_.pp, ", ", manifest_.files.size(),
+         " files, ", manifest_.stage_layers.size(), " stages)");
+}
+
+void Checkpoint::open_rank_shard(const Topology& t) {
+  TPLLAMA_CHECK(presharded(), "open_rank_shard on a plain checkpoint");
+  std::vector<int> stages;
+  for (int s = 0; s < t.pp_size(); ++s) stages.push_back(t.stage_layers(s).count());
+  if (t.tp_size() != manifest_.tp || t.pp_size() != manifest_.pp || stages != manifest_.stage_layers)
+    fail("model directory ", dir_, " was sharded for tp=", manifest_.tp, " pp=", manifest_.pp, " (layers per stage ",
+         join(manifest_.stage_layers), ", ", manifest_.files.size(), " ranks), but this run is tp=", t.tp_size(),
+         " pp=", t.pp_size(), " (layers per stage ", join(stages), ", ", t.world_size(), " ranks): run with --tp ",
+         manifest_.tp, " --pp ", manifest_.pp, " --pp-layers ", join(manifest_.stage_layers),
+         " on that many ranks, or shard the original model again");
+  const std::string& name = manifest_.files[static_cast<size_t>(t.rank())];
+  if (name.find('/') != std::string::npos) fail(dir_, "/", kShardManifestName, ": file name ", name, " leaves the directory");
+  const std::string path = dir_ + "/" + name;
+  if (!fs::exists(path)) fail("model directory ", dir_, ": the shard of rank ", t.rank(), ", ", name, ", is missing");
+  files_.push_back(std::make_unique<SafetensorsFile>(path));
+  for (const auto& [tensor, info] : files_.back()->tensors()) where_[tensor] = files_.back().get();
 }
 
 }  // namespace tpllama

@@ -10,13 +10,32 @@
 
 #include "model/config.h"
 #include "model/safetensors.h"
+#include "parallel/topology.h"
 
 namespace tpllama {
 
+// What `tpllama shard` records next to the per-rank files it writes.
+struct ShardManifest {
+  int tp = 0;
+  int pp = 0;
+  std::vector<int> stage_layers;   // layers per stage
+  std::vector<std::string> files;  // per world rank
+  uint64_t source_elements = 0;    // elements of the checkpoint it was made from
+};
+
+inline constexpr const char* kShardManifestName = "tpllama_shards.json";
+
 class Checkpoint {
  public:
-  // Opens and validates every file's header; throws naming the directory and the file.
+  // Opens and validates every file's header; throws naming the directory and the file. A shard
+  // directory (made by `tpllama shard`) opens no weight file until open_rank_shard().
   explicit Checkpoint(const std::string& dir);
+
+  bool presharded() const { return !manifest_.files.empty(); }
+  const ShardManifest& manifest() const { return manifest_; }
+  // Shard directories only: refuses a layout other than the one the directory was made for, then
+  // maps this rank's file.
+  void open_rank_shard(const Topology& topology);
 
   const std::string& dir() const { return dir_; }
   const LlamaConfig& config() const { return config_; }
@@ -30,11 +49,13 @@ class Checkpoint {
 
  private:
   void open_index(const std::string& index_path);
+  void read_manifest(const std::string& path);
 
   std::string dir_;
   LlamaConfig config_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const SafetensorsFile*> where_;
+  ShardManifest manifest_;
 };
 
 // HF tensor names.

@@ -1,5 +1,4 @@
-// Writes a safetensors file from host arrays: the format tpllama reads natively and that convert
-// and (later) shard produce.
+// Writes safetensors files: the format tpllama reads natively, which convert and shard produce.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +16,16 @@ struct TensorToWrite {
   size_t count = 0;             // elements at data; must equal the shape's product
 };
 
-// Writes atomically: to path + ".tmp", then renamed. dtype is F32, F16 or BF16.
+// Bytes already in their file dtype.
+struct RawTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::kF32;
+  std::vector<uint8_t> bytes;
+};
+
+// Both write atomically: to path + ".tmp", then renamed. dtype is F32, F16 or BF16.
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors, DType dtype);
+void write_safetensors(const std::string& path, const std::vector<RawTensor>& tensors);
 
 }  // namespace tpllama

@@ -1,0 +1,28 @@
+// `tpllama shard`: one safetensors file per rank of a layout, so that each rank of a later run
+// maps only its own file.
+#include "app/commands.h"
+#include "core/log.h"
+#include "model/shard_writer.h"
+#include "parallel/mpi_comm.h"
+
+namespace tpllama {
+
+void add_shard_command(CLI::App& app, ShardOptionsCli& o) {
+  CLI::App* c = app.add_subcommand("shard", "Split a model into one file per rank of a TP x PP layout");
+  c->add_option("--model", o.model, "Hugging Face LLaMA model directory")->required();
+  c->add_option("--out", o.out, "Output directory")->required();
+  c->add_option("--tp", o.tp, "Tensor-parallel ranks per stage")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--pp", o.pp, "Pipeline stages")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--pp-layers", o.pp_layers, "Layers per stage, e.g. 2,3 (default: even split)")->delimiter(',');
+}
+
+int shard_command(const ShardOptionsCli& o, const MpiSession& mpi) {
+  if (mpi.rank() != 0) return 0;  // one writer
+  write_shards(ShardOptions{o.model, o.out, o.tp, o.pp, o.pp_layers});
+  log::info("wrote shard directory " + o.out + " for tp " + std::to_string(o.tp) + " x pp " + std::to_string(o.pp) +
+            "; run it with mpirun -np " + std::to_string(o.tp * o.pp) + " ... --tp " + std::to_string(o.tp) +
+            " --pp " + std::to_string(o.pp));
+  return 0;
+}
+
+}  // namespace tpllama

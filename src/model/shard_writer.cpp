@@ -1,0 +1,125 @@
+// Per-rank shard files: each holds exactly the bytes that rank's loader would copy out of the
+// full checkpoint (source dtype kept, vocab padding included), under the Hugging Face names.
+#include "model/shard_writer.h"
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "model/checkpoint.h"
+#include "model/safetensors_writer.h"
+#include "model/shard_table.h"
+
+namespace tpllama {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+uint64_t fnv1a64_of_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read ", path);
+  uint64_t h = 0xcbf29ce484222325ull;
+  std::vector<char> chunk(1 << 20);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    for (std::streamsize i = 0; i < in.gcount(); ++i) {
+      h ^= static_cast<uint8_t>(chunk[static_cast<size_t>(i)]);
+      h *= 0x100000001b3ull;
+    }
+  }
+  return h;
+}
+
+RawTensor slice_of(const Checkpoint& ckpt, const ShardEntry& e) {
+  const SafetensorsFile& file = ckpt.file_of(e.name);
+  const TensorInfo& t = file.info(e.name);
+  const size_t es = dtype_size(t.dtype);
+  const uint8_t* src = file.data(t);
+  RawTensor out;
+  out.name = e.name;
+  out.dtype = t.dtype;
+  const int64_t rows = e.split == Split::kRow ? e.rows : e.count;
+  const int64_t cols = e.split == Split::kRow ? e.count : e.cols;
+  out.shape = e.is_1d ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols};
+  out.bytes.assign(static_cast<size_t>(rows * cols) * es, 0);  // zeros: vocab padding
+  if (e.split == Split::kRow) {
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(out.bytes.data() + static_cast<size_t>(r * cols) * es,
+                  src + static_cast<size_t>(r * e.cols + e.begin) * es, static_cast<size_t>(cols) * es);
+  } else {
+    const int64_t present = std::clamp<int64_t>(e.rows - e.begin, 0, rows);
+    std::memcpy(out.bytes.data(), src + static_cast<size_t>(e.begin * e.cols) * es,
+                static_cast<size_t>(present * cols) * es);
+  }
+  return out;
+}
+
+std::string rank_file_name(int rank, int world) {
+  char name[64];
+  std::snprintf(name, sizeof name, "rank-%05d-of-%05d.safetensors", rank, world);
+  return name;
+}
+
+}  // namespace
+
+void write_shards(const ShardOptions& o) {
+  Checkpoint ckpt(o.model_dir);
+  if (ckpt.presharded()) fail(o.model_dir, " is already a shard directory; shard the original checkpoint");
+  const LlamaConfig& c = ckpt.config();
+  const int world = o.tp * o.pp;
+  Topology layout(world, 0, o.tp, o.pp, c.n_layers, o.pp_layers);  // validates before any write
+  for (int r = 0; r < o.tp; ++r) head_layout(c, o.tp, r);
+  std::vector<int> stage_layers;
+  for (int s = 0; s < o.pp; ++s) stage_layers.push_back(layout.stage_layers(s).count());
+
+  fs::create_directories(o.out_dir);
+  if (fs::exists(o.out_dir + "/" + kShardManifestName)) fs::remove(o.out_dir + "/" + kShardManifestName);
+  std::vector<std::string> files;
+  for (int rank = 0; rank < world; ++rank) {
+    Topology t(world, rank, o.tp, o.pp, c.n_layers, stage_layers);
+    std::vector<RawTensor> tensors;
+    std::set<std::string> written;
+    uint64_t bytes = 0;
+    for (const ShardEntry& e : build_shard_table(c, t)) {
+      if (!written.insert(e.name).second) continue;  // a tied head on a one-stage rank is the embedding
+      tensors.push_back(slice_of(ckpt, e));
+      bytes += tensors.back().bytes.size();
+    }
+    files.push_back(rank_file_name(rank, world));
+    write_safetensors(o.out_dir + "/" + files.back(), tensors);
+    log::info("wrote " + files.back() + ": " + std::to_string(tensors.size()) + " tensors, " +
+              std::to_string(bytes) + " bytes (tp rank " + std::to_string(t.tp_rank()) + ", pp rank " +
+              std::to_string(t.pp_rank()) + ")");
+  }
+  for (const char* extra : {"config.json", "tokenizer.model", "tokenizer_config.json", "generation_config.json"})
+    if (fs::exists(o.model_dir + "/" + extra))
+      fs::copy_file(o.model_dir + "/" + extra, o.out_dir + "/" + extra, fs::copy_options::overwrite_existing);
+
+  nlohmann::json sources = nlohmann::json::array();
+  for (const auto& entry : fs::directory_iterator(o.model_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() != ".safetensors") continue;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64_of_file(entry.path().string())));
+    sources.push_back({{"name", name}, {"bytes", fs::file_size(entry.path())}, {"fnv1a64", hex}});
+  }
+  nlohmann::json manifest = {
+      {"format", "tpllama-shards-1"},
+      {"tp", o.tp},
+      {"pp", o.pp},
+      {"stage_layers", stage_layers},
+      {"files", files},
+      {"source", {{"dir", fs::absolute(o.model_dir).string()}, {"elements", ckpt.total_elements()}, {"files", sources}}},
+  };
+  // The manifest goes last: a directory without it is not mistaken for a finished shard set.
+  std::ofstream(o.out_dir + "/" + kShardManifestName) << manifest.dump(2) << '\n';
+}
+
+}  // namespace tpllama
