@@ -1,0 +1,72 @@
+// Helpers for tests that drive the tpllama binary: run a shell command with a time limit and
+// capture its output, find ../shared, read JSONL.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tpllama::cli_test {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+inline CommandResult run_shell(const std::string& command) {
+  static int counter = 0;
+  // Tests may run as root (CI does); Open MPI refuses that unless told.
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+  std::string log = (fs::temp_directory_path() / ("tpllama_e2e_" + std::to_string(::getpid()) + "_" +
+                                                  std::to_string(counter++) + ".log")).string();
+  int status = std::system(("timeout 120 " + command + " >" + log + " 2>&1").c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.output = ss.str();
+  fs::remove(log);
+  return r;
+}
+
+inline std::string binary() {
+  const char* b = std::getenv("TPLLAMA_BIN");
+  return b ? b : TPLLAMA_DEFAULT_BIN;
+}
+
+inline std::string stories_dir() {
+  const char* env = std::getenv("TPLLAMA_SHARED_DIR");
+  std::string dir = std::string(env ? env : TPLLAMA_DEFAULT_SHARED_DIR) + "/models/stories260K";
+  return fs::exists(dir + "/stories260K.bin") ? dir : "";
+}
+
+inline std::vector<json> read_jsonl(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(json::parse(line));
+  return out;
+}
+
+inline std::map<std::string, json> by_id(const std::vector<json>& records) {
+  std::map<std::string, json> m;
+  for (const json& r : records) m[r["id"].dump()] = r;
+  return m;
+}
+
+}  // namespace tpllama::cli_test

@@ -1,0 +1,253 @@
+// The tpllama binary under mpirun: every TP x PP layout gives, byte for byte, the single-rank
+// output (and so the reference text); shard directories round-trip; bad layouts, missing shards
+// and a killed rank end the job non-zero in bounded time.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "../e2e/cli_util.h"
+
+namespace {
+
+using namespace tpllama::cli_test;
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Layout {
+  int tp;
+  int pp;
+  std::string pp_layers;  // "" or e.g. "1,4"
+};
+
+void PrintTo(const Layout& l, std::ostream* os) { *os << "tp " << l.tp << " pp " << l.pp << " " << l.pp_layers; }
+
+class Distributed : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    stories_ = stories_dir();
+    if (stories_.empty()) return;
+    work_ = (fs::temp_directory_path() / ("tpllama_mpi_cli_" + std::to_string(::getpid()))).string();
+    fs::remove_all(work_);
+    fs::create_directories(work_);
+    model_ = work_ + "/stories260K";
+    setup_ = run_shell(binary() + " convert --from llama2c --checkpoint " + stories_ + "/stories260K.bin --tokenizer " +
+                       stories_ + "/tok512.model --out " + model_);
+    references_ = read_jsonl(stories_ + "/reference_greedy.jsonl");
+    input_ = work_ + "/prompts.jsonl";
+    std::ofstream out(input_);
+    for (size_t i = 0; i < references_.size(); ++i) {
+      const json& r = references_[i];
+      out << json({{"id", i}, {"prompt", r["prompt"]},
+                   {"max_tokens", r["steps"].get<int>() - static_cast<int>(r["prompt_tokens"].size()) + 1}})
+                 .dump()
+          << "\n";
+    }
+    out.close();
+    single_ = run_shell(binary() + " run --model " + model_ + " --input " + input_ + " --output " + work_ + "/single.jsonl");
+    // Sampled requests: every sampler stage, seeded per request.
+    sampled_input_ = work_ + "/sampled.jsonl";
+    std::ofstream sampled(sampled_input_);
+    const char* prompts[] = {"Once upon a time", "The little dog", "She said"};
+    for (int i = 0; i < 6; ++i)
+      sampled << json({{"id", i}, {"prompt", prompts[i % 3]}, {"max_tokens", 40}, {"temperature", 0.9},
+                       {"top_k", i % 2 ? 0 : 50}, {"top_p", 0.95}, {"min_p", i % 3 == 0 ? 0.05 : 0.0}, {"seed", 1000 + i}})
+                     .dump()
+              << "\n";
+    sampled.close();
+    single_sampled_ = run_shell(binary() + " run --model " + model_ + " --input " + sampled_input_ + " --output " +
+                                work_ + "/single_sampled.jsonl");
+  }
+  static void TearDownTestSuite() {
+    if (!work_.empty()) fs::remove_all(work_);
+  }
+  void SetUp() override {
+    if (stories_.empty()) GTEST_SKIP() << "../shared/models/stories260K not found (set TPLLAMA_SHARED_DIR)";
+    ASSERT_EQ(setup_.exit_code, 0) << setup_.output;
+    ASSERT_EQ(single_.exit_code, 0) << single_.output;
+    ASSERT_EQ(single_sampled_.exit_code, 0) << single_sampled_.output;
+  }
+
+  static std::string mpirun(int np) { return "mpirun -np " + std::to_string(np) + " --oversubscribe "; }
+
+  // Records keyed by id, each as its exact output line.
+  static std::map<int, std::string> lines_by_id(const std::string& path) {
+    std::map<int, std::string> m;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) m[json::parse(line)["id"].get<int>()] = line;
+    return m;
+  }
+
+  void expect_same_as_single_rank(const std::string& output) {
+    auto single = lines_by_id(work_ + "/single.jsonl"), got = lines_by_id(output);
+    ASSERT_EQ(got.size(), references_.size());
+    EXPECT_EQ(got, single);
+    for (size_t i = 0; i < references_.size(); ++i) {
+      const json& ref = references_[i];
+      EXPECT_EQ(json::parse(got[static_cast<int>(i)])["text"].get<std::string>(),
+                ref["output"].get<std::string>().substr(ref["prompt"].get<std::string>().size()));
+    }
+  }
+
+  static int count(const std::string& haystack, const std::string& needle) {
+    int n = 0;
+    for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+    return n;
+  }
+
+  static std::string stories_, work_, model_, input_, sampled_input_;
+  static CommandResult setup_, single_, single_sampled_;
+  static std::vector<json> references_;
+};
+
+std::string Distributed::stories_, Distributed::work_, Distributed::model_, Distributed::input_,
+    Distributed::sampled_input_;
+CommandResult Distributed::setup_, Distributed::single_, Distributed::single_sampled_;
+std::vector<json> Distributed::references_;
+
+class EveryLayout : public Distributed, public ::testing::WithParamInterface<Layout> {};
+
+TEST_P(EveryLayout, GreedyAndSampledOutputAreByteIdenticalToOneRank) {
+  const Layout l = GetParam();
+  const std::string out = work_ + "/layout.jsonl";
+  std::string flags = " --tp " + std::to_string(l.tp) + " --pp " + std::to_string(l.pp);
+  if (!l.pp_layers.empty()) flags += " --pp-layers " + l.pp_layers;
+  CommandResult r = run_shell(mpirun(l.tp * l.pp) + binary() + " run --model " + model_ + " --input " + input_ +
+                              " --output " + out + flags);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("tp " + std::to_string(l.tp) + " x pp " + std::to_string(l.pp)), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(all of them)"), std::string::npos) << "every checkpoint element held once:\n" << r.output;
+  expect_same_as_single_rank(out);
+
+  // Sampling gathers whole rows across TP and draws with rank 0's uniform: same tokens as one rank.
+  const std::string sampled_out = work_ + "/layout_sampled.jsonl";
+  CommandResult s = run_shell(mpirun(l.tp * l.pp) + binary() + " run --model " + model_ + " --input " +
+                              sampled_input_ + " --output " + sampled_out + flags);
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_EQ(lines_by_id(sampled_out), lines_by_id(work_ + "/single_sampled.jsonl"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, EveryLayout,
+                         ::testing::Values(Layout{1, 1, ""}, Layout{2, 1, ""}, Layout{4, 1, ""}, Layout{8, 1, ""},
+                                           Layout{1, 2, ""}, Layout{1, 5, ""}, Layout{2, 2, ""}, Layout{2, 2, "1,4"}),
+                         [](const auto& param_info) {
+                           std::string name = "tp" + std::to_string(param_info.param.tp) + "_pp" +
+                                              std::to_string(param_info.param.pp);
+                           if (!param_info.param.pp_layers.empty()) name += "_layers_1_4";
+                           return name;
+                         });
+
+TEST_F(Distributed, DefaultLayoutOnOneNodeIsAllTensorParallel) {
+  const std::string out = work_ + "/default.jsonl";
+  CommandResult r = run_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + input_ + " --output " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("tp 4 x pp 1 on 1 node"), std::string::npos) << r.output;
+  expect_same_as_single_rank(out);
+}
+
+TEST_F(Distributed, ShardedDirectoryRoundTripsAndRefusesOtherLayouts) {
+  const std::string sharded = work_ + "/sharded";
+  CommandResult s = run_shell(binary() + " shard --model " + model_ + " --tp 2 --pp 2 --out " + sharded);
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  const std::string out = work_ + "/sharded.jsonl";
+  CommandResult r = run_shell(mpirun(4) + binary() + " run --model " + sharded + " --input " + input_ + " --output " + out +
+                              " --tp 2 --pp 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_same_as_single_rank(out);
+
+  CommandResult wrong = run_shell(mpirun(4) + binary() + " run --model " + sharded + " --input " + input_ +
+                                  " --output " + work_ + "/wrong.jsonl --tp 4 --pp 1");
+  EXPECT_NE(wrong.exit_code, 0);
+  EXPECT_NE(wrong.output.find("sharded for tp=2 pp=2"), std::string::npos) << wrong.output;
+  EXPECT_EQ(count(wrong.output, "error:"), 1) << "one message, not one per rank:\n" << wrong.output;
+
+  fs::remove(sharded + "/rank-00003-of-00004.safetensors");
+  CommandResult missing = run_shell(mpirun(4) + binary() + " run --model " + sharded + " --input " + input_ +
+                                    " --output " + work_ + "/missing.jsonl --tp 2 --pp 2");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("rank-00003-of-00004.safetensors"), std::string::npos) << missing.output;
+  EXPECT_EQ(count(missing.output, "error:"), 1) << missing.output;
+}
+
+struct BadLayout {
+  int np;
+  std::string flags;
+  std::string needle;
+};
+
+class BadLayouts : public Distributed, public ::testing::WithParamInterface<BadLayout> {};
+
+TEST_P(BadLayouts, ExitNonZeroWithinSecondsAndSayWhyOnce) {
+  const BadLayout b = GetParam();
+  const auto start = Clock::now();
+  CommandResult r = run_shell(mpirun(b.np) + binary() + " run --model " + model_ + " --input " + input_ + " --output " +
+                              work_ + "/bad.jsonl " + b.flags);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(seconds, 30.0);
+  EXPECT_NE(r.output.find(b.needle), std::string::npos) << r.output;
+  EXPECT_EQ(count(r.output, "error:"), 1) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, BadLayouts,
+    ::testing::Values(BadLayout{4, "--tp 3 --pp 1", "tp (3) x pp (1) = 3 does not match the number of ranks (4)"},
+                      BadLayout{3, "--tp 3", "num_attention_heads (8) is not divisible by tp (3)"},
+                      BadLayout{6, "--pp 6", "pp (6) is larger than the number of layers (5)"},
+                      BadLayout{2, "--pp 2 --pp-layers 1,1", "--pp-layers sums to 2 but the model has 5 layers"}),
+    [](const auto& param_info) { return "np" + std::to_string(param_info.param.np) + "_" + std::to_string(param_info.index); });
+
+// kill -9 of one rank in the middle of a run: Open MPI's launcher must end the job, non-zero.
+TEST_F(Distributed, KilledRankEndsTheJobWithinThirtySeconds) {
+  const std::string input = work_ + "/many.txt";
+  {
+    std::ofstream out(input);
+    for (int i = 0; i < 5000; ++i) out << (i % 2 ? "Once upon a time" : "The little dog") << "\n";
+  }
+  const std::string cmd = "exec " + mpirun(4) + binary() + " run --model " + model_ + " --input " + input + " --output " +
+                          work_ + "/killed.jsonl --tp 2 --pp 2 --max-tokens 200 > " + work_ + "/killed.log 2>&1";
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  const pid_t launcher = ::fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait until the ranks are computing: the first records appear in the output.
+  const auto start = Clock::now();
+  while (!(fs::exists(work_ + "/killed.jsonl") && fs::file_size(work_ + "/killed.jsonl") > 0) &&
+         Clock::now() - start < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CommandResult children = run_shell("pgrep -P " + std::to_string(launcher));
+  std::istringstream pids(children.output);
+  std::vector<pid_t> ranks;
+  for (long p; pids >> p;) ranks.push_back(static_cast<pid_t>(p));
+  ASSERT_EQ(ranks.size(), 4u) << "expected the 4 rank processes under mpirun:\n" << children.output;
+  const auto killed_at = Clock::now();
+  ASSERT_EQ(::kill(ranks.back(), SIGKILL), 0);
+
+  int status = 0;
+  pid_t done = 0;
+  while ((done = ::waitpid(launcher, &status, WNOHANG)) == 0 && Clock::now() - killed_at < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (done == 0) {
+    ::kill(launcher, SIGKILL);
+    ::waitpid(launcher, &status, 0);
+    for (pid_t p : ranks) ::kill(p, SIGKILL);
+    FAIL() << "the job was still running 30 s after a rank was killed";
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed_at).count();
+  EXPECT_TRUE(!WIFEXITED(status) || WEXITSTATUS(status) != 0) << "exit status " << status;
+  EXPECT_LT(seconds, 30.0);
+  std::printf("job ended %.2f s after SIGKILL of one rank\n", seconds);
+  for (pid_t p : ranks) EXPECT_NE(::kill(p, 0) == 0 && ::waitpid(p, nullptr, WNOHANG) == 0, true) << "rank " << p << " left running";
+}
+
+}  // namespace
