@@ -161,6 +161,24 @@ void report_weights(const Topology& t, const ModelWeights& w, const Checkpoint& 
                 " elements");
 }
 
+// Per-rank time split, gathered on rank 0: compute, waiting on the pipeline, collectives.
+void report_time(const Topology& t, const PipelineStats& p, const Communicator& tp_comm, const Communicator& world) {
+  double mine[5] = {p.compute_seconds, p.wait_seconds, tp_comm.stats().collective_seconds,
+                    static_cast<double>(tp_comm.stats().collective_calls), world.stats().p2p_seconds};
+  std::vector<double> all(5 * static_cast<size_t>(t.world_size()));
+  mpi_check(MPI_Gather(mine, 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Gather");
+  if (t.rank() != 0 || t.world_size() == 1) return;
+  for (int r = 0; r < t.world_size(); ++r) {
+    const double* v = all.data() + 5 * r;
+    std::ostringstream os;
+    os.setf(std::ios::fixed);
+    os.precision(3);
+    os << "rank " << r << ": compute " << v[0] << " s, waiting for the pipeline " << v[1] << " s, TP collectives "
+       << v[2] << " s in " << static_cast<long long>(v[3]) << " calls, point-to-point " << v[4] << " s";
+    log::info(os.str());
+  }
+}
+
 }  // namespace
 
 int run_command(const RunOptions& o, const MpiSession& mpi) {
@@ -238,12 +256,14 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
   Pipeline pipeline(*model, cache, *topology, *tp_comm, world);
   if (rank != 0) {
     pipeline.serve();
+    report_time(*topology, pipeline.stats(), *tp_comm, world);
     return 0;
   }
   EngineOptions options{o.max_seqs, o.max_batch_tokens, o.log_interval, tokenizer_adds_bos(o.model),
                         topology->pp_size()};
   Engine engine(config, *tokenizer, pipeline, options);
   RunSummary summary = engine.run(*reader, *writer);
+  report_time(*topology, pipeline.stats(), *tp_comm, world);
   log::info("done: " + summary.describe() + "; output " + o.output);
   return 0;
 }

@@ -2,6 +2,7 @@
 // that each send forward and finally back to rank 0 cannot deadlock.
 #include "runtime/pipeline.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "core/error.h"
@@ -9,6 +10,10 @@
 
 namespace tpllama {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 constexpr int kTagStep = 101;    // plan + hidden states, stage s → stage s+1
 constexpr int kTagTokens = 102;  // sampled tokens, last stage → rank 0
@@ -34,7 +39,9 @@ std::optional<std::vector<int32_t>> Pipeline::submit(const StepPlan& plan) {
 }
 
 std::vector<int32_t> Pipeline::receive_tokens(int64_t expected_group) {
+  const auto start = Clock::now();
   std::vector<uint8_t> bytes = world_.recv_bytes(last_stage_root(), kTagTokens);
+  stats_.wait_seconds += seconds_since(start);
   TPLLAMA_CHECK(bytes.size() >= sizeof(int64_t) && (bytes.size() - sizeof(int64_t)) % sizeof(int32_t) == 0,
                 "token message of ", bytes.size(), " bytes");
   int64_t group = 0;
@@ -49,10 +56,12 @@ void Pipeline::serve() {
   TPLLAMA_CHECK(topology_.rank() != 0, "serve on rank 0");
   while (true) {
     std::vector<uint8_t> bytes;
+    const auto start = Clock::now();
     if (topology_.is_first_stage())
       tp_comm_.broadcast_bytes(bytes, 0);
     else
       bytes = world_.recv_bytes(prev_stage_rank(), kTagStep);
+    stats_.wait_seconds += seconds_since(start);
     size_t hidden_offset = 0;
     StepPlan plan = decode_plan(bytes, &hidden_offset);
     execute(plan, bytes, hidden_offset);
@@ -87,7 +96,10 @@ std::optional<std::vector<int32_t>> Pipeline::execute(const StepPlan& plan, cons
                   " bytes for ", in.shape_string());
     std::memcpy(in.data(), bytes.data() + hidden_offset, in.nbytes());
   }
+  const auto start = Clock::now();
   Tensor out = model_.forward(plan.batch, cache_);
+  stats_.compute_seconds += seconds_since(start);
+  ++stats_.steps;
   if (!topology_.is_last_stage()) {
     world_.send_bytes_async(encode_plan(plan, out), next_stage_rank(), kTagStep);
     return std::nullopt;

@@ -16,6 +16,13 @@
 
 namespace tpllama {
 
+// Where a rank's time went: running its layers, or waiting for a plan / hidden states / tokens.
+struct PipelineStats {
+  double compute_seconds = 0;
+  double wait_seconds = 0;
+  long long steps = 0;
+};
+
 class Pipeline {
  public:
   Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, Communicator& tp_comm,
@@ -30,6 +37,7 @@ class Pipeline {
   void serve();
   // Rank 0: stops every other rank once no group is in flight.
   void shutdown();
+  const PipelineStats& stats() const { return stats_; }
 
  private:
   std::optional<std::vector<int32_t>> execute(const StepPlan& plan, const std::vector<uint8_t>& bytes,
@@ -44,6 +52,7 @@ class Pipeline {
   const Topology& topology_;
   Communicator& tp_comm_;
   Communicator& world_;
+  PipelineStats stats_;
 };
 
 }  // namespace tpllama
