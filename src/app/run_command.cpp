@@ -96,26 +96,6 @@ bool tokenizer_adds_bos(const std::string& model_dir) {
   return j["add_bos_token"].get<bool>();
 }
 
-// --tp/--pp as given, or derived: TP over the ranks of a node, PP over the nodes.
-Topology resolve_layout(const RunOptions& o, const NodeInfo& nodes, int world, int rank, int n_layers) {
-  int tp = o.tp, pp = o.pp;
-  if (tp == 0 && pp == 0) {
-    if (!nodes.uniform)
-      fail("nodes run different numbers of ranks, so --tp (ranks per node) cannot be derived; give --tp and --pp");
-    tp = nodes.ranks_on_node;
-    pp = nodes.n_nodes;
-  } else if (tp == 0) {
-    if (world % pp != 0) fail("--pp ", pp, " does not divide the number of ranks (", world, ")");
-    tp = world / pp;
-  } else if (pp == 0) {
-    if (world % tp != 0) fail("--tp ", tp, " does not divide the number of ranks (", world, ")");
-    pp = world / tp;
-  }
-  Topology t(world, rank, tp, pp, n_layers, o.pp_layers);
-  t.set_node(nodes.node_id, nodes.local_rank, nodes.ranks_on_node);
-  return t;
-}
-
 void warn_cross_node_tp(const Topology& t, const NodeInfo& nodes) {
   for (int stage = 0; stage < t.pp_size(); ++stage) {
     const int first = stage * t.tp_size();
@@ -194,7 +174,8 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
   collective_phase([&] {
     checkpoint = std::make_unique<Checkpoint>(o.model);
     const LlamaConfig& c = checkpoint->config();
-    topology = std::make_unique<Topology>(resolve_layout(o, nodes, mpi.world_size(), rank, c.n_layers));
+    topology = std::make_unique<Topology>(
+        make_topology(LayoutRequest{o.tp, o.pp, o.pp_layers}, nodes, mpi.world_size(), rank, c.n_layers));
     if (checkpoint->presharded()) checkpoint->open_rank_shard(*topology);
     head_layout(c, topology->tp_size(), topology->tp_rank());
     build_shard_table(c, *topology);

@@ -198,7 +198,9 @@ void write_random_model(const LlamaConfig& c, uint64_t seed, const ConvertOption
   };
   const int64_t d = c.dim, kv = c.kv_dim(), q = c.q_dim(), hid = c.hidden_dim, V = c.vocab_size;
   NamedArrays t;
-  t.add("model.embed_tokens.weight", {V, d}, matrix(V, 1));
+  std::vector<float> embed(static_cast<size_t>(V * d));  // unit scale: RMSNorm follows
+  for (float& x : embed) x = next_uniform();
+  t.add("model.embed_tokens.weight", {V, d}, std::move(embed));
   for (int l = 0; l < c.n_layers; ++l) {
     t.add(layer_tensor_name(l, "input_layernorm.weight"), {d}, norm(d));
     t.add(layer_tensor_name(l, "self_attn.q_proj.weight"), {q, d}, matrix(q, d));

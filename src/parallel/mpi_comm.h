@@ -46,16 +46,7 @@ class ReportedError : public Error {
 // ReportedError. fn must not call collectives: a rank that failed early would never join them.
 void collective_phase(const std::function<void()>& fn);
 
-// Where every rank runs, from MPI_Comm_split_type(SHARED) and the processor names.
-struct NodeInfo {
-  int node_id = 0;
-  int local_rank = 0;
-  int ranks_on_node = 1;
-  int n_nodes = 1;
-  bool uniform = true;              // every node runs the same number of ranks
-  std::vector<int> node_of_rank;    // world rank → node id
-  std::vector<std::string> host_of_rank;
-};
+// Fills NodeInfo from MPI_Comm_split_type(SHARED) and the processor names (collective).
 NodeInfo detect_nodes();
 
 // Move-only owner of an MPI communicator (never MPI_COMM_WORLD itself).

@@ -63,3 +63,26 @@ std::string Topology::describe() const {
 }
 
 }  // namespace tpllama
+
+namespace tpllama {
+
+Topology make_topology(const LayoutRequest& request, const NodeInfo& nodes, int world, int rank, int n_layers) {
+  int tp = request.tp, pp = request.pp;
+  if (tp == 0 && pp == 0) {
+    if (!nodes.uniform)
+      fail("nodes run different numbers of ranks, so --tp (ranks per node) cannot be derived; give --tp and --pp");
+    tp = nodes.ranks_on_node;
+    pp = nodes.n_nodes;
+  } else if (tp == 0) {
+    if (world % pp != 0) fail("--pp ", pp, " does not divide the number of ranks (", world, ")");
+    tp = world / pp;
+  } else if (pp == 0) {
+    if (world % tp != 0) fail("--tp ", tp, " does not divide the number of ranks (", world, ")");
+    pp = world / tp;
+  }
+  Topology t(world, rank, tp, pp, n_layers, request.pp_layers);
+  t.set_node(nodes.node_id, nodes.local_rank, nodes.ranks_on_node);
+  return t;
+}
+
+}  // namespace tpllama

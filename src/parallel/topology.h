@@ -38,6 +38,7 @@ class Topology {
   int node_id() const { return node_id_; }
   int local_rank() const { return local_rank_; }
   int ranks_on_node() const { return ranks_on_node_; }
+  int device_id() const { return local_rank_; }  // one GPU per rank, in local-rank order
   void set_node(int node_id, int local_rank, int ranks_on_node);
 
   std::string describe() const;
@@ -52,6 +53,29 @@ class Topology {
   int local_rank_ = 0;
   int ranks_on_node_ = 1;
 };
+
+// Where every rank runs: filled from MPI by detect_nodes() (parallel/mpi_comm.h).
+struct NodeInfo {
+  int node_id = 0;
+  int local_rank = 0;
+  int ranks_on_node = 1;
+  int n_nodes = 1;
+  bool uniform = true;                     // every node runs the same number of ranks
+  std::vector<int> node_of_rank;           // world rank → node id
+  std::vector<std::string> host_of_rank;
+};
+
+// What the command line asked for; 0 means "derive it".
+struct LayoutRequest {
+  int tp = 0;
+  int pp = 0;
+  std::vector<int> pp_layers;
+};
+
+// The one factory: --tp/--pp as given, or derived — TP over the ranks of a node, PP over the
+// nodes (neither given), or the other one from the world size (one given).
+Topology make_topology(const LayoutRequest& request, const NodeInfo& nodes, int world_size, int rank,
+                       int n_layers);
 
 // Even split of n_layers over pp stages; the remainder goes to the middle stages, since the first
 // and last stages also carry the embedding and the lm_head.

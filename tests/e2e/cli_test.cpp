@@ -276,6 +276,26 @@ TEST_F(Stories, CorruptWeightsFailBeforeAnyWork) {
   EXPECT_FALSE(fs::exists(work_ + "/never2.jsonl"));
 }
 
+TEST_F(Stories, RandomModelConvertsAndRuns) {
+  const std::string dir = work_ + "/random_tiny";
+  CommandResult c = run_shell(binary() + " convert --from random --shape tiny --seed 3 --dtype bf16 --tokenizer " +
+                              stories_ + "/tok512.model --out " + dir);
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  json config;
+  std::ifstream(dir + "/config.json") >> config;
+  EXPECT_EQ(config["hidden_size"], 128);
+  EXPECT_EQ(config["num_hidden_layers"], 4);
+  EXPECT_EQ(config["vocab_size"], 512);  // the tokenizer's
+  std::string in = work_ + "/random_in.txt";
+  std::ofstream(in) << "Once upon a time\nThe little dog\n";
+  std::string out = work_ + "/random_out.jsonl";
+  CommandResult r = run_shell(binary() + " run --model " + dir + " --input " + in + " --output " + out + " --max-tokens 8");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto records = read_jsonl(out);
+  ASSERT_EQ(records.size(), 2u);
+  for (const json& rec : records) EXPECT_EQ(rec["completion_tokens"], 8) << rec.dump();
+}
+
 TEST_F(Stories, OutputThatWouldOverwriteTheInputIsRefused) {
   std::string in = work_ + "/same.txt";
   std::ofstream(in) << "hello\n";

@@ -11,6 +11,8 @@
 #include <memory>
 #include <vector>
 
+#include <sstream>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -142,10 +144,10 @@ INSTANTIATE_TEST_SUITE_P(Layouts, LayoutParity,
                                            Layout{2, 2, {1, 4}}, Layout{1, 4, {}}, Layout{8, 1, {}},
                                            Layout{1, 5, {}}),
                          [](const auto& param_info) {
-                           std::string name = "tp" + std::to_string(param_info.param.tp) + "_pp" +
-                                              std::to_string(param_info.param.pp);
-                           for (int n : param_info.param.pp_layers) name += "_" + std::to_string(n);
-                           return name;
+                           std::ostringstream name;
+                           name << "tp" << param_info.param.tp << "_pp" << param_info.param.pp;
+                           for (int n : param_info.param.pp_layers) name << "_" << n;
+                           return name.str();
                          });
 
 }  // namespace

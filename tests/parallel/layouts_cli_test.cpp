@@ -8,6 +8,8 @@
 #include <chrono>
 #include <thread>
 
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 #include "../e2e/cli_util.h"
@@ -137,10 +139,10 @@ INSTANTIATE_TEST_SUITE_P(Layouts, EveryLayout,
                          ::testing::Values(Layout{1, 1, ""}, Layout{2, 1, ""}, Layout{4, 1, ""}, Layout{8, 1, ""},
                                            Layout{1, 2, ""}, Layout{1, 5, ""}, Layout{2, 2, ""}, Layout{2, 2, "1,4"}),
                          [](const auto& param_info) {
-                           std::string name = "tp" + std::to_string(param_info.param.tp) + "_pp" +
-                                              std::to_string(param_info.param.pp);
-                           if (!param_info.param.pp_layers.empty()) name += "_layers_1_4";
-                           return name;
+                           std::ostringstream name;
+                           name << "tp" << param_info.param.tp << "_pp" << param_info.param.pp;
+                           if (!param_info.param.pp_layers.empty()) name << "_layers_1_4";
+                           return name.str();
                          });
 
 TEST_F(Distributed, DefaultLayoutOnOneNodeIsAllTensorParallel) {

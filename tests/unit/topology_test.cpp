@@ -43,5 +43,39 @@ TEST(Topology, MoreStagesThanLayersIsRefused) { EXPECT_THROW(Topology(6, 0, 1, 6
 
 TEST(Topology, StageSizesMustSumToLayers) { EXPECT_THROW(Topology(2, 0, 1, 2, 5, {2, 2}), Error); }
 
+NodeInfo nodes(int n_nodes, int per_node) {
+  NodeInfo n;
+  n.n_nodes = n_nodes;
+  n.ranks_on_node = per_node;
+  return n;
+}
+
+TEST(MakeTopology, NeitherGivenMeansTpPerNodeAndPpAcrossNodes) {
+  Topology t = make_topology({}, nodes(2, 4), 8, 5, 32);
+  EXPECT_EQ(t.tp_size(), 4);
+  EXPECT_EQ(t.pp_size(), 2);
+}
+
+TEST(MakeTopology, OneGivenDerivesTheOther) {
+  EXPECT_EQ(make_topology({2, 0, {}}, nodes(1, 8), 8, 0, 32).pp_size(), 4);
+  EXPECT_EQ(make_topology({0, 4, {}}, nodes(1, 8), 8, 0, 32).tp_size(), 2);
+}
+
+TEST(MakeTopology, NonDividingRequestNamesTheNumbers) {
+  try {
+    make_topology({3, 0, {}}, nodes(1, 8), 8, 0, 32);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--tp 3 does not divide the number of ranks (8)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MakeTopology, UnevenNodesNeedAnExplicitLayout) {
+  NodeInfo n = nodes(2, 3);
+  n.uniform = false;
+  EXPECT_THROW(make_topology({}, n, 5, 0, 32), Error);
+  EXPECT_EQ(make_topology({1, 5, {}}, n, 5, 0, 32).pp_size(), 5);
+}
+
 }  // namespace
 }  // namespace tpllama
