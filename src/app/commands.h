@@ -27,7 +27,13 @@ struct RunOptions {
   int pp = 0;  // 0: derived (number of nodes, or world / tp)
   std::vector<int> pp_layers;
   bool allow_cross_node_tp = false;
+  int kv_block_size = 16;
+  std::string kv_cache_memory;  // bytes per rank, e.g. "8GiB"; empty: a share of free memory
+  int max_model_len = 0;        // 0: max_position_embeddings
 };
+
+// "8GiB", "512MiB", "1.5GB", "4096" → bytes; throws naming the text.
+uint64_t parse_byte_size(const std::string& text);
 
 struct ConvertOptionsCli {
   std::string from = "llama2c";

@@ -74,6 +74,35 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--pp-layers", o.pp_layers, "Layers per stage, e.g. 10,12,10 (default: even, remainder to the middle)")
       ->delimiter(',');
   run->add_flag("--allow-cross-node-tp", o.allow_cross_node_tp, "Do not warn when a TP group spans nodes");
+  run->add_option("--kv-block-size", o.kv_block_size, "Positions per KV cache block")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  run->add_option("--kv-cache-memory", o.kv_cache_memory,
+                  "KV cache bytes per rank, e.g. 8GiB (default: 80% of the memory available after the weights, "
+                  "shared by the ranks of a node)");
+  run->add_option("--max-model-len", o.max_model_len, "Context per sequence, prompt + completion (default: the model's)")
+      ->check(CLI::PositiveNumber);
+}
+
+uint64_t parse_byte_size(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    fail("cannot read '", text, "' as a size (examples: 8GiB, 512MiB, 2GB, 1000000)");
+  }
+  std::string unit = text.substr(used);
+  const std::pair<const char*, double> units[] = {{"", 1},           {"B", 1},           {"KB", 1e3},
+                                                  {"MB", 1e6},       {"GB", 1e9},        {"TB", 1e12},
+                                                  {"KiB", 1024.0},   {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+                                                  {"TiB", 1099511627776.0}};
+  for (const auto& [name, scale] : units)
+    if (unit == name) {
+      if (!(value > 0) || !std::isfinite(value * scale)) fail("size '", text, "' must be positive");
+      return static_cast<uint64_t>(value * scale);
+    }
+  fail("unknown size unit in '", text, "' (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)");
 }
 
 namespace {
@@ -139,6 +168,30 @@ void report_weights(const Topology& t, const ModelWeights& w, const Checkpoint& 
   log::info(os.str());
   TPLLAMA_CHECK(unique == ckpt.total_elements(), "sharded load holds ", unique, " of ", ckpt.total_elements(),
                 " elements");
+}
+
+// Bytes this process may still use: MemAvailable from /proc/meminfo (0 when unknown).
+uint64_t available_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+// Blocks of the KV pool, the same on every rank: each rank's budget over its own block size, then
+// the minimum over ranks (rank 0 hands out block ids for all of them). Never more than every slot
+// at full context needs.
+long long local_kv_blocks(const RunOptions& o, const LlamaModel& model, const NodeInfo& nodes, int context) {
+  const uint64_t per_block = KvCache::bytes_per_block(model.n_layers_local(), model.kv_dim_local(), o.kv_block_size);
+  const uint64_t budget = !o.kv_cache_memory.empty()
+                              ? parse_byte_size(o.kv_cache_memory)
+                              : static_cast<uint64_t>(0.8 * static_cast<double>(available_memory()) /
+                                                      std::max(1, nodes.ranks_on_node));
+  const long long most = static_cast<long long>(o.max_seqs) * ((context + o.kv_block_size - 1) / o.kv_block_size);
+  return std::min<long long>(most, static_cast<long long>(budget / std::max<uint64_t>(per_block, 1)));
 }
 
 // Per-rank time split, gathered on rank 0: compute, waiting on the pipeline, collectives.
@@ -233,15 +286,36 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
     log::info(os.str());
   }
 
-  KvCache cache(model->n_layers_local(), model->kv_dim_local(), o.max_seqs);
-  Pipeline pipeline(*model, cache, *topology, *tp_comm, world);
+  const int context = o.max_model_len > 0 ? std::min(o.max_model_len, config.max_seq_len) : config.max_seq_len;
+  long long blocks = 0;
+  collective_phase([&] { blocks = local_kv_blocks(o, *model, nodes, context); });
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &blocks, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+  const int n_blocks = static_cast<int>(std::min<long long>(blocks, INT32_MAX));
+  std::unique_ptr<KvCache> cache;
+  collective_phase([&] {
+    const int full = (context + o.kv_block_size - 1) / o.kv_block_size;
+    if (n_blocks < full)
+      fail("the KV cache holds ", n_blocks, " blocks of ", o.kv_block_size, " tokens on the smallest rank, less than one ",
+           context, "-token sequence needs (", full, "): give more --kv-cache-memory or a smaller --max-model-len");
+    cache = std::make_unique<KvCache>(model->n_layers_local(), model->kv_dim_local(), o.kv_block_size, n_blocks,
+                                      o.max_seqs);
+  });
+  if (rank == 0) {
+    std::ostringstream os;
+    os << "KV cache: " << n_blocks << " blocks of " << o.kv_block_size << " tokens = "
+       << static_cast<long long>(n_blocks) * o.kv_block_size << " tokens (" << mib(cache->bytes())
+       << " on rank 0), room for " << static_cast<long long>(n_blocks) * o.kv_block_size / context
+       << " sequences at the full context of " << context << " tokens";
+    log::info(os.str());
+  }
+  Pipeline pipeline(*model, *cache, *topology, *tp_comm, world);
   if (rank != 0) {
     pipeline.serve();
     report_time(*topology, pipeline.stats(), *tp_comm, world);
     return 0;
   }
-  EngineOptions options{o.max_seqs, o.max_batch_tokens, o.log_interval, tokenizer_adds_bos(o.model),
-                        topology->pp_size()};
+  EngineOptions options{o.max_seqs,           o.max_batch_tokens, o.log_interval, tokenizer_adds_bos(o.model),
+                        topology->pp_size(), context,             o.kv_block_size, n_blocks};
   Engine engine(config, *tokenizer, pipeline, options);
   RunSummary summary = engine.run(*reader, *writer);
   report_time(*topology, pipeline.stats(), *tp_comm, world);

@@ -1,6 +1,6 @@
-// KV cache of one rank: its layers × its kv heads, one contiguous region per sequence slot sized
-// for that sequence's prompt plus its token budget. (The batch-engine issue replaces the regions
-// with fixed-size paged blocks.)
+// Paged KV cache of one rank: a pool of fixed-size blocks for its layers × its kv heads, and one
+// block table per sequence slot. Rank 0 decides which block goes to which slot (the step plan
+// carries those decisions); every rank applies them, so the tables agree everywhere.
 #pragma once
 
 #include <cstdint>
@@ -12,36 +12,39 @@ namespace tpllama {
 
 class KvCache {
  public:
-  KvCache(int n_layers_local, int kv_dim_local, int max_slots);
+  KvCache(int n_layers_local, int kv_dim_local, int block_size, int n_blocks, int max_slots);
 
-  // Reserves a slot able to hold capacity positions; throws when every slot is taken.
-  int allocate(int capacity);
-  // Reserves a given slot (as the scheduler on rank 0 decided); throws when it is taken.
-  void allocate_at(int slot, int capacity);
-  void release(int slot);
-  int free_slots() const;
+  // Bytes one block takes on a rank holding these layers and kv heads.
+  static uint64_t bytes_per_block(int n_layers_local, int kv_dim_local, int block_size);
 
-  // (capacity, kv_dim_local) row-major, row t = position t.
-  float* keys(int slot, int layer_local) const { return base(slot, layer_local); }
-  float* values(int slot, int layer_local) const {
-    return base(slot, layer_local) + static_cast<size_t>(capacity(slot)) * kv_dim_;
-  }
-  int capacity(int slot) const { return slots_[static_cast<size_t>(slot)].capacity; }
-  uint64_t bytes_in_use() const { return bytes_in_use_; }
+  void append_block(int slot, int block);
+  void release(int slot);  // empties the slot's table; the blocks return to rank 0's free list
+
+  const std::vector<int32_t>& blocks(int slot) const { return tables_[static_cast<size_t>(slot)]; }
+  int capacity(int slot) const { return static_cast<int>(blocks(slot).size()) * block_size_; }
+  int block_size() const { return block_size_; }
+  int n_blocks() const { return n_blocks_; }
   int kv_dim() const { return kv_dim_; }
+  uint64_t bytes() const { return static_cast<uint64_t>(pool_.nbytes()); }
+
+  // Pool bases of a layer: row (block * block_size + offset) holds one position's kv_dim values.
+  float* keys(int layer_local) const { return base(layer_local); }
+  float* values(int layer_local) const { return base(layer_local) + layer_stride_ / 2; }
+  // Row offset (in rows of kv_dim) of position pos of a slot.
+  int64_t row_of(int slot, int pos) const;
 
  private:
-  struct Slot {
-    Buffer storage;  // (n_layers_local, 2, capacity, kv_dim_local)
-    int capacity = 0;
-    bool used = false;
-  };
-  float* base(int slot, int layer_local) const;
+  float* base(int layer_local) const {
+    return static_cast<float*>(pool_.data()) + static_cast<size_t>(layer_local) * layer_stride_;
+  }
 
   int n_layers_;
   int kv_dim_;
-  std::vector<Slot> slots_;
-  uint64_t bytes_in_use_ = 0;
+  int block_size_;
+  int n_blocks_;
+  size_t layer_stride_;  // floats per layer: keys then values, n_blocks * block_size rows each
+  Buffer pool_;
+  std::vector<std::vector<int32_t>> tables_;
 };
 
 }  // namespace tpllama

@@ -97,7 +97,7 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
 
   std::vector<ops::KvView> kv(static_cast<size_t>(n));
   const ops::AttentionShape shape{heads_.n_heads_local, heads_.n_kv_heads_local, config_.head_dim,
-                                  static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
+                                  static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))), cache.block_size()};
   for (int l = 0; l < n_layers_local(); ++l) {
     const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
     // Attention block: x += Wo · attention(rope(Wq xn), rope(Wk xn), Wv xn), xn = rmsnorm(x).
@@ -111,12 +111,10 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
     for (int64_t m = 0; m < n; ++m) {
       const int slot = batch.slots[static_cast<size_t>(m)];
       const int pos = batch.positions[static_cast<size_t>(m)];
-      TPLLAMA_CHECK(pos < cache.capacity(slot), "position ", pos, " beyond slot capacity ", cache.capacity(slot));
-      std::memcpy(cache.keys(slot, l) + static_cast<int64_t>(pos) * kv_local, k.as<float>() + m * kv_local,
-                  static_cast<size_t>(kv_local) * sizeof(float));
-      std::memcpy(cache.values(slot, l) + static_cast<int64_t>(pos) * kv_local, v.as<float>() + m * kv_local,
-                  static_cast<size_t>(kv_local) * sizeof(float));
-      kv[static_cast<size_t>(m)] = {cache.keys(slot, l), cache.values(slot, l), pos + 1};
+      const int64_t row = cache.row_of(slot, pos);
+      std::memcpy(cache.keys(l) + row * kv_local, k.as<float>() + m * kv_local, static_cast<size_t>(kv_local) * sizeof(float));
+      std::memcpy(cache.values(l) + row * kv_local, v.as<float>() + m * kv_local, static_cast<size_t>(kv_local) * sizeof(float));
+      kv[static_cast<size_t>(m)] = {cache.keys(l), cache.values(l), cache.blocks(slot).data(), pos + 1};
     }
     ops::attention(ctx_, att, q, kv, shape);
     ops::matmul(ctx_, xn, att, w.wo);

@@ -79,7 +79,8 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const std::vector
                 " heads over ", s.n_kv_heads, " kv heads");
   require_2d("attention", q, "q", static_cast<int64_t>(kv.size()), static_cast<int64_t>(s.n_heads) * s.head_dim);
   require_2d("attention", out, "out", q.size(0), q.size(1));
-  for (const KvView& v : kv) TPLLAMA_CHECK(v.n_ctx > 0 && v.keys && v.values, "attention: empty context");
+  TPLLAMA_CHECK(s.block_size > 0, "attention: block size ", s.block_size);
+  for (const KvView& v : kv) TPLLAMA_CHECK(v.n_ctx > 0 && v.keys && v.values && v.blocks, "attention: empty context");
   require_cpu("attention", ctx);
   cpu::attention(out, q, kv, s);
 }

@@ -29,11 +29,13 @@ void silu_mul(const DeviceContext& ctx, Tensor gate, Tensor up);
 // x += y, same shape.
 void add(const DeviceContext& ctx, Tensor x, Tensor y);
 
-// Where one token's keys and values live: row t of keys/values is position t of its sequence, for
-// the layer being computed, with row stride n_kv_heads*head_dim.
+// Where one token's keys and values live in the paged cache: the layer's key and value pools,
+// whose row (block * block_size + offset) holds one position (n_kv_heads*head_dim values), and the
+// sequence's block table.
 struct KvView {
   const float* keys = nullptr;
   const float* values = nullptr;
+  const int32_t* blocks = nullptr;
   int n_ctx = 0;  // attend to positions [0, n_ctx): causal, the token's own position included
 };
 
@@ -42,6 +44,7 @@ struct AttentionShape {
   int n_kv_heads = 0;  // kv heads on this rank
   int head_dim = 0;
   float scale = 0;     // usually 1/sqrt(head_dim)
+  int block_size = 0;  // positions per KV block
 };
 
 // Grouped-query attention of each token over its own sequence's cache.

@@ -34,6 +34,7 @@ struct Sequence {
   std::string finish_reason;  // empty while running
   int scheduled = 0;          // tokens of this sequence in its group in flight
   bool in_flight = false;
+  std::vector<int32_t> blocks;  // its KV block table (rank 0's copy)
 
   Sequence(Request r, const Tokenizer& tok) : request(std::move(r)), rng(request.sampling.seed), detok(tok) {}
 };
@@ -66,7 +67,7 @@ std::string RunSummary::describe() const {
   os << requests << " requests (" << finished_stop << " stop, " << finished_length << " length, " << errors
      << " errors) in " << seconds << " s; prompt tokens " << prompt_tokens << ", generated tokens "
      << generated_tokens << " (" << (seconds > 0 ? static_cast<double>(generated_tokens) / seconds : 0.0)
-     << " tok/s), " << steps << " steps";
+     << " tok/s), " << steps << " steps, " << preemptions << " preemptions";
   return os.str();
 }
 
@@ -75,10 +76,16 @@ Engine::Engine(const LlamaConfig& config, const Tokenizer& tokenizer, Pipeline& 
   if (options.max_seqs < 1) fail("--max-seqs must be at least 1, got ", options.max_seqs);
   if (options.max_batch_tokens < 1) fail("--max-batch-tokens must be at least 1, got ", options.max_batch_tokens);
   if (options.groups < 1) fail("micro-batch groups must be at least 1, got ", options.groups);
+  if (options_.context <= 0 || options_.context > config.max_seq_len) options_.context = config.max_seq_len;
+  const int full = (options_.context + options_.kv_block_size - 1) / options_.kv_block_size;
+  if (options_.kv_blocks < full)
+    fail("the KV cache holds ", options_.kv_blocks, " blocks of ", options_.kv_block_size, " tokens, less than one ",
+         options_.context, "-token sequence needs (", full, "): give more --kv-cache-memory or a smaller --max-model-len");
 }
 
 RunSummary Engine::run(PromptReader& reader, ResultWriter& writer) {
-  const int ctx_len = config_.max_seq_len;
+  const int ctx_len = options_.context;
+  const int bs = options_.kv_block_size;
   const int seqs_per_group = (options_.max_seqs + options_.groups - 1) / options_.groups;
   RunSummary summary;
   const auto start = Clock::now();
@@ -86,7 +93,9 @@ RunSummary Engine::run(PromptReader& reader, ResultWriter& writer) {
   std::deque<std::unique_ptr<Sequence>> active;
   std::deque<Group> in_flight;
   std::vector<bool> slot_used(static_cast<size_t>(options_.max_seqs), false);
-  std::vector<CacheOp> cache_ops;  // slot changes for the next plan, in order
+  std::vector<CacheOp> cache_ops;  // block table changes for the next plan, in order
+  std::vector<int32_t> free_blocks;
+  for (int b = options_.kv_blocks - 1; b >= 0; --b) free_blocks.push_back(b);
   bool input_done = false;
   int64_t next_group = 0;
 
@@ -118,10 +127,40 @@ RunSummary Engine::run(PromptReader& reader, ResultWriter& writer) {
     seq->detok.prime(seq->tokens);
     seq->slot = static_cast<int>(std::find(slot_used.begin(), slot_used.end(), false) - slot_used.begin());
     slot_used[static_cast<size_t>(seq->slot)] = true;
-    // 64-bit: max_tokens may be as large as INT_MAX.
-    const int64_t wanted = int64_t{seq->n_prompt} + seq->request.max_tokens;
-    cache_ops.push_back({seq->slot, static_cast<int32_t>(std::min<int64_t>(ctx_len, wanted))});
     active.push_back(std::move(seq));
+  };
+  auto release_blocks = [&](Sequence& s) {
+    if (s.blocks.empty()) return;
+    cache_ops.push_back({s.slot, CacheOp::kRelease});
+    free_blocks.insert(free_blocks.end(), s.blocks.rbegin(), s.blocks.rend());
+    s.blocks.clear();
+  };
+  // Frees blocks for `s` by preempting the youngest sequence admitted after it that is not in
+  // flight; the victim recomputes its tokens later. Returns false when there is none.
+  auto preempt_younger_than = [&](const Sequence& s) {
+    for (auto it = active.rbegin(); it != active.rend() && it->get() != &s; ++it) {
+      Sequence& victim = **it;
+      if (victim.in_flight || victim.blocks.empty()) continue;
+      release_blocks(victim);
+      victim.n_computed = 0;
+      ++summary.preemptions;
+      return true;
+    }
+    return false;
+  };
+  // Gives `s` the blocks for `take` more positions, shrinking take to what can be had.
+  auto reserve_blocks = [&](Sequence& s, int take) {
+    auto blocks_for = [&](int positions) { return (positions + bs - 1) / bs - static_cast<int>(s.blocks.size()); };
+    while (blocks_for(s.n_computed + take) > static_cast<int>(free_blocks.size()) && preempt_younger_than(s)) {
+    }
+    const int can = (static_cast<int>(s.blocks.size() + free_blocks.size())) * bs - s.n_computed;
+    take = std::min(take, can);
+    for (int n = blocks_for(s.n_computed + take); n > 0; --n) {
+      s.blocks.push_back(free_blocks.back());
+      free_blocks.pop_back();
+      cache_ops.push_back({s.slot, s.blocks.back()});
+    }
+    return std::max(take, 0);
   };
   // Plans one group from the sequences not in flight: decodes first, then prefill chunks.
   auto plan_group = [&](StepPlan& plan, Group& group) {
@@ -132,7 +171,8 @@ RunSummary Engine::run(PromptReader& reader, ResultWriter& writer) {
         if (s->in_flight || (pass == 0) != decoding || budget == 0) continue;
         if (static_cast<int>(group.members.size()) >= seqs_per_group) return;
         const int pending = static_cast<int>(s->tokens.size()) - s->n_computed;
-        const int take = std::min(pending, budget);
+        const int take = reserve_blocks(*s, std::min(pending, budget));
+        if (take == 0) continue;  // waits for blocks held by sequences in flight
         for (int i = 0; i < take; ++i) {
           plan.batch.tokens.push_back(s->tokens[static_cast<size_t>(s->n_computed + i)]);
           plan.batch.positions.push_back(s->n_computed + i);
@@ -192,7 +232,7 @@ RunSummary Engine::run(PromptReader& reader, ResultWriter& writer) {
       (s.finish_reason == "stop" ? summary.finished_stop : summary.finished_length)++;
       summary.generated_tokens += s.n_generated;
       slot_used[static_cast<size_t>(s.slot)] = false;
-      cache_ops.push_back({s.slot, 0});
+      release_blocks(s);
       it = active.erase(it);
     }
   };
@@ -220,7 +260,8 @@ RunSummary Engine::run(PromptReader& reader, ResultWriter& writer) {
       else
         in_flight.push_back(std::move(group));
     } else {
-      TPLLAMA_CHECK(!in_flight.empty(), "no group to plan and none in flight with ", active.size(), " active");
+      TPLLAMA_CHECK(!in_flight.empty(), "no group to plan and none in flight with ", active.size(), " active and ",
+                    free_blocks.size(), " free KV blocks");
       Group done = std::move(in_flight.front());
       in_flight.pop_front();
       apply(done, pipeline_.receive_tokens(done.id));

@@ -21,6 +21,9 @@ struct EngineOptions {
   double log_interval = 30.0;   // seconds between progress lines
   bool add_bos = true;          // prepend the config's bos_token_id to every prompt
   int groups = 1;               // micro-batch groups in flight (the pipeline depth)
+  int context = 0;              // tokens per sequence, prompt + completion (0: the model's)
+  int kv_block_size = 16;       // positions per KV block
+  int kv_blocks = 0;            // blocks in every rank's pool
 };
 
 struct RunSummary {
@@ -31,6 +34,7 @@ struct RunSummary {
   long long prompt_tokens = 0;
   long long generated_tokens = 0;
   long long steps = 0;
+  long long preemptions = 0;
   double seconds = 0;
   std::string describe() const;
 };

@@ -80,10 +80,10 @@ void Pipeline::shutdown() {
 std::optional<std::vector<int32_t>> Pipeline::execute(const StepPlan& plan, const std::vector<uint8_t>& bytes,
                                                       size_t hidden_offset) {
   for (const CacheOp& op : plan.cache_ops) {
-    if (op.capacity > 0)
-      cache_.allocate_at(op.slot, op.capacity);
-    else
+    if (op.block == CacheOp::kRelease)
       cache_.release(op.slot);
+    else
+      cache_.append_block(op.slot, op.block);
   }
   if (plan.shutdown) {
     if (!topology_.is_last_stage()) world_.send_bytes_async(bytes, next_stage_rank(), kTagStep);

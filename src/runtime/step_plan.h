@@ -13,8 +13,9 @@
 namespace tpllama {
 
 struct CacheOp {
+  static constexpr int32_t kRelease = -1;
   int32_t slot = 0;
-  int32_t capacity = 0;  // > 0: allocate the slot for this many positions; 0: release it
+  int32_t block = kRelease;  // >= 0: append this block to the slot's table; kRelease: empty the table
 };
 
 struct RowSampling {
@@ -25,7 +26,7 @@ struct RowSampling {
 struct StepPlan {
   int64_t group = 0;
   bool shutdown = false;
-  std::vector<CacheOp> cache_ops;     // applied in order before the step
+  std::vector<CacheOp> cache_ops;     // block table changes, applied in order before the step
   StepBatch batch;
   std::vector<RowSampling> sampling;  // one per batch.logit_rows entry
 };

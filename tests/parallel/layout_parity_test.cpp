@@ -97,8 +97,8 @@ TEST_P(LayoutParity, LogitsMatchSingleRank) {
   MpiCommunicator pp_comm(dup);
   LlamaModel candidate(ckpt, topology, *tp_comm, DeviceContext{}, ModelLimits{64, 64});
   ASSERT_EQ(candidate.n_layers_local(), topology.my_layers().count()) << "the candidate holds only its stage";
-  KvCache cache(candidate.n_layers_local(), candidate.kv_dim_local(), 1);
-  cache.allocate_at(0, 64);
+  KvCache cache(candidate.n_layers_local(), candidate.kv_dim_local(), 16, 4, 1);
+  for (int b : {2, 0, 3}) cache.append_block(0, b);
 
   if (!topology.is_first_stage()) {
     std::vector<uint8_t> bytes = pp_comm.recv_bytes(rank - layout.tp, 1);
@@ -121,8 +121,8 @@ TEST_P(LayoutParity, LogitsMatchSingleRank) {
   SelfCommunicator self;
   Checkpoint ref_ckpt(dir);
   LlamaModel reference(ref_ckpt, Topology::single(ref_ckpt.config().n_layers), self, DeviceContext{}, ModelLimits{64, 64});
-  KvCache ref_cache(reference.n_layers_local(), reference.kv_dim_local(), 1);
-  ref_cache.allocate_at(0, 64);
+  KvCache ref_cache(reference.n_layers_local(), reference.kv_dim_local(), 16, 4, 1);
+  for (int b : {0, 1, 2}) ref_cache.append_block(0, b);
   Tensor expected = reference.forward(batch, ref_cache);
   const int vocab = ckpt.config().vocab_size;
   double worst = 0;

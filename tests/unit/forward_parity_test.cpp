@@ -26,15 +26,29 @@ struct Candidate {
   LlamaModel model;
   KvCache cache;
 
+  static constexpr int kBlockSize = 4;  // small, so sequences cross many block boundaries
+  static constexpr int kBlocks = 128;
+  int next_block = kBlocks - 1;          // hand blocks out backwards: tables are never contiguous
+
   explicit Candidate(const std::string& dir, int max_tokens = 256, int slots = 4)
       : checkpoint(dir),
         model(checkpoint, Topology::single(checkpoint.config().n_layers), comm, DeviceContext{},
               ModelLimits{max_tokens, max_tokens}),
-        cache(model.n_layers_local(), model.kv_dim_local(), slots) {}
+        cache(model.n_layers_local(), model.kv_dim_local(), kBlockSize, kBlocks, slots) {}
+
+  // Gives a slot blocks for `positions` positions.
+  void reserve(int slot, int positions) {
+    cache.release(slot);
+    for (int p = 0; p < positions; p += kBlockSize) {
+      if (next_block < 0) next_block = kBlocks - 1;
+      cache.append_block(slot, next_block--);
+    }
+  }
 
   // Logits at every position of `tokens`, computed in chunks of `chunk` tokens in one slot.
   std::vector<std::vector<float>> all_logits(const std::vector<int>& tokens, int chunk) {
-    int slot = cache.allocate(static_cast<int>(tokens.size()));
+    const int slot = 0;
+    reserve(slot, static_cast<int>(tokens.size()));
     std::vector<std::vector<float>> out;
     for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(chunk)) {
       StepBatch b;
@@ -48,7 +62,6 @@ struct Candidate {
       for (int64_t r = 0; r < logits.size(0); ++r)
         out.emplace_back(logits.as<float>() + r * logits.size(1), logits.as<float>() + (r + 1) * logits.size(1));
     }
-    cache.release(slot);
     return out;
   }
 };
@@ -189,7 +202,9 @@ TEST(ForwardParity, SequencesInOneStepAreIndependent) {
   auto solo_a = candidate.all_logits(a, 6);
   auto solo_b = candidate.all_logits(b, 4);
 
-  int slot_a = candidate.cache.allocate(8), slot_b = candidate.cache.allocate(8);
+  const int slot_a = 1, slot_b = 2;
+  candidate.reserve(slot_a, 8);
+  candidate.reserve(slot_b, 8);
   StepBatch step;
   for (size_t i = 0; i < a.size(); ++i) {
     step.tokens.push_back(a[i]);

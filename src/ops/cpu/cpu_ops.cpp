@@ -97,11 +97,13 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
     for (int64_t m = 0; m < n_tokens; ++m) {
       for (int h = 0; h < s.n_heads; ++h) {
         const KvView& v = kv[static_cast<size_t>(m)];
+        const int bs = s.block_size;
         const float* qh = q.as<float>() + m * q_stride + h * hd;
         const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
         float max_score = -INFINITY;
         for (int t = 0; t < v.n_ctx; ++t) {  // scores = q·k / sqrt(head_dim)
-          const float* k = v.keys + t * kv_stride + kv_off;
+          const int64_t row = static_cast<int64_t>(v.blocks[t / bs]) * bs + t % bs;
+          const float* k = v.keys + row * kv_stride + kv_off;
           float dot = 0;
           for (int i = 0; i < hd; ++i) dot += qh[i] * k[i];
           scores[static_cast<size_t>(t)] = dot * s.scale;
@@ -118,7 +120,8 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
         const float inv_sum = 1.0f / sum;
         for (int t = 0; t < v.n_ctx; ++t) {
           const float p = scores[static_cast<size_t>(t)] * inv_sum;
-          const float* val = v.values + t * kv_stride + kv_off;
+          const int64_t row = static_cast<int64_t>(v.blocks[t / bs]) * bs + t % bs;
+          const float* val = v.values + row * kv_stride + kv_off;
           for (int i = 0; i < hd; ++i) o[i] += p * val[i];
         }
       }
