@@ -30,6 +30,8 @@ struct RunOptions {
   int kv_block_size = 16;
   std::string kv_cache_memory;  // bytes per rank, e.g. "8GiB"; empty: a share of free memory
   int max_model_len = 0;        // 0: max_position_embeddings
+  std::string stats;            // --stats JSON path
+  std::string trace;            // --trace Chrome trace path
 };
 
 // "8GiB", "512MiB", "1.5GB", "4096" → bytes; throws naming the text.

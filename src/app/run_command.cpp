@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/run_report.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "model/checkpoint.h"
@@ -80,6 +81,8 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--kv-cache-memory", o.kv_cache_memory,
                   "KV cache bytes per rank, e.g. 8GiB (default: 80% of the memory available after the weights, "
                   "shared by the ranks of a node)");
+  run->add_option("--stats", o.stats, "Write run statistics as JSON to this file at the end");
+  run->add_option("--trace", o.trace, "Write a Chrome trace-event JSON (one track group per rank) to this file");
   run->add_option("--max-model-len", o.max_model_len, "Context per sequence, prompt + completion (default: the model's)")
       ->check(CLI::PositiveNumber);
 }
@@ -142,34 +145,6 @@ void warn_cross_node_tp(const Topology& t, const NodeInfo& nodes) {
   }
 }
 
-// One line per rank on rank 0, and the check that every checkpoint element is held exactly once
-// (plus the replicas, reported as such).
-void report_weights(const Topology& t, const ModelWeights& w, const Checkpoint& ckpt) {
-  uint64_t mine[4] = {w.bytes_read, w.bytes_held, w.elements_unique, w.elements_replicated};
-  std::vector<uint64_t> all(4 * static_cast<size_t>(t.world_size()));
-  mpi_check(MPI_Gather(mine, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Gather");
-  if (t.rank() != 0) return;
-  uint64_t unique = 0, replicated = 0;
-  for (int r = 0; r < t.world_size(); ++r) {
-    const uint64_t* v = all.data() + 4 * r;
-    Topology peer(t.world_size(), r, t.tp_size(), t.pp_size(), t.n_layers(), {});
-    std::ostringstream os;
-    os << "rank " << r << " (tp " << peer.tp_rank() << ", pp " << peer.pp_rank() << ", layers ["
-       << t.stage_layers(peer.pp_rank()).begin << ", " << t.stage_layers(peer.pp_rank()).end << ")): read "
-       << mib(v[0]) << ", holds " << mib(v[1]);
-    if (t.world_size() > 1) log::info(os.str());
-    unique += v[2];
-    replicated += v[3];
-  }
-  std::ostringstream os;
-  os << "weights: checkpoint " << ckpt.total_elements() << " elements; held once over all ranks " << unique
-     << (unique == ckpt.total_elements() ? " (all of them)" : " (MISMATCH)") << ", plus " << replicated
-     << " replicated (norms on every TP rank, shared kv heads, tied embedding on two stages)";
-  log::info(os.str());
-  TPLLAMA_CHECK(unique == ckpt.total_elements(), "sharded load holds ", unique, " of ", ckpt.total_elements(),
-                " elements");
-}
-
 // Bytes this process may still use: MemAvailable from /proc/meminfo (0 when unknown).
 uint64_t available_memory() {
   std::ifstream in("/proc/meminfo");
@@ -192,24 +167,6 @@ long long local_kv_blocks(const RunOptions& o, const LlamaModel& model, const No
                                                       std::max(1, nodes.ranks_on_node));
   const long long most = static_cast<long long>(o.max_seqs) * ((context + o.kv_block_size - 1) / o.kv_block_size);
   return std::min<long long>(most, static_cast<long long>(budget / std::max<uint64_t>(per_block, 1)));
-}
-
-// Per-rank time split, gathered on rank 0: compute, waiting on the pipeline, collectives.
-void report_time(const Topology& t, const PipelineStats& p, const Communicator& tp_comm, const Communicator& world) {
-  double mine[5] = {p.compute_seconds, p.wait_seconds, tp_comm.stats().collective_seconds,
-                    static_cast<double>(tp_comm.stats().collective_calls), world.stats().p2p_seconds};
-  std::vector<double> all(5 * static_cast<size_t>(t.world_size()));
-  mpi_check(MPI_Gather(mine, 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Gather");
-  if (t.rank() != 0 || t.world_size() == 1) return;
-  for (int r = 0; r < t.world_size(); ++r) {
-    const double* v = all.data() + 5 * r;
-    std::ostringstream os;
-    os.setf(std::ios::fixed);
-    os.precision(3);
-    os << "rank " << r << ": compute " << v[0] << " s, waiting for the pipeline " << v[1] << " s, TP collectives "
-       << v[2] << " s in " << static_cast<long long>(v[3]) << " calls, point-to-point " << v[4] << " s";
-    log::info(os.str());
-  }
 }
 
 }  // namespace
@@ -308,18 +265,25 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
        << " sequences at the full context of " << context << " tokens";
     log::info(os.str());
   }
-  Pipeline pipeline(*model, *cache, *topology, *tp_comm, world);
-  if (rank != 0) {
+  TraceRecorder trace(!o.trace.empty());
+  tp_comm->set_trace(&trace);
+  world.set_trace(&trace);
+  mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");  // a common time origin for the trace
+  trace.set_origin(TraceRecorder::Clock::now());
+  Pipeline pipeline(*model, *cache, *topology, *tp_comm, world, &trace);
+  RunSummary summary;
+  if (rank == 0) {
+    EngineOptions options{o.max_seqs,           o.max_batch_tokens, o.log_interval, tokenizer_adds_bos(o.model),
+                          topology->pp_size(), context,             o.kv_block_size, n_blocks};
+    Engine engine(config, *tokenizer, pipeline, options);
+    summary = engine.run(*reader, *writer);
+  } else {
     pipeline.serve();
-    report_time(*topology, pipeline.stats(), *tp_comm, world);
-    return 0;
   }
-  EngineOptions options{o.max_seqs,           o.max_batch_tokens, o.log_interval, tokenizer_adds_bos(o.model),
-                        topology->pp_size(), context,             o.kv_block_size, n_blocks};
-  Engine engine(config, *tokenizer, pipeline, options);
-  RunSummary summary = engine.run(*reader, *writer);
-  report_time(*topology, pipeline.stats(), *tp_comm, world);
-  log::info("done: " + summary.describe() + "; output " + o.output);
+  report_run(*topology, nodes.n_nodes, collect_rank_figures(model->weights(), *cache, pipeline.stats(), *tp_comm, world),
+             rank == 0 ? &summary : nullptr, o.stats);
+  if (!o.trace.empty()) write_trace(*topology, trace, o.trace);
+  if (rank == 0) log::info("done: " + summary.describe() + "; output " + o.output);
   return 0;
 }
 

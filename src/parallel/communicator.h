@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "core/trace.h"
 
 namespace tpllama {
 
@@ -15,6 +16,9 @@ struct CommStats {
   double p2p_seconds = 0;
   long long collective_calls = 0;
   long long p2p_calls = 0;
+  double all_reduce_seconds = 0;
+  double all_reduce_bytes = 0;  // payload bytes summed over calls (for bus bandwidth)
+  long long all_reduce_calls = 0;
 };
 
 class Communicator {
@@ -42,9 +46,12 @@ class Communicator {
   // Completes every pending asynchronous send.
   virtual void wait_sends() = 0;
   const CommStats& stats() const { return stats_; }
+  // Spans of every collective and message go to this recorder when it is on.
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
 
  protected:
   CommStats stats_;
+  TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace tpllama

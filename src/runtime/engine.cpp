@@ -35,6 +35,8 @@ struct Sequence {
   int scheduled = 0;          // tokens of this sequence in its group in flight
   bool in_flight = false;
   std::vector<int32_t> blocks;  // its KV block table (rank 0's copy)
+  Clock::time_point admitted = Clock::now();
+  Clock::time_point first_token;
 
   Sequence(Request r, const Tokenizer& tok) : request(std::move(r)), rng(request.sampling.seed), detok(tok) {}
 };
@@ -203,7 +205,7 @@ RunSummary Engine::run(PromptReader& reader, ResultWriter& writer) {
       Sequence& s = *group.rows[r];
       const int token = tokens[r];
       s.tokens.push_back(token);
-      ++s.n_generated;
+      if (s.n_generated++ == 0) s.first_token = Clock::now();
       const auto& eos = config_.eos_token_ids;
       if (std::find(eos.begin(), eos.end(), token) != eos.end()) {
         s.finish_reason = "stop";
@@ -227,7 +229,17 @@ RunSummary Engine::run(PromptReader& reader, ResultWriter& writer) {
         ++it;
         continue;
       }
-      writer.write(Result{s.request.id, s.text, s.n_prompt, s.n_generated, s.finish_reason, ""});
+      Result result;
+      result.id = s.request.id;
+      result.text = s.text;
+      result.prompt_tokens = s.n_prompt;
+      result.completion_tokens = s.n_generated;
+      result.finish_reason = s.finish_reason;
+      writer.write(result);
+      summary.ttft_seconds.push_back(std::chrono::duration<double>(s.first_token - s.admitted).count());
+      if (s.n_generated > 1)
+        summary.tpot_seconds.push_back(std::chrono::duration<double>(Clock::now() - s.first_token).count() /
+                                       (s.n_generated - 1));
       ++summary.requests;
       (s.finish_reason == "stop" ? summary.finished_stop : summary.finished_length)++;
       summary.generated_tokens += s.n_generated;

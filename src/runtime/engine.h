@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "io/prompt_reader.h"
 #include "io/result_writer.h"
@@ -35,7 +36,11 @@ struct RunSummary {
   long long generated_tokens = 0;
   long long steps = 0;
   long long preemptions = 0;
+  long long skipped = 0;             // already in the output (--resume)
   double seconds = 0;
+  std::vector<double> ttft_seconds;  // admission to first token, per finished request
+  std::vector<double> tpot_seconds;  // mean time per output token after the first
+
   std::string describe() const;
 };
 

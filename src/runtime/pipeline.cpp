@@ -28,8 +28,8 @@ std::vector<uint8_t> encode_tokens(int64_t group, const std::vector<int32_t>& to
 }  // namespace
 
 Pipeline::Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, Communicator& tp_comm,
-                   Communicator& world)
-    : model_(model), cache_(cache), topology_(topology), tp_comm_(tp_comm), world_(world) {}
+                   Communicator& world, TraceRecorder* trace)
+    : model_(model), cache_(cache), topology_(topology), tp_comm_(tp_comm), world_(world), trace_(trace) {}
 
 std::optional<std::vector<int32_t>> Pipeline::submit(const StepPlan& plan) {
   TPLLAMA_CHECK(topology_.rank() == 0, "submit on rank ", topology_.rank());
@@ -40,6 +40,7 @@ std::optional<std::vector<int32_t>> Pipeline::submit(const StepPlan& plan) {
 
 std::vector<int32_t> Pipeline::receive_tokens(int64_t expected_group) {
   const auto start = Clock::now();
+  TraceSpan span(trace_, "wait for tokens", TraceTrack::kWait);
   std::vector<uint8_t> bytes = world_.recv_bytes(last_stage_root(), kTagTokens);
   stats_.wait_seconds += seconds_since(start);
   TPLLAMA_CHECK(bytes.size() >= sizeof(int64_t) && (bytes.size() - sizeof(int64_t)) % sizeof(int32_t) == 0,
@@ -57,10 +58,13 @@ void Pipeline::serve() {
   while (true) {
     std::vector<uint8_t> bytes;
     const auto start = Clock::now();
-    if (topology_.is_first_stage())
-      tp_comm_.broadcast_bytes(bytes, 0);
-    else
-      bytes = world_.recv_bytes(prev_stage_rank(), kTagStep);
+    {
+      TraceSpan span(trace_, "wait for a step", TraceTrack::kWait);
+      if (topology_.is_first_stage())
+        tp_comm_.broadcast_bytes(bytes, 0);
+      else
+        bytes = world_.recv_bytes(prev_stage_rank(), kTagStep);
+    }
     stats_.wait_seconds += seconds_since(start);
     size_t hidden_offset = 0;
     StepPlan plan = decode_plan(bytes, &hidden_offset);
@@ -97,14 +101,24 @@ std::optional<std::vector<int32_t>> Pipeline::execute(const StepPlan& plan, cons
     std::memcpy(in.data(), bytes.data() + hidden_offset, in.nbytes());
   }
   const auto start = Clock::now();
-  Tensor out = model_.forward(plan.batch, cache_);
+  Tensor out;
+  {
+    TraceSpan span(trace_, "forward", TraceTrack::kCompute);
+    out = model_.forward(plan.batch, cache_);
+  }
   stats_.compute_seconds += seconds_since(start);
   ++stats_.steps;
   if (!topology_.is_last_stage()) {
     world_.send_bytes_async(encode_plan(plan, out), next_stage_rank(), kTagStep);
     return std::nullopt;
   }
-  std::vector<int32_t> tokens = sample_rows(plan, out);
+  std::vector<int32_t> tokens;
+  {
+    const auto sample_start = Clock::now();
+    TraceSpan span(trace_, "sample", TraceTrack::kCompute);
+    tokens = sample_rows(plan, out);
+    stats_.compute_seconds += seconds_since(sample_start);
+  }
   if (topology_.rank() == 0) return tokens;
   if (topology_.tp_rank() == 0) world_.send_bytes_async(encode_tokens(plan.group, tokens), 0, kTagTokens);
   return std::nullopt;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/trace.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
 #include "parallel/communicator.h"
@@ -26,7 +27,7 @@ struct PipelineStats {
 class Pipeline {
  public:
   Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, Communicator& tp_comm,
-           Communicator& world);
+           Communicator& world, TraceRecorder* trace = nullptr);
 
   // Rank 0: runs the plan on stage 0 and hands it on. Returns the group's tokens (one per logit
   // row) when this rank is also the last stage; otherwise they come from receive_tokens().
@@ -53,6 +54,7 @@ class Pipeline {
   Communicator& tp_comm_;
   Communicator& world_;
   PipelineStats stats_;
+  TraceRecorder* trace_;
 };
 
 }  // namespace tpllama

@@ -1,0 +1,202 @@
+// Run reports: per-rank lines, stats JSON (fields modelled on trtllm-bench), Chrome trace.
+#include "app/run_report.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "parallel/mpi_comm.h"
+
+namespace tpllama {
+namespace {
+
+constexpr int kFigureCount = sizeof(RankFigures) / sizeof(double);
+
+std::string mib(double bytes) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(2);
+  os << bytes / (1 << 20) << " MiB";
+  return os.str();
+}
+
+nlohmann::json percentiles(std::vector<double> v) {
+  if (v.empty()) return nullptr;
+  std::sort(v.begin(), v.end());
+  auto at = [&](double p) {  // nearest rank
+    size_t i = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, i == 0 ? 0 : i - 1)];
+  };
+  double sum = 0;
+  for (double x : v) sum += x;
+  return {{"p50", at(50)}, {"p90", at(90)}, {"p99", at(99)}, {"mean", sum / static_cast<double>(v.size())},
+          {"count", v.size()}};
+}
+
+double bubble(const RankFigures& f) {
+  const double total = f.compute_seconds + f.wait_seconds;
+  return total > 0 ? f.wait_seconds / total : 0.0;
+}
+
+// Bus bandwidth of the all-reduces, as nccl-tests defines it: algbw * 2(n-1)/n.
+double bus_bandwidth(const RankFigures& f, int tp) {
+  if (f.all_reduce_seconds <= 0 || tp < 2) return 0;
+  return f.all_reduce_bytes / f.all_reduce_seconds * 2.0 * (tp - 1) / tp;
+}
+
+void write_stats(const std::string& path, const Topology& t, int n_nodes, const std::vector<RankFigures>& all,
+                 const RunSummary& s) {
+  nlohmann::json ranks = nlohmann::json::array();
+  double compute = 0, wait = 0;
+  for (int r = 0; r < t.world_size(); ++r) {
+    const RankFigures& f = all[static_cast<size_t>(r)];
+    Topology peer(t.world_size(), r, t.tp_size(), t.pp_size(), t.n_layers(), {});
+    compute += f.compute_seconds;
+    wait += f.wait_seconds;
+    ranks.push_back({{"rank", r},
+                     {"tp_rank", peer.tp_rank()},
+                     {"pp_rank", peer.pp_rank()},
+                     {"peak_memory_bytes", f.peak_memory_bytes},
+                     {"weight_bytes", f.weight_bytes},
+                     {"kv_cache_bytes", f.kv_cache_bytes},
+                     {"kv_capacity_tokens", f.kv_capacity_tokens},
+                     {"steps", f.steps},
+                     {"compute_seconds", f.compute_seconds},
+                     {"wait_seconds", f.wait_seconds},
+                     {"collective_seconds", f.collective_seconds},
+                     {"p2p_seconds", f.p2p_seconds},
+                     {"bubble_fraction", bubble(f)},
+                     {"all_reduce_calls", f.all_reduce_calls},
+                     {"all_reduce_bytes", f.all_reduce_bytes},
+                     {"all_reduce_bus_bandwidth_bytes_per_second", bus_bandwidth(f, t.tp_size())}});
+  }
+  const double secs = s.seconds > 0 ? s.seconds : 1e-9;
+  nlohmann::json j = {
+      {"layout", {{"world_size", t.world_size()}, {"tp", t.tp_size()}, {"pp", t.pp_size()}, {"nodes", n_nodes}}},
+      {"requests", s.requests},
+      {"finished_stop", s.finished_stop},
+      {"finished_length", s.finished_length},
+      {"errors", s.errors},
+      {"skipped_already_done", s.skipped},
+      {"preemptions", s.preemptions},
+      {"steps", s.steps},
+      {"elapsed_seconds", s.seconds},
+      {"requests_per_second", static_cast<double>(s.requests) / secs},
+      {"prompt_tokens", s.prompt_tokens},
+      {"generated_tokens", s.generated_tokens},
+      {"output_tokens_per_second", static_cast<double>(s.generated_tokens) / secs},
+      {"output_tokens_per_second_per_rank", static_cast<double>(s.generated_tokens) / secs / t.world_size()},
+      {"total_tokens_per_second", static_cast<double>(s.generated_tokens + s.prompt_tokens) / secs},
+      {"ttft_seconds", percentiles(s.ttft_seconds)},
+      {"tpot_seconds", percentiles(s.tpot_seconds)},
+      {"bubble_fraction", compute + wait > 0 ? wait / (compute + wait) : 0.0},
+      {"ranks", ranks},
+  };
+  std::ofstream out(path);
+  if (!out) fail("cannot write --stats file ", path);
+  out << j.dump(2) << '\n';
+  if (!out) fail("error while writing --stats file ", path);
+}
+
+}  // namespace
+
+RankFigures collect_rank_figures(const ModelWeights& weights, const KvCache& cache, const PipelineStats& pipeline,
+                                 const Communicator& tp_comm, const Communicator& world) {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  RankFigures f;
+  f.peak_memory_bytes = static_cast<double>(usage.ru_maxrss) * 1024.0;
+  f.weight_bytes = static_cast<double>(weights.bytes_held);
+  f.kv_cache_bytes = static_cast<double>(cache.bytes());
+  f.kv_capacity_tokens = static_cast<double>(cache.n_blocks()) * cache.block_size();
+  f.compute_seconds = pipeline.compute_seconds;
+  f.wait_seconds = pipeline.wait_seconds;
+  f.collective_seconds = tp_comm.stats().collective_seconds + world.stats().collective_seconds;
+  f.p2p_seconds = tp_comm.stats().p2p_seconds + world.stats().p2p_seconds;
+  f.all_reduce_seconds = tp_comm.stats().all_reduce_seconds;
+  f.all_reduce_bytes = tp_comm.stats().all_reduce_bytes;
+  f.all_reduce_calls = static_cast<double>(tp_comm.stats().all_reduce_calls);
+  f.steps = static_cast<double>(pipeline.steps);
+  return f;
+}
+
+void report_weights(const Topology& t, const ModelWeights& w, const Checkpoint& ckpt) {
+  uint64_t mine[4] = {w.bytes_read, w.bytes_held, w.elements_unique, w.elements_replicated};
+  std::vector<uint64_t> all(4 * static_cast<size_t>(t.world_size()));
+  mpi_check(MPI_Gather(mine, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Gather");
+  if (t.rank() != 0) return;
+  uint64_t unique = 0, replicated = 0;
+  for (int r = 0; r < t.world_size(); ++r) {
+    const uint64_t* v = all.data() + 4 * r;
+    Topology peer(t.world_size(), r, t.tp_size(), t.pp_size(), t.n_layers(), {});
+    std::ostringstream os;
+    os << "rank " << r << " (tp " << peer.tp_rank() << ", pp " << peer.pp_rank() << ", layers ["
+       << t.stage_layers(peer.pp_rank()).begin << ", " << t.stage_layers(peer.pp_rank()).end << ")): read "
+       << mib(static_cast<double>(v[0])) << ", holds " << mib(static_cast<double>(v[1]));
+    if (t.world_size() > 1) log::info(os.str());
+    unique += v[2];
+    replicated += v[3];
+  }
+  std::ostringstream os;
+  os << "weights: checkpoint " << ckpt.total_elements() << " elements; held once over all ranks " << unique
+     << (unique == ckpt.total_elements() ? " (all of them)" : " (MISMATCH)") << ", plus " << replicated
+     << " replicated (norms on every TP rank, shared kv heads, tied embedding on two stages)";
+  log::info(os.str());
+  TPLLAMA_CHECK(unique == ckpt.total_elements(), "sharded load holds ", unique, " of ", ckpt.total_elements(),
+                " elements");
+}
+
+void report_run(const Topology& t, int n_nodes, const RankFigures& mine, const RunSummary* summary,
+                const std::string& stats_path) {
+  std::vector<RankFigures> all(static_cast<size_t>(t.world_size()));
+  mpi_check(MPI_Gather(&mine, kFigureCount, MPI_DOUBLE, all.data(), kFigureCount, MPI_DOUBLE, 0, MPI_COMM_WORLD),
+            "MPI_Gather");
+  if (t.rank() != 0) return;
+  if (t.world_size() > 1)
+    for (int r = 0; r < t.world_size(); ++r) {
+      const RankFigures& f = all[static_cast<size_t>(r)];
+      std::ostringstream os;
+      os.setf(std::ios::fixed);
+      os.precision(3);
+      os << "rank " << r << ": compute " << f.compute_seconds << " s, waiting " << f.wait_seconds << " s (bubble "
+         << 100 * bubble(f) << "%), collectives " << f.collective_seconds << " s, point-to-point " << f.p2p_seconds
+         << " s, peak memory " << mib(f.peak_memory_bytes);
+      log::info(os.str());
+    }
+  if (!stats_path.empty() && summary != nullptr) write_stats(stats_path, t, n_nodes, all, *summary);
+}
+
+void write_trace(const Topology& t, const TraceRecorder& trace, const std::string& path) {
+  std::vector<uint8_t> mine = trace.serialize();
+  int size = static_cast<int>(mine.size());
+  std::vector<int> sizes(static_cast<size_t>(t.world_size()));
+  mpi_check(MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
+  std::vector<int> offsets(sizes.size(), 0);
+  for (size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
+  std::vector<uint8_t> all(t.rank() == 0 ? static_cast<size_t>(offsets.back() + sizes.back()) : 0);
+  mpi_check(MPI_Gatherv(mine.data(), size, MPI_BYTE, all.data(), sizes.data(), offsets.data(), MPI_BYTE, 0,
+                        MPI_COMM_WORLD),
+            "MPI_Gatherv");
+  if (t.rank() != 0) return;
+  std::vector<std::vector<uint8_t>> per_rank;
+  std::vector<std::string> labels;
+  for (int r = 0; r < t.world_size(); ++r) {
+    const auto begin = all.begin() + offsets[static_cast<size_t>(r)];
+    per_rank.emplace_back(begin, begin + sizes[static_cast<size_t>(r)]);
+    Topology peer(t.world_size(), r, t.tp_size(), t.pp_size(), t.n_layers(), {});
+    labels.push_back("rank " + std::to_string(r) + " (tp " + std::to_string(peer.tp_rank()) + ", pp " +
+                     std::to_string(peer.pp_rank()) + ")");
+  }
+  std::ofstream out(path);
+  if (!out) fail("cannot write --trace file ", path);
+  out << TraceRecorder::to_chrome_json(per_rank, labels) << '\n';
+  log::info("trace written to " + path + " (open it in https://ui.perfetto.dev or chrome://tracing)");
+}
+
+}  // namespace tpllama
