@@ -30,6 +30,9 @@ struct RunOptions {
   int kv_block_size = 16;
   std::string kv_cache_memory;  // bytes per rank, e.g. "8GiB"; empty: a share of free memory
   int max_model_len = 0;        // 0: max_position_embeddings
+  std::string input_format = "auto";
+  bool resume = false;
+  bool ordered = false;
   std::string stats;            // --stats JSON path
   std::string trace;            // --trace Chrome trace path
 };

@@ -1,5 +1,7 @@
 // `tpllama run`: agree on a layout, load this rank's shard, then rank 0 streams the prompt file
 // through the pipeline while every other rank serves step plans.
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -18,6 +20,7 @@
 #include "model/llama_model.h"
 #include "ops/cpu/cpu_ops.h"
 #include "parallel/mpi_comm.h"
+#include "io/resume.h"
 #include "runtime/engine.h"
 #include "runtime/pipeline.h"
 #include "runtime/tokenizer.h"
@@ -81,6 +84,12 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--kv-cache-memory", o.kv_cache_memory,
                   "KV cache bytes per rank, e.g. 8GiB (default: 80% of the memory available after the weights, "
                   "shared by the ranks of a node)");
+  run->add_option("--input-format", o.input_format, "auto (from the content and extension), text, jsonl or openai")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "text", "jsonl", "openai"}));
+  run->add_flag("--resume", o.resume,
+                "Keep the records already in --output (a torn last line is cut), skip their ids, append the rest");
+  run->add_flag("--ordered", o.ordered, "Write records in input order (default: as requests finish)");
   run->add_option("--stats", o.stats, "Write run statistics as JSON to this file at the end");
   run->add_option("--trace", o.trace, "Write a Chrome trace-event JSON (one track group per rank) to this file");
   run->add_option("--max-model-len", o.max_model_len, "Context per sequence, prompt + completion (default: the model's)")
@@ -226,10 +235,26 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
 
   std::unique_ptr<PromptReader> reader;
   std::unique_ptr<ResultWriter> writer;
+  std::unique_ptr<ResumeIndex> resume;
+  long long total_requests = 0;
   collective_phase([&] {
     if (rank != 0) return;
-    reader = std::make_unique<PromptReader>(o.input, o.defaults);
-    writer = std::make_unique<ResultWriter>(o.output);
+    reader = std::make_unique<PromptReader>(o.input, o.defaults, parse_input_format(o.input_format));
+    const OutputFormat format =
+        reader->format() == InputFormat::kOpenAiBatch ? OutputFormat::kOpenAiBatch : OutputFormat::kJsonl;
+    if (o.resume) {
+      resume = std::make_unique<ResumeIndex>(prepare_resume(o.output, format));
+      log::info("resume: " + std::to_string(resume->records) + " records already in " + o.output +
+                (resume->truncated_bytes > 0
+                     ? "; cut a torn last line of " + std::to_string(resume->truncated_bytes) + " bytes"
+                     : ""));
+    } else if (std::filesystem::exists(o.output) && std::filesystem::file_size(o.output) > 0) {
+      log::warn("overwriting " + o.output + " (" + std::to_string(std::filesystem::file_size(o.output)) +
+                " bytes); pass --resume to keep its records and continue after them");
+    }
+    writer = std::make_unique<ResultWriter>(o.output, format, o.resume,
+                                            std::filesystem::path(o.model).lexically_normal().filename().string());
+    if (std::optional<size_t> lines = count_prompt_lines(o.input)) total_requests = static_cast<long long>(*lines);
   });
   if (rank == 0) {
     std::ostringstream os;
@@ -276,7 +301,15 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
     EngineOptions options{o.max_seqs,           o.max_batch_tokens, o.log_interval, tokenizer_adds_bos(o.model),
                           topology->pp_size(), context,             o.kv_block_size, n_blocks};
     Engine engine(config, *tokenizer, pipeline, options);
-    summary = engine.run(*reader, *writer);
+    EngineIo io;
+    io.reader = reader.get();
+    io.writer = writer.get();
+    io.resume = resume.get();
+    io.ordered = o.ordered;
+    io.reorder_limit = static_cast<size_t>(std::max(1024, 4 * o.max_seqs));
+    io.total_requests = total_requests;
+    io.terminal = ::isatty(STDERR_FILENO) != 0;
+    summary = engine.run(io);
   } else {
     pipeline.serve();
   }

@@ -1,39 +1,41 @@
-// Prompt-file parsing: plain-text and JSONL request lines, per-field validation with messages that
-// name the line, and the per-request seed derivation.
+// Prompt-file reading: format detection, plain-text, JSONL and OpenAI batch lines (fields are
+// validated in request_fields), the per-request seed derivation and the progress line count.
 #include "io/prompt_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <limits>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/json_text.h"
 #include "core/log.h"
+#include "io/openai_batch.h"
+#include "io/request_fields.h"
 
 namespace tpllama {
 namespace {
 
 using nlohmann::json;
+using request_fields::BadLine;
+using request_fields::FieldSite;
+using request_fields::find_field;
+using request_fields::reject;
 
 constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ULL;
 constexpr const char* kKnownFields[] = {"id",    "prompt", "max_tokens", "temperature", "top_k",
-                                        "top_p", "min_p",  "seed",       "stop"};
-
-// Thrown while validating one line; caught in parse_jsonl and turned into Request::error.
-struct BadLine {
-  std::string message;
-};
-
-template <typename... Args>
-[[noreturn]] void reject(size_t line, Args&&... args) {
-  throw BadLine{detail::concat("line ", line, ": ", std::forward<Args>(args)...)};
-}
+                                        "top_p", "min_p",  "seed",       "stop",        "logprobs"};
+constexpr size_t kSniffBytes = size_t{4} << 20;
+constexpr const char* kByteOrderMark = "\xEF\xBB\xBF";
 
 uint64_t splitmix64(uint64_t x) {
   uint64_t z = x + kGoldenGamma;
@@ -46,148 +48,15 @@ uint64_t derive_seed(uint64_t base, size_t line) {
   return splitmix64(base ^ (static_cast<uint64_t>(line) * kGoldenGamma));
 }
 
+bool is_space(unsigned char c) {
+  return std::isspace(c) != 0;
+}
+
 bool is_blank(const std::string& line) {
-  return std::all_of(line.begin(), line.end(),
-                     [](unsigned char c) { return std::isspace(c) != 0; });
+  return std::all_of(line.begin(), line.end(), is_space);
 }
 
-// Optional fields: absent and null both mean "use the default".
-const json* find_field(const json& object, const char* key) {
-  auto it = object.find(key);
-  if (it == object.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-// Integer within [lo, hi] (hi >= 0), without wrapping values beyond int64.
-bool integer_in_range(const json& v, int64_t lo, int64_t hi, int64_t* out) {
-  if (!v.is_number_integer()) return false;
-  if (v.is_number_unsigned()) {
-    uint64_t u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(hi)) return false;
-    *out = static_cast<int64_t>(u);
-  } else {
-    *out = v.get<int64_t>();
-  }
-  return *out >= lo && *out <= hi;
-}
-
-std::string parser_message(const json::exception& e) {
-  // Drop the "[json.exception.parse_error.101] " tag; and the parser only ever sees one line, so
-  // its "line 1, " is noise next to our own line number.
-  std::string msg = e.what();
-  if (auto pos = msg.find("] "); pos != std::string::npos) msg = msg.substr(pos + 2);
-  const std::string noise = "parse error at line 1, ";
-  if (msg.rfind(noise, 0) == 0) msg = "parse error at " + msg.substr(noise.size());
-  return msg.size() > 2 * kMaxShownChars ? msg.substr(0, 2 * kMaxShownChars) + "..." : msg;
-}
-
-json parse_id(const json& object, size_t line) {
-  const json* v = find_field(object, "id");
-  if (!v) return json(line);
-  if (!v->is_string() && !v->is_number_integer())
-    reject(line, "field 'id' must be a string or an integer, got ", describe_json(*v));
-  return *v;
-}
-
-std::string parse_prompt(const json& object, size_t line) {
-  auto it = object.find("prompt");
-  if (it == object.end()) reject(line, "missing required field 'prompt'");
-  if (!it->is_string()) reject(line, "field 'prompt' must be a string, got ", describe_json(*it));
-  return it->get<std::string>();
-}
-
-void parse_max_tokens(const json& object, size_t line, Request& req) {
-  const json* v = find_field(object, "max_tokens");
-  if (!v) return;
-  if (!v->is_number_integer() ||
-      v->get<double>() < 1)  // parsed 0 is unsigned, so compare as double
-    reject(line, "field 'max_tokens' must be an integer >= 1, got ", describe_json(*v));
-  constexpr int64_t kMax = std::numeric_limits<int>::max();
-  int64_t n = 0;
-  if (!integer_in_range(*v, 1, kMax, &n))
-    reject(line, "field 'max_tokens' must be at most ", kMax, ", got ", describe_json(*v));
-  req.max_tokens = static_cast<int>(n);
-}
-
-// A number satisfying ok(); expected names the accepted range in the message.
-template <typename Pred>
-void parse_number(const json& object, const char* key, size_t line, const char* expected, Pred ok,
-                  double& out) {
-  const json* v = find_field(object, key);
-  if (!v) return;
-  double d = v->is_number() ? v->get<double>() : 0.0;
-  if (!v->is_number() || !std::isfinite(d) || !ok(d))
-    reject(line, "field '", key, "' must be ", expected, ", got ", describe_json(*v));
-  out = d;
-}
-
-void parse_top_k(const json& object, size_t line, SamplingParams& s) {
-  const json* v = find_field(object, "top_k");
-  if (!v) return;
-  if (!v->is_number_integer()) reject(line, "field 'top_k' must be an integer, got ", describe_json(*v));
-  // Beyond int range only "off" (<= 0) or "keep everything" make sense, so clamp rather than fail.
-  constexpr int kMax = std::numeric_limits<int>::max();
-  if (v->is_number_unsigned()) {
-    s.top_k = static_cast<int>(std::min<uint64_t>(v->get<uint64_t>(), kMax));
-  } else {
-    int64_t k = v->get<int64_t>();
-    s.top_k = k <= 0 ? 0 : static_cast<int>(std::min<int64_t>(k, kMax));
-  }
-}
-
-void parse_seed(const json& object, size_t line, SamplingParams& s) {
-  const json* v = find_field(object, "seed");
-  if (!v) return;
-  if (v->is_number_unsigned()) {
-    s.seed = v->get<uint64_t>();
-  } else if (v->is_number_integer() && v->get<int64_t>() >= 0) {
-    s.seed = static_cast<uint64_t>(v->get<int64_t>());
-  } else {
-    reject(line, "field 'seed' must be an integer between 0 and 2^64-1, got ", describe_json(*v));
-  }
-}
-
-std::vector<std::string> parse_stop(const json& object, size_t line) {
-  const json* v = find_field(object, "stop");
-  if (!v) return {};
-  std::vector<std::string> stop;
-  if (v->is_string()) {
-    stop.push_back(v->get<std::string>());
-  } else if (v->is_array()) {
-    for (const auto& s : *v) {
-      if (!s.is_string())
-        reject(line, "field 'stop' must be a string or a list of strings, got ", describe_json(*v));
-      stop.push_back(s.get<std::string>());
-    }
-  } else {
-    reject(line, "field 'stop' must be a string or a list of strings, got ", describe_json(*v));
-  }
-  // An empty stop string would match before the first token and end every request at once.
-  std::erase(stop, std::string());
-  return stop;
-}
-
-void parse_fields(const json& object, size_t line, Request& req) {
-  req.id = parse_id(object, line);
-  req.prompt = parse_prompt(object, line);
-  parse_max_tokens(object, line, req);
-  SamplingParams& s = req.sampling;
-  parse_number(
-      object, "temperature", line, "a number >= 0", [](double d) { return d >= 0; }, s.temperature);
-  parse_top_k(object, line, s);
-  parse_number(
-      object, "top_p", line, "a number in (0, 1]", [](double d) { return d > 0 && d <= 1; },
-      s.top_p);
-  parse_number(
-      object, "min_p", line, "a number in [0, 1]", [](double d) { return d >= 0 && d <= 1; },
-      s.min_p);
-  parse_seed(object, line, s);
-  req.stop = parse_stop(object, line);
-}
-
-}  // namespace
-
-InputFormat detect_input_format(const std::string& path) {
+InputFormat format_from_extension(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -195,9 +64,113 @@ InputFormat detect_input_format(const std::string& path) {
   return InputFormat::kText;
 }
 
+// The first non-blank line of a regular file, if one ends within the first kSniffBytes.
+std::optional<std::string> first_nonblank_line(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::streambuf* buf = in.rdbuf();
+  std::string line;
+  for (size_t n = 0; n < kSniffBytes; ++n) {
+    int c = buf->sbumpc();
+    if (c != std::char_traits<char>::eof() && c != '\n') {
+      line.push_back(static_cast<char>(c));
+      continue;
+    }
+    if (line.rfind(kByteOrderMark, 0) == 0) line.erase(0, 3);
+    if (!is_blank(line)) return line;
+    if (c == std::char_traits<char>::eof()) return std::nullopt;
+    line.clear();
+  }
+  return std::nullopt;
+}
+
+json parse_id(const json& object, const FieldSite& at) {
+  const json* v = find_field(object, "id");
+  if (!v) return json(at.line);
+  if (!v->is_string() && !v->is_number_integer())
+    reject(at, "field 'id' must be a string or an integer, got ", describe_json(*v));
+  return *v;
+}
+
+std::string parse_prompt(const json& object, const FieldSite& at) {
+  auto it = object.find("prompt");
+  if (it == object.end()) reject(at, "missing required field 'prompt'");
+  if (!it->is_string()) reject(at, "field 'prompt' must be a string, got ", describe_json(*it));
+  return it->get<std::string>();
+}
+
+void parse_fields(const json& object, size_t line, Request& req) {
+  const FieldSite at{line, ""};
+  req.id = parse_id(object, at);
+  req.prompt = parse_prompt(object, at);
+  request_fields::parse_generation_fields(object, at,
+                                          request_fields::LogprobsSyntax::kIntegerOrBool, req);
+}
+
+}  // namespace
+
+std::optional<InputFormat> parse_input_format(const std::string& name) {
+  if (name == "auto") return std::nullopt;
+  if (name == "text") return InputFormat::kText;
+  if (name == "jsonl") return InputFormat::kJsonl;
+  if (name == "openai") return InputFormat::kOpenAiBatch;
+  fail("unknown input format '", name, "' (expected auto, text, jsonl or openai)");
+}
+
+InputFormat detect_input_format(const std::string& path) {
+  if (auto line = first_nonblank_line(path)) {
+    if (!line->empty() && line->back() == '\r') line->pop_back();
+    json object = json::parse(*line, nullptr, /*allow_exceptions=*/false);
+    if (object.is_object() && object.contains("custom_id") && object.contains("body"))
+      return InputFormat::kOpenAiBatch;
+  }
+  return format_from_extension(path);
+}
+
+std::optional<size_t> count_prompt_lines(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::vector<char> chunk(size_t{1} << 20);
+  size_t count = 0;
+  bool has_text = false, first_chunk = true;
+  for (;;) {
+    ssize_t n = ::read(fd, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    const auto size = static_cast<size_t>(n);
+    // A leading byte-order mark is not text (the reader strips it too).
+    size_t i =
+        first_chunk && size >= 3 && std::memcmp(chunk.data(), kByteOrderMark, 3) == 0 ? 3 : 0;
+    first_chunk = false;
+    for (; i < size; ++i) {
+      const auto c = static_cast<unsigned char>(chunk[i]);
+      if (c == '\n') {
+        count += has_text ? 1 : 0;
+        has_text = false;
+      } else if (!is_space(c)) {
+        has_text = true;
+      }
+    }
+  }
+  ::close(fd);
+  return count + (has_text ? 1 : 0);
+}
+
 PromptReader::PromptReader(const std::string& path, RequestDefaults defaults)
+    : PromptReader(path, std::move(defaults), std::nullopt) {}
+
+PromptReader::PromptReader(const std::string& path, RequestDefaults defaults,
+                           std::optional<InputFormat> format)
     : in_(nullptr),
-      format_(detect_input_format(path)),
+      format_(format.value_or(InputFormat::kText)),
       defaults_(std::move(defaults)),
       name_(path) {
   // A directory opens fine as an ifstream and then reads as empty; say what is wrong instead.
@@ -208,6 +181,8 @@ PromptReader::PromptReader(const std::string& path, RequestDefaults defaults)
   auto file = std::make_unique<std::ifstream>(path, std::ios::binary);
   if (!*file)
     fail("cannot open prompt file ", path, ": ", errno ? std::strerror(errno) : "unknown error");
+  // Detect only once the path is known to open, so a missing file reports itself as such.
+  if (!format) format_ = detect_input_format(path);
   owned_ = std::move(file);
   in_ = owned_.get();
 }
@@ -225,6 +200,7 @@ std::optional<Request> PromptReader::next() {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (is_blank(line)) continue;
     if (format_ == InputFormat::kText) return parse_text(std::move(line));
+    if (format_ == InputFormat::kOpenAiBatch) return parse_openai(line);
     return parse_jsonl(line);
   }
   if (in_->bad()) fail("error reading prompt file ", name_, " after line ", lines_read_);
@@ -250,17 +226,7 @@ Request PromptReader::parse_text(std::string line) const {
 Request PromptReader::parse_jsonl(const std::string& line) {
   Request req = start_request();
   json object;
-  try {
-    object = json::parse(line);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
-    req.error = detail::concat("line ", req.line, ": not valid JSON: ", parser_message(e));
-    return req;
-  }
-  if (!object.is_object()) {
-    req.error =
-        detail::concat("line ", req.line, ": expected a JSON object, got ", object.type_name());
-    return req;
-  }
+  if (!request_fields::parse_object_line(line, object, req)) return req;
   warn_unknown_fields(object);
   try {
     parse_fields(object, req.line, req);
@@ -270,16 +236,29 @@ Request PromptReader::parse_jsonl(const std::string& line) {
   return req;
 }
 
+Request PromptReader::parse_openai(const std::string& line) {
+  Request req = start_request();
+  json object;
+  if (!request_fields::parse_object_line(line, object, req)) return req;
+  std::vector<std::string> ignored;
+  parse_openai_batch_request(object, req, ignored);
+  for (const auto& field : ignored) warn_ignored(field);
+  return req;
+}
+
 void PromptReader::warn_unknown_fields(const json& object) {
   for (auto it = object.begin(); it != object.end(); ++it) {
     const std::string& key = it.key();
     if (std::find_if(std::begin(kKnownFields), std::end(kKnownFields),
-                     [&](const char* k) { return key == k; }) != std::end(kKnownFields))
-      continue;
-    if (!warned_fields_.insert(key).second) continue;
-    log::warn(detail::concat(name_, " line ", lines_read_, ": ignoring unknown field ",
-                             describe_json(json(key)), " (reported once per field name)"));
+                     [&](const char* k) { return key == k; }) == std::end(kKnownFields))
+      warn_ignored(key);
   }
+}
+
+void PromptReader::warn_ignored(const std::string& field) {
+  if (!warned_fields_.insert(field).second) return;
+  log::warn(detail::concat(name_, " line ", lines_read_, ": ignoring unknown field ",
+                           describe_json(json(field)), " (reported once per field name)"));
 }
 
 }  // namespace tpllama

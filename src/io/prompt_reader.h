@@ -1,6 +1,6 @@
-// Streams requests from a prompt file one line at a time: plain text (one prompt per line) or
-// JSONL (one request object per line). A bad line becomes an error record; it never ends the
-// stream.
+// Streams requests from a prompt file one line at a time: plain text (one prompt per line), JSONL
+// (one request object per line) or OpenAI batch lines. A bad line becomes an error record; it
+// never ends the stream.
 #pragma once
 
 #include <cstddef>
@@ -16,10 +16,20 @@
 
 namespace tpllama {
 
-enum class InputFormat { kText, kJsonl };
+enum class InputFormat { kText, kJsonl, kOpenAiBatch };
 
-// ".jsonl", ".json" and ".ndjson" (any case) are JSONL; everything else is plain text.
+// "text" | "jsonl" | "openai"; "auto" gives nullopt (detect). Throws Error for any other name.
+std::optional<InputFormat> parse_input_format(const std::string& name);
+
+// For a regular file whose first non-blank line (within the first few MB) is a JSON object with
+// both "custom_id" and "body": kOpenAiBatch. Otherwise, and always for pipes and devices (which
+// cannot be read twice), by extension: ".jsonl", ".json", ".ndjson" (any case) are JSONL,
+// everything else is plain text.
 InputFormat detect_input_format(const std::string& path);
+
+// Non-blank lines of a regular file (the progress total); nullopt for pipes, devices, or a file
+// that cannot be read. Scans in chunks, never holding a whole line.
+std::optional<size_t> count_prompt_lines(const std::string& path);
 
 // Requests without their own seed get one derived from defaults.seed and the line number, so each
 // request has a distinct stream that does not depend on batching or on which other lines exist.
@@ -27,6 +37,9 @@ class PromptReader {
  public:
   // Format from detect_input_format(path). Throws Error "cannot open prompt file <path>: <reason>".
   PromptReader(const std::string& path, RequestDefaults defaults);
+  // As above with the format given; nullopt means detect_input_format(path).
+  PromptReader(const std::string& path, RequestDefaults defaults,
+               std::optional<InputFormat> format);
   // Reads from a caller-owned stream, which must outlive the reader; name appears in warnings.
   PromptReader(std::istream& in, InputFormat format, RequestDefaults defaults, std::string name);
 
@@ -35,12 +48,15 @@ class PromptReader {
   std::optional<Request> next();
   // Lines consumed so far, blank ones included.
   size_t lines_read() const { return lines_read_; }
+  InputFormat format() const { return format_; }
 
  private:
   Request start_request() const;
   Request parse_text(std::string line) const;
   Request parse_jsonl(const std::string& line);
+  Request parse_openai(const std::string& line);
   void warn_unknown_fields(const nlohmann::json& object);
+  void warn_ignored(const std::string& field);
 
   std::unique_ptr<std::istream> owned_;  // set when the reader opened the file itself
   std::istream* in_;

@@ -4,7 +4,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +22,8 @@ struct RequestDefaults {
   uint64_t seed = 0;  // base for the per-request seeds (see PromptReader)
 };
 
+constexpr int kMaxLogprobs = 20;
+
 struct Request {
   nlohmann::json id;  // as given (string or number); default: the 1-based line number
   size_t line = 0;    // 1-based line number in the input file
@@ -27,7 +31,15 @@ struct Request {
   int max_tokens = 256;
   SamplingParams sampling;  // resolved: request fields override defaults
   std::vector<std::string> stop;
+  int logprobs = -1;  // -1: not requested; 0..kMaxLogprobs: chosen token plus that many top ones
   std::string error;  // non-empty: the request is invalid; the message names the line
+};
+
+// One generated token: its text, its logprob, and the top alternatives (most likely first).
+struct TokenLogprob {
+  std::string token;
+  double logprob = 0;
+  std::vector<std::pair<std::string, double>> top;
 };
 
 struct Result {
@@ -37,6 +49,13 @@ struct Result {
   int completion_tokens = 0;
   std::string finish_reason;  // "stop" | "length" | "error"
   std::string error;          // written only when finish_reason == "error"
+  // Set when the request asked for logprobs. The explicit initializer keeps Result{...} aggregate
+  // initialisations that stop at error free of -Wmissing-field-initializers.
+  std::optional<std::vector<TokenLogprob>> logprobs = std::nullopt;
 };
+
+// Canonical text of an id (its compact JSON), so "7" and 7 stay distinct and an id read back from
+// an output file matches the request it came from. Never throws on invalid UTF-8.
+std::string id_key(const nlohmann::json& id);
 
 }  // namespace tpllama

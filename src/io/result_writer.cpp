@@ -1,5 +1,5 @@
 // Result records as JSON lines, written with raw POSIX I/O so each record is one write() call and
-// a crash can tear only the record being written.
+// a crash can tear only the record being written; and the reordering buffer in front of it.
 #include "io/result_writer.h"
 
 #include <fcntl.h>
@@ -7,31 +7,42 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/openai_batch.h"
 
 namespace tpllama {
 
-std::string result_to_json_line(const Result& r) {
-  // ordered_json keeps the documented key order, which makes the output easy to eyeball.
+std::string result_to_json_line(const Result& r, OutputFormat format,
+                                const std::string& model_name) {
   nlohmann::ordered_json j;
-  j["id"] = nlohmann::ordered_json(r.id);
-  j["text"] = r.text;
-  j["prompt_tokens"] = r.prompt_tokens;
-  j["completion_tokens"] = r.completion_tokens;
-  j["finish_reason"] = r.finish_reason;
-  if (r.finish_reason == "error") j["error"] = r.error;
+  if (format == OutputFormat::kOpenAiBatch) {
+    j = openai_batch_record(r, model_name, static_cast<int64_t>(std::time(nullptr)));
+  } else {
+    // ordered_json keeps the documented key order, which makes the output easy to eyeball.
+    j["id"] = nlohmann::ordered_json(r.id);
+    j["text"] = r.text;
+    j["prompt_tokens"] = r.prompt_tokens;
+    j["completion_tokens"] = r.completion_tokens;
+    j["finish_reason"] = r.finish_reason;
+    if (r.finish_reason == "error") j["error"] = r.error;
+    if (r.logprobs) j["logprobs"] = logprobs_to_json(*r.logprobs);
+  }
   // Generated text can end mid-codepoint (or the model emits raw bytes); never lose the record.
   std::string line = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   line += '\n';
   return line;
 }
 
-ResultWriter::ResultWriter(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+ResultWriter::ResultWriter(const std::string& path, OutputFormat format, bool append,
+                           std::string model_name)
+    : path_(path), format_(format), model_name_(std::move(model_name)) {
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append ? 0 : O_TRUNC);
+  fd_ = ::open(path.c_str(), flags, 0644);
   if (fd_ < 0) fail("cannot open output file ", path, ": ", std::strerror(errno));
 }
 
@@ -41,6 +52,8 @@ ResultWriter::~ResultWriter() {
 
 ResultWriter::ResultWriter(ResultWriter&& other) noexcept
     : path_(std::move(other.path_)),
+      format_(other.format_),
+      model_name_(std::move(other.model_name_)),
       fd_(std::exchange(other.fd_, -1)),
       records_written_(other.records_written_) {}
 
@@ -48,6 +61,8 @@ ResultWriter& ResultWriter::operator=(ResultWriter&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) ::close(fd_);
     path_ = std::move(other.path_);
+    format_ = other.format_;
+    model_name_ = std::move(other.model_name_);
     fd_ = std::exchange(other.fd_, -1);
     records_written_ = other.records_written_;
   }
@@ -56,7 +71,7 @@ ResultWriter& ResultWriter::operator=(ResultWriter&& other) noexcept {
 
 void ResultWriter::write(const Result& r) {
   TPLLAMA_CHECK(fd_ >= 0, "write on a moved-from ResultWriter");
-  const std::string line = result_to_json_line(r);
+  const std::string line = result_to_json_line(r, format_, model_name_);
   const char* p = line.data();
   size_t left = line.size();
   while (left > 0) {
@@ -76,6 +91,22 @@ void ResultWriter::sync() {
   // Pipes and character devices (e.g. /dev/stdout) cannot be synced; that is not an error here.
   if (::fsync(fd_) != 0 && errno != EINVAL && errno != EROFS)
     fail("cannot sync output file ", path_, ": ", std::strerror(errno));
+}
+
+void OrderedResultWriter::submit(uint64_t order, Result r) {
+  TPLLAMA_CHECK(order >= next_order_ && !pending_.contains(order), "result order ", order,
+                " submitted twice");
+  if (order != next_order_) {
+    pending_.emplace(order, std::move(r));
+    return;
+  }
+  writer_.write(r);
+  ++next_order_;
+  for (auto it = pending_.begin(); it != pending_.end() && it->first == next_order_;
+       it = pending_.erase(it)) {
+    writer_.write(it->second);
+    ++next_order_;
+  }
 }
 
 }  // namespace tpllama

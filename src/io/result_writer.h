@@ -1,18 +1,26 @@
-// Appends one JSON object per finished request to the output file. Each record goes out in a
-// single write() on an O_APPEND descriptor, so a killed run leaves at most a torn last line.
+// Appends one JSON object per finished request to the output file, as tpllama JSONL or OpenAI
+// batch output lines. Each record goes out in a single write() on an O_APPEND descriptor, so a
+// killed run leaves at most a torn last line.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <string>
 
 #include "io/request.h"
 
 namespace tpllama {
 
+enum class OutputFormat { kJsonl, kOpenAiBatch };
+
 class ResultWriter {
  public:
-  // Creates or truncates path; the parent directory must exist. Throws Error naming the path.
-  explicit ResultWriter(const std::string& path);
+  // Creates path, or truncates it unless append (then earlier records stay, e.g. for a resumed
+  // run). The parent directory must exist. Throws Error naming the path. model_name fills the
+  // OpenAI body's "model".
+  explicit ResultWriter(const std::string& path, OutputFormat format = OutputFormat::kJsonl,
+                        bool append = false, std::string model_name = "");
   ~ResultWriter();
   ResultWriter(const ResultWriter&) = delete;
   ResultWriter& operator=(const ResultWriter&) = delete;
@@ -23,15 +31,39 @@ class ResultWriter {
   void sync();                  // fsync; a no-op for pipes and devices that cannot sync
   size_t records_written() const { return records_written_; }
   const std::string& path() const { return path_; }
+  OutputFormat format() const { return format_; }
 
  private:
   std::string path_;
+  OutputFormat format_ = OutputFormat::kJsonl;
+  std::string model_name_;
   int fd_ = -1;
   size_t records_written_ = 0;
 };
 
-// {"id","text","prompt_tokens","completion_tokens","finish_reason"} in that order, plus "error"
-// only when finish_reason is "error"; invalid UTF-8 becomes U+FFFD. Ends with '\n'.
-std::string result_to_json_line(const Result& r);
+// kJsonl: {"id","text","prompt_tokens","completion_tokens","finish_reason"} in that order, plus
+// "error" only when finish_reason is "error" and "logprobs" only when r.logprobs is set.
+// kOpenAiBatch: {"id": "batch_req_<hex>", "custom_id", "response", "error"} (see openai_batch.h).
+// Invalid UTF-8 becomes U+FFFD. Ends with '\n'.
+std::string result_to_json_line(const Result& r, OutputFormat format = OutputFormat::kJsonl,
+                                const std::string& model_name = "");
+
+// Writes results in input order although they finish in any order. The caller numbers requests
+// 0, 1, 2, ... as it reads them and submits each number exactly once; a result waits here until
+// every earlier one is written. The caller bounds buffered() by pausing admission.
+class OrderedResultWriter {
+ public:
+  explicit OrderedResultWriter(ResultWriter& writer) : writer_(writer) {}
+
+  // Throws Error (internal check) for an order already submitted.
+  void submit(uint64_t order, Result r);
+  size_t buffered() const { return pending_.size(); }
+  uint64_t next_order() const { return next_order_; }  // the order the output is waiting for
+
+ private:
+  ResultWriter& writer_;
+  std::map<uint64_t, Result> pending_;
+  uint64_t next_order_ = 0;
+};
 
 }  // namespace tpllama

@@ -1,17 +1,21 @@
-// The batch loop on rank 0. Each turn: admit new requests into free KV slots; if fewer than
+// The batch loop on rank 0. Each turn: admit requests into free sequence slots; if fewer than
 // `groups` micro-batches are in flight, plan one from the sequences not in flight (decodes first,
-// then prefill chunks, within the token budget) and submit it; otherwise wait for the oldest
-// group's tokens, apply them and retire finished sequences.
+// then prefill chunks, within the token budget and the KV blocks) and submit it; otherwise wait
+// for the oldest group's tokens, apply them and retire finished sequences.
 #include "runtime/engine.h"
+
+#include <sentencepiece_processor.h>
 
 #include <algorithm>
 #include <chrono>
 #include <deque>
 #include <memory>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "runtime/progress.h"
 #include "runtime/sampler.h"
 
 namespace tpllama {
@@ -19,10 +23,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 struct Sequence {
   Request request;
+  uint64_t order = 0;           // position among the records of this run (for --ordered)
   std::vector<int32_t> tokens;  // prompt (with BOS) followed by generated tokens
   int n_prompt = 0;
   int n_computed = 0;  // positions already in the KV cache
@@ -35,6 +40,7 @@ struct Sequence {
   int scheduled = 0;          // tokens of this sequence in its group in flight
   bool in_flight = false;
   std::vector<int32_t> blocks;  // its KV block table (rank 0's copy)
+  std::vector<TokenLogprob> logprobs;
   Clock::time_point admitted = Clock::now();
   Clock::time_point first_token;
 
@@ -60,6 +66,295 @@ size_t find_stop(const std::string& text, size_t from, const std::vector<std::st
 
 std::string line_prefix(const Request& r) { return "line " + std::to_string(r.line) + ": "; }
 
+// The state of one run, with the loop split into its steps.
+class Run {
+ public:
+  Run(const LlamaConfig& config, const Tokenizer& tokenizer, Pipeline& pipeline, const EngineOptions& options,
+      const EngineIo& io)
+      : config_(config),
+        tok_(tokenizer),
+        pipeline_(pipeline),
+        o_(options),
+        io_(io),
+        bs_(options.kv_block_size),
+        seqs_per_group_((options.max_seqs + options.groups - 1) / options.groups),
+        slot_used_(static_cast<size_t>(options.max_seqs), false),
+        progress_(io.total_requests, io.terminal, options.log_interval) {
+    for (int b = o_.kv_blocks - 1; b >= 0; --b) free_blocks_.push_back(b);
+    if (io.ordered) ordered_ = std::make_unique<OrderedResultWriter>(*io.writer);
+    if (io.resume != nullptr) remaining_done_ = io.resume->done;
+  }
+
+  RunSummary run() {
+    const auto start = Clock::now();
+    while (true) {
+      admit_while_room();
+      if (active_.empty() && in_flight_.empty()) break;
+      StepPlan plan;
+      Group group;
+      if (static_cast<int>(in_flight_.size()) < o_.groups) plan_group(plan, group);
+      if (!group.members.empty()) {
+        plan.group = group.id = next_group_++;
+        plan.cache_ops.swap(cache_ops_);
+        ++summary_.steps;
+        if (std::optional<SampledRows> rows = pipeline_.submit(plan))
+          apply(group, *rows);
+        else
+          in_flight_.push_back(std::move(group));
+      } else {
+        TPLLAMA_CHECK(!in_flight_.empty(), "no group to plan and none in flight with ", active_.size(),
+                      " active and ", free_blocks_.size(), " free KV blocks");
+        Group done = std::move(in_flight_.front());
+        in_flight_.pop_front();
+        apply(done, pipeline_.receive_tokens(done.id));
+      }
+      progress_.update(counts());
+    }
+    pipeline_.shutdown();
+    io_.writer->sync();
+    progress_.finish(counts());
+    summary_.seconds = seconds_between(start, Clock::now());
+    return std::move(summary_);
+  }
+
+ private:
+  ProgressCounts counts() const {
+    return {summary_.requests + summary_.skipped, summary_.errors, static_cast<long long>(active_.size()),
+            summary_.generated_tokens};
+  }
+
+  void write(uint64_t order, Result r) {
+    ++summary_.requests;
+    if (ordered_)
+      ordered_->submit(order, std::move(r));
+    else
+      io_.writer->write(r);
+  }
+
+  void reject(const Request& r, uint64_t order, int prompt_tokens, const std::string& message) {
+    Result res;
+    res.id = r.id;
+    res.prompt_tokens = prompt_tokens;
+    res.finish_reason = "error";
+    res.error = message;
+    ++summary_.errors;
+    write(order, std::move(res));
+  }
+
+  bool room_to_admit() const {
+    if (input_done_ || static_cast<int>(active_.size()) >= o_.max_seqs) return false;
+    return !ordered_ || ordered_->buffered() < io_.reorder_limit;
+  }
+
+  void admit_while_room() {
+    while (room_to_admit()) {
+      std::optional<Request> req = io_.reader->next();
+      if (!req) {
+        input_done_ = true;
+        return;
+      }
+      admit(std::move(*req));
+    }
+  }
+
+  // Resumed runs skip the first k occurrences of an id already written k times; a later
+  // occurrence of an id in this input is a duplicate.
+  void admit(Request req) {
+    const std::string key = id_key(req.id);
+    auto done = remaining_done_.find(key);
+    const bool already_written = done != remaining_done_.end() && done->second > 0;
+    auto [first, fresh] = first_line_.emplace(key, req.line);
+    if (already_written) {
+      --done->second;
+      ++summary_.skipped;
+      return;
+    }
+    const uint64_t order = next_order_++;
+    if (!fresh) return reject(req, order, 0, line_prefix(req) + "duplicate id " + key + " (first on line " +
+                                                 std::to_string(first->second) + "); ids must be unique");
+    if (!req.error.empty()) return reject(req, order, 0, req.error);
+    auto seq = std::make_unique<Sequence>(std::move(req), tok_);
+    seq->order = order;
+    if (o_.add_bos) seq->tokens.push_back(config_.bos_token_id);
+    for (int id : tok_.encode(seq->request.prompt)) seq->tokens.push_back(id);
+    seq->n_prompt = static_cast<int>(seq->tokens.size());
+    if (seq->n_prompt == 0)
+      return reject(seq->request, order, 0,
+                    line_prefix(seq->request) + "the prompt is empty and the model adds no BOS token: nothing to condition on");
+    if (seq->n_prompt >= o_.context)
+      return reject(seq->request, order, seq->n_prompt,
+                    line_prefix(seq->request) + "prompt has " + std::to_string(seq->n_prompt) +
+                        " tokens (with BOS) but the context is " + std::to_string(o_.context) +
+                        " tokens, leaving no room to generate");
+    summary_.prompt_tokens += seq->n_prompt;
+    seq->detok.prime(seq->tokens);
+    seq->slot = static_cast<int>(std::find(slot_used_.begin(), slot_used_.end(), false) - slot_used_.begin());
+    slot_used_[static_cast<size_t>(seq->slot)] = true;
+    active_.push_back(std::move(seq));
+  }
+
+  void release_blocks(Sequence& s) {
+    if (s.blocks.empty()) return;
+    cache_ops_.push_back({s.slot, CacheOp::kRelease});
+    free_blocks_.insert(free_blocks_.end(), s.blocks.rbegin(), s.blocks.rend());
+    s.blocks.clear();
+  }
+
+  // Frees blocks for `s` by preempting the youngest sequence admitted after it that is not in
+  // flight; the victim recomputes its tokens later. False when there is none.
+  bool preempt_younger_than(const Sequence& s) {
+    for (auto it = active_.rbegin(); it != active_.rend() && it->get() != &s; ++it) {
+      Sequence& victim = **it;
+      if (victim.in_flight || victim.blocks.empty()) continue;
+      release_blocks(victim);
+      victim.n_computed = 0;
+      ++summary_.preemptions;
+      return true;
+    }
+    return false;
+  }
+
+  // Gives `s` the blocks for `take` more positions; returns how many it can have.
+  int reserve_blocks(Sequence& s, int take) {
+    auto blocks_for = [&](int positions) { return (positions + bs_ - 1) / bs_ - static_cast<int>(s.blocks.size()); };
+    while (blocks_for(s.n_computed + take) > static_cast<int>(free_blocks_.size()) && preempt_younger_than(s)) {
+    }
+    take = std::min(take, static_cast<int>(s.blocks.size() + free_blocks_.size()) * bs_ - s.n_computed);
+    for (int n = blocks_for(s.n_computed + take); n > 0; --n) {
+      s.blocks.push_back(free_blocks_.back());
+      free_blocks_.pop_back();
+      cache_ops_.push_back({s.slot, s.blocks.back()});
+    }
+    return std::max(take, 0);
+  }
+
+  // One group from the sequences not in flight: decodes first, then prefill chunks.
+  void plan_group(StepPlan& plan, Group& group) {
+    int budget = o_.max_batch_tokens;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (auto& s : active_) {
+        const bool decoding = s->n_computed >= s->n_prompt;
+        if (s->in_flight || (pass == 0) != decoding || budget == 0) continue;
+        if (static_cast<int>(group.members.size()) >= seqs_per_group_) return;
+        const int pending = static_cast<int>(s->tokens.size()) - s->n_computed;
+        const int take = reserve_blocks(*s, std::min(pending, budget));
+        if (take == 0) continue;  // waits for blocks held by sequences in flight
+        for (int i = 0; i < take; ++i) {
+          plan.batch.tokens.push_back(s->tokens[static_cast<size_t>(s->n_computed + i)]);
+          plan.batch.positions.push_back(s->n_computed + i);
+          plan.batch.slots.push_back(s->slot);
+        }
+        if (take == pending) {
+          plan.batch.logit_rows.push_back(static_cast<int32_t>(plan.batch.positions.size()) - 1);
+          const SamplingParams& p = s->request.sampling;
+          plan.sampling.push_back({p, p.temperature > 0 ? s->rng.uniform() : 0.0, s->request.logprobs});
+          group.rows.push_back(s.get());
+        }
+        s->scheduled = take;
+        s->in_flight = true;
+        group.members.push_back(s.get());
+        budget -= take;
+      }
+    }
+  }
+
+  std::string token_text(int id) const {
+    if (id < 0 || id >= tok_.vocab_size()) return "";
+    return tok_.is_control(id) ? tok_.processor().IdToPiece(id) : tok_.token_bytes(id);
+  }
+
+  void record_logprobs(Sequence& s, const RowLogprobs& l, int token) {
+    TokenLogprob t;
+    t.token = token_text(token);
+    t.logprob = l.logprob;
+    for (size_t j = 0; j < l.top_tokens.size(); ++j) t.top.emplace_back(token_text(l.top_tokens[j]), l.top_logprobs[j]);
+    s.logprobs.push_back(std::move(t));
+  }
+
+  // A sampled token: stop ids, stop strings, max_tokens, context.
+  void accept_token(Sequence& s, int token) {
+    s.tokens.push_back(token);
+    if (s.n_generated++ == 0) s.first_token = Clock::now();
+    const auto& eos = config_.eos_token_ids;
+    if (std::find(eos.begin(), eos.end(), token) != eos.end()) {
+      s.finish_reason = "stop";
+    } else {
+      const size_t before = s.text.size();
+      if (token < tok_.vocab_size()) s.text += s.detok.push(token);  // else a padding id
+      const size_t at = find_stop(s.text, before, s.request.stop);
+      if (at != std::string::npos) {
+        s.text.resize(at);
+        s.finish_reason = "stop";
+      }
+    }
+    if (s.finish_reason.empty() &&
+        (s.n_generated >= s.request.max_tokens || static_cast<int>(s.tokens.size()) >= o_.context)) {
+      s.text += s.detok.flush();
+      s.finish_reason = "length";
+    }
+  }
+
+  void apply(const Group& group, const SampledRows& rows) {
+    TPLLAMA_CHECK(rows.tokens.size() == group.rows.size(), rows.tokens.size(), " tokens for ", group.rows.size(), " rows");
+    for (Sequence* s : group.members) {
+      s->n_computed += s->scheduled;
+      s->scheduled = 0;
+      s->in_flight = false;
+    }
+    for (const RowLogprobs& l : rows.logprobs)
+      record_logprobs(*group.rows[static_cast<size_t>(l.row)], l, rows.tokens[static_cast<size_t>(l.row)]);
+    for (size_t r = 0; r < group.rows.size(); ++r) accept_token(*group.rows[r], rows.tokens[r]);
+    retire_finished();
+  }
+
+  void retire_finished() {
+    for (auto it = active_.begin(); it != active_.end();) {
+      Sequence& s = **it;
+      if (s.finish_reason.empty()) {
+        ++it;
+        continue;
+      }
+      Result result;
+      result.id = s.request.id;
+      result.text = s.text;
+      result.prompt_tokens = s.n_prompt;
+      result.completion_tokens = s.n_generated;
+      result.finish_reason = s.finish_reason;
+      if (s.request.logprobs >= 0) result.logprobs = std::move(s.logprobs);
+      (s.finish_reason == "stop" ? summary_.finished_stop : summary_.finished_length)++;
+      summary_.generated_tokens += s.n_generated;
+      summary_.ttft_seconds.push_back(seconds_between(s.admitted, s.first_token));
+      if (s.n_generated > 1)
+        summary_.tpot_seconds.push_back(seconds_between(s.first_token, Clock::now()) / (s.n_generated - 1));
+      write(s.order, std::move(result));
+      slot_used_[static_cast<size_t>(s.slot)] = false;
+      release_blocks(s);
+      it = active_.erase(it);
+    }
+  }
+
+  const LlamaConfig& config_;
+  const Tokenizer& tok_;
+  Pipeline& pipeline_;
+  const EngineOptions& o_;
+  const EngineIo& io_;
+  const int bs_;
+  const int seqs_per_group_;
+  RunSummary summary_;
+  std::deque<std::unique_ptr<Sequence>> active_;
+  std::deque<Group> in_flight_;
+  std::vector<bool> slot_used_;
+  std::vector<CacheOp> cache_ops_;  // block table changes for the next plan, in order
+  std::vector<int32_t> free_blocks_;
+  std::unique_ptr<OrderedResultWriter> ordered_;
+  std::unordered_map<std::string, int> remaining_done_;  // --resume: records still to skip per id
+  std::unordered_map<std::string, size_t> first_line_;    // id → line it first appeared on
+  Progress progress_;
+  bool input_done_ = false;
+  int64_t next_group_ = 0;
+  uint64_t next_order_ = 0;
+};
+
 }  // namespace
 
 std::string RunSummary::describe() const {
@@ -70,6 +365,7 @@ std::string RunSummary::describe() const {
      << " errors) in " << seconds << " s; prompt tokens " << prompt_tokens << ", generated tokens "
      << generated_tokens << " (" << (seconds > 0 ? static_cast<double>(generated_tokens) / seconds : 0.0)
      << " tok/s), " << steps << " steps, " << preemptions << " preemptions";
+  if (skipped > 0) os << "; " << skipped << " already in the output, skipped";
   return os.str();
 }
 
@@ -85,216 +381,10 @@ Engine::Engine(const LlamaConfig& config, const Tokenizer& tokenizer, Pipeline& 
          options_.context, "-token sequence needs (", full, "): give more --kv-cache-memory or a smaller --max-model-len");
 }
 
-RunSummary Engine::run(PromptReader& reader, ResultWriter& writer) {
-  const int ctx_len = options_.context;
-  const int bs = options_.kv_block_size;
-  const int seqs_per_group = (options_.max_seqs + options_.groups - 1) / options_.groups;
-  RunSummary summary;
-  const auto start = Clock::now();
-  auto last_log = start;
-  std::deque<std::unique_ptr<Sequence>> active;
-  std::deque<Group> in_flight;
-  std::vector<bool> slot_used(static_cast<size_t>(options_.max_seqs), false);
-  std::vector<CacheOp> cache_ops;  // block table changes for the next plan, in order
-  std::vector<int32_t> free_blocks;
-  for (int b = options_.kv_blocks - 1; b >= 0; --b) free_blocks.push_back(b);
-  bool input_done = false;
-  int64_t next_group = 0;
-
-  auto reject = [&](const Request& r, int prompt_tokens, const std::string& message) {
-    Result res;
-    res.id = r.id;
-    res.prompt_tokens = prompt_tokens;
-    res.finish_reason = "error";
-    res.error = message;
-    writer.write(res);
-    ++summary.requests;
-    ++summary.errors;
-  };
-  auto admit = [&](Request req) {
-    if (!req.error.empty()) return reject(req, 0, req.error);
-    auto seq = std::make_unique<Sequence>(std::move(req), tokenizer_);
-    if (options_.add_bos) seq->tokens.push_back(config_.bos_token_id);
-    for (int id : tokenizer_.encode(seq->request.prompt)) seq->tokens.push_back(id);
-    seq->n_prompt = static_cast<int>(seq->tokens.size());
-    if (seq->n_prompt == 0)
-      return reject(seq->request, 0, line_prefix(seq->request) +
-                                         "the prompt is empty and the model adds no BOS token: nothing to condition on");
-    if (seq->n_prompt >= ctx_len)
-      return reject(seq->request, seq->n_prompt,
-                    line_prefix(seq->request) + "prompt has " + std::to_string(seq->n_prompt) +
-                        " tokens (with BOS) but the model's context is " + std::to_string(ctx_len) +
-                        " tokens, leaving no room to generate");
-    summary.prompt_tokens += seq->n_prompt;
-    seq->detok.prime(seq->tokens);
-    seq->slot = static_cast<int>(std::find(slot_used.begin(), slot_used.end(), false) - slot_used.begin());
-    slot_used[static_cast<size_t>(seq->slot)] = true;
-    active.push_back(std::move(seq));
-  };
-  auto release_blocks = [&](Sequence& s) {
-    if (s.blocks.empty()) return;
-    cache_ops.push_back({s.slot, CacheOp::kRelease});
-    free_blocks.insert(free_blocks.end(), s.blocks.rbegin(), s.blocks.rend());
-    s.blocks.clear();
-  };
-  // Frees blocks for `s` by preempting the youngest sequence admitted after it that is not in
-  // flight; the victim recomputes its tokens later. Returns false when there is none.
-  auto preempt_younger_than = [&](const Sequence& s) {
-    for (auto it = active.rbegin(); it != active.rend() && it->get() != &s; ++it) {
-      Sequence& victim = **it;
-      if (victim.in_flight || victim.blocks.empty()) continue;
-      release_blocks(victim);
-      victim.n_computed = 0;
-      ++summary.preemptions;
-      return true;
-    }
-    return false;
-  };
-  // Gives `s` the blocks for `take` more positions, shrinking take to what can be had.
-  auto reserve_blocks = [&](Sequence& s, int take) {
-    auto blocks_for = [&](int positions) { return (positions + bs - 1) / bs - static_cast<int>(s.blocks.size()); };
-    while (blocks_for(s.n_computed + take) > static_cast<int>(free_blocks.size()) && preempt_younger_than(s)) {
-    }
-    const int can = (static_cast<int>(s.blocks.size() + free_blocks.size())) * bs - s.n_computed;
-    take = std::min(take, can);
-    for (int n = blocks_for(s.n_computed + take); n > 0; --n) {
-      s.blocks.push_back(free_blocks.back());
-      free_blocks.pop_back();
-      cache_ops.push_back({s.slot, s.blocks.back()});
-    }
-    return std::max(take, 0);
-  };
-  // Plans one group from the sequences not in flight: decodes first, then prefill chunks.
-  auto plan_group = [&](StepPlan& plan, Group& group) {
-    int budget = options_.max_batch_tokens;
-    for (int pass = 0; pass < 2; ++pass) {
-      for (auto& s : active) {
-        const bool decoding = s->n_computed >= s->n_prompt;
-        if (s->in_flight || (pass == 0) != decoding || budget == 0) continue;
-        if (static_cast<int>(group.members.size()) >= seqs_per_group) return;
-        const int pending = static_cast<int>(s->tokens.size()) - s->n_computed;
-        const int take = reserve_blocks(*s, std::min(pending, budget));
-        if (take == 0) continue;  // waits for blocks held by sequences in flight
-        for (int i = 0; i < take; ++i) {
-          plan.batch.tokens.push_back(s->tokens[static_cast<size_t>(s->n_computed + i)]);
-          plan.batch.positions.push_back(s->n_computed + i);
-          plan.batch.slots.push_back(s->slot);
-        }
-        if (take == pending) {
-          plan.batch.logit_rows.push_back(static_cast<int32_t>(plan.batch.positions.size()) - 1);
-          const SamplingParams& p = s->request.sampling;
-          plan.sampling.push_back({p, p.temperature > 0 ? s->rng.uniform() : 0.0});
-          group.rows.push_back(s.get());
-        }
-        s->scheduled = take;
-        s->in_flight = true;
-        group.members.push_back(s.get());
-        budget -= take;
-      }
-    }
-  };
-  // Applies a group's tokens: advance, sample bookkeeping, stop conditions.
-  auto apply = [&](const Group& group, const std::vector<int32_t>& tokens) {
-    TPLLAMA_CHECK(tokens.size() == group.rows.size(), tokens.size(), " tokens for ", group.rows.size(), " rows");
-    for (Sequence* s : group.members) {
-      s->n_computed += s->scheduled;
-      s->scheduled = 0;
-      s->in_flight = false;
-    }
-    for (size_t r = 0; r < group.rows.size(); ++r) {
-      Sequence& s = *group.rows[r];
-      const int token = tokens[r];
-      s.tokens.push_back(token);
-      if (s.n_generated++ == 0) s.first_token = Clock::now();
-      const auto& eos = config_.eos_token_ids;
-      if (std::find(eos.begin(), eos.end(), token) != eos.end()) {
-        s.finish_reason = "stop";
-      } else {
-        const size_t before = s.text.size();
-        if (token < tokenizer_.vocab_size()) s.text += s.detok.push(token);  // else a padding id
-        const size_t at = find_stop(s.text, before, s.request.stop);
-        if (at != std::string::npos) {
-          s.text.resize(at);
-          s.finish_reason = "stop";
-        }
-      }
-      if (s.finish_reason.empty() && (s.n_generated >= s.request.max_tokens || static_cast<int>(s.tokens.size()) >= ctx_len)) {
-        s.text += s.detok.flush();
-        s.finish_reason = "length";
-      }
-    }
-    for (auto it = active.begin(); it != active.end();) {
-      Sequence& s = **it;
-      if (s.finish_reason.empty()) {
-        ++it;
-        continue;
-      }
-      Result result;
-      result.id = s.request.id;
-      result.text = s.text;
-      result.prompt_tokens = s.n_prompt;
-      result.completion_tokens = s.n_generated;
-      result.finish_reason = s.finish_reason;
-      writer.write(result);
-      summary.ttft_seconds.push_back(std::chrono::duration<double>(s.first_token - s.admitted).count());
-      if (s.n_generated > 1)
-        summary.tpot_seconds.push_back(std::chrono::duration<double>(Clock::now() - s.first_token).count() /
-                                       (s.n_generated - 1));
-      ++summary.requests;
-      (s.finish_reason == "stop" ? summary.finished_stop : summary.finished_length)++;
-      summary.generated_tokens += s.n_generated;
-      slot_used[static_cast<size_t>(s.slot)] = false;
-      release_blocks(s);
-      it = active.erase(it);
-    }
-  };
-
-  while (true) {
-    while (!input_done && static_cast<int>(active.size()) < options_.max_seqs) {
-      std::optional<Request> req = reader.next();
-      if (!req) {
-        input_done = true;
-        break;
-      }
-      admit(std::move(*req));
-    }
-    if (active.empty() && in_flight.empty()) break;
-
-    StepPlan plan;
-    Group group;
-    if (static_cast<int>(in_flight.size()) < options_.groups) plan_group(plan, group);
-    if (!group.members.empty()) {
-      plan.group = group.id = next_group++;
-      plan.cache_ops.swap(cache_ops);
-      ++summary.steps;
-      if (std::optional<std::vector<int32_t>> tokens = pipeline_.submit(plan))
-        apply(group, *tokens);
-      else
-        in_flight.push_back(std::move(group));
-    } else {
-      TPLLAMA_CHECK(!in_flight.empty(), "no group to plan and none in flight with ", active.size(), " active and ",
-                    free_blocks.size(), " free KV blocks");
-      Group done = std::move(in_flight.front());
-      in_flight.pop_front();
-      apply(done, pipeline_.receive_tokens(done.id));
-    }
-
-    if (seconds_since(last_log) >= options_.log_interval) {
-      last_log = Clock::now();
-      const double elapsed = seconds_since(start);
-      std::ostringstream os;
-      os.setf(std::ios::fixed);
-      os.precision(1);
-      os << "progress: " << summary.requests << " done (" << summary.errors << " errors), " << active.size()
-         << " running, " << summary.generated_tokens << " tokens generated, "
-         << static_cast<double>(summary.generated_tokens) / elapsed << " tok/s, " << elapsed << " s";
-      log::info(os.str());
-    }
-  }
-  pipeline_.shutdown();
-  writer.sync();
-  summary.seconds = seconds_since(start);
-  return summary;
+RunSummary Engine::run(const EngineIo& io) {
+  TPLLAMA_CHECK(io.reader != nullptr && io.writer != nullptr, "engine without reader or writer");
+  Run run(config_, tokenizer_, pipeline_, options_, io);
+  return run.run();
 }
 
 }  // namespace tpllama

@@ -2,7 +2,9 @@
 // that each send forward and finally back to rank 0 cannot deadlock.
 #include "runtime/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -18,12 +20,6 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 constexpr int kTagStep = 101;    // plan + hidden states, stage s → stage s+1
 constexpr int kTagTokens = 102;  // sampled tokens, last stage → rank 0
 
-std::vector<uint8_t> encode_tokens(int64_t group, const std::vector<int32_t>& tokens) {
-  std::vector<uint8_t> bytes(sizeof(int64_t) + tokens.size() * sizeof(int32_t));
-  std::memcpy(bytes.data(), &group, sizeof group);
-  std::memcpy(bytes.data() + sizeof group, tokens.data(), tokens.size() * sizeof(int32_t));
-  return bytes;
-}
 
 }  // namespace
 
@@ -31,26 +27,20 @@ Pipeline::Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, 
                    Communicator& world, TraceRecorder* trace)
     : model_(model), cache_(cache), topology_(topology), tp_comm_(tp_comm), world_(world), trace_(trace) {}
 
-std::optional<std::vector<int32_t>> Pipeline::submit(const StepPlan& plan) {
+std::optional<SampledRows> Pipeline::submit(const StepPlan& plan) {
   TPLLAMA_CHECK(topology_.rank() == 0, "submit on rank ", topology_.rank());
   std::vector<uint8_t> bytes = encode_plan(plan, Tensor());
   tp_comm_.broadcast_bytes(bytes, 0);
   return execute(plan, bytes, bytes.size());
 }
 
-std::vector<int32_t> Pipeline::receive_tokens(int64_t expected_group) {
+SampledRows Pipeline::receive_tokens(int64_t expected_group) {
   const auto start = Clock::now();
   TraceSpan span(trace_, "wait for tokens", TraceTrack::kWait);
-  std::vector<uint8_t> bytes = world_.recv_bytes(last_stage_root(), kTagTokens);
+  SampledRows rows = decode_sampled(world_.recv_bytes(last_stage_root(), kTagTokens));
   stats_.wait_seconds += seconds_since(start);
-  TPLLAMA_CHECK(bytes.size() >= sizeof(int64_t) && (bytes.size() - sizeof(int64_t)) % sizeof(int32_t) == 0,
-                "token message of ", bytes.size(), " bytes");
-  int64_t group = 0;
-  std::memcpy(&group, bytes.data(), sizeof group);
-  TPLLAMA_CHECK(group == expected_group, "tokens of group ", group, " arrived, expected ", expected_group);
-  std::vector<int32_t> tokens((bytes.size() - sizeof(int64_t)) / sizeof(int32_t));
-  std::memcpy(tokens.data(), bytes.data() + sizeof(int64_t), tokens.size() * sizeof(int32_t));
-  return tokens;
+  TPLLAMA_CHECK(rows.group == expected_group, "tokens of group ", rows.group, " arrived, expected ", expected_group);
+  return rows;
 }
 
 void Pipeline::serve() {
@@ -81,8 +71,8 @@ void Pipeline::shutdown() {
   world_.wait_sends();
 }
 
-std::optional<std::vector<int32_t>> Pipeline::execute(const StepPlan& plan, const std::vector<uint8_t>& bytes,
-                                                      size_t hidden_offset) {
+std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::vector<uint8_t>& bytes,
+                                             size_t hidden_offset) {
   for (const CacheOp& op : plan.cache_ops) {
     if (op.block == CacheOp::kRelease)
       cache_.release(op.slot);
@@ -112,15 +102,17 @@ std::optional<std::vector<int32_t>> Pipeline::execute(const StepPlan& plan, cons
     world_.send_bytes_async(encode_plan(plan, out), next_stage_rank(), kTagStep);
     return std::nullopt;
   }
-  std::vector<int32_t> tokens;
+  SampledRows rows;
+  rows.group = plan.group;
   {
     const auto sample_start = Clock::now();
     TraceSpan span(trace_, "sample", TraceTrack::kCompute);
-    tokens = sample_rows(plan, out);
+    rows.tokens = sample_rows(plan, out);
+    rows.logprobs = row_logprobs(plan, out, rows.tokens);
     stats_.compute_seconds += seconds_since(sample_start);
   }
-  if (topology_.rank() == 0) return tokens;
-  if (topology_.tp_rank() == 0) world_.send_bytes_async(encode_tokens(plan.group, tokens), 0, kTagTokens);
+  if (topology_.rank() == 0) return rows;
+  if (topology_.tp_rank() == 0) world_.send_bytes_async(encode_sampled(rows), 0, kTagTokens);
   return std::nullopt;
 }
 
@@ -167,6 +159,84 @@ std::vector<int32_t> Pipeline::sample_rows(const StepPlan& plan, const Tensor& l
     }
   }
   return tokens;
+}
+
+// Log-softmax across the TP shards without gathering the rows: the maximum and the sum of
+// exponentials are reduced, the chosen token's logit comes from the rank that holds it, and each
+// rank's top-N candidates are gathered (N per rank, not the vocabulary).
+std::vector<RowLogprobs> Pipeline::row_logprobs(const StepPlan& plan, const Tensor& logits,
+                                                const std::vector<int32_t>& tokens) {
+  std::vector<size_t> rows;
+  int top_n = 0;
+  for (size_t r = 0; r < plan.sampling.size(); ++r)
+    if (plan.sampling[r].logprobs >= 0) {
+      rows.push_back(r);
+      top_n = std::max(top_n, static_cast<int>(plan.sampling[r].logprobs));
+    }
+  if (rows.empty()) return {};
+  const int v_local = model_.vocab_local(), tp = topology_.tp_size(), begin = model_.vocab_begin();
+  const int64_t n = static_cast<int64_t>(rows.size());
+  std::vector<float> max_value(rows.size());
+  std::vector<int32_t> max_index(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const float* row = logits.as<float>() + static_cast<int64_t>(rows[i]) * v_local;
+    const int local = argmax(row, v_local);
+    max_value[i] = row[local];
+    max_index[i] = begin + local;
+  }
+  tp_comm_.all_reduce_argmax(max_value, max_index);
+  // [0, n): sum of exp(logit - max); [n, 2n): the chosen token's logit (0 on ranks without it).
+  std::vector<float> sums(static_cast<size_t>(2 * n), 0.0f);
+  std::vector<float> local_top_values(static_cast<size_t>(n * top_n), -INFINITY);
+  std::vector<int32_t> local_top_ids(static_cast<size_t>(n * top_n), -1);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const float* row = logits.as<float>() + static_cast<int64_t>(rows[i]) * v_local;
+    double sum = 0;
+    for (int v = 0; v < v_local; ++v) sum += std::exp(static_cast<double>(row[v]) - max_value[i]);
+    sums[i] = static_cast<float>(sum);
+    const int chosen = tokens[rows[i]] - begin;
+    if (chosen >= 0 && chosen < v_local) sums[static_cast<size_t>(n) + i] = row[chosen];
+    std::vector<int32_t> order(static_cast<size_t>(v_local));
+    for (int v = 0; v < v_local; ++v) order[static_cast<size_t>(v)] = v;
+    const int k = std::min(top_n, v_local);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+    for (int j = 0; j < k; ++j) {
+      local_top_values[i * static_cast<size_t>(top_n) + static_cast<size_t>(j)] = row[order[static_cast<size_t>(j)]];
+      local_top_ids[i * static_cast<size_t>(top_n) + static_cast<size_t>(j)] = begin + order[static_cast<size_t>(j)];
+    }
+  }
+  tp_comm_.all_reduce_sum(Tensor(sums.data(), DType::kF32, {2 * n}));
+  std::vector<float> all_values(static_cast<size_t>(tp) * local_top_values.size());
+  std::vector<int32_t> all_ids(static_cast<size_t>(tp) * local_top_ids.size());
+  if (top_n > 0) {
+    tp_comm_.all_gather(Tensor(local_top_values.data(), DType::kF32, {n * top_n}),
+                        Tensor(all_values.data(), DType::kF32, {tp * n * top_n}));
+    tp_comm_.all_gather(Tensor(local_top_ids.data(), DType::kI32, {n * top_n}),
+                        Tensor(all_ids.data(), DType::kI32, {tp * n * top_n}));
+  }
+  std::vector<RowLogprobs> out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const double lse = max_value[i] + std::log(static_cast<double>(sums[i]));
+    RowLogprobs l;
+    l.row = static_cast<int32_t>(rows[i]);
+    l.logprob = static_cast<float>(sums[static_cast<size_t>(n) + i] - lse);
+    std::vector<std::pair<float, int32_t>> candidates;
+    for (int t = 0; t < tp; ++t)
+      for (int j = 0; j < top_n; ++j) {
+        const size_t at = (static_cast<size_t>(t) * static_cast<size_t>(n) + i) * static_cast<size_t>(top_n) + static_cast<size_t>(j);
+        if (all_ids[at] >= 0 && all_ids[at] < model_.config().vocab_size) candidates.push_back({all_values[at], all_ids[at]});
+      }
+    std::sort(candidates.begin(), candidates.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+    const size_t want = static_cast<size_t>(plan.sampling[rows[i]].logprobs);
+    for (size_t j = 0; j < std::min(want, candidates.size()); ++j) {
+      l.top_tokens.push_back(candidates[j].second);
+      l.top_logprobs.push_back(static_cast<float>(candidates[j].first - lse));
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
 }
 
 }  // namespace tpllama

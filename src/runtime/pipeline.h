@@ -31,9 +31,9 @@ class Pipeline {
 
   // Rank 0: runs the plan on stage 0 and hands it on. Returns the group's tokens (one per logit
   // row) when this rank is also the last stage; otherwise they come from receive_tokens().
-  std::optional<std::vector<int32_t>> submit(const StepPlan& plan);
+  std::optional<SampledRows> submit(const StepPlan& plan);
   // Rank 0: the tokens of the oldest group in flight (groups return in submission order).
-  std::vector<int32_t> receive_tokens(int64_t expected_group);
+  SampledRows receive_tokens(int64_t expected_group);
   // Every rank but 0: executes plans until rank 0 shuts the pipeline down.
   void serve();
   // Rank 0: stops every other rank once no group is in flight.
@@ -41,9 +41,9 @@ class Pipeline {
   const PipelineStats& stats() const { return stats_; }
 
  private:
-  std::optional<std::vector<int32_t>> execute(const StepPlan& plan, const std::vector<uint8_t>& bytes,
-                                              size_t hidden_offset);
+  std::optional<SampledRows> execute(const StepPlan& plan, const std::vector<uint8_t>& bytes, size_t hidden_offset);
   std::vector<int32_t> sample_rows(const StepPlan& plan, const Tensor& logits);
+  std::vector<RowLogprobs> row_logprobs(const StepPlan& plan, const Tensor& logits, const std::vector<int32_t>& tokens);
   int next_stage_rank() const { return topology_.rank() + topology_.tp_size(); }
   int prev_stage_rank() const { return topology_.rank() - topology_.tp_size(); }
   int last_stage_root() const { return (topology_.pp_size() - 1) * topology_.tp_size(); }

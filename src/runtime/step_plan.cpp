@@ -55,6 +55,38 @@ class Reader {
 
 }  // namespace
 
+std::vector<uint8_t> encode_sampled(const SampledRows& rows) {
+  Writer w;
+  w.put(rows.group);
+  w.put_vector(rows.tokens);
+  w.put<uint64_t>(rows.logprobs.size());
+  for (const RowLogprobs& l : rows.logprobs) {
+    w.put(l.row);
+    w.put(l.logprob);
+    w.put_vector(l.top_tokens);
+    w.put_vector(l.top_logprobs);
+  }
+  return std::move(w.bytes);
+}
+
+SampledRows decode_sampled(const std::vector<uint8_t>& bytes) {
+  Reader r(bytes);
+  SampledRows rows;
+  rows.group = r.get<int64_t>();
+  rows.tokens = r.get_vector<int32_t>();
+  const auto n = r.get<uint64_t>();
+  TPLLAMA_CHECK(n <= rows.tokens.size(), n, " logprob rows for ", rows.tokens.size(), " tokens");
+  for (uint64_t i = 0; i < n; ++i) {
+    RowLogprobs l;
+    l.row = r.get<int32_t>();
+    l.logprob = r.get<float>();
+    l.top_tokens = r.get_vector<int32_t>();
+    l.top_logprobs = r.get_vector<float>();
+    rows.logprobs.push_back(std::move(l));
+  }
+  return rows;
+}
+
 std::vector<uint8_t> encode_plan(const StepPlan& plan, const Tensor& hidden) {
   Writer w;
   w.put(plan.group);

@@ -21,6 +21,22 @@ struct CacheOp {
 struct RowSampling {
   SamplingParams params;  // seed unused here: the draw is `uniform`
   double uniform = 0;     // drawn on rank 0 from the request's own stream
+  int32_t logprobs = -1;  // >= 0: also return the token's logprob and this many top alternatives
+};
+
+// Log-probabilities (of the model's own distribution: temperature 1, no filtering) of one row.
+struct RowLogprobs {
+  int32_t row = 0;
+  float logprob = 0;  // of the chosen token
+  std::vector<int32_t> top_tokens;
+  std::vector<float> top_logprobs;
+};
+
+// What the last stage sends back to rank 0 for one group.
+struct SampledRows {
+  int64_t group = 0;
+  std::vector<int32_t> tokens;  // one per logit row
+  std::vector<RowLogprobs> logprobs;
 };
 
 struct StepPlan {
@@ -30,6 +46,9 @@ struct StepPlan {
   StepBatch batch;
   std::vector<RowSampling> sampling;  // one per batch.logit_rows entry
 };
+
+std::vector<uint8_t> encode_sampled(const SampledRows& rows);
+SampledRows decode_sampled(const std::vector<uint8_t>& bytes);
 
 // Plan bytes, followed by `hidden` (n_tokens, dim) when it is not empty.
 std::vector<uint8_t> encode_plan(const StepPlan& plan, const Tensor& hidden);

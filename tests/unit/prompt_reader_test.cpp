@@ -1,9 +1,12 @@
-// PromptReader: text and JSONL parsing, per-line error records, default resolution and the
-// per-request seed derivation.
+// PromptReader: text and JSONL parsing, per-line error records, default resolution, the
+// per-request seed derivation, and the progress line count.
 #include "io/prompt_reader.h"
+
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -311,9 +314,9 @@ TEST(PromptReaderJsonl, StopAcceptsStringOrListAndDropsEmptyStrings) {
 TEST(PromptReaderJsonl, UnknownFieldsAreIgnoredAndWarnedOncePerName) {
   testing::internal::CaptureStderr();
   auto reqs = read_jsonl(
-      "{\"prompt\": \"a\", \"n\": 2, \"logprobs\": true}\n"
+      "{\"prompt\": \"a\", \"n\": 2, \"echo\": true}\n"
       "{\"prompt\": \"b\", \"n\": 3}\n"
-      "{\"prompt\": \"c\", \"n\": 4, \"logprobs\": false}\n");
+      "{\"prompt\": \"c\", \"n\": 4, \"echo\": false, \"logprobs\": 2}\n");
   std::string err = testing::internal::GetCapturedStderr();
   ASSERT_EQ(reqs.size(), 3u);
   for (const auto& r : reqs) EXPECT_TRUE(r.error.empty()) << r.error;
@@ -324,7 +327,8 @@ TEST(PromptReaderJsonl, UnknownFieldsAreIgnoredAndWarnedOncePerName) {
     return n;
   };
   EXPECT_EQ(count("\"n\""), 1u) << err;
-  EXPECT_EQ(count("\"logprobs\""), 1u) << err;
+  EXPECT_EQ(count("\"echo\""), 1u) << err;
+  EXPECT_EQ(count("logprobs"), 0u) << err;  // a known field since logprobs output exists
   EXPECT_EQ(count("\"prompt\""), 0u) << err;
 }
 
@@ -420,6 +424,62 @@ TEST(PromptReaderFile, DirectoryThrowsError) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "cannot open prompt file " + dir + ": Is a directory");
   }
+}
+
+TEST(PromptReaderJsonl, LogprobsTakesAnIntegerUpTo20OrABoolean) {
+  EXPECT_EQ(one(R"({"prompt": "p"})").logprobs, -1);
+  EXPECT_EQ(one(R"({"prompt": "p", "logprobs": null})").logprobs, -1);
+  EXPECT_EQ(one(R"({"prompt": "p", "logprobs": false})").logprobs, -1);
+  EXPECT_EQ(one(R"({"prompt": "p", "logprobs": true})").logprobs, 0);
+  EXPECT_EQ(one(R"({"prompt": "p", "logprobs": 0})").logprobs, 0);
+  EXPECT_EQ(one(R"({"prompt": "p", "logprobs": 20})").logprobs, 20);
+  EXPECT_EQ(one(R"({"prompt": "p", "logprobs": 21})").error,
+            "line 1: field 'logprobs' must be an integer in [0, 20] or a boolean, got 21");
+  EXPECT_EQ(one(R"({"prompt": "p", "logprobs": -1})").error,
+            "line 1: field 'logprobs' must be an integer in [0, 20] or a boolean, got -1");
+  EXPECT_EQ(one(R"({"prompt": "p", "logprobs": 2.5})").error,
+            "line 1: field 'logprobs' must be an integer in [0, 20] or a boolean, got 2.5");
+}
+
+std::string write_temp(const std::string& name, const std::string& content) {
+  auto path = (std::filesystem::path(testing::TempDir()) / name).string();
+  std::ofstream(path, std::ios::binary) << content;
+  return path;
+}
+
+TEST(CountPromptLines, CountsNonBlankLinesWithOrWithoutTrailingNewline) {
+  auto a = write_temp("count_a.txt", "one\n\n  \t\ntwo\r\n\r\nthree");
+  EXPECT_EQ(count_prompt_lines(a), std::optional<size_t>(3));
+  auto b = write_temp("count_b.txt", "\xEF\xBB\xBF\n x\n\n");
+  EXPECT_EQ(count_prompt_lines(b), std::optional<size_t>(1));  // a lone byte-order mark is blank
+  auto c = write_temp("count_c.txt", "");
+  EXPECT_EQ(count_prompt_lines(c), std::optional<size_t>(0));
+  for (const std::string& p : {a, b, c}) std::filesystem::remove(p);
+}
+
+TEST(CountPromptLines, AgreesWithTheReaderAcrossChunkBoundaries) {
+  std::string content;
+  for (int i = 0; i < 300000; ++i)
+    content += i % 3 == 0 ? "\n" : "prompt number " + std::to_string(i) + "\n";
+  content += "last";
+  auto path = write_temp("count_big.txt", content);
+  size_t from_reader = 0;
+  PromptReader reader(path, {});
+  while (reader.next()) ++from_reader;
+  EXPECT_EQ(from_reader, 200001u);
+  EXPECT_EQ(count_prompt_lines(path), std::optional<size_t>(from_reader));
+  std::filesystem::remove(path);
+}
+
+TEST(CountPromptLines, PipesDevicesAndMissingFilesHaveNoCount) {
+  auto fifo = (std::filesystem::path(testing::TempDir()) / "count_fifo").string();
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FALSE(count_prompt_lines(fifo).has_value());
+  EXPECT_EQ(detect_input_format(fifo), InputFormat::kText);  // never sniffed: it cannot be reread
+  std::filesystem::remove(fifo);
+  EXPECT_FALSE(count_prompt_lines("/dev/null").has_value());
+  EXPECT_FALSE(count_prompt_lines(testing::TempDir() + "/no_such_count_file.txt").has_value());
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// ResultWriter and result_to_json_line: record shape, error-only key, UTF-8 repair, file handling.
+// ResultWriter and result_to_json_line: record shape, error-only and logprobs keys, UTF-8 repair,
+// file handling (truncate or append), and OrderedResultWriter's reordering.
 #include "io/result_writer.h"
 
 #include <filesystem>
@@ -167,6 +168,71 @@ TEST(ResultWriter, SyncOnCharacterDeviceIsNotAnError) {
   w.write(make_result(1, "x", "stop"));
   EXPECT_NO_THROW(w.sync());
   EXPECT_EQ(w.records_written(), 1u);
+}
+
+TEST(ResultToJsonLine, LogprobsKeyOnlyWhenSetInTheLegacyLayout) {
+  Result r = make_result("q", "ab", "length");
+  EXPECT_EQ(result_to_json_line(r).find("logprobs"), std::string::npos);
+  r.logprobs = std::vector<TokenLogprob>{{"a", -0.25, {{"a", -0.25}, {"b", -2.0}, {"a", -3.0}}},
+                                         {"b", -1.5, {}}};
+  EXPECT_EQ(result_to_json_line(r),
+            "{\"id\":\"q\",\"text\":\"ab\",\"prompt_tokens\":5,\"completion_tokens\":3,"
+            "\"finish_reason\":\"length\",\"logprobs\":{\"tokens\":[\"a\",\"b\"],"
+            "\"token_logprobs\":[-0.25,-1.5],\"top_logprobs\":[{\"a\":-0.25,\"b\":-2.0},{}]}}\n");
+  r.logprobs = std::vector<TokenLogprob>{};  // requested, nothing generated
+  EXPECT_EQ(json::parse(result_to_json_line(r))["logprobs"],
+            json::parse(R"({"tokens": [], "token_logprobs": [], "top_logprobs": []})"));
+}
+
+TEST(ResultWriter, AppendKeepsEarlierContent) {
+  std::string path = temp_path("result_writer_append.jsonl");
+  const std::string earlier = "{\"id\":\"old\",\"finish_reason\":\"stop\"}\n";
+  std::ofstream(path, std::ios::binary) << earlier;
+  {
+    ResultWriter w(path, OutputFormat::kJsonl, /*append=*/true);
+    w.write(make_result(2, "new", "stop"));
+    EXPECT_EQ(w.records_written(), 1u);
+  }
+  EXPECT_EQ(read_file(path), earlier + result_to_json_line(make_result(2, "new", "stop")));
+  std::filesystem::remove(path);
+}
+
+TEST(OrderedResultWriter, OutOfOrderSubmitsAreWrittenInOrder) {
+  std::string path = temp_path("result_writer_ordered.jsonl");
+  {
+    ResultWriter w(path);
+    OrderedResultWriter ordered(w);
+    auto submit = [&](uint64_t order) { ordered.submit(order, make_result(order, "t", "stop")); };
+    submit(2);
+    submit(1);
+    EXPECT_EQ(ordered.buffered(), 2u);
+    EXPECT_EQ(ordered.next_order(), 0u);
+    EXPECT_EQ(w.records_written(), 0u);
+    submit(4);
+    submit(0);  // releases 0, 1, 2; 4 still waits for 3
+    EXPECT_EQ(ordered.buffered(), 1u);
+    EXPECT_EQ(ordered.next_order(), 3u);
+    EXPECT_EQ(w.records_written(), 3u);
+    submit(3);
+    EXPECT_EQ(ordered.buffered(), 0u);
+    EXPECT_EQ(ordered.next_order(), 5u);
+    submit(5);  // in order: straight through
+    EXPECT_EQ(ordered.buffered(), 0u);
+    EXPECT_THROW(submit(5), Error);
+    EXPECT_THROW(submit(1), Error);
+  }
+  auto lines = read_lines(path);
+  ASSERT_EQ(lines.size(), 6u);
+  for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(json::parse(lines[i])["id"], json(i));
+  std::filesystem::remove(path);
+}
+
+TEST(OrderedResultWriter, DuplicateOfABufferedOrderThrows) {
+  ResultWriter w("/dev/null");
+  OrderedResultWriter ordered(w);
+  ordered.submit(3, make_result(3, "x", "stop"));
+  EXPECT_THROW(ordered.submit(3, make_result(3, "y", "stop")), Error);
+  EXPECT_EQ(ordered.buffered(), 1u);
 }
 
 }  // namespace

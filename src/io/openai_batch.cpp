@@ -1,0 +1,176 @@
+// OpenAI batch request lines (custom_id, method, url, body) validated into Requests, and Results
+// shaped as batch output lines: a text_completion body on success, a 400 error body otherwise.
+#include "io/openai_batch.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+
+#include "core/json_text.h"
+#include "io/request_fields.h"
+
+namespace tpllama {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+using request_fields::BadLine;
+using request_fields::FieldSite;
+using request_fields::find_field;
+using request_fields::reject;
+
+constexpr const char* kCompletionsUrl = "/v1/completions";
+constexpr const char* kTopFields[] = {"custom_id", "method", "url", "body"};
+constexpr const char* kBodyFields[] = {"prompt",   "max_tokens", "temperature", "top_k",
+                                       "top_p",    "min_p",      "seed",        "stop",
+                                       "logprobs", "n",          "echo"};
+
+template <size_t N>
+bool is_one_of(const std::string& key, const char* const (&names)[N]) {
+  return std::find_if(std::begin(names), std::end(names),
+                      [&](const char* k) { return key == k; }) != std::end(names);
+}
+
+template <size_t N>
+void collect_ignored(const json& object, const char* const (&known)[N], const std::string& prefix,
+                     std::vector<std::string>& ignored) {
+  for (auto it = object.begin(); it != object.end(); ++it)
+    if (!is_one_of(it.key(), known)) ignored.push_back(prefix + it.key());
+}
+
+void check_envelope(const json& object, const FieldSite& at) {
+  if (const json* m = find_field(object, "method"); m && *m != json("POST"))
+    reject(at, "field 'method' must be \"POST\", got ", describe_json(*m));
+  auto url = object.find("url");
+  if (url == object.end() || url->is_null())
+    reject(at, "missing required field 'url' (only ", kCompletionsUrl, " is supported)");
+  if (*url != json(kCompletionsUrl))
+    reject(at, "field 'url' is ", describe_json(*url), ": only ", kCompletionsUrl, " is supported");
+  auto body = object.find("body");
+  if (body == object.end()) reject(at, "missing required field 'body'");
+  if (!body->is_object()) reject(at, "field 'body' must be an object, got ", describe_json(*body));
+}
+
+std::string parse_body_prompt(const json& body, const FieldSite& at) {
+  auto it = body.find("prompt");
+  if (it == body.end()) reject(at, "missing required field 'body.prompt'");
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) return (*it)[0].get<std::string>();
+  reject(at, "field 'body.prompt' must be a string or a list of one string, got ",
+         describe_json(*it));
+}
+
+// n and echo have one supported value each; that value is ignored like any unknown field.
+void check_single_choice(const json& body, const FieldSite& at, std::vector<std::string>& ignored) {
+  if (const json* n = find_field(body, "n")) {
+    if (*n != json(1))
+      reject(at, "field 'body.n' is ", describe_json(*n), ": only n = 1 is supported");
+    ignored.push_back("body.n");
+  }
+  if (const json* echo = find_field(body, "echo")) {
+    if (*echo != json(false))
+      reject(at, "field 'body.echo' is ", describe_json(*echo), ": echo is not supported");
+    ignored.push_back("body.echo");
+  }
+}
+
+ordered_json usage_json(const Result& r) {
+  ordered_json u;
+  u["prompt_tokens"] = r.prompt_tokens;
+  u["completion_tokens"] = r.completion_tokens;
+  u["total_tokens"] = r.prompt_tokens + r.completion_tokens;
+  return u;
+}
+
+ordered_json completion_body(const Result& r, const std::string& hex, const std::string& model,
+                             int64_t created) {
+  ordered_json choice;
+  choice["index"] = 0;
+  choice["text"] = r.text;
+  choice["finish_reason"] = r.finish_reason;
+  choice["logprobs"] = r.logprobs ? logprobs_to_json(*r.logprobs) : ordered_json(nullptr);
+  ordered_json body;
+  body["id"] = "cmpl-" + hex;
+  body["object"] = "text_completion";
+  body["created"] = created;
+  body["model"] = model;
+  body["choices"] = ordered_json::array({choice});
+  body["usage"] = usage_json(r);
+  return body;
+}
+
+}  // namespace
+
+void parse_openai_batch_request(const json& object, Request& req,
+                                std::vector<std::string>& ignored) {
+  const FieldSite top{req.line, ""};
+  try {
+    collect_ignored(object, kTopFields, "", ignored);
+    auto id = object.find("custom_id");
+    if (id == object.end()) reject(top, "missing required field 'custom_id'");
+    if (!id->is_string())
+      reject(top, "field 'custom_id' must be a string, got ", describe_json(*id));
+    req.id = *id;
+    check_envelope(object, top);
+    const json& body = object["body"];
+    collect_ignored(body, kBodyFields, "body.", ignored);
+    const FieldSite in_body{req.line, "body."};
+    req.prompt = parse_body_prompt(body, in_body);
+    check_single_choice(body, in_body, ignored);
+    request_fields::parse_generation_fields(body, in_body,
+                                            request_fields::LogprobsSyntax::kIntegerOnly, req);
+  } catch (const BadLine& bad) {
+    req.error = bad.message;
+  }
+}
+
+std::string openai_request_hex(const json& id) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64
+  for (unsigned char c : id_key(id)) h = (h ^ c) * 0x100000001b3ULL;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+ordered_json logprobs_to_json(const std::vector<TokenLogprob>& logprobs) {
+  ordered_json tokens = ordered_json::array(), values = ordered_json::array(),
+               tops = ordered_json::array();
+  for (const TokenLogprob& t : logprobs) {
+    tokens.push_back(t.token);
+    values.push_back(t.logprob);
+    // Two token ids can decode to the same text; keep the first (most likely) of them.
+    ordered_json top = ordered_json::object();
+    for (const auto& [text, lp] : t.top)
+      if (!top.contains(text)) top[text] = lp;
+    tops.push_back(std::move(top));
+  }
+  ordered_json j;
+  j["tokens"] = std::move(tokens);
+  j["token_logprobs"] = std::move(values);
+  j["top_logprobs"] = std::move(tops);
+  return j;
+}
+
+ordered_json openai_batch_record(const Result& r, const std::string& model_name, int64_t created) {
+  const std::string hex = openai_request_hex(r.id);
+  ordered_json response;
+  ordered_json error(nullptr);
+  if (r.finish_reason == "error") {
+    response["status_code"] = 400;
+    response["request_id"] = hex;
+    response["body"]["error"] = {{"message", r.error}, {"type", "invalid_request_error"}};
+    error = {{"code", "invalid_request"}, {"message", r.error}};
+  } else {
+    response["status_code"] = 200;
+    response["request_id"] = hex;
+    response["body"] = completion_body(r, hex, model_name, created);
+  }
+  ordered_json j;
+  j["id"] = "batch_req_" + hex;
+  j["custom_id"] = ordered_json(r.id);
+  j["response"] = std::move(response);
+  j["error"] = std::move(error);
+  return j;
+}
+
+}  // namespace tpllama

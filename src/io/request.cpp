@@ -1,0 +1,10 @@
+// Request and Result helpers that do not belong to one reader or writer.
+#include "io/request.h"
+
+namespace tpllama {
+
+std::string id_key(const nlohmann::json& id) {
+  return id.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace tpllama

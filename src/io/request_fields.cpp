@@ -1,0 +1,175 @@
+// The per-field checks behind both JSON request formats: type, range and a message that quotes
+// the offending value (clipped, so a hostile line cannot flood the log).
+#include "io/request_fields.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "core/json_text.h"
+
+namespace tpllama::request_fields {
+namespace {
+
+using nlohmann::json;
+
+// Integer within [lo, hi] (hi >= 0), without wrapping values beyond int64.
+bool integer_in_range(const json& v, int64_t lo, int64_t hi, int64_t* out) {
+  if (!v.is_number_integer()) return false;
+  if (v.is_number_unsigned()) {
+    uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(hi)) return false;
+    *out = static_cast<int64_t>(u);
+  } else {
+    *out = v.get<int64_t>();
+  }
+  return *out >= lo && *out <= hi;
+}
+
+void parse_max_tokens(const json& object, const FieldSite& at, Request& req) {
+  const json* v = find_field(object, "max_tokens");
+  if (!v) return;
+  const std::string name = at.name("max_tokens");
+  if (!v->is_number_integer() ||
+      v->get<double>() < 1)  // parsed 0 is unsigned, so compare as double
+    reject(at, "field '", name, "' must be an integer >= 1, got ", describe_json(*v));
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  int64_t n = 0;
+  if (!integer_in_range(*v, 1, kMax, &n))
+    reject(at, "field '", name, "' must be at most ", kMax, ", got ", describe_json(*v));
+  req.max_tokens = static_cast<int>(n);
+}
+
+// A number satisfying ok(); expected names the accepted range in the message.
+template <typename Pred>
+void parse_number(const json& object, const char* key, const FieldSite& at, const char* expected,
+                  Pred ok, double& out) {
+  const json* v = find_field(object, key);
+  if (!v) return;
+  double d = v->is_number() ? v->get<double>() : 0.0;
+  if (!v->is_number() || !std::isfinite(d) || !ok(d))
+    reject(at, "field '", at.name(key), "' must be ", expected, ", got ", describe_json(*v));
+  out = d;
+}
+
+void parse_top_k(const json& object, const FieldSite& at, SamplingParams& s) {
+  const json* v = find_field(object, "top_k");
+  if (!v) return;
+  if (!v->is_number_integer())
+    reject(at, "field '", at.name("top_k"), "' must be an integer, got ", describe_json(*v));
+  // Beyond int range only "off" (<= 0) or "keep everything" make sense, so clamp rather than fail.
+  constexpr int kMax = std::numeric_limits<int>::max();
+  if (v->is_number_unsigned()) {
+    s.top_k = static_cast<int>(std::min<uint64_t>(v->get<uint64_t>(), kMax));
+  } else {
+    int64_t k = v->get<int64_t>();
+    s.top_k = k <= 0 ? 0 : static_cast<int>(std::min<int64_t>(k, kMax));
+  }
+}
+
+void parse_seed(const json& object, const FieldSite& at, SamplingParams& s) {
+  const json* v = find_field(object, "seed");
+  if (!v) return;
+  if (v->is_number_unsigned()) {
+    s.seed = v->get<uint64_t>();
+  } else if (v->is_number_integer() && v->get<int64_t>() >= 0) {
+    s.seed = static_cast<uint64_t>(v->get<int64_t>());
+  } else {
+    reject(at, "field '", at.name("seed"), "' must be an integer between 0 and 2^64-1, got ",
+           describe_json(*v));
+  }
+}
+
+std::vector<std::string> parse_stop(const json& object, const FieldSite& at) {
+  const json* v = find_field(object, "stop");
+  if (!v) return {};
+  std::vector<std::string> stop;
+  auto bad = [&] {
+    reject(at, "field '", at.name("stop"), "' must be a string or a list of strings, got ",
+           describe_json(*v));
+  };
+  if (v->is_string()) {
+    stop.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    for (const auto& s : *v) {
+      if (!s.is_string()) bad();
+      stop.push_back(s.get<std::string>());
+    }
+  } else {
+    bad();
+  }
+  // An empty stop string would match before the first token and end every request at once.
+  std::erase(stop, std::string());
+  return stop;
+}
+
+// JSONL also takes true/false (true: the chosen token only); the OpenAI body takes integers only.
+void parse_logprobs(const json& object, const FieldSite& at, LogprobsSyntax syntax, Request& req) {
+  const json* v = find_field(object, "logprobs");
+  if (!v) return;
+  if (v->is_boolean() && syntax == LogprobsSyntax::kIntegerOrBool) {
+    req.logprobs = v->get<bool>() ? 0 : -1;
+    return;
+  }
+  int64_t n = 0;
+  if (!integer_in_range(*v, 0, kMaxLogprobs, &n)) {
+    const char* also = syntax == LogprobsSyntax::kIntegerOrBool ? " or a boolean" : "";
+    reject(at, "field '", at.name("logprobs"), "' must be an integer in [0, ", kMaxLogprobs, "]",
+           also, ", got ", describe_json(*v));
+  }
+  req.logprobs = static_cast<int>(n);
+}
+
+}  // namespace
+
+const json* find_field(const json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::string parser_message(const json::exception& e) {
+  // Drop the "[json.exception.parse_error.101] " tag; and the parser only ever sees one line, so
+  // its "line 1, " is noise next to our own line number.
+  std::string msg = e.what();
+  if (auto pos = msg.find("] "); pos != std::string::npos) msg = msg.substr(pos + 2);
+  const std::string noise = "parse error at line 1, ";
+  if (msg.rfind(noise, 0) == 0) msg = "parse error at " + msg.substr(noise.size());
+  return msg.size() > 2 * kMaxShownChars ? msg.substr(0, 2 * kMaxShownChars) + "..." : msg;
+}
+
+bool parse_object_line(const std::string& line, json& object, Request& req) {
+  try {
+    object = json::parse(line);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
+    req.error = detail::concat("line ", req.line, ": not valid JSON: ", parser_message(e));
+    return false;
+  }
+  if (!object.is_object()) {
+    req.error =
+        detail::concat("line ", req.line, ": expected a JSON object, got ", object.type_name());
+    return false;
+  }
+  return true;
+}
+
+void parse_generation_fields(const json& object, const FieldSite& at,
+                             LogprobsSyntax logprobs_syntax, Request& req) {
+  parse_max_tokens(object, at, req);
+  SamplingParams& s = req.sampling;
+  parse_number(
+      object, "temperature", at, "a number >= 0", [](double d) { return d >= 0; }, s.temperature);
+  parse_top_k(object, at, s);
+  parse_number(
+      object, "top_p", at, "a number in (0, 1]", [](double d) { return d > 0 && d <= 1; }, s.top_p);
+  parse_number(
+      object, "min_p", at, "a number in [0, 1]", [](double d) { return d >= 0 && d <= 1; },
+      s.min_p);
+  parse_seed(object, at, s);
+  req.stop = parse_stop(object, at);
+  parse_logprobs(object, at, logprobs_syntax, req);
+}
+
+}  // namespace tpllama::request_fields

@@ -1,0 +1,48 @@
+// Validation of the request fields shared by the JSONL and OpenAI batch readers. Internal to
+// src/io: each check throws BadLine with a message naming the line and field.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/request.h"
+
+namespace tpllama::request_fields {
+
+// Thrown while validating one line; the reader catches it and sets Request::error.
+struct BadLine {
+  std::string message;
+};
+
+// Where the fields sit: the 1-based input line and the path of their object ("" or "body.").
+struct FieldSite {
+  size_t line = 0;
+  std::string prefix;
+  std::string name(const char* key) const { return prefix + key; }
+};
+
+template <typename... Args>
+[[noreturn]] void reject(const FieldSite& at, Args&&... args) {
+  throw BadLine{detail::concat("line ", at.line, ": ", std::forward<Args>(args)...)};
+}
+
+// Optional fields: absent and null both mean "use the default".
+const nlohmann::json* find_field(const nlohmann::json& object, const char* key);
+
+// The parser's reason without its exception tag, clipped for a message.
+std::string parser_message(const nlohmann::json::exception& e);
+
+// Parses one line as a JSON object; on failure sets req.error and returns false.
+bool parse_object_line(const std::string& line, nlohmann::json& object, Request& req);
+
+enum class LogprobsSyntax { kIntegerOrBool, kIntegerOnly };
+
+// max_tokens, temperature, top_k, top_p, min_p, seed, stop and logprobs, overriding req's values.
+void parse_generation_fields(const nlohmann::json& object, const FieldSite& at,
+                             LogprobsSyntax logprobs_syntax, Request& req);
+
+}  // namespace tpllama::request_fields

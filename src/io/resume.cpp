@@ -1,0 +1,119 @@
+// Output-file repair and indexing for --resume: the only place tpllama shortens a file, and only
+// by the bytes after its last newline, which a single-write() record can leave behind when killed.
+#include "io/resume.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/json_text.h"
+#include "io/request.h"
+#include "io/request_fields.h"
+
+namespace tpllama {
+namespace {
+
+using nlohmann::json;
+
+// Owns one descriptor for the repair step.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Offset just past the last '\n' in the first size bytes (0 when there is none), scanning back.
+off_t end_of_last_line(int fd, off_t size, const std::string& path) {
+  std::vector<char> chunk(size_t{1} << 16);
+  off_t end = size;
+  while (end > 0) {
+    const off_t begin = std::max<off_t>(0, end - static_cast<off_t>(chunk.size()));
+    const auto len = static_cast<size_t>(end - begin);
+    ssize_t n = ::pread(fd, chunk.data(), len, begin);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != static_cast<ssize_t>(len))
+      fail("cannot read output file ", path,
+           " to resume: ", n < 0 ? std::strerror(errno) : "short read");
+    for (size_t i = len; i > 0; --i)
+      if (chunk[i - 1] == '\n') return begin + static_cast<off_t>(i);
+    end = begin;
+  }
+  return 0;
+}
+
+// Cuts everything after the last '\n'; returns how many bytes went.
+size_t cut_torn_line(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (fd.get() < 0) fail("cannot open output file ", path, " to resume: ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0)
+    fail("cannot stat output file ", path, ": ", std::strerror(errno));
+  const off_t keep = end_of_last_line(fd.get(), st.st_size, path);
+  if (keep == st.st_size) return 0;
+  if (::ftruncate(fd.get(), keep) != 0 || ::fsync(fd.get()) != 0)
+    fail("cannot truncate the torn last line of ", path, ": ", std::strerror(errno));
+  return static_cast<size_t>(st.st_size - keep);
+}
+
+void index_line(const std::string& text, size_t line, const char* id_field, const std::string& path,
+                ResumeIndex& index) {
+  const auto bad = [&](const std::string& why) {
+    fail("cannot resume from ", path, ": line ", line, " ", why,
+         "; the file is not a tpllama output");
+  };
+  json record;
+  try {
+    record = json::parse(text);
+  } catch (const json::exception& e) {
+    bad("is not valid JSON (" + request_fields::parser_message(e) + ")");
+  }
+  if (!record.is_object()) bad(std::string("is a JSON ") + record.type_name() + ", not an object");
+  auto id = record.find(id_field);
+  if (id == record.end() || !(id->is_string() || id->is_number_integer()))
+    bad(std::string("has no string or integer '") + id_field + "' field");
+  ++index.done[id_key(*id)];
+  ++index.records;
+}
+
+}  // namespace
+
+ResumeIndex prepare_resume(const std::string& output_path, OutputFormat format) {
+  ResumeIndex index;
+  struct stat st {};
+  if (::stat(output_path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return index;
+    fail("cannot stat output file ", output_path, ": ", std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) fail("cannot resume into ", output_path, ": not a regular file");
+  index.truncated_bytes = cut_torn_line(output_path);
+
+  const char* id_field = format == OutputFormat::kOpenAiBatch ? "custom_id" : "id";
+  std::ifstream in(output_path, std::ios::binary);
+  if (!in) fail("cannot open output file ", output_path, " to resume: ", std::strerror(errno));
+  std::string text;
+  for (size_t line = 1; std::getline(in, text); ++line) {
+    if (text.empty()) continue;  // tpllama never writes one; tolerate a hand-edited file
+    index_line(text, line, id_field, output_path, index);
+  }
+  if (in.bad()) fail("error reading output file ", output_path, " to resume");
+  return index;
+}
+
+}  // namespace tpllama

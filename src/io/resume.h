@@ -1,0 +1,26 @@
+// Resuming a killed run: repair the output file's torn last line and index which request ids it
+// already holds, so the driver can skip them and append the rest.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <unordered_map>
+
+#include "io/result_writer.h"
+
+namespace tpllama {
+
+struct ResumeIndex {
+  std::unordered_map<std::string, int> done;  // id_key(id) -> records already in the file
+  size_t records = 0;                         // complete records in the file
+  size_t truncated_bytes = 0;                 // torn last line cut off the end
+};
+
+// Missing file: an empty index. Otherwise cuts a torn last line (anything after the final '\n')
+// with ftruncate, then reads the file line by line and counts records per id ("id" for kJsonl,
+// "custom_id" for kOpenAiBatch); error records count, as they are final. Throws Error naming the
+// file and line for a complete line that is not a JSON object with that id: the file is not a
+// tpllama output. Also throws for a path that is not a regular file.
+ResumeIndex prepare_resume(const std::string& output_path, OutputFormat format);
+
+}  // namespace tpllama

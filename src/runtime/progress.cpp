@@ -1,0 +1,58 @@
+// Progress lines: done/total, errors, running, generated tok/s and an ETA from the request rate.
+#include "runtime/progress.h"
+
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include "core/log.h"
+
+namespace tpllama {
+namespace {
+
+std::string duration_text(double seconds) {
+  const long long s = static_cast<long long>(seconds + 0.5);
+  std::ostringstream os;
+  if (s >= 3600) os << s / 3600 << "h" << (s % 3600) / 60 << "m";
+  else if (s >= 60) os << s / 60 << "m" << s % 60 << "s";
+  else os << s << "s";
+  return os.str();
+}
+
+}  // namespace
+
+Progress::Progress(long long total, bool terminal, double interval_seconds)
+    : total_(total), terminal_(terminal), interval_(terminal ? 0.5 : interval_seconds) {}
+
+void Progress::update(const ProgressCounts& c) {
+  if (std::chrono::duration<double>(Clock::now() - last_).count() < interval_) return;
+  print(c, false);
+}
+
+void Progress::finish(const ProgressCounts& c) {
+  if (terminal_ && printed_) print(c, true);
+}
+
+void Progress::print(const ProgressCounts& c, bool final) {
+  last_ = Clock::now();
+  const double elapsed = std::chrono::duration<double>(last_ - start_).count();
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(1);
+  os << "progress: " << c.done;
+  if (total_ > 0) os << "/" << total_ << " (" << 100.0 * static_cast<double>(c.done) / static_cast<double>(total_) << "%)";
+  os << " requests, " << c.errors << " errors, " << c.running << " running, "
+     << (elapsed > 0 ? static_cast<double>(c.generated_tokens) / elapsed : 0.0) << " tok/s, " << duration_text(elapsed);
+  if (total_ > 0 && c.done > 0 && c.done < total_)
+    os << ", ETA " << duration_text(elapsed / static_cast<double>(c.done) * static_cast<double>(total_ - c.done));
+  if (!terminal_) {
+    log::info(os.str());
+    return;
+  }
+  const std::string line = "\r\033[K[tpllama] " + os.str() + (final ? "\n" : "");
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+  printed_ = true;
+}
+
+}  // namespace tpllama

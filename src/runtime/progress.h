@@ -1,0 +1,37 @@
+// Progress of a run on stderr: on a terminal one line rewritten in place a few times a second;
+// otherwise (Slurm logs) one plain line every `interval` seconds. Never a line per request.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace tpllama {
+
+struct ProgressCounts {
+  long long done = 0;  // requests with a record written
+  long long errors = 0;
+  long long running = 0;
+  long long generated_tokens = 0;
+};
+
+class Progress {
+ public:
+  // total: requests expected (0 when unknown, e.g. reading a pipe).
+  Progress(long long total, bool terminal, double interval_seconds);
+  void update(const ProgressCounts& counts);
+  // Ends the in-place line on a terminal.
+  void finish(const ProgressCounts& counts);
+
+ private:
+  void print(const ProgressCounts& counts, bool final);
+
+  using Clock = std::chrono::steady_clock;
+  long long total_;
+  bool terminal_;
+  double interval_;
+  Clock::time_point start_ = Clock::now();
+  Clock::time_point last_ = Clock::now();
+  bool printed_ = false;
+};
+
+}  // namespace tpllama

@@ -1,0 +1,313 @@
+// OpenAI batch files: request lines into Requests (every body field, every rejection naming its
+// line), content-based format detection, and the batch output record for success and error.
+#include "io/openai_batch.h"
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "io/prompt_reader.h"
+#include "io/result_writer.h"
+
+namespace tpllama {
+namespace {
+
+using nlohmann::json;
+
+std::vector<Request> read_batch(const std::string& content, RequestDefaults defaults = {}) {
+  std::istringstream in(content);
+  PromptReader reader(in, InputFormat::kOpenAiBatch, defaults, "batch.jsonl");
+  std::vector<Request> out;
+  while (auto r = reader.next()) out.push_back(std::move(*r));
+  return out;
+}
+
+// One batch line for /v1/completions with the given body (and custom_id "c").
+std::string line_with_body(const std::string& body) {
+  return R"({"custom_id": "c", "method": "POST", "url": "/v1/completions", "body": )" + body +
+         "}\n";
+}
+
+std::set<std::string> keys_of(const json& j) {
+  std::set<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.insert(it.key());
+  return keys;
+}
+
+std::string write_file(const std::string& name, const std::string& content) {
+  auto path = (std::filesystem::path(testing::TempDir()) / name).string();
+  std::ofstream(path, std::ios::binary) << content;
+  return path;
+}
+
+TEST(OpenAiBatchInput, EveryBodyFieldReachesTheRequest) {
+  RequestDefaults d;
+  d.max_tokens = 99;
+  auto reqs = read_batch(
+      R"({"custom_id": "req-1", "method": "POST", "url": "/v1/completions", "body": )"
+      R"({"model": "stories", "prompt": "Once upon", "max_tokens": 12, "temperature": 0.5,)"
+      R"( "top_p": 0.8, "top_k": 7, "min_p": 0.1, "seed": 42, "stop": ["\n", "END"],)"
+      R"( "logprobs": 3, "n": 1, "echo": false}})"
+      "\n",
+      d);
+  ASSERT_EQ(reqs.size(), 1u);
+  const Request& r = reqs[0];
+  EXPECT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(r.id, json("req-1"));
+  EXPECT_EQ(r.line, 1u);
+  EXPECT_EQ(r.prompt, "Once upon");
+  EXPECT_EQ(r.max_tokens, 12);
+  EXPECT_DOUBLE_EQ(r.sampling.temperature, 0.5);
+  EXPECT_DOUBLE_EQ(r.sampling.top_p, 0.8);
+  EXPECT_EQ(r.sampling.top_k, 7);
+  EXPECT_DOUBLE_EQ(r.sampling.min_p, 0.1);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"\n", "END"}));
+  EXPECT_EQ(r.logprobs, 3);
+}
+
+TEST(OpenAiBatchInput, UnsetFieldsKeepDefaultsAndPromptListOfOneIsAccepted) {
+  RequestDefaults d;
+  d.max_tokens = 33;
+  d.sampling.temperature = 0.25;
+  auto reqs = read_batch(line_with_body(R"({"prompt": ["only one"], "logprobs": null})"), d);
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_TRUE(reqs[0].error.empty()) << reqs[0].error;
+  EXPECT_EQ(reqs[0].prompt, "only one");
+  EXPECT_EQ(reqs[0].max_tokens, 33);
+  EXPECT_DOUBLE_EQ(reqs[0].sampling.temperature, 0.25);
+  EXPECT_EQ(reqs[0].logprobs, -1);
+}
+
+TEST(OpenAiBatchInput, UnsupportedRequestsAreErrorRecordsNamingTheLine) {
+  const std::string ok_body = R"({"prompt": "p"})";
+  auto reqs = read_batch(
+      "\n" +
+      std::string(
+          R"({"custom_id": "chat", "url": "/v1/chat/completions", "body": {"prompt": "p"}})") +
+      "\n" + line_with_body(R"({"prompt": "p", "n": 2})") +
+      line_with_body(R"({"prompt": "p", "echo": true})") +
+      R"({"url": "/v1/completions", "body": {"prompt": "p"}})"
+      "\n" +
+      R"({"custom_id": 5, "url": "/v1/completions", "body": {"prompt": "p"}})"
+      "\n" +
+      R"({"custom_id": "g", "method": "GET", "url": "/v1/completions", "body": {"prompt": "p"}})"
+      "\n" +
+      line_with_body(ok_body));
+  ASSERT_EQ(reqs.size(), 7u);
+  EXPECT_EQ(reqs[0].error,
+            "line 2: field 'url' is \"/v1/chat/completions\": only /v1/completions is supported");
+  EXPECT_EQ(reqs[0].id, json("chat"));
+  EXPECT_EQ(reqs[1].error, "line 3: field 'body.n' is 2: only n = 1 is supported");
+  EXPECT_EQ(reqs[2].error, "line 4: field 'body.echo' is true: echo is not supported");
+  EXPECT_EQ(reqs[3].error, "line 5: missing required field 'custom_id'");
+  EXPECT_EQ(reqs[3].id, json(5));  // the line number stands in for the missing custom_id
+  EXPECT_EQ(reqs[4].error, "line 6: field 'custom_id' must be a string, got 5");
+  EXPECT_EQ(reqs[4].id, json(6));
+  EXPECT_EQ(reqs[5].error, "line 7: field 'method' must be \"POST\", got \"GET\"");
+  EXPECT_EQ(reqs[5].id, json("g"));
+  EXPECT_TRUE(reqs[6].error.empty()) << reqs[6].error;  // bad lines do not end the stream
+  EXPECT_EQ(reqs[6].line, 8u);
+}
+
+TEST(OpenAiBatchInput, BadBodyFieldsNameTheBodyPath) {
+  auto reqs = read_batch(line_with_body(R"({"prompt": ["a", "b"]})") +
+                         line_with_body(R"({"prompt": [1, 2, 3]})") +
+                         line_with_body(R"({"max_tokens": 3})") +
+                         line_with_body(R"({"prompt": "p", "temperature": -1})") +
+                         line_with_body(R"({"prompt": "p", "logprobs": true})") +
+                         line_with_body(R"({"prompt": "p", "logprobs": 21})") +
+                         R"({"custom_id": "c", "url": "/v1/completions", "body": "p"})"
+                         "\n" +
+                         R"({"custom_id": "c", "body": {"prompt": "p"}})"
+                         "\n");
+  ASSERT_EQ(reqs.size(), 8u);
+  EXPECT_EQ(reqs[0].error,
+            "line 1: field 'body.prompt' must be a string or a list of one string, got "
+            "[\"a\",\"b\"]");
+  EXPECT_EQ(reqs[1].error,
+            "line 2: field 'body.prompt' must be a string or a list of one string, got [1,2,3]");
+  EXPECT_EQ(reqs[2].error, "line 3: missing required field 'body.prompt'");
+  EXPECT_EQ(reqs[3].error, "line 4: field 'body.temperature' must be a number >= 0, got -1");
+  EXPECT_EQ(reqs[4].error, "line 5: field 'body.logprobs' must be an integer in [0, 20], got true");
+  EXPECT_EQ(reqs[5].error, "line 6: field 'body.logprobs' must be an integer in [0, 20], got 21");
+  EXPECT_EQ(reqs[6].error, "line 7: field 'body' must be an object, got \"p\"");
+  EXPECT_EQ(reqs[7].error,
+            "line 8: missing required field 'url' (only /v1/completions is supported)");
+}
+
+TEST(OpenAiBatchInput, IgnoredFieldsAreWarnedOncePerName) {
+  testing::internal::CaptureStderr();
+  auto reqs = read_batch(line_with_body(R"({"prompt": "a", "model": "m", "n": 1})") +
+                         line_with_body(R"({"prompt": "b", "model": "m", "user": "u"})"));
+  std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(reqs.size(), 2u);
+  for (const auto& r : reqs) EXPECT_TRUE(r.error.empty()) << r.error;
+  auto count = [&](const std::string& needle) {
+    size_t n = 0;
+    for (size_t pos = err.find(needle); pos != std::string::npos; pos = err.find(needle, pos + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count("\"body.model\""), 1u) << err;
+  EXPECT_EQ(count("\"body.n\""), 1u) << err;
+  EXPECT_EQ(count("\"body.user\""), 1u) << err;
+  EXPECT_EQ(count("prompt"), 0u) << err;
+}
+
+TEST(InputFormatDetection, OpenAiContentWinsOverJsonlExtension) {
+  auto path =
+      write_file("detect_openai.jsonl", "\n  \n" + line_with_body(R"({"prompt": "from batch"})"));
+  EXPECT_EQ(detect_input_format(path), InputFormat::kOpenAiBatch);
+  PromptReader reader(path, {});
+  EXPECT_EQ(reader.format(), InputFormat::kOpenAiBatch);
+  auto r = reader.next();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->prompt, "from batch");
+  EXPECT_EQ(r->id, json("c"));
+  std::filesystem::remove(path);
+}
+
+TEST(InputFormatDetection, JsonTextInATxtFileStaysText) {
+  auto path = write_file("detect_text.txt", "{\"id\": \"q\", \"prompt\": \"x\"}\n");
+  EXPECT_EQ(detect_input_format(path), InputFormat::kText);
+  auto jsonl = write_file("detect_plain.jsonl", "{\"id\": \"q\", \"prompt\": \"x\"}\n");
+  EXPECT_EQ(detect_input_format(jsonl), InputFormat::kJsonl);
+  std::filesystem::remove(path);
+  std::filesystem::remove(jsonl);
+}
+
+TEST(InputFormatDetection, ExplicitFormatOverridesDetection) {
+  auto path = write_file("explicit.jsonl", line_with_body(R"({"prompt": "p"})"));
+  PromptReader as_text(path, {}, InputFormat::kText);
+  EXPECT_EQ(as_text.format(), InputFormat::kText);
+  auto t = as_text.next();
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->prompt + "\n", line_with_body(R"({"prompt": "p"})"));
+  PromptReader as_jsonl(path, {}, InputFormat::kJsonl);
+  auto j = as_jsonl.next();
+  ASSERT_TRUE(j.has_value());
+  EXPECT_EQ(j->error, "line 1: missing required field 'prompt'");
+  PromptReader detected(path, {}, std::nullopt);
+  EXPECT_EQ(detected.format(), InputFormat::kOpenAiBatch);
+  std::filesystem::remove(path);
+}
+
+TEST(InputFormatDetection, ParseInputFormatNames) {
+  EXPECT_EQ(parse_input_format("text"), InputFormat::kText);
+  EXPECT_EQ(parse_input_format("jsonl"), InputFormat::kJsonl);
+  EXPECT_EQ(parse_input_format("openai"), InputFormat::kOpenAiBatch);
+  EXPECT_FALSE(parse_input_format("auto").has_value());
+  EXPECT_THROW(parse_input_format("csv"), Error);
+}
+
+Result finished(json id) {
+  Result r;
+  r.id = std::move(id);
+  r.text = " there was";
+  r.prompt_tokens = 4;
+  r.completion_tokens = 3;
+  r.finish_reason = "length";
+  return r;
+}
+
+TEST(OpenAiBatchOutput, SuccessRecordHasEveryKey) {
+  const auto before = static_cast<int64_t>(std::time(nullptr));
+  std::string line = result_to_json_line(finished("req-1"), OutputFormat::kOpenAiBatch, "llama");
+  const auto after = static_cast<int64_t>(std::time(nullptr));
+  ASSERT_EQ(line.back(), '\n');
+  json j = json::parse(line);
+  const std::string hex = "b9e4d3ee2a909869";  // FNV-1a 64 of "\"req-1\"", computed separately
+  EXPECT_EQ(keys_of(j), (std::set<std::string>{"id", "custom_id", "response", "error"}));
+  EXPECT_EQ(j["id"], "batch_req_" + hex);
+  EXPECT_EQ(j["custom_id"], "req-1");
+  EXPECT_TRUE(j["error"].is_null());
+  const json& resp = j["response"];
+  EXPECT_EQ(keys_of(resp), (std::set<std::string>{"status_code", "request_id", "body"}));
+  EXPECT_EQ(resp["status_code"], 200);
+  EXPECT_EQ(resp["request_id"], hex);
+  const json& body = resp["body"];
+  EXPECT_EQ(keys_of(body),
+            (std::set<std::string>{"id", "object", "created", "model", "choices", "usage"}));
+  EXPECT_EQ(body["id"], "cmpl-" + hex);
+  EXPECT_EQ(body["object"], "text_completion");
+  ASSERT_TRUE(body["created"].is_number_integer());
+  EXPECT_GE(body["created"].get<int64_t>(), before);
+  EXPECT_LE(body["created"].get<int64_t>(), after);
+  EXPECT_EQ(body["model"], "llama");
+  ASSERT_EQ(body["choices"].size(), 1u);
+  EXPECT_EQ(body["choices"][0],
+            json::parse(R"({"index": 0, "text": " there was", "finish_reason": "length",
+                            "logprobs": null})"));
+  EXPECT_EQ(body["usage"],
+            json::parse(R"({"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7})"));
+}
+
+TEST(OpenAiBatchOutput, ErrorRecordCarriesA400AndTheMessage) {
+  Result r = finished("bad");
+  r.finish_reason = "error";
+  r.error = "line 3: field 'body.n' is 2: only n = 1 is supported";
+  json j = json::parse(result_to_json_line(r, OutputFormat::kOpenAiBatch, "m"));
+  const std::string hex = "618074ccf1d290ee";  // FNV-1a 64 of "\"bad\""
+  EXPECT_EQ(j, json::parse(R"({"id": "batch_req_618074ccf1d290ee", "custom_id": "bad",
+      "response": {"status_code": 400, "request_id": ")" +
+                           hex + R"(", "body": {"error": {"message": ")" + r.error +
+                           R"(", "type": "invalid_request_error"}}},
+      "error": {"code": "invalid_request", "message": ")" +
+                           r.error + R"("}})"));
+}
+
+TEST(OpenAiBatchOutput, IntegerIdFromALineNumberIsKeptAsCustomId) {
+  json j = json::parse(result_to_json_line(finished(7), OutputFormat::kOpenAiBatch));
+  EXPECT_EQ(j["custom_id"], json(7));
+  EXPECT_EQ(j["id"], "batch_req_af63aa4c86019796");  // FNV-1a 64 of "7"
+  EXPECT_EQ(j["response"]["body"]["model"], "");
+}
+
+TEST(OpenAiBatchOutput, LogprobsUseTheLegacyCompletionsLayout) {
+  Result r = finished("req-1");
+  r.logprobs = std::vector<TokenLogprob>{{" there", -0.5, {{" there", -0.5}, {" a", -1.25}}},
+                                         {" was", -0.125, {{" was", -0.125}}}};
+  json j = json::parse(result_to_json_line(r, OutputFormat::kOpenAiBatch, "m"));
+  EXPECT_EQ(j["response"]["body"]["choices"][0]["logprobs"],
+            json::parse(R"({"tokens": [" there", " was"], "token_logprobs": [-0.5, -0.125],
+                            "top_logprobs": [{" there": -0.5, " a": -1.25}, {" was": -0.125}]})"));
+}
+
+TEST(OpenAiBatchOutput, InvalidUtf8IsReplacedNotThrown) {
+  Result r = finished(std::string("c\xff"));
+  r.text = "ab\xc3";
+  r.logprobs = std::vector<TokenLogprob>{{"\xe2\x82", -1.0, {{"\xe2\x82", -1.0}}}};
+  std::string line;
+  ASSERT_NO_THROW(line = result_to_json_line(r, OutputFormat::kOpenAiBatch, "m"));
+  json j = json::parse(line);
+  EXPECT_EQ(j["response"]["body"]["choices"][0]["text"], "ab\xEF\xBF\xBD");
+  EXPECT_EQ(j["custom_id"], "c\xEF\xBF\xBD");
+}
+
+TEST(OpenAiBatchOutput, WriterInOpenAiFormatWritesBatchLines) {
+  auto path = (std::filesystem::path(testing::TempDir()) / "openai_out.jsonl").string();
+  {
+    ResultWriter w(path, OutputFormat::kOpenAiBatch, false, "model-x");
+    EXPECT_EQ(w.format(), OutputFormat::kOpenAiBatch);
+    w.write(finished("a"));
+  }
+  std::ifstream in(path);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  json j = json::parse(line);
+  EXPECT_EQ(j["custom_id"], "a");
+  EXPECT_EQ(j["response"]["body"]["model"], "model-x");
+  EXPECT_FALSE(std::getline(in, line));
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace tpllama

@@ -1,0 +1,141 @@
+// prepare_resume: torn-line repair (bytes checked on disk), per-id record counts in both output
+// formats, and refusal of files that are not tpllama output.
+#include "io/resume.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace tpllama {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::path(testing::TempDir()) / name).string();
+}
+
+std::string write_file(const std::string& name, const std::string& content) {
+  auto path = temp_path(name);
+  std::ofstream(path, std::ios::binary) << content;
+  return path;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(PrepareResume, MissingFileGivesAnEmptyIndexAndCreatesNothing) {
+  auto path = temp_path("resume_missing.jsonl");
+  std::filesystem::remove(path);
+  ResumeIndex index = prepare_resume(path, OutputFormat::kJsonl);
+  EXPECT_TRUE(index.done.empty());
+  EXPECT_EQ(index.records, 0u);
+  EXPECT_EQ(index.truncated_bytes, 0u);
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(PrepareResume, TornLastLineIsCutAtTheLastNewline) {
+  const std::string complete =
+      "{\"id\":\"a\",\"text\":\"x\",\"prompt_tokens\":1,\"completion_tokens\":1,"
+      "\"finish_reason\":\"stop\"}\n"
+      "{\"id\":2,\"text\":\"y\",\"prompt_tokens\":1,\"completion_tokens\":1,"
+      "\"finish_reason\":\"length\"}\n";
+  const std::string torn = "{\"id\":\"b\",\"text\":\"unfini";
+  auto path = write_file("resume_torn.jsonl", complete + torn);
+  ASSERT_EQ(read_file(path), complete + torn);
+  ResumeIndex index = prepare_resume(path, OutputFormat::kJsonl);
+  EXPECT_EQ(read_file(path), complete);
+  EXPECT_EQ(index.truncated_bytes, torn.size());
+  EXPECT_EQ(index.records, 2u);
+  EXPECT_EQ(index.done.size(), 2u);
+  EXPECT_EQ(index.done.count("\"b\""), 0u);
+  EXPECT_EQ(index.done.at("\"a\""), 1);
+  EXPECT_EQ(index.done.at("2"), 1);
+  std::filesystem::remove(path);
+}
+
+TEST(PrepareResume, FileWithoutAnyNewlineIsEmptied) {
+  auto path = write_file("resume_no_newline.jsonl", "{\"id\":1,\"te");
+  ResumeIndex index = prepare_resume(path, OutputFormat::kJsonl);
+  EXPECT_EQ(index.truncated_bytes, 11u);
+  EXPECT_EQ(index.records, 0u);
+  EXPECT_EQ(std::filesystem::file_size(path), 0u);
+  std::filesystem::remove(path);
+}
+
+TEST(PrepareResume, IntactFileIsLeftByteForByte) {
+  const std::string content = "{\"id\":\"a\",\"finish_reason\":\"stop\"}\n";
+  auto path = write_file("resume_intact.jsonl", content);
+  ResumeIndex index = prepare_resume(path, OutputFormat::kJsonl);
+  EXPECT_EQ(index.truncated_bytes, 0u);
+  EXPECT_EQ(read_file(path), content);
+  std::filesystem::remove(path);
+}
+
+TEST(PrepareResume, CountsPerIdIncludingDuplicatesAndErrorRecords) {
+  auto path = write_file("resume_counts.jsonl",
+                         "{\"id\":\"a\",\"finish_reason\":\"stop\"}\n"
+                         "{\"id\":\"a\",\"finish_reason\":\"length\"}\n"
+                         "{\"id\":3,\"finish_reason\":\"error\",\"error\":\"line 3: bad\"}\n"
+                         "{\"id\":\"3\",\"finish_reason\":\"stop\"}\n");
+  ResumeIndex index = prepare_resume(path, OutputFormat::kJsonl);
+  EXPECT_EQ(index.records, 4u);
+  EXPECT_EQ(index.done.size(), 3u);
+  EXPECT_EQ(index.done.at("\"a\""), 2);
+  EXPECT_EQ(index.done.at("3"), 1);      // the error record is a final result
+  EXPECT_EQ(index.done.at("\"3\""), 1);  // a string id is not the integer id
+  EXPECT_EQ(index.done.at(id_key(nlohmann::json("a"))), 2);
+  std::filesystem::remove(path);
+}
+
+TEST(PrepareResume, OpenAiFormatKeysOnCustomId) {
+  auto path =
+      write_file("resume_openai.jsonl",
+                 "{\"id\":\"batch_req_1\",\"custom_id\":\"r1\",\"response\":{},\"error\":null}\n"
+                 "{\"id\":\"batch_req_2\",\"custom_id\":\"r2\",\"response\":{},\"error\":{}}\n"
+                 "{\"id\":\"batch_req_1\",\"custom_id\":\"r1\",\"response\":{},\"error\":null}\n");
+  ResumeIndex index = prepare_resume(path, OutputFormat::kOpenAiBatch);
+  EXPECT_EQ(index.records, 3u);
+  EXPECT_EQ(index.done.at("\"r1\""), 2);
+  EXPECT_EQ(index.done.at("\"r2\""), 1);
+  EXPECT_EQ(index.done.count("\"batch_req_1\""), 0u);
+  std::filesystem::remove(path);
+}
+
+void expect_refused(const std::string& name, const std::string& content, OutputFormat format,
+                    const std::string& expected_start) {
+  auto path = write_file(name, content);
+  try {
+    prepare_resume(path, format);
+    ADD_FAILURE() << "expected tpllama::Error for " << name;
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("cannot resume from " + path + ": " + expected_start, 0),
+              0u)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("not a tpllama output"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(PrepareResume, CompleteLineThatIsNotARecordThrowsNamingTheLine) {
+  expect_refused("resume_bad_json.jsonl", "{\"id\":1}\n{\"id\":2}\nhello world\n",
+                 OutputFormat::kJsonl, "line 3 is not valid JSON");
+  expect_refused("resume_no_id.jsonl", "{\"id\":1}\n{\"text\":\"x\"}\n", OutputFormat::kJsonl,
+                 "line 2 has no string or integer 'id' field");
+  expect_refused("resume_array.jsonl", "[1,2]\n", OutputFormat::kJsonl,
+                 "line 1 is a JSON array, not an object");
+  // A tpllama JSONL file resumed as OpenAI output lacks custom_id.
+  expect_refused("resume_wrong_format.jsonl", "{\"id\":\"a\",\"finish_reason\":\"stop\"}\n",
+                 OutputFormat::kOpenAiBatch, "line 1 has no string or integer 'custom_id' field");
+}
+
+TEST(PrepareResume, DirectoryIsRefused) {
+  EXPECT_THROW(prepare_resume(testing::TempDir(), OutputFormat::kJsonl), Error);
+}
+
+}  // namespace
+}  // namespace tpllama
