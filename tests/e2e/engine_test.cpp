@@ -1,0 +1,294 @@
+// The batch engine end to end on stories260K: scheduling never changes greedy output (batch
+// limits, block sizes, preemption), kill -9 then --resume gives every id exactly once with the
+// uninterrupted text, OpenAI batch round trip, --ordered, duplicate ids, logprobs against the
+// shipped run.c logits, and the --stats / --trace files.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "cli_util.h"
+
+namespace {
+
+using namespace tpllama::cli_test;
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+class Engine : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    stories_ = stories_dir();
+    if (stories_.empty()) return;
+    work_ = (fs::temp_directory_path() / ("tpllama_engine_" + std::to_string(::getpid()))).string();
+    fs::remove_all(work_);
+    fs::create_directories(work_);
+    model_ = work_ + "/stories260K";
+    convert_ = run_shell(binary() + " convert --from llama2c --checkpoint " + stories_ + "/stories260K.bin --tokenizer " +
+                         stories_ + "/tok512.model --out " + model_);
+  }
+  static void TearDownTestSuite() {
+    if (!work_.empty()) fs::remove_all(work_);
+  }
+  void SetUp() override {
+    if (stories_.empty()) GTEST_SKIP() << "../shared/models/stories260K not found (set TPLLAMA_SHARED_DIR)";
+    ASSERT_EQ(convert_.exit_code, 0) << convert_.output;
+  }
+
+  // n requests over a few prompts, with long enough completions to fill the KV cache.
+  static std::string mixed_input(const std::string& name, int n, int max_tokens) {
+    const char* prompts[] = {"Once upon a time", "The little dog", "She said, \"Hello!\"", "", "Tom and Lily", "One day"};
+    std::string path = work_ + "/" + name + "_in.jsonl";
+    std::ofstream out(path);
+    for (int i = 0; i < n; ++i)
+      out << json({{"id", i}, {"prompt", prompts[i % 6]}, {"max_tokens", max_tokens + i % 7}}).dump() << "\n";
+    return path;
+  }
+
+  CommandResult run(const std::string& input, const std::string& output, const std::string& flags = "") {
+    return run_shell(binary() + " run --model " + model_ + " --input " + input + " --output " + output + " " + flags);
+  }
+
+  static std::map<std::string, std::string> text_by_id(const std::string& path) {
+    std::map<std::string, std::string> m;
+    for (const json& r : read_jsonl(path)) m[r["id"].dump()] = r.dump();
+    return m;
+  }
+
+  static std::string stories_, work_, model_;
+  static CommandResult convert_;
+};
+
+std::string Engine::stories_, Engine::work_, Engine::model_;
+CommandResult Engine::convert_;
+
+TEST_F(Engine, GreedyOutputDoesNotDependOnSchedulingOrCacheSize) {
+  const std::string in = mixed_input("sched", 24, 120);
+  const std::string base = work_ + "/sched_base.jsonl";
+  ASSERT_EQ(run(in, base).exit_code, 0);
+  const auto expected = text_by_id(base);
+  ASSERT_EQ(expected.size(), 24u);
+  for (const std::string& flags : std::vector<std::string>{"--max-seqs 1", "--max-seqs 3 --max-batch-tokens 16", "--max-seqs 64 --max-batch-tokens 4096",
+                            "--kv-block-size 1", "--kv-block-size 7 --max-batch-tokens 5",
+                            "--kv-cache-memory 700KB --stats " + work_ + "/sched_stats.json"}) {
+    SCOPED_TRACE(flags);
+    const std::string out = work_ + "/sched.jsonl";
+    CommandResult r = run(in, out, flags);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(text_by_id(out), expected);
+  }
+  json stats;
+  std::ifstream(work_ + "/sched_stats.json") >> stats;
+  EXPECT_GT(stats["preemptions"].get<int>(), 0) << "a 34-block cache for 24 sequences must preempt";
+}
+
+// kill -9 at several points, then --resume: every id exactly once, texts as uninterrupted.
+TEST_F(Engine, KillNineThenResumeGivesEveryIdExactlyOnce) {
+  const std::string in = work_ + "/resume_in.txt";
+  {
+    std::ofstream out(in);
+    const char* prompts[] = {"Once upon a time", "The little dog", "Tom and Lily", "One day"};
+    for (int i = 0; i < 3000; ++i) out << prompts[i % 4] << " " << i % 97 << "\n";
+  }
+  const std::string flags = " --max-tokens 8 --max-seqs 16 --threads 1";
+  const std::string full = work_ + "/resume_full.jsonl";
+  ASSERT_EQ(run(in, full, flags).exit_code, 0);
+  const auto expected = text_by_id(full);
+  ASSERT_EQ(expected.size(), 3000u);
+
+  for (size_t kill_after : {1u, 900u, 2400u}) {
+    SCOPED_TRACE("killed after " + std::to_string(kill_after) + " records");
+    const std::string out = work_ + "/resume_" + std::to_string(kill_after) + ".jsonl";
+    const std::string cmd = "exec " + binary() + " run --model " + model_ + " --input " + in + " --output " + out + flags +
+                            " > /dev/null 2>&1";
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    const auto start = Clock::now();
+    size_t lines = 0;
+    while (lines < kill_after && Clock::now() - start < std::chrono::seconds(60)) {
+      std::ifstream f(out);
+      lines = static_cast<size_t>(std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n'));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    ASSERT_LT(lines, 3000u) << "the run finished before it could be killed";
+    CommandResult r = run(in, out, flags + " --resume");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::map<std::string, int> count;
+    for (const json& rec : read_jsonl(out)) ++count[rec["id"].dump()];
+    EXPECT_EQ(count.size(), 3000u);
+    for (const auto& [id, n] : count) EXPECT_EQ(n, 1) << "id " << id;
+    EXPECT_EQ(text_by_id(out), expected);
+  }
+}
+
+TEST_F(Engine, ResumeCutsATornLastLine) {
+  const std::string in = mixed_input("torn", 6, 20);
+  const std::string full = work_ + "/torn_full.jsonl", out = work_ + "/torn.jsonl";
+  ASSERT_EQ(run(in, full).exit_code, 0);
+  std::vector<json> records = read_jsonl(full);
+  {
+    std::ofstream partial(out);
+    partial << records[0].dump() << "\n" << records[1].dump() << "\n" << records[2].dump().substr(0, 17);
+  }
+  CommandResult r = run(in, out, "--resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("torn last line of 17 bytes"), std::string::npos) << r.output;
+  EXPECT_EQ(text_by_id(out), text_by_id(full));
+  EXPECT_EQ(read_jsonl(out).size(), 6u);
+}
+
+TEST_F(Engine, DuplicateIdsAreErrorRecords) {
+  const std::string in = work_ + "/dup.jsonl";
+  std::ofstream(in) << R"({"id": "a", "prompt": "Once upon a time", "max_tokens": 4})" << "\n"
+                    << R"({"id": "b", "prompt": "The little dog", "max_tokens": 4})" << "\n"
+                    << R"({"id": "a", "prompt": "One day", "max_tokens": 4})" << "\n";
+  const std::string out = work_ + "/dup_out.jsonl";
+  CommandResult r = run(in, out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<json> records = read_jsonl(out);
+  ASSERT_EQ(records.size(), 3u);
+  int errors = 0;
+  for (const json& rec : records)
+    if (rec["finish_reason"] == "error") {
+      ++errors;
+      EXPECT_EQ(rec["id"], "a");
+      EXPECT_NE(rec["error"].get<std::string>().find("first on line 1"), std::string::npos) << rec.dump();
+    }
+  EXPECT_EQ(errors, 1);
+}
+
+TEST_F(Engine, OrderedWritesInInputOrder) {
+  const std::string in = mixed_input("ordered", 40, 30);
+  const std::string out = work_ + "/ordered.jsonl", unordered = work_ + "/unordered.jsonl";
+  ASSERT_EQ(run(in, out, "--ordered --max-seqs 8").exit_code, 0);
+  ASSERT_EQ(run(in, unordered, "--max-seqs 8").exit_code, 0);
+  std::vector<json> records = read_jsonl(out);
+  ASSERT_EQ(records.size(), 40u);
+  for (size_t i = 0; i < records.size(); ++i) EXPECT_EQ(records[i]["id"], static_cast<int>(i));
+  std::vector<json> finish_order = read_jsonl(unordered);
+  bool differs = false;
+  for (size_t i = 0; i < finish_order.size(); ++i) differs = differs || finish_order[i]["id"] != static_cast<int>(i);
+  EXPECT_TRUE(differs) << "the default (completion order) should differ from input order on this input";
+  EXPECT_EQ(text_by_id(out), text_by_id(unordered));
+}
+
+TEST_F(Engine, OpenAiBatchRoundTrip) {
+  const std::string in = work_ + "/batch.jsonl";
+  {
+    std::ofstream f(in);
+    f << json({{"custom_id", "req-1"}, {"method", "POST"}, {"url", "/v1/completions"},
+               {"body", {{"model", "stories"}, {"prompt", "Once upon a time"}, {"max_tokens", 12}, {"temperature", 0}}}})
+             .dump()
+      << "\n";
+    f << json({{"custom_id", "req-2"}, {"method", "POST"}, {"url", "/v1/chat/completions"},
+               {"body", {{"messages", json::array()}}}})
+             .dump()
+      << "\n";
+  }
+  const std::string out = work_ + "/batch_out.jsonl";
+  CommandResult r = run(in, out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::map<std::string, json> by_custom;
+  for (const json& rec : read_jsonl(out)) by_custom[rec["custom_id"]] = rec;
+  ASSERT_EQ(by_custom.size(), 2u);
+  const json& ok = by_custom["req-1"];
+  EXPECT_EQ(ok["response"]["status_code"], 200);
+  EXPECT_EQ(ok["error"], nullptr);
+  const json& body = ok["response"]["body"];
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(body["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(body["usage"]["total_tokens"], body["usage"]["prompt_tokens"].get<int>() + 12);
+  // The same text as the JSONL path gives for the same request.
+  const std::string jsonl_in = work_ + "/batch_same.jsonl", jsonl_out = work_ + "/batch_same_out.jsonl";
+  std::ofstream(jsonl_in) << R"({"id": 1, "prompt": "Once upon a time", "max_tokens": 12})" << "\n";
+  ASSERT_EQ(run(jsonl_in, jsonl_out).exit_code, 0);
+  EXPECT_EQ(body["choices"][0]["text"], read_jsonl(jsonl_out)[0]["text"]);
+  const json& bad = by_custom["req-2"];
+  EXPECT_EQ(bad["response"]["status_code"], 400);
+  EXPECT_NE(bad["error"]["message"].get<std::string>().find("/v1/completions"), std::string::npos) << bad.dump();
+}
+
+// logprobs of the greedy continuation equal log-softmax of run.c's own logits (shipped file).
+TEST_F(Engine, LogprobsMatchTheShippedLogits) {
+  const std::string in = work_ + "/lp.jsonl";
+  std::ofstream(in) << R"({"id": 0, "prompt": "Once upon a time", "max_tokens": 59, "logprobs": 3})" << "\n";
+  const std::string out = work_ + "/lp_out.jsonl";
+  CommandResult r = run(in, out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json rec = read_jsonl(out).at(0);
+  const json& lp = rec["logprobs"];
+  ASSERT_EQ(lp["token_logprobs"].size(), 59u) << rec.dump();
+  std::ifstream f(stories_ + "/logits_once_upon_a_time.f32", std::ios::binary);
+  std::vector<float> logits(64 * 512);
+  ASSERT_TRUE(f.read(reinterpret_cast<char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4)));
+  std::ifstream refs(stories_ + "/reference_greedy.jsonl");
+  std::string line;
+  std::getline(refs, line);
+  const json ref = json::parse(line);
+  for (size_t g = 0; g < 59; ++g) {
+    const float* row = logits.data() + (4 + g) * 512;  // position 4 is the prompt's last token
+    double mx = row[0], sum = 0;
+    for (int v = 0; v < 512; ++v) mx = std::max(mx, static_cast<double>(row[v]));
+    for (int v = 0; v < 512; ++v) sum += std::exp(row[v] - mx);
+    const int token = ref["generated_tokens"][g].get<int>();
+    const double expected = row[token] - mx - std::log(sum);
+    EXPECT_NEAR(lp["token_logprobs"][g].get<double>(), expected, 1e-4) << "token " << g;
+    ASSERT_EQ(lp["top_logprobs"][g].size(), 3u);
+    double best = -1e30;
+    for (const auto& [text, value] : lp["top_logprobs"][g].items()) best = std::max(best, value.get<double>());
+    EXPECT_NEAR(best, expected, 1e-4) << "greedy: the chosen token is the most likely";
+  }
+}
+
+TEST_F(Engine, StatsAndTraceFilesHoldPlausibleFigures) {
+  const std::string in = mixed_input("stats", 10, 30);
+  const std::string out = work_ + "/stats_out.jsonl", stats_path = work_ + "/stats.json", trace_path = work_ + "/trace.json";
+  CommandResult r = run(in, out, "--stats " + stats_path + " --trace " + trace_path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json stats, trace;
+  std::ifstream(stats_path) >> stats;
+  std::ifstream(trace_path) >> trace;
+  long long generated = 0, prompt = 0;
+  for (const json& rec : read_jsonl(out)) {
+    generated += rec["completion_tokens"].get<long long>();
+    prompt += rec["prompt_tokens"].get<long long>();
+  }
+  EXPECT_EQ(stats["requests"], 10);
+  EXPECT_EQ(stats["generated_tokens"].get<long long>(), generated);
+  EXPECT_EQ(stats["prompt_tokens"].get<long long>(), prompt);
+  EXPECT_GT(stats["output_tokens_per_second"].get<double>(), 0);
+  for (const char* k : {"ttft_seconds", "tpot_seconds"})
+    for (const char* p : {"p50", "p90", "p99"}) {
+      EXPECT_GT(stats[k][p].get<double>(), 0) << k << " " << p;
+      EXPECT_LT(stats[k][p].get<double>(), stats["elapsed_seconds"].get<double>()) << k << " " << p;
+    }
+  EXPECT_LE(stats["ttft_seconds"]["p50"].get<double>(), stats["ttft_seconds"]["p99"].get<double>());
+  ASSERT_EQ(stats["ranks"].size(), 1u);
+  const json& rank = stats["ranks"][0];
+  EXPECT_GT(rank["peak_memory_bytes"].get<double>(), rank["weight_bytes"].get<double>());
+  EXPECT_EQ(rank["weight_bytes"].get<double>(), 260032.0 * 4);  // stories260K in f32, tied embedding held once
+  EXPECT_GT(rank["compute_seconds"].get<double>(), 0);
+  EXPECT_GE(rank["bubble_fraction"].get<double>(), 0);
+  EXPECT_LE(rank["bubble_fraction"].get<double>(), 1);
+  std::set<std::string> names;
+  for (const json& e : trace["traceEvents"])
+    if (e["ph"] == "X") names.insert(e["name"].get<std::string>());
+  EXPECT_TRUE(names.count("forward")) << trace.dump().substr(0, 500);
+  EXPECT_TRUE(names.count("sample"));
+}
+
+}  // namespace
