@@ -236,19 +236,22 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
   std::unique_ptr<PromptReader> reader;
   std::unique_ptr<ResultWriter> writer;
   std::unique_ptr<ResumeIndex> resume;
+  std::unique_ptr<OutputLock> output_lock;
   long long total_requests = 0;
   collective_phase([&] {
     if (rank != 0) return;
     reader = std::make_unique<PromptReader>(o.input, o.defaults, parse_input_format(o.input_format));
     const OutputFormat format =
         reader->format() == InputFormat::kOpenAiBatch ? OutputFormat::kOpenAiBatch : OutputFormat::kJsonl;
+    const bool had_output = std::filesystem::exists(o.output) && std::filesystem::file_size(o.output) > 0;
+    output_lock = std::make_unique<OutputLock>(o.output);  // before anything reads or cuts the file
     if (o.resume) {
       resume = std::make_unique<ResumeIndex>(prepare_resume(o.output, format));
       log::info("resume: " + std::to_string(resume->records) + " records already in " + o.output +
                 (resume->truncated_bytes > 0
                      ? "; cut a torn last line of " + std::to_string(resume->truncated_bytes) + " bytes"
                      : ""));
-    } else if (std::filesystem::exists(o.output) && std::filesystem::file_size(o.output) > 0) {
+    } else if (had_output) {
       log::warn("overwriting " + o.output + " (" + std::to_string(std::filesystem::file_size(o.output)) +
                 " bytes); pass --resume to keep its records and continue after them");
     }

@@ -3,6 +3,7 @@
 #include "io/result_writer.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -107,6 +108,24 @@ void OrderedResultWriter::submit(uint64_t order, Result r) {
     writer_.write(it->second);
     ++next_order_;
   }
+}
+
+OutputLock::OutputLock(const std::string& path) {
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("cannot open output file ", path, ": ", std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    if (err == EWOULDBLOCK)
+      fail("another process is writing to ", path, " (it holds the file's lock): wait for it to end or stop it, ",
+           "then --resume");
+    fail("cannot lock output file ", path, ": ", std::strerror(err));
+  }
+}
+
+OutputLock::~OutputLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the lock
 }
 
 }  // namespace tpllama

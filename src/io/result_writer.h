@@ -41,6 +41,20 @@ class ResultWriter {
   size_t records_written_ = 0;
 };
 
+// An exclusive advisory lock (flock) on the output file, held for the whole run: a second run
+// on the same file — a resume started while the first is still writing — fails instead of
+// interleaving duplicate records. Creates the file when it does not exist.
+class OutputLock {
+ public:
+  explicit OutputLock(const std::string& path);  // throws Error naming the path (and why)
+  ~OutputLock();
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // kJsonl: {"id","text","prompt_tokens","completion_tokens","finish_reason"} in that order, plus
 // "error" only when finish_reason is "error" and "logprobs" only when r.logprobs is set.
 // kOpenAiBatch: {"id": "batch_req_<hex>", "custom_id", "response", "error"} (see openai_batch.h).

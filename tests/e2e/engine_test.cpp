@@ -134,6 +134,27 @@ TEST_F(Engine, KillNineThenResumeGivesEveryIdExactlyOnce) {
   }
 }
 
+TEST_F(Engine, ASecondRunOnTheSameOutputIsRefusedWhileTheFirstWrites) {
+  const std::string in = mixed_input("locked", 600, 60);
+  const std::string out = work_ + "/locked.jsonl";
+  const std::string cmd = "exec " + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
+                          " --threads 1 > /dev/null 2>&1";
+  const pid_t first = ::fork();
+  ASSERT_GE(first, 0);
+  if (first == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto start = Clock::now();
+  while (!(fs::exists(out) && fs::file_size(out) > 0) && Clock::now() - start < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CommandResult second = run(in, out, "--resume");
+  ::kill(first, SIGKILL);
+  ::waitpid(first, nullptr, 0);
+  EXPECT_NE(second.exit_code, 0);
+  EXPECT_NE(second.output.find("another process is writing to"), std::string::npos) << second.output;
+}
+
 TEST_F(Engine, ResumeCutsATornLastLine) {
   const std::string in = mixed_input("torn", 6, 20);
   const std::string full = work_ + "/torn_full.jsonl", out = work_ + "/torn.jsonl";

@@ -205,6 +205,101 @@ INSTANTIATE_TEST_SUITE_P(
                       BadLayout{2, "--pp 2 --pp-layers 1,1", "--pp-layers sums to 2 but the model has 5 layers"}),
     [](const auto& param_info) { return "np" + std::to_string(param_info.param.np) + "_" + std::to_string(param_info.index); });
 
+// Scheduling settings, a cache small enough to preempt, and logprobs: identical to one rank.
+TEST_F(Distributed, SchedulingAndLogprobsMatchOneRankAtEveryDepth) {
+  const std::string in = work_ + "/sched_in.jsonl";
+  {
+    std::ofstream f(in);
+    const char* prompts[] = {"Once upon a time", "The little dog", "She said", "", "Tom and Lily", "One day"};
+    for (int i = 0; i < 18; ++i) {
+      json request = {{"id", i}, {"prompt", prompts[i % 6]}, {"max_tokens", 100 + i}};
+      if (i % 3 == 0) request["logprobs"] = 2;
+      f << request.dump() << "\n";
+    }
+  }
+  const std::string base = work_ + "/sched_base.jsonl";
+  CommandResult b = run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + base);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const auto expected = lines_by_id(base);
+  for (const std::string& flags :
+       std::vector<std::string>{"--tp 2 --pp 2 --max-seqs 3", "--tp 2 --pp 2 --max-batch-tokens 16",
+                                "--tp 1 --pp 4 --max-seqs 64 --max-batch-tokens 4096",
+                                "--tp 2 --pp 2 --kv-cache-memory 360KB --stats " + work_ + "/sched_stats.json",
+                                "--tp 4 --pp 1 --kv-block-size 5"}) {
+    SCOPED_TRACE(flags);
+    const std::string out = work_ + "/sched.jsonl";
+    CommandResult r = run_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in + " --output " +
+                                out + " " + flags);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto got = lines_by_id(out);
+    ASSERT_EQ(got.size(), expected.size());
+    for (const auto& [id, line] : expected) {
+      json want = json::parse(line), have = json::parse(got.at(id));
+      ASSERT_EQ(want["finish_reason"], "length") << line;
+      EXPECT_EQ(have["text"], want["text"]) << "id " << id;
+      if (!want.contains("logprobs")) continue;
+      ASSERT_TRUE(have.contains("logprobs")) << "id " << id;
+      const json &wl = want["logprobs"]["token_logprobs"], &hl = have["logprobs"]["token_logprobs"];
+      ASSERT_EQ(hl.size(), wl.size());
+      for (size_t i = 0; i < wl.size(); ++i) EXPECT_NEAR(hl[i].get<double>(), wl[i].get<double>(), 1e-4);
+    }
+  }
+  json stats;
+  std::ifstream(work_ + "/sched_stats.json") >> stats;
+  EXPECT_GT(stats["preemptions"].get<int>(), 0);
+  EXPECT_EQ(stats["ranks"].size(), 4u);
+}
+
+// kill -9 of the whole mpirun job part-way, then --resume: exactly once, same texts.
+TEST_F(Distributed, KilledJobResumesExactlyOnce) {
+  const std::string in = work_ + "/job_in.txt";
+  {
+    std::ofstream f(in);
+    for (int i = 0; i < 2000; ++i) f << (i % 2 ? "Once upon a time " : "The little dog ") << i % 89 << "\n";
+  }
+  const std::string flags = " --tp 2 --pp 2 --max-tokens 8 --max-seqs 16";
+  const std::string full = work_ + "/job_full.jsonl", out = work_ + "/job.jsonl";
+  ASSERT_EQ(run_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in + " --output " + full + flags)
+                .exit_code,
+            0);
+  const pid_t job = ::fork();
+  ASSERT_GE(job, 0);
+  if (job == 0) {
+    ::setpgid(0, 0);  // its own process group: mpirun and every rank die together
+    const std::string cmd = "exec " + mpirun(4) + binary() + " run --model " + model_ + " --input " + in + " --output " +
+                            out + flags + " > /dev/null 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(job, job);
+  const auto start = Clock::now();
+  size_t lines = 0;
+  while (lines < 600 && Clock::now() - start < std::chrono::seconds(60)) {
+    std::ifstream f(out);
+    lines = static_cast<size_t>(std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n'));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // The whole job, as a scheduler would: mpirun's process group and every rank under it.
+  CommandResult ranks = run_shell("pgrep -P " + std::to_string(job));
+  ::kill(-job, SIGKILL);
+  std::istringstream pids(ranks.output);
+  for (long p; pids >> p;) ::kill(static_cast<pid_t>(p), SIGKILL);
+  ::waitpid(job, nullptr, 0);
+  for (int i = 0; i < 100 && run_shell("pgrep -f " + out).exit_code == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_LT(lines, 2000u) << "the job finished before it could be killed";
+  CommandResult r = run_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
+                              flags + " --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::map<std::string, int> count;
+  std::ifstream f(out);
+  std::string line;
+  while (std::getline(f, line)) ++count[json::parse(line)["id"].dump()];
+  EXPECT_EQ(count.size(), 2000u);
+  for (const auto& [id, n] : count) EXPECT_EQ(n, 1) << "id " << id;
+  EXPECT_EQ(lines_by_id(out), lines_by_id(full));
+}
+
 // kill -9 of one rank in the middle of a run: Open MPI's launcher must end the job, non-zero.
 TEST_F(Distributed, KilledRankEndsTheJobWithinThirtySeconds) {
   const std::string input = work_ + "/many.txt";
