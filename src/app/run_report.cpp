@@ -26,17 +26,10 @@ std::string mib(double bytes) {
   return os.str();
 }
 
-nlohmann::json percentiles(std::vector<double> v) {
-  if (v.empty()) return nullptr;
-  std::sort(v.begin(), v.end());
-  auto at = [&](double p) {  // nearest rank
-    size_t i = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-    return v[std::min(v.size() - 1, i == 0 ? 0 : i - 1)];
-  };
-  double sum = 0;
-  for (double x : v) sum += x;
-  return {{"p50", at(50)}, {"p90", at(90)}, {"p99", at(99)}, {"mean", sum / static_cast<double>(v.size())},
-          {"count", v.size()}};
+nlohmann::json percentiles(const LatencyHistogram& h) {
+  if (h.count() == 0) return nullptr;
+  return {{"p50", h.percentile(50)}, {"p90", h.percentile(90)}, {"p99", h.percentile(99)}, {"mean", h.mean()},
+          {"count", h.count()}};
 }
 
 double bubble(const RankFigures& f) {
@@ -93,8 +86,8 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
       {"output_tokens_per_second", static_cast<double>(s.generated_tokens) / secs},
       {"output_tokens_per_second_per_rank", static_cast<double>(s.generated_tokens) / secs / t.world_size()},
       {"total_tokens_per_second", static_cast<double>(s.generated_tokens + s.prompt_tokens) / secs},
-      {"ttft_seconds", percentiles(s.ttft_seconds)},
-      {"tpot_seconds", percentiles(s.tpot_seconds)},
+      {"ttft_seconds", percentiles(s.ttft)},
+      {"tpot_seconds", percentiles(s.tpot)},
       {"bubble_fraction", compute + wait > 0 ? wait / (compute + wait) : 0.0},
       {"ranks", ranks},
   };

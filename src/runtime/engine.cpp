@@ -163,15 +163,16 @@ class Run {
     const std::string key = id_key(req.id);
     auto done = remaining_done_.find(key);
     const bool already_written = done != remaining_done_.end() && done->second > 0;
-    auto [first, fresh] = first_line_.emplace(key, req.line);
+    const uint32_t first_line = seen_.insert(key, static_cast<uint32_t>(req.line));
     if (already_written) {
       --done->second;
       ++summary_.skipped;
       return;
     }
     const uint64_t order = next_order_++;
-    if (!fresh) return reject(req, order, 0, line_prefix(req) + "duplicate id " + key + " (first on line " +
-                                                 std::to_string(first->second) + "); ids must be unique");
+    if (first_line != 0)
+      return reject(req, order, 0, line_prefix(req) + "duplicate id " + key + " (first on line " +
+                                       std::to_string(first_line) + "); ids must be unique");
     if (!req.error.empty()) return reject(req, order, 0, req.error);
     auto seq = std::make_unique<Sequence>(std::move(req), tok_);
     seq->order = order;
@@ -323,9 +324,8 @@ class Run {
       if (s.request.logprobs >= 0) result.logprobs = std::move(s.logprobs);
       (s.finish_reason == "stop" ? summary_.finished_stop : summary_.finished_length)++;
       summary_.generated_tokens += s.n_generated;
-      summary_.ttft_seconds.push_back(seconds_between(s.admitted, s.first_token));
-      if (s.n_generated > 1)
-        summary_.tpot_seconds.push_back(seconds_between(s.first_token, Clock::now()) / (s.n_generated - 1));
+      summary_.ttft.add(seconds_between(s.admitted, s.first_token));
+      if (s.n_generated > 1) summary_.tpot.add(seconds_between(s.first_token, Clock::now()) / (s.n_generated - 1));
       write(s.order, std::move(result));
       slot_used_[static_cast<size_t>(s.slot)] = false;
       release_blocks(s);
@@ -348,7 +348,7 @@ class Run {
   std::vector<int32_t> free_blocks_;
   std::unique_ptr<OrderedResultWriter> ordered_;
   std::unordered_map<std::string, int> remaining_done_;  // --resume: records still to skip per id
-  std::unordered_map<std::string, size_t> first_line_;    // id → line it first appeared on
+  IdIndex seen_;  // id → line it first appeared on
   Progress progress_;
   bool input_done_ = false;
   int64_t next_group_ = 0;

@@ -13,6 +13,7 @@
 #include "io/resume.h"
 #include "model/config.h"
 #include "runtime/pipeline.h"
+#include "runtime/run_metrics.h"
 #include "runtime/tokenizer.h"
 
 namespace tpllama {
@@ -50,8 +51,8 @@ struct RunSummary {
   long long preemptions = 0;
   long long skipped = 0;  // already in the output (--resume)
   double seconds = 0;
-  std::vector<double> ttft_seconds;  // admission to first token, per finished request
-  std::vector<double> tpot_seconds;  // mean time per output token after the first
+  LatencyHistogram ttft;  // admission to first token, per finished request
+  LatencyHistogram tpot;  // mean time per output token after the first
   std::string describe() const;
 };
 

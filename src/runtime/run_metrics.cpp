@@ -1,0 +1,80 @@
+// LatencyHistogram and IdIndex.
+#include "runtime/run_metrics.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tpllama {
+
+void LatencyHistogram::add(double seconds) {
+  const double v = std::max(seconds, 0.0);
+  const size_t bucket = v <= kMin ? 0 : static_cast<size_t>(std::log(v / kMin) / std::log(kGrowth)) + 1;
+  if (bucket >= buckets_.size()) buckets_.resize(bucket + 1, 0);
+  ++buckets_[bucket];
+  ++count_;
+  sum_ += v;
+  max_ = std::max(max_, v);
+}
+
+double LatencyHistogram::percentile(double p) const {
+  if (count_ == 0) return 0;
+  const long long rank = std::max<long long>(1, static_cast<long long>(std::ceil(p / 100.0 * static_cast<double>(count_))));
+  long long seen = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    seen += buckets_[b];
+    if (seen >= rank) {
+      if (b == 0) return kMin;
+      return std::min(max_, kMin * std::pow(kGrowth, static_cast<double>(b) - 0.5));  // bucket middle
+    }
+  }
+  return max_;
+}
+
+namespace {
+
+uint64_t fnv1a64(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  h ^= h >> 33;  // finalizer: spreads FNV's low bits over the table index
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return h == 0 ? 1 : h;
+}
+
+}  // namespace
+
+uint32_t IdIndex::insert(const std::string& key, uint32_t line) {
+  if (2 * (size_ + 1) > hashes_.size()) grow();
+  const uint64_t h = fnv1a64(key);
+  const size_t mask = hashes_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    if (hashes_[i] == 0) {
+      hashes_[i] = h;
+      lines_[i] = line;
+      ++size_;
+      return 0;
+    }
+    if (hashes_[i] == h) return lines_[i];
+  }
+}
+
+void IdIndex::grow() {
+  std::vector<uint64_t> old_hashes = std::move(hashes_);
+  std::vector<uint32_t> old_lines = std::move(lines_);
+  const size_t capacity = std::max<size_t>(1024, old_hashes.size() * 2);
+  hashes_.assign(capacity, 0);
+  lines_.assign(capacity, 0);
+  const size_t mask = capacity - 1;
+  for (size_t j = 0; j < old_hashes.size(); ++j) {
+    if (old_hashes[j] == 0) continue;
+    size_t i = old_hashes[j] & mask;
+    while (hashes_[i] != 0) i = (i + 1) & mask;
+    hashes_[i] = old_hashes[j];
+    lines_[i] = old_lines[j];
+  }
+}
+
+}  // namespace tpllama
