@@ -3,12 +3,18 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "io/prompt_reader.h"
 #include "io/request.h"
+#include "io/result_writer.h"
+#include "model/config.h"
+#include "runtime/tokenizer.h"
 
 namespace tpllama {
 
@@ -59,12 +65,29 @@ struct ShardOptionsCli {
   std::vector<int> pp_layers;
 };
 
+// What another command (perplexity) puts in place of the prompt file and the output file.
+struct RunHooks {
+  std::function<std::unique_ptr<RequestSource>(const Tokenizer&, const LlamaConfig&, int context)> make_source;
+  ResultSink* sink = nullptr;
+};
+
+struct PerplexityOptions {
+  RunOptions run;
+  std::string json;     // --output
+  int context_len = 0;  // 0: the model's context
+  int stride = 0;       // 0: half the window
+};
+
 void add_run_command(CLI::App& app, RunOptions& options);
+void add_perplexity_command(CLI::App& app, PerplexityOptions& options);
 void add_convert_command(CLI::App& app, ConvertOptionsCli& options);
 void add_shard_command(CLI::App& app, ShardOptionsCli& options);
 
 int run_command(const RunOptions& options, const MpiSession& mpi);
+// The whole run with the request source and result sink of hooks (nullptr: the files of options).
+int run_engine(const RunOptions& options, const MpiSession& mpi, const RunHooks* hooks);
 int convert_command(const ConvertOptionsCli& options, const MpiSession& mpi);
 int shard_command(const ShardOptionsCli& options, const MpiSession& mpi);
+int perplexity_command(PerplexityOptions options, const MpiSession& mpi);
 
 }  // namespace tpllama

@@ -154,6 +154,9 @@ void warn_cross_node_tp(const Topology& t, const NodeInfo& nodes) {
   }
 }
 
+// Logit rows a step may ask for: a decode row per sequence, and scored continuation tokens.
+int max_logit_rows(const RunOptions& o) { return std::max(o.max_seqs, std::min(o.max_batch_tokens, 512)); }
+
 // Bytes this process may still use: MemAvailable from /proc/meminfo (0 when unknown).
 uint64_t available_memory() {
   std::ifstream in("/proc/meminfo");
@@ -180,7 +183,9 @@ long long local_kv_blocks(const RunOptions& o, const LlamaModel& model, const No
 
 }  // namespace
 
-int run_command(const RunOptions& o, const MpiSession& mpi) {
+int run_command(const RunOptions& o, const MpiSession& mpi) { return run_engine(o, mpi, nullptr); }
+
+int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks) {
   const auto t0 = std::chrono::steady_clock::now();
   const NodeInfo nodes = detect_nodes();
   const int rank = mpi.rank();
@@ -229,10 +234,12 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
   std::unique_ptr<LlamaModel> model;
   collective_phase([&] {
     model = std::make_unique<LlamaModel>(*checkpoint, *topology, *tp_comm, ctx,
-                                         ModelLimits{o.max_batch_tokens, o.max_seqs});
+                                         ModelLimits{o.max_batch_tokens, max_logit_rows(o)});
   });
   report_weights(*topology, model->weights(), *checkpoint);
 
+  const int context = o.max_model_len > 0 ? std::min(o.max_model_len, config.max_seq_len) : config.max_seq_len;
+  std::unique_ptr<RequestSource> source;
   std::unique_ptr<PromptReader> reader;
   std::unique_ptr<ResultWriter> writer;
   std::unique_ptr<ResumeIndex> resume;
@@ -240,6 +247,10 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
   long long total_requests = 0;
   collective_phase([&] {
     if (rank != 0) return;
+    if (hooks != nullptr) {
+      source = hooks->make_source(*tokenizer, config, context);
+      return;
+    }
     reader = std::make_unique<PromptReader>(o.input, o.defaults, parse_input_format(o.input_format));
     const OutputFormat format =
         reader->format() == InputFormat::kOpenAiBatch ? OutputFormat::kOpenAiBatch : OutputFormat::kJsonl;
@@ -271,7 +282,6 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
     log::info(os.str());
   }
 
-  const int context = o.max_model_len > 0 ? std::min(o.max_model_len, config.max_seq_len) : config.max_seq_len;
   long long blocks = 0;
   collective_phase([&] { blocks = local_kv_blocks(o, *model, nodes, context); });
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, &blocks, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
@@ -302,11 +312,11 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
   RunSummary summary;
   if (rank == 0) {
     EngineOptions options{o.max_seqs,           o.max_batch_tokens, o.log_interval, tokenizer_adds_bos(o.model),
-                          topology->pp_size(), context,             o.kv_block_size, n_blocks};
+                          topology->pp_size(), context,             o.kv_block_size, n_blocks, max_logit_rows(o)};
     Engine engine(config, *tokenizer, pipeline, options);
     EngineIo io;
-    io.reader = reader.get();
-    io.writer = writer.get();
+    io.reader = hooks != nullptr ? source.get() : reader.get();
+    io.writer = hooks != nullptr ? hooks->sink : writer.get();
     io.resume = resume.get();
     io.ordered = o.ordered;
     io.reorder_limit = static_cast<size_t>(std::max(1024, 4 * o.max_seqs));
@@ -319,7 +329,21 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
   report_run(*topology, nodes.n_nodes, collect_rank_figures(model->weights(), *cache, pipeline.stats(), *tp_comm, world),
              rank == 0 ? &summary : nullptr, o.stats);
   if (!o.trace.empty()) write_trace(*topology, trace, o.trace);
-  if (rank == 0) log::info("done: " + summary.describe() + "; output " + o.output);
+  if (rank == 0) {
+    log::info("done: " + summary.describe() + (hooks != nullptr ? "" : "; output " + o.output));
+    const long long finished = summary.finished_stop + summary.finished_length;
+    if (finished > 0) {
+      const double avg = static_cast<double>(summary.prompt_tokens + summary.generated_tokens) / static_cast<double>(finished);
+      const double capacity = static_cast<double>(n_blocks) * o.kv_block_size;
+      std::ostringstream os;
+      os.setf(std::ios::fixed);
+      os.precision(0);
+      os << "KV capacity " << capacity << " tokens = about " << capacity / avg
+         << " concurrent sequences at this run's average request length of " << avg << " tokens (--max-seqs "
+         << o.max_seqs << ")";
+      log::info(os.str());
+    }
+  }
   return 0;
 }
 

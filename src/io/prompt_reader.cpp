@@ -32,8 +32,9 @@ using request_fields::find_field;
 using request_fields::reject;
 
 constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ULL;
-constexpr const char* kKnownFields[] = {"id",    "prompt", "max_tokens", "temperature", "top_k",
-                                        "top_p", "min_p",  "seed",       "stop",        "logprobs"};
+constexpr const char* kKnownFields[] = {"id",       "prompt",  "max_tokens", "temperature", "top_k", "top_p",
+                                        "min_p",    "seed",    "stop",       "logprobs",    "context",
+                                        "continuation"};
 constexpr size_t kSniffBytes = size_t{4} << 20;
 constexpr const char* kByteOrderMark = "\xEF\xBB\xBF";
 
@@ -101,10 +102,25 @@ std::string parse_prompt(const json& object, const FieldSite& at) {
   return it->get<std::string>();
 }
 
+std::string parse_string(const json& object, const FieldSite& at, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end()) reject(at, "missing required field '", key, "'");
+  if (!it->is_string()) reject(at, "field '", key, "' must be a string, got ", describe_json(*it));
+  return it->get<std::string>();
+}
+
 void parse_fields(const json& object, size_t line, Request& req) {
   const FieldSite at{line, ""};
   req.id = parse_id(object, at);
-  req.prompt = parse_prompt(object, at);
+  if (object.contains("context") || object.contains("continuation")) {
+    if (object.contains("prompt")) reject(at, "a request has either 'prompt' or 'context' and 'continuation', not both");
+    req.scoring = true;
+    req.context = parse_string(object, at, "context");
+    req.continuation = parse_string(object, at, "continuation");
+    if (req.continuation.empty()) reject(at, "field 'continuation' is empty: there is nothing to score");
+  } else {
+    req.prompt = parse_prompt(object, at);
+  }
   request_fields::parse_generation_fields(object, at,
                                           request_fields::LogprobsSyntax::kIntegerOrBool, req);
 }

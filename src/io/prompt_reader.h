@@ -33,7 +33,15 @@ std::optional<size_t> count_prompt_lines(const std::string& path);
 
 // Requests without their own seed get one derived from defaults.seed and the line number, so each
 // request has a distinct stream that does not depend on batching or on which other lines exist.
-class PromptReader {
+// Where requests come from: a prompt file, or requests made by a command (perplexity windows).
+class RequestSource {
+ public:
+  virtual ~RequestSource() = default;
+  // The next request (possibly with error set); nullopt at the end.
+  virtual std::optional<Request> next() = 0;
+};
+
+class PromptReader : public RequestSource {
  public:
   // Format from detect_input_format(path). Throws Error "cannot open prompt file <path>: <reason>".
   PromptReader(const std::string& path, RequestDefaults defaults);
@@ -45,7 +53,7 @@ class PromptReader {
 
   // The next non-blank line as a request (possibly with error set); nullopt at end of input.
   // Throws Error only if the stream itself fails to read.
-  std::optional<Request> next();
+  std::optional<Request> next() override;
   // Lines consumed so far, blank ones included.
   size_t lines_read() const { return lines_read_; }
   InputFormat format() const { return format_; }

@@ -32,6 +32,14 @@ struct Request {
   SamplingParams sampling;  // resolved: request fields override defaults
   std::vector<std::string> stop;
   int logprobs = -1;  // -1: not requested; 0..kMaxLogprobs: chosen token plus that many top ones
+  // Scoring requests ({"context", "continuation"}): no generation; the log-probability of the
+  // continuation given the context. token_ids, when set, are used as they are (perplexity
+  // windows): the first n_context_tokens are context.
+  bool scoring = false;
+  std::string context;
+  std::string continuation;
+  std::vector<int> token_ids;
+  int n_context_tokens = 0;
   std::string error;  // non-empty: the request is invalid; the message names the line
 };
 
@@ -40,6 +48,14 @@ struct TokenLogprob {
   std::string token;
   double logprob = 0;
   std::vector<std::pair<std::string, double>> top;
+};
+
+// The answer to a scoring request.
+struct ScoreResult {
+  double logprob = 0;                 // sum over the continuation tokens
+  bool is_greedy = true;              // every continuation token was the argmax
+  int n_tokens = 0;                   // continuation tokens
+  std::vector<double> token_logprobs;  // filled when the request asked for logprobs
 };
 
 struct Result {
@@ -52,6 +68,7 @@ struct Result {
   // Set when the request asked for logprobs. The explicit initializer keeps Result{...} aggregate
   // initialisations that stop at error free of -Wmissing-field-initializers.
   std::optional<std::vector<TokenLogprob>> logprobs = std::nullopt;
+  std::optional<ScoreResult> score = std::nullopt;  // set for scoring requests
 };
 
 // Canonical text of an id (its compact JSON), so "7" and 7 stay distinct and an id read back from

@@ -26,6 +26,13 @@ std::string result_to_json_line(const Result& r, OutputFormat format,
   } else {
     // ordered_json keeps the documented key order, which makes the output easy to eyeball.
     j["id"] = nlohmann::ordered_json(r.id);
+    if (r.score) {  // a scoring request: {"id", "logprob", "is_greedy", "n_tokens"[, "token_logprobs"]}
+      j["logprob"] = r.score->logprob;
+      j["is_greedy"] = r.score->is_greedy;
+      j["n_tokens"] = r.score->n_tokens;
+      if (!r.score->token_logprobs.empty()) j["token_logprobs"] = r.score->token_logprobs;
+      return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + '\n';
+    }
     j["text"] = r.text;
     j["prompt_tokens"] = r.prompt_tokens;
     j["completion_tokens"] = r.completion_tokens;

@@ -14,7 +14,15 @@ namespace tpllama {
 
 enum class OutputFormat { kJsonl, kOpenAiBatch };
 
-class ResultWriter {
+// Where results go: the output file, or a command's own accumulator (perplexity).
+class ResultSink {
+ public:
+  virtual ~ResultSink() = default;
+  virtual void write(const Result& r) = 0;
+  virtual void sync() {}
+};
+
+class ResultWriter : public ResultSink {
  public:
   // Creates path, or truncates it unless append (then earlier records stay, e.g. for a resumed
   // run). The parent directory must exist. Throws Error naming the path. model_name fills the
@@ -27,8 +35,8 @@ class ResultWriter {
   ResultWriter(ResultWriter&& other) noexcept;
   ResultWriter& operator=(ResultWriter&& other) noexcept;
 
-  void write(const Result& r);  // throws Error on I/O failure (disk full, ...)
-  void sync();                  // fsync; a no-op for pipes and devices that cannot sync
+  void write(const Result& r) override;  // throws Error on I/O failure (disk full, ...)
+  void sync() override;                  // fsync; a no-op for pipes and devices that cannot sync
   size_t records_written() const { return records_written_; }
   const std::string& path() const { return path_; }
   OutputFormat format() const { return format_; }
@@ -67,7 +75,7 @@ std::string result_to_json_line(const Result& r, OutputFormat format = OutputFor
 // every earlier one is written. The caller bounds buffered() by pausing admission.
 class OrderedResultWriter {
  public:
-  explicit OrderedResultWriter(ResultWriter& writer) : writer_(writer) {}
+  explicit OrderedResultWriter(ResultSink& writer) : writer_(writer) {}
 
   // Throws Error (internal check) for an order already submitted.
   void submit(uint64_t order, Result r);
@@ -75,7 +83,7 @@ class OrderedResultWriter {
   uint64_t next_order() const { return next_order_; }  // the order the output is waiting for
 
  private:
-  ResultWriter& writer_;
+  ResultSink& writer_;
   std::map<uint64_t, Result> pending_;
   uint64_t next_order_ = 0;
 };

@@ -41,6 +41,8 @@ struct Sequence {
   bool in_flight = false;
   std::vector<int32_t> blocks;  // its KV block table (rank 0's copy)
   std::vector<TokenLogprob> logprobs;
+  int n_context = 0;   // scoring: tokens before the continuation (BOS included)
+  ScoreResult score;   // scoring: accumulated over the continuation
   Clock::time_point admitted = Clock::now();
   Clock::time_point first_token;
 
@@ -176,13 +178,16 @@ class Run {
     if (!req.error.empty()) return reject(req, order, 0, req.error);
     auto seq = std::make_unique<Sequence>(std::move(req), tok_);
     seq->order = order;
-    if (o_.add_bos) seq->tokens.push_back(config_.bos_token_id);
-    for (int id : tok_.encode(seq->request.prompt)) seq->tokens.push_back(id);
+    if (seq->request.scoring && !tokenize_scoring(*seq)) return;
+    if (!seq->request.scoring) {
+      if (o_.add_bos) seq->tokens.push_back(config_.bos_token_id);
+      for (int id : tok_.encode(seq->request.prompt)) seq->tokens.push_back(id);
+    }
     seq->n_prompt = static_cast<int>(seq->tokens.size());
     if (seq->n_prompt == 0)
       return reject(seq->request, order, 0,
                     line_prefix(seq->request) + "the prompt is empty and the model adds no BOS token: nothing to condition on");
-    if (seq->n_prompt >= o_.context)
+    if (seq->n_prompt >= o_.context + (seq->request.scoring ? 1 : 0))
       return reject(seq->request, order, seq->n_prompt,
                     line_prefix(seq->request) + "prompt has " + std::to_string(seq->n_prompt) +
                         " tokens (with BOS) but the context is " + std::to_string(o_.context) +
@@ -192,6 +197,29 @@ class Run {
     seq->slot = static_cast<int>(std::find(slot_used_.begin(), slot_used_.end(), false) - slot_used_.begin());
     slot_used_[static_cast<size_t>(seq->slot)] = true;
     active_.push_back(std::move(seq));
+  }
+
+  // Scoring requests are tokenized as evaluation harnesses do: context and continuation encoded
+  // together, split where the context's own encoding ends. False when rejected.
+  bool tokenize_scoring(Sequence& s) {
+    Request& r = s.request;
+    std::vector<int> context;
+    if (!r.token_ids.empty()) {
+      s.tokens.assign(r.token_ids.begin(), r.token_ids.end());
+      s.n_context = r.n_context_tokens;
+    } else {
+      if (o_.add_bos) s.tokens.push_back(config_.bos_token_id);
+      const size_t bos = s.tokens.size();
+      for (int id : tok_.encode(r.context + r.continuation)) s.tokens.push_back(id);
+      s.n_context = static_cast<int>(bos + (r.context.empty() ? 0 : tok_.encode(r.context).size()));
+    }
+    if (s.n_context < 1 || s.n_context >= static_cast<int>(s.tokens.size())) {
+      reject(r, s.order, static_cast<int>(s.tokens.size()),
+             line_prefix(r) + (s.n_context < 1 ? "the context is empty and the model adds no BOS token"
+                                               : "the continuation adds no token after the context"));
+      return false;
+    }
+    return true;
   }
 
   void release_blocks(Sequence& s) {
@@ -230,26 +258,50 @@ class Run {
   }
 
   // One group from the sequences not in flight: decodes first, then prefill chunks.
+  // Scoring rows of positions [from, to): position p predicts token p + 1 of the continuation.
+  static int scoring_rows(const Sequence& s, int from, int to) {
+    const int first = std::max(from, s.n_context - 1), last = std::min(to, static_cast<int>(s.tokens.size()) - 1);
+    return std::max(0, last - first);
+  }
+
+  // Shrinks a chunk so its logit rows fit in rows_left; 0 when none fits.
+  int fit_rows(const Sequence& s, int take, int pending, int rows_left) const {
+    if (!s.request.scoring) return take == pending && rows_left < 1 ? 0 : take;
+    while (take > 0 && scoring_rows(s, s.n_computed, s.n_computed + take) > rows_left) --take;
+    return take;
+  }
+
+  // One group from the sequences not in flight: decodes first, then prefill chunks.
   void plan_group(StepPlan& plan, Group& group) {
     int budget = o_.max_batch_tokens;
+    int rows_left = o_.max_logit_rows;
     for (int pass = 0; pass < 2; ++pass) {
       for (auto& s : active_) {
         const bool decoding = s->n_computed >= s->n_prompt;
         if (s->in_flight || (pass == 0) != decoding || budget == 0) continue;
         if (static_cast<int>(group.members.size()) >= seqs_per_group_) return;
         const int pending = static_cast<int>(s->tokens.size()) - s->n_computed;
-        const int take = reserve_blocks(*s, std::min(pending, budget));
-        if (take == 0) continue;  // waits for blocks held by sequences in flight
+        const int fitting = fit_rows(*s, std::min(pending, budget), pending, rows_left);
+        const int take = fitting == 0 ? 0 : reserve_blocks(*s, fitting);
+        if (take == 0) continue;  // waits for blocks held by sequences in flight, or for rows
         for (int i = 0; i < take; ++i) {
-          plan.batch.tokens.push_back(s->tokens[static_cast<size_t>(s->n_computed + i)]);
-          plan.batch.positions.push_back(s->n_computed + i);
+          const int p = s->n_computed + i;
+          plan.batch.tokens.push_back(s->tokens[static_cast<size_t>(p)]);
+          plan.batch.positions.push_back(p);
           plan.batch.slots.push_back(s->slot);
+          if (s->request.scoring && p >= s->n_context - 1 && p + 1 < static_cast<int>(s->tokens.size())) {
+            plan.batch.logit_rows.push_back(static_cast<int32_t>(plan.batch.positions.size()) - 1);
+            plan.sampling.push_back({SamplingParams{}, 0.0, -1, s->tokens[static_cast<size_t>(p) + 1]});
+            group.rows.push_back(s.get());
+            --rows_left;
+          }
         }
-        if (take == pending) {
+        if (take == pending && !s->request.scoring) {
           plan.batch.logit_rows.push_back(static_cast<int32_t>(plan.batch.positions.size()) - 1);
           const SamplingParams& p = s->request.sampling;
-          plan.sampling.push_back({p, p.temperature > 0 ? s->rng.uniform() : 0.0, s->request.logprobs});
+          plan.sampling.push_back({p, p.temperature > 0 ? s->rng.uniform() : 0.0, s->request.logprobs, -1});
           group.rows.push_back(s.get());
+          --rows_left;
         }
         s->scheduled = take;
         s->in_flight = true;
@@ -270,6 +322,15 @@ class Run {
     t.logprob = l.logprob;
     for (size_t j = 0; j < l.top_tokens.size(); ++j) t.top.emplace_back(token_text(l.top_tokens[j]), l.top_logprobs[j]);
     s.logprobs.push_back(std::move(t));
+  }
+
+  // One continuation token of a scoring request: its logprob, and whether it was the argmax.
+  void score_token(Sequence& s, const RowLogprobs& l, int argmax_token) {
+    const int target = s.tokens[static_cast<size_t>(s.n_context + s.score.n_tokens)];
+    s.score.logprob += l.logprob;
+    s.score.is_greedy = s.score.is_greedy && argmax_token == target;
+    if (s.request.logprobs >= 0) s.score.token_logprobs.push_back(l.logprob);
+    ++s.score.n_tokens;
   }
 
   // A sampled token: stop ids, stop strings, max_tokens, context.
@@ -302,9 +363,20 @@ class Run {
       s->scheduled = 0;
       s->in_flight = false;
     }
-    for (const RowLogprobs& l : rows.logprobs)
-      record_logprobs(*group.rows[static_cast<size_t>(l.row)], l, rows.tokens[static_cast<size_t>(l.row)]);
-    for (size_t r = 0; r < group.rows.size(); ++r) accept_token(*group.rows[r], rows.tokens[r]);
+    std::vector<const RowLogprobs*> by_row(group.rows.size(), nullptr);
+    for (const RowLogprobs& l : rows.logprobs) by_row.at(static_cast<size_t>(l.row)) = &l;
+    for (size_t r = 0; r < group.rows.size(); ++r) {
+      Sequence& s = *group.rows[r];
+      if (s.request.scoring) {
+        TPLLAMA_CHECK(by_row[r] != nullptr, "scoring row ", r, " came back without its logprob");
+        score_token(s, *by_row[r], rows.tokens[r]);
+        continue;
+      }
+      if (by_row[r] != nullptr) record_logprobs(s, *by_row[r], rows.tokens[r]);
+      accept_token(s, rows.tokens[r]);
+    }
+    for (Sequence* s : group.members)
+      if (s->request.scoring && s->n_computed == static_cast<int>(s->tokens.size())) s->finish_reason = "score";
     retire_finished();
   }
 
@@ -321,10 +393,15 @@ class Run {
       result.prompt_tokens = s.n_prompt;
       result.completion_tokens = s.n_generated;
       result.finish_reason = s.finish_reason;
-      if (s.request.logprobs >= 0) result.logprobs = std::move(s.logprobs);
-      (s.finish_reason == "stop" ? summary_.finished_stop : summary_.finished_length)++;
+      if (s.request.logprobs >= 0 && !s.request.scoring) result.logprobs = std::move(s.logprobs);
+      if (s.request.scoring) {
+        result.score = std::move(s.score);
+        ++summary_.scored;
+      } else {
+        (s.finish_reason == "stop" ? summary_.finished_stop : summary_.finished_length)++;
+      }
       summary_.generated_tokens += s.n_generated;
-      summary_.ttft.add(seconds_between(s.admitted, s.first_token));
+      if (s.n_generated > 0) summary_.ttft.add(seconds_between(s.admitted, s.first_token));
       if (s.n_generated > 1) summary_.tpot.add(seconds_between(s.first_token, Clock::now()) / (s.n_generated - 1));
       write(s.order, std::move(result));
       slot_used_[static_cast<size_t>(s.slot)] = false;
@@ -361,8 +438,9 @@ std::string RunSummary::describe() const {
   std::ostringstream os;
   os.setf(std::ios::fixed);
   os.precision(1);
-  os << requests << " requests (" << finished_stop << " stop, " << finished_length << " length, " << errors
-     << " errors) in " << seconds << " s; prompt tokens " << prompt_tokens << ", generated tokens "
+  os << requests << " requests (" << finished_stop << " stop, " << finished_length << " length, ";
+  if (scored > 0) os << scored << " scored, ";
+  os << errors << " errors) in " << seconds << " s; prompt tokens " << prompt_tokens << ", generated tokens "
      << generated_tokens << " (" << (seconds > 0 ? static_cast<double>(generated_tokens) / seconds : 0.0)
      << " tok/s), " << steps << " steps, " << preemptions << " preemptions";
   if (skipped > 0) os << "; " << skipped << " already in the output, skipped";

@@ -27,12 +27,13 @@ struct EngineOptions {
   int context = 0;              // tokens per sequence, prompt + completion (0: the model's)
   int kv_block_size = 16;       // positions per KV block
   int kv_blocks = 0;            // blocks in every rank's pool
+  int max_logit_rows = 64;      // logit rows per step (the model's buffer): decodes plus scored tokens
 };
 
 // Where requests come from and results go.
 struct EngineIo {
-  PromptReader* reader = nullptr;
-  ResultWriter* writer = nullptr;
+  RequestSource* reader = nullptr;
+  ResultSink* writer = nullptr;
   const ResumeIndex* resume = nullptr;  // ids already in the output: skipped
   bool ordered = false;                 // write in input order (bounded reorder buffer)
   size_t reorder_limit = 1024;          // results held back before admission pauses
@@ -44,6 +45,7 @@ struct RunSummary {
   long long requests = 0;  // records written
   long long finished_stop = 0;
   long long finished_length = 0;
+  long long scored = 0;  // scoring requests answered
   long long errors = 0;
   long long prompt_tokens = 0;
   long long generated_tokens = 0;

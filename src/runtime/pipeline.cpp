@@ -169,7 +169,7 @@ std::vector<RowLogprobs> Pipeline::row_logprobs(const StepPlan& plan, const Tens
   std::vector<size_t> rows;
   int top_n = 0;
   for (size_t r = 0; r < plan.sampling.size(); ++r)
-    if (plan.sampling[r].logprobs >= 0) {
+    if (plan.sampling[r].logprobs >= 0 || plan.sampling[r].target >= 0) {
       rows.push_back(r);
       top_n = std::max(top_n, static_cast<int>(plan.sampling[r].logprobs));
     }
@@ -194,7 +194,8 @@ std::vector<RowLogprobs> Pipeline::row_logprobs(const StepPlan& plan, const Tens
     double sum = 0;
     for (int v = 0; v < v_local; ++v) sum += std::exp(static_cast<double>(row[v]) - max_value[i]);
     sums[i] = static_cast<float>(sum);
-    const int chosen = tokens[rows[i]] - begin;
+    const int32_t target = plan.sampling[rows[i]].target;
+    const int chosen = (target >= 0 ? target : tokens[rows[i]]) - begin;
     if (chosen >= 0 && chosen < v_local) sums[static_cast<size_t>(n) + i] = row[chosen];
     std::vector<int32_t> order(static_cast<size_t>(v_local));
     for (int v = 0; v < v_local; ++v) order[static_cast<size_t>(v)] = v;
@@ -229,7 +230,7 @@ std::vector<RowLogprobs> Pipeline::row_logprobs(const StepPlan& plan, const Tens
       }
     std::sort(candidates.begin(), candidates.end(),
               [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
-    const size_t want = static_cast<size_t>(plan.sampling[rows[i]].logprobs);
+    const size_t want = static_cast<size_t>(std::max(0, static_cast<int>(plan.sampling[rows[i]].logprobs)));
     for (size_t j = 0; j < std::min(want, candidates.size()); ++j) {
       l.top_tokens.push_back(candidates[j].second);
       l.top_logprobs.push_back(static_cast<float>(candidates[j].first - lse));
