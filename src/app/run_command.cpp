@@ -211,6 +211,12 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
       fail(checkpoint->tokenizer_path(), " has ", tokenizer->vocab_size(), " pieces but config.json says vocab_size ",
            c.vocab_size);
     if (!std::filesystem::exists(o.input)) fail("prompt file ", o.input, " does not exist");
+    for (const std::string& path : {o.stats, o.trace})  // fail now, not after hours of work
+      if (!path.empty()) {
+        const bool existed = std::filesystem::exists(path);
+        if (!std::ofstream(path, std::ios::app)) fail("cannot write ", path, " (--stats / --trace)");
+        if (!existed) std::filesystem::remove(path);
+      }
     if (std::filesystem::exists(o.output) && std::filesystem::equivalent(o.input, o.output))
       fail("--output ", o.output, " is the prompt file itself; refusing to overwrite the input");
   });
@@ -239,37 +245,6 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
   report_weights(*topology, model->weights(), *checkpoint);
 
   const int context = o.max_model_len > 0 ? std::min(o.max_model_len, config.max_seq_len) : config.max_seq_len;
-  std::unique_ptr<RequestSource> source;
-  std::unique_ptr<PromptReader> reader;
-  std::unique_ptr<ResultWriter> writer;
-  std::unique_ptr<ResumeIndex> resume;
-  std::unique_ptr<OutputLock> output_lock;
-  long long total_requests = 0;
-  collective_phase([&] {
-    if (rank != 0) return;
-    if (hooks != nullptr) {
-      source = hooks->make_source(*tokenizer, config, context);
-      return;
-    }
-    reader = std::make_unique<PromptReader>(o.input, o.defaults, parse_input_format(o.input_format));
-    const OutputFormat format =
-        reader->format() == InputFormat::kOpenAiBatch ? OutputFormat::kOpenAiBatch : OutputFormat::kJsonl;
-    const bool had_output = std::filesystem::exists(o.output) && std::filesystem::file_size(o.output) > 0;
-    output_lock = std::make_unique<OutputLock>(o.output);  // before anything reads or cuts the file
-    if (o.resume) {
-      resume = std::make_unique<ResumeIndex>(prepare_resume(o.output, format));
-      log::info("resume: " + std::to_string(resume->records) + " records already in " + o.output +
-                (resume->truncated_bytes > 0
-                     ? "; cut a torn last line of " + std::to_string(resume->truncated_bytes) + " bytes"
-                     : ""));
-    } else if (had_output) {
-      log::warn("overwriting " + o.output + " (" + std::to_string(std::filesystem::file_size(o.output)) +
-                " bytes); pass --resume to keep its records and continue after them");
-    }
-    writer = std::make_unique<ResultWriter>(o.output, format, o.resume,
-                                            std::filesystem::path(o.model).lexically_normal().filename().string());
-    if (std::optional<size_t> lines = count_prompt_lines(o.input)) total_requests = static_cast<long long>(*lines);
-  });
   if (rank == 0) {
     std::ostringstream os;
     os.setf(std::ios::fixed);
@@ -303,6 +278,38 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
        << " sequences at the full context of " << context << " tokens";
     log::info(os.str());
   }
+  // The output is opened (and truncated, without --resume) only once everything else is known to work.
+  std::unique_ptr<RequestSource> source;
+  std::unique_ptr<PromptReader> reader;
+  std::unique_ptr<ResultWriter> writer;
+  std::unique_ptr<ResumeIndex> resume;
+  std::unique_ptr<OutputLock> output_lock;
+  long long total_requests = 0;
+  collective_phase([&] {
+    if (rank != 0) return;
+    if (hooks != nullptr) {
+      source = hooks->make_source(*tokenizer, config, context);
+      return;
+    }
+    reader = std::make_unique<PromptReader>(o.input, o.defaults, parse_input_format(o.input_format));
+    const OutputFormat format =
+        reader->format() == InputFormat::kOpenAiBatch ? OutputFormat::kOpenAiBatch : OutputFormat::kJsonl;
+    const bool had_output = std::filesystem::exists(o.output) && std::filesystem::file_size(o.output) > 0;
+    output_lock = std::make_unique<OutputLock>(o.output);  // before anything reads or cuts the file
+    if (o.resume) {
+      resume = std::make_unique<ResumeIndex>(prepare_resume(o.output, format));
+      log::info("resume: " + std::to_string(resume->records) + " records already in " + o.output +
+                (resume->truncated_bytes > 0
+                     ? "; cut a torn last line of " + std::to_string(resume->truncated_bytes) + " bytes"
+                     : ""));
+    } else if (had_output) {
+      log::warn("overwriting " + o.output + " (" + std::to_string(std::filesystem::file_size(o.output)) +
+                " bytes); pass --resume to keep its records and continue after them");
+    }
+    writer = std::make_unique<ResultWriter>(o.output, format, o.resume,
+                                            std::filesystem::path(o.model).lexically_normal().filename().string());
+    if (std::optional<size_t> lines = count_prompt_lines(o.input)) total_requests = static_cast<long long>(*lines);
+  });
   TraceRecorder trace(!o.trace.empty());
   tp_comm->set_trace(&trace);
   world.set_trace(&trace);

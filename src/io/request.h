@@ -65,6 +65,7 @@ struct Result {
   int completion_tokens = 0;
   std::string finish_reason;  // "stop" | "length" | "error"
   std::string error;          // written only when finish_reason == "error"
+  size_t line = 0;            // input line, written with error records
   // Set when the request asked for logprobs. The explicit initializer keeps Result{...} aggregate
   // initialisations that stop at error free of -Wmissing-field-initializers.
   std::optional<std::vector<TokenLogprob>> logprobs = std::nullopt;
@@ -74,5 +75,8 @@ struct Result {
 // Canonical text of an id (its compact JSON), so "7" and 7 stay distinct and an id read back from
 // an output file matches the request it came from. Never throws on invalid UTF-8.
 std::string id_key(const nlohmann::json& id);
+// Key of an error record in a resume index: error records carry their input line, since their id
+// may be made up (unparseable line) or shared (duplicate id).
+std::string error_line_key(size_t line);
 
 }  // namespace tpllama

@@ -23,6 +23,7 @@ std::string result_to_json_line(const Result& r, OutputFormat format,
   nlohmann::ordered_json j;
   if (format == OutputFormat::kOpenAiBatch) {
     j = openai_batch_record(r, model_name, static_cast<int64_t>(std::time(nullptr)));
+    if (r.finish_reason == "error" && r.line > 0) j["line"] = r.line;
   } else {
     // ordered_json keeps the documented key order, which makes the output easy to eyeball.
     j["id"] = nlohmann::ordered_json(r.id);
@@ -37,7 +38,10 @@ std::string result_to_json_line(const Result& r, OutputFormat format,
     j["prompt_tokens"] = r.prompt_tokens;
     j["completion_tokens"] = r.completion_tokens;
     j["finish_reason"] = r.finish_reason;
-    if (r.finish_reason == "error") j["error"] = r.error;
+    if (r.finish_reason == "error") {
+      j["error"] = r.error;
+      if (r.line > 0) j["line"] = r.line;
+    }
     if (r.logprobs) j["logprobs"] = logprobs_to_json(*r.logprobs);
   }
   // Generated text can end mid-codepoint (or the model emits raw bytes); never lose the record.

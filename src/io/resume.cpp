@@ -85,6 +85,18 @@ void index_line(const std::string& text, size_t line, const char* id_field, cons
     bad("is not valid JSON (" + request_fields::parser_message(e) + ")");
   }
   if (!record.is_object()) bad(std::string("is a JSON ") + record.type_name() + ", not an object");
+  // A record of the other format means the output belongs to another input: appending would mix
+  // formats and redo every request.
+  const bool openai = record.contains("custom_id") && record.contains("response");
+  if (openai != (std::string(id_field) == "custom_id"))
+    bad(std::string("is ") + (openai ? "an OpenAI batch" : "a tpllama JSONL") + " record, but this input's output is " +
+        (openai ? "tpllama JSONL" : "OpenAI batch") + ": resume with the input that made this file");
+  auto input_line = record.find("line");
+  if (input_line != record.end() && input_line->is_number_unsigned()) {  // error records: keyed by input line
+    ++index.done[error_line_key(input_line->get<size_t>())];
+    ++index.records;
+    return;
+  }
   auto id = record.find(id_field);
   if (id == record.end() || !(id->is_string() || id->is_number_integer()))
     bad(std::string("has no string or integer '") + id_field + "' field");

@@ -119,6 +119,7 @@ void Checkpoint::read_manifest(const std::string& path) {
     manifest_.pp = m.at("pp").get<int>();
     manifest_.stage_layers = m.at("stage_layers").get<std::vector<int>>();
     manifest_.files = m.at("files").get<std::vector<std::string>>();
+    if (m.contains("file_bytes")) manifest_.file_bytes = m.at("file_bytes").get<std::vector<uint64_t>>();
     manifest_.source_elements = m.at("source").at("elements").get<uint64_t>();
   } catch (const nlohmann::json::exception& e) {
     fail(path, ": not a valid shard manifest: ", e.what());
@@ -143,6 +144,10 @@ void Checkpoint::open_rank_shard(const Topology& t) {
   if (name.find('/') != std::string::npos) fail(dir_, "/", kShardManifestName, ": file name ", name, " leaves the directory");
   const std::string path = dir_ + "/" + name;
   if (!fs::exists(path)) fail("model directory ", dir_, ": the shard of rank ", t.rank(), ", ", name, ", is missing");
+  const size_t r = static_cast<size_t>(t.rank());
+  if (r < manifest_.file_bytes.size() && fs::file_size(path) != manifest_.file_bytes[r])
+    fail("model directory ", dir_, ": ", name, " has ", fs::file_size(path), " bytes but was written with ",
+         manifest_.file_bytes[r], ": it is not the file `tpllama shard` wrote; shard again");
   files_.push_back(std::make_unique<SafetensorsFile>(path));
   for (const auto& [tensor, info] : files_.back()->tensors()) where_[tensor] = files_.back().get();
 }

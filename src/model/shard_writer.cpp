@@ -82,6 +82,7 @@ void write_shards(const ShardOptions& o) {
   fs::create_directories(o.out_dir);
   if (fs::exists(o.out_dir + "/" + kShardManifestName)) fs::remove(o.out_dir + "/" + kShardManifestName);
   std::vector<std::string> files;
+  std::vector<uint64_t> file_bytes;
   for (int rank = 0; rank < world; ++rank) {
     Topology t(world, rank, o.tp, o.pp, c.n_layers, stage_layers);
     std::vector<RawTensor> tensors;
@@ -94,6 +95,7 @@ void write_shards(const ShardOptions& o) {
     }
     files.push_back(rank_file_name(rank, world));
     write_safetensors(o.out_dir + "/" + files.back(), tensors);
+    file_bytes.push_back(fs::file_size(o.out_dir + "/" + files.back()));
     log::info("wrote " + files.back() + ": " + std::to_string(tensors.size()) + " tensors, " +
               std::to_string(bytes) + " bytes (tp rank " + std::to_string(t.tp_rank()) + ", pp rank " +
               std::to_string(t.pp_rank()) + ")");
@@ -116,6 +118,7 @@ void write_shards(const ShardOptions& o) {
       {"pp", o.pp},
       {"stage_layers", stage_layers},
       {"files", files},
+      {"file_bytes", file_bytes},
       {"source", {{"dir", fs::absolute(o.model_dir).string()}, {"elements", ckpt.total_elements()}, {"files", sources}}},
   };
   // The manifest goes last: a directory without it is not mistaken for a finished shard set.

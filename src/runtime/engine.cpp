@@ -84,7 +84,7 @@ class Run {
         progress_(io.total_requests, io.terminal, options.log_interval) {
     for (int b = o_.kv_blocks - 1; b >= 0; --b) free_blocks_.push_back(b);
     if (io.ordered) ordered_ = std::make_unique<OrderedResultWriter>(*io.writer);
-    if (io.resume != nullptr) remaining_done_ = io.resume->done;
+    if (io.resume != nullptr) remaining_done_ = std::move(io.resume->done);
   }
 
   RunSummary run() {
@@ -139,6 +139,7 @@ class Run {
     res.prompt_tokens = prompt_tokens;
     res.finish_reason = "error";
     res.error = message;
+    res.line = r.line;
     ++summary_.errors;
     write(order, std::move(res));
   }
@@ -159,23 +160,33 @@ class Run {
     }
   }
 
-  // Resumed runs skip the first k occurrences of an id already written k times; a later
-  // occurrence of an id in this input is a duplicate.
-  void admit(Request req) {
-    const std::string key = id_key(req.id);
+  // Resumed runs skip what the output already holds: results by id (the first k occurrences of an
+  // id written k times), error records by input line.
+  bool already_written(const std::string& key) {
     auto done = remaining_done_.find(key);
-    const bool already_written = done != remaining_done_.end() && done->second > 0;
-    const uint32_t first_line = seen_.insert(key, static_cast<uint32_t>(req.line));
-    if (already_written) {
-      --done->second;
-      ++summary_.skipped;
+    if (done == remaining_done_.end() || done->second == 0) return false;
+    --done->second;
+    ++summary_.skipped;
+    return true;
+  }
+
+  void admit(Request req) {
+    if (!req.error.empty()) {  // its id may be made up from the line number: keep it out of seen_
+      if (!already_written(error_line_key(req.line))) reject(req, next_order_++, 0, req.error);
       return;
     }
+    const std::string key = id_key(req.id);
+    const uint32_t first_line = seen_.insert(key, static_cast<uint32_t>(req.line));
+    if (first_line != 0) {
+      if (!already_written(error_line_key(req.line)))
+        reject(req, next_order_++, 0, line_prefix(req) + "duplicate id " + key + " (first on line " +
+                                          std::to_string(first_line) + "); ids must be unique");
+      return;
+    }
+    // A valid line's record is keyed by its id, or by its line when it became an error later on
+    // (a prompt longer than the context).
+    if (already_written(error_line_key(req.line)) || already_written(key)) return;
     const uint64_t order = next_order_++;
-    if (first_line != 0)
-      return reject(req, order, 0, line_prefix(req) + "duplicate id " + key + " (first on line " +
-                                       std::to_string(first_line) + "); ids must be unique");
-    if (!req.error.empty()) return reject(req, order, 0, req.error);
     auto seq = std::make_unique<Sequence>(std::move(req), tok_);
     seq->order = order;
     if (seq->request.scoring && !tokenize_scoring(*seq)) return;

@@ -34,7 +34,7 @@ struct EngineOptions {
 struct EngineIo {
   RequestSource* reader = nullptr;
   ResultSink* writer = nullptr;
-  const ResumeIndex* resume = nullptr;  // ids already in the output: skipped
+  ResumeIndex* resume = nullptr;  // ids already in the output: skipped (the engine takes its map)
   bool ordered = false;                 // write in input order (bounded reorder buffer)
   size_t reorder_limit = 1024;          // results held back before admission pauses
   long long total_requests = 0;         // for progress; 0 when unknown

@@ -191,6 +191,36 @@ TEST_F(Engine, DuplicateIdsAreErrorRecords) {
   EXPECT_EQ(errors, 1);
 }
 
+// Error records are keyed by input line, so a resumed run neither repeats a duplicate's error nor
+// drops the first occurrence, and an unparseable line's made-up id collides with nothing.
+TEST_F(Engine, ResumeAfterDuplicateAndMalformedLinesIsExact) {
+  const std::string in = work_ + "/dup_resume.jsonl";
+  std::ofstream(in) << R"({"id": "a", "prompt": "Once upon a time", "max_tokens": 50})" << "\n"
+                    << R"({"id": "a", "prompt": "The cat"})" << "\n"
+                    << R"({"id": "b", "prompt": "The dog", "max_tokens": 40})" << "\n"
+                    << "garbage\n"
+                    << R"({"id": 4, "prompt": "One day", "max_tokens": 3})" << "\n";
+  const std::string full = work_ + "/dup_resume_full.jsonl", cut = work_ + "/dup_resume_cut.jsonl";
+  ASSERT_EQ(run(in, full).exit_code, 0);
+  std::vector<json> records = read_jsonl(full);
+  ASSERT_EQ(records.size(), 5u);
+  int errors = 0;
+  for (const json& r : records) errors += r["finish_reason"] == "error" ? 1 : 0;
+  EXPECT_EQ(errors, 2) << "the duplicate and the unparseable line; id 4 is not a duplicate of line 4's made-up id";
+  for (size_t keep = 1; keep < records.size(); ++keep) {
+    {
+      std::ofstream f(cut);
+      for (size_t i = 0; i < keep; ++i) f << records[i].dump() << "\n";
+    }
+    CommandResult r = run(in, cut, "--resume");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::multiset<std::string> want, got;
+    for (const json& rec : records) want.insert(rec.dump());
+    for (const json& rec : read_jsonl(cut)) got.insert(rec.dump());
+    EXPECT_EQ(got, want) << "resumed after " << keep << " records";
+  }
+}
+
 TEST_F(Engine, OrderedWritesInInputOrder) {
   const std::string in = mixed_input("ordered", 40, 30);
   const std::string out = work_ + "/ordered.jsonl", unordered = work_ + "/unordered.jsonl";

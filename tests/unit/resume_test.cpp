@@ -128,9 +128,12 @@ TEST(PrepareResume, CompleteLineThatIsNotARecordThrowsNamingTheLine) {
                  "line 2 has no string or integer 'id' field");
   expect_refused("resume_array.jsonl", "[1,2]\n", OutputFormat::kJsonl,
                  "line 1 is a JSON array, not an object");
-  // A tpllama JSONL file resumed as OpenAI output lacks custom_id.
+  // An output of the other format belongs to another input: refused both ways.
   expect_refused("resume_wrong_format.jsonl", "{\"id\":\"a\",\"finish_reason\":\"stop\"}\n",
-                 OutputFormat::kOpenAiBatch, "line 1 has no string or integer 'custom_id' field");
+                 OutputFormat::kOpenAiBatch, "line 1 is a tpllama JSONL record, but this input's output is OpenAI batch");
+  expect_refused("resume_wrong_format2.jsonl",
+                 "{\"id\":\"batch_req_1\",\"custom_id\":\"a\",\"response\":{},\"error\":null}\n",
+                 OutputFormat::kJsonl, "line 1 is an OpenAI batch record, but this input's output is tpllama JSONL");
 }
 
 TEST(PrepareResume, DirectoryIsRefused) {
