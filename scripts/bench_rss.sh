@@ -31,7 +31,8 @@ printf "%8s %10s %10s\n" "seconds" "done" "RSS_MiB"
 start=$(date +%s.%N)
 while kill -0 "$pid" 2>/dev/null; do
   rss=$(awk '/VmRSS/ { print $2 }' "/proc/$pid/status" 2>/dev/null || echo 0)
-  done_lines=$(wc -l < "$work/out.jsonl" 2>/dev/null || echo 0)
+  done_lines=0
+  [[ -f "$work/out.jsonl" ]] && done_lines=$(wc -l < "$work/out.jsonl")
   now=$(date +%s.%N)
   [[ -n "$rss" && "$rss" != 0 ]] && printf "%8.1f %10d %10.1f\n" "$(echo "$now - $start" | bc)" "$done_lines" "$(echo "$rss / 1024" | bc -l)"
   sleep 5

@@ -250,6 +250,53 @@ TEST_F(Distributed, SchedulingAndLogprobsMatchOneRankAtEveryDepth) {
   EXPECT_EQ(stats["ranks"].size(), 4u);
 }
 
+// Scoring and perplexity: the same numbers at (2,2) and (4,1) as on one rank, within 1e-4.
+TEST_F(Distributed, ScoringAndPerplexityDoNotDependOnLayout) {
+  const std::string in = work_ + "/score_in.jsonl", corpus = work_ + "/corpus.txt";
+  {
+    std::ofstream f(in);
+    for (size_t i = 0; i < references_.size(); ++i) {
+      const std::string prompt = references_[i]["prompt"], output = references_[i]["output"];
+      if (output.size() == prompt.size()) continue;
+      f << json({{"id", i}, {"context", prompt}, {"continuation", output.substr(prompt.size())}, {"logprobs", true}}).dump()
+        << "\n";
+    }
+    std::ofstream(corpus) << references_[3]["output"].get<std::string>();
+  }
+  auto score = [&](const std::string& launcher, const std::string& flags, const std::string& tag) {
+    const std::string out = work_ + "/score_" + tag + ".jsonl", ppl = work_ + "/ppl_" + tag + ".json";
+    CommandResult r = run_shell(launcher + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
+                                flags + " --max-batch-tokens 37");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    CommandResult p = run_shell(launcher + binary() + " perplexity --model " + model_ + " --input " + corpus +
+                                " --context-len 64 --stride 24 --output " + ppl + flags);
+    EXPECT_EQ(p.exit_code, 0) << p.output;
+    json ppl_json;
+    std::ifstream(ppl) >> ppl_json;
+    std::map<int, json> records;
+    std::ifstream f(out);
+    std::string line;
+    while (std::getline(f, line)) records[json::parse(line)["id"].get<int>()] = json::parse(line);
+    return std::make_pair(records, ppl_json);
+  };
+  const auto [one, one_ppl] = score("", "", "one");
+  ASSERT_EQ(one.size(), 4u);
+  for (const auto& [np, flags] : std::vector<std::pair<int, std::string>>{{4, " --tp 2 --pp 2"}, {4, " --tp 4 --pp 1"}}) {
+    SCOPED_TRACE(flags);
+    const auto [got, got_ppl] = score(mpirun(np), flags, "layout");
+    ASSERT_EQ(got.size(), one.size());
+    for (const auto& [id, want] : one) {
+      const json& have = got.at(id);
+      EXPECT_NEAR(have["logprob"].get<double>(), want["logprob"].get<double>(), 1e-4) << "id " << id;
+      EXPECT_EQ(have["is_greedy"], want["is_greedy"]);
+      EXPECT_TRUE(have["is_greedy"].get<bool>()) << "a reference continuation is the greedy one";
+      EXPECT_EQ(have["n_tokens"], want["n_tokens"]);
+    }
+    EXPECT_EQ(got_ppl["tokens"], one_ppl["tokens"]);
+    EXPECT_NEAR(got_ppl["mean_nll"].get<double>(), one_ppl["mean_nll"].get<double>(), 1e-5);
+  }
+}
+
 // kill -9 of the whole mpirun job part-way, then --resume: exactly once, same texts.
 TEST_F(Distributed, KilledJobResumesExactlyOnce) {
   const std::string in = work_ + "/job_in.txt";

@@ -1,0 +1,121 @@
+// Scoring and perplexity end to end: the continuation's log-probability against run.c's own
+// logits, is_greedy, and perplexity against the independent fp64 reference forward.
+#include <unistd.h>
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "cli_util.h"
+#include "llama_reference.h"
+#include "runtime/tokenizer.h"
+
+namespace {
+
+using namespace tpllama::cli_test;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class Scoring : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    stories_ = stories_dir();
+    if (stories_.empty()) GTEST_SKIP() << "../shared/models/stories260K not found (set TPLLAMA_SHARED_DIR)";
+    work_ = (fs::temp_directory_path() / ("tpllama_scoring_" + std::to_string(::getpid()))).string();
+    fs::remove_all(work_);
+    fs::create_directories(work_);
+    model_ = work_ + "/stories260K";
+    CommandResult c = run_shell(binary() + " convert --from llama2c --checkpoint " + stories_ +
+                                "/stories260K.bin --tokenizer " + stories_ + "/tok512.model --out " + model_);
+    ASSERT_EQ(c.exit_code, 0) << c.output;
+    std::ifstream refs(stories_ + "/reference_greedy.jsonl");
+    std::string line;
+    std::getline(refs, line);
+    reference_ = json::parse(line);
+  }
+  void TearDown() override {
+    if (!work_.empty()) fs::remove_all(work_);
+  }
+
+  std::string stories_, work_, model_;
+  json reference_;
+};
+
+TEST_F(Scoring, ContinuationLogprobIsTheSumOfRunCLogSoftmax) {
+  const std::string prompt = reference_["prompt"], output = reference_["output"];
+  const std::string continuation = output.substr(prompt.size());
+  std::string changed = continuation;
+  changed.replace(changed.find("girl"), 4, "boy ");
+  const std::string in = work_ + "/score.jsonl", out = work_ + "/score_out.jsonl";
+  std::ofstream(in) << json({{"id", "ref"}, {"context", prompt}, {"continuation", continuation}, {"logprobs", true}}).dump()
+                    << "\n"
+                    << json({{"id", "changed"}, {"context", prompt}, {"continuation", changed}}).dump() << "\n";
+  CommandResult r = run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto records = by_id(read_jsonl(out));
+  const json& got = records.at("\"ref\"");
+
+  std::ifstream f(stories_ + "/logits_once_upon_a_time.f32", std::ios::binary);
+  std::vector<float> logits(64 * 512);
+  ASSERT_TRUE(f.read(reinterpret_cast<char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4)));
+  std::vector<int> tokens = reference_["prompt_tokens"].get<std::vector<int>>();
+  for (int t : reference_["generated_tokens"]) tokens.push_back(t);
+  const size_t n_prompt = reference_["prompt_tokens"].size();
+  const size_t n = reference_["generated_tokens"].size();  // 60: positions 4..63 of the logits file
+  ASSERT_EQ(got["n_tokens"].get<size_t>(), n) << "the continuation tokenizes as run.c generated it";
+  double expected = 0;
+  for (size_t g = 0; g < n; ++g) {
+    const float* row = logits.data() + (n_prompt - 1 + g) * 512;
+    double mx = row[0], sum = 0;
+    for (int v = 0; v < 512; ++v) mx = std::max(mx, static_cast<double>(row[v]));
+    for (int v = 0; v < 512; ++v) sum += std::exp(row[v] - mx);
+    const double lp = row[tokens[n_prompt + g]] - mx - std::log(sum);
+    EXPECT_NEAR(got["token_logprobs"][g].get<double>(), lp, 1e-4) << "token " << g;
+    expected += lp;
+  }
+  EXPECT_NEAR(got["logprob"].get<double>(), expected, 1e-4);
+  EXPECT_TRUE(got["is_greedy"].get<bool>());
+  EXPECT_FALSE(records.at("\"changed\"")["is_greedy"].get<bool>());
+  EXPECT_LT(records.at("\"changed\"")["logprob"].get<double>(), expected);
+}
+
+// Perplexity with context 24 and stride 10 over a small text, recomputed window by window from the
+// reference forward (llama2.c weights, Meta layout) with the same windows.
+TEST_F(Scoring, PerplexityMatchesTheReferenceForward) {
+  const std::string text = reference_["output"];
+  const std::string corpus = work_ + "/corpus.txt", json_out = work_ + "/ppl.json";
+  std::ofstream(corpus) << text;
+  CommandResult r = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus +
+                              " --context-len 24 --stride 10 --output " + json_out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json got;
+  std::ifstream(json_out) >> got;
+
+  tpllama::Tokenizer tok(stories_ + "/tok512.model");
+  const std::vector<int> tokens = tok.encode(text);
+  reference::Config rc;
+  reference::Weights rw = reference::load_llama2c(stories_ + "/stories260K.bin", &rc);
+  const int window = 23, stride = 10, n = static_cast<int>(tokens.size());
+  double nll = 0;
+  long long scored = 0;
+  for (int begin = 0, prev_end = 0; prev_end < n; begin += stride) {
+    const int end = std::min(begin + window, n);
+    std::vector<int> w = {1};
+    w.insert(w.end(), tokens.begin() + begin, tokens.begin() + end);
+    auto logits = reference::forward_all(rc, rw, w, reference::RopeLayout::kInterleaved);
+    for (int p = std::max(prev_end, begin); p < end; ++p) {  // token p sits at window index p - begin + 1
+      const auto& row = logits[static_cast<size_t>(p - begin)];
+      double mx = row[0], sum = 0;
+      for (double x : row) mx = std::max(mx, x);
+      for (double x : row) sum += std::exp(x - mx);
+      nll -= row[static_cast<size_t>(tokens[static_cast<size_t>(p)])] - mx - std::log(sum);
+      ++scored;
+    }
+    prev_end = end;
+  }
+  EXPECT_EQ(got["tokens"].get<long long>(), scored);
+  EXPECT_NEAR(got["mean_nll"].get<double>(), nll / static_cast<double>(scored), 1e-5);
+  EXPECT_NEAR(got["perplexity"].get<double>(), std::exp(nll / static_cast<double>(scored)), 1e-4);
+}
+
+}  // namespace
