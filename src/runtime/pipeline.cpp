@@ -116,6 +116,22 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
   return std::nullopt;
 }
 
+// The maximum logit of each given row and its token id over the whole vocabulary: each rank's
+// shard argmax, reduced across the TP group (ties to the lowest id).
+void Pipeline::reduce_argmax(const Tensor& logits, const std::vector<size_t>& rows, std::vector<float>* values,
+                             std::vector<int32_t>* indices) {
+  const int v_local = model_.vocab_local();
+  values->resize(rows.size());
+  indices->resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const float* row = logits.as<float>() + static_cast<int64_t>(rows[i]) * v_local;
+    const int local = argmax(row, v_local);
+    (*values)[i] = row[local];
+    (*indices)[i] = model_.vocab_begin() + local;
+  }
+  tp_comm_.all_reduce_argmax(*values, *indices);
+}
+
 // Greedy rows: argmax of each TP shard, reduced across the group (no logits move). Sampled rows:
 // the shards are gathered into whole rows, then every TP rank draws the same token with the
 // uniform rank 0 drew.
@@ -126,15 +142,9 @@ std::vector<int32_t> Pipeline::sample_rows(const StepPlan& plan, const Tensor& l
   std::vector<size_t> greedy, sampled;
   for (size_t r = 0; r < rows; ++r) (plan.sampling[r].params.temperature == 0.0 ? greedy : sampled).push_back(r);
 
-  std::vector<float> values(greedy.size());
-  std::vector<int32_t> indices(greedy.size());
-  for (size_t i = 0; i < greedy.size(); ++i) {
-    const float* row = logits.as<float>() + static_cast<int64_t>(greedy[i]) * v_local;
-    const int local = argmax(row, v_local);
-    values[i] = row[local];
-    indices[i] = model_.vocab_begin() + local;
-  }
-  tp_comm_.all_reduce_argmax(values, indices);
+  std::vector<float> values;
+  std::vector<int32_t> indices;
+  reduce_argmax(logits, greedy, &values, &indices);
   for (size_t i = 0; i < greedy.size(); ++i) tokens[greedy[i]] = indices[i];
 
   if (!sampled.empty()) {
@@ -176,15 +186,9 @@ std::vector<RowLogprobs> Pipeline::row_logprobs(const StepPlan& plan, const Tens
   if (rows.empty()) return {};
   const int v_local = model_.vocab_local(), tp = topology_.tp_size(), begin = model_.vocab_begin();
   const int64_t n = static_cast<int64_t>(rows.size());
-  std::vector<float> max_value(rows.size());
-  std::vector<int32_t> max_index(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const float* row = logits.as<float>() + static_cast<int64_t>(rows[i]) * v_local;
-    const int local = argmax(row, v_local);
-    max_value[i] = row[local];
-    max_index[i] = begin + local;
-  }
-  tp_comm_.all_reduce_argmax(max_value, max_index);
+  std::vector<float> max_value;
+  std::vector<int32_t> max_index;
+  reduce_argmax(logits, rows, &max_value, &max_index);
   // [0, n): sum of exp(logit - max); [n, 2n): the chosen token's logit (0 on ranks without it).
   std::vector<float> sums(static_cast<size_t>(2 * n), 0.0f);
   std::vector<float> local_top_values(static_cast<size_t>(n * top_n), -INFINITY);

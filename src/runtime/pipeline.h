@@ -43,6 +43,8 @@ class Pipeline {
  private:
   std::optional<SampledRows> execute(const StepPlan& plan, const std::vector<uint8_t>& bytes, size_t hidden_offset);
   std::vector<int32_t> sample_rows(const StepPlan& plan, const Tensor& logits);
+  void reduce_argmax(const Tensor& logits, const std::vector<size_t>& rows, std::vector<float>* values,
+                     std::vector<int32_t>* indices);
   std::vector<RowLogprobs> row_logprobs(const StepPlan& plan, const Tensor& logits, const std::vector<int32_t>& tokens);
   int next_stage_rank() const { return topology_.rank() + topology_.tp_size(); }
   int prev_stage_rank() const { return topology_.rank() - topology_.tp_size(); }

@@ -26,14 +26,12 @@ using nlohmann::json;
 class Stories : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    stories_ = stories_dir();
+    ConvertedStories c = ConvertedStories::make("e2e");
+    stories_ = c.stories;
     if (stories_.empty()) return;
-    work_ = (fs::temp_directory_path() / ("tpllama_e2e_" + std::to_string(::getpid()))).string();
-    fs::remove_all(work_);
-    fs::create_directories(work_);
-    model_ = work_ + "/stories260K";
-    convert_ = run_shell(binary() + " convert --from llama2c --checkpoint " + stories_ + "/stories260K.bin --tokenizer " +
-                         stories_ + "/tok512.model --out " + model_);
+    work_ = c.work;
+    model_ = c.model;
+    convert_ = c.convert;
     references_ = read_jsonl(stories_ + "/reference_greedy.jsonl");
   }
   static void TearDownTestSuite() {

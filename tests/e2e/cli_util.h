@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -67,6 +69,46 @@ inline std::map<std::string, json> by_id(const std::vector<json>& records) {
   std::map<std::string, json> m;
   for (const json& r : records) m[r["id"].dump()] = r;
   return m;
+}
+
+// stories260K converted into a fresh work directory, for one test suite.
+struct ConvertedStories {
+  std::string stories;  // ../shared/models/stories260K, "" when absent
+  std::string work;     // the suite's temporary directory
+  std::string model;    // the converted Hugging Face directory inside it
+  CommandResult convert;
+
+  static ConvertedStories make(const std::string& tag) {
+    ConvertedStories c;
+    c.stories = stories_dir();
+    if (c.stories.empty()) return c;
+    c.work = (fs::temp_directory_path() / ("tpllama_" + tag + "_" + std::to_string(::getpid()))).string();
+    fs::remove_all(c.work);
+    fs::create_directories(c.work);
+    c.model = c.work + "/stories260K";
+    c.convert = run_shell(binary() + " convert --from llama2c --checkpoint " + c.stories + "/stories260K.bin --tokenizer " +
+                          c.stories + "/tok512.model --out " + c.model);
+    return c;
+  }
+};
+
+// Starts a shell command in the background (exec'd, so the pid is the command's own); with
+// new_group it leads its own process group, so the whole job can be killed at once.
+inline pid_t spawn_shell(const std::string& command, bool new_group = false) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (new_group) ::setpgid(0, 0);
+    const std::string cmd = "exec " + command;
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  if (pid > 0 && new_group) ::setpgid(pid, pid);
+  return pid;
+}
+
+inline size_t count_lines(const std::string& path) {
+  std::ifstream f(path);
+  return static_cast<size_t>(std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n'));
 }
 
 }  // namespace tpllama::cli_test

@@ -25,14 +25,11 @@ using Clock = std::chrono::steady_clock;
 class Engine : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    stories_ = stories_dir();
-    if (stories_.empty()) return;
-    work_ = (fs::temp_directory_path() / ("tpllama_engine_" + std::to_string(::getpid()))).string();
-    fs::remove_all(work_);
-    fs::create_directories(work_);
-    model_ = work_ + "/stories260K";
-    convert_ = run_shell(binary() + " convert --from llama2c --checkpoint " + stories_ + "/stories260K.bin --tokenizer " +
-                         stories_ + "/tok512.model --out " + model_);
+    ConvertedStories c = ConvertedStories::make("engine");
+    stories_ = c.stories;
+    work_ = c.work;
+    model_ = c.model;
+    convert_ = c.convert;
   }
   static void TearDownTestSuite() {
     if (!work_.empty()) fs::remove_all(work_);
@@ -106,19 +103,13 @@ TEST_F(Engine, KillNineThenResumeGivesEveryIdExactlyOnce) {
   for (size_t kill_after : {1u, 900u, 2400u}) {
     SCOPED_TRACE("killed after " + std::to_string(kill_after) + " records");
     const std::string out = work_ + "/resume_" + std::to_string(kill_after) + ".jsonl";
-    const std::string cmd = "exec " + binary() + " run --model " + model_ + " --input " + in + " --output " + out + flags +
-                            " > /dev/null 2>&1";
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
+    const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out + flags +
+                                  " > /dev/null 2>&1");
+    ASSERT_GT(pid, 0);
     const auto start = Clock::now();
     size_t lines = 0;
     while (lines < kill_after && Clock::now() - start < std::chrono::seconds(60)) {
-      std::ifstream f(out);
-      lines = static_cast<size_t>(std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n'));
+      lines = count_lines(out);
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     ::kill(pid, SIGKILL);
@@ -137,14 +128,9 @@ TEST_F(Engine, KillNineThenResumeGivesEveryIdExactlyOnce) {
 TEST_F(Engine, ASecondRunOnTheSameOutputIsRefusedWhileTheFirstWrites) {
   const std::string in = mixed_input("locked", 600, 60);
   const std::string out = work_ + "/locked.jsonl";
-  const std::string cmd = "exec " + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
-                          " --threads 1 > /dev/null 2>&1";
-  const pid_t first = ::fork();
-  ASSERT_GE(first, 0);
-  if (first == 0) {
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t first = spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out +
+                                  " --threads 1 > /dev/null 2>&1");
+  ASSERT_GT(first, 0);
   const auto start = Clock::now();
   while (!(fs::exists(out) && fs::file_size(out) > 0) && Clock::now() - start < std::chrono::seconds(60))
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -19,15 +19,12 @@ using nlohmann::json;
 class Scoring : public ::testing::Test {
  protected:
   void SetUp() override {
-    stories_ = stories_dir();
+    ConvertedStories c = ConvertedStories::make("scoring");
+    stories_ = c.stories;
     if (stories_.empty()) GTEST_SKIP() << "../shared/models/stories260K not found (set TPLLAMA_SHARED_DIR)";
-    work_ = (fs::temp_directory_path() / ("tpllama_scoring_" + std::to_string(::getpid()))).string();
-    fs::remove_all(work_);
-    fs::create_directories(work_);
-    model_ = work_ + "/stories260K";
-    CommandResult c = run_shell(binary() + " convert --from llama2c --checkpoint " + stories_ +
-                                "/stories260K.bin --tokenizer " + stories_ + "/tok512.model --out " + model_);
-    ASSERT_EQ(c.exit_code, 0) << c.output;
+    work_ = c.work;
+    model_ = c.model;
+    ASSERT_EQ(c.convert.exit_code, 0) << c.convert.output;
     std::ifstream refs(stories_ + "/reference_greedy.jsonl");
     std::string line;
     std::getline(refs, line);

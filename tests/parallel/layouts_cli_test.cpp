@@ -32,14 +32,12 @@ void PrintTo(const Layout& l, std::ostream* os) { *os << "tp " << l.tp << " pp "
 class Distributed : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    stories_ = stories_dir();
+    ConvertedStories c = ConvertedStories::make("mpi_cli");
+    stories_ = c.stories;
     if (stories_.empty()) return;
-    work_ = (fs::temp_directory_path() / ("tpllama_mpi_cli_" + std::to_string(::getpid()))).string();
-    fs::remove_all(work_);
-    fs::create_directories(work_);
-    model_ = work_ + "/stories260K";
-    setup_ = run_shell(binary() + " convert --from llama2c --checkpoint " + stories_ + "/stories260K.bin --tokenizer " +
-                       stories_ + "/tok512.model --out " + model_);
+    work_ = c.work;
+    model_ = c.model;
+    setup_ = c.convert;
     references_ = read_jsonl(stories_ + "/reference_greedy.jsonl");
     input_ = work_ + "/prompts.jsonl";
     std::ofstream out(input_);
@@ -309,21 +307,14 @@ TEST_F(Distributed, KilledJobResumesExactlyOnce) {
   ASSERT_EQ(run_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in + " --output " + full + flags)
                 .exit_code,
             0);
-  const pid_t job = ::fork();
-  ASSERT_GE(job, 0);
-  if (job == 0) {
-    ::setpgid(0, 0);  // its own process group: mpirun and every rank die together
-    const std::string cmd = "exec " + mpirun(4) + binary() + " run --model " + model_ + " --input " + in + " --output " +
-                            out + flags + " > /dev/null 2>&1";
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::setpgid(job, job);
+  const pid_t job = spawn_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
+                                    flags + " > /dev/null 2>&1",
+                                /*new_group=*/true);
+  ASSERT_GT(job, 0);
   const auto start = Clock::now();
   size_t lines = 0;
   while (lines < 600 && Clock::now() - start < std::chrono::seconds(60)) {
-    std::ifstream f(out);
-    lines = static_cast<size_t>(std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n'));
+    lines = count_lines(out);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   // The whole job, as a scheduler would: mpirun's process group and every rank under it.
@@ -354,16 +345,10 @@ TEST_F(Distributed, KilledRankEndsTheJobWithinThirtySeconds) {
     std::ofstream out(input);
     for (int i = 0; i < 5000; ++i) out << (i % 2 ? "Once upon a time" : "The little dog") << "\n";
   }
-  const std::string cmd = "exec " + mpirun(4) + binary() + " run --model " + model_ + " --input " + input + " --output " +
-                          work_ + "/killed.jsonl --tp 2 --pp 2 --max-tokens 200 > " + work_ + "/killed.log 2>&1";
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-  const pid_t launcher = ::fork();
-  ASSERT_GE(launcher, 0);
-  if (launcher == 0) {
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t launcher = spawn_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + input +
+                                     " --output " + work_ + "/killed.jsonl --tp 2 --pp 2 --max-tokens 200 > " + work_ +
+                                     "/killed.log 2>&1");
+  ASSERT_GT(launcher, 0);
   // Wait until the ranks are computing: the first records appear in the output.
   const auto start = Clock::now();
   while (!(fs::exists(work_ + "/killed.jsonl") && fs::file_size(work_ + "/killed.jsonl") > 0) &&
