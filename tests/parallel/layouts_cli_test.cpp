@@ -264,7 +264,7 @@ TEST_F(Distributed, ScoringAndPerplexityDoNotDependOnLayout) {
   auto score = [&](const std::string& launcher, const std::string& flags, const std::string& tag) {
     const std::string out = work_ + "/score_" + tag + ".jsonl", ppl = work_ + "/ppl_" + tag + ".json";
     CommandResult r = run_shell(launcher + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
-                                flags + " --max-batch-tokens 37");
+                                flags);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     CommandResult p = run_shell(launcher + binary() + " perplexity --model " + model_ + " --input " + corpus +
                                 " --context-len 64 --stride 24 --output " + ppl + flags);
@@ -279,7 +279,9 @@ TEST_F(Distributed, ScoringAndPerplexityDoNotDependOnLayout) {
   };
   const auto [one, one_ppl] = score("", "", "one");
   ASSERT_EQ(one.size(), 4u);
-  for (const auto& [np, flags] : std::vector<std::pair<int, std::string>>{{4, " --tp 2 --pp 2"}, {4, " --tp 4 --pp 1"}}) {
+  // Layout and batching: small steps split the continuations across many steps and groups.
+  for (const auto& [np, flags] : std::vector<std::pair<int, std::string>>{
+           {4, " --tp 2 --pp 2 --max-batch-tokens 37"}, {4, " --tp 4 --pp 1 --max-seqs 2 --max-batch-tokens 5"}}) {
     SCOPED_TRACE(flags);
     const auto [got, got_ppl] = score(mpirun(np), flags, "layout");
     ASSERT_EQ(got.size(), one.size());
