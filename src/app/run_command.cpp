@@ -47,7 +47,8 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   CLI::App* run = app.add_subcommand("run", "Generate completions for every prompt of a file");
   run->add_option("--model", o.model, "Hugging Face LLaMA model directory (config.json, *.safetensors, tokenizer.model)")
       ->required();
-  run->add_option("--input", o.input, "Prompt file: .txt (one prompt per line) or .jsonl (objects with 'prompt')")
+  run->add_option("--input", o.input, "Prompt file: .txt (one prompt per line), .jsonl (objects with 'prompt', or 'context' and "
+                  "'continuation' to score), or an OpenAI batch file")
       ->required();
   run->add_option("--output", o.output, "Output JSONL file, one record per request, appended as requests finish")
       ->required();
@@ -71,7 +72,9 @@ void add_run_command(CLI::App& app, RunOptions& o) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   run->add_option("--threads", o.threads, "CPU threads per rank; default: cores of the node / ranks on the node");
-  run->add_option("--log-interval", o.log_interval, "Seconds between progress lines")->capture_default_str();
+  run->add_option("--log-interval", o.log_interval,
+                  "Seconds between progress lines when stderr is not a terminal (Slurm logs)")
+      ->capture_default_str();
   run->add_option("--tp", o.tp, "Tensor-parallel ranks per stage; default: ranks per node (or ranks / --pp)")
       ->check(CLI::PositiveNumber);
   run->add_option("--pp", o.pp, "Pipeline stages; default: number of nodes (or ranks / --tp)")->check(CLI::PositiveNumber);

@@ -89,8 +89,13 @@ class Run {
 
   RunSummary run() {
     const auto start = Clock::now();
+    bool estimated = false;
     while (true) {
       admit_while_room();
+      if (!estimated) {
+        log_kv_estimate();
+        estimated = true;
+      }
       if (active_.empty() && in_flight_.empty()) break;
       StepPlan plan;
       Group group;
@@ -123,6 +128,26 @@ class Run {
   ProgressCounts counts() const {
     return {summary_.requests + summary_.skipped, summary_.errors, static_cast<long long>(active_.size()),
             summary_.generated_tokens};
+  }
+
+  // Once the first requests are in: how many sequences of their average length (prompt plus
+  // requested completion, capped at the context) the KV cache holds at once.
+  void log_kv_estimate() const {
+    if (active_.empty()) return;
+    double total = 0;
+    for (const auto& s : active_) {
+      const int completion = s->request.scoring ? 0 : s->request.max_tokens;
+      total += std::min<double>(o_.context, static_cast<double>(s->n_prompt) + completion);
+    }
+    const double avg = total / static_cast<double>(active_.size());
+    const double capacity = static_cast<double>(o_.kv_blocks) * bs_;
+    std::ostringstream os;
+    os.setf(std::ios::fixed);
+    os.precision(0);
+    os << "KV cache: " << capacity << " tokens; at the average request length of the first " << active_.size()
+       << " requests (" << avg << " tokens, prompt + max_tokens) it holds about " << capacity / avg
+       << " sequences at once (--max-seqs " << o_.max_seqs << ")";
+    log::info(os.str());
   }
 
   void write(uint64_t order, Result r) {
