@@ -7,11 +7,13 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/stop_signal.h"
 #include "parallel/mpi_comm.h"
 
 int main(int argc, char** argv) {
   using namespace tpllama;
   MpiSession mpi(&argc, &argv);
+  install_stop_handlers();
   log::set_rank(mpi.rank(), mpi.world_size());
 
   CLI::App app{"tpllama: offline batch inference of LLaMA-family models under MPI"};

@@ -39,6 +39,7 @@ struct RunOptions {
   std::string input_format = "auto";
   bool resume = false;
   bool ordered = false;
+  double grace_seconds = 90;
   std::string stats;            // --stats JSON path
   std::string trace;            // --trace Chrome trace path
 };

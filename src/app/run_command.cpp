@@ -16,6 +16,7 @@
 #include "app/run_report.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/stop_signal.h"
 #include "model/checkpoint.h"
 #include "model/llama_model.h"
 #include "ops/cpu/cpu_ops.h"
@@ -93,6 +94,10 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_flag("--resume", o.resume,
                 "Keep the records already in --output (a torn last line is cut), skip their ids, append the rest");
   run->add_flag("--ordered", o.ordered, "Write records in input order (default: as requests finish)");
+  run->add_option("--grace-seconds", o.grace_seconds,
+                  "After SIGTERM/SIGUSR1/SIGINT: seconds in-flight requests may still finish before the run stops "
+                  "(exit status 75; --resume continues)")
+      ->capture_default_str();
   run->add_option("--stats", o.stats, "Write run statistics as JSON to this file at the end");
   run->add_option("--trace", o.trace, "Write a Chrome trace-event JSON (one track group per rank) to this file");
   run->add_option("--max-model-len", o.max_model_len, "Context per sequence, prompt + completion (default: the model's)")
@@ -323,6 +328,7 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
   if (rank == 0) {
     EngineOptions options{o.max_seqs,           o.max_batch_tokens, o.log_interval, tokenizer_adds_bos(o.model),
                           topology->pp_size(), context,             o.kv_block_size, n_blocks, max_logit_rows(o)};
+    options.grace_seconds = o.grace_seconds;
     Engine engine(config, *tokenizer, pipeline, options);
     EngineIo io;
     io.reader = hooks != nullptr ? source.get() : reader.get();
@@ -339,6 +345,11 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
   report_run(*topology, nodes.n_nodes, collect_rank_figures(model->weights(), *cache, pipeline.stats(), *tp_comm, world),
              rank == 0 ? &summary : nullptr, o.stats);
   if (!o.trace.empty()) write_trace(*topology, trace, o.trace);
+  if (rank == 0 && summary.stopped_by != 0) {
+    log::warn("stopped early: " + summary.describe() + "; exit status " + std::to_string(kExitStoppedEarly) +
+              ": run again with --resume to continue");
+    return kExitStoppedEarly;
+  }
   if (rank == 0) {
     log::info("done: " + summary.describe() + (hooks != nullptr ? "" : "; output " + o.output));
     const long long finished = summary.finished_stop + summary.finished_length;

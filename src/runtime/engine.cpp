@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/stop_signal.h"
 #include "runtime/progress.h"
 #include "runtime/sampler.h"
 
@@ -91,6 +92,8 @@ class Run {
     const auto start = Clock::now();
     bool estimated = false;
     while (true) {
+      check_stop();
+      if (abandon_) break;
       admit_while_room();
       if (!estimated) {
         log_kv_estimate();
@@ -117,6 +120,7 @@ class Run {
       }
       progress_.update(counts());
     }
+    drain_in_flight();
     pipeline_.shutdown();
     io_.writer->sync();
     progress_.finish(counts());
@@ -148,6 +152,34 @@ class Run {
        << " requests (" << avg << " tokens, prompt + max_tokens) it holds about " << capacity / avg
        << " sequences at once (--max-seqs " << o_.max_seqs << ")";
     log::info(os.str());
+  }
+
+  // A stop signal: admit nothing more, let the sequences in flight finish within the grace
+  // period, then abandon the rest (--resume redoes them).
+  void check_stop() {
+    const int signal = stop_signal();
+    if (signal == 0) return;
+    if (summary_.stopped_by == 0) {
+      summary_.stopped_by = signal;
+      stop_time_ = Clock::now();
+      input_done_ = true;
+      log::warn("received signal " + std::to_string(signal) + ": admitting no more requests; finishing the " +
+                std::to_string(active_.size()) + " running within " + std::to_string(static_cast<int>(o_.grace_seconds)) +
+                " s, then stopping (resume with --resume)");
+    }
+    if (seconds_between(stop_time_, Clock::now()) > o_.grace_seconds && !active_.empty()) {
+      summary_.abandoned = static_cast<long long>(active_.size());
+      abandon_ = true;
+    }
+  }
+
+  // Groups still in flight must come back before the pipeline can shut down.
+  void drain_in_flight() {
+    while (!in_flight_.empty()) {
+      Group done = std::move(in_flight_.front());
+      in_flight_.pop_front();
+      pipeline_.receive_tokens(done.id);
+    }
   }
 
   void write(uint64_t order, Result r) {
@@ -464,6 +496,8 @@ class Run {
   IdIndex seen_;  // id → line it first appeared on
   Progress progress_;
   bool input_done_ = false;
+  bool abandon_ = false;
+  Clock::time_point stop_time_;
   int64_t next_group_ = 0;
   uint64_t next_order_ = 0;
 };
@@ -480,6 +514,8 @@ std::string RunSummary::describe() const {
      << generated_tokens << " (" << (seconds > 0 ? static_cast<double>(generated_tokens) / seconds : 0.0)
      << " tok/s), " << steps << " steps, " << preemptions << " preemptions";
   if (skipped > 0) os << "; " << skipped << " already in the output, skipped";
+  if (stopped_by != 0)
+    os << "; stopped early by signal " << stopped_by << " (" << abandoned << " unfinished requests left for --resume)";
   return os.str();
 }
 

@@ -28,6 +28,7 @@ struct EngineOptions {
   int kv_block_size = 16;       // positions per KV block
   int kv_blocks = 0;            // blocks in every rank's pool
   int max_logit_rows = 64;      // logit rows per step (the model's buffer): decodes plus scored tokens
+  double grace_seconds = 90;    // after a stop signal: how long in-flight requests may still run
 };
 
 // Where requests come from and results go.
@@ -52,6 +53,8 @@ struct RunSummary {
   long long steps = 0;
   long long preemptions = 0;
   long long skipped = 0;  // already in the output (--resume)
+  int stopped_by = 0;     // the signal that stopped the run early, or 0
+  long long abandoned = 0;  // requests in flight when the grace period ended (redone by --resume)
   double seconds = 0;
   LatencyHistogram ttft;  // admission to first token, per finished request
   LatencyHistogram tpot;  // mean time per output token after the first

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -139,6 +140,37 @@ TEST_F(Engine, ASecondRunOnTheSameOutputIsRefusedWhileTheFirstWrites) {
   ::waitpid(first, nullptr, 0);
   EXPECT_NE(second.exit_code, 0);
   EXPECT_NE(second.output.find("another process is writing to"), std::string::npos) << second.output;
+}
+
+// SIGTERM: no new requests, the running ones finish, exit status 75, and --resume completes the
+// rest exactly once.
+TEST_F(Engine, SigtermStopsGracefullyAndResumeFinishes) {
+  const std::string in = mixed_input("sigterm", 3000, 20);
+  const std::string out = work_ + "/sigterm.jsonl", full = work_ + "/sigterm_full.jsonl";
+  const std::string flags = " --threads 1 --max-seqs 16";
+  ASSERT_EQ(run(in, full, flags).exit_code, 0);
+  const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out + flags +
+                                " --grace-seconds 20 > " + work_ + "/sigterm.log 2>&1");
+  ASSERT_GT(pid, 0);
+  const auto start = Clock::now();
+  while (count_lines(out) < 50 && Clock::now() - start < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed instead of stopping: status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 75);
+  const size_t written = count_lines(out);
+  EXPECT_LT(written, 3000u);
+  std::ifstream log(work_ + "/sigterm.log");
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_NE(text.str().find("stopped early"), std::string::npos) << text.str();
+  for (const json& r : read_jsonl(out)) EXPECT_NE(r["finish_reason"], "error") << "every record is complete";
+  CommandResult r = run(in, out, flags + " --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(text_by_id(out), text_by_id(full));
+  EXPECT_EQ(read_jsonl(out).size(), 3000u);
 }
 
 TEST_F(Engine, ResumeCutsATornLastLine) {

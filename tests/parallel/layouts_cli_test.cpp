@@ -340,6 +340,38 @@ TEST_F(Distributed, KilledJobResumesExactlyOnce) {
   EXPECT_EQ(lines_by_id(out), lines_by_id(full));
 }
 
+// SIGUSR1 to mpirun (Open MPI forwards it to every rank): the job stops gracefully with status 75
+// and --resume completes it exactly once.
+TEST_F(Distributed, SigusrOneStopsTheJobGracefully) {
+  const std::string in = work_ + "/usr1_in.txt";
+  {
+    std::ofstream f(in);
+    for (int i = 0; i < 3000; ++i) f << (i % 2 ? "Once upon a time " : "The little dog ") << i << "\n";
+  }
+  const std::string flags = " --tp 2 --pp 2 --max-tokens 12";
+  const std::string out = work_ + "/usr1.jsonl", full = work_ + "/usr1_full.jsonl";
+  ASSERT_EQ(run_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in + " --output " + full + flags)
+                .exit_code,
+            0);
+  const pid_t job = spawn_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
+                                flags + " > /dev/null 2>&1");
+  ASSERT_GT(job, 0);
+  const auto start = Clock::now();
+  while (count_lines(out) < 100 && Clock::now() - start < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::kill(job, SIGUSR1);
+  int status = 0;
+  ::waitpid(job, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 75);
+  EXPECT_LT(count_lines(out), 3000u);
+  CommandResult r = run_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
+                              flags + " --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(lines_by_id(out), lines_by_id(full));
+  EXPECT_EQ(count_lines(out), 3000u);
+}
+
 // kill -9 of one rank in the middle of a run: Open MPI's launcher must end the job, non-zero.
 TEST_F(Distributed, KilledRankEndsTheJobWithinThirtySeconds) {
   const std::string input = work_ + "/many.txt";
