@@ -189,35 +189,47 @@ long long local_kv_blocks(const RunOptions& o, const LlamaModel& model, const No
   return std::min<long long>(most, static_cast<long long>(budget / std::max<uint64_t>(per_block, 1)));
 }
 
-}  // namespace
 
-int run_command(const RunOptions& o, const MpiSession& mpi) { return run_engine(o, mpi, nullptr); }
-
-int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const NodeInfo nodes = detect_nodes();
-  const int rank = mpi.rank();
-
-  // Everything that can be wrong with the layout, the model or the files is found here, on
-  // every rank, before any weight is copied; the job reports it once.
+// What a run holds, built phase by phase. Members are destroyed in reverse order: the model and
+// cache before the communicators they use.
+struct RunSetup {
+  NodeInfo nodes;
   std::unique_ptr<Checkpoint> checkpoint;
   std::unique_ptr<Topology> topology;
-  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Tokenizer> tokenizer;  // rank 0
+  int threads = 1;
+  std::unique_ptr<MpiCommunicator> world;
+  std::unique_ptr<MpiCommunicator> tp_comm;
+  std::unique_ptr<LlamaModel> model;
+  int context = 0;
+  int n_blocks = 0;
+  std::unique_ptr<KvCache> cache;
+  // Rank 0's input and output.
+  std::unique_ptr<RequestSource> source;
+  std::unique_ptr<ResumeIndex> resume;
+  std::unique_ptr<OutputLock> output_lock;
+  std::unique_ptr<ResultWriter> writer;
+  long long total_requests = 0;
+};
+
+// Everything that can be wrong with the layout, the model or the files is found here, on every
+// rank, before any weight is copied; the job reports it once.
+void validate(const RunOptions& o, int world_size, int rank, RunSetup& s) {
   collective_phase([&] {
-    checkpoint = std::make_unique<Checkpoint>(o.model);
-    const LlamaConfig& c = checkpoint->config();
-    topology = std::make_unique<Topology>(
-        make_topology(LayoutRequest{o.tp, o.pp, o.pp_layers}, nodes, mpi.world_size(), rank, c.n_layers));
-    if (checkpoint->presharded()) checkpoint->open_rank_shard(*topology);
-    head_layout(c, topology->tp_size(), topology->tp_rank());
-    build_shard_table(c, *topology);
+    s.checkpoint = std::make_unique<Checkpoint>(o.model);
+    const LlamaConfig& c = s.checkpoint->config();
+    s.topology = std::make_unique<Topology>(
+        make_topology(LayoutRequest{o.tp, o.pp, o.pp_layers}, s.nodes, world_size, rank, c.n_layers));
+    if (s.checkpoint->presharded()) s.checkpoint->open_rank_shard(*s.topology);
+    head_layout(c, s.topology->tp_size(), s.topology->tp_rank());
+    build_shard_table(c, *s.topology);
     if (rank != 0) return;
-    if (!std::filesystem::exists(checkpoint->tokenizer_path()))
+    if (!std::filesystem::exists(s.checkpoint->tokenizer_path()))
       fail("model directory ", o.model, " has no tokenizer.model (a SentencePiece model is required)");
-    tokenizer = std::make_unique<Tokenizer>(checkpoint->tokenizer_path());
-    if (tokenizer->vocab_size() > c.vocab_size)
-      fail(checkpoint->tokenizer_path(), " has ", tokenizer->vocab_size(), " pieces but config.json says vocab_size ",
-           c.vocab_size);
+    s.tokenizer = std::make_unique<Tokenizer>(s.checkpoint->tokenizer_path());
+    if (s.tokenizer->vocab_size() > c.vocab_size)
+      fail(s.checkpoint->tokenizer_path(), " has ", s.tokenizer->vocab_size(),
+           " pieces but config.json says vocab_size ", c.vocab_size);
     if (!std::filesystem::exists(o.input)) fail("prompt file ", o.input, " does not exist");
     for (const std::string& path : {o.stats, o.trace})  // fail now, not after hours of work
       if (!path.empty()) {
@@ -228,144 +240,165 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
     if (std::filesystem::exists(o.output) && std::filesystem::equivalent(o.input, o.output))
       fail("--output ", o.output, " is the prompt file itself; refusing to overwrite the input");
   });
-  const LlamaConfig& config = checkpoint->config();
-  if (rank == 0) {
-    log::info("layout: " + std::to_string(topology->world_size()) + " ranks = tp " +
-              std::to_string(topology->tp_size()) + " x pp " + std::to_string(topology->pp_size()) + " on " +
-              std::to_string(nodes.n_nodes) + " node(s)");
-    if (!o.allow_cross_node_tp) warn_cross_node_tp(*topology, nodes);
-  }
+  if (rank != 0) return;
+  const Topology& t = *s.topology;
+  log::info("layout: " + std::to_string(t.world_size()) + " ranks = tp " + std::to_string(t.tp_size()) + " x pp " +
+            std::to_string(t.pp_size()) + " on " + std::to_string(s.nodes.n_nodes) + " node(s)");
+  if (!o.allow_cross_node_tp) warn_cross_node_tp(t, s.nodes);
+}
 
-  const int threads = o.threads > 0 ? o.threads
-                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                                      std::max(1, nodes.ranks_on_node));
-  ops::cpu::set_threads(threads);
+// Communicators, then this rank's shard of the weights.
+void load_model(const RunOptions& o, RunSetup& s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  s.threads = o.threads > 0 ? o.threads
+                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                              std::max(1, s.nodes.ranks_on_node));
+  ops::cpu::set_threads(s.threads);
   MPI_Comm world_dup;
   mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &world_dup), "MPI_Comm_dup");
-  MpiCommunicator world(world_dup);
-  auto tp_comm = MpiCommunicator::split(MPI_COMM_WORLD, topology->pp_rank(), topology->tp_rank());
-  const DeviceContext ctx{Device::kCpu, threads};
-  std::unique_ptr<LlamaModel> model;
+  s.world = std::make_unique<MpiCommunicator>(world_dup);
+  s.tp_comm = MpiCommunicator::split(MPI_COMM_WORLD, s.topology->pp_rank(), s.topology->tp_rank());
+  const DeviceContext ctx{Device::kCpu, s.threads};
   collective_phase([&] {
-    model = std::make_unique<LlamaModel>(*checkpoint, *topology, *tp_comm, ctx,
-                                         ModelLimits{o.max_batch_tokens, max_logit_rows(o)});
+    s.model = std::make_unique<LlamaModel>(*s.checkpoint, *s.topology, *s.tp_comm, ctx,
+                                           ModelLimits{o.max_batch_tokens, max_logit_rows(o)});
   });
-  report_weights(*topology, model->weights(), *checkpoint);
+  report_weights(*s.topology, s.model->weights(), *s.checkpoint);
+  const LlamaConfig& config = s.checkpoint->config();
+  s.context = o.max_model_len > 0 ? std::min(o.max_model_len, config.max_seq_len) : config.max_seq_len;
+  if (s.topology->rank() != 0) return;
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(2);
+  os << "model " << o.model << ": " << config.n_layers << " layers, dim " << config.dim << ", " << config.n_heads
+     << " heads (" << config.n_kv_heads << " kv), vocab " << config.vocab_size << ", context " << config.max_seq_len
+     << "; loaded in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s; "
+     << s.threads << " threads per rank";
+  log::info(os.str());
+}
 
-  const int context = o.max_model_len > 0 ? std::min(o.max_model_len, config.max_seq_len) : config.max_seq_len;
-  if (rank == 0) {
-    std::ostringstream os;
-    os.setf(std::ios::fixed);
-    os.precision(2);
-    os << "model " << o.model << ": " << config.n_layers << " layers, dim " << config.dim << ", " << config.n_heads
-       << " heads (" << config.n_kv_heads << " kv), vocab " << config.vocab_size << ", context "
-       << config.max_seq_len << "; loaded in "
-       << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s; " << threads
-       << " threads per rank";
-    log::info(os.str());
-  }
-
+// The KV pool: the same block count on every rank, refused if one full-context sequence won't fit.
+void make_kv_cache(const RunOptions& o, RunSetup& s) {
   long long blocks = 0;
-  collective_phase([&] { blocks = local_kv_blocks(o, *model, nodes, context); });
+  collective_phase([&] { blocks = local_kv_blocks(o, *s.model, s.nodes, s.context); });
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, &blocks, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
-  const int n_blocks = static_cast<int>(std::min<long long>(blocks, INT32_MAX));
-  std::unique_ptr<KvCache> cache;
+  s.n_blocks = static_cast<int>(std::min<long long>(blocks, INT32_MAX));
   collective_phase([&] {
-    const int full = (context + o.kv_block_size - 1) / o.kv_block_size;
-    if (n_blocks < full)
-      fail("the KV cache holds ", n_blocks, " blocks of ", o.kv_block_size, " tokens on the smallest rank, less than one ",
-           context, "-token sequence needs (", full, "): give more --kv-cache-memory or a smaller --max-model-len");
-    cache = std::make_unique<KvCache>(model->n_layers_local(), model->kv_dim_local(), o.kv_block_size, n_blocks,
-                                      o.max_seqs);
+    const int full = (s.context + o.kv_block_size - 1) / o.kv_block_size;
+    if (s.n_blocks < full)
+      fail("the KV cache holds ", s.n_blocks, " blocks of ", o.kv_block_size,
+           " tokens on the smallest rank, less than one ", s.context, "-token sequence needs (", full,
+           "): give more --kv-cache-memory or a smaller --max-model-len");
+    s.cache = std::make_unique<KvCache>(s.model->n_layers_local(), s.model->kv_dim_local(), o.kv_block_size,
+                                        s.n_blocks, o.max_seqs);
   });
-  if (rank == 0) {
-    std::ostringstream os;
-    os << "KV cache: " << n_blocks << " blocks of " << o.kv_block_size << " tokens = "
-       << static_cast<long long>(n_blocks) * o.kv_block_size << " tokens (" << mib(cache->bytes())
-       << " on rank 0), room for " << static_cast<long long>(n_blocks) * o.kv_block_size / context
-       << " sequences at the full context of " << context << " tokens";
-    log::info(os.str());
-  }
-  // The output is opened (and truncated, without --resume) only once everything else is known to work.
-  std::unique_ptr<RequestSource> source;
-  std::unique_ptr<PromptReader> reader;
-  std::unique_ptr<ResultWriter> writer;
-  std::unique_ptr<ResumeIndex> resume;
-  std::unique_ptr<OutputLock> output_lock;
-  long long total_requests = 0;
+  if (s.topology->rank() != 0) return;
+  std::ostringstream os;
+  os << "KV cache: " << s.n_blocks << " blocks of " << o.kv_block_size << " tokens = "
+     << static_cast<long long>(s.n_blocks) * o.kv_block_size << " tokens (" << mib(s.cache->bytes())
+     << " on rank 0), room for " << static_cast<long long>(s.n_blocks) * o.kv_block_size / s.context
+     << " sequences at the full context of " << s.context << " tokens";
+  log::info(os.str());
+}
+
+// Rank 0's requests and results. The output is opened (and truncated, without --resume) only once
+// everything else is known to work, and locked before anything reads or cuts it.
+void open_io(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
   collective_phase([&] {
-    if (rank != 0) return;
+    if (s.topology->rank() != 0) return;
     if (hooks != nullptr) {
-      source = hooks->make_source(*tokenizer, config, context);
+      s.source = hooks->make_source(*s.tokenizer, s.checkpoint->config(), s.context);
       return;
     }
-    reader = std::make_unique<PromptReader>(o.input, o.defaults, parse_input_format(o.input_format));
+    auto reader = std::make_unique<PromptReader>(o.input, o.defaults, parse_input_format(o.input_format));
     const OutputFormat format =
         reader->format() == InputFormat::kOpenAiBatch ? OutputFormat::kOpenAiBatch : OutputFormat::kJsonl;
+    s.source = std::move(reader);
     const bool had_output = std::filesystem::exists(o.output) && std::filesystem::file_size(o.output) > 0;
-    output_lock = std::make_unique<OutputLock>(o.output);  // before anything reads or cuts the file
+    s.output_lock = std::make_unique<OutputLock>(o.output);
     if (o.resume) {
-      resume = std::make_unique<ResumeIndex>(prepare_resume(o.output, format));
-      log::info("resume: " + std::to_string(resume->records) + " records already in " + o.output +
-                (resume->truncated_bytes > 0
-                     ? "; cut a torn last line of " + std::to_string(resume->truncated_bytes) + " bytes"
+      s.resume = std::make_unique<ResumeIndex>(prepare_resume(o.output, format));
+      log::info("resume: " + std::to_string(s.resume->records) + " records already in " + o.output +
+                (s.resume->truncated_bytes > 0
+                     ? "; cut a torn last line of " + std::to_string(s.resume->truncated_bytes) + " bytes"
                      : ""));
     } else if (had_output) {
       log::warn("overwriting " + o.output + " (" + std::to_string(std::filesystem::file_size(o.output)) +
                 " bytes); pass --resume to keep its records and continue after them");
     }
-    writer = std::make_unique<ResultWriter>(o.output, format, o.resume,
-                                            std::filesystem::path(o.model).lexically_normal().filename().string());
-    if (std::optional<size_t> lines = count_prompt_lines(o.input)) total_requests = static_cast<long long>(*lines);
+    s.writer = std::make_unique<ResultWriter>(o.output, format, o.resume,
+                                              std::filesystem::path(o.model).lexically_normal().filename().string());
+    if (std::optional<size_t> lines = count_prompt_lines(o.input)) s.total_requests = static_cast<long long>(*lines);
   });
-  TraceRecorder trace(!o.trace.empty());
-  tp_comm->set_trace(&trace);
-  world.set_trace(&trace);
-  mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");  // a common time origin for the trace
-  trace.set_origin(TraceRecorder::Clock::now());
-  Pipeline pipeline(*model, *cache, *topology, *tp_comm, world, &trace);
-  RunSummary summary;
-  if (rank == 0) {
-    EngineOptions options{o.max_seqs,           o.max_batch_tokens, o.log_interval, tokenizer_adds_bos(o.model),
-                          topology->pp_size(), context,             o.kv_block_size, n_blocks, max_logit_rows(o)};
-    options.grace_seconds = o.grace_seconds;
-    Engine engine(config, *tokenizer, pipeline, options);
-    EngineIo io;
-    io.reader = hooks != nullptr ? source.get() : reader.get();
-    io.writer = hooks != nullptr ? hooks->sink : writer.get();
-    io.resume = resume.get();
-    io.ordered = o.ordered;
-    io.reorder_limit = static_cast<size_t>(std::max(1024, 4 * o.max_seqs));
-    io.total_requests = total_requests;
-    io.terminal = ::isatty(STDERR_FILENO) != 0;
-    summary = engine.run(io);
-  } else {
-    pipeline.serve();
-  }
-  report_run(*topology, nodes.n_nodes, collect_rank_figures(model->weights(), *cache, pipeline.stats(), *tp_comm, world),
-             rank == 0 ? &summary : nullptr, o.stats);
-  if (!o.trace.empty()) write_trace(*topology, trace, o.trace);
-  if (rank == 0 && summary.stopped_by != 0) {
+}
+
+RunSummary run_on_rank0(const RunOptions& o, const RunHooks* hooks, RunSetup& s, Pipeline& pipeline) {
+  EngineOptions options{o.max_seqs,           o.max_batch_tokens, o.log_interval,  tokenizer_adds_bos(o.model),
+                        s.topology->pp_size(), s.context,         o.kv_block_size, s.n_blocks,
+                        max_logit_rows(o)};
+  options.grace_seconds = o.grace_seconds;
+  Engine engine(s.checkpoint->config(), *s.tokenizer, pipeline, options);
+  EngineIo io;
+  io.reader = s.source.get();
+  io.writer = hooks != nullptr ? hooks->sink : s.writer.get();
+  io.resume = s.resume.get();
+  io.ordered = o.ordered;
+  io.reorder_limit = static_cast<size_t>(std::max(1024, 4 * o.max_seqs));
+  io.total_requests = s.total_requests;
+  io.terminal = ::isatty(STDERR_FILENO) != 0;
+  return engine.run(io);
+}
+
+// The last lines of a run on rank 0; returns the exit status.
+int finish_on_rank0(const RunOptions& o, const RunHooks* hooks, const RunSetup& s, const RunSummary& summary) {
+  if (summary.stopped_by != 0) {
     log::warn("stopped early: " + summary.describe() + "; exit status " + std::to_string(kExitStoppedEarly) +
               ": run again with --resume to continue");
     return kExitStoppedEarly;
   }
-  if (rank == 0) {
-    log::info("done: " + summary.describe() + (hooks != nullptr ? "" : "; output " + o.output));
-    const long long finished = summary.finished_stop + summary.finished_length;
-    if (finished > 0) {
-      const double avg = static_cast<double>(summary.prompt_tokens + summary.generated_tokens) / static_cast<double>(finished);
-      const double capacity = static_cast<double>(n_blocks) * o.kv_block_size;
-      std::ostringstream os;
-      os.setf(std::ios::fixed);
-      os.precision(0);
-      os << "KV capacity " << capacity << " tokens = about " << capacity / avg
-         << " concurrent sequences at this run's average request length of " << avg << " tokens (--max-seqs "
-         << o.max_seqs << ")";
-      log::info(os.str());
-    }
-  }
+  log::info("done: " + summary.describe() + (hooks != nullptr ? "" : "; output " + o.output));
+  const long long finished = summary.finished_stop + summary.finished_length;
+  if (finished == 0) return 0;
+  const double avg = static_cast<double>(summary.prompt_tokens + summary.generated_tokens) / static_cast<double>(finished);
+  const double capacity = static_cast<double>(s.n_blocks) * o.kv_block_size;
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(0);
+  os << "KV capacity " << capacity << " tokens = about " << capacity / avg
+     << " concurrent sequences at this run's average request length of " << avg << " tokens (--max-seqs "
+     << o.max_seqs << ")";
+  log::info(os.str());
   return 0;
+}
+
+}  // namespace
+
+int run_command(const RunOptions& o, const MpiSession& mpi) { return run_engine(o, mpi, nullptr); }
+
+int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks) {
+  RunSetup s;
+  s.nodes = detect_nodes();
+  validate(o, mpi.world_size(), mpi.rank(), s);
+  load_model(o, s);
+  make_kv_cache(o, s);
+  open_io(o, hooks, s);
+
+  TraceRecorder trace(!o.trace.empty());
+  s.tp_comm->set_trace(&trace);
+  s.world->set_trace(&trace);
+  mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");  // a common time origin for the trace
+  trace.set_origin(TraceRecorder::Clock::now());
+  Pipeline pipeline(*s.model, *s.cache, *s.topology, *s.tp_comm, *s.world, &trace);
+  RunSummary summary;
+  if (mpi.rank() == 0)
+    summary = run_on_rank0(o, hooks, s, pipeline);
+  else
+    pipeline.serve();
+  report_run(*s.topology, s.nodes.n_nodes,
+             collect_rank_figures(s.model->weights(), *s.cache, pipeline.stats(), *s.tp_comm, *s.world),
+             mpi.rank() == 0 ? &summary : nullptr, o.stats);
+  if (!o.trace.empty()) write_trace(*s.topology, trace, o.trace);
+  return mpi.rank() == 0 ? finish_on_rank0(o, hooks, s, summary) : 0;
 }
 
 }  // namespace tpllama
