@@ -33,7 +33,7 @@ void matmul(const DeviceContext& ctx, Tensor out, Tensor x, Tensor w) {
   require_f32("matmul", w, "w");
   require_f32("matmul", out, "out");
   require_cpu("matmul", ctx);
-  cpu::matmul(out, x, w);
+  cpu::matmul(out, x, w, ctx.threads);
 }
 
 void rms_norm(const DeviceContext& ctx, Tensor out, Tensor x, Tensor weight, float eps) {

@@ -8,7 +8,8 @@
 
 namespace tpllama::ops::cpu {
 
-void matmul(Tensor out, Tensor x, Tensor w);
+// threads: the rank's pool size; small products run on one thread.
+void matmul(Tensor out, Tensor x, Tensor w, int threads);
 void rms_norm(Tensor out, Tensor x, Tensor weight, float eps);
 void rope(Tensor x, Tensor cos, Tensor sin, int n_heads, int head_dim);
 void embedding(Tensor out, Tensor table, Tensor tokens, int vocab_begin);
