@@ -242,8 +242,18 @@ void validate(const RunOptions& o, int world_size, int rank, RunSetup& s) {
   });
   if (rank != 0) return;
   const Topology& t = *s.topology;
+  std::string hosts;  // "host (ranks a-b)" per node, from the ranks' own processor names
+  for (int r = 0; r < t.world_size();) {
+    int last = r;
+    while (last + 1 < t.world_size() && s.nodes.node_of_rank[static_cast<size_t>(last + 1)] ==
+                                            s.nodes.node_of_rank[static_cast<size_t>(r)])
+      ++last;
+    hosts += (hosts.empty() ? "" : ", ") + s.nodes.host_of_rank[static_cast<size_t>(r)] + " (ranks " +
+             std::to_string(r) + (last > r ? "-" + std::to_string(last) : "") + ")";
+    r = last + 1;
+  }
   log::info("layout: " + std::to_string(t.world_size()) + " ranks = tp " + std::to_string(t.tp_size()) + " x pp " +
-            std::to_string(t.pp_size()) + " on " + std::to_string(s.nodes.n_nodes) + " node(s)");
+            std::to_string(t.pp_size()) + " on " + std::to_string(s.nodes.n_nodes) + " node(s): " + hosts);
   if (!o.allow_cross_node_tp) warn_cross_node_tp(t, s.nodes);
 }
 
