@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -176,6 +177,24 @@ uint64_t available_memory() {
   return 0;
 }
 
+// The memory check run makes before loading: this rank's slice of the weights, held in f32 on the
+// CPU, against its share of the node's available memory.
+void check_weights_fit(const std::vector<ShardEntry>& table, int rank, int ranks_on_node) {
+  uint64_t bytes = 0;
+  std::set<std::string> counted;  // a tied lm_head on a one-stage rank is the embedding
+  for (const ShardEntry& e : table) {
+    if (!counted.insert(e.name).second) continue;
+    const int64_t rows = e.split == Split::kRow ? e.rows : e.count;
+    const int64_t cols = e.split == Split::kRow ? e.count : e.cols;
+    bytes += static_cast<uint64_t>(rows * cols) * sizeof(float);
+  }
+  const uint64_t available = available_memory() / static_cast<uint64_t>(std::max(1, ranks_on_node));
+  if (available > 0 && bytes > available)
+    fail("rank ", rank, " would hold ", mib(bytes), " of weights (f32 on the CPU) but has ", mib(available),
+         " of available memory (", ranks_on_node, " ranks share this node): spread the model over more ranks "
+         "(--tp/--pp) or nodes, or use a machine with more memory");
+}
+
 // Blocks of the KV pool, the same on every rank: each rank's budget over its own block size, then
 // the minimum over ranks (rank 0 hands out block ids for all of them). Never more than every slot
 // at full context needs.
@@ -222,7 +241,7 @@ void validate(const RunOptions& o, int world_size, int rank, RunSetup& s) {
         make_topology(LayoutRequest{o.tp, o.pp, o.pp_layers}, s.nodes, world_size, rank, c.n_layers));
     if (s.checkpoint->presharded()) s.checkpoint->open_rank_shard(*s.topology);
     head_layout(c, s.topology->tp_size(), s.topology->tp_rank());
-    build_shard_table(c, *s.topology);
+    check_weights_fit(build_shard_table(c, *s.topology), rank, s.nodes.ranks_on_node);
     if (rank != 0) return;
     if (!std::filesystem::exists(s.checkpoint->tokenizer_path()))
       fail("model directory ", o.model, " has no tokenizer.model (a SentencePiece model is required)");

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -292,6 +293,56 @@ TEST_F(Stories, RandomModelConvertsAndRuns) {
   auto records = read_jsonl(out);
   ASSERT_EQ(records.size(), 2u);
   for (const json& rec : records) EXPECT_EQ(rec["completion_tokens"], 8) << rec.dump();
+}
+
+// A Llama-2-7B-shaped checkpoint (a sparse file: headers real, data all zero) needs 27 GB of f32
+// weights on one rank; run must refuse before loading, naming the numbers.
+TEST_F(Stories, AModelTooLargeForMemoryIsRefusedBeforeLoading) {
+  const std::string dir = work_ + "/too_large";
+  fs::create_directories(dir);
+  const int64_t dim = 4096, hidden = 11008, layers = 32, vocab = 32000;
+  json config = {{"hidden_size", dim},        {"intermediate_size", hidden}, {"num_hidden_layers", layers},
+                 {"num_attention_heads", 32}, {"num_key_value_heads", 32},   {"vocab_size", vocab},
+                 {"max_position_embeddings", 4096}};
+  std::ofstream(dir + "/config.json") << config.dump();
+  fs::copy_file(stories_ + "/tok512.model", dir + "/tokenizer.model");
+  json header = json::object();
+  uint64_t offset = 0;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    uint64_t bytes = 2;
+    for (int64_t d : shape) bytes *= static_cast<uint64_t>(d);
+    header[name] = {{"dtype", "F16"}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  };
+  add("model.embed_tokens.weight", {vocab, dim});
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {dim});
+    add(p + "post_attention_layernorm.weight", {dim});
+    for (const char* m : {"q_proj", "k_proj", "v_proj", "o_proj"}) add(p + "self_attn." + m + ".weight", {dim, dim});
+    add(p + "mlp.gate_proj.weight", {hidden, dim});
+    add(p + "mlp.up_proj.weight", {hidden, dim});
+    add(p + "mlp.down_proj.weight", {dim, hidden});
+  }
+  add("model.norm.weight", {dim});
+  add("lm_head.weight", {vocab, dim});
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  {
+    std::ofstream f(dir + "/model.safetensors", std::ios::binary);
+    const uint64_t len = text.size();
+    f.write(reinterpret_cast<const char*>(&len), 8);
+    f << text;
+  }
+  fs::resize_file(dir + "/model.safetensors", 8 + text.size() + offset);  // sparse: no disk used
+  std::string in = work_ + "/big.txt";
+  std::ofstream(in) << "hello\n";
+  const auto start = std::chrono::steady_clock::now();
+  CommandResult r = run_shell(binary() + " run --model " + dir + " --input " + in + " --output " + work_ + "/big.jsonl");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("of weights (f32 on the CPU) but has"), std::string::npos) << r.output;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20.0)
+      << "refused before reading any weight";
 }
 
 TEST_F(Stories, OutputThatWouldOverwriteTheInputIsRefused) {
