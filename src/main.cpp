@@ -40,10 +40,12 @@ int main(int argc, char** argv) {
   ConvertOptionsCli convert_options;
   ShardOptionsCli shard_options;
   PerplexityOptions perplexity_options;
+  PlanOptions plan_options;
   add_run_command(app, run_options);
   add_convert_command(app, convert_options);
   add_shard_command(app, shard_options);
   add_perplexity_command(app, perplexity_options);
+  add_plan_command(app, plan_options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -56,6 +58,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("convert")) return convert_command(convert_options, mpi);
     if (app.got_subcommand("shard")) return shard_command(shard_options, mpi);
     if (app.got_subcommand("perplexity")) return perplexity_command(perplexity_options, mpi);
+    if (app.got_subcommand("plan")) return plan_command(plan_options, mpi);
   } catch (const ReportedError&) {
     return 1;  // every rank knows, the failing rank has printed it: a clean exit, no abort
   } catch (const std::exception& e) {

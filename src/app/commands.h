@@ -79,7 +79,14 @@ struct PerplexityOptions {
   int stride = 0;       // 0: half the window
 };
 
+struct PlanOptions {
+  std::string model, shape, hostfile, gpu = "h100-80g", memory, intra = "nvlink", inter = "infiniband", dtype = "bf16", json;
+  int nodes = 1, per_node = 8, input_len = 512, output_len = 256, max_seqs = 256, tp = 0, pp = 0;
+  double bandwidth = 0, flops = 0;
+};
+
 void add_run_command(CLI::App& app, RunOptions& options);
+void add_plan_command(CLI::App& app, PlanOptions& options);
 void add_perplexity_command(CLI::App& app, PerplexityOptions& options);
 void add_convert_command(CLI::App& app, ConvertOptionsCli& options);
 void add_shard_command(CLI::App& app, ShardOptionsCli& options);
@@ -90,5 +97,6 @@ int run_engine(const RunOptions& options, const MpiSession& mpi, const RunHooks*
 int convert_command(const ConvertOptionsCli& options, const MpiSession& mpi);
 int shard_command(const ShardOptionsCli& options, const MpiSession& mpi);
 int perplexity_command(PerplexityOptions options, const MpiSession& mpi);
+int plan_command(const PlanOptions& options, const MpiSession& mpi);
 
 }  // namespace tpllama

@@ -1,0 +1,120 @@
+// `tpllama plan`: does this model fit this cluster, in which layout, and how fast — before launch.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "core/error.h"
+#include "model/checkpoint.h"
+#include "model/llama2c.h"
+#include "model/plan.h"
+#include "parallel/mpi_comm.h"
+
+namespace tpllama {
+
+void add_plan_command(CLI::App& app, PlanOptions& o) {
+  CLI::App* c = app.add_subcommand("plan", "Which TP x PP layouts fit a cluster, and how fast (estimated)");
+  c->add_option("--model", o.model, "Hugging Face LLaMA model directory (only config.json is read)");
+  c->add_option("--shape", o.shape, "Or a named shape: tiny, 110m, llama2-7b, llama3-8b, llama2-70b");
+  c->add_option("--hostfile", o.hostfile, "Open MPI hostfile: nodes and slots (ranks) per node");
+  c->add_option("--nodes", o.nodes, "Nodes (without --hostfile)")->capture_default_str();
+  c->add_option("--gpus-per-node", o.per_node, "Ranks per node (without --hostfile)")->capture_default_str();
+  c->add_option("--gpu", o.gpu, "h100-80g, h200, a100-80g, a100-40g, l40s or cpu")->capture_default_str();
+  c->add_option("--memory", o.memory, "Memory per rank, e.g. 80GiB (overrides --gpu's)");
+  c->add_option("--bandwidth", o.bandwidth, "Memory bandwidth per rank in bytes/s (overrides --gpu's)");
+  c->add_option("--flops", o.flops, "FLOP/s per rank (overrides --gpu's)");
+  c->add_option("--intra", o.intra, "Link inside a node: nvlink, pcie or shm")->capture_default_str();
+  c->add_option("--inter", o.inter, "Link between nodes: infiniband or ethernet")->capture_default_str();
+  c->add_option("--dtype", o.dtype, "bf16, f16 or f32")->capture_default_str()->check(CLI::IsMember({"bf16", "f16", "f32"}));
+  c->add_option("--input-len", o.input_len, "Expected prompt tokens")->capture_default_str();
+  c->add_option("--output-len", o.output_len, "Expected generated tokens")->capture_default_str();
+  c->add_option("--max-seqs", o.max_seqs, "Sequences in flight")->capture_default_str();
+  c->add_option("--tp", o.tp, "Only this TP size");
+  c->add_option("--pp", o.pp, "Only this PP size");
+  c->add_option("--json", o.json, "Also write the plans as JSON");
+}
+
+namespace {
+
+void read_hostfile(const std::string& path, int* nodes, int* per_node) {
+  std::ifstream in(path);
+  if (!in) fail("cannot open hostfile ", path);
+  std::string line;
+  *nodes = 0;
+  *per_node = 0;
+  while (std::getline(in, line)) {
+    if (line.find('#') != std::string::npos) line.resize(line.find('#'));
+    std::istringstream words(line);
+    std::string host, word;
+    if (!(words >> host)) continue;
+    int slots = 1;
+    while (words >> word)
+      if (word.rfind("slots=", 0) == 0) slots = std::stoi(word.substr(6));
+    if (*nodes > 0 && slots != *per_node) fail(path, ": nodes have different slot counts (", *per_node, " and ", slots, ")");
+    *per_node = slots;
+    ++*nodes;
+  }
+  if (*nodes == 0) fail(path, " names no host");
+}
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GiB", bytes / (1ull << 30));
+  return text;
+}
+
+}  // namespace
+
+int plan_command(const PlanOptions& o, const MpiSession& mpi) {
+  if (mpi.rank() != 0) return 0;
+  PlanRequest r;
+  if (o.model.empty() == o.shape.empty()) fail("give exactly one of --model and --shape");
+  r.config = o.model.empty() ? shape_config(o.shape) : load_llama_config(o.model + "/config.json");
+  r.nodes = o.nodes;
+  r.ranks_per_node = o.per_node;
+  if (!o.hostfile.empty()) read_hostfile(o.hostfile, &r.nodes, &r.ranks_per_node);
+  r.device = device_spec(o.gpu);
+  if (!o.memory.empty()) r.device.memory_bytes = static_cast<double>(parse_byte_size(o.memory));
+  if (o.bandwidth > 0) r.device.bandwidth = o.bandwidth;
+  if (o.flops > 0) r.device.flops = o.flops;
+  r.intra = link_spec(o.intra);
+  r.inter = link_spec(o.inter);
+  r.dtype = o.dtype == "f32" ? DType::kF32 : o.dtype == "f16" ? DType::kF16 : DType::kBF16;
+  r.input_len = o.input_len;
+  r.output_len = o.output_len;
+  r.max_seqs = o.max_seqs;
+  r.tp = o.tp;
+  r.pp = o.pp;
+  const std::vector<LayoutPlan> plans = plan_layouts(r);
+
+  std::printf("%d node(s) x %d rank(s), %s (%s, %s/s, %.0f TFLOP/s), %s inside nodes, %s between; %s; %d in / %d out\n",
+              r.nodes, r.ranks_per_node, r.device.name.c_str(), gib(r.device.memory_bytes).c_str(),
+              gib(r.device.bandwidth).c_str(), r.device.flops / 1e12, r.intra.name.c_str(), r.inter.name.c_str(),
+              o.dtype.c_str(), r.input_len, r.output_len);
+  std::printf("%4s %4s %12s %12s %12s %10s %12s %12s %8s  %s\n", "tp", "pp", "weights", "activations", "KV tokens",
+              "seqs", "decode tok/s", "prefill t/s", "bubble", "note");
+  nlohmann::json out = nlohmann::json::array();
+  for (const LayoutPlan& p : plans) {
+    std::string note = p.fits ? (p.tp_crosses_nodes ? "TP crosses nodes" : "") : p.problem;
+    if (&p == &plans.front() && p.fits)
+      note = "recommended: fits, " + std::string(p.tp_crosses_nodes ? "" : "TP inside a node, ") +
+             "highest estimated decode throughput";
+    std::printf("%4d %4d %12s %12s %12llu %10d %12.0f %12.0f %7.1f%%  %s\n", p.tp, p.pp, gib(static_cast<double>(p.weight_bytes)).c_str(),
+                gib(static_cast<double>(p.activation_bytes)).c_str(), static_cast<unsigned long long>(p.kv_capacity_tokens),
+                p.concurrent_seqs, p.decode_tokens_per_s, p.prefill_tokens_per_s, 100 * p.bubble_fraction, note.c_str());
+    out.push_back({{"tp", p.tp}, {"pp", p.pp}, {"fits", p.fits}, {"problem", p.problem},
+                   {"weight_bytes_per_rank", p.weight_bytes}, {"activation_bytes_per_rank", p.activation_bytes},
+                   {"kv_bytes_per_token", p.kv_bytes_per_token}, {"kv_capacity_tokens", p.kv_capacity_tokens},
+                   {"concurrent_sequences", p.concurrent_seqs}, {"decode_tokens_per_second", p.decode_tokens_per_s},
+                   {"prefill_tokens_per_second", p.prefill_tokens_per_s},
+                   {"allreduce_seconds_per_step", p.allreduce_seconds_per_step},
+                   {"send_seconds_per_step", p.send_seconds_per_step}, {"bubble_fraction", p.bubble_fraction},
+                   {"tp_crosses_nodes", p.tp_crosses_nodes}});
+  }
+  if (!o.json.empty()) std::ofstream(o.json) << out.dump(2) << '\n';
+  return plans.front().fits ? 0 : 1;
+}
+
+}  // namespace tpllama

@@ -1,0 +1,155 @@
+// Memory from the shard table; time from a roofline of one decode step per stage plus the
+// all-reduces (2(n-1)/n of the payload over the link, plus its latency, twice a layer) and the
+// stage-to-stage send, with pp micro-batch groups in flight.
+#include "model/plan.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/error.h"
+#include "model/shard_table.h"
+#include "parallel/topology.h"
+
+namespace tpllama {
+
+DeviceSpec device_spec(const std::string& name) {
+  // Datasheet figures: HBM/DRAM bandwidth and dense bf16 tensor FLOP/s.
+  if (name == "h100-80g") return {name, 80e9, 3.35e12, 989e12};
+  if (name == "h200") return {name, 141e9, 4.8e12, 989e12};
+  if (name == "a100-80g") return {name, 80e9, 2.0e12, 312e12};
+  if (name == "a100-40g") return {name, 40e9, 1.555e12, 312e12};
+  if (name == "l40s") return {name, 48e9, 0.864e12, 362e12};
+  if (name == "cpu") return {name, 24e9, 20e9, 100e9};  // this project's 2-core machine, roughly; override
+  fail("unknown device '", name, "' (known: h100-80g, h200, a100-80g, a100-40g, l40s, cpu)");
+}
+
+LinkSpec link_spec(const std::string& name) {
+  if (name == "nvlink") return {name, 450e9, 3e-6};
+  if (name == "pcie") return {name, 25e9, 10e-6};
+  if (name == "shm") return {name, 10e9, 2e-6};
+  if (name == "infiniband") return {name, 25e9, 5e-6};
+  if (name == "ethernet") return {name, 12.5e9, 30e-6};
+  fail("unknown link '", name, "' (known: nvlink, pcie, shm, infiniband, ethernet)");
+}
+
+namespace {
+
+struct RankLoad {
+  uint64_t elements = 0;  // weights held
+  uint64_t kv_per_token = 0;
+  uint64_t activations = 0;
+};
+
+RankLoad rank_load(const PlanRequest& r, const Topology& t) {
+  const LlamaConfig& c = r.config;
+  const size_t es = dtype_size(r.dtype);
+  RankLoad load;
+  std::set<std::string> counted;
+  for (const ShardEntry& e : build_shard_table(c, t)) {
+    if (!counted.insert(e.name).second) continue;
+    load.elements += static_cast<uint64_t>(e.split == Split::kRow ? e.rows * e.count : e.count * e.cols);
+  }
+  const HeadLayout h = head_layout(c, t.tp_size(), t.tp_rank());
+  const uint64_t kv_local = static_cast<uint64_t>(h.n_kv_heads_local) * static_cast<uint64_t>(c.head_dim);
+  const uint64_t q_local = static_cast<uint64_t>(h.n_heads_local) * static_cast<uint64_t>(c.head_dim);
+  load.kv_per_token = static_cast<uint64_t>(t.my_layers().count()) * 2 * kv_local * es;
+  const uint64_t per_token = 2 * static_cast<uint64_t>(c.dim) + 2 * q_local + 2 * kv_local +
+                             2 * static_cast<uint64_t>(h.ffn_local) + static_cast<uint64_t>(c.head_dim);
+  const uint64_t rows = static_cast<uint64_t>(std::max(r.max_seqs, std::min(r.max_batch_tokens, 512)));
+  load.activations = static_cast<uint64_t>(r.max_batch_tokens) * per_token * es +
+                     rows * static_cast<uint64_t>(vocab_local(c, t.tp_size())) * sizeof(float);
+  return load;
+}
+
+// Time of one decode step of `batch` sequences on a stage, slowest rank of the stage.
+double stage_seconds(const PlanRequest& r, const RankLoad& load, int layers, int batch, int tp, const LinkSpec& link,
+                     double* allreduce) {
+  const double es = static_cast<double>(dtype_size(r.dtype));
+  const double ctx = r.input_len + r.output_len / 2.0;  // mean context over a request's decode
+  const double bytes = static_cast<double>(load.elements) * es + batch * ctx * static_cast<double>(load.kv_per_token);
+  const double memory = bytes / r.device.bandwidth;
+  const double compute = 2.0 * static_cast<double>(load.elements) * batch / r.device.flops;
+  *allreduce = tp > 1 ? 2.0 * layers *
+                            (link.latency + 2.0 * (tp - 1) / tp * batch * r.config.dim * es / link.bandwidth)
+                      : 0.0;
+  return std::max(memory, compute) + *allreduce;
+}
+
+LayoutPlan plan_one(const PlanRequest& r, int tp, int pp) {
+  LayoutPlan p;
+  p.tp = tp;
+  p.pp = pp;
+  const int world = tp * pp;
+  p.tp_crosses_nodes = tp > r.ranks_per_node;
+  try {
+    Topology probe(world, 0, tp, pp, r.config.n_layers);
+    std::vector<RankLoad> loads;
+    for (int rank = 0; rank < world; ++rank) loads.push_back(rank_load(r, Topology(world, rank, tp, pp, r.config.n_layers)));
+    const double usable = r.device.memory_bytes * (r.device.name == "cpu" ? 1.0 : 0.9);
+    uint64_t capacity = UINT64_MAX;
+    for (const RankLoad& l : loads) {
+      const double es = static_cast<double>(dtype_size(r.dtype));
+      const double free = usable - static_cast<double>(l.elements) * es - static_cast<double>(l.activations);
+      p.weight_bytes = std::max<uint64_t>(p.weight_bytes, static_cast<uint64_t>(static_cast<double>(l.elements) * es));
+      p.activation_bytes = std::max(p.activation_bytes, l.activations);
+      p.kv_bytes_per_token = std::max(p.kv_bytes_per_token, l.kv_per_token);
+      capacity = std::min<uint64_t>(capacity, free > 0 ? static_cast<uint64_t>(free / static_cast<double>(l.kv_per_token)) : 0);
+    }
+    p.kv_capacity_tokens = capacity;
+    p.concurrent_seqs = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(r.max_seqs),
+                                                            capacity / static_cast<uint64_t>(r.input_len + r.output_len)));
+    if (capacity < static_cast<uint64_t>(r.input_len + r.output_len)) {
+      p.problem = "does not fit: no room for one request's KV cache after the weights";
+      return p;
+    }
+    p.fits = true;
+    const int batch = std::max(1, (p.concurrent_seqs + pp - 1) / pp);  // per micro-batch group
+    const LinkSpec& tp_link = p.tp_crosses_nodes ? r.inter : r.intra;
+    double slowest = 0, total = 0;
+    for (int s = 0; s < pp; ++s) {
+      double allreduce = 0;
+      const double t = stage_seconds(r, loads[static_cast<size_t>(s * tp)], probe.stage_layers(s).count(), batch, tp,
+                                     tp_link, &allreduce);
+      slowest = std::max(slowest, t);
+      total += t;
+      p.allreduce_seconds_per_step = std::max(p.allreduce_seconds_per_step, allreduce);
+    }
+    const bool stages_cross_nodes = pp > 1 && r.nodes > 1;
+    const LinkSpec& pp_link = stages_cross_nodes ? r.inter : r.intra;
+    const double es = static_cast<double>(dtype_size(r.dtype));
+    p.send_seconds_per_step = pp > 1 ? pp_link.latency + batch * r.config.dim * es / pp_link.bandwidth : 0.0;
+    const double tick = slowest + p.send_seconds_per_step;
+    p.decode_tokens_per_s = batch / tick;
+    p.bubble_fraction = 1.0 - (total / pp) / tick;
+    // Prefill is compute-bound: every rank does 2 FLOP per weight it holds per token, in parallel.
+    uint64_t most = 0;
+    for (const RankLoad& l : loads) most = std::max(most, l.elements);
+    p.prefill_tokens_per_s = r.device.flops / (2.0 * static_cast<double>(most));
+  } catch (const Error& e) {
+    p.problem = e.what();
+  }
+  return p;
+}
+
+}  // namespace
+
+std::vector<LayoutPlan> plan_layouts(const PlanRequest& r) {
+  const int world = r.nodes * r.ranks_per_node;
+  if (world < 1) fail("the cluster has no ranks (nodes ", r.nodes, " x ranks per node ", r.ranks_per_node, ")");
+  std::vector<LayoutPlan> plans;
+  for (int tp = 1; tp <= world; ++tp) {
+    if (world % tp != 0) continue;
+    const int pp = world / tp;
+    if ((r.tp != 0 && tp != r.tp) || (r.pp != 0 && pp != r.pp)) continue;
+    plans.push_back(plan_one(r, tp, pp));
+  }
+  if (plans.empty()) fail("no layout with tp ", r.tp, " and pp ", r.pp, " uses the ", world, " ranks");
+  std::stable_sort(plans.begin(), plans.end(), [](const LayoutPlan& a, const LayoutPlan& b) {
+    if (a.fits != b.fits) return a.fits;
+    if (a.tp_crosses_nodes != b.tp_crosses_nodes) return !a.tp_crosses_nodes;
+    return a.decode_tokens_per_s > b.decode_tokens_per_s;
+  });
+  return plans;
+}
+
+}  // namespace tpllama

@@ -1,0 +1,80 @@
+// The layout planner's memory figures against closed-form byte counts, its layout validity and
+// its ranking.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "model/llama2c.h"
+#include "model/plan.h"
+
+namespace tpllama {
+namespace {
+
+PlanRequest llama2_7b(int nodes, int per_node, const std::string& gpu) {
+  PlanRequest r;
+  r.config = shape_config("llama2-7b");
+  r.nodes = nodes;
+  r.ranks_per_node = per_node;
+  r.device = device_spec(gpu);
+  r.intra = link_spec("nvlink");
+  r.inter = link_spec("infiniband");
+  return r;
+}
+
+TEST(Plan, OneRankHoldsTheWholeModelInBf16) {
+  const std::vector<LayoutPlan> plans = plan_layouts(llama2_7b(1, 1, "a100-80g"));
+  ASSERT_EQ(plans.size(), 1u);
+  const uint64_t d = 4096, h = 11008, v = 32000, l = 32;
+  const uint64_t elements = 2 * v * d + l * (4 * d * d + 3 * d * h + 2 * d) + d;  // untied head
+  EXPECT_EQ(plans[0].weight_bytes, elements * 2);
+  EXPECT_EQ(plans[0].kv_bytes_per_token, l * 2 * d * 2);
+  EXPECT_TRUE(plans[0].fits);
+  EXPECT_GT(plans[0].decode_tokens_per_s, 0);
+}
+
+TEST(Plan, TensorParallelSplitsWeightsAndKv) {
+  const std::vector<LayoutPlan> plans = plan_layouts(llama2_7b(1, 4, "a100-40g"));
+  const LayoutPlan* tp4 = nullptr;
+  for (const LayoutPlan& p : plans)
+    if (p.tp == 4) tp4 = &p;
+  ASSERT_NE(tp4, nullptr);
+  EXPECT_EQ(tp4->kv_bytes_per_token, 32u * 2 * 1024 * 2);  // a quarter of the kv heads
+  // The norms are replicated, the rest split four ways.
+  const uint64_t d = 4096, h = 11008, v = 32000, l = 32;
+  EXPECT_EQ(tp4->weight_bytes, (2 * v * d / 4 + l * ((4 * d * d + 3 * d * h) / 4 + 2 * d) + d) * 2);
+}
+
+TEST(Plan, InvalidLayoutsSayWhyAndFittingOnesComeFirst) {
+  PlanRequest r = llama2_7b(1, 3, "a100-40g");  // 32 heads do not split 3 ways
+  std::vector<LayoutPlan> plans = plan_layouts(r);
+  ASSERT_EQ(plans.size(), 2u);
+  EXPECT_EQ(plans[0].tp, 1);
+  EXPECT_TRUE(plans[0].fits);
+  EXPECT_FALSE(plans[1].fits);
+  EXPECT_NE(plans[1].problem.find("not divisible by tp (3)"), std::string::npos) << plans[1].problem;
+}
+
+TEST(Plan, AModelTooLargeDoesNotFit) {
+  PlanRequest r;
+  r.config = shape_config("llama2-70b");
+  r.nodes = 1;
+  r.ranks_per_node = 1;
+  r.device = device_spec("a100-80g");
+  r.intra = link_spec("nvlink");
+  r.inter = link_spec("infiniband");
+  const std::vector<LayoutPlan> plans = plan_layouts(r);
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_FALSE(plans[0].fits);
+  EXPECT_NE(plans[0].problem.find("does not fit"), std::string::npos);
+}
+
+TEST(Plan, UnknownDeviceIsNamed) {
+  try {
+    device_spec("tpu-v5");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tpu-v5"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tpllama
