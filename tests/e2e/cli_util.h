@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <iterator>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -109,6 +111,23 @@ inline pid_t spawn_shell(const std::string& command, bool new_group = false) {
 inline size_t count_lines(const std::string& path) {
   std::ifstream f(path);
   return static_cast<size_t>(std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n'));
+}
+
+// Polls until path holds at least n complete lines or timeout passes; returns the lines seen.
+inline size_t wait_for_lines(const std::string& path, size_t n, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+  const auto start = std::chrono::steady_clock::now();
+  size_t lines = count_lines(path);
+  while (lines < n && std::chrono::steady_clock::now() - start < timeout) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    lines = count_lines(path);
+  }
+  return lines;
+}
+
+inline int count_occurrences(const std::string& haystack, const std::string& needle) {
+  int n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  return n;
 }
 
 }  // namespace tpllama::cli_test

@@ -107,12 +107,7 @@ TEST_F(Engine, KillNineThenResumeGivesEveryIdExactlyOnce) {
     const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out + flags +
                                   " > /dev/null 2>&1");
     ASSERT_GT(pid, 0);
-    const auto start = Clock::now();
-    size_t lines = 0;
-    while (lines < kill_after && Clock::now() - start < std::chrono::seconds(60)) {
-      lines = count_lines(out);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    const size_t lines = wait_for_lines(out, kill_after);
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
     ASSERT_LT(lines, 3000u) << "the run finished before it could be killed";
@@ -132,9 +127,7 @@ TEST_F(Engine, ASecondRunOnTheSameOutputIsRefusedWhileTheFirstWrites) {
   const pid_t first = spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out +
                                   " --threads 1 > /dev/null 2>&1");
   ASSERT_GT(first, 0);
-  const auto start = Clock::now();
-  while (!(fs::exists(out) && fs::file_size(out) > 0) && Clock::now() - start < std::chrono::seconds(60))
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  wait_for_lines(out, 1);
   CommandResult second = run(in, out, "--resume");
   ::kill(first, SIGKILL);
   ::waitpid(first, nullptr, 0);
@@ -152,9 +145,7 @@ TEST_F(Engine, SigtermStopsGracefullyAndResumeFinishes) {
   const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out + flags +
                                 " --grace-seconds 20 > " + work_ + "/sigterm.log 2>&1");
   ASSERT_GT(pid, 0);
-  const auto start = Clock::now();
-  while (count_lines(out) < 50 && Clock::now() - start < std::chrono::seconds(60))
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  wait_for_lines(out, 50);
   ::kill(pid, SIGTERM);
   int status = 0;
   ::waitpid(pid, &status, 0);

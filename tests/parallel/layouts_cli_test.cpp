@@ -95,12 +95,6 @@ class Distributed : public ::testing::Test {
     }
   }
 
-  static int count(const std::string& haystack, const std::string& needle) {
-    int n = 0;
-    for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
-    return n;
-  }
-
   static std::string stories_, work_, model_, input_, sampled_input_;
   static CommandResult setup_, single_, single_sampled_;
   static std::vector<json> references_;
@@ -165,14 +159,14 @@ TEST_F(Distributed, ShardedDirectoryRoundTripsAndRefusesOtherLayouts) {
                                   " --output " + work_ + "/wrong.jsonl --tp 4 --pp 1");
   EXPECT_NE(wrong.exit_code, 0);
   EXPECT_NE(wrong.output.find("sharded for tp=2 pp=2"), std::string::npos) << wrong.output;
-  EXPECT_EQ(count(wrong.output, "error:"), 1) << "one message, not one per rank:\n" << wrong.output;
+  EXPECT_EQ(count_occurrences(wrong.output, "error:"), 1) << "one message, not one per rank:\n" << wrong.output;
 
   fs::remove(sharded + "/rank-00003-of-00004.safetensors");
   CommandResult missing = run_shell(mpirun(4) + binary() + " run --model " + sharded + " --input " + input_ +
                                     " --output " + work_ + "/missing.jsonl --tp 2 --pp 2");
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.output.find("rank-00003-of-00004.safetensors"), std::string::npos) << missing.output;
-  EXPECT_EQ(count(missing.output, "error:"), 1) << missing.output;
+  EXPECT_EQ(count_occurrences(missing.output, "error:"), 1) << missing.output;
 }
 
 struct BadLayout {
@@ -192,7 +186,7 @@ TEST_P(BadLayouts, ExitNonZeroWithinSecondsAndSayWhyOnce) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_LT(seconds, 30.0);
   EXPECT_NE(r.output.find(b.needle), std::string::npos) << r.output;
-  EXPECT_EQ(count(r.output, "error:"), 1) << r.output;
+  EXPECT_EQ(count_occurrences(r.output, "error:"), 1) << r.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -313,12 +307,7 @@ TEST_F(Distributed, KilledJobResumesExactlyOnce) {
                                     flags + " > /dev/null 2>&1",
                                 /*new_group=*/true);
   ASSERT_GT(job, 0);
-  const auto start = Clock::now();
-  size_t lines = 0;
-  while (lines < 600 && Clock::now() - start < std::chrono::seconds(60)) {
-    lines = count_lines(out);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  const size_t lines = wait_for_lines(out, 600);
   // The whole job, as a scheduler would: mpirun's process group and every rank under it.
   CommandResult ranks = run_shell("pgrep -P " + std::to_string(job));
   ::kill(-job, SIGKILL);
@@ -356,9 +345,7 @@ TEST_F(Distributed, SigusrOneStopsTheJobGracefully) {
   const pid_t job = spawn_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
                                 flags + " > /dev/null 2>&1");
   ASSERT_GT(job, 0);
-  const auto start = Clock::now();
-  while (count_lines(out) < 100 && Clock::now() - start < std::chrono::seconds(60))
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  wait_for_lines(out, 100);
   ::kill(job, SIGUSR1);
   int status = 0;
   ::waitpid(job, &status, 0);
@@ -384,10 +371,7 @@ TEST_F(Distributed, KilledRankEndsTheJobWithinThirtySeconds) {
                                      "/killed.log 2>&1");
   ASSERT_GT(launcher, 0);
   // Wait until the ranks are computing: the first records appear in the output.
-  const auto start = Clock::now();
-  while (!(fs::exists(work_ + "/killed.jsonl") && fs::file_size(work_ + "/killed.jsonl") > 0) &&
-         Clock::now() - start < std::chrono::seconds(60))
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  wait_for_lines(work_ + "/killed.jsonl", 1);
   CommandResult children = run_shell("pgrep -P " + std::to_string(launcher));
   std::istringstream pids(children.output);
   std::vector<pid_t> ranks;

@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include "core/error.h"
 #include "io/prompt_reader.h"
 #include "io/result_writer.h"
@@ -150,12 +152,7 @@ TEST(OpenAiBatchInput, IgnoredFieldsAreWarnedOncePerName) {
   std::string err = testing::internal::GetCapturedStderr();
   ASSERT_EQ(reqs.size(), 2u);
   for (const auto& r : reqs) EXPECT_TRUE(r.error.empty()) << r.error;
-  auto count = [&](const std::string& needle) {
-    size_t n = 0;
-    for (size_t pos = err.find(needle); pos != std::string::npos; pos = err.find(needle, pos + 1))
-      ++n;
-    return n;
-  };
+  auto count = [&](const std::string& needle) { return testing_util::count_occurrences(err, needle); };
   EXPECT_EQ(count("\"body.model\""), 1u) << err;
   EXPECT_EQ(count("\"body.n\""), 1u) << err;
   EXPECT_EQ(count("\"body.user\""), 1u) << err;

@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include "core/error.h"
 
 namespace tpllama {
@@ -320,12 +322,7 @@ TEST(PromptReaderJsonl, UnknownFieldsAreIgnoredAndWarnedOncePerName) {
   std::string err = testing::internal::GetCapturedStderr();
   ASSERT_EQ(reqs.size(), 3u);
   for (const auto& r : reqs) EXPECT_TRUE(r.error.empty()) << r.error;
-  auto count = [&](const std::string& needle) {
-    size_t n = 0;
-    for (size_t pos = err.find(needle); pos != std::string::npos; pos = err.find(needle, pos + 1))
-      ++n;
-    return n;
-  };
+  auto count = [&](const std::string& needle) { return testing_util::count_occurrences(err, needle); };
   EXPECT_EQ(count("\"n\""), 1u) << err;
   EXPECT_EQ(count("\"echo\""), 1u) << err;
   EXPECT_EQ(count("logprobs"), 0u) << err;  // a known field since logprobs output exists

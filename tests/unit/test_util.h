@@ -27,6 +27,12 @@ inline std::string fresh_dir(const std::string& name) {
   return p.string();
 }
 
+inline size_t count_occurrences(const std::string& haystack, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace tpllama::testing_util
 
 #define TPLLAMA_REQUIRE_STORIES(dir)                                                      \
