@@ -1,6 +1,9 @@
 // tpllama entry point: MPI session → CLI → command. Any failure becomes one message and, in a
 // multi-rank job, MPI_Abort so that no rank is left waiting on the failed one.
+#include <sched.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cstdlib>
 #include <exception>
@@ -15,21 +18,36 @@
 
 namespace {
 
-// Debian's OpenBLAS 0.3.21 does not recognise recent Xeons and falls back to its Prescott (SSE3)
-// kernels: measured 1.8x slower on a 110M model here. It reads OPENBLAS_CORETYPE when it loads,
-// before main, so the choice is made by starting again with it set. Haswell (AVX2) kernels are the
-// ones this workplace's machines are pinned to for correctness; an explicit setting is kept.
-void choose_openblas_kernels(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || !__builtin_cpu_supports("avx2")) return;
-  ::setenv("OPENBLAS_CORETYPE", "Haswell", 1);
-  ::execv("/proc/self/exe", argv);  // returns only on failure: then run with what OpenBLAS chose
+// mpirun binds each rank to one core when it starts two ranks or fewer, which leaves a lone rank
+// one core for all its threads. The OpenMP runtime reads the affinity mask once, when it loads
+// (before main), and throttles its idle spinning when it believes threads outnumber cores: each
+// GEMM then waits for a sleeping thread to wake (measured: 110M decode at batch 1 ran at 64% of
+// the speed of an unbound run). So a rank bound to fewer cores than its share of the node (the
+// node's cores / Open MPI's local ranks) widens its mask to that share, by local rank, and starts
+// again. Slurm's and explicit bindings that give a rank its share are left alone.
+void widen_launcher_binding(char** argv) {
+  const char* local_rank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (local_rank == nullptr || local_size == nullptr || std::getenv("TPLLAMA_WIDENED") != nullptr) return;
+  const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  const int rank = std::atoi(local_rank), size = std::max(1, std::atoi(local_size));
+  const int share = cores / size;
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (share < 2 || rank >= size || sched_getaffinity(0, sizeof mask, &mask) != 0 || CPU_COUNT(&mask) >= share) return;
+  cpu_set_t wide;
+  CPU_ZERO(&wide);
+  for (int c = rank * share; c < (rank + 1) * share; ++c) CPU_SET(c, &wide);
+  if (sched_setaffinity(0, sizeof wide, &wide) != 0) return;  // a cgroup forbids it: keep the binding
+  ::setenv("TPLLAMA_WIDENED", "1", 1);
+  ::execv("/proc/self/exe", argv);  // returns only on failure: then run as bound
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace tpllama;
-  choose_openblas_kernels(argv);
+  widen_launcher_binding(argv);
   MpiSession mpi(&argc, &argv);
   install_stop_handlers();
   log::set_rank(mpi.rank(), mpi.world_size());
@@ -41,11 +59,13 @@ int main(int argc, char** argv) {
   ShardOptionsCli shard_options;
   PerplexityOptions perplexity_options;
   PlanOptions plan_options;
+  BenchOptions bench_options;
   add_run_command(app, run_options);
   add_convert_command(app, convert_options);
   add_shard_command(app, shard_options);
   add_perplexity_command(app, perplexity_options);
   add_plan_command(app, plan_options);
+  add_bench_command(app, bench_options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -59,6 +79,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("shard")) return shard_command(shard_options, mpi);
     if (app.got_subcommand("perplexity")) return perplexity_command(perplexity_options, mpi);
     if (app.got_subcommand("plan")) return plan_command(plan_options, mpi);
+    if (app.got_subcommand("bench")) return bench_command(bench_options, mpi);
   } catch (const ReportedError&) {
     return 1;  // every rank knows, the failing rank has printed it: a clean exit, no abort
   } catch (const std::exception& e) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,9 @@
 #include "io/prompt_reader.h"
 #include "io/request.h"
 #include "io/result_writer.h"
+#include "app/run_report.h"
 #include "model/config.h"
+#include "runtime/engine.h"
 #include "runtime/tokenizer.h"
 
 namespace tpllama {
@@ -42,6 +45,7 @@ struct RunOptions {
   double grace_seconds = 90;
   std::string stats;            // --stats JSON path
   std::string trace;            // --trace Chrome trace path
+  std::string dtype = "f32";    // how weight matrices are held: f32 or bf16
 };
 
 // "8GiB", "512MiB", "1.5GB", "4096" → bytes; throws naming the text.
@@ -66,10 +70,29 @@ struct ShardOptionsCli {
   std::vector<int> pp_layers;
 };
 
-// What another command (perplexity) puts in place of the prompt file and the output file.
+// A model without files: a named shape with seeded random weights (benchmarks).
+struct SyntheticModel {
+  LlamaConfig config;
+  uint64_t seed = 0;
+};
+
+// What rank 0 knows at the end of a run, for the command that started it.
+struct RunOutcome {
+  const RunSummary& summary;
+  const std::vector<RankFigures>& ranks;  // every rank's figures, by world rank
+  const LlamaConfig& config;
+  const Topology& topology;
+  int threads = 1;
+  int n_nodes = 1;
+};
+
+// What another command (perplexity, bench) puts in place of the prompt file, the output file and
+// (bench) the model directory. The tokenizer given to make_source is null for a synthetic model.
 struct RunHooks {
-  std::function<std::unique_ptr<RequestSource>(const Tokenizer&, const LlamaConfig&, int context)> make_source;
+  std::function<std::unique_ptr<RequestSource>(const Tokenizer*, const LlamaConfig&, int context)> make_source;
   ResultSink* sink = nullptr;
+  std::optional<SyntheticModel> synthetic;
+  std::function<void(const RunOutcome&)> on_finish;  // rank 0, after the run's own report
 };
 
 struct PerplexityOptions {
@@ -79,6 +102,20 @@ struct PerplexityOptions {
   int stride = 0;       // 0: half the window
 };
 
+struct BenchOptions {
+  RunOptions run;
+  std::string shape;  // with random_weights: a named shape instead of --model
+  bool random_weights = false;
+  uint64_t seed = 0;
+  int vocab = 0;  // overrides the shape's vocabulary
+  int prompts = 16;
+  std::string input_len = "128";   // N or A:B
+  std::string output_len = "128";
+  std::string json;
+  bool skip_limits = false;
+  BenchOptions() { run.max_seqs = 0; }  // 0: as many as --prompts (at most 256)
+};
+
 struct PlanOptions {
   std::string model, shape, hostfile, gpu = "h100-80g", memory, intra = "nvlink", inter = "infiniband", dtype = "bf16", json;
   int nodes = 1, per_node = 8, input_len = 512, output_len = 256, max_seqs = 256, tp = 0, pp = 0;
@@ -86,6 +123,11 @@ struct PlanOptions {
 };
 
 void add_run_command(CLI::App& app, RunOptions& options);
+void add_bench_command(CLI::App& app, BenchOptions& options);
+// --threads, --tp, --pp, --pp-layers, --kv-cache-memory, shared by perplexity and bench.
+void add_layout_options(CLI::App& command, RunOptions& options);
+// --dtype, shared by run, perplexity and bench.
+void add_weight_dtype_option(CLI::App& command, RunOptions& options);
 void add_plan_command(CLI::App& app, PlanOptions& options);
 void add_perplexity_command(CLI::App& app, PerplexityOptions& options);
 void add_convert_command(CLI::App& app, ConvertOptionsCli& options);
@@ -98,5 +140,6 @@ int convert_command(const ConvertOptionsCli& options, const MpiSession& mpi);
 int shard_command(const ShardOptionsCli& options, const MpiSession& mpi);
 int perplexity_command(PerplexityOptions options, const MpiSession& mpi);
 int plan_command(const PlanOptions& options, const MpiSession& mpi);
+int bench_command(BenchOptions options, const MpiSession& mpi);
 
 }  // namespace tpllama

@@ -76,11 +76,8 @@ void add_perplexity_command(CLI::App& app, PerplexityOptions& o) {
   c->add_option("--stride", o.stride, "Tokens between window starts (default: half the window)");
   c->add_option("--max-seqs", o.run.max_seqs, "Windows in flight at once")->capture_default_str();
   c->add_option("--max-batch-tokens", o.run.max_batch_tokens, "Tokens per forward step")->capture_default_str();
-  c->add_option("--threads", o.run.threads, "CPU threads per rank");
-  c->add_option("--tp", o.run.tp, "Tensor-parallel ranks per stage");
-  c->add_option("--pp", o.run.pp, "Pipeline stages");
-  c->add_option("--pp-layers", o.run.pp_layers, "Layers per stage")->delimiter(',');
-  c->add_option("--kv-cache-memory", o.run.kv_cache_memory, "KV cache bytes per rank, e.g. 2GiB");
+  add_layout_options(*c, o.run);
+  add_weight_dtype_option(*c, o.run);
 }
 
 int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
@@ -90,7 +87,7 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
   int windows = 0, window = 0, stride = 0;
   RunHooks hooks;
   hooks.sink = &sink;
-  hooks.make_source = [&](const Tokenizer& tok, const LlamaConfig& config, int context) {
+  hooks.make_source = [&](const Tokenizer* tok, const LlamaConfig& config, int context) {
     std::ifstream in(o.run.input, std::ios::binary);
     if (!in) fail("cannot open ", o.run.input);
     std::stringstream text;
@@ -98,7 +95,7 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
     window = (o.context_len > 0 ? std::min(o.context_len, context) : context) - 1;  // room for BOS
     if (window < 1) fail("--context-len ", o.context_len, " leaves no room for a token after BOS");
     stride = o.stride > 0 ? std::min(o.stride, window) : std::max(1, window / 2);
-    std::vector<int> tokens = tok.encode(text.str());
+    std::vector<int> tokens = tok->encode(text.str());
     if (tokens.empty()) fail(o.run.input, " holds no tokens");
     auto source = std::make_unique<WindowSource>(std::move(tokens), config.bos_token_id, window, stride);
     windows = static_cast<int>(source->windows());

@@ -20,7 +20,8 @@
 #include "core/stop_signal.h"
 #include "model/checkpoint.h"
 #include "model/llama_model.h"
-#include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/threads.h"
 #include "parallel/mpi_comm.h"
 #include "io/resume.h"
 #include "runtime/engine.h"
@@ -103,6 +104,15 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--trace", o.trace, "Write a Chrome trace-event JSON (one track group per rank) to this file");
   run->add_option("--max-model-len", o.max_model_len, "Context per sequence, prompt + completion (default: the model's)")
       ->check(CLI::PositiveNumber);
+  add_weight_dtype_option(*run, o);
+}
+
+void add_weight_dtype_option(CLI::App& command, RunOptions& o) {
+  command.add_option("--dtype", o.dtype,
+                     "How weight matrices are held and read: f32, or bf16 (half the memory and bytes per token; "
+                     "activations and accumulation stay f32)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
 }
 
 uint64_t parse_byte_size(const std::string& text) {
@@ -177,20 +187,25 @@ uint64_t available_memory() {
   return 0;
 }
 
-// The memory check run makes before loading: this rank's slice of the weights, held in f32 on the
-// CPU, against its share of the node's available memory.
-void check_weights_fit(const std::vector<ShardEntry>& table, int rank, int ranks_on_node) {
+DType weight_dtype(const RunOptions& o) { return o.dtype == "bf16" ? DType::kBF16 : DType::kF32; }
+
+// The memory check run makes before loading: this rank's slice of the weights as the CPU holds it
+// (norms and the embedding table in f32, matrices packed in the run's dtype, a tied head as a
+// second, packed copy) against its share of the node's available memory.
+void check_weights_fit(const std::vector<ShardEntry>& table, DType dtype, int rank, int ranks_on_node) {
+  const DeviceContext ctx{};
   uint64_t bytes = 0;
-  std::set<std::string> counted;  // a tied lm_head on a one-stage rank is the embedding
   for (const ShardEntry& e : table) {
-    if (!counted.insert(e.name).second) continue;
     const int64_t rows = e.split == Split::kRow ? e.rows : e.count;
     const int64_t cols = e.split == Split::kRow ? e.count : e.cols;
-    bytes += static_cast<uint64_t>(rows * cols) * sizeof(float);
+    // The embedding table (the first entry of a first stage, never the last: that is the head) is
+    // held as it is; norms too.
+    const bool plain = e.is_1d || (&e == &table.front() && &e != &table.back() && e.name == "model.embed_tokens.weight");
+    bytes += plain ? static_cast<uint64_t>(rows * cols) * sizeof(float) : ops::weight_bytes(ctx, rows, cols, dtype);
   }
   const uint64_t available = available_memory() / static_cast<uint64_t>(std::max(1, ranks_on_node));
   if (available > 0 && bytes > available)
-    fail("rank ", rank, " would hold ", mib(bytes), " of weights (f32 on the CPU) but has ", mib(available),
+    fail("rank ", rank, " would hold ", mib(bytes), " of weights (", dtype_name(dtype), " matrices on the CPU) but has ", mib(available),
          " of available memory (", ranks_on_node, " ranks share this node): spread the model over more ranks "
          "(--tp/--pp) or nodes, or use a machine with more memory");
 }
@@ -213,7 +228,8 @@ long long local_kv_blocks(const RunOptions& o, const LlamaModel& model, const No
 // cache before the communicators they use.
 struct RunSetup {
   NodeInfo nodes;
-  std::unique_ptr<Checkpoint> checkpoint;
+  LlamaConfig config;
+  std::unique_ptr<Checkpoint> checkpoint;  // null for a synthetic model
   std::unique_ptr<Topology> topology;
   std::unique_ptr<Tokenizer> tokenizer;  // rank 0
   int threads = 1;
@@ -233,16 +249,30 @@ struct RunSetup {
 
 // Everything that can be wrong with the layout, the model or the files is found here, on every
 // rank, before any weight is copied; the job reports it once.
-void validate(const RunOptions& o, int world_size, int rank, RunSetup& s) {
+void validate(const RunOptions& o, const RunHooks* hooks, int world_size, int rank, RunSetup& s) {
+  const SyntheticModel* synthetic = hooks != nullptr && hooks->synthetic ? &*hooks->synthetic : nullptr;
   collective_phase([&] {
-    s.checkpoint = std::make_unique<Checkpoint>(o.model);
-    const LlamaConfig& c = s.checkpoint->config();
+    if (synthetic != nullptr) {
+      s.config = synthetic->config;
+      s.config.validate();
+    } else {
+      s.checkpoint = std::make_unique<Checkpoint>(o.model);
+      s.config = s.checkpoint->config();
+    }
+    const LlamaConfig& c = s.config;
     s.topology = std::make_unique<Topology>(
         make_topology(LayoutRequest{o.tp, o.pp, o.pp_layers}, s.nodes, world_size, rank, c.n_layers));
-    if (s.checkpoint->presharded()) s.checkpoint->open_rank_shard(*s.topology);
+    if (s.checkpoint && s.checkpoint->presharded()) s.checkpoint->open_rank_shard(*s.topology);
     head_layout(c, s.topology->tp_size(), s.topology->tp_rank());
-    check_weights_fit(build_shard_table(c, *s.topology), rank, s.nodes.ranks_on_node);
+    check_weights_fit(build_shard_table(c, *s.topology), weight_dtype(o), rank, s.nodes.ranks_on_node);
     if (rank != 0) return;
+    for (const std::string& path : {o.stats, o.trace})  // fail now, not after hours of work
+      if (!path.empty()) {
+        const bool existed = std::filesystem::exists(path);
+        if (!std::ofstream(path, std::ios::app)) fail("cannot write ", path, " (--stats / --trace)");
+        if (!existed) std::filesystem::remove(path);
+      }
+    if (synthetic != nullptr) return;
     if (!std::filesystem::exists(s.checkpoint->tokenizer_path()))
       fail("model directory ", o.model, " has no tokenizer.model (a SentencePiece model is required)");
     s.tokenizer = std::make_unique<Tokenizer>(s.checkpoint->tokenizer_path());
@@ -250,12 +280,7 @@ void validate(const RunOptions& o, int world_size, int rank, RunSetup& s) {
       fail(s.checkpoint->tokenizer_path(), " has ", s.tokenizer->vocab_size(),
            " pieces but config.json says vocab_size ", c.vocab_size);
     if (!std::filesystem::exists(o.input)) fail("prompt file ", o.input, " does not exist");
-    for (const std::string& path : {o.stats, o.trace})  // fail now, not after hours of work
-      if (!path.empty()) {
-        const bool existed = std::filesystem::exists(path);
-        if (!std::ofstream(path, std::ios::app)) fail("cannot write ", path, " (--stats / --trace)");
-        if (!existed) std::filesystem::remove(path);
-      }
+    if (hooks != nullptr) return;  // results go to the hooks' sink
     if (std::filesystem::exists(o.output) && std::filesystem::equivalent(o.input, o.output))
       fail("--output ", o.output, " is the prompt file itself; refusing to overwrite the input");
   });
@@ -277,32 +302,39 @@ void validate(const RunOptions& o, int world_size, int rank, RunSetup& s) {
 }
 
 // Communicators, then this rank's shard of the weights.
-void load_model(const RunOptions& o, RunSetup& s) {
+void load_model(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
   const auto t0 = std::chrono::steady_clock::now();
-  s.threads = o.threads > 0 ? o.threads
-                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                              std::max(1, s.nodes.ranks_on_node));
-  ops::cpu::set_threads(s.threads);
+  const ops::cpu::ThreadPlacement placement =
+      ops::cpu::plan_threads(o.threads, s.nodes.local_rank, s.nodes.ranks_on_node);
+  ops::cpu::apply_threads(placement);
+  s.threads = placement.threads;
+  if (placement.oversubscribed)
+    log::warn("rank " + std::to_string(s.topology->rank()) + ": " + placement.note);
+  else if (!placement.note.empty() && s.topology->rank() == 0)
+    log::info(placement.note);
   MPI_Comm world_dup;
   mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &world_dup), "MPI_Comm_dup");
   s.world = std::make_unique<MpiCommunicator>(world_dup);
   s.tp_comm = MpiCommunicator::split(MPI_COMM_WORLD, s.topology->pp_rank(), s.topology->tp_rank());
   const DeviceContext ctx{Device::kCpu, s.threads};
   collective_phase([&] {
-    s.model = std::make_unique<LlamaModel>(*s.checkpoint, *s.topology, *s.tp_comm, ctx,
-                                           ModelLimits{o.max_batch_tokens, max_logit_rows(o)});
+    const ModelLimits limits{o.max_batch_tokens, max_logit_rows(o)};
+    ModelWeights weights = hooks != nullptr && hooks->synthetic
+                               ? random_weights(s.config, *s.topology, ctx, weight_dtype(o), hooks->synthetic->seed)
+                               : load_weights(*s.checkpoint, *s.topology, ctx, weight_dtype(o));
+    s.model = std::make_unique<LlamaModel>(s.config, std::move(weights), *s.topology, *s.tp_comm, ctx, limits);
   });
-  report_weights(*s.topology, s.model->weights(), *s.checkpoint);
-  const LlamaConfig& config = s.checkpoint->config();
+  report_weights(*s.topology, s.model->weights(), s.checkpoint.get(), s.config);
+  const LlamaConfig& config = s.config;
   s.context = o.max_model_len > 0 ? std::min(o.max_model_len, config.max_seq_len) : config.max_seq_len;
   if (s.topology->rank() != 0) return;
   std::ostringstream os;
   os.setf(std::ios::fixed);
   os.precision(2);
-  os << "model " << o.model << ": " << config.n_layers << " layers, dim " << config.dim << ", " << config.n_heads
+  os << "model " << (s.checkpoint ? o.model : "(random weights)") << ": " << config.n_layers << " layers, dim " << config.dim << ", " << config.n_heads
      << " heads (" << config.n_kv_heads << " kv), vocab " << config.vocab_size << ", context " << config.max_seq_len
      << "; loaded in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s; "
-     << s.threads << " threads per rank";
+     << s.threads << " threads per rank; weights " << o.dtype << ", GEMM kernel " << ops::cpu::gemm_kernel_name();
   log::info(os.str());
 }
 
@@ -336,7 +368,7 @@ void open_io(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
   collective_phase([&] {
     if (s.topology->rank() != 0) return;
     if (hooks != nullptr) {
-      s.source = hooks->make_source(*s.tokenizer, s.checkpoint->config(), s.context);
+      s.source = hooks->make_source(s.tokenizer.get(), s.config, s.context);
       return;
     }
     auto reader = std::make_unique<PromptReader>(o.input, o.defaults, parse_input_format(o.input_format));
@@ -366,7 +398,7 @@ RunSummary run_on_rank0(const RunOptions& o, const RunHooks* hooks, RunSetup& s,
                         s.topology->pp_size(), s.context,         o.kv_block_size, s.n_blocks,
                         max_logit_rows(o)};
   options.grace_seconds = o.grace_seconds;
-  Engine engine(s.checkpoint->config(), *s.tokenizer, pipeline, options);
+  Engine engine(s.config, s.tokenizer.get(), pipeline, options);
   EngineIo io;
   io.reader = s.source.get();
   io.writer = hooks != nullptr ? hooks->sink : s.writer.get();
@@ -407,8 +439,8 @@ int run_command(const RunOptions& o, const MpiSession& mpi) { return run_engine(
 int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks) {
   RunSetup s;
   s.nodes = detect_nodes();
-  validate(o, mpi.world_size(), mpi.rank(), s);
-  load_model(o, s);
+  validate(o, hooks, mpi.world_size(), mpi.rank(), s);
+  load_model(o, hooks, s);
   make_kv_cache(o, s);
   open_io(o, hooks, s);
 
@@ -423,10 +455,13 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
     summary = run_on_rank0(o, hooks, s, pipeline);
   else
     pipeline.serve();
-  report_run(*s.topology, s.nodes.n_nodes,
-             collect_rank_figures(s.model->weights(), *s.cache, pipeline.stats(), *s.tp_comm, *s.world),
-             mpi.rank() == 0 ? &summary : nullptr, o.stats);
+  const std::vector<RankFigures> figures =
+      report_run(*s.topology, s.nodes.n_nodes,
+                 collect_rank_figures(s.model->weights(), *s.cache, pipeline.stats(), *s.tp_comm, *s.world),
+                 mpi.rank() == 0 ? &summary : nullptr, o.stats);
   if (!o.trace.empty()) write_trace(*s.topology, trace, o.trace);
+  if (mpi.rank() == 0 && hooks != nullptr && hooks->on_finish)
+    hooks->on_finish(RunOutcome{summary, figures, s.config, *s.topology, s.threads, s.nodes.n_nodes});
   return mpi.rank() == 0 ? finish_on_rank0(o, hooks, s, summary) : 0;
 }
 

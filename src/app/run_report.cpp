@@ -106,6 +106,7 @@ RankFigures collect_rank_figures(const ModelWeights& weights, const KvCache& cac
   RankFigures f;
   f.peak_memory_bytes = static_cast<double>(usage.ru_maxrss) * 1024.0;
   f.weight_bytes = static_cast<double>(weights.bytes_held);
+  f.matrix_bytes = static_cast<double>(weights.matrix_bytes);
   f.kv_cache_bytes = static_cast<double>(cache.bytes());
   f.kv_capacity_tokens = static_cast<double>(cache.n_blocks()) * cache.block_size();
   f.compute_seconds = pipeline.compute_seconds;
@@ -119,7 +120,7 @@ RankFigures collect_rank_figures(const ModelWeights& weights, const KvCache& cac
   return f;
 }
 
-void report_weights(const Topology& t, const ModelWeights& w, const Checkpoint& ckpt) {
+void report_weights(const Topology& t, const ModelWeights& w, const Checkpoint* ckpt, const LlamaConfig& config) {
   uint64_t mine[4] = {w.bytes_read, w.bytes_held, w.elements_unique, w.elements_replicated};
   std::vector<uint64_t> all(4 * static_cast<size_t>(t.world_size()));
   mpi_check(MPI_Gather(mine, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Gather");
@@ -136,21 +137,21 @@ void report_weights(const Topology& t, const ModelWeights& w, const Checkpoint& 
     unique += v[2];
     replicated += v[3];
   }
+  const uint64_t total = ckpt != nullptr ? ckpt->total_elements() : config.parameter_count();
   std::ostringstream os;
-  os << "weights: checkpoint " << ckpt.total_elements() << " elements; held once over all ranks " << unique
-     << (unique == ckpt.total_elements() ? " (all of them)" : " (MISMATCH)") << ", plus " << replicated
-     << " replicated (norms on every TP rank, shared kv heads, tied embedding on two stages)";
+  os << "weights: " << (ckpt != nullptr ? "checkpoint " : "model (random) ") << total
+     << " elements; held once over all ranks " << unique << (unique == total ? " (all of them)" : " (MISMATCH)")
+     << ", plus " << replicated << " replicated (norms on every TP rank, shared kv heads, tied embedding on two stages)";
   log::info(os.str());
-  TPLLAMA_CHECK(unique == ckpt.total_elements(), "sharded load holds ", unique, " of ", ckpt.total_elements(),
-                " elements");
+  TPLLAMA_CHECK(unique == total, "sharded load holds ", unique, " of ", total, " elements");
 }
 
-void report_run(const Topology& t, int n_nodes, const RankFigures& mine, const RunSummary* summary,
-                const std::string& stats_path) {
+std::vector<RankFigures> report_run(const Topology& t, int n_nodes, const RankFigures& mine, const RunSummary* summary,
+                                    const std::string& stats_path) {
   std::vector<RankFigures> all(static_cast<size_t>(t.world_size()));
   mpi_check(MPI_Gather(&mine, kFigureCount, MPI_DOUBLE, all.data(), kFigureCount, MPI_DOUBLE, 0, MPI_COMM_WORLD),
             "MPI_Gather");
-  if (t.rank() != 0) return;
+  if (t.rank() != 0) return {};
   if (t.world_size() > 1)
     for (int r = 0; r < t.world_size(); ++r) {
       const RankFigures& f = all[static_cast<size_t>(r)];
@@ -163,6 +164,7 @@ void report_run(const Topology& t, int n_nodes, const RankFigures& mine, const R
       log::info(os.str());
     }
   if (!stats_path.empty() && summary != nullptr) write_stats(stats_path, t, n_nodes, all, *summary);
+  return all;
 }
 
 void write_trace(const Topology& t, const TraceRecorder& trace, const std::string& path) {

@@ -19,6 +19,7 @@ namespace tpllama {
 struct RankFigures {
   double peak_memory_bytes = 0;
   double weight_bytes = 0;
+  double matrix_bytes = 0;  // packed matrices: the weight bytes a decode step reads
   double kv_cache_bytes = 0;
   double kv_capacity_tokens = 0;
   double compute_seconds = 0;
@@ -34,11 +35,13 @@ struct RankFigures {
 RankFigures collect_rank_figures(const ModelWeights& weights, const KvCache& cache, const PipelineStats& pipeline,
                                  const Communicator& tp_comm, const Communicator& world);
 
-// Every rank's read/held bytes on rank 0, and the check that every element is held once.
-void report_weights(const Topology& t, const ModelWeights& w, const Checkpoint& ckpt);
+// Every rank's read/held bytes on rank 0, and the check that every element is held once (against
+// the checkpoint, or the config's parameter count for a synthetic model: ckpt null).
+void report_weights(const Topology& t, const ModelWeights& w, const Checkpoint* ckpt, const LlamaConfig& config);
 
 // Gathers the figures (collective); rank 0 logs them and, given a path, writes the stats JSON.
-void report_run(const Topology& t, int n_nodes, const RankFigures& mine, const RunSummary* summary,
+// Returns every rank's figures on rank 0 (empty elsewhere).
+std::vector<RankFigures> report_run(const Topology& t, int n_nodes, const RankFigures& mine, const RunSummary* summary,
                 const std::string& stats_path);
 
 // Gathers every rank's trace events (collective) and writes them on rank 0.

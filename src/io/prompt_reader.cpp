@@ -32,9 +32,9 @@ using request_fields::find_field;
 using request_fields::reject;
 
 constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ULL;
-constexpr const char* kKnownFields[] = {"id",       "prompt",  "max_tokens", "temperature", "top_k", "top_p",
-                                        "min_p",    "seed",    "stop",       "logprobs",    "context",
-                                        "continuation"};
+constexpr const char* kKnownFields[] = {"id",    "prompt", "max_tokens", "temperature", "top_k",
+                                        "top_p", "min_p",  "seed",       "stop",        "logprobs",
+                                        "context", "continuation", "ignore_eos"};
 constexpr size_t kSniffBytes = size_t{4} << 20;
 constexpr const char* kByteOrderMark = "\xEF\xBB\xBF";
 

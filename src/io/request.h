@@ -31,10 +31,11 @@ struct Request {
   int max_tokens = 256;
   SamplingParams sampling;  // resolved: request fields override defaults
   std::vector<std::string> stop;
+  bool ignore_eos = false;  // generate max_tokens whatever the model's stop ids say (benchmarks)
   int logprobs = -1;  // -1: not requested; 0..kMaxLogprobs: chosen token plus that many top ones
   // Scoring requests ({"context", "continuation"}): no generation; the log-probability of the
-  // continuation given the context. token_ids, when set, are used as they are (perplexity
-  // windows): the first n_context_tokens are context.
+  // continuation given the context. token_ids, when set, are used as they are: the prompt of a
+  // generation request (benchmarks), or a scoring window whose first n_context_tokens are context.
   bool scoring = false;
   std::string context;
   std::string continuation;

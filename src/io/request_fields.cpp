@@ -168,6 +168,10 @@ void parse_generation_fields(const json& object, const FieldSite& at,
       object, "min_p", at, "a number in [0, 1]", [](double d) { return d >= 0 && d <= 1; },
       s.min_p);
   parse_seed(object, at, s);
+  if (const json* v = find_field(object, "ignore_eos")) {
+    if (!v->is_boolean()) reject(at, "field '", at.name("ignore_eos"), "' must be true or false, got ", describe_json(*v));
+    req.ignore_eos = v->get<bool>();
+  }
   req.stop = parse_stop(object, at);
   parse_logprobs(object, at, logprobs_syntax, req);
 }

@@ -199,4 +199,12 @@ LlamaConfig load_llama_config(const std::string& path) {
   return parse_llama_config(j, path);
 }
 
+unsigned long long LlamaConfig::parameter_count() const {
+  using u64 = unsigned long long;
+  const u64 d = static_cast<u64>(dim), v = static_cast<u64>(vocab_size);
+  const u64 layer = 2 * d + d * static_cast<u64>(q_dim()) * 2 + d * static_cast<u64>(kv_dim()) * 2 +
+                    3 * d * static_cast<u64>(hidden_dim);
+  return v * d * (tie_word_embeddings ? 1 : 2) + static_cast<u64>(n_layers) * layer + d;
+}
+
 }  // namespace tpllama

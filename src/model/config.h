@@ -35,6 +35,8 @@ struct LlamaConfig {
   std::vector<int> eos_token_ids{2};
 
   int q_dim() const { return n_heads * head_dim; }
+  // Elements of all weights as a checkpoint stores them (one embedding when tied).
+  unsigned long long parameter_count() const;
   int kv_dim() const { return n_kv_heads * head_dim; }
 
   // Throws naming the field and value when a number is missing or inconsistent.

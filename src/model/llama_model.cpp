@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "core/error.h"
 #include "ops/ops.h"
@@ -18,8 +19,12 @@ void StepBatch::clear() {
 }
 
 LlamaModel::LlamaModel(const Checkpoint& checkpoint, const Topology& topology, Communicator& tp_comm,
-                       DeviceContext ctx, ModelLimits limits)
-    : config_(checkpoint.config()),
+                       DeviceContext ctx, ModelLimits limits, DType dtype)
+    : LlamaModel(checkpoint.config(), load_weights(checkpoint, topology, ctx, dtype), topology, tp_comm, ctx, limits) {}
+
+LlamaModel::LlamaModel(const LlamaConfig& config, ModelWeights weights, const Topology& topology,
+                       Communicator& tp_comm, DeviceContext ctx, ModelLimits limits)
+    : config_(config),
       topology_(topology),
       tp_comm_(tp_comm),
       ctx_(ctx),
@@ -27,7 +32,7 @@ LlamaModel::LlamaModel(const Checkpoint& checkpoint, const Topology& topology, C
       heads_(head_layout(config_, topology.tp_size(), topology.tp_rank())),
       vocab_begin_(topology.tp_rank() * tpllama::vocab_local(config_, topology.tp_size())),
       vocab_local_(tpllama::vocab_local(config_, topology.tp_size())),
-      weights_(load_weights(checkpoint, topology)),
+      weights_(std::move(weights)),
       inv_freq_(config_.rope_inv_freq()) {
   TPLLAMA_CHECK(limits.max_batch_tokens > 0 && limits.max_logit_rows > 0, "limits ",
                 limits.max_batch_tokens, " ", limits.max_logit_rows);

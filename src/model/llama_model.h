@@ -34,8 +34,12 @@ struct ModelLimits {
 
 class LlamaModel {
  public:
-  LlamaModel(const Checkpoint& checkpoint, const Topology& topology, Communicator& tp_comm,
+  // The stage's weights as this rank holds them (load_weights or random_weights).
+  LlamaModel(const LlamaConfig& config, ModelWeights weights, const Topology& topology, Communicator& tp_comm,
              DeviceContext ctx, ModelLimits limits);
+  // Loads this rank's slice of a checkpoint, matrices held as `dtype`.
+  LlamaModel(const Checkpoint& checkpoint, const Topology& topology, Communicator& tp_comm, DeviceContext ctx,
+             ModelLimits limits, DType dtype = DType::kF32);
 
   // Runs this stage over the batch, writing its keys and values into the cache. Returns logits
   // (logit_rows, vocab_local) on the last stage — this rank's vocabulary slice starts at

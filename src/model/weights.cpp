@@ -1,8 +1,11 @@
-// Sharded weight loading: each rank copies only its slice of each tensor out of the mapped files.
+// Sharded weight loading: each rank copies only its slice of each tensor out of the mapped files
+// (or draws it from the seeded generator), then packs matrices for ops::matmul.
 #include "model/weights.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "core/error.h"
 
@@ -15,6 +18,16 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
+int64_t out_rows(const ShardEntry& e) { return e.split == Split::kRow ? e.rows : e.count; }
+int64_t out_cols(const ShardEntry& e) { return e.split == Split::kRow ? e.count : e.cols; }
+// Rows of the slice that exist in the tensor: the last vocab shard is padded past vocab_size.
+int64_t present_rows(const ShardEntry& e) {
+  return e.split == Split::kVocab ? std::clamp<int64_t>(e.rows - e.begin, 0, e.count) : out_rows(e);
+}
+// Where the slice starts in the full tensor.
+int64_t full_row_begin(const ShardEntry& e) { return e.split == Split::kRow || e.is_1d ? 0 : e.begin; }
+int64_t full_col_begin(const ShardEntry& e) { return e.split == Split::kRow ? e.begin : 0; }
+
 // Where a rank's slice sits in the tensor as stored: the whole tensor of a Hugging Face
 // checkpoint, or exactly the slice (vocab padding included) in a `tpllama shard` file.
 struct Source {
@@ -23,16 +36,13 @@ struct Source {
   int64_t col_begin = 0;
 };
 
-int64_t out_rows(const ShardEntry& e) { return e.split == Split::kRow ? e.rows : e.count; }
-int64_t out_cols(const ShardEntry& e) { return e.split == Split::kRow ? e.count : e.cols; }
-
 Source source_of(const ShardEntry& e, bool presharded) {
   if (presharded) {
     if (e.is_1d) return {{out_rows(e)}, 0, 0};
     return {{out_rows(e), out_cols(e)}, 0, 0};
   }
   if (e.is_1d) return {{e.rows}, 0, 0};
-  return {{e.rows, e.cols}, e.split == Split::kRow ? 0 : e.begin, e.split == Split::kRow ? e.begin : 0};
+  return {{e.rows, e.cols}, full_row_begin(e), full_col_begin(e)};
 }
 
 void check_entry(const Checkpoint& ckpt, const ShardEntry& e) {
@@ -45,64 +55,132 @@ void check_entry(const Checkpoint& ckpt, const ShardEntry& e) {
   if (t.dtype == DType::kI32) fail(file, ": tensor '", e.name, "' has dtype I32; weights must be F32, F16 or BF16");
 }
 
-// Copies this rank's slice of one tensor into a new f32 buffer.
-Tensor load_entry(const Checkpoint& ckpt, const ShardEntry& e, ModelWeights* w) {
-  const SafetensorsFile& file = ckpt.file_of(e.name);
-  const TensorInfo& t = file.info(e.name);
-  const Source src = source_of(e, ckpt.presharded());
-  const int64_t src_cols = src.shape.size() == 2 ? src.shape[1] : 1;
-  const size_t es = dtype_size(t.dtype);
-  const int64_t rows = out_rows(e), cols = out_cols(e);
-  // The last vocab shard is padded with zero rows past vocab_size.
-  const int64_t present = e.split == Split::kVocab ? std::clamp<int64_t>(e.rows - e.begin, 0, rows) : rows;
-  Buffer buf(static_cast<size_t>(rows * cols) * sizeof(float));
-  auto* dst = static_cast<float*>(buf.data());
-  for (int64_t r = 0; r < present; ++r)
-    convert_to_f32(file.data(t) + static_cast<size_t>((src.row_begin + r) * src_cols + src.col_begin) * es, t.dtype,
-                   static_cast<size_t>(cols), dst + r * cols);
-  std::memset(dst + present * cols, 0, static_cast<size_t>((rows - present) * cols) * sizeof(float));
-  const uint64_t elements = static_cast<uint64_t>(present * cols);
-  w->bytes_read += elements * es;
-  (e.replica ? w->elements_replicated : w->elements_unique) += elements;
-  w->bytes_held += buf.nbytes();
-  Tensor view = e.is_1d ? buf.view(DType::kF32, {rows}) : buf.view(DType::kF32, {rows, cols});
-  w->storage.push_back(std::move(buf));
-  return view;
+// Fills the present rows of a rank's slice (out_rows × out_cols, row-major f32); returns the
+// source bytes it read.
+using SliceFiller = std::function<uint64_t(const ShardEntry&, float*)>;
+
+class WeightBuilder {
+ public:
+  WeightBuilder(const DeviceContext& ctx, DType dtype, SliceFiller fill, ModelWeights* w)
+      : ctx_(ctx), dtype_(dtype), fill_(std::move(fill)), w_(w) {}
+
+  // The slice as f32 (norms, the embedding table).
+  Tensor plain(const ShardEntry& e) {
+    Buffer buf = slice(e);
+    w_->bytes_held += buf.nbytes();
+    Tensor view = e.is_1d ? buf.view(DType::kF32, {out_rows(e)}) : buf.view(DType::kF32, {out_rows(e), out_cols(e)});
+    w_->storage.push_back(std::move(buf));
+    return view;
+  }
+
+  // The slice packed for matmul in the run's dtype.
+  ops::Weight matrix(const ShardEntry& e) { return pack(slice(e).view(DType::kF32, {out_rows(e), out_cols(e)})); }
+
+  ops::Weight pack(Tensor f32) {
+    Buffer packed(ops::weight_bytes(ctx_, f32.size(0), f32.size(1), dtype_));
+    ops::Weight weight = ops::pack_weight(ctx_, f32, dtype_, packed.data());
+    w_->bytes_held += packed.nbytes();
+    w_->matrix_bytes += packed.nbytes();
+    w_->storage.push_back(std::move(packed));
+    return weight;
+  }
+
+ private:
+  Buffer slice(const ShardEntry& e) {
+    const int64_t rows = out_rows(e), cols = out_cols(e), present = present_rows(e);
+    Buffer buf(static_cast<size_t>(rows * cols) * sizeof(float));
+    auto* dst = static_cast<float*>(buf.data());
+    w_->bytes_read += fill_(e, dst);
+    std::memset(dst + present * cols, 0, static_cast<size_t>((rows - present) * cols) * sizeof(float));
+    const uint64_t elements = static_cast<uint64_t>(present * cols);
+    (e.replica ? w_->elements_replicated : w_->elements_unique) += elements;
+    return buf;
+  }
+
+  DeviceContext ctx_;
+  DType dtype_;
+  SliceFiller fill_;
+  ModelWeights* w_;
+};
+
+ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const DeviceContext& ctx, DType dtype,
+                           SliceFiller fill) {
+  TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "weights are held as f32 or bf16, not ",
+                dtype_name(dtype));
+  std::vector<ShardEntry> table = build_shard_table(c, topo);
+  ModelWeights w;
+  WeightBuilder b(ctx, dtype, std::move(fill), &w);
+  size_t i = 0;
+  if (topo.is_first_stage()) w.embed = b.plain(table[i++]);
+  for (int l = topo.my_layers().begin; l < topo.my_layers().end; ++l) {
+    LayerWeights lw;
+    lw.attn_norm = b.plain(table[i++]);
+    lw.wq = b.matrix(table[i++]);
+    lw.wk = b.matrix(table[i++]);
+    lw.wv = b.matrix(table[i++]);
+    lw.wo = b.matrix(table[i++]);
+    lw.ffn_norm = b.plain(table[i++]);
+    lw.w1 = b.matrix(table[i++]);
+    lw.w3 = b.matrix(table[i++]);
+    lw.w2 = b.matrix(table[i++]);
+    w.layers.push_back(lw);
+  }
+  if (topo.is_last_stage()) {
+    w.final_norm = b.plain(table[i++]);
+    const ShardEntry& head = table[i++];
+    // A tied head is the embedding's slice, read once and packed as a second copy for matmul.
+    w.lm_head = c.tie_word_embeddings && !w.embed.empty() ? b.pack(w.embed) : b.matrix(head);
+  }
+  TPLLAMA_CHECK(i == table.size(), "shard table has ", table.size(), " entries, loaded ", i);
+  return w;
+}
+
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
 }
 
 }  // namespace
 
-ModelWeights load_weights(const Checkpoint& ckpt, const Topology& topo) {
-  const LlamaConfig& c = ckpt.config();
-  std::vector<ShardEntry> table = build_shard_table(c, topo);
-  for (const ShardEntry& e : table) check_entry(ckpt, e);
+ModelWeights load_weights(const Checkpoint& ckpt, const Topology& topo, const DeviceContext& ctx, DType dtype) {
+  for (const ShardEntry& e : build_shard_table(ckpt.config(), topo)) check_entry(ckpt, e);
+  auto fill = [&ckpt](const ShardEntry& e, float* dst) -> uint64_t {
+    const SafetensorsFile& file = ckpt.file_of(e.name);
+    const TensorInfo& t = file.info(e.name);
+    const Source src = source_of(e, ckpt.presharded());
+    const int64_t src_cols = src.shape.size() == 2 ? src.shape[1] : 1;
+    const size_t es = dtype_size(t.dtype);
+    const int64_t cols = out_cols(e), present = present_rows(e);
+    for (int64_t r = 0; r < present; ++r)
+      convert_to_f32(file.data(t) + static_cast<size_t>((src.row_begin + r) * src_cols + src.col_begin) * es, t.dtype,
+                     static_cast<size_t>(cols), dst + r * cols);
+    return static_cast<uint64_t>(present * cols) * es;
+  };
+  return build_weights(ckpt.config(), topo, ctx, dtype, fill);
+}
 
-  ModelWeights w;
-  size_t i = 0;
-  if (topo.is_first_stage()) w.embed = load_entry(ckpt, table[i++], &w);
-  for (int l = topo.my_layers().begin; l < topo.my_layers().end; ++l) {
-    LayerWeights lw;
-    lw.attn_norm = load_entry(ckpt, table[i++], &w);
-    lw.wq = load_entry(ckpt, table[i++], &w);
-    lw.wk = load_entry(ckpt, table[i++], &w);
-    lw.wv = load_entry(ckpt, table[i++], &w);
-    lw.wo = load_entry(ckpt, table[i++], &w);
-    lw.ffn_norm = load_entry(ckpt, table[i++], &w);
-    lw.w1 = load_entry(ckpt, table[i++], &w);
-    lw.w3 = load_entry(ckpt, table[i++], &w);
-    lw.w2 = load_entry(ckpt, table[i++], &w);
-    w.layers.push_back(lw);
-  }
-  if (topo.is_last_stage()) {
-    w.final_norm = load_entry(ckpt, table[i++], &w);
-    const ShardEntry& head = table[i++];
-    if (c.tie_word_embeddings && !w.embed.empty())
-      w.lm_head = w.embed;  // same slice of the same tensor: hold it once
-    else
-      w.lm_head = load_entry(ckpt, head, &w);
-  }
-  TPLLAMA_CHECK(i == table.size(), "shard table has ", table.size(), " entries, loaded ", i);
-  return w;
+ModelWeights random_weights(const LlamaConfig& config, const Topology& topo, const DeviceContext& ctx, DType dtype,
+                            uint64_t seed) {
+  config.validate();
+  auto fill = [seed](const ShardEntry& e, float* dst) -> uint64_t {
+    uint64_t stream = splitmix64(seed);
+    for (char ch : e.name) stream = splitmix64(stream ^ static_cast<uint8_t>(ch));
+    const bool is_norm = e.is_1d, is_embed = e.name == "model.embed_tokens.weight";
+    const float scale = is_norm ? 0.1f : is_embed ? 1.0f : 1.0f / std::sqrt(static_cast<float>(e.cols));
+    const float offset = is_norm ? 1.0f : 0.0f;
+    const int64_t cols = out_cols(e), present = present_rows(e), r0 = full_row_begin(e), c0 = full_col_begin(e);
+#pragma omp parallel for schedule(static) if (present * cols >= (int64_t{1} << 20))
+    for (int64_t r = 0; r < present; ++r)
+      for (int64_t j = 0; j < cols; ++j) {
+        const uint64_t z = splitmix64(stream + static_cast<uint64_t>((r0 + r) * e.cols + c0 + j));
+        const float u = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0);  // [-1, 1)
+        dst[r * cols + j] = offset + scale * u;
+      }
+    return 0;
+  };
+  return build_weights(config, topo, ctx, dtype, fill);
 }
 
 }  // namespace tpllama

@@ -1,5 +1,7 @@
-// The weights one rank holds: its pipeline stage's layers and its TP slice of each tensor, in
-// f32 host memory (converted from F32/F16/BF16 at load).
+// The weights one rank holds: its pipeline stage's layers and its TP slice of each tensor. Norms and
+// the embedding table are f32; matrices are packed for ops::matmul in the run's weight dtype (f32
+// or bf16), converted from the checkpoint's F32/F16/BF16 at load — or drawn from a seeded
+// generator for benchmarks of shapes that have no files.
 #pragma once
 
 #include <cstdint>
@@ -8,35 +10,46 @@
 #include "core/tensor.h"
 #include "model/checkpoint.h"
 #include "model/shard_table.h"
+#include "ops/ops.h"
 #include "parallel/topology.h"
 
 namespace tpllama {
 
 struct LayerWeights {
   Tensor attn_norm;  // (dim)
-  Tensor wq;         // (n_heads_local*head_dim, dim)
-  Tensor wk;         // (n_kv_heads_local*head_dim, dim)
-  Tensor wv;         // (n_kv_heads_local*head_dim, dim)
-  Tensor wo;         // (dim, n_heads_local*head_dim)
+  ops::Weight wq;         // (n_heads_local*head_dim, dim)
+  ops::Weight wk;         // (n_kv_heads_local*head_dim, dim)
+  ops::Weight wv;         // (n_kv_heads_local*head_dim, dim)
+  ops::Weight wo;         // (dim, n_heads_local*head_dim)
   Tensor ffn_norm;   // (dim)
-  Tensor w1;         // gate (hidden_local, dim)
-  Tensor w3;         // up (hidden_local, dim)
-  Tensor w2;         // down (dim, hidden_local)
+  ops::Weight w1;         // gate (hidden_local, dim)
+  ops::Weight w3;         // up (hidden_local, dim)
+  ops::Weight w2;         // down (dim, hidden_local)
 };
 
 struct ModelWeights {
   Tensor embed;                      // (vocab_local, dim), first stage only
   std::vector<LayerWeights> layers;  // this stage's layers, in order
   Tensor final_norm;                 // (dim), last stage only
-  Tensor lm_head;                    // (vocab_local, dim), last stage only; may alias embed
+  ops::Weight lm_head;               // (vocab_local, dim), last stage only
   uint64_t bytes_held = 0;           // weight bytes in memory on this rank
+  uint64_t matrix_bytes = 0;         // of which packed matrices: what one decode step reads
   uint64_t bytes_read = 0;           // checkpoint bytes this rank copied from the files
   uint64_t elements_unique = 0;      // checkpoint elements held here and nowhere else
   uint64_t elements_replicated = 0;  // elements another rank holds as well
   std::vector<Buffer> storage;
 };
 
-// Validates every tensor's presence, dtype and shape before copying anything.
-ModelWeights load_weights(const Checkpoint& checkpoint, const Topology& topology);
+// Validates every tensor's presence, dtype and shape before copying anything. `dtype` is how the
+// matrices are held (f32 or bf16).
+ModelWeights load_weights(const Checkpoint& checkpoint, const Topology& topology, const DeviceContext& ctx = {},
+                          DType dtype = DType::kF32);
+
+// Seeded random weights with the distributions of `tpllama convert --from random` (matrices
+// uniform in ±1/sqrt(cols), norms 1 ± 0.1, embedding ±1). Each element is a function of the seed,
+// the tensor name and its position in the full tensor, so every layout holds slices of the same
+// model.
+ModelWeights random_weights(const LlamaConfig& config, const Topology& topology, const DeviceContext& ctx,
+                            DType dtype, uint64_t seed);
 
 }  // namespace tpllama

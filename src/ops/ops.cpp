@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/gemm.h"
 
 namespace tpllama::ops {
 namespace {
@@ -25,15 +26,35 @@ void require_2d(const char* op, const Tensor& t, const char* what, int64_t rows,
 
 }  // namespace
 
-void matmul(const DeviceContext& ctx, Tensor out, Tensor x, Tensor w) {
-  TPLLAMA_CHECK(x.ndim() == 2 && w.ndim() == 2, "matmul: x ", x.shape_string(), " w ", w.shape_string());
-  require_2d("matmul", out, "out", x.size(0), w.size(0));
-  TPLLAMA_CHECK(x.size(1) == w.size(1), "matmul: x ", x.shape_string(), " vs w ", w.shape_string());
+size_t weight_bytes(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype) {
+  require_cpu("weight_bytes", ctx);
+  return cpu::packed_bytes(rows, cols, dtype);
+}
+
+Weight pack_weight(const DeviceContext& ctx, Tensor w, DType dtype, void* dst) {
+  TPLLAMA_CHECK(w.ndim() == 2, "pack_weight: w ", w.shape_string());
+  require_f32("pack_weight", w, "w");
+  require_cpu("pack_weight", ctx);
+  TPLLAMA_CHECK(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "pack_weight: destination not 64-byte aligned");
+  cpu::pack_weight(w.as<float>(), w.size(0), w.size(1), dtype, dst);
+  return Weight{dst, w.size(0), w.size(1), dtype, Device::kCpu, cpu::packed_bytes(w.size(0), w.size(1), dtype)};
+}
+
+float weight_at(const Weight& w, int64_t row, int64_t col) {
+  TPLLAMA_CHECK(row >= 0 && row < w.rows && col >= 0 && col < w.cols, "weight_at(", row, ", ", col, ") of [",
+                w.rows, ", ", w.cols, "]");
+  return cpu::packed_at(w.data, w.cols, w.dtype, row, col);
+}
+
+void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w) {
+  TPLLAMA_CHECK(x.ndim() == 2 && !w.empty(), "matmul: x ", x.shape_string(), " w [", w.rows, ", ", w.cols, "]");
+  require_2d("matmul", out, "out", x.size(0), w.rows);
+  TPLLAMA_CHECK(x.size(1) == w.cols, "matmul: x ", x.shape_string(), " vs w [", w.rows, ", ", w.cols, "]");
   require_f32("matmul", x, "x");
-  require_f32("matmul", w, "w");
   require_f32("matmul", out, "out");
   require_cpu("matmul", ctx);
-  cpu::matmul(out, x, w, ctx.threads);
+  TPLLAMA_CHECK(w.device == Device::kCpu, "matmul: weight on ", device_name(w.device));
+  cpu::gemm(out.as<float>(), x.as<float>(), x.size(0), w.data, w.dtype, w.rows, w.cols, ctx.threads);
 }
 
 void rms_norm(const DeviceContext& ctx, Tensor out, Tensor x, Tensor weight, float eps) {

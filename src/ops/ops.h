@@ -2,6 +2,7 @@
 // device. All activations are row-major (tokens, features).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -10,8 +11,29 @@
 
 namespace tpllama::ops {
 
-// out (M, N) = x (M, K) · wᵀ, with w (N, K) as stored in checkpoints.
-void matmul(const DeviceContext& ctx, Tensor out, Tensor x, Tensor w);
+// A weight matrix (rows N, cols K) in the layout the device's matmul reads (on the CPU: panels of
+// 32 rows, k-major, in f32 or bf16; see ops/cpu/gemm.h). Made once at load by pack_weight; the
+// memory belongs to whoever passed `dst`.
+struct Weight {
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  DType dtype = DType::kF32;
+  Device device = Device::kCpu;
+  size_t nbytes = 0;
+  bool empty() const { return data == nullptr; }
+};
+
+// Bytes pack_weight needs for a (rows, cols) matrix held as dtype (f32 or bf16).
+size_t weight_bytes(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype);
+// Packs w (rows, cols), f32 row-major as stored in checkpoints, into dst (weight_bytes, 64-byte
+// aligned) as dtype.
+Weight pack_weight(const DeviceContext& ctx, Tensor w, DType dtype, void* dst);
+// Element (row, col) of a packed weight, as f32.
+float weight_at(const Weight& w, int64_t row, int64_t col);
+
+// out (M, N) = x (M, K) · wᵀ.
+void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w);
 
 // out (M, D) = x / sqrt(mean(x²) + eps) * weight (D). out may alias x.
 void rms_norm(const DeviceContext& ctx, Tensor out, Tensor x, Tensor weight, float eps);

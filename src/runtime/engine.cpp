@@ -47,13 +47,16 @@ struct Sequence {
   Clock::time_point admitted = Clock::now();
   Clock::time_point first_token;
 
-  Sequence(Request r, const Tokenizer& tok) : request(std::move(r)), rng(request.sampling.seed), detok(tok) {}
+  Sequence(Request r, const Tokenizer* tok) : request(std::move(r)), rng(request.sampling.seed), detok(tok) {}
 };
 
 struct Group {
   int64_t id = 0;
   std::vector<Sequence*> members;  // every sequence with tokens in the group
   std::vector<Sequence*> rows;     // the sequences owning each logit row, in row order
+  int prefill_tokens = 0;          // prompt tokens in the group
+  int decode_tokens = 0;
+  long long decode_context = 0;    // positions its decode tokens attend to
 };
 
 // Finds the earliest stop string that ends inside the text added since `from`.
@@ -72,7 +75,7 @@ std::string line_prefix(const Request& r) { return "line " + std::to_string(r.li
 // The state of one run, with the loop split into its steps.
 class Run {
  public:
-  Run(const LlamaConfig& config, const Tokenizer& tokenizer, Pipeline& pipeline, const EngineOptions& options,
+  Run(const LlamaConfig& config, const Tokenizer* tokenizer, Pipeline& pipeline, const EngineOptions& options,
       const EngineIo& io)
       : config_(config),
         tok_(tokenizer),
@@ -107,6 +110,7 @@ class Run {
         plan.group = group.id = next_group_++;
         plan.cache_ops.swap(cache_ops_);
         ++summary_.steps;
+        if (in_flight_.empty()) step_mark_ = Clock::now();  // the pipeline was idle until now
         if (std::optional<SampledRows> rows = pipeline_.submit(plan))
           apply(group, *rows);
         else
@@ -247,9 +251,11 @@ class Run {
     auto seq = std::make_unique<Sequence>(std::move(req), tok_);
     seq->order = order;
     if (seq->request.scoring && !tokenize_scoring(*seq)) return;
-    if (!seq->request.scoring) {
+    if (!seq->request.scoring && !seq->request.token_ids.empty()) {
+      seq->tokens.assign(seq->request.token_ids.begin(), seq->request.token_ids.end());  // as given
+    } else if (!seq->request.scoring) {
       if (o_.add_bos) seq->tokens.push_back(config_.bos_token_id);
-      for (int id : tok_.encode(seq->request.prompt)) seq->tokens.push_back(id);
+      for (int id : encode(seq->request.prompt)) seq->tokens.push_back(id);
     }
     seq->n_prompt = static_cast<int>(seq->tokens.size());
     if (seq->n_prompt == 0)
@@ -278,8 +284,8 @@ class Run {
     } else {
       if (o_.add_bos) s.tokens.push_back(config_.bos_token_id);
       const size_t bos = s.tokens.size();
-      for (int id : tok_.encode(r.context + r.continuation)) s.tokens.push_back(id);
-      s.n_context = static_cast<int>(bos + (r.context.empty() ? 0 : tok_.encode(r.context).size()));
+      for (int id : encode(r.context + r.continuation)) s.tokens.push_back(id);
+      s.n_context = static_cast<int>(bos + (r.context.empty() ? 0 : encode(r.context).size()));
     }
     if (s.n_context < 1 || s.n_context >= static_cast<int>(s.tokens.size())) {
       reject(r, s.order, static_cast<int>(s.tokens.size()),
@@ -288,6 +294,11 @@ class Run {
       return false;
     }
     return true;
+  }
+
+  std::vector<int> encode(const std::string& text) const {
+    TPLLAMA_CHECK(tok_ != nullptr, "a text request reached an engine without a tokenizer");
+    return tok_->encode(text);
   }
 
   void release_blocks(Sequence& s) {
@@ -371,6 +382,12 @@ class Run {
           group.rows.push_back(s.get());
           --rows_left;
         }
+        if (decoding) {
+          group.decode_tokens += take;
+          group.decode_context += s->n_computed + take;
+        } else {
+          group.prefill_tokens += take;
+        }
         s->scheduled = take;
         s->in_flight = true;
         group.members.push_back(s.get());
@@ -380,8 +397,8 @@ class Run {
   }
 
   std::string token_text(int id) const {
-    if (id < 0 || id >= tok_.vocab_size()) return "";
-    return tok_.is_control(id) ? tok_.processor().IdToPiece(id) : tok_.token_bytes(id);
+    if (tok_ == nullptr || id < 0 || id >= tok_->vocab_size()) return "";
+    return tok_->is_control(id) ? tok_->processor().IdToPiece(id) : tok_->token_bytes(id);
   }
 
   void record_logprobs(Sequence& s, const RowLogprobs& l, int token) {
@@ -406,11 +423,11 @@ class Run {
     s.tokens.push_back(token);
     if (s.n_generated++ == 0) s.first_token = Clock::now();
     const auto& eos = config_.eos_token_ids;
-    if (std::find(eos.begin(), eos.end(), token) != eos.end()) {
+    if (!s.request.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end()) {
       s.finish_reason = "stop";
     } else {
       const size_t before = s.text.size();
-      if (token < tok_.vocab_size()) s.text += s.detok.push(token);  // else a padding id
+      if (tok_ != nullptr && token < tok_->vocab_size()) s.text += s.detok.push(token);  // else a padding id
       const size_t at = find_stop(s.text, before, s.request.stop);
       if (at != std::string::npos) {
         s.text.resize(at);
@@ -424,8 +441,24 @@ class Run {
     }
   }
 
+  void time_step(const Group& group) {
+    const auto now = Clock::now();
+    const double dt = seconds_between(step_mark_, now);
+    step_mark_ = now;
+    if (group.prefill_tokens > 0) {
+      summary_.prefill_seconds += dt;
+      summary_.prefill_step_tokens += group.prefill_tokens;
+    } else {
+      summary_.decode_seconds += dt;
+      summary_.decode_step_tokens += group.decode_tokens;
+      summary_.decode_context_tokens += group.decode_context;
+      ++summary_.decode_steps;
+    }
+  }
+
   void apply(const Group& group, const SampledRows& rows) {
     TPLLAMA_CHECK(rows.tokens.size() == group.rows.size(), rows.tokens.size(), " tokens for ", group.rows.size(), " rows");
+    time_step(group);
     for (Sequence* s : group.members) {
       s->n_computed += s->scheduled;
       s->scheduled = 0;
@@ -479,7 +512,8 @@ class Run {
   }
 
   const LlamaConfig& config_;
-  const Tokenizer& tok_;
+  Clock::time_point step_mark_;  // end of the last timed step
+  const Tokenizer* tok_;  // null: requests carry token ids, results carry no text
   Pipeline& pipeline_;
   const EngineOptions& o_;
   const EngineIo& io_;
@@ -519,7 +553,7 @@ std::string RunSummary::describe() const {
   return os.str();
 }
 
-Engine::Engine(const LlamaConfig& config, const Tokenizer& tokenizer, Pipeline& pipeline, EngineOptions options)
+Engine::Engine(const LlamaConfig& config, const Tokenizer* tokenizer, Pipeline& pipeline, EngineOptions options)
     : config_(config), tokenizer_(tokenizer), pipeline_(pipeline), options_(options) {
   if (options.max_seqs < 1) fail("--max-seqs must be at least 1, got ", options.max_seqs);
   if (options.max_batch_tokens < 1) fail("--max-batch-tokens must be at least 1, got ", options.max_batch_tokens);

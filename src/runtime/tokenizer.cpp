@@ -191,6 +191,7 @@ void IncrementalDetokenizer::prime(const std::vector<int>& prompt_ids) {
 }
 
 std::string IncrementalDetokenizer::push(int id) {
+  if (tok_ == nullptr) return "";
   tok_->check_id(id);
   const auto idx = static_cast<size_t>(id);
   const Tokenizer::Kind kind = tok_->kinds_[idx];

@@ -56,6 +56,8 @@ class Tokenizer {
 class IncrementalDetokenizer {
  public:
   explicit IncrementalDetokenizer(const Tokenizer& tok);
+  // No tokenizer (benchmarks of token ids): every call returns "".
+  explicit IncrementalDetokenizer(const Tokenizer* tok) : tok_(tok) {}
 
   void prime(const std::vector<int>& prompt_ids);
   std::string push(int id);

@@ -340,7 +340,7 @@ TEST_F(Stories, AModelTooLargeForMemoryIsRefusedBeforeLoading) {
   const auto start = std::chrono::steady_clock::now();
   CommandResult r = run_shell(binary() + " run --model " + dir + " --input " + in + " --output " + work_ + "/big.jsonl");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("of weights (f32 on the CPU) but has"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("of weights (f32 matrices on the CPU) but has"), std::string::npos) << r.output;
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20.0)
       << "refused before reading any weight";
 }

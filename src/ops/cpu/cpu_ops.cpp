@@ -1,8 +1,7 @@
-// CPU ops: GEMM through BLAS, element-wise ops as plain loops the compiler vectorises, attention
+// CPU ops (GEMM in gemm.cpp): element-wise ops as plain loops the compiler vectorises, attention
 // parallel over (token, head) with OpenMP.
 #include "ops/cpu/cpu_ops.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -16,26 +15,7 @@ namespace {
 // tiny demo model: 2 threads were 2-3x slower than 1 without these thresholds).
 constexpr int64_t kParallelElements = 1 << 16;
 constexpr int64_t kParallelWork = 1 << 18;
-constexpr int64_t kParallelGemm = int64_t{1} << 22;  // multiply-adds
 }  // namespace
-
-void set_threads(int threads) {
-  openblas_set_num_threads(threads);
-  omp_set_num_threads(threads);
-}
-
-void matmul(Tensor out, Tensor x, Tensor w, int threads) {
-  const int m = static_cast<int>(x.size(0));
-  const int n = static_cast<int>(w.size(0));
-  const int k = static_cast<int>(x.size(1));
-  if (m == 0) return;
-  // OpenBLAS would thread small products too, where waking the threads costs more than it saves.
-  const bool small = static_cast<int64_t>(m) * n * k < kParallelGemm;
-  const int use = small ? 1 : std::max(1, threads);
-  if (openblas_get_num_threads() != use) openblas_set_num_threads(use);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x.as<float>(), k, w.as<float>(),
-              k, 0.0f, out.as<float>(), n);
-}
 
 void rms_norm(Tensor out, Tensor x, Tensor weight, float eps) {
   const int64_t rows = x.size(0), d = x.size(1);

@@ -8,14 +8,11 @@
 
 namespace tpllama::ops::cpu {
 
-// threads: the rank's pool size; small products run on one thread.
-void matmul(Tensor out, Tensor x, Tensor w, int threads);
 void rms_norm(Tensor out, Tensor x, Tensor weight, float eps);
 void rope(Tensor x, Tensor cos, Tensor sin, int n_heads, int head_dim);
 void embedding(Tensor out, Tensor table, Tensor tokens, int vocab_begin);
 void silu_mul(Tensor gate, Tensor up);
 void add(Tensor x, Tensor y);
 void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& shape);
-void set_threads(int threads);
 
 }  // namespace tpllama::ops::cpu

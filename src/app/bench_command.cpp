@@ -1,0 +1,340 @@
+// `tpllama bench`: a synthetic workload (seeded prompt token ids of fixed or ranged lengths,
+// greedy, a fixed number of output tokens) through the real engine and pipeline, on a checkpoint
+// or on a named shape with seeded random weights. Before the run, rank 0 measures the machine's
+// read bandwidth and its GEMM peak with all of its node's cores; the report puts each phase
+// against them: decode as weight + KV bytes moved per second over the bandwidth, prefill as FLOP/s
+// over the GEMM peak.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "model/llama2c.h"
+#include "ops/cpu/machine_limits.h"
+#include "ops/cpu/threads.h"
+#include "parallel/mpi_comm.h"
+
+namespace tpllama {
+
+namespace {
+
+struct LengthRange {
+  int lo = 0, hi = 0;
+};
+
+// "128" or "64:256" (inclusive).
+LengthRange parse_range(const std::string& text, const char* flag, int min_value) {
+  LengthRange r;
+  const size_t colon = text.find(':');
+  try {
+    size_t used = 0;
+    r.lo = std::stoi(text.substr(0, colon), &used);
+    if (used != (colon == std::string::npos ? text.size() : colon)) throw std::invalid_argument(text);
+    r.hi = r.lo;
+    if (colon != std::string::npos) {
+      r.hi = std::stoi(text.substr(colon + 1), &used);
+      if (used != text.size() - colon - 1) throw std::invalid_argument(text);
+    }
+  } catch (const std::exception&) {
+    fail(flag, " '", text, "': expected a length (128) or an inclusive range (64:256)");
+  }
+  if (r.lo < min_value || r.hi < r.lo)
+    fail(flag, " '", text, "': lengths must be at least ", min_value, " and a range must not be empty");
+  return r;
+}
+
+// Seeded prompts of token ids: BOS, then uniform ids; greedy; exactly max_tokens generated.
+class SyntheticSource : public RequestSource {
+ public:
+  SyntheticSource(int prompts, LengthRange in, LengthRange out, const LlamaConfig& c, uint64_t seed)
+      : prompts_(prompts), in_(in), out_(out), vocab_(c.vocab_size), bos_(c.bos_token_id), rng_(seed) {}
+
+  std::optional<Request> next() override {
+    if (made_ == prompts_) return std::nullopt;
+    Request r;
+    r.id = made_;
+    r.line = static_cast<size_t>(++made_);
+    const int in = std::uniform_int_distribution<int>(in_.lo, in_.hi)(rng_);
+    r.max_tokens = std::uniform_int_distribution<int>(out_.lo, out_.hi)(rng_);
+    r.ignore_eos = true;
+    r.token_ids.push_back(bos_);
+    std::uniform_int_distribution<int> token(0, vocab_ - 1);
+    while (static_cast<int>(r.token_ids.size()) < in) r.token_ids.push_back(token(rng_));
+    lengths_.push_back(in);
+    return r;
+  }
+  const std::vector<int>& prompt_lengths() const { return lengths_; }
+
+ private:
+  int prompts_, made_ = 0;
+  LengthRange in_, out_;
+  int vocab_, bos_;
+  std::mt19937_64 rng_;
+  std::vector<int> lengths_;
+};
+
+class CountingSink : public ResultSink {
+ public:
+  void write(const Result& r) override {
+    if (r.finish_reason == "error") fail("bench request ", r.id.dump(), " failed: ", r.error);
+    ++results_;
+  }
+  long long results() const { return results_; }
+
+ private:
+  long long results_ = 0;
+};
+
+struct MachineLimits {
+  double read_bandwidth = 0;  // bytes/s, all cores of rank 0's node
+  double gemm_flops = 0;      // FLOP/s of the project's GEMM in the run's dtype, same cores
+  int cores = 0;
+};
+
+// Rank 0 measures with every core of its node while the other ranks wait without spinning.
+MachineLimits measure_limits(DType dtype, int rank) {
+  MachineLimits m;
+  if (rank == 0) {
+    m.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    ops::cpu::ThreadPlacement all;
+    all.threads = m.cores;
+    for (int c = 0; c < m.cores; ++c) all.cpus.push_back(c);
+    ops::cpu::apply_threads(all);
+    m.read_bandwidth = ops::cpu::measure_read_bandwidth(m.cores, size_t{1} << 30);
+    m.gemm_flops = ops::cpu::measure_gemm_flops(m.cores, dtype, 2048);
+  }
+  MPI_Request barrier;
+  mpi_check(MPI_Ibarrier(MPI_COMM_WORLD, &barrier), "MPI_Ibarrier");
+  for (int done = 0; !done;) {
+    mpi_check(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (!done) usleep(1000);
+  }
+  return m;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+nlohmann::json latency(const LatencyHistogram& h) {
+  if (h.count() == 0) return nullptr;
+  return {{"p50", h.percentile(50)}, {"p90", h.percentile(90)}, {"p99", h.percentile(99)}, {"mean", h.mean()}};
+}
+
+// The report: one table on stdout, the same figures as JSON.
+nlohmann::json make_report(const BenchOptions& o, const RunOutcome& r, const MachineLimits& limits,
+                           const std::vector<int>& prompt_lengths) {
+  const RunSummary& s = r.summary;
+  const LlamaConfig& c = r.config;
+  const double layer_params = static_cast<double>(c.n_layers) *
+                              (2.0 * c.dim * c.q_dim() + 2.0 * c.dim * c.kv_dim() + 3.0 * c.dim * c.hidden_dim);
+  double matrix_bytes = 0;
+  for (const RankFigures& f : r.ranks) matrix_bytes += f.matrix_bytes;
+  const double kv_bytes_per_position = 2.0 * c.kv_dim() * c.n_layers * sizeof(float);
+  const double decode_bytes = static_cast<double>(s.decode_steps) * matrix_bytes +
+                              static_cast<double>(s.decode_context_tokens) * kv_bytes_per_position;
+  double prefill_flop = 0;
+  for (int len : prompt_lengths)
+    prefill_flop += 2.0 * len * layer_params + 2.0 * static_cast<double>(len) * len * c.q_dim() * c.n_layers +
+                    2.0 * c.vocab_size * c.dim;
+  auto rate = [](double amount, double seconds) { return seconds > 0 ? amount / seconds : 0.0; };
+  const double decode_bw = rate(decode_bytes, s.decode_seconds);
+  const double prefill_flops = rate(prefill_flop, s.prefill_seconds);
+  const double decode_tps = rate(static_cast<double>(s.decode_step_tokens), s.decode_seconds);
+  const double roofline_tps = decode_bytes > 0 && s.decode_steps > 0
+                                  ? limits.read_bandwidth / (decode_bytes / static_cast<double>(s.decode_step_tokens))
+                                  : 0.0;
+
+  nlohmann::json ranks = nlohmann::json::array();
+  for (size_t i = 0; i < r.ranks.size(); ++i) {
+    const RankFigures& f = r.ranks[i];
+    const double busy = f.compute_seconds + f.wait_seconds;
+    ranks.push_back({{"rank", i},
+                     {"compute_seconds", f.compute_seconds},
+                     {"collective_seconds", f.collective_seconds},
+                     {"wait_seconds", f.wait_seconds},
+                     {"bubble_fraction", busy > 0 ? f.wait_seconds / busy : 0.0},
+                     {"weight_bytes", f.weight_bytes}});
+  }
+  const Topology& t = r.topology;
+  nlohmann::json j = {
+      {"model", o.run.model.empty() ? o.shape + " (random weights)" : o.run.model},
+      {"config", {{"dim", c.dim}, {"hidden", c.hidden_dim}, {"layers", c.n_layers}, {"heads", c.n_heads},
+                  {"kv_heads", c.n_kv_heads}, {"vocab", c.vocab_size}}},
+      {"dtype", o.run.dtype},
+      {"layout", {{"ranks", t.world_size()}, {"tp", t.tp_size()}, {"pp", t.pp_size()}, {"threads_per_rank", r.threads},
+                  {"nodes", r.n_nodes}}},
+      {"workload", {{"prompts", o.prompts}, {"input_len", o.input_len}, {"output_len", o.output_len},
+                    {"max_seqs", o.run.max_seqs}, {"max_batch_tokens", o.run.max_batch_tokens}}},
+      {"elapsed_seconds", s.seconds},
+      {"steps", s.steps},
+      {"prompt_tokens", s.prompt_tokens},
+      {"generated_tokens", s.generated_tokens},
+      {"prefill_tokens_per_second", rate(static_cast<double>(s.prefill_step_tokens), s.prefill_seconds)},
+      {"decode_tokens_per_second", decode_tps},
+      {"output_tokens_per_second", rate(static_cast<double>(s.generated_tokens), s.seconds)},
+      {"total_tokens_per_second", rate(static_cast<double>(s.prompt_tokens + s.generated_tokens), s.seconds)},
+      {"prefill_seconds", s.prefill_seconds},
+      {"decode_seconds", s.decode_seconds},
+      {"decode_steps", s.decode_steps},
+      {"ttft_seconds", latency(s.ttft)},
+      {"tpot_seconds", latency(s.tpot)},
+      {"machine", {{"cores", limits.cores}, {"read_bandwidth_bytes_per_second", limits.read_bandwidth},
+                   {"gemm_flops_per_second", limits.gemm_flops}}},
+      {"decode_bytes_per_token", s.decode_step_tokens > 0 ? decode_bytes / static_cast<double>(s.decode_step_tokens) : 0.0},
+      {"decode_bandwidth_bytes_per_second", decode_bw},
+      {"decode_bandwidth_fraction", limits.read_bandwidth > 0 ? decode_bw / limits.read_bandwidth : 0.0},
+      {"decode_roofline_tokens_per_second", roofline_tps},
+      {"prefill_flops_per_second", prefill_flops},
+      {"prefill_gemm_fraction", limits.gemm_flops > 0 ? prefill_flops / limits.gemm_flops : 0.0},
+      {"ranks", ranks},
+  };
+  return j;
+}
+
+void print_report(const nlohmann::json& j) {
+  std::ostringstream os;
+  auto row = [&os](const std::string& name, const std::string& value) {
+    os << "  " << name << std::string(name.size() < 34 ? 34 - name.size() : 1, ' ') << value << '\n';
+  };
+  auto pct = [](const nlohmann::json& h, double scale) {
+    if (h.is_null()) return std::string("-");
+    return fixed(h["p50"].get<double>() * scale, 2) + " / " + fixed(h["p90"].get<double>() * scale, 2) + " / " +
+           fixed(h["p99"].get<double>() * scale, 2);
+  };
+  const auto& l = j["layout"];
+  os << "tpllama bench: " << j["model"].get<std::string>() << ", " << j["dtype"].get<std::string>() << ", "
+     << l["ranks"] << " rank(s) = tp " << l["tp"] << " x pp " << l["pp"] << ", " << l["threads_per_rank"]
+     << " thread(s) per rank; " << j["workload"]["prompts"] << " prompts, input " << j["workload"]["input_len"].get<std::string>()
+     << ", output " << j["workload"]["output_len"].get<std::string>() << ", max-seqs " << j["workload"]["max_seqs"] << '\n';
+  const auto& m = j["machine"];
+  row("machine (" + std::to_string(m["cores"].get<int>()) + " cores of rank 0's node)",
+      "read " + fixed(m["read_bandwidth_bytes_per_second"].get<double>() / 1e9, 1) + " GB/s, GEMM " +
+          fixed(m["gemm_flops_per_second"].get<double>() / 1e9, 1) + " GFLOP/s");
+  row("prefill", fixed(j["prefill_tokens_per_second"].get<double>(), 1) + " tok/s, " +
+                     fixed(j["prefill_flops_per_second"].get<double>() / 1e9, 1) + " GFLOP/s = " +
+                     fixed(100 * j["prefill_gemm_fraction"].get<double>(), 1) + "% of the GEMM peak");
+  row("decode", fixed(j["decode_tokens_per_second"].get<double>(), 1) + " tok/s, " +
+                    fixed(j["decode_bandwidth_bytes_per_second"].get<double>() / 1e9, 1) + " GB/s = " +
+                    fixed(100 * j["decode_bandwidth_fraction"].get<double>(), 1) + "% of read bandwidth (roofline " +
+                    fixed(j["decode_roofline_tokens_per_second"].get<double>(), 1) + " tok/s)");
+  row("output / total", fixed(j["output_tokens_per_second"].get<double>(), 1) + " / " +
+                            fixed(j["total_tokens_per_second"].get<double>(), 1) + " tok/s over " +
+                            fixed(j["elapsed_seconds"].get<double>(), 2) + " s, " + std::to_string(j["steps"].get<long long>()) +
+                            " steps");
+  row("TTFT p50 / p90 / p99", pct(j["ttft_seconds"], 1e3) + " ms");
+  row("TPOT p50 / p90 / p99", pct(j["tpot_seconds"], 1e3) + " ms");
+  for (const auto& r : j["ranks"])
+    row("rank " + std::to_string(r["rank"].get<int>()),
+        "compute " + fixed(r["compute_seconds"].get<double>(), 3) + " s, collectives " +
+            fixed(r["collective_seconds"].get<double>(), 3) + " s, waiting " + fixed(r["wait_seconds"].get<double>(), 3) +
+            " s, bubble " + fixed(100 * r["bubble_fraction"].get<double>(), 1) + "%");
+  std::fputs(os.str().c_str(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void add_layout_options(CLI::App& c, RunOptions& o) {
+  c.add_option("--threads", o.threads, "CPU threads per rank; default: cores of the node / ranks on the node");
+  c.add_option("--tp", o.tp, "Tensor-parallel ranks per stage; default: ranks per node (or ranks / --pp)")
+      ->check(CLI::PositiveNumber);
+  c.add_option("--pp", o.pp, "Pipeline stages; default: number of nodes (or ranks / --tp)")->check(CLI::PositiveNumber);
+  c.add_option("--pp-layers", o.pp_layers, "Layers per stage, e.g. 10,12,10")->delimiter(',');
+  c.add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache bytes per rank, e.g. 2GiB");
+}
+
+void add_bench_command(CLI::App& app, BenchOptions& o) {
+  CLI::App* c = app.add_subcommand("bench", "Throughput and latency of a synthetic workload on the real engine, "
+                                            "against this machine's measured bandwidth and GEMM peak");
+  c->add_option("--model", o.run.model, "Hugging Face LLaMA model directory (or --shape with --random-weights)");
+  c->add_option("--shape", o.shape, "Named shape: tiny, 110m, llama2-7b, llama3-8b, llama2-70b");
+  c->add_flag("--random-weights", o.random_weights, "Seeded random weights made in memory (with --shape)");
+  c->add_option("--seed", o.seed, "Seed of the random weights and of the prompts")->capture_default_str();
+  c->add_option("--vocab", o.vocab, "Vocabulary size of the shape (default: the shape's)")->check(CLI::PositiveNumber);
+  c->add_option("--prompts", o.prompts, "Requests in the workload")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--input-len", o.input_len, "Prompt tokens per request, BOS included: N or an inclusive range A:B")
+      ->capture_default_str();
+  c->add_option("--output-len", o.output_len, "Tokens generated per request (EOS ignored): N or A:B")
+      ->capture_default_str();
+  c->add_option("--max-seqs", o.run.max_seqs, "Sequences in flight at once (default: --prompts, at most 256)");
+  c->add_option("--max-batch-tokens", o.run.max_batch_tokens, "Tokens per forward step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--kv-block-size", o.run.kv_block_size, "Positions per KV cache block")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  add_layout_options(*c, o.run);
+  add_weight_dtype_option(*c, o.run);
+  c->add_option("--json", o.json, "Write the report as JSON to this file");
+  c->add_option("--stats", o.run.stats, "Also write the run's statistics JSON (as `run --stats`)");
+  c->add_option("--trace", o.run.trace, "Write a Chrome trace of the run");
+  c->add_flag("--no-limits", o.skip_limits, "Skip measuring bandwidth and GEMM peak (no roofline fractions)");
+}
+
+int bench_command(BenchOptions o, const MpiSession& mpi) {
+  std::optional<SyntheticModel> synthetic;
+  LlamaConfig config;
+  LengthRange in, out;
+  collective_phase([&] {
+    if (o.run.model.empty() == o.shape.empty()) fail("bench needs --model DIR or --shape NAME --random-weights");
+    if (!o.shape.empty() && !o.random_weights)
+      fail("--shape ", o.shape, " has no weight files: add --random-weights");
+    if (o.random_weights && o.shape.empty()) fail("--random-weights needs --shape");
+    if (o.vocab > 0 && o.shape.empty()) fail("--vocab applies to --shape only");
+    if (!o.shape.empty()) {
+      config = shape_config(o.shape);
+      if (o.vocab > 0) config.vocab_size = o.vocab;
+      synthetic = SyntheticModel{config, o.seed};
+    } else {
+      config = load_llama_config(o.run.model + "/config.json");
+    }
+    in = parse_range(o.input_len, "--input-len", 1);
+    out = parse_range(o.output_len, "--output-len", 1);
+    if (in.hi + out.hi > config.max_seq_len)
+      fail("--input-len ", in.hi, " + --output-len ", out.hi, " exceeds the model's context of ", config.max_seq_len,
+           " tokens");
+  });
+  if (o.run.max_seqs <= 0) o.run.max_seqs = std::min(o.prompts, 256);
+  if (o.run.max_model_len <= 0) o.run.max_model_len = in.hi + out.hi;
+  o.run.output = "/dev/null";
+  o.run.input = "/dev/null";
+  o.run.log_interval = 1e9;
+
+  const MachineLimits limits =
+      o.skip_limits ? MachineLimits{} : measure_limits(o.run.dtype == "bf16" ? DType::kBF16 : DType::kF32, mpi.rank());
+  CountingSink sink;
+  SyntheticSource* source = nullptr;
+  RunHooks hooks;
+  hooks.sink = &sink;
+  hooks.synthetic = synthetic;
+  hooks.make_source = [&](const Tokenizer*, const LlamaConfig& c, int) {
+    auto s = std::make_unique<SyntheticSource>(o.prompts, in, out, c, o.seed);
+    source = s.get();
+    return s;
+  };
+  hooks.on_finish = [&](const RunOutcome& outcome) {
+    const nlohmann::json report = make_report(o, outcome, limits, source->prompt_lengths());
+    print_report(report);
+    if (!o.json.empty()) {
+      std::ofstream f(o.json);
+      f << report.dump(2) << '\n';
+      if (!f) fail("cannot write --json file ", o.json);
+    }
+  };
+  return run_engine(o.run, mpi, &hooks);
+}
+
+}  // namespace tpllama

@@ -1,0 +1,269 @@
+// Packed-panel GEMM (see gemm.h). Loop order per thread: its own contiguous range of panels (so
+// each thread streams its own weights), x in blocks of kRowBlock rows, K in blocks of kDepth so a
+// panel slice (32 × kDepth) stays in L1 while every 12-row tile of x passes over it.
+#include "ops/cpu/gemm.h"
+
+// GCC 12 warns inside its own AVX-512 headers (the self-initialised "undefined" vectors).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+
+namespace tpllama::ops::cpu {
+namespace {
+
+constexpr int kTileRows = 12;      // rows of x per register tile: 12 × 2 accumulators of 16 floats
+constexpr int64_t kDepth = 192;    // k per block: a 24 KiB f32 panel slice beside a 9 KiB tile of x in L1
+constexpr int64_t kRowBlock = 240;  // rows of x per block (a multiple of kTileRows)
+constexpr int64_t kPrefetchBytes = 2048;  // how far ahead of the loads small tiles prefetch
+// A parallel region pays for itself above this many multiply-adds per thread, or this many weight
+// elements per thread (decode is bound by reading them: each thread streams its own share).
+constexpr int64_t kParallelMacs = int64_t{1} << 20;
+constexpr int64_t kParallelWeights = int64_t{1} << 16;
+
+std::atomic<bool> g_force_portable{false};
+
+bool cpu_has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  return has;
+}
+
+// One tile of the product: out[0..rows) × [0..valid) (+)= x[0..rows) · panel[k0..k0+depth).
+struct Tile {
+  const float* x;   // first row, first k of the block: element (r, k) at x[r * ldx + k * kstep]
+  int64_t ldx;
+  int64_t kstep;
+  const void* panel;  // first k of the block inside the panel
+  int64_t depth;
+  float* out;       // first row, first column of the panel
+  int64_t ldo;
+  int valid;        // columns of the panel that exist (the last panel may be short)
+  bool accumulate;  // add to out (later k blocks) instead of overwriting it
+};
+
+template <bool kBf16>
+__attribute__((target("avx512f,avx512bw"))) inline void load_panel_row(const void* panel, int64_t k, __m512& w0,
+                                                                       __m512& w1) {
+  if constexpr (kBf16) {
+    const __m512i v = _mm512_load_si512(static_cast<const uint16_t*>(panel) + k * kPanelRows);
+    w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16));
+    w1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1)), 16));
+  } else {
+    const float* p = static_cast<const float*>(panel) + k * kPanelRows;
+    w0 = _mm512_load_ps(p);
+    w1 = _mm512_load_ps(p + 16);
+  }
+}
+
+__attribute__((target("avx512f,avx512bw"))) inline void store_tile_row(const Tile& t, int r, __m512 lo, __m512 hi) {
+  const __mmask16 m0 = t.valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << t.valid) - 1);
+  const __mmask16 m1 =
+      t.valid >= 32 ? __mmask16(0xFFFF) : t.valid <= 16 ? __mmask16(0) : __mmask16((1u << (t.valid - 16)) - 1);
+  float* o = t.out + r * t.ldo;
+  if (t.accumulate) {
+    lo = _mm512_add_ps(lo, _mm512_maskz_loadu_ps(m0, o));
+    hi = _mm512_add_ps(hi, _mm512_maskz_loadu_ps(m1, o + 16));
+  }
+  _mm512_mask_storeu_ps(o, m0, lo);
+  _mm512_mask_storeu_ps(o + 16, m1, hi);
+}
+
+// One row of x (decode at batch 1): bound by reading the panel, so it prefetches ahead and keeps
+// four accumulators (two k at a time) to stay clear of the FMA latency.
+template <bool kBf16>
+__attribute__((target("avx512f,avx512bw"))) void tile_avx512_row(const Tile& t) {
+  __m512 lo0 = _mm512_setzero_ps(), hi0 = _mm512_setzero_ps(), lo1 = _mm512_setzero_ps(), hi1 = _mm512_setzero_ps();
+  const char* prefetch = static_cast<const char*>(t.panel) + kPrefetchBytes;
+  constexpr int64_t row_bytes = kPanelRows * (kBf16 ? 2 : 4);
+  int64_t k = 0;
+  for (; k + 1 < t.depth; k += 2) {
+    _mm_prefetch(prefetch + k * row_bytes, _MM_HINT_T0);
+    _mm_prefetch(prefetch + k * row_bytes + 64, _MM_HINT_T0);
+    if constexpr (!kBf16) {
+      _mm_prefetch(prefetch + k * row_bytes + 128, _MM_HINT_T0);
+      _mm_prefetch(prefetch + k * row_bytes + 192, _MM_HINT_T0);
+    }
+    __m512 a0, a1, b0, b1;
+    load_panel_row<kBf16>(t.panel, k, a0, a1);
+    load_panel_row<kBf16>(t.panel, k + 1, b0, b1);
+    const __m512 xa = _mm512_set1_ps(t.x[k * t.kstep]), xb = _mm512_set1_ps(t.x[(k + 1) * t.kstep]);
+    lo0 = _mm512_fmadd_ps(xa, a0, lo0);
+    hi0 = _mm512_fmadd_ps(xa, a1, hi0);
+    lo1 = _mm512_fmadd_ps(xb, b0, lo1);
+    hi1 = _mm512_fmadd_ps(xb, b1, hi1);
+  }
+  if (k < t.depth) {
+    __m512 a0, a1;
+    load_panel_row<kBf16>(t.panel, k, a0, a1);
+    const __m512 xa = _mm512_set1_ps(t.x[k * t.kstep]);
+    lo0 = _mm512_fmadd_ps(xa, a0, lo0);
+    hi0 = _mm512_fmadd_ps(xa, a1, hi0);
+  }
+  store_tile_row(t, 0, _mm512_add_ps(lo0, lo1), _mm512_add_ps(hi0, hi1));
+}
+
+// kPacked: x is a block of tiles (element (r, k) at x[k * kTileRows + r]), so every broadcast
+// comes off one pointer at a fixed offset.
+template <int kRows, bool kBf16, bool kPacked>
+__attribute__((target("avx512f,avx512bw"))) void tile_avx512(const Tile& t) {
+  if constexpr (kRows == 1 && !kPacked) {
+    tile_avx512_row<kBf16>(t);
+    return;
+  }
+  __m512 lo[kRows], hi[kRows];
+  for (int r = 0; r < kRows; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < t.depth; ++k) {
+    __m512 w0, w1;
+    load_panel_row<kBf16>(t.panel, k, w0, w1);
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 b = _mm512_set1_ps(kPacked ? t.x[k * kTileRows + r] : t.x[r * t.ldx + k]);
+      lo[r] = _mm512_fmadd_ps(b, w0, lo[r]);
+      hi[r] = _mm512_fmadd_ps(b, w1, hi[r]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) store_tile_row(t, r, lo[r], hi[r]);
+}
+
+template <bool kBf16>
+void tile_portable(const Tile& t, int rows) {
+  float acc[kTileRows][kPanelRows] = {};
+  for (int64_t k = 0; k < t.depth; ++k) {
+    float w[kPanelRows];
+    for (int j = 0; j < kPanelRows; ++j)
+      w[j] = kBf16 ? bf16_to_f32(static_cast<const uint16_t*>(t.panel)[k * kPanelRows + j])
+                   : static_cast<const float*>(t.panel)[k * kPanelRows + j];
+    for (int r = 0; r < rows; ++r) {
+      const float b = t.x[r * t.ldx + k * t.kstep];
+      for (int j = 0; j < kPanelRows; ++j) acc[r][j] += b * w[j];
+    }
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < t.valid; ++j) t.out[r * t.ldo + j] = (t.accumulate ? t.out[r * t.ldo + j] : 0.0f) + acc[r][j];
+}
+
+using TileFn = void (*)(const Tile&);
+
+template <bool kBf16, bool kPacked, int... kRows>
+constexpr std::array<TileFn, sizeof...(kRows)> avx512_tiles(std::integer_sequence<int, kRows...>) {
+  return {&tile_avx512<kRows + 1, kBf16, kPacked>...};
+}
+
+void run_tile(const Tile& t, int rows, bool bf16, bool avx512) {
+  using Rows = std::make_integer_sequence<int, kTileRows>;
+  static constexpr std::array<std::array<TileFn, kTileRows>, 4> tiles = {
+      avx512_tiles<false, false>(Rows{}), avx512_tiles<true, false>(Rows{}), avx512_tiles<false, true>(Rows{}),
+      avx512_tiles<true, true>(Rows{})};
+  if (avx512)
+    tiles[(bf16 ? 1 : 0) + (t.kstep == 1 ? 0 : 2)][static_cast<size_t>(rows - 1)](t);
+  else if (bf16)
+    tile_portable<true>(t, rows);
+  else
+    tile_portable<false>(t, rows);
+}
+
+// Panels [p_begin, p_end) of the product, on the calling thread. Up to one tile of rows (decode)
+// reads x in place and streams each panel once, front to back. Taller products copy each block of
+// x into tiles laid out k-major (the 12 values a k step broadcasts share a cache line; rows of x
+// a power of two apart would otherwise fight over the same L1 sets) and sweep every panel slice
+// over all of them.
+void gemm_panels(float* out, const float* x, int64_t m, const void* packed, bool bf16, int64_t n, int64_t k,
+                 int64_t p_begin, int64_t p_end, bool avx512) {
+  const size_t es = bf16 ? 2 : 4;
+  const auto* base = static_cast<const uint8_t*>(packed);
+  auto panel_at = [&](int64_t p, int64_t k0) { return base + static_cast<size_t>((p * k + k0) * kPanelRows) * es; };
+  auto valid = [&](int64_t p) { return static_cast<int>(std::min<int64_t>(kPanelRows, n - p * kPanelRows)); };
+  if (m <= kTileRows) {
+    for (int64_t p = p_begin; p < p_end; ++p)
+      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+        const Tile t{x + k0, k, 1, panel_at(p, k0), std::min(kDepth, k - k0), out + p * kPanelRows, n, valid(p), k0 > 0};
+        run_tile(t, static_cast<int>(m), bf16, avx512);
+      }
+    return;
+  }
+  thread_local std::vector<float> tiles;  // one block of x, tile by tile, k-major inside a tile
+  tiles.resize(static_cast<size_t>(kRowBlock * kDepth));
+  for (int64_t mb = 0; mb < m; mb += kRowBlock) {
+    const int64_t rows = std::min(kRowBlock, m - mb);
+    for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+      const int64_t depth = std::min(kDepth, k - k0);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* tile = tiles.data() + (r / kTileRows) * kTileRows * depth + r % kTileRows;
+        const float* src = x + (mb + r) * k + k0;
+        for (int64_t kk = 0; kk < depth; ++kk) tile[kk * kTileRows] = src[kk];
+      }
+      for (int64_t p = p_begin; p < p_end; ++p)
+        for (int64_t r = 0; r < rows; r += kTileRows) {
+          const Tile t{tiles.data() + r * depth, 1, kTileRows, panel_at(p, k0), depth,
+                       out + (mb + r) * n + p * kPanelRows, n, valid(p), k0 > 0};
+          run_tile(t, static_cast<int>(std::min<int64_t>(kTileRows, rows - r)), bf16, avx512);
+        }
+    }
+  }
+}
+
+}  // namespace
+
+size_t packed_bytes(int64_t n, int64_t k, DType dtype) {
+  const int64_t panels = (n + kPanelRows - 1) / kPanelRows;
+  return static_cast<size_t>(panels * kPanelRows * k) * dtype_size(dtype);
+}
+
+void pack_weight(const float* w, int64_t n, int64_t k, DType dtype, void* dst) {
+  TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "CPU weights are f32 or bf16, not ",
+                dtype_name(dtype));
+  const int64_t panels = (n + kPanelRows - 1) / kPanelRows;
+#pragma omp parallel for schedule(static) if (n * k >= (int64_t{1} << 20))
+  for (int64_t p = 0; p < panels; ++p) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+      for (int64_t j = 0; j < kPanelRows; ++j) {
+        const int64_t row = p * kPanelRows + j;
+        const float v = row < n ? w[row * k + kk] : 0.0f;
+        const size_t at = static_cast<size_t>((p * k + kk) * kPanelRows + j);
+        if (dtype == DType::kF32)
+          static_cast<float*>(dst)[at] = v;
+        else
+          static_cast<uint16_t*>(dst)[at] = f32_to_bf16(v);
+      }
+    }
+  }
+}
+
+float packed_at(const void* packed, int64_t k, DType dtype, int64_t row, int64_t col) {
+  const size_t at = static_cast<size_t>(((row / kPanelRows) * k + col) * kPanelRows + row % kPanelRows);
+  return dtype == DType::kF32 ? static_cast<const float*>(packed)[at]
+                              : bf16_to_f32(static_cast<const uint16_t*>(packed)[at]);
+}
+
+void gemm(float* out, const float* x, int64_t m, const void* packed, DType dtype, int64_t n, int64_t k, int threads) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    std::memset(out, 0, static_cast<size_t>(m * n) * sizeof(float));
+    return;
+  }
+  const bool bf16 = dtype == DType::kBF16;
+  const bool avx512 = cpu_has_avx512() && !g_force_portable.load(std::memory_order_relaxed);
+  const int64_t panels = (n + kPanelRows - 1) / kPanelRows;
+  const int64_t macs = m * n * k;
+  const int64_t worth = std::max<int64_t>({1, macs / kParallelMacs, n * k / kParallelWeights});
+  const int use = static_cast<int>(std::min<int64_t>({std::max(1, threads), panels, worth}));
+  if (use == 1) return gemm_panels(out, x, m, packed, bf16, n, k, 0, panels, avx512);
+#pragma omp parallel num_threads(use)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    gemm_panels(out, x, m, packed, bf16, n, k, panels * t / nt, panels * (t + 1) / nt, avx512);
+  }
+}
+
+const char* gemm_kernel_name() { return cpu_has_avx512() && !g_force_portable ? "avx512" : "portable"; }
+
+void force_portable_gemm(bool on) { g_force_portable = on; }
+
+}  // namespace tpllama::ops::cpu
