@@ -21,7 +21,7 @@ for arg in "$@"; do
   esac
 done
 
-packages=(build-essential cmake ninja-build pkg-config git openmpi-bin libopenmpi-dev libopenblas-dev
+packages=(build-essential cmake ninja-build pkg-config git openmpi-bin libopenmpi-dev
           libcli11-dev libsentencepiece-dev sentencepiece nlohmann-json3-dev libgtest-dev)
 
 if [[ $install == 1 ]]; then
