@@ -1,6 +1,5 @@
 // tpllama entry point: MPI session → CLI → command. Any failure becomes one message and, in a
 // multi-rank job, MPI_Abort so that no rank is left waiting on the failed one.
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/stop_signal.h"
+#include "ops/cpu/threads.h"
 #include "parallel/mpi_comm.h"
 
 namespace {
@@ -29,16 +29,7 @@ void widen_launcher_binding(char** argv) {
   const char* local_rank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   if (local_rank == nullptr || local_size == nullptr || std::getenv("TPLLAMA_WIDENED") != nullptr) return;
-  const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  const int rank = std::atoi(local_rank), size = std::max(1, std::atoi(local_size));
-  const int share = cores / size;
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  if (share < 2 || rank >= size || sched_getaffinity(0, sizeof mask, &mask) != 0 || CPU_COUNT(&mask) >= share) return;
-  cpu_set_t wide;
-  CPU_ZERO(&wide);
-  for (int c = rank * share; c < (rank + 1) * share; ++c) CPU_SET(c, &wide);
-  if (sched_setaffinity(0, sizeof wide, &wide) != 0) return;  // a cgroup forbids it: keep the binding
+  if (!tpllama::ops::cpu::widen_to_node_share(std::atoi(local_rank), std::max(1, std::atoi(local_size)))) return;
   ::setenv("TPLLAMA_WIDENED", "1", 1);
   ::execv("/proc/self/exe", argv);  // returns only on failure: then run as bound
 }

@@ -247,15 +247,6 @@ void print_report(const nlohmann::json& j) {
 
 }  // namespace
 
-void add_layout_options(CLI::App& c, RunOptions& o) {
-  c.add_option("--threads", o.threads, "CPU threads per rank; default: cores of the node / ranks on the node");
-  c.add_option("--tp", o.tp, "Tensor-parallel ranks per stage; default: ranks per node (or ranks / --pp)")
-      ->check(CLI::PositiveNumber);
-  c.add_option("--pp", o.pp, "Pipeline stages; default: number of nodes (or ranks / --tp)")->check(CLI::PositiveNumber);
-  c.add_option("--pp-layers", o.pp_layers, "Layers per stage, e.g. 10,12,10")->delimiter(',');
-  c.add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache bytes per rank, e.g. 2GiB");
-}
-
 void add_bench_command(CLI::App& app, BenchOptions& o) {
   CLI::App* c = app.add_subcommand("bench", "Throughput and latency of a synthetic workload on the real engine, "
                                             "against this machine's measured bandwidth and GEMM peak");
@@ -277,7 +268,6 @@ void add_bench_command(CLI::App& app, BenchOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   add_layout_options(*c, o.run);
-  add_weight_dtype_option(*c, o.run);
   c->add_option("--json", o.json, "Write the report as JSON to this file");
   c->add_option("--stats", o.run.stats, "Also write the run's statistics JSON (as `run --stats`)");
   c->add_option("--trace", o.run.trace, "Write a Chrome trace of the run");
@@ -314,7 +304,7 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   o.run.log_interval = 1e9;
 
   const MachineLimits limits =
-      o.skip_limits ? MachineLimits{} : measure_limits(o.run.dtype == "bf16" ? DType::kBF16 : DType::kF32, mpi.rank());
+      o.skip_limits ? MachineLimits{} : measure_limits(weight_dtype(o.run), mpi.rank());
   CountingSink sink;
   SyntheticSource* source = nullptr;
   RunHooks hooks;

@@ -15,6 +15,7 @@
 #include "io/request.h"
 #include "io/result_writer.h"
 #include "app/run_report.h"
+#include "core/dtype.h"
 #include "model/config.h"
 #include "runtime/engine.h"
 #include "runtime/tokenizer.h"
@@ -124,10 +125,11 @@ struct PlanOptions {
 
 void add_run_command(CLI::App& app, RunOptions& options);
 void add_bench_command(CLI::App& app, BenchOptions& options);
-// --threads, --tp, --pp, --pp-layers, --kv-cache-memory, shared by perplexity and bench.
+// --threads, --tp, --pp, --pp-layers, --allow-cross-node-tp, --kv-cache-memory and --dtype: how a
+// run is laid out over ranks, cores and memory (run, perplexity and bench).
 void add_layout_options(CLI::App& command, RunOptions& options);
-// --dtype, shared by run, perplexity and bench.
-void add_weight_dtype_option(CLI::App& command, RunOptions& options);
+// The --dtype weights are held in.
+DType weight_dtype(const RunOptions& options);
 void add_plan_command(CLI::App& app, PlanOptions& options);
 void add_perplexity_command(CLI::App& app, PerplexityOptions& options);
 void add_convert_command(CLI::App& app, ConvertOptionsCli& options);

@@ -77,7 +77,6 @@ void add_perplexity_command(CLI::App& app, PerplexityOptions& o) {
   c->add_option("--max-seqs", o.run.max_seqs, "Windows in flight at once")->capture_default_str();
   c->add_option("--max-batch-tokens", o.run.max_batch_tokens, "Tokens per forward step")->capture_default_str();
   add_layout_options(*c, o.run);
-  add_weight_dtype_option(*c, o.run);
 }
 
 int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
-#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -74,22 +73,12 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--max-batch-tokens", o.max_batch_tokens, "Tokens per forward step (long prompts are chunked)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  run->add_option("--threads", o.threads, "CPU threads per rank; default: cores of the node / ranks on the node");
   run->add_option("--log-interval", o.log_interval,
                   "Seconds between progress lines when stderr is not a terminal (Slurm logs)")
       ->capture_default_str();
-  run->add_option("--tp", o.tp, "Tensor-parallel ranks per stage; default: ranks per node (or ranks / --pp)")
-      ->check(CLI::PositiveNumber);
-  run->add_option("--pp", o.pp, "Pipeline stages; default: number of nodes (or ranks / --tp)")->check(CLI::PositiveNumber);
-  run->add_option("--pp-layers", o.pp_layers, "Layers per stage, e.g. 10,12,10 (default: even, remainder to the middle)")
-      ->delimiter(',');
-  run->add_flag("--allow-cross-node-tp", o.allow_cross_node_tp, "Do not warn when a TP group spans nodes");
   run->add_option("--kv-block-size", o.kv_block_size, "Positions per KV cache block")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
-  run->add_option("--kv-cache-memory", o.kv_cache_memory,
-                  "KV cache bytes per rank, e.g. 8GiB (default: 80% of the memory available after the weights, "
-                  "shared by the ranks of a node)");
   run->add_option("--input-format", o.input_format, "auto (from the content and extension), text, jsonl or openai")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "text", "jsonl", "openai"}));
@@ -104,16 +93,28 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--trace", o.trace, "Write a Chrome trace-event JSON (one track group per rank) to this file");
   run->add_option("--max-model-len", o.max_model_len, "Context per sequence, prompt + completion (default: the model's)")
       ->check(CLI::PositiveNumber);
-  add_weight_dtype_option(*run, o);
+  add_layout_options(*run, o);
 }
 
-void add_weight_dtype_option(CLI::App& command, RunOptions& o) {
-  command.add_option("--dtype", o.dtype,
-                     "How weight matrices are held and read: f32, or bf16 (half the memory and bytes per token; "
-                     "activations and accumulation stay f32)")
+void add_layout_options(CLI::App& c, RunOptions& o) {
+  c.add_option("--threads", o.threads, "CPU threads per rank; default: cores of the node / ranks on the node");
+  c.add_option("--tp", o.tp, "Tensor-parallel ranks per stage; default: ranks per node (or ranks / --pp)")
+      ->check(CLI::PositiveNumber);
+  c.add_option("--pp", o.pp, "Pipeline stages; default: number of nodes (or ranks / --tp)")->check(CLI::PositiveNumber);
+  c.add_option("--pp-layers", o.pp_layers, "Layers per stage, e.g. 10,12,10 (default: even, remainder to the middle)")
+      ->delimiter(',');
+  c.add_flag("--allow-cross-node-tp", o.allow_cross_node_tp, "Do not warn when a TP group spans nodes");
+  c.add_option("--kv-cache-memory", o.kv_cache_memory,
+               "KV cache bytes per rank, e.g. 8GiB (default: 80% of the memory available after the weights, "
+               "shared by the ranks of a node)");
+  c.add_option("--dtype", o.dtype,
+               "How weight matrices are held and read: f32, or bf16 (half the memory and bytes per token; "
+               "activations and accumulation stay f32)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16"}));
 }
+
+DType weight_dtype(const RunOptions& o) { return o.dtype == "bf16" ? DType::kBF16 : DType::kF32; }
 
 uint64_t parse_byte_size(const std::string& text) {
   size_t used = 0;
@@ -187,25 +188,13 @@ uint64_t available_memory() {
   return 0;
 }
 
-DType weight_dtype(const RunOptions& o) { return o.dtype == "bf16" ? DType::kBF16 : DType::kF32; }
-
-// The memory check run makes before loading: this rank's slice of the weights as the CPU holds it
-// (norms and the embedding table in f32, matrices packed in the run's dtype, a tied head as a
-// second, packed copy) against its share of the node's available memory.
-void check_weights_fit(const std::vector<ShardEntry>& table, DType dtype, int rank, int ranks_on_node) {
-  const DeviceContext ctx{};
-  uint64_t bytes = 0;
-  for (const ShardEntry& e : table) {
-    const int64_t rows = e.split == Split::kRow ? e.rows : e.count;
-    const int64_t cols = e.split == Split::kRow ? e.count : e.cols;
-    // The embedding table (the first entry of a first stage, never the last: that is the head) is
-    // held as it is; norms too.
-    const bool plain = e.is_1d || (&e == &table.front() && &e != &table.back() && e.name == "model.embed_tokens.weight");
-    bytes += plain ? static_cast<uint64_t>(rows * cols) * sizeof(float) : ops::weight_bytes(ctx, rows, cols, dtype);
-  }
+// The memory check run makes before loading: this rank's weights as it will hold them against its
+// share of the node's available memory.
+void check_weights_fit(const LlamaConfig& config, const Topology& topology, DType dtype, int ranks_on_node) {
+  const uint64_t bytes = held_weight_bytes(config, topology, DeviceContext{}, dtype);
   const uint64_t available = available_memory() / static_cast<uint64_t>(std::max(1, ranks_on_node));
   if (available > 0 && bytes > available)
-    fail("rank ", rank, " would hold ", mib(bytes), " of weights (", dtype_name(dtype), " matrices on the CPU) but has ", mib(available),
+    fail("rank ", topology.rank(), " would hold ", mib(bytes), " of weights (", dtype_name(dtype), " matrices on the CPU) but has ", mib(available),
          " of available memory (", ranks_on_node, " ranks share this node): spread the model over more ranks "
          "(--tp/--pp) or nodes, or use a machine with more memory");
 }
@@ -264,7 +253,7 @@ void validate(const RunOptions& o, const RunHooks* hooks, int world_size, int ra
         make_topology(LayoutRequest{o.tp, o.pp, o.pp_layers}, s.nodes, world_size, rank, c.n_layers));
     if (s.checkpoint && s.checkpoint->presharded()) s.checkpoint->open_rank_shard(*s.topology);
     head_layout(c, s.topology->tp_size(), s.topology->tp_rank());
-    check_weights_fit(build_shard_table(c, *s.topology), weight_dtype(o), rank, s.nodes.ranks_on_node);
+    check_weights_fit(c, *s.topology, weight_dtype(o), s.nodes.ranks_on_node);
     if (rank != 0) return;
     for (const std::string& path : {o.stats, o.trace})  // fail now, not after hours of work
       if (!path.empty()) {

@@ -55,6 +55,13 @@ void check_entry(const Checkpoint& ckpt, const ShardEntry& e) {
   if (t.dtype == DType::kI32) fail(file, ": tensor '", e.name, "' has dtype I32; weights must be F32, F16 or BF16");
 }
 
+// How a rank holds entry `index` of its shard table: as it is in f32 (norms, and the embedding
+// table, which is the first entry of a first stage) or packed for matmul (every matrix, the head
+// included, tied or not).
+bool held_plain(const ShardEntry& e, size_t index, const Topology& topo) {
+  return e.is_1d || (index == 0 && topo.is_first_stage());
+}
+
 // Fills the present rows of a rank's slice (out_rows × out_cols, row-major f32); returns the
 // source bytes it read.
 using SliceFiller = std::function<uint64_t(const ShardEntry&, float*)>;
@@ -64,7 +71,7 @@ class WeightBuilder {
   WeightBuilder(const DeviceContext& ctx, DType dtype, SliceFiller fill, ModelWeights* w)
       : ctx_(ctx), dtype_(dtype), fill_(std::move(fill)), w_(w) {}
 
-  // The slice as f32 (norms, the embedding table).
+  // The slice as f32 (held_plain entries).
   Tensor plain(const ShardEntry& e) {
     Buffer buf = slice(e);
     w_->bytes_held += buf.nbytes();
@@ -111,7 +118,7 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
   ModelWeights w;
   WeightBuilder b(ctx, dtype, std::move(fill), &w);
   size_t i = 0;
-  if (topo.is_first_stage()) w.embed = b.plain(table[i++]);
+  if (topo.is_first_stage()) w.embed = b.plain(table[i++]);  // held_plain: entry 0 of a first stage
   for (int l = topo.my_layers().begin; l < topo.my_layers().end; ++l) {
     LayerWeights lw;
     lw.attn_norm = b.plain(table[i++]);
@@ -143,6 +150,17 @@ uint64_t splitmix64(uint64_t z) {
 }
 
 }  // namespace
+
+uint64_t held_weight_bytes(const LlamaConfig& c, const Topology& topo, const DeviceContext& ctx, DType dtype) {
+  const std::vector<ShardEntry> table = build_shard_table(c, topo);
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < table.size(); ++i) {
+    const ShardEntry& e = table[i];
+    bytes += held_plain(e, i, topo) ? static_cast<uint64_t>(out_rows(e) * out_cols(e)) * sizeof(float)
+                                    : ops::weight_bytes(ctx, out_rows(e), out_cols(e), dtype);
+  }
+  return bytes;
+}
 
 ModelWeights load_weights(const Checkpoint& ckpt, const Topology& topo, const DeviceContext& ctx, DType dtype) {
   for (const ShardEntry& e : build_shard_table(ckpt.config(), topo)) check_entry(ckpt, e);

@@ -45,6 +45,10 @@ struct ModelWeights {
 ModelWeights load_weights(const Checkpoint& checkpoint, const Topology& topology, const DeviceContext& ctx = {},
                           DType dtype = DType::kF32);
 
+// The bytes load_weights / random_weights will hold on this rank, known before any is copied
+// (run's memory check).
+uint64_t held_weight_bytes(const LlamaConfig& config, const Topology& topology, const DeviceContext& ctx, DType dtype);
+
 // Seeded random weights with the distributions of `tpllama convert --from random` (matrices
 // uniform in ±1/sqrt(cols), norms 1 ± 0.1, embedding ±1). Each element is a function of the seed,
 // the tensor name and its position in the full tensor, so every layout holds slices of the same

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <sstream>
 #include <tuple>
 #include <vector>
 
@@ -66,11 +67,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Case{1, 1, 1}, Case{1, 33, 17}, Case{13, 64, 300}, Case{25, 100, 513},
                                          Case{247, 65, 257}, Case{1, 512, 768}, Case{12, 32, 256}, Case{3, 97, 1031}),
                        ::testing::Values(DType::kF32, DType::kBF16), ::testing::Bool(), ::testing::Values(1, 2)),
-    [](const auto& info) {
-      const Case c = std::get<0>(info.param);
-      return "m" + std::to_string(c.m) + "n" + std::to_string(c.n) + "k" + std::to_string(c.k) + "_" +
-             dtype_name(std::get<1>(info.param)) + (std::get<2>(info.param) ? "_portable" : "_dispatch") + "_t" +
-             std::to_string(std::get<3>(info.param));
+    [](const auto& param_info) {
+      const Case c = std::get<0>(param_info.param);
+      std::ostringstream name;
+      name << "m" << c.m << "n" << c.n << "k" << c.k << "_" << dtype_name(std::get<1>(param_info.param))
+           << (std::get<2>(param_info.param) ? "_portable" : "_dispatch") << "_t" << std::get<3>(param_info.param);
+      return name.str();
     });
 
 TEST(Gemm, KernelIsNamed) {

@@ -46,5 +46,21 @@ TEST(RandomWeights, SlicesOfEveryLayoutAreTheOneRankModel) {
   EXPECT_NEAR(one.final_norm.as<float>()[3], 1.0f, 0.1f);
 }
 
+TEST(RandomWeights, HeldBytesAreKnownBeforeLoading) {
+  // run's memory check predicts what the loader will hold, for every stage and dtype, tied or not.
+  for (const bool tied : {false, true}) {
+    LlamaConfig c = shape_config("tiny");
+    c.vocab_size = 501;
+    c.tie_word_embeddings = tied;
+    for (const DType dtype : {DType::kF32, DType::kBF16})
+      for (int rank = 0; rank < 4; ++rank) {
+        const Topology t(4, rank, 2, 2, c.n_layers, {});
+        EXPECT_EQ(held_weight_bytes(c, t, DeviceContext{}, dtype),
+                  random_weights(c, t, DeviceContext{}, dtype, 1).bytes_held)
+            << "rank " << rank << " " << dtype_name(dtype) << (tied ? " tied" : "");
+      }
+  }
+}
+
 }  // namespace
 }  // namespace tpllama

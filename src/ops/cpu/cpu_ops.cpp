@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "ops/cpu/gemm.h"
+
 namespace tpllama::ops::cpu {
 
 namespace {
@@ -157,7 +159,7 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
     max_ctx = std::max(max_ctx, v.n_ctx);
     work += static_cast<int64_t>(v.n_ctx) * s.n_heads * hd * 2;
   }
-  const bool avx512 = hd % 16 == 0 && __builtin_cpu_supports("avx512f");
+  const bool avx512 = hd % 16 == 0 && cpu_has_avx512();
 #pragma omp parallel if (work >= kParallelWork)
   {
     std::vector<float> scores(static_cast<size_t>(max_ctx));

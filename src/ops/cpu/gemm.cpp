@@ -1,6 +1,6 @@
-// Packed-panel GEMM (see gemm.h). Loop order per thread: its own contiguous range of panels (so
-// each thread streams its own weights), x in blocks of kRowBlock rows, K in blocks of kDepth so a
-// panel slice (32 × kDepth) stays in L1 while every 12-row tile of x passes over it.
+// Packed-panel GEMM (see gemm.h). Each thread takes its own contiguous range of panels, so it
+// streams its own weights; K goes in blocks of kDepth so a panel slice (32 × kDepth) stays in L1
+// while the tiles of x pass over it (gemm_panels has the two loop orders).
 #include "ops/cpu/gemm.h"
 
 // GCC 12 warns inside its own AVX-512 headers (the self-initialised "undefined" vectors).
@@ -23,7 +23,7 @@ namespace {
 constexpr int kTileRows = 12;      // rows of x per register tile: 12 × 2 accumulators of 16 floats
 constexpr int64_t kDepth = 192;    // k per block: a 24 KiB f32 panel slice beside a 9 KiB tile of x in L1
 constexpr int64_t kRowBlock = 240;  // rows of x per block (a multiple of kTileRows)
-constexpr int64_t kPrefetchBytes = 2048;  // how far ahead of the loads small tiles prefetch
+constexpr int64_t kPrefetchBytes = 2048;  // how far ahead of its loads the one-row (decode) kernel prefetches
 // A parallel region pays for itself above this many multiply-adds per thread, or this many weight
 // elements per thread (decode is bound by reading them: each thread streams its own share).
 constexpr int64_t kParallelMacs = int64_t{1} << 20;
@@ -31,10 +31,14 @@ constexpr int64_t kParallelWeights = int64_t{1} << 16;
 
 std::atomic<bool> g_force_portable{false};
 
+}  // namespace
+
 bool cpu_has_avx512() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
   return has;
 }
+
+namespace {
 
 // One tile of the product: out[0..rows) × [0..valid) (+)= x[0..rows) · panel[k0..k0+depth).
 struct Tile {

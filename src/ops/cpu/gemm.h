@@ -25,6 +25,9 @@ float packed_at(const void* packed, int64_t k, DType dtype, int64_t row, int64_t
 // out (m, n) = x (m, k) · Wᵀ on up to `threads` threads of the rank's pool.
 void gemm(float* out, const float* x, int64_t m, const void* packed, DType dtype, int64_t n, int64_t k, int threads);
 
+// AVX-512 F and BW are present: the kernels of gemm, attention and the bandwidth probe use them.
+bool cpu_has_avx512();
+
 // Which kernel gemm() runs on this CPU: "avx512" or "portable".
 const char* gemm_kernel_name();
 // Test hook: force the portable kernel even where AVX-512 is present.

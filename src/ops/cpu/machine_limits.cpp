@@ -49,7 +49,7 @@ double measure_read_bandwidth(int threads, size_t bytes) {
   Buffer buf(bytes);
   auto* data = static_cast<float*>(buf.data());
   const size_t n = bytes / sizeof(float), per = n / static_cast<size_t>(threads);
-  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const bool avx512 = cpu_has_avx512();
 #pragma omp parallel num_threads(threads)
   {  // first touch by the thread that reads it
     const size_t t = static_cast<size_t>(omp_get_thread_num());

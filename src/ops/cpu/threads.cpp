@@ -10,6 +10,8 @@
 namespace tpllama::ops::cpu {
 namespace {
 
+int node_cores() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+
 std::vector<int> affinity_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -31,37 +33,32 @@ std::string cpu_list(const std::vector<int>& cpus) {
 
 }  // namespace
 
+std::vector<int> node_share(int local_rank, int ranks_on_node) {
+  const int share = std::max(1, node_cores() / std::max(1, ranks_on_node));
+  std::vector<int> cpus;
+  for (int t = 0; t < share; ++t) cpus.push_back((local_rank * share + t) % node_cores());
+  return cpus;
+}
+
 ThreadPlacement plan_threads(int requested, int local_rank, int ranks_on_node) {
-  const int node_cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const int ranks = std::max(1, ranks_on_node);
-  const int share = std::max(1, node_cores / ranks);
-  ThreadPlacement p;
-  p.threads = requested > 0 ? requested : share;
+  const std::vector<int> share = node_share(local_rank, ranks_on_node);
   const std::vector<int> mask = affinity_cpus();
-  if (static_cast<int>(mask.size()) >= node_cores && node_cores >= ranks) {
-    // Unbound: the rank's slice of the node, by local rank.
-    for (int t = 0; t < p.threads; ++t) p.cpus.push_back((local_rank * share + t % share) % node_cores);
-  } else if (static_cast<int>(mask.size()) >= p.threads) {
-    // Bound by the launcher to enough cores: those.
-    p.cpus.assign(mask.begin(), mask.begin() + p.threads);
-  } else if (requested == 0 && static_cast<int>(mask.size()) < share && node_cores >= ranks) {
-    // Bound to fewer cores than the rank's share (mpirun's bind-to-core at np <= 2): take the share.
-    for (int t = 0; t < p.threads; ++t) p.cpus.push_back(local_rank * share + t);
+  ThreadPlacement p;
+  p.threads = requested > 0 ? requested : static_cast<int>(share.size());
+  const bool launcher_bound = mask.size() < static_cast<size_t>(node_cores());
+  const bool use_mask = launcher_bound && mask.size() >= static_cast<size_t>(p.threads);
+  const std::vector<int>& cores = use_mask ? mask : share;
+  if (static_cast<size_t>(p.threads) > cores.size()) {
+    p.oversubscribed = true;
+    p.note = std::to_string(p.threads) + " threads for the " + std::to_string(cores.size()) + " core(s) of this rank (" +
+             cpu_list(cores) + "): threads will share cores and run slower";
+    return p;
+  }
+  p.cpus.assign(cores.begin(), cores.begin() + p.threads);
+  if (launcher_bound && !use_mask)
     p.note = "the launcher bound this rank to cores " + cpu_list(mask) + "; using cores " + cpu_list(p.cpus) +
              " (its share of the node) for " + std::to_string(p.threads) +
              " threads (launch with --bind-to none or --map-by slot:PE=n to choose)";
-  } else {
-    // Asked for more threads than the rank's cores: run them, unpinned, and say so.
-    p.oversubscribed = true;
-    p.note = std::to_string(p.threads) + " threads on " + std::to_string(mask.size()) +
-             " core(s) bound to this rank (" + cpu_list(mask) + "): threads will share cores and run slower";
-  }
-  if (requested > 0 && static_cast<long long>(requested) * ranks > node_cores) {
-    p.oversubscribed = true;
-    p.note = std::to_string(requested) + " threads x " + std::to_string(ranks) + " ranks on a node of " +
-             std::to_string(node_cores) + " cores: threads will share cores and run slower";
-    p.cpus.clear();
-  }
   return p;
 }
 
@@ -78,6 +75,15 @@ void apply_threads(const ThreadPlacement& placement) {
       sched_setaffinity(0, sizeof set, &set);  // 0: the calling thread; a refusal leaves it unpinned
     }
   }
+}
+
+bool widen_to_node_share(int local_rank, int ranks_on_node) {
+  const std::vector<int> share = node_share(local_rank, ranks_on_node);
+  if (share.size() < 2 || local_rank >= ranks_on_node || affinity_cpus().size() >= share.size()) return false;
+  cpu_set_t wide;
+  CPU_ZERO(&wide);
+  for (int c : share) CPU_SET(c, &wide);
+  return sched_setaffinity(0, sizeof wide, &wide) == 0;  // a cgroup may forbid it: then keep the binding
 }
 
 }  // namespace tpllama::ops::cpu
