@@ -22,7 +22,8 @@ namespace {
 
 constexpr int kTileRows = 12;      // rows of x per register tile: 12 × 2 accumulators of 16 floats
 constexpr int64_t kDepth = 192;    // k per block: a 24 KiB f32 panel slice beside a 9 KiB tile of x in L1
-constexpr int64_t kRowBlock = 240;  // rows of x per block (a multiple of kTileRows)
+constexpr int64_t kRowBlock = 240;  // rows of x per block at most (a multiple of kTileRows)
+constexpr int64_t kPackedX = int64_t{1} << 18;  // floats of packed x per block (1 MiB: half of L2)
 constexpr int64_t kPrefetchBytes = 2048;  // how far ahead of its loads the one-row (decode) kernel prefetches
 // A parallel region pays for itself above this many multiply-adds per thread, or this many weight
 // elements per thread (decode is bound by reading them: each thread streams its own share).
@@ -51,6 +52,7 @@ struct Tile {
   int64_t ldo;
   int valid;        // columns of the panel that exist (the last panel may be short)
   bool accumulate;  // add to out (later k blocks) instead of overwriting it
+  bool prefetch = false;  // prefetch the weights kPrefetchBytes ahead (tall products: first tile of a slice)
 };
 
 template <bool kBf16>
@@ -124,8 +126,14 @@ __attribute__((target("avx512f,avx512bw"))) void tile_avx512(const Tile& t) {
   }
   __m512 lo[kRows], hi[kRows];
   for (int r = 0; r < kRows; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
+  constexpr int64_t row_bytes = kPanelRows * (kBf16 ? 2 : 4);
+  const char* ahead = t.prefetch ? static_cast<const char*>(t.panel) + kPrefetchBytes : nullptr;
   for (int64_t k = 0; k < t.depth; ++k) {
     __m512 w0, w1;
+    if (ahead != nullptr) {  // the first tile over a panel slice asks for what follows it
+      _mm_prefetch(ahead + k * row_bytes, _MM_HINT_T0);
+      if constexpr (!kBf16) _mm_prefetch(ahead + k * row_bytes + 64, _MM_HINT_T0);
+    }
     load_panel_row<kBf16>(t.panel, k, w0, w1);
     for (int r = 0; r < kRows; ++r) {
       const __m512 b = _mm512_set1_ps(kPacked ? t.x[k * kTileRows + r] : t.x[r * t.ldx + k]);
@@ -192,24 +200,26 @@ void gemm_panels(float* out, const float* x, int64_t m, const void* packed, bool
       }
     return;
   }
-  thread_local std::vector<float> tiles;  // one block of x, tile by tile, k-major inside a tile
-  tiles.resize(static_cast<size_t>(kRowBlock * kDepth));
-  for (int64_t mb = 0; mb < m; mb += kRowBlock) {
-    const int64_t rows = std::min(kRowBlock, m - mb);
-    for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-      const int64_t depth = std::min(kDepth, k - k0);
-      for (int64_t r = 0; r < rows; ++r) {
-        float* tile = tiles.data() + (r / kTileRows) * kTileRows * depth + r % kTileRows;
-        const float* src = x + (mb + r) * k + k0;
-        for (int64_t kk = 0; kk < depth; ++kk) tile[kk * kTileRows] = src[kk];
-      }
-      for (int64_t p = p_begin; p < p_end; ++p)
+  // A block of x, all of K, tile by tile, k-major inside a tile; as many rows as fit kPackedX so
+  // the block stays in L2 while each panel streams front to back across its k blocks.
+  const int64_t block_rows =
+      std::clamp<int64_t>(kPackedX / (k * kTileRows) * kTileRows, kTileRows, kRowBlock);
+  thread_local std::vector<float> tiles;
+  tiles.resize(static_cast<size_t>(block_rows * k));
+  for (int64_t mb = 0; mb < m; mb += block_rows) {
+    const int64_t rows = std::min(block_rows, m - mb);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* tile = tiles.data() + (r / kTileRows) * kTileRows * k + r % kTileRows;
+      const float* src = x + (mb + r) * k;
+      for (int64_t kk = 0; kk < k; ++kk) tile[kk * kTileRows] = src[kk];
+    }
+    for (int64_t p = p_begin; p < p_end; ++p)
+      for (int64_t k0 = 0; k0 < k; k0 += kDepth)
         for (int64_t r = 0; r < rows; r += kTileRows) {
-          const Tile t{tiles.data() + r * depth, 1, kTileRows, panel_at(p, k0), depth,
-                       out + (mb + r) * n + p * kPanelRows, n, valid(p), k0 > 0};
+          const Tile t{tiles.data() + r * k + k0 * kTileRows, 1, kTileRows, panel_at(p, k0), std::min(kDepth, k - k0),
+                       out + (mb + r) * n + p * kPanelRows, n, valid(p), k0 > 0, r == 0};
           run_tile(t, static_cast<int>(std::min<int64_t>(kTileRows, rows - r)), bf16, avx512);
         }
-    }
   }
 }
 
