@@ -119,7 +119,7 @@ struct BenchOptions {
 
 struct PlanOptions {
   std::string model, shape, hostfile, gpu = "h100-80g", memory, intra = "nvlink", inter = "infiniband", dtype = "bf16", json;
-  int nodes = 1, per_node = 8, input_len = 512, output_len = 256, max_seqs = 256, tp = 0, pp = 0;
+  int nodes = 1, per_node = 8, input_len = 512, output_len = 256, max_seqs = 256, tp = 0, pp = 0, vocab = 0;
   double bandwidth = 0, flops = 0;
 };
 

@@ -18,6 +18,7 @@ void add_plan_command(CLI::App& app, PlanOptions& o) {
   CLI::App* c = app.add_subcommand("plan", "Which TP x PP layouts fit a cluster, and how fast (estimated)");
   c->add_option("--model", o.model, "Hugging Face LLaMA model directory (only config.json is read)");
   c->add_option("--shape", o.shape, "Or a named shape: tiny, 110m, llama2-7b, llama3-8b, llama2-70b");
+  c->add_option("--vocab", o.vocab, "Vocabulary size of the shape (default: the shape's)")->check(CLI::PositiveNumber);
   c->add_option("--hostfile", o.hostfile, "Open MPI hostfile: nodes and slots (ranks) per node");
   c->add_option("--nodes", o.nodes, "Nodes (without --hostfile)")->capture_default_str();
   c->add_option("--gpus-per-node", o.per_node, "Ranks per node (without --hostfile)")->capture_default_str();
@@ -72,6 +73,10 @@ int plan_command(const PlanOptions& o, const MpiSession& mpi) {
   PlanRequest r;
   if (o.model.empty() == o.shape.empty()) fail("give exactly one of --model and --shape");
   r.config = o.model.empty() ? shape_config(o.shape) : load_llama_config(o.model + "/config.json");
+  if (o.vocab > 0) {
+    if (o.shape.empty()) fail("--vocab applies to --shape only");
+    r.config.vocab_size = o.vocab;
+  }
   r.nodes = o.nodes;
   r.ranks_per_node = o.per_node;
   if (!o.hostfile.empty()) read_hostfile(o.hostfile, &r.nodes, &r.ranks_per_node);
@@ -89,9 +94,9 @@ int plan_command(const PlanOptions& o, const MpiSession& mpi) {
   r.pp = o.pp;
   const std::vector<LayoutPlan> plans = plan_layouts(r);
 
-  std::printf("%d node(s) x %d rank(s), %s (%s, %s/s, %.0f TFLOP/s), %s inside nodes, %s between; %s; %d in / %d out\n",
+  std::printf("%d node(s) x %d rank(s), %s (%s, %s/s, %.1f GFLOP/s), %s inside nodes, %s between; %s; %d in / %d out\n",
               r.nodes, r.ranks_per_node, r.device.name.c_str(), gib(r.device.memory_bytes).c_str(),
-              gib(r.device.bandwidth).c_str(), r.device.flops / 1e12, r.intra.name.c_str(), r.inter.name.c_str(),
+              gib(r.device.bandwidth).c_str(), r.device.flops / 1e9, r.intra.name.c_str(), r.inter.name.c_str(),
               o.dtype.c_str(), r.input_len, r.output_len);
   std::printf("%4s %4s %12s %12s %12s %10s %12s %12s %8s  %s\n", "tp", "pp", "weights", "activations", "KV tokens",
               "seqs", "decode tok/s", "prefill t/s", "bubble", "note");

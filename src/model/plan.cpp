@@ -103,7 +103,10 @@ LayoutPlan plan_one(const PlanRequest& r, int tp, int pp) {
       return p;
     }
     p.fits = true;
-    const int batch = std::max(1, (p.concurrent_seqs + pp - 1) / pp);  // per micro-batch group
+    // The engine keeps up to pp micro-batch groups in flight, but never more groups than sequences,
+    // and a group is planned again only once its tokens are back from the last stage.
+    const int groups = std::max(1, std::min(pp, p.concurrent_seqs));
+    const int batch = std::max(1, (p.concurrent_seqs + groups - 1) / groups);  // per group
     const LinkSpec& tp_link = p.tp_crosses_nodes ? r.inter : r.intra;
     double slowest = 0, total = 0;
     for (int s = 0; s < pp; ++s) {
@@ -118,13 +121,17 @@ LayoutPlan plan_one(const PlanRequest& r, int tp, int pp) {
     const LinkSpec& pp_link = stages_cross_nodes ? r.inter : r.intra;
     const double es = static_cast<double>(dtype_size(r.dtype));
     p.send_seconds_per_step = pp > 1 ? pp_link.latency + batch * r.config.dim * es / pp_link.bandwidth : 0.0;
-    const double tick = slowest + p.send_seconds_per_step;
-    p.decode_tokens_per_s = batch / tick;
-    p.bubble_fraction = 1.0 - (total / pp) / tick;
-    // Prefill is compute-bound: every rank does 2 FLOP per weight it holds per token, in parallel.
+    // One cycle: every group makes one step. A group's round trip passes every stage and every
+    // send; a stage serves the groups one after another.
+    const double round_trip = total + pp * p.send_seconds_per_step;
+    const double cycle = std::max(round_trip, groups * (slowest + p.send_seconds_per_step));
+    p.decode_tokens_per_s = groups * batch / cycle;
+    p.bubble_fraction = 1.0 - groups * (total / pp) / cycle;
+    // Prefill is compute-bound: every rank does 2 FLOP per weight it holds per token, in parallel
+    // when the groups fill the pipeline; with fewer groups than stages, stages wait in turn.
     uint64_t most = 0;
     for (const RankLoad& l : loads) most = std::max(most, l.elements);
-    p.prefill_tokens_per_s = r.device.flops / (2.0 * static_cast<double>(most));
+    p.prefill_tokens_per_s = r.device.flops / (2.0 * static_cast<double>(most)) * groups / pp;
   } catch (const Error& e) {
     p.problem = e.what();
   }

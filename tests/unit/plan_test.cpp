@@ -43,6 +43,30 @@ TEST(Plan, TensorParallelSplitsWeightsAndKv) {
   EXPECT_EQ(tp4->weight_bytes, (2 * v * d / 4 + l * ((4 * d * d + 3 * d * h) / 4 + 2 * d) + d) * 2);
 }
 
+TEST(Plan, APipelineWithOneSequenceWaitsStageByStage) {
+  // One sequence is one micro-batch group: it passes the two stages in turn, so each stage idles
+  // half the time and the pipeline decodes no faster than one rank; two TP ranks halve the step.
+  PlanRequest r = llama2_7b(1, 2, "a100-80g");
+  r.max_seqs = 1;
+  std::vector<LayoutPlan> plans = plan_layouts(r);
+  ASSERT_EQ(plans.size(), 2u);
+  EXPECT_EQ(plans[0].tp, 2);  // ranked first
+  const LayoutPlan& pp2 = plans[1];
+  EXPECT_EQ(pp2.pp, 2);
+  EXPECT_NEAR(pp2.bubble_fraction, 0.5, 0.01);
+  EXPECT_NEAR(pp2.prefill_tokens_per_s, plans[0].prefill_tokens_per_s / 2, plans[0].prefill_tokens_per_s * 0.01);
+  PlanRequest one = llama2_7b(1, 1, "a100-80g");
+  one.max_seqs = 1;
+  EXPECT_NEAR(pp2.decode_tokens_per_s, plan_layouts(one)[0].decode_tokens_per_s,
+              0.02 * pp2.decode_tokens_per_s);
+  // With a sequence per stage, both groups are in flight and the bubble is gone.
+  r.max_seqs = 2;
+  for (const LayoutPlan& p : plan_layouts(r))
+    if (p.pp == 2) {
+      EXPECT_LT(p.bubble_fraction, 0.01);
+    }
+}
+
 TEST(Plan, InvalidLayoutsSayWhyAndFittingOnesComeFirst) {
   PlanRequest r = llama2_7b(1, 3, "a100-40g");  // 32 heads do not split 3 ways
   std::vector<LayoutPlan> plans = plan_layouts(r);
