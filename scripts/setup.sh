@@ -39,7 +39,12 @@ if [[ $install == 1 ]]; then
 fi
 
 echo "== building (Release) into build/"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+# The GPU path is built whenever nvcc is there (TPLLAMA_CUDA=AUTO), also off PATH at the usual prefix.
+cuda=()
+if ! command -v nvcc > /dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  cuda=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda[@]}"
 cmake --build build --parallel
 
 [[ $demo == 1 ]] || exit 0

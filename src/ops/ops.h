@@ -55,7 +55,7 @@ void add(const DeviceContext& ctx, Tensor x, Tensor y);
 // whose row (block * block_size + offset) holds one position (n_kv_heads*head_dim values), and the
 // sequence's block table.
 struct KvView {
-  const float* keys = nullptr;
+  const float* keys = nullptr;    // device memory on a GPU
   const float* values = nullptr;
   const int32_t* blocks = nullptr;
   int n_ctx = 0;  // attend to positions [0, n_ctx): causal, the token's own position included
@@ -73,5 +73,9 @@ struct AttentionShape {
 // q, out: (M, n_heads*head_dim); kv.size() == M.
 void attention(const DeviceContext& ctx, Tensor out, Tensor q, const std::vector<KvView>& kv,
                const AttentionShape& shape);
+
+// index[r], value[r] = the largest logit of row r and its column (ties to the lowest column), over
+// logits (rows, cols) f32.
+void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor logits);
 
 }  // namespace tpllama::ops

@@ -205,4 +205,16 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
   }
 }
 
+void argmax_rows(Tensor index, Tensor value, Tensor logits) {
+  const int64_t cols = logits.size(1);
+  for (int64_t r = 0; r < logits.size(0); ++r) {
+    const float* row = logits.as<float>() + r * cols;
+    int64_t best = 0;
+    for (int64_t c = 1; c < cols; ++c)
+      if (row[c] > row[best]) best = c;
+    index.as<int32_t>()[r] = static_cast<int32_t>(best);
+    value.as<float>()[r] = row[best];
+  }
+}
+
 }  // namespace tpllama::ops::cpu

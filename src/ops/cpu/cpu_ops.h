@@ -14,5 +14,6 @@ void embedding(Tensor out, Tensor table, Tensor tokens, int vocab_begin);
 void silu_mul(Tensor gate, Tensor up);
 void add(Tensor x, Tensor y);
 void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& shape);
+void argmax_rows(Tensor index, Tensor value, Tensor logits);
 
 }  // namespace tpllama::ops::cpu

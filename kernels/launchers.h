@@ -1,0 +1,55 @@
+// Host-callable launchers of the CUDA kernels in kernels/*.cu: raw device pointers, sizes and a
+// stream; nothing of Tensor, the model or MPI. Element types: float or __nv_bfloat16 (named by
+// KernelType), accumulation and softmax in fp32. Every launcher returns the launch's error.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace tpllama::kernels {
+
+enum class KernelType { kF32, kBF16 };
+
+// x[i] += y[i]
+cudaError_t add(void* x, const void* y, int64_t n, KernelType t, cudaStream_t stream);
+// gate[i] = silu(gate[i]) * up[i]
+cudaError_t silu_mul(void* gate, const void* up, int64_t n, KernelType t, cudaStream_t stream);
+// dst (dst_type) = src (src_type), n elements; bf16 rounds to nearest even.
+cudaError_t convert(void* dst, KernelType dst_type, const void* src, KernelType src_type, int64_t n,
+                    cudaStream_t stream);
+// out (rows, d) = x / sqrt(mean(x²) + eps) * weight (d, f32); out may alias x.
+cudaError_t rms_norm(void* out, const void* x, const float* weight, int64_t rows, int64_t d, float eps, KernelType t,
+                     cudaStream_t stream);
+// Rotate-half RoPE in place on x (rows, n_heads*head_dim) with per-row cos/sin (rows, head_dim/2, f32).
+cudaError_t rope(void* x, const float* cos, const float* sin, int64_t rows, int n_heads, int head_dim, KernelType t,
+                 cudaStream_t stream);
+// out (rows, d) = table[tokens[r] - vocab_begin] where this rank holds it, else 0 (vocab-parallel).
+cudaError_t embedding(void* out, const void* table, int64_t table_rows, const int32_t* tokens, int64_t rows, int64_t d,
+                      int vocab_begin, KernelType t, cudaStream_t stream);
+// index[r], value[r] = argmax over row r of logits (rows, cols, f32); ties to the lowest index.
+cudaError_t argmax_rows(int32_t* index, float* value, const float* logits, int64_t rows, int64_t cols,
+                        cudaStream_t stream);
+
+// Paged attention of each token over its own sequence's cache (causal: n_ctx[m] positions), for
+// decode and prefill alike, with an online softmax (no score matrix). The key and value pools hold
+// one position per row of n_kv_heads*head_dim; the token's block table is block_tables +
+// m * max_blocks. q, out: (tokens, n_heads*head_dim).
+struct AttentionParams {
+  void* out = nullptr;
+  const void* q = nullptr;
+  const void* keys = nullptr;
+  const void* values = nullptr;
+  const int32_t* block_tables = nullptr;  // (tokens, max_blocks)
+  const int32_t* n_ctx = nullptr;         // (tokens)
+  int64_t tokens = 0;
+  int max_blocks = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;  // at most 256
+  int block_size = 0;
+  float scale = 0;
+};
+cudaError_t attention(const AttentionParams& p, KernelType t, cudaStream_t stream);
+
+}  // namespace tpllama::kernels

@@ -1,0 +1,267 @@
+// Every GPU op against the CPU op on seeded random inputs (the reference side), over a matrix of
+// shapes: odd sizes, GQA ratios, block boundaries, long contexts; f32 and bf16 activations with a
+// tolerance each; guard regions around every GPU output catch out-of-bounds writes; each case
+// checks that the candidate's output really is device memory. Skips, saying so, without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/cuda/cuda_runtime.h"
+#include "ops/ops.h"
+
+namespace tpllama {
+namespace {
+
+using cuda::CudaRuntime;
+using cuda::DeviceBuffer;
+
+constexpr int64_t kGuard = 256;          // elements of guard on each side of a GPU output
+constexpr uint16_t kSentinel = 0x7fc1;  // a quiet-NaN pattern in both f32 halves and bf16
+
+class GpuOps : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU visible: the GPU op parity tests need one (label gpu)";
+    runtime_ = std::make_unique<CudaRuntime>(0);
+    gpu_ = runtime_->context();
+  }
+  DType act() const { return GetParam(); }
+  double tolerance() const { return act() == DType::kF32 ? 2e-4 : 3e-2; }
+
+  std::vector<float> random(size_t n, float scale = 1.0f) {
+    std::uniform_real_distribution<float> u(-scale, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng_);
+    // bf16 activations: the reference sees the values the GPU holds.
+    if (act() == DType::kBF16)
+      for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+    return v;
+  }
+
+  // A device tensor of `act()` (or f32 / i32 when asked) holding v, with guard regions.
+  struct Device {
+    DeviceBuffer buffer;
+    Tensor tensor;
+    size_t elements = 0;
+    DType dtype = DType::kF32;
+  };
+  Device upload(const std::vector<float>& v, std::initializer_list<int64_t> shape, DType dtype) {
+    Device d;
+    d.dtype = dtype;
+    d.elements = v.size();
+    const size_t es = dtype_size(dtype);
+    d.buffer = DeviceBuffer((v.size() + 2 * kGuard) * es);
+    std::vector<uint16_t> guard((kGuard * es) / 2, kSentinel);
+    d.buffer.upload(guard.data(), kGuard * es, 0);
+    d.buffer.upload(guard.data(), kGuard * es, (kGuard + v.size()) * es);
+    if (dtype == DType::kBF16) {
+      std::vector<uint16_t> h(v.size());
+      for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
+      d.buffer.upload(h.data(), h.size() * 2, kGuard * es);
+    } else {
+      d.buffer.upload(v.data(), v.size() * 4, kGuard * es);  // f32 or i32 bit patterns
+    }
+    d.tensor = Tensor(static_cast<char*>(d.buffer.data()) + kGuard * es, dtype, shape, tpllama::Device::kCuda);
+    return d;
+  }
+  Device upload(const std::vector<float>& v, std::initializer_list<int64_t> shape) { return upload(v, shape, act()); }
+  Device upload_i32(const std::vector<int32_t>& v) {
+    std::vector<float> bits(v.size());
+    std::memcpy(bits.data(), v.data(), v.size() * 4);
+    return upload(bits, {static_cast<int64_t>(v.size())}, DType::kI32);
+  }
+
+  // The candidate's values, after checking that it ran on the GPU and kept inside its buffer.
+  std::vector<float> download(const Device& d) {
+    runtime_->synchronize();
+    EXPECT_TRUE(cuda::is_device_pointer(d.tensor.data())) << "the candidate's output is not device memory";
+    const size_t es = dtype_size(d.dtype);
+    std::vector<uint16_t> all((d.elements + 2 * kGuard) * es / 2);
+    d.buffer.download(all.data(), all.size() * 2, 0);
+    for (size_t i = 0; i < kGuard * es / 2; ++i) {
+      EXPECT_EQ(all[i], kSentinel) << "write before the output at element " << i / (es / 2);
+      EXPECT_EQ(all[all.size() - 1 - i], kSentinel) << "write past the output";
+    }
+    std::vector<float> out(d.elements);
+    const uint16_t* body = all.data() + kGuard * es / 2;
+    for (size_t i = 0; i < d.elements; ++i) {
+      if (d.dtype == DType::kBF16) {
+        out[i] = bf16_to_f32(body[i]);
+      } else {
+        std::memcpy(&out[i], body + 2 * i, 4);
+      }
+    }
+    return out;
+  }
+
+  void expect_close(const std::vector<float>& reference, const std::vector<float>& candidate, const std::string& what) {
+    ASSERT_EQ(reference.size(), candidate.size()) << what;
+    for (size_t i = 0; i < reference.size(); ++i)
+      ASSERT_NEAR(candidate[i], reference[i], tolerance() * (1.0 + std::abs(reference[i])))
+          << what << ": element " << i << " (reference vs candidate)";
+  }
+
+  static Tensor host(std::vector<float>& v, std::initializer_list<int64_t> shape) {
+    return Tensor(v.data(), DType::kF32, shape);
+  }
+
+  std::mt19937 rng_{1234};
+  std::unique_ptr<CudaRuntime> runtime_;
+  DeviceContext gpu_;
+  DeviceContext cpu_;
+};
+
+TEST_P(GpuOps, AddAndSiluMul) {
+  for (int64_t n : {1, 1000, 65537}) {
+    std::vector<float> x = random(static_cast<size_t>(n)), y = random(static_cast<size_t>(n), 3.0f);
+    Device gx = upload(x, {n}), gy = upload(y, {n});
+    ops::add(gpu_, gx.tensor, gy.tensor);
+    ops::silu_mul(gpu_, gy.tensor, gx.tensor);  // gy = silu(y) * (x + y)
+    std::vector<float> rx = x, ry = y;
+    ops::add(cpu_, host(rx, {n}), host(ry, {n}));
+    ops::silu_mul(cpu_, host(ry, {n}), host(rx, {n}));
+    expect_close(rx, download(gx), "add n=" + std::to_string(n));
+    expect_close(ry, download(gy), "silu_mul n=" + std::to_string(n));
+  }
+}
+
+TEST_P(GpuOps, RmsNorm) {
+  for (auto [rows, d] : {std::pair<int64_t, int64_t>{1, 64}, {7, 4096}, {33, 1000}}) {
+    std::vector<float> x = random(static_cast<size_t>(rows * d), 2.0f), out(x.size());
+    std::vector<float> w(static_cast<size_t>(d));
+    for (float& v : w) v = 1.0f + 0.1f * std::uniform_real_distribution<float>(-1, 1)(rng_);
+    Device gx = upload(x, {rows, d}), gout = upload(out, {rows, d}), gw = upload(w, {d}, DType::kF32);
+    ops::rms_norm(gpu_, gout.tensor, gx.tensor, gw.tensor, 1e-5f);
+    ops::rms_norm(cpu_, host(out, {rows, d}), host(x, {rows, d}), host(w, {d}), 1e-5f);
+    expect_close(out, download(gout), "rms_norm " + std::to_string(rows) + "x" + std::to_string(d));
+  }
+}
+
+TEST_P(GpuOps, Rope) {
+  for (auto [rows, heads, hd] : {std::tuple<int64_t, int, int>{5, 4, 64}, {3, 8, 128}, {1, 1, 2}}) {
+    std::vector<float> x = random(static_cast<size_t>(rows * heads * hd));
+    std::vector<float> c(static_cast<size_t>(rows * hd / 2)), s(c.size());
+    for (size_t i = 0; i < c.size(); ++i) {
+      c[i] = static_cast<float>(std::cos(0.37 * static_cast<double>(i)));
+      s[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+    }
+    Device gx = upload(x, {rows, int64_t{heads} * hd});
+    Device gc = upload(c, {rows, hd / 2}, DType::kF32), gs = upload(s, {rows, hd / 2}, DType::kF32);
+    ops::rope(gpu_, gx.tensor, gc.tensor, gs.tensor, heads, hd);
+    ops::rope(cpu_, host(x, {rows, int64_t{heads} * hd}), host(c, {rows, hd / 2}), host(s, {rows, hd / 2}), heads, hd);
+    expect_close(x, download(gx), "rope heads=" + std::to_string(heads) + " head_dim=" + std::to_string(hd));
+  }
+}
+
+TEST_P(GpuOps, EmbeddingOfTheRowsThisRankHolds) {
+  const int64_t rows = 100, d = 72;
+  const int vocab_begin = 50;
+  std::vector<float> table = random(static_cast<size_t>(rows * d));
+  const std::vector<int32_t> tokens = {50, 149, 0, 150, 99, 120, 49};  // three outside [50, 150)
+  std::vector<float> out(tokens.size() * d);
+  Device gt = upload(table, {rows, d}), gout = upload(out, {static_cast<int64_t>(tokens.size()), d});
+  Device gtok = upload_i32(tokens);
+  ops::embedding(gpu_, gout.tensor, gt.tensor, gtok.tensor, vocab_begin);
+  std::vector<int32_t> host_tokens = tokens;
+  ops::embedding(cpu_, host(out, {static_cast<int64_t>(tokens.size()), d}), host(table, {rows, d}),
+                 Tensor(host_tokens.data(), DType::kI32, {static_cast<int64_t>(tokens.size())}), vocab_begin);
+  expect_close(out, download(gout), "embedding");
+}
+
+TEST_P(GpuOps, MatmulWithF32AndBf16Weights) {
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 768, 2048}, {33, 100, 513}, {128, 1024, 1024}}) {
+    for (DType wtype : {DType::kF32, DType::kBF16}) {
+      std::vector<float> x = random(static_cast<size_t>(m * k)), w(static_cast<size_t>(n * k)), out(static_cast<size_t>(m * n));
+      for (float& v : w) v = std::uniform_real_distribution<float>(-1, 1)(rng_) / std::sqrt(static_cast<float>(k));
+      DeviceBuffer gw_mem(ops::weight_bytes(gpu_, n, k, wtype));
+      const ops::Weight gw = ops::pack_weight(gpu_, host(w, {n, k}), wtype, gw_mem.data());
+      Buffer cw_mem(ops::weight_bytes(cpu_, n, k, wtype));
+      const ops::Weight cw = ops::pack_weight(cpu_, host(w, {n, k}), wtype, cw_mem.data());
+      EXPECT_FLOAT_EQ(ops::weight_at(gw, n - 1, k - 1), ops::weight_at(cw, n - 1, k - 1));
+      Device gx = upload(x, {m, k}), gout = upload(out, {m, n});
+      ops::matmul(gpu_, gout.tensor, gx.tensor, gw);
+      ops::matmul(cpu_, host(out, {m, n}), host(x, {m, k}), cw);
+      expect_close(out, download(gout), "matmul " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                                            std::to_string(k) + " weights " + dtype_name(wtype));
+    }
+  }
+}
+
+// Paged attention: a pool of blocks handed out in a shuffled order, several sequences, prefill
+// tokens of one sequence at increasing positions (causal) and decode tokens of long contexts.
+TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
+  struct Shape {
+    int heads, kv_heads, head_dim, block_size;
+  };
+  for (const Shape sh : {Shape{4, 4, 64, 16}, Shape{8, 2, 128, 16}, Shape{32, 4, 64, 32}}) {
+    const std::vector<int> contexts = {1, 17, 300, 2000, 5, 6, 7};  // the last three: prefill of one sequence
+    int blocks_needed = 0;
+    for (int c : contexts) blocks_needed += (c + sh.block_size - 1) / sh.block_size;
+    std::vector<int32_t> order(static_cast<size_t>(blocks_needed));
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::shuffle(order.begin(), order.end(), rng_);
+    const int64_t kv_stride = int64_t{sh.kv_heads} * sh.head_dim;
+    const int64_t pool_rows = int64_t{blocks_needed} * sh.block_size;
+    std::vector<float> keys = random(static_cast<size_t>(pool_rows * kv_stride));
+    std::vector<float> values = random(static_cast<size_t>(pool_rows * kv_stride));
+    // Block tables: the prefill tokens (positions 4, 5, 6) share one sequence's table.
+    std::vector<std::vector<int32_t>> tables;
+    size_t next = 0;
+    for (size_t i = 0; i < 4; ++i) {
+      const int nb = (contexts[i] + sh.block_size - 1) / sh.block_size;
+      tables.emplace_back(order.begin() + static_cast<long>(next), order.begin() + static_cast<long>(next + nb));
+      next += static_cast<size_t>(nb);
+    }
+    tables.emplace_back(order.begin() + static_cast<long>(next), order.begin() + static_cast<long>(next + 1));
+    const int64_t tokens = static_cast<int64_t>(contexts.size()), q_width = int64_t{sh.heads} * sh.head_dim;
+    std::vector<float> q = random(static_cast<size_t>(tokens * q_width)), out(q.size());
+    Device gk = upload(keys, {pool_rows, kv_stride}), gv = upload(values, {pool_rows, kv_stride});
+    std::vector<ops::KvView> cpu_kv, gpu_kv;
+    for (int64_t m = 0; m < tokens; ++m) {
+      const std::vector<int32_t>& table = tables[static_cast<size_t>(std::min<int64_t>(m, 4))];
+      cpu_kv.push_back({keys.data(), values.data(), table.data(), contexts[static_cast<size_t>(m)]});
+      gpu_kv.push_back({gk.tensor.as<float>(), gv.tensor.as<float>(), table.data(), contexts[static_cast<size_t>(m)]});
+    }
+    const ops::AttentionShape shape{sh.heads, sh.kv_heads, sh.head_dim,
+                                    static_cast<float>(1.0 / std::sqrt(static_cast<double>(sh.head_dim))), sh.block_size};
+    Device gq = upload(q, {tokens, q_width}), gout = upload(out, {tokens, q_width});
+    ops::attention(gpu_, gout.tensor, gq.tensor, gpu_kv, shape);
+    ops::attention(cpu_, host(out, {tokens, q_width}), host(q, {tokens, q_width}), cpu_kv, shape);
+    expect_close(out, download(gout), "attention heads " + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
+                                          " head_dim " + std::to_string(sh.head_dim));
+  }
+}
+
+TEST_P(GpuOps, ArgmaxTiesToTheLowestColumn) {
+  const int64_t rows = 5, cols = 32000;
+  std::vector<float> logits = random(static_cast<size_t>(rows * cols), 10.0f);
+  logits[3] = logits[17] = 50.0f;                      // row 0: tie, 3 wins
+  logits[static_cast<size_t>(cols + cols - 1)] = 60.0f;  // row 1: the last column
+  Device gl = upload(logits, {rows, cols}, DType::kF32);
+  std::vector<float> zeros(rows);
+  Device gi = upload_i32(std::vector<int32_t>(rows, -1)), gval = upload(zeros, {rows}, DType::kF32);
+  ops::argmax_rows(gpu_, gi.tensor, gval.tensor, gl.tensor);
+  std::vector<int32_t> index(rows);
+  std::vector<float> value(rows);
+  ops::argmax_rows(cpu_, Tensor(index.data(), DType::kI32, {rows}), Tensor(value.data(), DType::kF32, {rows}),
+                   host(logits, {rows, cols}));
+  const std::vector<float> got = download(gi);
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t candidate = 0;
+    std::memcpy(&candidate, &got[static_cast<size_t>(r)], 4);
+    EXPECT_EQ(candidate, index[static_cast<size_t>(r)]) << "row " << r;
+  }
+  EXPECT_EQ(index[0], 3);
+  EXPECT_EQ(index[1], cols - 1);
+  expect_close(value, download(gval), "argmax values");
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, GpuOps, ::testing::Values(DType::kF32, DType::kBF16),
+                         [](const auto& param_info) { return dtype_name(param_info.param); });
+
+}  // namespace
+}  // namespace tpllama
