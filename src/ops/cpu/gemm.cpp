@@ -23,7 +23,7 @@ namespace {
 constexpr int kTileRows = 12;      // rows of x per register tile: 12 × 2 accumulators of 16 floats
 constexpr int64_t kDepth = 192;    // k per block: a 24 KiB f32 panel slice beside a 9 KiB tile of x in L1
 constexpr int64_t kRowBlock = 240;  // rows of x per block at most (a multiple of kTileRows)
-constexpr int64_t kPackedX = int64_t{1} << 18;  // floats of packed x per block (1 MiB: half of L2)
+constexpr int64_t kPackedX = int64_t{1} << 20;  // floats of packed x per block at most (4 MiB, in L2 and L3)
 constexpr int64_t kPrefetchBytes = 2048;  // how far ahead of its loads the one-row (decode) kernel prefetches
 // A parallel region pays for itself above this many multiply-adds per thread, or this many weight
 // elements per thread (decode is bound by reading them: each thread streams its own share).
@@ -202,8 +202,9 @@ void gemm_panels(float* out, const float* x, int64_t m, const void* packed, bool
   }
   // A block of x, all of K, tile by tile, k-major inside a tile; as many rows as fit kPackedX so
   // the block stays in L2 while each panel streams front to back across its k blocks.
-  const int64_t block_rows =
-      std::clamp<int64_t>(kPackedX / (k * kTileRows) * kTileRows, kTileRows, kRowBlock);
+  const int64_t most = std::clamp<int64_t>(kPackedX / (k * kTileRows) * kTileRows, kTileRows, kRowBlock);
+  const int64_t blocks = (m + most - 1) / most;  // balanced, so no block is a thin remainder
+  const int64_t block_rows = ((m + blocks - 1) / blocks + kTileRows - 1) / kTileRows * kTileRows;
   thread_local std::vector<float> tiles;
   tiles.resize(static_cast<size_t>(block_rows * k));
   for (int64_t mb = 0; mb < m; mb += block_rows) {

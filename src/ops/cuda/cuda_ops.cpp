@@ -77,20 +77,27 @@ float weight_at(const Weight& w, int64_t row, int64_t col) {
 void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w) {
   const int m = static_cast<int>(x.size(0)), n = static_cast<int>(w.rows), k = static_cast<int>(w.cols);
   if (m == 0) return;
+  Scratch scratch(ctx);
   // cuBLAS wants both inputs in one type: an f32 x meets bf16 weights as a bf16 copy in scratch.
   const void* xin = x.data();
   if (x.dtype() != w.dtype) {
-    Scratch scratch(ctx);
     void* converted = scratch.take(static_cast<size_t>(x.numel()) * dtype_size(w.dtype), "matmul input conversion");
     TPLLAMA_CUDA_CHECK(kernels::convert(converted, kernel_type(w.dtype), x.data(), kernel_type(x.dtype()), x.numel(),
                                         stream_of(ctx)));
     xin = converted;
   }
+  // f32 inputs give an f32 product only: a bf16 out gets it through scratch.
+  const bool staged = w.dtype == DType::kF32 && out.dtype() == DType::kBF16;
+  void* product = staged ? scratch.take(static_cast<size_t>(m) * n * sizeof(float), "matmul f32 product") : out.data();
   // Row-major out (m, n) = x (m, k) · wᵀ is, column-major, outᵀ (n, m) = w (k, n)ᵀ · xᵀ (k, m).
   const float alpha = 1.0f, beta = 0.0f;
   TPLLAMA_CUBLAS_CHECK(cublasGemmEx(static_cast<cublasHandle_t>(ctx.blas), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha,
-                                    w.data, blas_type(w.dtype), k, xin, blas_type(w.dtype), k, &beta, out.data(),
-                                    blas_type(out.dtype()), n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                    w.data, blas_type(w.dtype), k, xin, blas_type(w.dtype), k, &beta, product,
+                                    staged ? CUDA_R_32F : blas_type(out.dtype()), n, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT));
+  if (staged)
+    TPLLAMA_CUDA_CHECK(kernels::convert(out.data(), KernelType::kBF16, product, KernelType::kF32,
+                                        static_cast<int64_t>(m) * n, stream_of(ctx)));
 }
 
 void rms_norm(const DeviceContext& ctx, Tensor out, Tensor x, Tensor weight, float eps) {
