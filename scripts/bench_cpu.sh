@@ -7,13 +7,8 @@
 # ranks x 1 thread). Every row is the median of REPEATS runs, each of which measures the machine's
 # read bandwidth and GEMM peak itself; the fractions are against the limits of the same run.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 repeats=${1:-3}
-bin=${TPLLAMA:-build/tpllama}
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-export OMPI_MCA_rmaps_base_oversubscribe=1
-[ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source "$(dirname "$0")/bench_env.sh"
 common=(--shape 110m --vocab 512 --random-weights --seed 1)
 
 run() {  # name ranks args...

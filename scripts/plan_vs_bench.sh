@@ -7,13 +7,8 @@
 # the limits bench measures (per rank: half the node's read bandwidth and GEMM peak) and the shm
 # link; the table shows each layout's estimate and measurement and whether the two rankings agree.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 repeats=${1:-1}
-bin=${TPLLAMA:-build/tpllama}
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-export OMPI_MCA_rmaps_base_oversubscribe=1
-[ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source "$(dirname "$0")/bench_env.sh"
 model=(--shape 110m --vocab 512)
 declare -A workloads=(
   [decode-1]="--prompts 1 --input-len 128 --output-len 128"
