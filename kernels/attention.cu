@@ -1,7 +1,11 @@
-// Paged attention with an online softmax: one block per (token, query head); its warps split the
-// token's context (positions warp, warp + kWarps, ...), each keeping a running max, sum and
-// weighted value sum, merged at the end. No score matrix is materialised; the same kernel serves
-// decode (one token per sequence) and causal prefill (each token with its own n_ctx).
+// Paged attention with an online softmax: one block per (token, query head, split); its warps share
+// the split's stretch of the token's context (positions warp, warp + kWarps, ...), each keeping a
+// running max, sum and weighted value sum, merged at the end. No score matrix is materialised; the
+// same kernel serves decode (one token per sequence) and causal prefill (each token with its own
+// n_ctx). When tokens × heads are too few to fill the GPU (decode of a few long sequences) the
+// context is split along the sequence: each split writes its partial max, sum and accumulator,
+// and a second kernel merges them (flash-decoding).
+#include <algorithm>
 #include <cfloat>
 
 #include "common.cuh"
@@ -18,18 +22,26 @@ constexpr int kWarps = 4;
 constexpr int kMaxHeadDim = 256;
 constexpr int kPerLane = kMaxHeadDim / 32;
 
+// Partial results of one (token, head, split): max, sum, then head_dim accumulator values.
+__device__ __forceinline__ float* partial_of(const AttentionParams& p, int64_t m, int h, int split) {
+  return p.partial + ((m * p.n_heads + h) * p.splits + split) * (int64_t{p.head_dim} + 2);
+}
+
 template <typename T>
 __global__ void attention_kernel(AttentionParams p) {
-  const int64_t m = blockIdx.x / p.n_heads;
-  const int h = static_cast<int>(blockIdx.x % p.n_heads);
+  const int split = static_cast<int>(blockIdx.x % p.splits);
+  const int64_t m = blockIdx.x / p.splits / p.n_heads;
+  const int h = static_cast<int>(blockIdx.x / p.splits % p.n_heads);
   const int kv_h = h / (p.n_heads / p.n_kv_heads);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t q_stride = int64_t{p.n_heads} * p.head_dim, kv_stride = int64_t{p.n_kv_heads} * p.head_dim;
   const T* q = static_cast<const T*>(p.q) + m * q_stride + int64_t{h} * p.head_dim;
-  const T* keys = static_cast<const T*>(p.keys) + int64_t{kv_h} * p.head_dim;
-  const T* values = static_cast<const T*>(p.values) + int64_t{kv_h} * p.head_dim;
-  const int32_t* blocks = p.block_tables + m * p.max_blocks;
+  const float* keys = p.keys + int64_t{kv_h} * p.head_dim;
+  const float* values = p.values + int64_t{kv_h} * p.head_dim;
+  const int32_t* blocks = p.block_tables + int64_t{p.seq[m]} * p.max_blocks;
   const int n_ctx = p.n_ctx[m];
+  const int chunk = (n_ctx + p.splits - 1) / p.splits;
+  const int begin = split * chunk, end = min(n_ctx, begin + chunk);
 
   float qr[kPerLane], acc[kPerLane];
   for (int j = 0; j < kPerLane; ++j) {
@@ -38,22 +50,22 @@ __global__ void attention_kernel(AttentionParams p) {
     acc[j] = 0.0f;
   }
   float running_max = -FLT_MAX, running_sum = 0.0f;
-  for (int t = warp; t < n_ctx; t += kWarps) {
+  for (int t = begin + warp; t < end; t += kWarps) {
     const int64_t row = int64_t{blocks[t / p.block_size]} * p.block_size + t % p.block_size;
-    const T* k = keys + row * kv_stride;
+    const float* k = keys + row * kv_stride;
     float dot = 0;
     for (int j = 0; j < kPerLane; ++j) {
       const int i = lane + 32 * j;
-      if (i < p.head_dim) dot += qr[j] * to_f32(k[i]);
+      if (i < p.head_dim) dot += qr[j] * k[i];
     }
     const float score = warp_sum(dot) * p.scale;
     const float new_max = fmaxf(running_max, score);
     const float rescale = __expf(running_max - new_max), weight = __expf(score - new_max);
     running_sum = running_sum * rescale + weight;
-    const T* v = values + row * kv_stride;
+    const float* v = values + row * kv_stride;
     for (int j = 0; j < kPerLane; ++j) {
       const int i = lane + 32 * j;
-      acc[j] = acc[j] * rescale + (i < p.head_dim ? weight * to_f32(v[i]) : 0.0f);
+      acc[j] = acc[j] * rescale + (i < p.head_dim ? weight * v[i] : 0.0f);
     }
     running_max = new_max;
   }
@@ -74,6 +86,19 @@ __global__ void attention_kernel(AttentionParams p) {
   for (int w = 0; w < kWarps; ++w) block_max = fmaxf(block_max, max_of[w]);
   float total = 0;
   for (int w = 0; w < kWarps; ++w) total += sum_of[w] * __expf(max_of[w] - block_max);
+  if (p.splits > 1) {  // an empty split leaves max -FLT_MAX and sum 0: it weighs nothing in the merge
+    float* part = partial_of(p, m, h, split);
+    if (threadIdx.x == 0) {
+      part[0] = block_max;
+      part[1] = total;
+    }
+    for (int i = threadIdx.x; i < p.head_dim; i += blockDim.x) {
+      float v = 0;
+      for (int w = 0; w < kWarps; ++w) v += acc_of[w][i] * __expf(max_of[w] - block_max);
+      part[2 + i] = v;
+    }
+    return;
+  }
   T* out = static_cast<T*>(p.out) + m * q_stride + int64_t{h} * p.head_dim;
   for (int i = threadIdx.x; i < p.head_dim; i += blockDim.x) {
     float v = 0;
@@ -82,13 +107,48 @@ __global__ void attention_kernel(AttentionParams p) {
   }
 }
 
+// One block per (token, head): the splits' partials rescaled to their common max and summed.
+template <typename T>
+__global__ void merge_splits_kernel(AttentionParams p) {
+  const int64_t m = blockIdx.x / p.n_heads;
+  const int h = static_cast<int>(blockIdx.x % p.n_heads);
+  float top = -FLT_MAX;
+  for (int s = 0; s < p.splits; ++s) top = fmaxf(top, partial_of(p, m, h, s)[0]);
+  float total = 0;
+  for (int s = 0; s < p.splits; ++s) total += partial_of(p, m, h, s)[1] * __expf(partial_of(p, m, h, s)[0] - top);
+  T* out = static_cast<T*>(p.out) + (m * p.n_heads + h) * int64_t{p.head_dim};
+  for (int i = threadIdx.x; i < p.head_dim; i += blockDim.x) {
+    float v = 0;
+    for (int s = 0; s < p.splits; ++s) v += partial_of(p, m, h, s)[2 + i] * __expf(partial_of(p, m, h, s)[0] - top);
+    out[i] = from_f32<T>(v / total);
+  }
+}
+
 }  // namespace
+
+int attention_splits(int64_t tokens, int n_heads, int max_ctx, int sm_count) {
+  constexpr int kMinPerSplit = 256, kMaxSplits = 32;  // positions a split should at least cover
+  const int64_t blocks = tokens * n_heads, wanted = 2 * int64_t{sm_count};
+  if (blocks >= wanted || max_ctx <= kMinPerSplit) return 1;
+  const int64_t by_occupancy = (wanted + blocks - 1) / blocks, by_length = (max_ctx + kMinPerSplit - 1) / kMinPerSplit;
+  return static_cast<int>(std::min<int64_t>({by_occupancy, by_length, kMaxSplits}));
+}
+
+size_t attention_partial_bytes(int64_t tokens, int n_heads, int head_dim, int splits) {
+  return splits > 1 ? static_cast<size_t>(tokens * n_heads * splits * (head_dim + 2)) * sizeof(float) : 0;
+}
 
 cudaError_t attention(const AttentionParams& p, KernelType t, cudaStream_t stream) {
   if (p.tokens == 0) return cudaSuccess;
-  if (p.head_dim > kMaxHeadDim || p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0) return cudaErrorInvalidValue;
-  const unsigned blocks = static_cast<unsigned>(p.tokens * p.n_heads);
+  if (p.head_dim > kMaxHeadDim || p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.splits < 1 ||
+      (p.splits > 1 && p.partial == nullptr))
+    return cudaErrorInvalidValue;
+  const unsigned blocks = static_cast<unsigned>(p.tokens * p.n_heads * p.splits);
   TPLLAMA_DISPATCH_TYPE(t, T, attention_kernel<T><<<blocks, 32 * kWarps, 0, stream>>>(p));
+  if (p.splits > 1) {
+    const unsigned merges = static_cast<unsigned>(p.tokens * p.n_heads);
+    TPLLAMA_DISPATCH_TYPE(t, T, merge_splits_kernel<T><<<merges, 128, 0, stream>>>(p));
+  }
   return cudaGetLastError();
 }
 

@@ -1,4 +1,8 @@
-// Element-wise kernels: residual add, SiLU·mul, dtype conversion. Grid-stride loops, fp32 math.
+// Element-wise kernels: residual add, SiLU·mul, dtype conversion, indexed row copies (KV-cache
+// writes, logit-row gathers) and column fills. Grid-stride loops, fp32 math.
+#include <algorithm>
+#include <cstdint>
+
 #include "common.cuh"
 #include "launchers.h"
 
@@ -32,7 +36,36 @@ __global__ void convert_kernel(D* dst, const S* src, int64_t n) {
     dst[i] = from_f32<D>(to_f32(src[i]));
 }
 
+// One block per row; 4-byte words (every row here is f32, i32 or an even number of bf16).
+__global__ void copy_rows_kernel(uint32_t* dst, const int32_t* dst_rows, const uint32_t* src, const int32_t* src_rows,
+                                 int64_t words) {
+  const int64_t i = blockIdx.x;
+  const int64_t d = dst_rows ? dst_rows[i] : i, s = src_rows ? src_rows[i] : i;
+  for (int64_t w = threadIdx.x; w < words; w += blockDim.x) dst[d * words + w] = src[s * words + w];
+}
+
+__global__ void fill_columns_kernel(float* x, int64_t rows, int64_t cols, int64_t col_begin, float value) {
+  const int64_t width = cols - col_begin, n = rows * width;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    x[(i / width) * cols + col_begin + i % width] = value;
+}
+
 }  // namespace
+
+cudaError_t copy_rows(void* dst, const int32_t* dst_rows, const void* src, const int32_t* src_rows, int64_t n,
+                      int64_t row_bytes, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (row_bytes % 4 != 0 || n > 0x7fffffff) return cudaErrorInvalidValue;
+  copy_rows_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
+      static_cast<uint32_t*>(dst), dst_rows, static_cast<const uint32_t*>(src), src_rows, row_bytes / 4);
+  return cudaGetLastError();
+}
+
+cudaError_t fill_columns(float* x, int64_t rows, int64_t cols, int64_t col_begin, float value, cudaStream_t stream) {
+  if (rows == 0 || col_begin >= cols) return cudaSuccess;
+  fill_columns_kernel<<<blocks_for(rows * (cols - col_begin)), kThreads, 0, stream>>>(x, rows, cols, col_begin, value);
+  return cudaGetLastError();
+}
 
 cudaError_t add(void* x, const void* y, int64_t n, KernelType t, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;

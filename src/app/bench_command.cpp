@@ -1,9 +1,9 @@
 // `tpllama bench`: a synthetic workload (seeded prompt token ids of fixed or ranged lengths,
 // greedy, a fixed number of output tokens) through the real engine and pipeline, on a checkpoint
-// or on a named shape with seeded random weights. Before the run, rank 0 measures the machine's
-// read bandwidth and its GEMM peak with all of its node's cores; the report puts each phase
-// against them: decode as weight + KV bytes moved per second over the bandwidth, prefill as FLOP/s
-// over the GEMM peak.
+// or on a named shape with seeded random weights. Once its device is open, rank 0 measures its read
+// bandwidth and GEMM peak (on the CPU with all of its node's cores; on a GPU a device-to-device
+// copy and a cuBLAS GEMM); the report puts each phase against them: decode as weight + KV bytes
+// moved per second over the bandwidth, prefill as FLOP/s over the GEMM peak.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -20,7 +20,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/llama2c.h"
-#include "ops/cpu/machine_limits.h"
+#include "ops/ops.h"
 #include "ops/cpu/threads.h"
 #include "parallel/mpi_comm.h"
 
@@ -96,22 +96,30 @@ class CountingSink : public ResultSink {
 };
 
 struct MachineLimits {
-  double read_bandwidth = 0;  // bytes/s, all cores of rank 0's node
-  double gemm_flops = 0;      // FLOP/s of the project's GEMM in the run's dtype, same cores
-  int cores = 0;
+  double read_bandwidth = 0;  // bytes/s
+  double gemm_flops = 0;      // FLOP/s of this build's GEMM in the run's dtype
+  std::string where;          // what was measured
 };
 
-// Rank 0 measures with every core of its node while the other ranks wait without spinning.
-MachineLimits measure_limits(DType dtype, int rank) {
+// Rank 0 measures its device (on the CPU every core of its node) while the other ranks wait without
+// spinning.
+MachineLimits measure_limits(const DeviceContext& ctx, DType dtype, int rank) {
   MachineLimits m;
   if (rank == 0) {
-    m.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    ops::cpu::ThreadPlacement all;
-    all.threads = m.cores;
-    for (int c = 0; c < m.cores; ++c) all.cpus.push_back(c);
-    ops::cpu::apply_threads(all);
-    m.read_bandwidth = ops::cpu::measure_read_bandwidth(m.cores, size_t{1} << 30);
-    m.gemm_flops = ops::cpu::measure_gemm_flops(m.cores, dtype, 2048);
+    DeviceContext measured = ctx;
+    if (ctx.device == Device::kCpu) {
+      const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+      ops::cpu::ThreadPlacement all;
+      all.threads = cores;
+      for (int c = 0; c < cores; ++c) all.cpus.push_back(c);
+      ops::cpu::apply_threads(all);
+      measured.threads = cores;
+      m.where = std::to_string(cores) + " cores of rank 0's node";
+    } else {
+      m.where = "rank 0's GPU";
+    }
+    m.read_bandwidth = ops::measure_read_bandwidth(measured);
+    m.gemm_flops = ops::measure_gemm_flops(measured, dtype);
   }
   MPI_Request barrier;
   mpi_check(MPI_Ibarrier(MPI_COMM_WORLD, &barrier), "MPI_Ibarrier");
@@ -127,6 +135,9 @@ std::string fixed(double v, int digits) {
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
 }
+
+// "812.3 GFLOP/s", or in TFLOP/s from 10 TFLOP/s up (GPUs).
+std::string flops(double v) { return v >= 1e13 ? fixed(v / 1e12, 1) + " TFLOP/s" : fixed(v / 1e9, 1) + " GFLOP/s"; }
 
 nlohmann::json latency(const LatencyHistogram& h) {
   if (h.count() == 0) return nullptr;
@@ -173,7 +184,8 @@ nlohmann::json make_report(const BenchOptions& o, const RunOutcome& r, const Mac
       {"model", o.run.model.empty() ? o.shape + " (random weights)" : o.run.model},
       {"config", {{"dim", c.dim}, {"hidden", c.hidden_dim}, {"layers", c.n_layers}, {"heads", c.n_heads},
                   {"kv_heads", c.n_kv_heads}, {"vocab", c.vocab_size}}},
-      {"dtype", o.run.dtype},
+      {"dtype", dtype_name(r.dtype)},
+      {"device", r.device},
       {"layout", {{"ranks", t.world_size()}, {"tp", t.tp_size()}, {"pp", t.pp_size()}, {"threads_per_rank", r.threads},
                   {"nodes", r.n_nodes}}},
       {"workload", {{"prompts", o.prompts}, {"input_len", o.input_len}, {"output_len", o.output_len},
@@ -191,7 +203,7 @@ nlohmann::json make_report(const BenchOptions& o, const RunOutcome& r, const Mac
       {"decode_steps", s.decode_steps},
       {"ttft_seconds", latency(s.ttft)},
       {"tpot_seconds", latency(s.tpot)},
-      {"machine", {{"cores", limits.cores}, {"read_bandwidth_bytes_per_second", limits.read_bandwidth},
+      {"machine", {{"measured_on", limits.where}, {"read_bandwidth_bytes_per_second", limits.read_bandwidth},
                    {"gemm_flops_per_second", limits.gemm_flops}}},
       {"decode_bytes_per_token", s.decode_step_tokens > 0 ? decode_bytes / static_cast<double>(s.decode_step_tokens) : 0.0},
       {"decode_bandwidth_bytes_per_second", decode_bw},
@@ -215,16 +227,17 @@ void print_report(const nlohmann::json& j) {
            fixed(h["p99"].get<double>() * scale, 2);
   };
   const auto& l = j["layout"];
-  os << "tpllama bench: " << j["model"].get<std::string>() << ", " << j["dtype"].get<std::string>() << ", "
+  os << "tpllama bench: " << j["model"].get<std::string>() << ", " << j["dtype"].get<std::string>() << " on "
+     << j["device"].get<std::string>() << ", "
      << l["ranks"] << " rank(s) = tp " << l["tp"] << " x pp " << l["pp"] << ", " << l["threads_per_rank"]
      << " thread(s) per rank; " << j["workload"]["prompts"] << " prompts, input " << j["workload"]["input_len"].get<std::string>()
      << ", output " << j["workload"]["output_len"].get<std::string>() << ", max-seqs " << j["workload"]["max_seqs"] << '\n';
   const auto& m = j["machine"];
-  row("machine (" + std::to_string(m["cores"].get<int>()) + " cores of rank 0's node)",
+  row("machine (" + m["measured_on"].get<std::string>() + ")",
       "read " + fixed(m["read_bandwidth_bytes_per_second"].get<double>() / 1e9, 1) + " GB/s, GEMM " +
-          fixed(m["gemm_flops_per_second"].get<double>() / 1e9, 1) + " GFLOP/s");
+          flops(m["gemm_flops_per_second"].get<double>()));
   row("prefill", fixed(j["prefill_tokens_per_second"].get<double>(), 1) + " tok/s, " +
-                     fixed(j["prefill_flops_per_second"].get<double>() / 1e9, 1) + " GFLOP/s = " +
+                     flops(j["prefill_flops_per_second"].get<double>()) + " = " +
                      fixed(100 * j["prefill_gemm_fraction"].get<double>(), 1) + "% of the GEMM peak");
   row("decode", fixed(j["decode_tokens_per_second"].get<double>(), 1) + " tok/s, " +
                     fixed(j["decode_bandwidth_bytes_per_second"].get<double>() / 1e9, 1) + " GB/s = " +
@@ -303,13 +316,16 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   o.run.input = "/dev/null";
   o.run.log_interval = 1e9;
 
-  const MachineLimits limits =
-      o.skip_limits ? MachineLimits{} : measure_limits(weight_dtype(o.run), mpi.rank());
+  MachineLimits limits;
   CountingSink sink;
   SyntheticSource* source = nullptr;
   RunHooks hooks;
   hooks.sink = &sink;
   hooks.synthetic = synthetic;
+  if (!o.skip_limits)
+    hooks.on_device = [&](const DeviceContext& ctx) {
+      limits = measure_limits(ctx, weight_dtype(o.run, ctx.device), mpi.rank());
+    };
   hooks.make_source = [&](const Tokenizer*, const LlamaConfig& c, int) {
     auto s = std::make_unique<SyntheticSource>(o.prompts, in, out, c, o.seed);
     source = s.get();

@@ -46,7 +46,10 @@ struct RunOptions {
   double grace_seconds = 90;
   std::string stats;            // --stats JSON path
   std::string trace;            // --trace Chrome trace path
-  std::string dtype = "f32";    // how weight matrices are held: f32 or bf16
+  std::string dtype = "auto";   // how weight matrices are held: f32, bf16, or auto (bf16 on a GPU)
+  std::string device = "auto";  // cpu, cuda, or auto (cuda when built in and a GPU is visible)
+  std::string comm = "auto";    // mpi, nccl, or auto (nccl on GPUs unless they are shared)
+  bool share_gpus = false;      // let several ranks use one GPU (with --comm mpi)
 };
 
 // "8GiB", "512MiB", "1.5GB", "4096" → bytes; throws naming the text.
@@ -85,6 +88,8 @@ struct RunOutcome {
   const Topology& topology;
   int threads = 1;
   int n_nodes = 1;
+  std::string device;  // rank 0's device, described
+  DType dtype = DType::kF32;  // how the weight matrices are held
 };
 
 // What another command (perplexity, bench) puts in place of the prompt file, the output file and
@@ -94,6 +99,8 @@ struct RunHooks {
   ResultSink* sink = nullptr;
   std::optional<SyntheticModel> synthetic;
   std::function<void(const RunOutcome&)> on_finish;  // rank 0, after the run's own report
+  // Every rank, once its device is chosen and before weights load (bench measures its limits).
+  std::function<void(const DeviceContext&)> on_device;
 };
 
 struct PerplexityOptions {
@@ -125,11 +132,12 @@ struct PlanOptions {
 
 void add_run_command(CLI::App& app, RunOptions& options);
 void add_bench_command(CLI::App& app, BenchOptions& options);
-// --threads, --tp, --pp, --pp-layers, --allow-cross-node-tp, --kv-cache-memory and --dtype: how a
-// run is laid out over ranks, cores and memory (run, perplexity and bench).
+// --threads, --tp, --pp, --pp-layers, --allow-cross-node-tp, --kv-cache-memory, --dtype, --device,
+// --comm and --share-gpus: how a run is laid out over ranks, devices and memory (run, perplexity
+// and bench).
 void add_layout_options(CLI::App& command, RunOptions& options);
-// The --dtype weights are held in.
-DType weight_dtype(const RunOptions& options);
+// The --dtype weights are held in on a device (auto: bf16 on a GPU, f32 on the CPU).
+DType weight_dtype(const RunOptions& options, Device device);
 void add_plan_command(CLI::App& app, PlanOptions& options);
 void add_perplexity_command(CLI::App& app, PerplexityOptions& options);
 void add_convert_command(CLI::App& app, ConvertOptionsCli& options);

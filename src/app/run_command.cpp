@@ -21,6 +21,8 @@
 #include "model/llama_model.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/threads.h"
+#include "ops/ops.h"
+#include "parallel/group_comm.h"
 #include "parallel/mpi_comm.h"
 #include "io/resume.h"
 #include "runtime/engine.h"
@@ -108,13 +110,29 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
                "KV cache bytes per rank, e.g. 8GiB (default: 80% of the memory available after the weights, "
                "shared by the ranks of a node)");
   c.add_option("--dtype", o.dtype,
-               "How weight matrices are held and read: f32, or bf16 (half the memory and bytes per token; "
-               "activations and accumulation stay f32)")
+               "How weight matrices are held and read: f32, bf16 (half the memory and bytes per token; "
+               "activations and accumulation stay f32), or auto: bf16 on a GPU, f32 on the CPU")
       ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "bf16"}));
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
+  c.add_option("--device", o.device,
+               "Where each rank computes: cpu, cuda (GPU number = the rank's place on its node), or auto: cuda "
+               "when this build has it and a GPU is visible")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  c.add_option("--comm", o.comm,
+               "How the ranks of a TP group exchange tensors: nccl (GPU memory, on the compute stream), mpi "
+               "(host memory; GPU tensors staged through it), or auto: nccl on GPUs unless --share-gpus")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
+  c.add_flag("--share-gpus", o.share_gpus,
+             "Allow more ranks on a node than GPUs: ranks then share GPUs round-robin (needs --comm mpi; for tests "
+             "and small models)");
 }
 
-DType weight_dtype(const RunOptions& o) { return o.dtype == "bf16" ? DType::kBF16 : DType::kF32; }
+DType weight_dtype(const RunOptions& o, Device device) {
+  if (o.dtype == "auto") return device == Device::kCpu ? DType::kF32 : DType::kBF16;
+  return o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+}
 
 uint64_t parse_byte_size(const std::string& text) {
   size_t used = 0;
@@ -177,37 +195,29 @@ void warn_cross_node_tp(const Topology& t, const NodeInfo& nodes) {
 // Logit rows a step may ask for: a decode row per sequence, and scored continuation tokens.
 int max_logit_rows(const RunOptions& o) { return std::max(o.max_seqs, std::min(o.max_batch_tokens, 512)); }
 
-// Bytes this process may still use: MemAvailable from /proc/meminfo (0 when unknown).
-uint64_t available_memory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
-}
-
 // The memory check run makes before loading: this rank's weights as it will hold them against its
-// share of the node's available memory.
-void check_weights_fit(const LlamaConfig& config, const Topology& topology, DType dtype, int ranks_on_node) {
-  const uint64_t bytes = held_weight_bytes(config, topology, DeviceContext{}, dtype);
-  const uint64_t available = available_memory() / static_cast<uint64_t>(std::max(1, ranks_on_node));
+// share of its device's free memory.
+void check_weights_fit(const LlamaConfig& config, const Topology& topology, const DeviceContext& ctx, DType dtype,
+                       int sharers) {
+  const uint64_t bytes = held_weight_bytes(config, topology, ctx, dtype);
+  const uint64_t available = ops::memory_available(ctx) / static_cast<uint64_t>(std::max(1, sharers));
+  const bool cpu = ctx.device == Device::kCpu;
   if (available > 0 && bytes > available)
-    fail("rank ", topology.rank(), " would hold ", mib(bytes), " of weights (", dtype_name(dtype), " matrices on the CPU) but has ", mib(available),
-         " of available memory (", ranks_on_node, " ranks share this node): spread the model over more ranks "
-         "(--tp/--pp) or nodes, or use a machine with more memory");
+    fail("rank ", topology.rank(), " would hold ", mib(bytes), " of weights (", dtype_name(dtype), " matrices on the ",
+         cpu ? "CPU" : "GPU", ") but has ", mib(available), " of free ", cpu ? "host" : "GPU", " memory (", sharers,
+         " ranks share it): spread the model over more ranks (--tp/--pp) or nodes, hold it as "
+         "--dtype bf16, or use a device with more memory");
 }
 
 // Blocks of the KV pool, the same on every rank: each rank's budget over its own block size, then
 // the minimum over ranks (rank 0 hands out block ids for all of them). Never more than every slot
 // at full context needs.
-long long local_kv_blocks(const RunOptions& o, const LlamaModel& model, const NodeInfo& nodes, int context) {
+long long local_kv_blocks(const RunOptions& o, const LlamaModel& model, int sharers, int context) {
   const uint64_t per_block = KvCache::bytes_per_block(model.n_layers_local(), model.kv_dim_local(), o.kv_block_size);
   const uint64_t budget = !o.kv_cache_memory.empty()
                               ? parse_byte_size(o.kv_cache_memory)
-                              : static_cast<uint64_t>(0.8 * static_cast<double>(available_memory()) /
-                                                      std::max(1, nodes.ranks_on_node));
+                              : static_cast<uint64_t>(0.8 * static_cast<double>(ops::memory_available(model.context())) /
+                                                      std::max(1, sharers));
   const long long most = static_cast<long long>(o.max_seqs) * ((context + o.kv_block_size - 1) / o.kv_block_size);
   return std::min<long long>(most, static_cast<long long>(budget / std::max<uint64_t>(per_block, 1)));
 }
@@ -222,8 +232,12 @@ struct RunSetup {
   std::unique_ptr<Topology> topology;
   std::unique_ptr<Tokenizer> tokenizer;  // rank 0
   int threads = 1;
+  std::unique_ptr<ops::DeviceRuntime> device;
+  int device_sharers = 1;  // ranks of this node on this rank's device (its memory is theirs)
+  CommBackend comm = CommBackend::kMpi;
+  DType dtype = DType::kF32;
   std::unique_ptr<MpiCommunicator> world;
-  std::unique_ptr<MpiCommunicator> tp_comm;
+  std::unique_ptr<Communicator> tp_comm;
   std::unique_ptr<LlamaModel> model;
   int context = 0;
   int n_blocks = 0;
@@ -253,7 +267,6 @@ void validate(const RunOptions& o, const RunHooks* hooks, int world_size, int ra
         make_topology(LayoutRequest{o.tp, o.pp, o.pp_layers}, s.nodes, world_size, rank, c.n_layers));
     if (s.checkpoint && s.checkpoint->presharded()) s.checkpoint->open_rank_shard(*s.topology);
     head_layout(c, s.topology->tp_size(), s.topology->tp_rank());
-    check_weights_fit(c, *s.topology, weight_dtype(o), s.nodes.ranks_on_node);
     if (rank != 0) return;
     for (const std::string& path : {o.stats, o.trace})  // fail now, not after hours of work
       if (!path.empty()) {
@@ -290,9 +303,24 @@ void validate(const RunOptions& o, const RunHooks* hooks, int world_size, int ra
   if (!o.allow_cross_node_tp) warn_cross_node_tp(t, s.nodes);
 }
 
-// Communicators, then this rank's shard of the weights.
-void load_model(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
-  const auto t0 = std::chrono::steady_clock::now();
+// Ranks of this rank's node whose device has the same identity (every rank of the node on the CPU).
+std::vector<int> device_sharers(const RunSetup& s, const std::string& identity) {
+  constexpr size_t kWidth = 64;
+  std::vector<char> mine(kWidth, '\0'), all(kWidth * static_cast<size_t>(s.topology->world_size()));
+  std::copy_n(identity.begin(), std::min(identity.size(), kWidth - 1), mine.begin());
+  mpi_check(MPI_Allgather(mine.data(), kWidth, MPI_CHAR, all.data(), kWidth, MPI_CHAR, MPI_COMM_WORLD), "MPI_Allgather");
+  std::vector<int> ranks;
+  const int me = s.topology->rank();
+  for (int r = 0; r < s.topology->world_size(); ++r)
+    if (s.nodes.node_of_rank[static_cast<size_t>(r)] == s.nodes.node_of_rank[static_cast<size_t>(me)] &&
+        std::string(all.data() + static_cast<size_t>(r) * kWidth) == identity)
+      ranks.push_back(r);
+  return ranks;
+}
+
+// This rank's threads and device: chosen, opened, checked against the node's other ranks, and its
+// free memory against the weights it will hold.
+void open_device(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
   const ops::cpu::ThreadPlacement placement =
       ops::cpu::plan_threads(o.threads, s.nodes.local_rank, s.nodes.ranks_on_node);
   ops::cpu::apply_threads(placement);
@@ -301,16 +329,66 @@ void load_model(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
     log::warn("rank " + std::to_string(s.topology->rank()) + ": " + placement.note);
   else if (!placement.note.empty() && s.topology->rank() == 0)
     log::info(placement.note);
+  Device device = Device::kCpu;
+  int gpu = -1, gpus = 0;
+  std::string identity = "cpu";
+  collective_phase([&] {
+    gpus = ops::gpu_count();
+    if (o.device == "cuda" && gpus == 0)
+      fail("--device cuda, but rank ", s.topology->rank(), " on ",
+           s.nodes.host_of_rank[static_cast<size_t>(s.topology->rank())], " sees no GPU (",
+           ops::cuda_built() ? "check CUDA_VISIBLE_DEVICES and the job's GPU allocation"
+                             : "this build has no CUDA: configure with -DTPLLAMA_CUDA=ON where nvcc is installed",
+           "), or run with --device cpu");
+    if (o.device == "cuda" || (o.device == "auto" && gpus > 0)) device = Device::kCuda;
+    if (device == Device::kCpu && o.comm == "nccl") fail("--comm nccl needs GPUs; this run is on the CPU");
+    if (device == Device::kCuda) {
+      gpu = s.nodes.local_rank % gpus;
+      identity = ops::gpu_uuid(gpu);
+    }
+  });
+  const std::vector<int> sharers = device_sharers(s, identity);
+  s.device_sharers = static_cast<int>(sharers.size());
+  collective_phase([&] {
+    if (device == Device::kCuda && sharers.size() > 1) {
+      std::string list;
+      for (int r : sharers) list += (list.empty() ? "" : ", ") + std::to_string(r);
+      if (!o.share_gpus)
+        fail("ranks ", list, " on ", s.nodes.host_of_rank[static_cast<size_t>(s.topology->rank())], " would share GPU ",
+             gpu, " (", s.nodes.ranks_on_node, " ranks on the node, ", gpus,
+             " GPUs visible): start one rank per GPU, or pass --share-gpus --comm mpi to let them share");
+      if (o.comm == "nccl") fail("ranks ", list, " share one GPU, which NCCL cannot do: use --comm mpi");
+    }
+    s.comm = o.comm == "auto" ? (device == Device::kCuda && !o.share_gpus ? CommBackend::kNccl : CommBackend::kMpi)
+                              : parse_comm_backend(o.comm);
+    s.dtype = weight_dtype(o, device);
+    s.device = std::make_unique<ops::DeviceRuntime>(device, gpu, s.threads);
+  });
+  if (hooks != nullptr && hooks->on_device) {
+    hooks->on_device(s.device->context());
+    ops::cpu::apply_threads(placement);  // the hook may have spread rank 0 over the node to measure it
+  }
+  collective_phase([&] { check_weights_fit(s.config, *s.topology, s.device->context(), s.dtype, s.device_sharers); });
+  if (s.topology->rank() == 0)
+    log::info("device: rank 0 on " + s.device->describe() + "; TP tensors over " +
+              (s.comm == CommBackend::kNccl ? "NCCL" : device == Device::kCpu ? "MPI" : "MPI, staged through host memory") +
+              (s.device_sharers > 1 && device == Device::kCuda ? "; " + std::to_string(s.device_sharers) + " ranks share its GPU" : ""));
+}
+
+// Communicators, then this rank's shard of the weights.
+void load_model(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
+  const auto t0 = std::chrono::steady_clock::now();
   MPI_Comm world_dup;
   mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &world_dup), "MPI_Comm_dup");
   s.world = std::make_unique<MpiCommunicator>(world_dup);
-  s.tp_comm = MpiCommunicator::split(MPI_COMM_WORLD, s.topology->pp_rank(), s.topology->tp_rank());
-  const DeviceContext ctx{Device::kCpu, s.threads};
+  const DeviceContext& ctx = s.device->context();
+  s.tp_comm = make_group_communicator(MpiCommunicator::split(MPI_COMM_WORLD, s.topology->pp_rank(), s.topology->tp_rank()),
+                                      s.comm, ctx);
   collective_phase([&] {
     const ModelLimits limits{o.max_batch_tokens, max_logit_rows(o)};
     ModelWeights weights = hooks != nullptr && hooks->synthetic
-                               ? random_weights(s.config, *s.topology, ctx, weight_dtype(o), hooks->synthetic->seed)
-                               : load_weights(*s.checkpoint, *s.topology, ctx, weight_dtype(o));
+                               ? random_weights(s.config, *s.topology, ctx, s.dtype, hooks->synthetic->seed)
+                               : load_weights(*s.checkpoint, *s.topology, ctx, s.dtype);
     s.model = std::make_unique<LlamaModel>(s.config, std::move(weights), *s.topology, *s.tp_comm, ctx, limits);
   });
   report_weights(*s.topology, s.model->weights(), s.checkpoint.get(), s.config);
@@ -323,14 +401,15 @@ void load_model(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
   os << "model " << (s.checkpoint ? o.model : "(random weights)") << ": " << config.n_layers << " layers, dim " << config.dim << ", " << config.n_heads
      << " heads (" << config.n_kv_heads << " kv), vocab " << config.vocab_size << ", context " << config.max_seq_len
      << "; loaded in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s; "
-     << s.threads << " threads per rank; weights " << o.dtype << ", GEMM kernel " << ops::cpu::gemm_kernel_name();
+     << s.threads << " threads per rank; weights " << dtype_name(s.dtype);
+  if (ctx.device == Device::kCpu) os << ", GEMM kernel " << ops::cpu::gemm_kernel_name();
   log::info(os.str());
 }
 
 // The KV pool: the same block count on every rank, refused if one full-context sequence won't fit.
 void make_kv_cache(const RunOptions& o, RunSetup& s) {
   long long blocks = 0;
-  collective_phase([&] { blocks = local_kv_blocks(o, *s.model, s.nodes, s.context); });
+  collective_phase([&] { blocks = local_kv_blocks(o, *s.model, s.device_sharers, s.context); });
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, &blocks, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
   s.n_blocks = static_cast<int>(std::min<long long>(blocks, INT32_MAX));
   collective_phase([&] {
@@ -340,7 +419,7 @@ void make_kv_cache(const RunOptions& o, RunSetup& s) {
            " tokens on the smallest rank, less than one ", s.context, "-token sequence needs (", full,
            "): give more --kv-cache-memory or a smaller --max-model-len");
     s.cache = std::make_unique<KvCache>(s.model->n_layers_local(), s.model->kv_dim_local(), o.kv_block_size,
-                                        s.n_blocks, o.max_seqs);
+                                        s.n_blocks, o.max_seqs, s.model->context(), full);
   });
   if (s.topology->rank() != 0) return;
   std::ostringstream os;
@@ -429,6 +508,7 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
   RunSetup s;
   s.nodes = detect_nodes();
   validate(o, hooks, mpi.world_size(), mpi.rank(), s);
+  open_device(o, hooks, s);
   load_model(o, hooks, s);
   make_kv_cache(o, s);
   open_io(o, hooks, s);
@@ -450,7 +530,8 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
                  mpi.rank() == 0 ? &summary : nullptr, o.stats);
   if (!o.trace.empty()) write_trace(*s.topology, trace, o.trace);
   if (mpi.rank() == 0 && hooks != nullptr && hooks->on_finish)
-    hooks->on_finish(RunOutcome{summary, figures, s.config, *s.topology, s.threads, s.nodes.n_nodes});
+    hooks->on_finish(RunOutcome{summary, figures, s.config, *s.topology, s.threads, s.nodes.n_nodes,
+                                s.device->describe(), s.dtype});
   return mpi.rank() == 0 ? finish_on_rank0(o, hooks, s, summary) : 0;
 }
 

@@ -49,7 +49,12 @@ std::string Tensor::shape_string() const {
   return os.str();
 }
 
-void Buffer::Free::operator()(void* p) const { std::free(p); }
+void Buffer::Free::operator()(void* p) const {
+  if (release != nullptr)
+    release(p);
+  else
+    std::free(p);
+}
 
 Buffer::Buffer(size_t nbytes) : nbytes_(nbytes) {
   constexpr size_t kAlign = 64;
@@ -59,8 +64,11 @@ Buffer::Buffer(size_t nbytes) : nbytes_(nbytes) {
   data_.reset(p);
 }
 
+Buffer::Buffer(void* data, size_t nbytes, Device device, Release release)
+    : data_(data, Free{release}), nbytes_(nbytes), device_(device) {}
+
 Tensor Buffer::view(DType dtype, std::initializer_list<int64_t> shape) const {
-  Tensor t(data_.get(), dtype, shape);
+  Tensor t(data_.get(), dtype, shape, device_);
   TPLLAMA_CHECK(t.nbytes() <= nbytes_, "view ", t.shape_string(), " exceeds buffer of ", nbytes_,
                 " bytes");
   return t;

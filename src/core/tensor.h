@@ -1,5 +1,5 @@
-// Tensor: a non-owning view (data pointer, shape, dtype, device). Buffer: the owner of host
-// memory, allocated once at start-up and viewed through Tensors everywhere else.
+// Tensor: a non-owning view (data pointer, shape, dtype, device). Buffer: the owner of memory on
+// one device, allocated once at start-up and viewed through Tensors everywhere else.
 #pragma once
 
 #include <array>
@@ -45,24 +45,33 @@ class Tensor {
   std::array<int64_t, kMaxDims> shape_{};
 };
 
-// 64-byte aligned host memory with one owner.
+// Memory with one owner: 64-byte aligned host memory, or device memory adopted from its allocator
+// (ops::allocate) together with the function that frees it.
 class Buffer {
  public:
+  using Release = void (*)(void*);
+
   Buffer() = default;
-  explicit Buffer(size_t nbytes);
+  explicit Buffer(size_t nbytes);  // host
+  Buffer(void* data, size_t nbytes, Device device, Release release);
   Buffer(Buffer&&) noexcept = default;
   Buffer& operator=(Buffer&&) noexcept = default;
 
   void* data() const { return data_.get(); }
   size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
   Tensor view(DType dtype, std::initializer_list<int64_t> shape) const;
 
  private:
   struct Free {
+    Free() : release(nullptr) {}
+    explicit Free(Release r) : release(r) {}
     void operator()(void* p) const;
+    Release release;
   };
   std::unique_ptr<void, Free> data_;
   size_t nbytes_ = 0;
+  Device device_ = Device::kCpu;
 };
 
 }  // namespace tpllama

@@ -2,6 +2,7 @@
 #include "model/kv_cache.h"
 
 #include "core/error.h"
+#include "ops/ops.h"
 
 namespace tpllama {
 
@@ -10,33 +11,69 @@ uint64_t KvCache::bytes_per_block(int n_layers_local, int kv_dim_local, int bloc
          static_cast<uint64_t>(kv_dim_local) * sizeof(float);
 }
 
-KvCache::KvCache(int n_layers_local, int kv_dim_local, int block_size, int n_blocks, int max_slots)
-    : n_layers_(n_layers_local),
+KvCache::KvCache(int n_layers_local, int kv_dim_local, int block_size, int n_blocks, int max_slots,
+                 const DeviceContext& ctx, int max_blocks_per_slot)
+    : ctx_(ctx),
+      n_layers_(n_layers_local),
       kv_dim_(kv_dim_local),
       block_size_(block_size),
       n_blocks_(n_blocks),
+      max_blocks_per_slot_(max_blocks_per_slot > 0 ? max_blocks_per_slot : n_blocks),
       layer_stride_(2 * static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size) * static_cast<size_t>(kv_dim_local)),
-      pool_(static_cast<size_t>(n_layers_local) * layer_stride_ * sizeof(float)),
-      tables_(static_cast<size_t>(max_slots)) {
+      tables_(static_cast<size_t>(max_slots)),
+      is_changed_(static_cast<size_t>(max_slots), 0) {
   if (block_size < 1) fail("--kv-block-size must be at least 1, got ", block_size);
   if (n_blocks < 1) fail("the KV cache must hold at least one block, got ", n_blocks);
+  TPLLAMA_CHECK(max_slots >= 1, "KV cache with ", max_slots, " slots");
+  pool_ = ops::allocate(ctx_, static_cast<size_t>(n_layers_local) * layer_stride_ * sizeof(float));
+  device_tables_ = ops::allocate(ctx_, static_cast<size_t>(max_slots) * static_cast<size_t>(max_blocks_per_slot_) *
+                                           sizeof(int32_t));
 }
 
 void KvCache::append_block(int slot, int block) {
   TPLLAMA_CHECK(slot >= 0 && static_cast<size_t>(slot) < tables_.size() && block >= 0 && block < n_blocks_,
                 "append block ", block, " to slot ", slot);
-  tables_[static_cast<size_t>(slot)].push_back(block);
+  std::vector<int32_t>& t = tables_[static_cast<size_t>(slot)];
+  TPLLAMA_CHECK(static_cast<int>(t.size()) < max_blocks_per_slot_, "slot ", slot, " already holds ", t.size(),
+                " blocks, its most");
+  t.push_back(block);
+  if (!is_changed_[static_cast<size_t>(slot)]) {
+    is_changed_[static_cast<size_t>(slot)] = 1;
+    changed_.push_back(slot);
+  }
 }
 
 void KvCache::release(int slot) {
   TPLLAMA_CHECK(slot >= 0 && static_cast<size_t>(slot) < tables_.size(), "release of slot ", slot);
-  tables_[static_cast<size_t>(slot)].clear();
+  tables_[static_cast<size_t>(slot)].clear();  // nothing to upload: a token sees only blocks it was given
 }
 
 int64_t KvCache::row_of(int slot, int pos) const {
   const std::vector<int32_t>& t = blocks(slot);
   TPLLAMA_CHECK(pos >= 0 && pos < capacity(slot), "position ", pos, " beyond the ", t.size(), " blocks of slot ", slot);
   return static_cast<int64_t>(t[static_cast<size_t>(pos / block_size_)]) * block_size_ + pos % block_size_;
+}
+
+void KvCache::upload_tables() {
+  for (int32_t slot : changed_) {
+    const std::vector<int32_t>& t = tables_[static_cast<size_t>(slot)];
+    auto* row = static_cast<int32_t*>(device_tables_.data()) + static_cast<size_t>(slot) * max_blocks_per_slot_;
+    if (!t.empty())
+      ops::upload(ctx_, Tensor(row, DType::kI32, {static_cast<int64_t>(t.size())}, device_tables_.device()), t.data());
+    is_changed_[static_cast<size_t>(slot)] = 0;
+  }
+  changed_.clear();
+}
+
+Tensor KvCache::device_tables() const {
+  return device_tables_.view(DType::kI32, {static_cast<int64_t>(tables_.size()), max_blocks_per_slot_});
+}
+
+Tensor KvCache::pool(int layer_local, int which) const {
+  TPLLAMA_CHECK(layer_local >= 0 && layer_local < n_layers_, "layer ", layer_local, " of ", n_layers_);
+  const int64_t rows = static_cast<int64_t>(n_blocks_) * block_size_;
+  const size_t offset = static_cast<size_t>(layer_local) * layer_stride_ + static_cast<size_t>(which) * layer_stride_ / 2;
+  return Tensor(static_cast<float*>(pool_.data()) + offset, DType::kF32, {rows, kv_dim_}, pool_.device());
 }
 
 }  // namespace tpllama

@@ -1,18 +1,24 @@
 // Paged KV cache of one rank: a pool of fixed-size blocks for its layers × its kv heads, and one
 // block table per sequence slot. Rank 0 decides which block goes to which slot (the step plan
-// carries those decisions); every rank applies them, so the tables agree everywhere.
+// carries those decisions); every rank applies them, so the tables agree everywhere. The pool and
+// a mirror of the tables live on the rank's device; the tables change on the host and reach the
+// device, changed slots only, before the next forward (upload_tables).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "core/device.h"
 #include "core/tensor.h"
 
 namespace tpllama {
 
 class KvCache {
  public:
-  KvCache(int n_layers_local, int kv_dim_local, int block_size, int n_blocks, int max_slots);
+  // max_blocks_per_slot: the longest table a slot may have (its context over the block size);
+  // 0: n_blocks.
+  KvCache(int n_layers_local, int kv_dim_local, int block_size, int n_blocks, int max_slots,
+          const DeviceContext& ctx = {}, int max_blocks_per_slot = 0);
 
   // Bytes one block takes on a rank holding these layers and kv heads.
   static uint64_t bytes_per_block(int n_layers_local, int kv_dim_local, int block_size);
@@ -25,26 +31,36 @@ class KvCache {
   int block_size() const { return block_size_; }
   int n_blocks() const { return n_blocks_; }
   int kv_dim() const { return kv_dim_; }
+  int max_slots() const { return static_cast<int>(tables_.size()); }
   uint64_t bytes() const { return static_cast<uint64_t>(pool_.nbytes()); }
 
-  // Pool bases of a layer: row (block * block_size + offset) holds one position's kv_dim values.
-  float* keys(int layer_local) const { return base(layer_local); }
-  float* values(int layer_local) const { return base(layer_local) + layer_stride_ / 2; }
-  // Row offset (in rows of kv_dim) of position pos of a slot.
+  // The pools of a layer, (n_blocks * block_size, kv_dim) f32 on the device: row
+  // (block * block_size + offset) holds one position.
+  Tensor key_pool(int layer_local) const { return pool(layer_local, 0); }
+  Tensor value_pool(int layer_local) const { return pool(layer_local, 1); }
+  // Row of position pos of a slot in the pools.
   int64_t row_of(int slot, int pos) const;
 
- private:
-  float* base(int layer_local) const {
-    return static_cast<float*>(pool_.data()) + static_cast<size_t>(layer_local) * layer_stride_;
-  }
+  // Copies the tables changed since the last call to the device mirror.
+  void upload_tables();
+  // The device mirror, (max_slots, max_blocks_per_slot) i32: row s is slot s's table.
+  Tensor device_tables() const;
 
+ private:
+  Tensor pool(int layer_local, int which) const;
+
+  DeviceContext ctx_;
   int n_layers_;
   int kv_dim_;
   int block_size_;
   int n_blocks_;
+  int max_blocks_per_slot_;
   size_t layer_stride_;  // floats per layer: keys then values, n_blocks * block_size rows each
   Buffer pool_;
+  Buffer device_tables_;
   std::vector<std::vector<int32_t>> tables_;
+  std::vector<int32_t> changed_;  // slots whose table changed since upload_tables
+  std::vector<uint8_t> is_changed_;
 };
 
 }  // namespace tpllama

@@ -2,6 +2,7 @@
 // TP all-reduces written where they happen (no-ops on a TP group of one).
 #include "model/llama_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -37,36 +38,74 @@ LlamaModel::LlamaModel(const LlamaConfig& config, ModelWeights weights, const To
   TPLLAMA_CHECK(limits.max_batch_tokens > 0 && limits.max_logit_rows > 0, "limits ",
                 limits.max_batch_tokens, " ", limits.max_logit_rows);
   const size_t t = static_cast<size_t>(limits.max_batch_tokens);
+  const size_t r = static_cast<size_t>(limits.max_logit_rows);
   const size_t f = sizeof(float);
   const size_t q_local = static_cast<size_t>(heads_.n_heads_local * config_.head_dim);
   const size_t hidden_local = static_cast<size_t>(heads_.ffn_local);
-  x_ = Buffer(t * static_cast<size_t>(config_.dim) * f);
-  xn_ = Buffer(t * static_cast<size_t>(config_.dim) * f);
-  q_ = Buffer(t * q_local * f);
-  k_ = Buffer(t * static_cast<size_t>(kv_dim_local()) * f);
-  v_ = Buffer(t * static_cast<size_t>(kv_dim_local()) * f);
-  att_ = Buffer(t * q_local * f);
-  gate_ = Buffer(t * hidden_local * f);
-  up_ = Buffer(t * hidden_local * f);
-  cos_ = Buffer(t * static_cast<size_t>(config_.head_dim / 2) * f);
-  sin_ = Buffer(t * static_cast<size_t>(config_.head_dim / 2) * f);
-  tokens_ = Buffer(t * sizeof(int32_t));
-  const size_t r = static_cast<size_t>(limits.max_logit_rows);
-  last_ = Buffer(r * static_cast<size_t>(config_.dim) * f);
-  logits_ = Buffer(r * static_cast<size_t>(vocab_local_) * f);
+  const size_t dim = static_cast<size_t>(config_.dim), kv = static_cast<size_t>(kv_dim_local());
+  x_ = ops::allocate(ctx_, t * dim * f);
+  xn_ = ops::allocate(ctx_, t * dim * f);
+  q_ = ops::allocate(ctx_, t * q_local * f);
+  k_ = ops::allocate(ctx_, t * kv * f);
+  v_ = ops::allocate(ctx_, t * kv * f);
+  att_ = ops::allocate(ctx_, t * q_local * f);
+  gate_ = ops::allocate(ctx_, t * hidden_local * f);
+  up_ = ops::allocate(ctx_, t * hidden_local * f);
+  const size_t step_words = 4 * t + r + 2 * t * static_cast<size_t>(config_.head_dim / 2);
+  step_host_ = Buffer(step_words * 4);
+  step_ = ops::allocate(ctx_, step_words * 4);
+  last_ = ops::allocate(ctx_, r * dim * f);
+  logits_ = ops::allocate(ctx_, r * static_cast<size_t>(vocab_local_) * f);
 }
 
-void LlamaModel::compute_rope_tables(const StepBatch& batch) {
-  const size_t half = inv_freq_.size();
-  auto* c = static_cast<float*>(cos_.data());
-  auto* s = static_cast<float*>(sin_.data());
-  for (size_t m = 0; m < batch.size(); ++m) {
-    for (size_t i = 0; i < half; ++i) {  // angles in double: positions reach 10^5 and beyond
-      const double angle = batch.positions[m] * inv_freq_[i];
-      c[m * half + i] = static_cast<float>(std::cos(angle));
-      s[m * half + i] = static_cast<float>(std::sin(angle));
+// Fills the host staging area, packed for this step's n tokens and r logit rows, and uploads it.
+LlamaModel::StepViews LlamaModel::stage_step(const StepBatch& batch, const KvCache& cache) {
+  const int64_t n = static_cast<int64_t>(batch.size()), r = static_cast<int64_t>(batch.logit_rows.size());
+  const int64_t half = static_cast<int64_t>(inv_freq_.size());
+  auto* words = static_cast<int32_t*>(step_host_.data());
+  int32_t* tokens = words;
+  int32_t* kv_rows = tokens + n;
+  int32_t* seq = kv_rows + n;
+  int32_t* n_ctx = seq + n;
+  int32_t* logit_rows = n_ctx + n;
+  auto* cos = reinterpret_cast<float*>(logit_rows + r);
+  float* sin = cos + n * half;
+  const bool embeds = topology_.is_first_stage();
+  if (embeds) TPLLAMA_CHECK(batch.tokens.size() == batch.size(), "batch tokens");
+  int max_ctx = 0;
+  for (int64_t m = 0; m < n; ++m) {
+    const int slot = batch.slots[static_cast<size_t>(m)], pos = batch.positions[static_cast<size_t>(m)];
+    TPLLAMA_CHECK(slot >= 0 && slot < cache.max_slots(), "slot ", slot, " of ", cache.max_slots());
+    tokens[m] = embeds ? batch.tokens[static_cast<size_t>(m)] : 0;
+    kv_rows[m] = static_cast<int32_t>(cache.row_of(slot, pos));
+    seq[m] = slot;
+    n_ctx[m] = pos + 1;
+    max_ctx = std::max(max_ctx, pos + 1);
+    for (int64_t i = 0; i < half; ++i) {  // angles in double: positions reach 10^5 and beyond
+      const double angle = pos * inv_freq_[static_cast<size_t>(i)];
+      cos[m * half + i] = static_cast<float>(std::cos(angle));
+      sin[m * half + i] = static_cast<float>(std::sin(angle));
     }
   }
+  for (int64_t i = 0; i < r; ++i) {
+    const int32_t row = batch.logit_rows[static_cast<size_t>(i)];
+    TPLLAMA_CHECK(row >= 0 && row < n, "logit row ", row, " of a ", n, "-token step");
+    logit_rows[i] = row;
+  }
+  const int64_t used = 4 * n + r + 2 * n * half;
+  const Device d = ctx_.device;
+  auto* base = static_cast<int32_t*>(step_.data());
+  ops::upload(ctx_, Tensor(base, DType::kI32, {used}, d), words);
+  StepViews v;
+  v.tokens = Tensor(base, DType::kI32, {n}, d);
+  v.kv_rows = Tensor(base + n, DType::kI32, {n}, d);
+  v.seq = Tensor(base + 2 * n, DType::kI32, {n}, d);
+  v.n_ctx = Tensor(base + 3 * n, DType::kI32, {n}, d);
+  v.logit_rows = Tensor(base + 4 * n, DType::kI32, {r}, d);
+  v.cos = Tensor(base + 4 * n + r, DType::kF32, {n, half}, d);
+  v.sin = Tensor(base + 4 * n + r + n * half, DType::kF32, {n, half}, d);
+  v.max_ctx = max_ctx;
+  return v;
 }
 
 Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
@@ -78,7 +117,6 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
   if (n < 1 || n > limits_.max_batch_tokens)
     fail("step of ", n, " tokens outside [1, ", limits_.max_batch_tokens, "]");
   TPLLAMA_CHECK(batch.positions.size() == static_cast<size_t>(n) && batch.slots.size() == static_cast<size_t>(n), "batch");
-
   Tensor x = x_.view(DType::kF32, {n, dim});
   Tensor xn = xn_.view(DType::kF32, {n, dim});
   Tensor q = q_.view(DType::kF32, {n, q_local});
@@ -87,20 +125,17 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
   Tensor att = att_.view(DType::kF32, {n, q_local});
   Tensor gate = gate_.view(DType::kF32, {n, hidden_local});
   Tensor up = up_.view(DType::kF32, {n, hidden_local});
-  Tensor cos = cos_.view(DType::kF32, {n, hd / 2});
-  Tensor sin = sin_.view(DType::kF32, {n, hd / 2});
-  compute_rope_tables(batch);
+  const int64_t r = static_cast<int64_t>(batch.logit_rows.size());
+  if (r > limits_.max_logit_rows) fail("step wants ", r, " logit rows, limit ", limits_.max_logit_rows);
+  const StepViews step = stage_step(batch, cache);
+  cache.upload_tables();
 
   if (topology_.is_first_stage()) {
     // Token embedding (vocab-parallel: each rank fills the rows it holds, the all-reduce the rest).
-    TPLLAMA_CHECK(batch.tokens.size() == batch.size(), "batch tokens");
-    Tensor tokens = tokens_.view(DType::kI32, {n});
-    std::memcpy(tokens.data(), batch.tokens.data(), static_cast<size_t>(n) * sizeof(int32_t));
-    ops::embedding(ctx_, x, weights_.embed, tokens, vocab_begin_);
+    ops::embedding(ctx_, x, weights_.embed, step.tokens, vocab_begin_);
     tp_comm_.all_reduce_sum(x);
   }  // later stages find the previous stage's hidden states in x (input_hidden)
 
-  std::vector<ops::KvView> kv(static_cast<size_t>(n));
   const ops::AttentionShape shape{heads_.n_heads_local, heads_.n_kv_heads_local, config_.head_dim,
                                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))), cache.block_size()};
   for (int l = 0; l < n_layers_local(); ++l) {
@@ -110,17 +145,12 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
     ops::matmul(ctx_, q, xn, w.wq);
     ops::matmul(ctx_, k, xn, w.wk);
     ops::matmul(ctx_, v, xn, w.wv);
-    ops::rope(ctx_, q, cos, sin, heads_.n_heads_local, config_.head_dim);
-    ops::rope(ctx_, k, cos, sin, heads_.n_kv_heads_local, config_.head_dim);
+    ops::rope(ctx_, q, step.cos, step.sin, heads_.n_heads_local, config_.head_dim);
+    ops::rope(ctx_, k, step.cos, step.sin, heads_.n_kv_heads_local, config_.head_dim);
     // Append this step's keys and values, then attend causally up to each token's own position.
-    for (int64_t m = 0; m < n; ++m) {
-      const int slot = batch.slots[static_cast<size_t>(m)];
-      const int pos = batch.positions[static_cast<size_t>(m)];
-      const int64_t row = cache.row_of(slot, pos);
-      std::memcpy(cache.keys(l) + row * kv_local, k.as<float>() + m * kv_local, static_cast<size_t>(kv_local) * sizeof(float));
-      std::memcpy(cache.values(l) + row * kv_local, v.as<float>() + m * kv_local, static_cast<size_t>(kv_local) * sizeof(float));
-      kv[static_cast<size_t>(m)] = {cache.keys(l), cache.values(l), cache.blocks(slot).data(), pos + 1};
-    }
+    const ops::KvBatch kv{cache.key_pool(l), cache.value_pool(l), cache.device_tables(), step.seq, step.n_ctx,
+                          step.max_ctx};
+    ops::kv_write(ctx_, kv.keys, kv.values, k, v, step.kv_rows);
     ops::attention(ctx_, att, q, kv, shape);
     ops::matmul(ctx_, xn, att, w.wo);
     tp_comm_.all_reduce_sum(xn);  // row-parallel Wo: partial sums over this rank's heads
@@ -139,28 +169,16 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
   if (!topology_.is_last_stage()) return x;
 
   // Final norm and lm_head, only for the rows whose next token is wanted.
-  const int64_t r = static_cast<int64_t>(batch.logit_rows.size());
-  if (r > limits_.max_logit_rows) fail("step wants ", r, " logit rows, limit ", limits_.max_logit_rows);
   Tensor last = last_.view(DType::kF32, {r, dim});
-  for (int64_t i = 0; i < r; ++i) {
-    const int32_t row = batch.logit_rows[static_cast<size_t>(i)];
-    TPLLAMA_CHECK(row >= 0 && row < n, "logit row ", row);
-    std::memcpy(last.as<float>() + i * dim, x.as<float>() + row * dim, static_cast<size_t>(dim) * sizeof(float));
-  }
   Tensor logits = logits_.view(DType::kF32, {r, vocab_local_});
   if (r == 0) return logits;
+  ops::gather_rows(ctx_, last, x, step.logit_rows);
   ops::rms_norm(ctx_, last, last, weights_.final_norm, eps);
   ops::matmul(ctx_, logits, last, weights_.lm_head);
-  const int pad_begin = config_.vocab_size - vocab_begin_;  // padding rows of the last vocab shard
-  if (pad_begin < vocab_local_)
-    for (int64_t i = 0; i < r; ++i)
-      for (int c = std::max(pad_begin, 0); c < vocab_local_; ++c) logits.as<float>()[i * vocab_local_ + c] = -INFINITY;
+  // The padding rows of the last vocab shard can never be chosen.
+  ops::fill_columns(ctx_, logits, std::max(config_.vocab_size - vocab_begin_, 0), -INFINITY);
   return logits;
 }
-
-}  // namespace tpllama
-
-namespace tpllama {
 
 Tensor LlamaModel::input_hidden(int64_t n_tokens) {
   if (n_tokens < 1 || n_tokens > limits_.max_batch_tokens)

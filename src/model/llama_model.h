@@ -45,9 +45,12 @@ class LlamaModel {
   // (logit_rows, vocab_local) on the last stage — this rank's vocabulary slice starts at
   // vocab_begin(), padding columns hold -inf — and the hidden states (n_tokens, dim) for the next
   // stage on the others. A stage after the first reads its input from input_hidden().
+  // Every tensor it returns lives on the model's device.
   Tensor forward(const StepBatch& batch, KvCache& cache);
-  // Where a later stage places the previous stage's hidden states before forward().
+  // Where a later stage places the previous stage's hidden states before forward() (on the device:
+  // fill it with ops::upload or a communicator's recv).
   Tensor input_hidden(int64_t n_tokens);
+  const DeviceContext& context() const { return ctx_; }
 
   const LlamaConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
@@ -59,7 +62,13 @@ class LlamaModel {
   int kv_dim_local() const { return heads_.n_kv_heads_local * config_.head_dim; }
 
  private:
-  void compute_rope_tables(const StepBatch& batch);
+  // The step's indices and RoPE tables, staged on the host and uploaded in one copy.
+  struct StepViews {
+    Tensor tokens, kv_rows, seq, n_ctx, logit_rows;  // i32
+    Tensor cos, sin;                                 // (n_tokens, head_dim/2) f32
+    int max_ctx = 0;
+  };
+  StepViews stage_step(const StepBatch& batch, const KvCache& cache);
 
   LlamaConfig config_;
   Topology topology_;
@@ -72,7 +81,7 @@ class LlamaModel {
   ModelWeights weights_;
   std::vector<double> inv_freq_;  // (head_dim/2)
 
-  // Activations, allocated once for limits_.max_batch_tokens rows.
+  // Activations on the device, allocated once for limits_.max_batch_tokens rows.
   Buffer x_;       // (T, dim) residual stream
   Buffer xn_;      // (T, dim) normalised input of a block
   Buffer q_;       // (T, n_heads_local*head_dim)
@@ -81,9 +90,8 @@ class LlamaModel {
   Buffer att_;     // (T, n_heads_local*head_dim)
   Buffer gate_;    // (T, hidden_local)
   Buffer up_;      // (T, hidden_local)
-  Buffer cos_;     // (T, head_dim/2)
-  Buffer sin_;     // (T, head_dim/2)
-  Buffer tokens_;  // (T) int32
+  Buffer step_host_;  // the step's indices and RoPE tables (stage_step), host
+  Buffer step_;       // the same, on the device
   Buffer last_;    // (R, dim) hidden states of the logit rows
   Buffer logits_;  // (R, vocab_local)
 };

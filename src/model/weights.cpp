@@ -71,20 +71,31 @@ class WeightBuilder {
   WeightBuilder(const DeviceContext& ctx, DType dtype, SliceFiller fill, ModelWeights* w)
       : ctx_(ctx), dtype_(dtype), fill_(std::move(fill)), w_(w) {}
 
-  // The slice as f32 (held_plain entries).
-  Tensor plain(const ShardEntry& e) {
-    Buffer buf = slice(e);
-    w_->bytes_held += buf.nbytes();
-    Tensor view = e.is_1d ? buf.view(DType::kF32, {out_rows(e)}) : buf.view(DType::kF32, {out_rows(e), out_cols(e)});
-    w_->storage.push_back(std::move(buf));
-    return view;
+  // The slice as f32 (held_plain entries), on the device. keep_host: also return the host copy.
+  Tensor plain(const ShardEntry& e, Tensor* keep_host = nullptr) {
+    Buffer host = slice(e);
+    Tensor view = e.is_1d ? host.view(DType::kF32, {out_rows(e)}) : host.view(DType::kF32, {out_rows(e), out_cols(e)});
+    w_->bytes_held += host.nbytes();
+    if (keep_host != nullptr) *keep_host = view;
+    if (ctx_.device == Device::kCpu) {
+      w_->storage.push_back(std::move(host));
+      return view;
+    }
+    Buffer device = ops::allocate(ctx_, host.nbytes());
+    Tensor on_device = e.is_1d ? device.view(DType::kF32, {out_rows(e)})
+                               : device.view(DType::kF32, {out_rows(e), out_cols(e)});
+    ops::upload(ctx_, on_device, host.data());
+    w_->storage.push_back(std::move(device));
+    if (keep_host != nullptr) w_->storage.push_back(std::move(host));  // freed with the rest after load
+    return on_device;
   }
 
   // The slice packed for matmul in the run's dtype.
   ops::Weight matrix(const ShardEntry& e) { return pack(slice(e).view(DType::kF32, {out_rows(e), out_cols(e)})); }
 
+  // f32: host memory.
   ops::Weight pack(Tensor f32) {
-    Buffer packed(ops::weight_bytes(ctx_, f32.size(0), f32.size(1), dtype_));
+    Buffer packed = ops::allocate(ctx_, ops::weight_bytes(ctx_, f32.size(0), f32.size(1), dtype_));
     ops::Weight weight = ops::pack_weight(ctx_, f32, dtype_, packed.data());
     w_->bytes_held += packed.nbytes();
     w_->matrix_bytes += packed.nbytes();
@@ -118,7 +129,8 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
   ModelWeights w;
   WeightBuilder b(ctx, dtype, std::move(fill), &w);
   size_t i = 0;
-  if (topo.is_first_stage()) w.embed = b.plain(table[i++]);  // held_plain: entry 0 of a first stage
+  Tensor embed_host;  // a tied head packs the embedding's slice as read
+  if (topo.is_first_stage()) w.embed = b.plain(table[i++], &embed_host);  // held_plain: entry 0 of a first stage
   for (int l = topo.my_layers().begin; l < topo.my_layers().end; ++l) {
     LayerWeights lw;
     lw.attn_norm = b.plain(table[i++]);
@@ -136,7 +148,13 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
     w.final_norm = b.plain(table[i++]);
     const ShardEntry& head = table[i++];
     // A tied head is the embedding's slice, read once and packed as a second copy for matmul.
-    w.lm_head = c.tie_word_embeddings && !w.embed.empty() ? b.pack(w.embed) : b.matrix(head);
+    w.lm_head = c.tie_word_embeddings && !w.embed.empty() ? b.pack(embed_host) : b.matrix(head);
+  }
+  if (ctx.device != Device::kCpu) {  // the host copies kept for a tied head go; only device memory stays
+    std::vector<Buffer> kept;
+    for (Buffer& buffer : w.storage)
+      if (buffer.device() == ctx.device) kept.push_back(std::move(buffer));
+    w.storage = std::move(kept);
   }
   TPLLAMA_CHECK(i == table.size(), "shard table has ", table.size(), " entries, loaded ", i);
   return w;

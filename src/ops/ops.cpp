@@ -3,13 +3,19 @@
 // was asked to run on a GPU.
 #include "ops/ops.h"
 
+#include <algorithm>
+#include <cstring>
+#include <fstream>
 #include <initializer_list>
+#include <string>
 
 #include "core/error.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/machine_limits.h"
 #ifdef TPLLAMA_HAVE_CUDA
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/cuda_runtime.h"
 #endif
 
 namespace tpllama::ops {
@@ -49,6 +55,73 @@ void require_cpu_f32(const char* op, std::initializer_list<const Tensor*> tensor
 #else
 #define TPLLAMA_GPU(call) fail("unreachable: no CUDA in this build")
 #endif
+
+bool cuda_built() {
+#ifdef TPLLAMA_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int gpu_count() {
+#ifdef TPLLAMA_HAVE_CUDA
+  return tpllama::cuda::device_count();
+#else
+  return 0;
+#endif
+}
+
+std::string gpu_uuid(int gpu) {
+#ifdef TPLLAMA_HAVE_CUDA
+  return tpllama::cuda::device_uuid(gpu);
+#else
+  fail("GPU ", gpu, " asked for, but this build has no CUDA");
+#endif
+}
+
+#ifdef TPLLAMA_HAVE_CUDA
+struct DeviceRuntime::Gpu {
+  tpllama::cuda::CudaRuntime runtime;
+  explicit Gpu(int gpu) : runtime(gpu) {}
+};
+#else
+struct DeviceRuntime::Gpu {};
+#endif
+
+DeviceRuntime::DeviceRuntime(Device device, int gpu, int threads) {
+  ctx_.device = device;
+  ctx_.threads = std::max(1, threads);
+  if (device == Device::kCpu) return;
+  on_gpu("DeviceRuntime", ctx_, {});  // names the missing CUDA in a CPU-only build
+#ifdef TPLLAMA_HAVE_CUDA
+  gpu_ = std::make_unique<Gpu>(gpu);
+  ctx_ = gpu_->runtime.context();
+  ctx_.threads = std::max(1, threads);
+  gpu_index_ = gpu;
+#endif
+}
+
+DeviceRuntime::~DeviceRuntime() = default;
+
+std::string DeviceRuntime::describe() const {
+  if (ctx_.device == Device::kCpu) return "cpu (" + std::to_string(ctx_.threads) + " threads)";
+#ifdef TPLLAMA_HAVE_CUDA
+  return "cuda:" + std::to_string(gpu_index_) + " (" + gpu_->runtime.describe() + ")";
+#else
+  return "cuda";
+#endif
+}
+
+double measure_read_bandwidth(const DeviceContext& ctx) {
+  if (on_gpu("measure_read_bandwidth", ctx, {})) TPLLAMA_GPU(measure_copy_bandwidth(ctx, size_t{2} << 30));
+  return cpu::measure_read_bandwidth(ctx.threads, size_t{1} << 30);
+}
+
+double measure_gemm_flops(const DeviceContext& ctx, DType dtype) {
+  if (on_gpu("measure_gemm_flops", ctx, {})) TPLLAMA_GPU(measure_gemm_flops(ctx, dtype, 8192));
+  return cpu::measure_gemm_flops(ctx.threads, dtype, 2048);
+}
 
 size_t weight_bytes(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype) {
   if (on_gpu("weight_bytes", ctx, {})) TPLLAMA_GPU(weight_bytes(rows, cols, dtype));
@@ -133,18 +206,113 @@ void add(const DeviceContext& ctx, Tensor x, Tensor y) {
   cpu::add(x, y);
 }
 
-void attention(const DeviceContext& ctx, Tensor out, Tensor q, const std::vector<KvView>& kv,
-               const AttentionShape& s) {
+void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv, const AttentionShape& s) {
   TPLLAMA_CHECK(s.n_kv_heads > 0 && s.n_heads % s.n_kv_heads == 0, "attention: ", s.n_heads,
                 " heads over ", s.n_kv_heads, " kv heads");
-  require_2d("attention", q, "q", static_cast<int64_t>(kv.size()), static_cast<int64_t>(s.n_heads) * s.head_dim);
-  require_2d("attention", out, "out", q.size(0), q.size(1));
+  const int64_t tokens = q.size(0);
+  require_2d("attention", q, "q", tokens, static_cast<int64_t>(s.n_heads) * s.head_dim);
+  require_2d("attention", out, "out", tokens, q.size(1));
   TPLLAMA_CHECK(out.dtype() == q.dtype(), "attention: out ", dtype_name(out.dtype()), " vs q ", dtype_name(q.dtype()));
   TPLLAMA_CHECK(s.block_size > 0, "attention: block size ", s.block_size);
-  for (const KvView& v : kv) TPLLAMA_CHECK(v.n_ctx > 0 && v.keys && v.values && v.blocks, "attention: empty context");
-  if (on_gpu("attention", ctx, {&out, &q})) TPLLAMA_GPU(attention(ctx, out, q, kv, s));
+  const int64_t kv_dim = static_cast<int64_t>(s.n_kv_heads) * s.head_dim;
+  require_2d("attention", kv.keys, "key pool", kv.keys.size(0), kv_dim);
+  require_2d("attention", kv.values, "value pool", kv.keys.size(0), kv_dim);
+  require_f32("attention", kv.keys, "the key pool");
+  require_f32("attention", kv.values, "the value pool");
+  TPLLAMA_CHECK(kv.tables.ndim() == 2 && kv.tables.dtype() == DType::kI32, "attention: tables ", kv.tables.shape_string());
+  for (const Tensor* t : {&kv.seq, &kv.n_ctx})
+    TPLLAMA_CHECK(t->ndim() == 1 && t->size(0) == tokens && t->dtype() == DType::kI32, "attention: per-token ",
+                  t->shape_string(), " for ", tokens, " tokens");
+  if (on_gpu("attention", ctx, {&out, &q, &kv.keys, &kv.values, &kv.tables, &kv.seq, &kv.n_ctx}))
+    TPLLAMA_GPU(attention(ctx, out, q, kv, s));
   require_cpu_f32("attention", {&out, &q});
-  cpu::attention(out, q, kv, s);
+  // The CPU kernel takes one view per token; the tables are host memory here.
+  const int64_t max_blocks = kv.tables.size(1), pool_rows = kv.keys.size(0);
+  std::vector<KvView> views(static_cast<size_t>(tokens));
+  for (int64_t m = 0; m < tokens; ++m) {
+    const int32_t seq = kv.seq.as<int32_t>()[m], n_ctx = kv.n_ctx.as<int32_t>()[m];
+    TPLLAMA_CHECK(seq >= 0 && seq < kv.tables.size(0) && n_ctx > 0 && n_ctx <= max_blocks * s.block_size,
+                  "attention: token ", m, " of sequence row ", seq, " sees ", n_ctx, " positions");
+    const int32_t* blocks = kv.tables.as<int32_t>() + seq * max_blocks;
+    for (int64_t b = 0; b < (n_ctx + s.block_size - 1) / s.block_size; ++b)
+      TPLLAMA_CHECK(blocks[b] >= 0 && (blocks[b] + int64_t{1}) * s.block_size <= pool_rows, "attention: block ",
+                    blocks[b], " outside the pool of ", pool_rows, " rows");
+    views[static_cast<size_t>(m)] = {kv.keys.as<float>(), kv.values.as<float>(), blocks, n_ctx};
+  }
+  cpu::attention(out, q, views, s);
+}
+
+void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows) {
+  TPLLAMA_CHECK(k.ndim() == 2 && key_pool.ndim() == 2 && key_pool.size(1) == k.size(1), "kv_write: pool ",
+                key_pool.shape_string(), " k ", k.shape_string());
+  require_2d("kv_write", value_pool, "value pool", key_pool.size(0), key_pool.size(1));
+  require_2d("kv_write", v, "v", k.size(0), k.size(1));
+  TPLLAMA_CHECK(rows.ndim() == 1 && rows.size(0) == k.size(0) && rows.dtype() == DType::kI32, "kv_write: rows ",
+                rows.shape_string(), " for ", k.size(0), " tokens");
+  for (const Tensor* t : {&key_pool, &value_pool, &k, &v}) require_f32("kv_write", *t, "a pool or k/v");
+  if (on_gpu("kv_write", ctx, {&key_pool, &value_pool, &k, &v, &rows}))
+    TPLLAMA_GPU(kv_write(ctx, key_pool, value_pool, k, v, rows));
+  const int64_t width = k.size(1);
+  const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
+  for (int64_t m = 0; m < k.size(0); ++m) {
+    const int64_t r = rows.as<int32_t>()[m];
+    TPLLAMA_CHECK(r >= 0 && r < key_pool.size(0), "kv_write: row ", r, " outside the pool of ", key_pool.size(0));
+    std::memcpy(key_pool.as<float>() + r * width, k.as<float>() + m * width, row_bytes);
+    std::memcpy(value_pool.as<float>() + r * width, v.as<float>() + m * width, row_bytes);
+  }
+}
+
+void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows) {
+  TPLLAMA_CHECK(x.ndim() == 2 && rows.ndim() == 1 && rows.dtype() == DType::kI32, "gather_rows: x ",
+                x.shape_string(), " rows ", rows.shape_string());
+  require_2d("gather_rows", out, "out", rows.size(0), x.size(1));
+  TPLLAMA_CHECK(out.dtype() == x.dtype(), "gather_rows: out ", dtype_name(out.dtype()), " vs x ", dtype_name(x.dtype()));
+  if (on_gpu("gather_rows", ctx, {&out, &x, &rows})) TPLLAMA_GPU(gather_rows(ctx, out, x, rows));
+  const size_t row_bytes = static_cast<size_t>(x.size(1)) * dtype_size(x.dtype());
+  for (int64_t i = 0; i < rows.size(0); ++i) {
+    const int64_t r = rows.as<int32_t>()[i];
+    TPLLAMA_CHECK(r >= 0 && r < x.size(0), "gather_rows: row ", r, " of ", x.size(0));
+    std::memcpy(static_cast<char*>(out.data()) + i * row_bytes, static_cast<const char*>(x.data()) + r * row_bytes,
+                row_bytes);
+  }
+}
+
+void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value) {
+  TPLLAMA_CHECK(x.ndim() == 2 && col_begin >= 0, "fill_columns: x ", x.shape_string(), " from column ", col_begin);
+  require_f32("fill_columns", x, "x");
+  if (col_begin >= x.size(1) || x.size(0) == 0) return;
+  if (on_gpu("fill_columns", ctx, {&x})) TPLLAMA_GPU(fill_columns(ctx, x, col_begin, value));
+  for (int64_t r = 0; r < x.size(0); ++r)
+    std::fill(x.as<float>() + r * x.size(1) + col_begin, x.as<float>() + (r + 1) * x.size(1), value);
+}
+
+Buffer allocate(const DeviceContext& ctx, size_t nbytes) {
+  if (on_gpu("allocate", ctx, {})) TPLLAMA_GPU(allocate(nbytes));
+  return Buffer(nbytes);
+}
+
+void upload(const DeviceContext& ctx, Tensor dst, const void* host) {
+  if (on_gpu("upload", ctx, {&dst})) TPLLAMA_GPU(upload(ctx, dst, host));
+  if (dst.data() != host) std::memcpy(dst.data(), host, dst.nbytes());
+}
+
+void download(const DeviceContext& ctx, void* host, Tensor src) {
+  if (on_gpu("download", ctx, {&src})) TPLLAMA_GPU(download(ctx, host, src));
+  if (src.data() != host) std::memcpy(host, src.data(), src.nbytes());
+}
+
+void synchronize(const DeviceContext& ctx) {
+  if (on_gpu("synchronize", ctx, {})) TPLLAMA_GPU(synchronize(ctx));
+}
+
+uint64_t memory_available(const DeviceContext& ctx) {
+  if (on_gpu("memory_available", ctx, {})) TPLLAMA_GPU(memory_available(ctx));
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  uint64_t kib = 0;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
 }
 
 void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor logits) {

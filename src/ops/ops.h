@@ -4,12 +4,48 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "core/device.h"
 #include "core/tensor.h"
 
 namespace tpllama::ops {
+
+// Whether this build has the GPU path.
+bool cuda_built();
+// GPUs this process can use (0 in a build without CUDA, or without a driver or device).
+int gpu_count();
+// GPU `gpu`'s UUID as hex: ranks that see one GPU under different numbers (per-rank
+// CUDA_VISIBLE_DEVICES) can tell it from ranks sharing one.
+std::string gpu_uuid(int gpu);
+
+// Owns what a rank's DeviceContext points at: on a GPU its stream, cuBLAS handle and scratch.
+class DeviceRuntime {
+ public:
+  // device kCpu: `threads` CPU threads. kCuda: GPU number `gpu` of this process.
+  DeviceRuntime(Device device, int gpu, int threads);
+  ~DeviceRuntime();
+  DeviceRuntime(const DeviceRuntime&) = delete;
+  DeviceRuntime& operator=(const DeviceRuntime&) = delete;
+  const DeviceContext& context() const { return ctx_; }
+  // "cpu (N threads)" or "cuda:G (name, total memory)".
+  std::string describe() const;
+
+ private:
+  struct Gpu;
+  std::unique_ptr<Gpu> gpu_;
+  DeviceContext ctx_;
+  int gpu_index_ = -1;
+};
+
+// The roofline of a device, measured (tpllama bench). Read bandwidth in bytes/s: on the CPU a
+// streaming read over 1 GiB on the context's threads; on a GPU a device-to-device copy of 2 GiB,
+// counting the bytes read and written. GEMM FLOP/s: the matmul this build runs (the project's
+// CPU GEMM, or cuBLAS) on a large square product with weights held as dtype.
+double measure_read_bandwidth(const DeviceContext& ctx);
+double measure_gemm_flops(const DeviceContext& ctx, DType dtype);
 
 // A weight matrix (rows N, cols K) in the layout the device's matmul reads (on the CPU: panels of
 // 32 rows, k-major, in f32 or bf16; see ops/cpu/gemm.h). Made once at load by pack_weight; the
@@ -51,14 +87,17 @@ void silu_mul(const DeviceContext& ctx, Tensor gate, Tensor up);
 // x += y, same shape.
 void add(const DeviceContext& ctx, Tensor x, Tensor y);
 
-// Where one token's keys and values live in the paged cache: the layer's key and value pools,
-// whose row (block * block_size + offset) holds one position (n_kv_heads*head_dim values), and the
-// sequence's block table.
-struct KvView {
-  const float* keys = nullptr;    // device memory on a GPU
-  const float* values = nullptr;
-  const int32_t* blocks = nullptr;
-  int n_ctx = 0;  // attend to positions [0, n_ctx): causal, the token's own position included
+// Where the tokens of one step find their keys and values in the paged cache. The layer's key and
+// value pools hold one position per row (block * block_size + offset) of n_kv_heads*head_dim
+// values; the step's sequences each have a block table, and every token names its sequence and
+// how many positions it sees. All tensors live on the op's device.
+struct KvBatch {
+  Tensor keys;    // (pool_rows, kv_dim) f32
+  Tensor values;  // (pool_rows, kv_dim) f32
+  Tensor tables;  // (n_seqs, max_blocks) i32: block ids of each sequence of the step
+  Tensor seq;     // (tokens) i32: the token's row of tables
+  Tensor n_ctx;   // (tokens) i32: attend to positions [0, n_ctx): causal, the token's own included
+  int max_ctx = 0;  // the largest n_ctx: lets a GPU split long contexts along the sequence
 };
 
 struct AttentionShape {
@@ -70,9 +109,32 @@ struct AttentionShape {
 };
 
 // Grouped-query attention of each token over its own sequence's cache.
-// q, out: (M, n_heads*head_dim); kv.size() == M.
-void attention(const DeviceContext& ctx, Tensor out, Tensor q, const std::vector<KvView>& kv,
-               const AttentionShape& shape);
+// q, out: (M, n_heads*head_dim); kv.seq and kv.n_ctx: (M).
+void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv, const AttentionShape& shape);
+
+// pool row rows[m] ← src row m, for the key and value pools alike: this step's keys and values
+// (M, kv_dim) appended to the cache. rows: (M) i32.
+void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows);
+
+// out row i ← x row rows[i]. out (R, D), x (M, D), rows (R) i32.
+void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows);
+
+// x[r][c] = value for every row and c >= col_begin (f32): the padding columns of a vocab shard.
+void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value);
+
+// Memory on the context's device: aligned host memory on the CPU, cudaMalloc on a GPU (never
+// managed memory). Allocated at start-up, never per step.
+Buffer allocate(const DeviceContext& ctx, size_t nbytes);
+// dst (on the context's device) ← dst.nbytes() bytes of host memory, in stream order; host may be
+// reused once the call returns.
+void upload(const DeviceContext& ctx, Tensor dst, const void* host);
+// host ← src.nbytes() bytes of src (on the context's device); returns once they have arrived.
+void download(const DeviceContext& ctx, void* host, Tensor src);
+// Waits until the context's device has finished its queued work (a no-op on the CPU).
+void synchronize(const DeviceContext& ctx);
+// Bytes free on the context's device: MemAvailable on the CPU (0 when unknown), free device
+// memory on a GPU (the start-up memory check and the KV cache size).
+uint64_t memory_available(const DeviceContext& ctx);
 
 // index[r], value[r] = the largest logit of row r and its column (ties to the lowest column), over
 // logits (rows, cols) f32.

@@ -2,6 +2,7 @@
 // one interface so the forward does not care whether MPI or NCCL moves the bytes.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -21,6 +22,8 @@ struct CommStats {
   long long all_reduce_calls = 0;
 };
 
+// Tensor collectives take tensors on the host or, for a communicator made for a device (NCCL, or
+// MPI staging through host memory), on that device.
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -47,11 +50,30 @@ class Communicator {
   virtual void wait_sends() = 0;
   const CommStats& stats() const { return stats_; }
   // Spans of every collective and message go to this recorder when it is on.
-  void set_trace(TraceRecorder* trace) { trace_ = trace; }
+  virtual void set_trace(TraceRecorder* trace) { trace_ = trace; }
 
  protected:
   CommStats stats_;
   TraceRecorder* trace_ = nullptr;
+};
+
+// Times one call into a communicator's stats and, when tracing, records it as a span.
+class CommTimer {
+ public:
+  CommTimer(double* seconds, long long* calls, TraceRecorder* trace, const char* name, TraceTrack track)
+      : seconds_(seconds), calls_(calls), span_(trace, name, track) {}
+  ~CommTimer() {
+    *seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    ++*calls_;
+  }
+  CommTimer(const CommTimer&) = delete;
+  CommTimer& operator=(const CommTimer&) = delete;
+
+ private:
+  double* seconds_;
+  long long* calls_;
+  TraceSpan span_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace tpllama

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "ops/ops.h"
 
 namespace tpllama {
 namespace {
@@ -20,23 +21,6 @@ MPI_Datatype mpi_type(DType dtype) {
   }
   return MPI_BYTE;
 }
-
-// Times one call into the stats and, when tracing, records it as a span.
-class Timer {
- public:
-  Timer(double* seconds, long long* calls, TraceRecorder* trace, const char* name, TraceTrack track)
-      : seconds_(seconds), calls_(calls), span_(trace, name, track) {}
-  ~Timer() {
-    *seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    ++*calls_;
-  }
-
- private:
-  double* seconds_;
-  long long* calls_;
-  TraceSpan span_;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-};
 
 int count_of(const Tensor& t) {
   TPLLAMA_CHECK(t.numel() <= INT32_MAX, "message of ", t.numel(), " elements");
@@ -147,49 +131,75 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split(MPI_Comm parent, int col
   return std::make_unique<MpiCommunicator>(comm);
 }
 
-void MpiCommunicator::all_reduce_sum(Tensor t) {
+void MpiCommunicator::stage_through_host(const DeviceContext& ctx) { staging_ctx_ = ctx; }
+
+Tensor MpiCommunicator::host_view(const Tensor& t, int which, bool fill) {
+  if (t.device() == Device::kCpu) return t;
+  TPLLAMA_CHECK(t.device() == staging_ctx_.device, "a ", device_name(t.device()),
+                " tensor given to an MPI communicator that stages ", device_name(staging_ctx_.device));
+  std::vector<uint8_t>& buffer = staging_[static_cast<size_t>(which)];
+  if (buffer.size() < t.nbytes()) buffer.resize(t.nbytes());
+  Tensor host(buffer.data(), t.dtype(), {t.numel()});
+  if (fill) ops::download(staging_ctx_, buffer.data(), t);
+  return host;
+}
+
+void MpiCommunicator::copy_back(const Tensor& t, const Tensor& host) {
+  if (t.device() != Device::kCpu) ops::upload(staging_ctx_, t, host.data());
+}
+
+void MpiCommunicator::all_reduce_sum(Tensor device_t) {
   if (size_ == 1) return;
-  TPLLAMA_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kI32, "all_reduce_sum on ",
-                dtype_name(t.dtype()));
+  TPLLAMA_CHECK(device_t.dtype() == DType::kF32 || device_t.dtype() == DType::kI32, "all_reduce_sum on ",
+                dtype_name(device_t.dtype()));
   const auto start = std::chrono::steady_clock::now();
   {
-    Timer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "all-reduce", TraceTrack::kCollective);
+    CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "all-reduce", TraceTrack::kCollective);
+    const Tensor t = host_view(device_t, 0, true);
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, t.data(), count_of(t), mpi_type(t.dtype()), MPI_SUM, comm_),
               "MPI_Allreduce");
+    copy_back(device_t, t);
   }
   stats_.all_reduce_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  stats_.all_reduce_bytes += static_cast<double>(t.nbytes());
+  stats_.all_reduce_bytes += static_cast<double>(device_t.nbytes());
   ++stats_.all_reduce_calls;
 }
 
-void MpiCommunicator::all_gather(Tensor in, Tensor out) {
-  TPLLAMA_CHECK(out.numel() == in.numel() * size_ && in.dtype() == out.dtype(), "all_gather ",
-                in.shape_string(), " into ", out.shape_string());
-  Timer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "all-gather", TraceTrack::kCollective);
+void MpiCommunicator::all_gather(Tensor device_in, Tensor device_out) {
+  TPLLAMA_CHECK(device_out.numel() == device_in.numel() * size_ && device_in.dtype() == device_out.dtype(),
+                "all_gather ", device_in.shape_string(), " into ", device_out.shape_string());
+  CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "all-gather", TraceTrack::kCollective);
+  const Tensor in = host_view(device_in, 0, true), out = host_view(device_out, 1, false);
   mpi_check(MPI_Allgather(in.data(), count_of(in), mpi_type(in.dtype()), out.data(), count_of(in),
                           mpi_type(in.dtype()), comm_),
             "MPI_Allgather");
+  copy_back(device_out, out);
 }
 
-void MpiCommunicator::broadcast(Tensor t, int root) {
+void MpiCommunicator::broadcast(Tensor device_t, int root) {
   if (size_ == 1) return;
-  Timer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "broadcast", TraceTrack::kCollective);
+  CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "broadcast", TraceTrack::kCollective);
+  const Tensor t = host_view(device_t, 0, rank_ == root);
   mpi_check(MPI_Bcast(t.data(), count_of(t), mpi_type(t.dtype()), root, comm_), "MPI_Bcast");
+  if (rank_ != root) copy_back(device_t, t);
 }
 
-void MpiCommunicator::send(Tensor t, int dest, int tag) {
-  Timer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "send", TraceTrack::kP2p);
+void MpiCommunicator::send(Tensor device_t, int dest, int tag) {
+  CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "send", TraceTrack::kP2p);
+  const Tensor t = host_view(device_t, 0, true);
   mpi_check(MPI_Send(t.data(), count_of(t), mpi_type(t.dtype()), dest, tag, comm_), "MPI_Send");
 }
 
-void MpiCommunicator::recv(Tensor t, int src, int tag) {
-  Timer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "recv", TraceTrack::kP2p);
+void MpiCommunicator::recv(Tensor device_t, int src, int tag) {
+  CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "recv", TraceTrack::kP2p);
+  const Tensor t = host_view(device_t, 0, false);
   mpi_check(MPI_Recv(t.data(), count_of(t), mpi_type(t.dtype()), src, tag, comm_, MPI_STATUS_IGNORE),
             "MPI_Recv");
+  copy_back(device_t, t);
 }
 
 void MpiCommunicator::barrier() {
-  Timer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "barrier", TraceTrack::kCollective);
+  CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "barrier", TraceTrack::kCollective);
   mpi_check(MPI_Barrier(comm_), "MPI_Barrier");
 }
 
@@ -202,7 +212,7 @@ void MpiCommunicator::all_reduce_argmax(std::vector<float>& values, std::vector<
   };
   std::vector<Pair> pairs(values.size());
   for (size_t i = 0; i < values.size(); ++i) pairs[i] = {values[i], indices[i]};
-  Timer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "argmax all-reduce", TraceTrack::kCollective);
+  CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "argmax all-reduce", TraceTrack::kCollective);
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, pairs.data(), static_cast<int>(pairs.size()), MPI_FLOAT_INT, MPI_MAXLOC, comm_),
             "MPI_Allreduce(MAXLOC)");
   for (size_t i = 0; i < values.size(); ++i) {
@@ -214,7 +224,7 @@ void MpiCommunicator::all_reduce_argmax(std::vector<float>& values, std::vector<
 void MpiCommunicator::broadcast_bytes(std::vector<uint8_t>& bytes, int root) {
   if (size_ == 1) return;
   // The plan broadcast is a message from rank 0, most of it waiting: counted with point-to-point.
-  Timer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "receive plan", TraceTrack::kP2p);
+  CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "receive plan", TraceTrack::kP2p);
   long long n = static_cast<long long>(bytes.size());
   mpi_check(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm_), "MPI_Bcast");
   TPLLAMA_CHECK(n >= 0 && n <= INT32_MAX, "broadcast of ", n, " bytes");
@@ -224,7 +234,7 @@ void MpiCommunicator::broadcast_bytes(std::vector<uint8_t>& bytes, int root) {
 
 void MpiCommunicator::send_bytes_async(std::vector<uint8_t> bytes, int dest, int tag) {
   TPLLAMA_CHECK(bytes.size() <= INT32_MAX, "message of ", bytes.size(), " bytes");
-  Timer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "isend", TraceTrack::kP2p);
+  CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "isend", TraceTrack::kP2p);
   reap_sends();
   PendingSend p{MPI_REQUEST_NULL, std::make_unique<std::vector<uint8_t>>(std::move(bytes))};
   mpi_check(MPI_Isend(p.bytes->data(), static_cast<int>(p.bytes->size()), MPI_BYTE, dest, tag, comm_, &p.request),
@@ -233,7 +243,7 @@ void MpiCommunicator::send_bytes_async(std::vector<uint8_t> bytes, int dest, int
 }
 
 std::vector<uint8_t> MpiCommunicator::recv_bytes(int src, int tag) {
-  Timer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "recv (wait)", TraceTrack::kP2p);
+  CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "recv (wait)", TraceTrack::kP2p);
   MPI_Status status;
   mpi_check(MPI_Probe(src, tag, comm_, &status), "MPI_Probe");
   int count = 0;
@@ -256,7 +266,7 @@ void MpiCommunicator::reap_sends() {
 }
 
 void MpiCommunicator::wait_sends() {
-  Timer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "wait sends", TraceTrack::kP2p);
+  CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "wait sends", TraceTrack::kP2p);
   for (PendingSend& p : pending_) mpi_check(MPI_Wait(&p.request, MPI_STATUS_IGNORE), "MPI_Wait");
   pending_.clear();
 }

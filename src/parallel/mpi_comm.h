@@ -1,4 +1,5 @@
-// MPI session (init/finalize, world and node queries) and MpiCommunicator for host memory.
+// MPI session (init/finalize, world and node queries) and MpiCommunicator: host memory, or device
+// memory staged through the host (--comm mpi, which lets several ranks share one GPU).
 #pragma once
 
 #include <mpi.h>
@@ -59,6 +60,8 @@ class MpiCommunicator final : public Communicator {
 
   // MPI_Comm_split of `parent` by color, ordered by key.
   static std::unique_ptr<MpiCommunicator> split(MPI_Comm parent, int color, int key);
+  // Tensors on ctx's device are then copied to host memory, moved by MPI and copied back.
+  void stage_through_host(const DeviceContext& ctx);
 
   int size() const override { return size_; }
   int rank() const override { return rank_; }
@@ -81,8 +84,14 @@ class MpiCommunicator final : public Communicator {
     std::unique_ptr<std::vector<uint8_t>> bytes;
   };
   void reap_sends();
+  // t itself when it is host memory, else a host copy in staging buffer `which` (filled from the
+  // device when fill); copy_back returns the host bytes to a device tensor.
+  Tensor host_view(const Tensor& t, int which, bool fill);
+  void copy_back(const Tensor& t, const Tensor& host);
 
   std::vector<PendingSend> pending_;
+  DeviceContext staging_ctx_;
+  std::vector<uint8_t> staging_[2];
   MPI_Comm comm_ = MPI_COMM_NULL;
   int size_ = 1;
   int rank_ = 0;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "ops/ops.h"
 #include "runtime/sampler.h"
 
 namespace tpllama {
@@ -25,7 +26,21 @@ constexpr int kTagTokens = 102;  // sampled tokens, last stage → rank 0
 
 Pipeline::Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, Communicator& tp_comm,
                    Communicator& world, TraceRecorder* trace)
-    : model_(model), cache_(cache), topology_(topology), tp_comm_(tp_comm), world_(world), trace_(trace) {}
+    : model_(model), cache_(cache), topology_(topology), tp_comm_(tp_comm), world_(world), trace_(trace) {
+  const DeviceContext& ctx = model.context();
+  const size_t rows = static_cast<size_t>(model.limits().max_logit_rows);
+  if (ctx.device != Device::kCpu) {
+    if (!topology.is_last_stage())
+      host_hidden_ = Buffer(static_cast<size_t>(model.limits().max_batch_tokens) *
+                            static_cast<size_t>(model.config().dim) * sizeof(float));
+    else
+      host_logits_ = Buffer(rows * static_cast<size_t>(model.vocab_local()) * sizeof(float));
+  }
+  if (topology.is_last_stage()) {
+    argmax_index_ = ops::allocate(ctx, rows * sizeof(int32_t));
+    argmax_value_ = ops::allocate(ctx, rows * sizeof(float));
+  }
+}
 
 std::optional<SampledRows> Pipeline::submit(const StepPlan& plan) {
   TPLLAMA_CHECK(topology_.rank() == 0, "submit on rank ", topology_.rank());
@@ -88,7 +103,7 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
     Tensor in = model_.input_hidden(n);
     TPLLAMA_CHECK(bytes.size() - hidden_offset == in.nbytes(), "hidden states of ", bytes.size() - hidden_offset,
                   " bytes for ", in.shape_string());
-    std::memcpy(in.data(), bytes.data() + hidden_offset, in.nbytes());
+    ops::upload(model_.context(), in, bytes.data() + hidden_offset);
   }
   const auto start = Clock::now();
   Tensor out;
@@ -99,7 +114,12 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
   stats_.compute_seconds += seconds_since(start);
   ++stats_.steps;
   if (!topology_.is_last_stage()) {
-    world_.send_bytes_async(encode_plan(plan, out), next_stage_rank(), kTagStep);
+    Tensor hidden = out;
+    if (out.device() != Device::kCpu) {
+      hidden = host_hidden_.view(DType::kF32, {out.size(0), out.size(1)});
+      ops::download(model_.context(), hidden.data(), out);
+    }
+    world_.send_bytes_async(encode_plan(plan, hidden), next_stage_rank(), kTagStep);
     return std::nullopt;
   }
   SampledRows rows;
@@ -107,6 +127,7 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
   {
     const auto sample_start = Clock::now();
     TraceSpan span(trace_, "sample", TraceTrack::kCompute);
+    local_argmax(out);
     rows.tokens = sample_rows(plan, out);
     rows.logprobs = row_logprobs(plan, out, rows.tokens);
     stats_.compute_seconds += seconds_since(sample_start);
@@ -116,26 +137,41 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
   return std::nullopt;
 }
 
+void Pipeline::local_argmax(const Tensor& logits) {
+  const DeviceContext& ctx = model_.context();
+  const int64_t r = logits.size(0);
+  Tensor index = argmax_index_.view(DType::kI32, {r}), value = argmax_value_.view(DType::kF32, {r});
+  ops::argmax_rows(ctx, index, value, logits);
+  local_max_index_.resize(static_cast<size_t>(r));
+  local_max_value_.resize(static_cast<size_t>(r));
+  ops::download(ctx, local_max_index_.data(), index);
+  ops::download(ctx, local_max_value_.data(), value);
+}
+
 // The maximum logit of each given row and its token id over the whole vocabulary: each rank's
 // shard argmax, reduced across the TP group (ties to the lowest id).
-void Pipeline::reduce_argmax(const Tensor& logits, const std::vector<size_t>& rows, std::vector<float>* values,
+void Pipeline::reduce_argmax(const std::vector<size_t>& rows, std::vector<float>* values,
                              std::vector<int32_t>* indices) {
-  const int v_local = model_.vocab_local();
   values->resize(rows.size());
   indices->resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
-    const float* row = logits.as<float>() + static_cast<int64_t>(rows[i]) * v_local;
-    const int local = argmax(row, v_local);
-    (*values)[i] = row[local];
-    (*indices)[i] = model_.vocab_begin() + local;
+    (*values)[i] = local_max_value_[rows[i]];
+    (*indices)[i] = model_.vocab_begin() + local_max_index_[rows[i]];
   }
   tp_comm_.all_reduce_argmax(*values, *indices);
+}
+
+Tensor Pipeline::host_logits(const Tensor& logits) {
+  if (logits.device() == Device::kCpu) return logits;
+  Tensor host = host_logits_.view(DType::kF32, {logits.size(0), logits.size(1)});
+  ops::download(model_.context(), host.data(), logits);
+  return host;
 }
 
 // Greedy rows: argmax of each TP shard, reduced across the group (no logits move). Sampled rows:
 // the shards are gathered into whole rows, then every TP rank draws the same token with the
 // uniform rank 0 drew.
-std::vector<int32_t> Pipeline::sample_rows(const StepPlan& plan, const Tensor& logits) {
+std::vector<int32_t> Pipeline::sample_rows(const StepPlan& plan, const Tensor& device_logits) {
   const size_t rows = plan.sampling.size();
   const int v_local = model_.vocab_local();
   std::vector<int32_t> tokens(rows, 0);
@@ -144,10 +180,11 @@ std::vector<int32_t> Pipeline::sample_rows(const StepPlan& plan, const Tensor& l
 
   std::vector<float> values;
   std::vector<int32_t> indices;
-  reduce_argmax(logits, greedy, &values, &indices);
+  reduce_argmax(greedy, &values, &indices);
   for (size_t i = 0; i < greedy.size(); ++i) tokens[greedy[i]] = indices[i];
 
   if (!sampled.empty()) {
+    const Tensor logits = host_logits(device_logits);
     const int tp = topology_.tp_size();
     const int64_t s = static_cast<int64_t>(sampled.size());
     Buffer local(static_cast<size_t>(s * v_local) * sizeof(float));
@@ -174,7 +211,7 @@ std::vector<int32_t> Pipeline::sample_rows(const StepPlan& plan, const Tensor& l
 // Log-softmax across the TP shards without gathering the rows: the maximum and the sum of
 // exponentials are reduced, the chosen token's logit comes from the rank that holds it, and each
 // rank's top-N candidates are gathered (N per rank, not the vocabulary).
-std::vector<RowLogprobs> Pipeline::row_logprobs(const StepPlan& plan, const Tensor& logits,
+std::vector<RowLogprobs> Pipeline::row_logprobs(const StepPlan& plan, const Tensor& device_logits,
                                                 const std::vector<int32_t>& tokens) {
   std::vector<size_t> rows;
   int top_n = 0;
@@ -188,7 +225,8 @@ std::vector<RowLogprobs> Pipeline::row_logprobs(const StepPlan& plan, const Tens
   const int64_t n = static_cast<int64_t>(rows.size());
   std::vector<float> max_value;
   std::vector<int32_t> max_index;
-  reduce_argmax(logits, rows, &max_value, &max_index);
+  reduce_argmax(rows, &max_value, &max_index);
+  const Tensor logits = host_logits(device_logits);
   // [0, n): sum of exp(logit - max); [n, 2n): the chosen token's logit (0 on ranks without it).
   std::vector<float> sums(static_cast<size_t>(2 * n), 0.0f);
   std::vector<float> local_top_values(static_cast<size_t>(n * top_n), -INFINITY);

@@ -43,8 +43,11 @@ class Pipeline {
  private:
   std::optional<SampledRows> execute(const StepPlan& plan, const std::vector<uint8_t>& bytes, size_t hidden_offset);
   std::vector<int32_t> sample_rows(const StepPlan& plan, const Tensor& logits);
-  void reduce_argmax(const Tensor& logits, const std::vector<size_t>& rows, std::vector<float>* values,
-                     std::vector<int32_t>* indices);
+  // This shard's argmax of every logit row (on the model's device), into local_max_*.
+  void local_argmax(const Tensor& logits);
+  void reduce_argmax(const std::vector<size_t>& rows, std::vector<float>* values, std::vector<int32_t>* indices);
+  // The logits where the host can read them: the tensor itself on the CPU, a copy from a GPU.
+  Tensor host_logits(const Tensor& logits);
   std::vector<RowLogprobs> row_logprobs(const StepPlan& plan, const Tensor& logits, const std::vector<int32_t>& tokens);
   int next_stage_rank() const { return topology_.rank() + topology_.tp_size(); }
   int prev_stage_rank() const { return topology_.rank() - topology_.tp_size(); }
@@ -57,6 +60,14 @@ class Pipeline {
   Communicator& world_;
   PipelineStats stats_;
   TraceRecorder* trace_;
+  // Host copies of device results, allocated once: hidden states for the next stage, logits for
+  // sampling, and the argmax of each logit row.
+  Buffer host_hidden_;
+  Buffer host_logits_;
+  Buffer argmax_index_;
+  Buffer argmax_value_;
+  std::vector<int32_t> local_max_index_;
+  std::vector<float> local_max_value_;
 };
 
 }  // namespace tpllama

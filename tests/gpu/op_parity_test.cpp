@@ -198,47 +198,93 @@ TEST_P(GpuOps, MatmulWithF32AndBf16Weights) {
 }
 
 // Paged attention: a pool of blocks handed out in a shuffled order, several sequences, prefill
-// tokens of one sequence at increasing positions (causal) and decode tokens of long contexts.
+// tokens of one sequence at increasing positions (causal) and decode tokens of long contexts. The
+// KV pools are f32 (the cache's dtype) whatever the activations. Few tokens × heads split long
+// contexts along the sequence (flash-decoding); the 40-head shape fills the GPU without splits.
 TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
   struct Shape {
     int heads, kv_heads, head_dim, block_size;
   };
-  for (const Shape sh : {Shape{4, 4, 64, 16}, Shape{8, 2, 128, 16}, Shape{32, 4, 64, 32}}) {
+  for (const Shape sh : {Shape{4, 4, 64, 16}, Shape{8, 2, 128, 16}, Shape{32, 4, 64, 32}, Shape{40, 8, 128, 16},
+                         Shape{2, 1, 256, 8}}) {
     const std::vector<int> contexts = {1, 17, 300, 2000, 5, 6, 7};  // the last three: prefill of one sequence
-    int blocks_needed = 0;
-    for (int c : contexts) blocks_needed += (c + sh.block_size - 1) / sh.block_size;
+    const std::vector<int32_t> seq_of_token = {0, 1, 2, 3, 4, 4, 4};
+    const int n_seqs = 5;
+    int blocks_needed = 0, max_blocks = 0;
+    for (int i = 0; i < n_seqs; ++i) {
+      const int nb = (contexts[static_cast<size_t>(i == 4 ? 6 : i)] + sh.block_size - 1) / sh.block_size;
+      blocks_needed += nb;
+      max_blocks = std::max(max_blocks, nb);
+    }
     std::vector<int32_t> order(static_cast<size_t>(blocks_needed));
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
     std::shuffle(order.begin(), order.end(), rng_);
     const int64_t kv_stride = int64_t{sh.kv_heads} * sh.head_dim;
     const int64_t pool_rows = int64_t{blocks_needed} * sh.block_size;
-    std::vector<float> keys = random(static_cast<size_t>(pool_rows * kv_stride));
-    std::vector<float> values = random(static_cast<size_t>(pool_rows * kv_stride));
-    // Block tables: the prefill tokens (positions 4, 5, 6) share one sequence's table.
-    std::vector<std::vector<int32_t>> tables;
+    std::vector<float> keys(static_cast<size_t>(pool_rows * kv_stride)), values(keys.size());
+    for (float& v : keys) v = std::uniform_real_distribution<float>(-1, 1)(rng_);
+    for (float& v : values) v = std::uniform_real_distribution<float>(-1, 1)(rng_);
+    // Block tables, one row per sequence (unused entries -1: a read of one would fail the parity).
+    std::vector<int32_t> tables(static_cast<size_t>(n_seqs * max_blocks), -1);
     size_t next = 0;
-    for (size_t i = 0; i < 4; ++i) {
-      const int nb = (contexts[i] + sh.block_size - 1) / sh.block_size;
-      tables.emplace_back(order.begin() + static_cast<long>(next), order.begin() + static_cast<long>(next + nb));
-      next += static_cast<size_t>(nb);
+    for (int i = 0; i < n_seqs; ++i) {
+      const int nb = (contexts[static_cast<size_t>(i == 4 ? 6 : i)] + sh.block_size - 1) / sh.block_size;
+      for (int b = 0; b < nb; ++b) tables[static_cast<size_t>(i * max_blocks + b)] = order[next++];
     }
-    tables.emplace_back(order.begin() + static_cast<long>(next), order.begin() + static_cast<long>(next + 1));
     const int64_t tokens = static_cast<int64_t>(contexts.size()), q_width = int64_t{sh.heads} * sh.head_dim;
     std::vector<float> q = random(static_cast<size_t>(tokens * q_width)), out(q.size());
-    Device gk = upload(keys, {pool_rows, kv_stride}), gv = upload(values, {pool_rows, kv_stride});
-    std::vector<ops::KvView> cpu_kv, gpu_kv;
-    for (int64_t m = 0; m < tokens; ++m) {
-      const std::vector<int32_t>& table = tables[static_cast<size_t>(std::min<int64_t>(m, 4))];
-      cpu_kv.push_back({keys.data(), values.data(), table.data(), contexts[static_cast<size_t>(m)]});
-      gpu_kv.push_back({gk.tensor.as<float>(), gv.tensor.as<float>(), table.data(), contexts[static_cast<size_t>(m)]});
-    }
+    Device gk = upload(keys, {pool_rows, kv_stride}, DType::kF32), gv = upload(values, {pool_rows, kv_stride}, DType::kF32);
+    Device gtables = upload_i32(tables), gseq = upload_i32(seq_of_token), gctx = upload_i32(contexts);
+    std::vector<int32_t> host_tables = tables, host_seq = seq_of_token, host_ctx(contexts.begin(), contexts.end());
     const ops::AttentionShape shape{sh.heads, sh.kv_heads, sh.head_dim,
                                     static_cast<float>(1.0 / std::sqrt(static_cast<double>(sh.head_dim))), sh.block_size};
-    Device gq = upload(q, {tokens, q_width}), gout = upload(out, {tokens, q_width});
-    ops::attention(gpu_, gout.tensor, gq.tensor, gpu_kv, shape);
-    ops::attention(cpu_, host(out, {tokens, q_width}), host(q, {tokens, q_width}), cpu_kv, shape);
-    expect_close(out, download(gout), "attention heads " + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
-                                          " head_dim " + std::to_string(sh.head_dim));
+    for (int hint : {2000, 0}) {  // the exact longest context, or none (the table's whole width)
+      ops::KvBatch gpu_kv{gk.tensor, gv.tensor, gtables.tensor.reshape({n_seqs, max_blocks}), gseq.tensor, gctx.tensor,
+                          hint};
+      ops::KvBatch cpu_kv{host(keys, {pool_rows, kv_stride}), host(values, {pool_rows, kv_stride}),
+                          Tensor(host_tables.data(), DType::kI32, {n_seqs, max_blocks}),
+                          Tensor(host_seq.data(), DType::kI32, {tokens}), Tensor(host_ctx.data(), DType::kI32, {tokens}),
+                          hint};
+      Device gq = upload(q, {tokens, q_width}), gout = upload(out, {tokens, q_width});
+      ops::attention(gpu_, gout.tensor, gq.tensor, gpu_kv, shape);
+      ops::attention(cpu_, host(out, {tokens, q_width}), host(q, {tokens, q_width}), cpu_kv, shape);
+      expect_close(out, download(gout), "attention heads " + std::to_string(sh.heads) + "/" +
+                                            std::to_string(sh.kv_heads) + " head_dim " + std::to_string(sh.head_dim) +
+                                            " max_ctx hint " + std::to_string(hint));
+    }
+  }
+}
+
+// Appending keys and values at scattered pool rows, gathering logit rows, masking vocab padding.
+TEST_P(GpuOps, KvWriteGatherRowsAndFillColumns) {
+  if (act() == DType::kBF16) GTEST_SKIP() << "the KV cache and the k/v written into it are f32 in this build";
+  const int64_t pool_rows = 64, width = 96, n = 5;
+  std::vector<float> kpool = random(static_cast<size_t>(pool_rows * width)), vpool = random(kpool.size());
+  std::vector<float> k = random(static_cast<size_t>(n * width)), v = random(k.size());
+  const std::vector<int32_t> rows = {63, 0, 17, 18, 40};
+  Device gkp = upload(kpool, {pool_rows, width}), gvp = upload(vpool, {pool_rows, width});
+  Device gk = upload(k, {n, width}), gv = upload(v, {n, width}), grows = upload_i32(rows);
+  ops::kv_write(gpu_, gkp.tensor, gvp.tensor, gk.tensor, gv.tensor, grows.tensor);
+  std::vector<int32_t> host_rows = rows;
+  const Tensor hrows(host_rows.data(), DType::kI32, {n});
+  ops::kv_write(cpu_, host(kpool, {pool_rows, width}), host(vpool, {pool_rows, width}), host(k, {n, width}),
+                host(v, {n, width}), hrows);
+  expect_close(kpool, download(gkp), "kv_write keys", 1e-7);
+  expect_close(vpool, download(gvp), "kv_write values", 1e-7);
+
+  std::vector<float> gathered(static_cast<size_t>(n * width));
+  Device gg = upload(gathered, {n, width});
+  ops::gather_rows(gpu_, gg.tensor, gkp.tensor, grows.tensor);
+  ops::gather_rows(cpu_, host(gathered, {n, width}), host(kpool, {pool_rows, width}), hrows);
+  expect_close(gathered, download(gg), "gather_rows", 1e-7);
+
+  for (int64_t from : {int64_t{95}, int64_t{50}, int64_t{0}}) {
+    ops::fill_columns(gpu_, gkp.tensor, from, -INFINITY);
+    ops::fill_columns(cpu_, host(kpool, {pool_rows, width}), from, -INFINITY);
+    const std::vector<float> got = download(gkp);
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_TRUE(got[i] == kpool[i] || (std::isinf(got[i]) && std::isinf(kpool[i]))) << "fill_columns from " << from
+                                                                                      << " element " << i;
   }
 }
 

@@ -6,6 +6,18 @@
 #include "core/tensor.h"
 #include "ops/ops.h"
 
+namespace tpllama::ops {
+
+// One token's view of the paged cache on the CPU (ops::attention builds these from its KvBatch).
+struct KvView {
+  const float* keys = nullptr;
+  const float* values = nullptr;
+  const int32_t* blocks = nullptr;
+  int n_ctx = 0;
+};
+
+}  // namespace tpllama::ops
+
 namespace tpllama::ops::cpu {
 
 void rms_norm(Tensor out, Tensor x, Tensor weight, float eps);

@@ -55,7 +55,9 @@ Weight pack_weight(const DeviceContext& ctx, Tensor w, DType dtype, void* dst) {
     TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(dst, w.data(), bytes, cudaMemcpyHostToDevice, stream_of(ctx)));
   } else {
     std::vector<uint16_t> host(n);
-    for (size_t i = 0; i < n; ++i) host[i] = f32_to_bf16(w.as<float>()[i]);
+    const float* src = w.as<float>();
+#pragma omp parallel for schedule(static) if (n >= (size_t{1} << 20))
+    for (size_t i = 0; i < n; ++i) host[i] = f32_to_bf16(src[i]);
     TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(dst, host.data(), bytes, cudaMemcpyHostToDevice, stream_of(ctx)));
   }
   TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));  // the host copy goes out of scope
@@ -125,47 +127,158 @@ void add(const DeviceContext& ctx, Tensor x, Tensor y) {
   TPLLAMA_CUDA_CHECK(kernels::add(x.data(), y.data(), x.numel(), kernel_type(x.dtype()), stream_of(ctx)));
 }
 
-void attention(const DeviceContext& ctx, Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& s) {
-  const int64_t tokens = static_cast<int64_t>(kv.size());
+static int sm_count() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    TPLLAMA_CUDA_CHECK(cudaGetDevice(&device));
+    TPLLAMA_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    return n;
+  }();
+  return count;
+}
+
+void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv, const AttentionShape& s) {
+  const int64_t tokens = q.size(0);
   if (tokens == 0) return;
-  // Every token reads one pool pair; its block table and context length are staged to the GPU.
-  int max_blocks = 0;
-  for (const KvView& v : kv) {
-    TPLLAMA_CHECK(v.keys == kv[0].keys && v.values == kv[0].values, "attention: tokens of one step read one KV pool");
-    max_blocks = std::max(max_blocks, (v.n_ctx + s.block_size - 1) / s.block_size);
-  }
-  std::vector<int32_t> staged(static_cast<size_t>(tokens) * (static_cast<size_t>(max_blocks) + 1), 0);
-  for (int64_t m = 0; m < tokens; ++m) {
-    const KvView& v = kv[static_cast<size_t>(m)];
-    std::memcpy(staged.data() + m * max_blocks, v.blocks,
-                static_cast<size_t>((v.n_ctx + s.block_size - 1) / s.block_size) * sizeof(int32_t));
-    staged[static_cast<size_t>(tokens * max_blocks + m)] = v.n_ctx;
-  }
-  Scratch scratch(ctx);
-  auto* device = static_cast<int32_t*>(scratch.take(staged.size() * sizeof(int32_t), "attention block tables"));
-  TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(device, staged.data(), staged.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                     stream_of(ctx)));
   kernels::AttentionParams p;
   p.out = out.data();
   p.q = q.data();
-  p.keys = kv[0].keys;
-  p.values = kv[0].values;
-  p.block_tables = device;
-  p.n_ctx = device + tokens * max_blocks;
+  p.keys = kv.keys.as<float>();
+  p.values = kv.values.as<float>();
+  p.block_tables = kv.tables.as<int32_t>();
+  p.seq = kv.seq.as<int32_t>();
+  p.n_ctx = kv.n_ctx.as<int32_t>();
   p.tokens = tokens;
-  p.max_blocks = max_blocks;
+  p.max_blocks = static_cast<int>(kv.tables.size(1));
   p.n_heads = s.n_heads;
   p.n_kv_heads = s.n_kv_heads;
   p.head_dim = s.head_dim;
   p.block_size = s.block_size;
   p.scale = s.scale;
+  const int max_ctx = kv.max_ctx > 0 ? kv.max_ctx : p.max_blocks * s.block_size;
+  p.splits = kernels::attention_splits(tokens, s.n_heads, max_ctx, sm_count());
+  if (p.splits > 1) {
+    Scratch scratch(ctx);
+    p.partial = static_cast<float*>(scratch.take(
+        kernels::attention_partial_bytes(tokens, s.n_heads, s.head_dim, p.splits), "attention split partials"));
+  }
   TPLLAMA_CUDA_CHECK(kernels::attention(p, kernel_type(q.dtype()), stream_of(ctx)));
-  // The staging vector is pageable memory: the copy has completed when cudaMemcpyAsync returns.
+}
+
+void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows) {
+  const int64_t row_bytes = k.size(1) * static_cast<int64_t>(sizeof(float));
+  TPLLAMA_CUDA_CHECK(kernels::copy_rows(key_pool.data(), rows.as<int32_t>(), k.data(), nullptr, k.size(0), row_bytes,
+                                        stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(kernels::copy_rows(value_pool.data(), rows.as<int32_t>(), v.data(), nullptr, v.size(0), row_bytes,
+                                        stream_of(ctx)));
+}
+
+void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows) {
+  const int64_t row_bytes = x.size(1) * static_cast<int64_t>(dtype_size(x.dtype()));
+  TPLLAMA_CHECK(row_bytes % 4 == 0, "gather_rows on the GPU copies 4-byte words; a row has ", row_bytes, " bytes");
+  TPLLAMA_CUDA_CHECK(kernels::copy_rows(out.data(), nullptr, x.data(), rows.as<int32_t>(), rows.size(0), row_bytes,
+                                        stream_of(ctx)));
+}
+
+void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value) {
+  TPLLAMA_CUDA_CHECK(kernels::fill_columns(x.as<float>(), x.size(0), x.size(1), col_begin, value, stream_of(ctx)));
+}
+
+Buffer allocate(size_t nbytes) {
+  void* p = nullptr;
+  const cudaError_t rc = cudaMalloc(&p, nbytes == 0 ? 1 : nbytes);
+  if (rc != cudaSuccess) {
+    cudaGetLastError();
+    size_t free = 0, total = 0;
+    cudaMemGetInfo(&free, &total);
+    fail("cannot allocate ", nbytes, " bytes of GPU memory (", cudaGetErrorString(rc), "; ", free, " of ", total,
+         " bytes free)");
+  }
+  return Buffer(p, nbytes, Device::kCuda, [](void* q) { cudaFree(q); });
+}
+
+void upload(const DeviceContext& ctx, Tensor dst, const void* host) {
+  // From pageable memory the call returns once the bytes are staged: host may be reused at once.
+  TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(dst.data(), host, dst.nbytes(), cudaMemcpyHostToDevice, stream_of(ctx)));
+}
+
+void download(const DeviceContext& ctx, void* host, Tensor src) {
+  TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(host, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
+}
+
+void synchronize(const DeviceContext& ctx) { TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx))); }
+
+uint64_t memory_available(const DeviceContext& ctx) {
+  size_t free = 0, total = 0;
+  TPLLAMA_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return free;
 }
 
 void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor logits) {
   TPLLAMA_CUDA_CHECK(kernels::argmax_rows(index.as<int32_t>(), value.as<float>(), logits.as<float>(), logits.size(0),
                                           logits.size(1), stream_of(ctx)));
+}
+
+}  // namespace tpllama::ops::cuda
+
+namespace tpllama::ops::cuda {
+namespace {
+
+// Best seconds per call of `run` over `reps` timed calls after one warm-up, with CUDA events.
+template <typename F>
+double best_seconds(const DeviceContext& ctx, int reps, F&& run) {
+  cudaEvent_t begin = nullptr, end = nullptr;
+  TPLLAMA_CUDA_CHECK(cudaEventCreate(&begin));
+  TPLLAMA_CUDA_CHECK(cudaEventCreate(&end));
+  run();
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    TPLLAMA_CUDA_CHECK(cudaEventRecord(begin, stream_of(ctx)));
+    run();
+    TPLLAMA_CUDA_CHECK(cudaEventRecord(end, stream_of(ctx)));
+    TPLLAMA_CUDA_CHECK(cudaEventSynchronize(end));
+    float ms = 0;
+    TPLLAMA_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
+    best = std::min(best, static_cast<double>(ms) * 1e-3);
+  }
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  return best;
+}
+
+}  // namespace
+
+double measure_copy_bandwidth(const DeviceContext& ctx, size_t bytes) {
+  Buffer src = allocate(bytes), dst = allocate(bytes);
+  TPLLAMA_CUDA_CHECK(cudaMemsetAsync(src.data(), 1, bytes, stream_of(ctx)));
+  const double seconds = best_seconds(ctx, 5, [&] {
+    TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, stream_of(ctx)));
+  });
+  return 2.0 * static_cast<double>(bytes) / seconds;
+}
+
+double measure_gemm_flops(const DeviceContext& ctx, DType dtype, int64_t n) {
+  const size_t es = dtype_size(dtype), elements = static_cast<size_t>(n * n);
+  Buffer a = allocate(elements * es), b = allocate(elements * es), c = allocate(elements * es);
+  // Random operands: a GPU multiplying zeros draws less power and clocks higher than on real data.
+  std::vector<float> host(elements);
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  for (float& v : host) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<float>(static_cast<int64_t>(state >> 40) - (int64_t{1} << 23)) * 0x1.0p-23f;
+  }
+  const Tensor f32(host.data(), DType::kF32, {n, n});
+  pack_weight(ctx, f32, dtype, a.data());
+  pack_weight(ctx, f32, dtype, b.data());
+  const int dim = static_cast<int>(n);
+  const float alpha = 1.0f, beta = 0.0f;
+  const double seconds = best_seconds(ctx, 10, [&] {
+    TPLLAMA_CUBLAS_CHECK(cublasGemmEx(static_cast<cublasHandle_t>(ctx.blas), CUBLAS_OP_T, CUBLAS_OP_N, dim, dim, dim,
+                                      &alpha, a.data(), blas_type(dtype), dim, b.data(), blas_type(dtype), dim, &beta,
+                                      c.data(), blas_type(dtype), dim, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  });
+  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / seconds;
 }
 
 }  // namespace tpllama::ops::cuda

@@ -1,7 +1,6 @@
 // GPU implementations of the ops, called only from ops.cpp after validation. Activations are f32
-// or bf16 (all tensors of one op alike), weights f32 or bf16, norms' weights and RoPE tables f32;
-// every pointer is device memory except the block tables inside KvView, which are staged through
-// the context's scratch.
+// or bf16 (all tensors of one op alike), weights f32 or bf16, norms' weights, RoPE tables and the
+// KV pools f32; every tensor is device memory.
 #pragma once
 
 #include <vector>
@@ -21,7 +20,19 @@ void rope(const DeviceContext& ctx, Tensor x, Tensor cos, Tensor sin, int n_head
 void embedding(const DeviceContext& ctx, Tensor out, Tensor table, Tensor tokens, int vocab_begin);
 void silu_mul(const DeviceContext& ctx, Tensor gate, Tensor up);
 void add(const DeviceContext& ctx, Tensor x, Tensor y);
-void attention(const DeviceContext& ctx, Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& s);
+void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv, const AttentionShape& s);
+void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows);
+void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows);
+void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value);
+Buffer allocate(size_t nbytes);
+void upload(const DeviceContext& ctx, Tensor dst, const void* host);
+void download(const DeviceContext& ctx, void* host, Tensor src);
+void synchronize(const DeviceContext& ctx);
+uint64_t memory_available(const DeviceContext& ctx);
+// Bytes/s of a device-to-device copy of `bytes` (read + written), and cuBLAS FLOP/s on an
+// (n × n) · (n × n)ᵀ product in dtype with fp32 compute: best of several timed runs.
+double measure_copy_bandwidth(const DeviceContext& ctx, size_t bytes);
+double measure_gemm_flops(const DeviceContext& ctx, DType dtype, int64_t n);
 void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor logits);
 
 }  // namespace tpllama::ops::cuda

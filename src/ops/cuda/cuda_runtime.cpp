@@ -1,6 +1,7 @@
 // CudaRuntime and DeviceBuffer (see cuda_runtime.h).
 #include "ops/cuda/cuda_runtime.h"
 
+#include <cstdio>
 #include <utility>
 
 #include "ops/cuda/cuda_check.h"
@@ -14,6 +15,18 @@ int device_count() {
     return 0;
   }
   return n;
+}
+
+std::string device_uuid(int device) {
+  cudaDeviceProp prop{};
+  TPLLAMA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  std::string hex;
+  char digits[3];
+  for (char byte : prop.uuid.bytes) {
+    std::snprintf(digits, sizeof digits, "%02x", static_cast<unsigned char>(byte));
+    hex += digits;
+  }
+  return hex;
 }
 
 CudaRuntime::CudaRuntime(int device, size_t scratch_bytes) : device_(device), scratch_bytes_(scratch_bytes) {
@@ -44,6 +57,15 @@ DeviceContext CudaRuntime::context() const {
   ctx.scratch = scratch_;
   ctx.scratch_bytes = scratch_bytes_;
   return ctx;
+}
+
+std::string CudaRuntime::describe() const {
+  cudaDeviceProp prop{};
+  TPLLAMA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  char text[320];
+  std::snprintf(text, sizeof text, "%s, %.1f GiB, compute capability %d.%d", prop.name,
+                static_cast<double>(prop.totalGlobalMem) / (1u << 30), prop.major, prop.minor);
+  return text;
 }
 
 void CudaRuntime::synchronize() const { TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_))); }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "core/device.h"
 
@@ -11,6 +12,8 @@ namespace tpllama::cuda {
 
 // GPUs visible to this process (0 when there is no driver or no device).
 int device_count();
+// The UUID of GPU `device`, as 32 hex digits.
+std::string device_uuid(int device);
 
 class CudaRuntime {
  public:
@@ -23,6 +26,8 @@ class CudaRuntime {
   DeviceContext context() const;
   void synchronize() const;
   int device() const { return device_; }
+  // "NVIDIA H200, 139.8 GiB".
+  std::string describe() const;
 
  private:
   int device_;

@@ -1,0 +1,49 @@
+// NcclCommunicator: the collectives of a TP group on device memory through NCCL, enqueued on the
+// rank's compute stream, so they order with the kernels around them and never block the host.
+// Host tensors and byte messages go through the group's MPI communicator, which also carried the
+// NCCL unique id at start-up. Compiled only with CUDA; made by make_group_communicator.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/device.h"
+#include "parallel/mpi_comm.h"
+
+namespace tpllama {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Collective over mpi's group: rank 0 creates the unique id and broadcasts it.
+  NcclCommunicator(std::unique_ptr<MpiCommunicator> mpi, const DeviceContext& ctx);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int size() const override { return mpi_->size(); }
+  int rank() const override { return mpi_->rank(); }
+  void all_reduce_sum(Tensor t) override;
+  void all_gather(Tensor in, Tensor out) override;
+  void broadcast(Tensor t, int root) override;
+  // On a device the messages of a pair are matched in call order; the tag is not used.
+  void send(Tensor t, int dest, int tag) override;
+  void recv(Tensor t, int src, int tag) override;
+  void barrier() override;
+  void all_reduce_argmax(std::vector<float>& values, std::vector<int32_t>& indices) override;
+  void broadcast_bytes(std::vector<uint8_t>& bytes, int root) override;
+  void send_bytes_async(std::vector<uint8_t> bytes, int dest, int tag) override;
+  std::vector<uint8_t> recv_bytes(int src, int tag) override;
+  void wait_sends() override;
+  void set_trace(TraceRecorder* trace) override;
+
+ private:
+  // While alive, what the MPI communicator spends is added to our statistics.
+  class ViaMpi;
+  bool on_device(const Tensor& t) const;
+
+  std::unique_ptr<MpiCommunicator> mpi_;
+  DeviceContext ctx_;
+  void* comm_ = nullptr;  // ncclComm_t
+};
+
+}  // namespace tpllama
