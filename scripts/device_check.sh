@@ -5,9 +5,11 @@
 # The GPU check for a bare H200 machine (CUDA toolkit, cuBLAS, NCCL, CMake and ninja present; no
 # Open MPI and no package registry). First, here: scripts/fetch_device_debs.sh, then run this
 # through the device tool with `.debs` carried. It unpacks the packages into a private prefix,
-# builds with -arch=sm_90, runs the gpu-labelled op parity tests and writes everything into
-# OUT_DIR/device_check.txt (plus the tests' JSON). Not yet here: the end-to-end stories260K run
-# and the Llama-2-7B / Llama-3-8B benchmarks, which wait for the model forward on the GPU.
+# builds with -arch=sm_90, runs the gpu-labelled tests (op parity; stories260K on the GPU against
+# the reference; tp/pp layouts sharing the GPU), then benchmarks seeded random Llama-2-7B and
+# Llama-3-8B in bf16: decode at batch 1 (against the device-to-device copy bandwidth), 64 and 256,
+# and prefill (against a cuBLAS GEMM), each measured in the same run. Everything goes into
+# OUT_DIR/device_check.txt (plus the tests' JSON and the bench reports); well under 8 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-device-check}}
@@ -43,11 +45,43 @@ fi
 echo "== configure and build (sm_90)"
 cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DTPLLAMA_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 "${mpi[@]}"
-cmake --build build-device --parallel --target gpu_tests
+cmake --build build-device --parallel --target tpllama gpu_tests gpu_cli_tests
 echo "== build done after $(( $(date +%s) - start )) s"
 
-echo "== gpu op parity tests"
+export OMPI_MCA_rmaps_base_oversubscribe=1
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 status=0
-timeout 300 build-device/tests/gpu_tests --gtest_output="json:$out/gpu_tests.json" || status=$?
-echo "== gpu_tests exit status $status after $(( $(date +%s) - start )) s"
+echo "== gpu op parity tests"
+timeout 240 build-device/tests/gpu_tests --gtest_output="json:$out/gpu_tests.json" || status=$?
+echo "== gpu end-to-end tests"
+TPLLAMA_SHARED_DIR=${TPLLAMA_SHARED_DIR:-$(cd .. && pwd)/shared} \
+  timeout 240 build-device/tests/gpu_cli_tests --gtest_output="json:$out/gpu_cli_tests.json" || status=$?
+echo "== tests exit status $status after $(( $(date +%s) - start )) s"
+
+echo "== benchmarks: seeded random weights, bf16, one GPU"
+bench=$out/bench
+mkdir -p "$bench"
+: > "$bench/order"
+run() {  # name args...
+  local name=$1
+  shift
+  if timeout 150 build-device/tpllama bench --random-weights --seed 1 --device cuda --dtype bf16 \
+      --json "$bench/$name.1.json" "$@" > "$bench/$name.log" 2>&1; then
+    echo "$name" >> "$bench/order"
+    grep -E "decode|prefill|machine" "$bench/$name.log" | sed "s/^/$name: /"
+  else
+    status=1
+    echo "$name FAILED:"; tail -20 "$bench/$name.log"
+  fi
+  echo "   ($(( $(date +%s) - start )) s)"
+}
+for shape in llama2-7b llama3-8b; do
+  run "decode-1-$shape" --shape "$shape" --prompts 1 --input-len 128 --output-len 256
+  run "decode-64-$shape" --shape "$shape" --prompts 64 --input-len 128 --output-len 128
+  run "decode-256-$shape" --shape "$shape" --prompts 256 --input-len 128 --output-len 128
+  run "prefill-$shape" --shape "$shape" --prompts 32 --max-seqs 32 --input-len 512 --output-len 1 \
+    --max-batch-tokens 4096
+done
+[ -s "$bench/order" ] && python3 scripts/bench_table.py "$bench" 1
+echo "== done: exit status $status after $(( $(date +%s) - start )) s"
 exit "$status"

@@ -43,6 +43,13 @@ LlamaModel::LlamaModel(const LlamaConfig& config, ModelWeights weights, const To
   const size_t q_local = static_cast<size_t>(heads_.n_heads_local * config_.head_dim);
   const size_t hidden_local = static_cast<size_t>(heads_.ffn_local);
   const size_t dim = static_cast<size_t>(config_.dim), kv = static_cast<size_t>(kv_dim_local());
+  const int64_t widest = std::max<int64_t>({config_.dim, static_cast<int64_t>(q_local), heads_.ffn_local});
+  const size_t need = ops::scratch_bytes(ctx_, std::max(limits.max_batch_tokens, limits.max_logit_rows), widest);
+  if (need > ctx_.scratch_bytes) {
+    scratch_ = ops::allocate(ctx_, need);
+    ctx_.scratch = scratch_.data();
+    ctx_.scratch_bytes = need;
+  }
   x_ = ops::allocate(ctx_, t * dim * f);
   xn_ = ops::allocate(ctx_, t * dim * f);
   q_ = ops::allocate(ctx_, t * q_local * f);

@@ -92,6 +92,7 @@ class LlamaModel {
   Buffer up_;      // (T, hidden_local)
   Buffer step_host_;  // the step's indices and RoPE tables (stage_step), host
   Buffer step_;       // the same, on the device
+  Buffer scratch_;    // the ops' temporaries when the runtime's scratch is too small for a step
   Buffer last_;    // (R, dim) hidden states of the logit rows
   Buffer logits_;  // (R, vocab_local)
 };

@@ -286,6 +286,11 @@ void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float v
     std::fill(x.as<float>() + r * x.size(1) + col_begin, x.as<float>() + (r + 1) * x.size(1), value);
 }
 
+size_t scratch_bytes(const DeviceContext& ctx, int64_t max_rows, int64_t max_width) {
+  if (on_gpu("scratch_bytes", ctx, {})) TPLLAMA_GPU(scratch_bytes(max_rows, max_width));
+  return 0;
+}
+
 Buffer allocate(const DeviceContext& ctx, size_t nbytes) {
   if (on_gpu("allocate", ctx, {})) TPLLAMA_GPU(allocate(nbytes));
   return Buffer(nbytes);

@@ -122,6 +122,10 @@ void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows);
 // x[r][c] = value for every row and c >= col_begin (f32): the padding columns of a vocab shard.
 void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value);
 
+// Bytes of ctx.scratch the ops need for activations of up to max_rows rows and max_width columns
+// (0 on the CPU). A model whose steps are larger than the runtime's scratch brings its own.
+size_t scratch_bytes(const DeviceContext& ctx, int64_t max_rows, int64_t max_width);
+
 // Memory on the context's device: aligned host memory on the CPU, cudaMalloc on a GPU (never
 // managed memory). Allocated at start-up, never per step.
 Buffer allocate(const DeviceContext& ctx, size_t nbytes);

@@ -110,6 +110,7 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
   {
     TraceSpan span(trace_, "forward", TraceTrack::kCompute);
     out = model_.forward(plan.batch, cache_);
+    ops::synchronize(model_.context());  // a GPU's queued kernels belong to this span
   }
   stats_.compute_seconds += seconds_since(start);
   ++stats_.steps;

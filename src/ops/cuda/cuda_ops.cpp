@@ -184,6 +184,12 @@ void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float v
   TPLLAMA_CUDA_CHECK(kernels::fill_columns(x.as<float>(), x.size(0), x.size(1), col_begin, value, stream_of(ctx)));
 }
 
+size_t scratch_bytes(int64_t max_rows, int64_t max_width) {
+  // The largest carve: a matmul input converted, or an f32 product staged (4 bytes an element at
+  // most), or the attention's split partials (at most 2 × SMs (token, head) pairs, < 16 MiB).
+  return static_cast<size_t>(max_rows * max_width) * sizeof(float) + (size_t{16} << 20);
+}
+
 Buffer allocate(size_t nbytes) {
   void* p = nullptr;
   const cudaError_t rc = cudaMalloc(&p, nbytes == 0 ? 1 : nbytes);

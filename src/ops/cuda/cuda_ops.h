@@ -24,6 +24,7 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
 void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows);
 void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows);
 void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value);
+size_t scratch_bytes(int64_t max_rows, int64_t max_width);
 Buffer allocate(size_t nbytes);
 void upload(const DeviceContext& ctx, Tensor dst, const void* host);
 void download(const DeviceContext& ctx, void* host, Tensor src);
