@@ -380,6 +380,27 @@ TEST_F(Stories, OutputThatWouldOverwriteTheInputIsRefused) {
   EXPECT_EQ(line, "hello");
 }
 
+// Device choices that cannot be met are refused before any weight is read, naming the way out.
+// (On a machine with a GPU the first two would run: tests/gpu covers that side.)
+TEST_F(Stories, ImpossibleDeviceChoicesAreRefusedUpFront) {
+  std::string in = work_ + "/device.txt";
+  std::ofstream(in) << "hello\n";
+  const std::string base = binary() + " run --model " + model_ + " --input " + in + " --output " + work_ + "/never_dev.jsonl ";
+  struct Case {
+    std::string flags, message;
+  };
+  std::vector<Case> cases = {{"--device cpu --comm nccl", "--comm nccl needs GPUs"}};
+  if (!fs::exists("/dev/nvidia0")) cases.push_back({"--device cuda", "sees no GPU"});  // no GPU on this machine
+  for (const Case& c : cases) {
+    const auto start = std::chrono::steady_clock::now();
+    CommandResult r = run_shell(base + c.flags);
+    EXPECT_NE(r.exit_code, 0) << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.flags << "\n" << r.output;
+    EXPECT_EQ(count_occurrences(r.output, "error:"), 1) << c.flags << "\n" << r.output;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << c.flags;
+  }
+}
+
 TEST_F(Stories, UnknownDtypeFailsNamingIt) {
   std::string broken = work_ + "/i8";
   fs::remove_all(broken);
