@@ -17,7 +17,7 @@ CommBackend parse_comm_backend(const std::string& name) {
 
 std::unique_ptr<Communicator> make_group_communicator(std::unique_ptr<MpiCommunicator> mpi, CommBackend backend,
                                                       const DeviceContext& ctx) {
-  if (backend == CommBackend::kMpi) {
+  if (backend == CommBackend::kMpi || mpi->size() == 1) {  // a group of one moves nothing: no NCCL to start
     if (ctx.device != Device::kCpu) mpi->stage_through_host(ctx);
     return mpi;
   }

@@ -141,10 +141,11 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
 void Pipeline::local_argmax(const Tensor& logits) {
   const DeviceContext& ctx = model_.context();
   const int64_t r = logits.size(0);
-  Tensor index = argmax_index_.view(DType::kI32, {r}), value = argmax_value_.view(DType::kF32, {r});
-  ops::argmax_rows(ctx, index, value, logits);
   local_max_index_.resize(static_cast<size_t>(r));
   local_max_value_.resize(static_cast<size_t>(r));
+  if (r == 0) return;
+  Tensor index = argmax_index_.view(DType::kI32, {r}), value = argmax_value_.view(DType::kF32, {r});
+  ops::argmax_rows(ctx, index, value, logits);
   ops::download(ctx, local_max_index_.data(), index);
   ops::download(ctx, local_max_value_.data(), value);
 }

@@ -93,10 +93,14 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 void DeviceBuffer::upload(const void* host, size_t nbytes, size_t offset) {
   TPLLAMA_CHECK(offset + nbytes <= nbytes_, "upload of ", nbytes, " bytes at ", offset, " into ", nbytes_);
   TPLLAMA_CUDA_CHECK(cudaMemcpy(static_cast<char*>(data_) + offset, host, nbytes, cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return before the bytes land, and the ops' non-blocking
+  // streams do not wait for the legacy stream: finish the copy before anyone reads it.
+  TPLLAMA_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void DeviceBuffer::download(void* host, size_t nbytes, size_t offset) const {
   TPLLAMA_CHECK(offset + nbytes <= nbytes_, "download of ", nbytes, " bytes at ", offset, " from ", nbytes_);
+  TPLLAMA_CUDA_CHECK(cudaDeviceSynchronize());  // every stream's writes to it are done
   TPLLAMA_CUDA_CHECK(cudaMemcpy(host, static_cast<const char*>(data_) + offset, nbytes, cudaMemcpyDeviceToHost));
 }
 
