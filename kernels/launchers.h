@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace tpllama::kernels {
@@ -66,5 +67,20 @@ cudaError_t copy_rows(void* dst, const int32_t* dst_rows, const void* src, const
                       int64_t row_bytes, cudaStream_t stream);
 // x[r][c] = value for r < rows, col_begin <= c < cols (f32).
 cudaError_t fill_columns(float* x, int64_t rows, int64_t cols, int64_t col_begin, float value, cudaStream_t stream);
+
+// One draw per row of logits (rows, cols, f32) over its first n columns, as the CPU sampler
+// (ops/cpu/sampling.h) defines it: temperature > 0, top_k (<= 0: off), top_p (1: off), min_p (0:
+// off), and the draw's uniform in [0, 1). tokens (device) gets the ids, or -1 for a row without a
+// finite maximum. workspace: sampling_workspace_bytes(rows, cols) of device memory.
+struct SampleParams {
+  double temperature = 1.0;
+  double top_p = 1.0;
+  double min_p = 0.0;
+  double uniform = 0.0;
+  int top_k = 0;
+};
+size_t sampling_workspace_bytes(int64_t rows, int64_t cols);
+cudaError_t sample_rows(int32_t* tokens, const float* logits, int64_t rows, int64_t cols, int n,
+                        const SampleParams* params, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace tpllama::kernels

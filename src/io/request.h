@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/sampling_params.h"
+#include "core/sampling_params.h"
 
 namespace tpllama {
 

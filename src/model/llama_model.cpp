@@ -35,8 +35,8 @@ LlamaModel::LlamaModel(const LlamaConfig& config, ModelWeights weights, const To
       vocab_local_(tpllama::vocab_local(config_, topology.tp_size())),
       weights_(std::move(weights)),
       inv_freq_(config_.rope_inv_freq()) {
-  TPLLAMA_CHECK(limits.max_batch_tokens > 0 && limits.max_logit_rows > 0, "limits ",
-                limits.max_batch_tokens, " ", limits.max_logit_rows);
+  TPLLAMA_CHECK(limits.max_batch_tokens > 0 && limits.max_logit_rows > 0 && limits.max_sample_rows > 0, "limits ",
+                limits.max_batch_tokens, " ", limits.max_logit_rows, " ", limits.max_sample_rows);
   const size_t t = static_cast<size_t>(limits.max_batch_tokens);
   const size_t r = static_cast<size_t>(limits.max_logit_rows);
   const size_t f = sizeof(float);
@@ -44,7 +44,9 @@ LlamaModel::LlamaModel(const LlamaConfig& config, ModelWeights weights, const To
   const size_t hidden_local = static_cast<size_t>(heads_.ffn_local);
   const size_t dim = static_cast<size_t>(config_.dim), kv = static_cast<size_t>(kv_dim_local());
   const int64_t widest = std::max<int64_t>({config_.dim, static_cast<int64_t>(q_local), heads_.ffn_local});
-  const size_t need = ops::scratch_bytes(ctx_, std::max(limits.max_batch_tokens, limits.max_logit_rows), widest);
+  const size_t need = std::max(
+      ops::scratch_bytes(ctx_, std::max(limits.max_batch_tokens, limits.max_logit_rows), widest),
+      ops::sampling_scratch_bytes(ctx_, limits.max_sample_rows, int64_t{vocab_local_} * topology.tp_size()));
   if (need > ctx_.scratch_bytes) {
     scratch_ = ops::allocate(ctx_, need);
     ctx_.scratch = scratch_.data();

@@ -30,6 +30,7 @@ struct StepBatch {
 struct ModelLimits {
   int max_batch_tokens = 0;  // tokens per forward step
   int max_logit_rows = 0;    // logit rows per forward step
+  int max_sample_rows = 64;  // rows drawn from at once (a step's sampled rows go in chunks of this)
 };
 
 class LlamaModel {

@@ -13,6 +13,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/machine_limits.h"
+#include "ops/cpu/sampling.h"
 #ifdef TPLLAMA_HAVE_CUDA
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/cuda_runtime.h"
@@ -284,6 +285,26 @@ void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float v
   if (on_gpu("fill_columns", ctx, {&x})) TPLLAMA_GPU(fill_columns(ctx, x, col_begin, value));
   for (int64_t r = 0; r < x.size(0); ++r)
     std::fill(x.as<float>() + r * x.size(1) + col_begin, x.as<float>() + (r + 1) * x.size(1), value);
+}
+
+std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n, const std::vector<SampleRow>& rows) {
+  TPLLAMA_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && logits.size(0) == static_cast<int64_t>(rows.size()),
+                "sample_rows: logits ", logits.shape_string(), " for ", rows.size(), " rows");
+  TPLLAMA_CHECK(n >= 1 && n <= logits.size(1), "sample_rows: ", n, " of ", logits.size(1), " columns");
+  for (const SampleRow& r : rows)
+    TPLLAMA_CHECK(r.params.temperature > 0 && r.uniform >= 0 && r.uniform < 1, "sample_rows: temperature ",
+                  r.params.temperature, " uniform ", r.uniform);
+  if (on_gpu("sample_rows", ctx, {&logits})) TPLLAMA_GPU(sample_rows(ctx, logits, n, rows));
+  std::vector<int32_t> tokens(rows.size());
+  for (size_t r = 0; r < rows.size(); ++r)
+    tokens[r] = cpu::sample_with_uniform(logits.as<float>() + static_cast<int64_t>(r) * logits.size(1), n,
+                                         rows[r].params, rows[r].uniform);
+  return tokens;
+}
+
+size_t sampling_scratch_bytes(const DeviceContext& ctx, int64_t rows, int64_t cols) {
+  if (on_gpu("sampling_scratch_bytes", ctx, {})) TPLLAMA_GPU(sampling_scratch_bytes(rows, cols));
+  return 0;
 }
 
 size_t scratch_bytes(const DeviceContext& ctx, int64_t max_rows, int64_t max_width) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/sampling_params.h"
 #include "core/tensor.h"
 
 namespace tpllama::ops {
@@ -122,9 +123,21 @@ void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows);
 // x[r][c] = value for every row and c >= col_begin (f32): the padding columns of a vocab shard.
 void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value);
 
+// One row to sample: its settings (temperature > 0) and the uniform in [0, 1) of its draw.
+struct SampleRow {
+  SamplingParams params;
+  double uniform = 0;
+};
+// The token ops/cpu/sampling.h's sample_with_uniform draws from each row of logits (rows, cols)
+// f32, over its first n columns, with rows[r]: on a GPU sorted and drawn there, so only the ids
+// reach the host. Fails naming the row when its logits have no finite maximum.
+std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n, const std::vector<SampleRow>& rows);
+
 // Bytes of ctx.scratch the ops need for activations of up to max_rows rows and max_width columns
 // (0 on the CPU). A model whose steps are larger than the runtime's scratch brings its own.
 size_t scratch_bytes(const DeviceContext& ctx, int64_t max_rows, int64_t max_width);
+// ... and sample_rows for up to rows × cols logits.
+size_t sampling_scratch_bytes(const DeviceContext& ctx, int64_t rows, int64_t cols);
 
 // Memory on the context's device: aligned host memory on the CPU, cudaMalloc on a GPU (never
 // managed memory). Allocated at start-up, never per step.

@@ -39,6 +39,11 @@ Pipeline::Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, 
   if (topology.is_last_stage()) {
     argmax_index_ = ops::allocate(ctx, rows * sizeof(int32_t));
     argmax_value_ = ops::allocate(ctx, rows * sizeof(float));
+    const size_t tp = static_cast<size_t>(topology.tp_size()), chunk = static_cast<size_t>(model.limits().max_sample_rows);
+    const size_t row_bytes = static_cast<size_t>(model.vocab_local()) * sizeof(float);
+    sample_index_ = ops::allocate(ctx, tp * chunk * sizeof(int32_t));
+    sample_whole_ = ops::allocate(ctx, tp * chunk * row_bytes);
+    if (tp > 1) sample_gathered_ = ops::allocate(ctx, tp * chunk * row_bytes);
   }
 }
 
@@ -172,7 +177,7 @@ Tensor Pipeline::host_logits(const Tensor& logits) {
 
 // Greedy rows: argmax of each TP shard, reduced across the group (no logits move). Sampled rows:
 // the shards are gathered into whole rows, then every TP rank draws the same token with the
-// uniform rank 0 drew.
+// uniform rank 0 drew (ops::sample_rows: on a GPU, sorted and drawn there).
 std::vector<int32_t> Pipeline::sample_rows(const StepPlan& plan, const Tensor& device_logits) {
   const size_t rows = plan.sampling.size();
   const int v_local = model_.vocab_local();
@@ -185,27 +190,39 @@ std::vector<int32_t> Pipeline::sample_rows(const StepPlan& plan, const Tensor& d
   reduce_argmax(greedy, &values, &indices);
   for (size_t i = 0; i < greedy.size(); ++i) tokens[greedy[i]] = indices[i];
 
-  if (!sampled.empty()) {
-    const Tensor logits = host_logits(device_logits);
-    const int tp = topology_.tp_size();
-    const int64_t s = static_cast<int64_t>(sampled.size());
-    Buffer local(static_cast<size_t>(s * v_local) * sizeof(float));
-    Buffer gathered(static_cast<size_t>(tp * s * v_local) * sizeof(float));
-    for (int64_t i = 0; i < s; ++i)
-      std::memcpy(static_cast<float*>(local.data()) + i * v_local,
-                  logits.as<float>() + static_cast<int64_t>(sampled[static_cast<size_t>(i)]) * v_local,
-                  static_cast<size_t>(v_local) * sizeof(float));
-    tp_comm_.all_gather(local.view(DType::kF32, {s, v_local}), gathered.view(DType::kF32, {tp * s, v_local}));
-    std::vector<float> row(static_cast<size_t>(tp) * static_cast<size_t>(v_local));
-    for (int64_t i = 0; i < s; ++i) {
-      for (int t = 0; t < tp; ++t)
-        std::memcpy(row.data() + static_cast<size_t>(t) * static_cast<size_t>(v_local),
-                    static_cast<const float*>(gathered.data()) + (t * s + i) * v_local,
-                    static_cast<size_t>(v_local) * sizeof(float));
-      const RowSampling& rs = plan.sampling[sampled[static_cast<size_t>(i)]];
-      tokens[sampled[static_cast<size_t>(i)]] =
-          sample_with_uniform(row.data(), model_.config().vocab_size, rs.params, rs.uniform);
+  // Sampled rows, a chunk at a time: this shard's rows, gathered across the TP group and laid out
+  // as whole rows, then drawn on the model's device; only the token ids come back.
+  const DeviceContext& ctx = model_.context();
+  const int tp = topology_.tp_size();
+  const size_t chunk = static_cast<size_t>(model_.limits().max_sample_rows);
+  for (size_t first = 0; first < sampled.size(); first += chunk) {
+    const int64_t s = static_cast<int64_t>(std::min(chunk, sampled.size() - first));
+    std::vector<int32_t> index(sampled.begin() + static_cast<std::ptrdiff_t>(first),
+                               sampled.begin() + static_cast<std::ptrdiff_t>(first) + s);
+    Tensor rows_of = sample_index_.view(DType::kI32, {s});
+    ops::upload(ctx, rows_of, index.data());
+    Tensor whole = sample_whole_.view(DType::kF32, {s, v_local});
+    ops::gather_rows(ctx, whole, device_logits, rows_of);
+    if (tp > 1) {
+      // The gather puts shard t's row i at row t*s + i; whole row i is shard 0's row i, then shard 1's...
+      Tensor gathered = sample_gathered_.view(DType::kF32, {tp * s, v_local});
+      tp_comm_.all_gather(whole, gathered);
+      index.resize(static_cast<size_t>(tp * s));
+      for (int64_t i = 0; i < s; ++i)
+        for (int t = 0; t < tp; ++t) index[static_cast<size_t>(i * tp + t)] = static_cast<int32_t>(t * s + i);
+      rows_of = sample_index_.view(DType::kI32, {tp * s});
+      ops::upload(ctx, rows_of, index.data());
+      whole = sample_whole_.view(DType::kF32, {tp * s, v_local});
+      ops::gather_rows(ctx, whole, gathered, rows_of);
     }
+    std::vector<ops::SampleRow> draws(static_cast<size_t>(s));
+    for (int64_t i = 0; i < s; ++i) {
+      const RowSampling& rs = plan.sampling[sampled[first + static_cast<size_t>(i)]];
+      draws[static_cast<size_t>(i)] = {rs.params, rs.uniform};
+    }
+    const std::vector<int32_t> drawn =
+        ops::sample_rows(ctx, whole.reshape({s, tp * int64_t{v_local}}), model_.config().vocab_size, draws);
+    for (int64_t i = 0; i < s; ++i) tokens[sampled[first + static_cast<size_t>(i)]] = drawn[static_cast<size_t>(i)];
   }
   return tokens;
 }

@@ -66,6 +66,10 @@ class Pipeline {
   Buffer host_logits_;
   Buffer argmax_index_;
   Buffer argmax_value_;
+  // Sampling, max_sample_rows rows at a time: row indices, whole rows, the TP group's gather.
+  Buffer sample_index_;
+  Buffer sample_whole_;
+  Buffer sample_gathered_;
   std::vector<int32_t> local_max_index_;
   std::vector<float> local_max_value_;
 };

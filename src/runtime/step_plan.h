@@ -8,7 +8,7 @@
 
 #include "core/tensor.h"
 #include "model/llama_model.h"
-#include "runtime/sampling_params.h"
+#include "core/sampling_params.h"
 
 namespace tpllama {
 

@@ -184,6 +184,39 @@ void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float v
   TPLLAMA_CUDA_CHECK(kernels::fill_columns(x.as<float>(), x.size(0), x.size(1), col_begin, value, stream_of(ctx)));
 }
 
+std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n, const std::vector<SampleRow>& rows) {
+  const int64_t r = logits.size(0), cols = logits.size(1);
+  std::vector<int32_t> tokens(static_cast<size_t>(r));
+  if (r == 0) return tokens;
+  std::vector<kernels::SampleParams> params(static_cast<size_t>(r));
+  for (size_t i = 0; i < params.size(); ++i) {
+    const SamplingParams& p = rows[i].params;
+    params[i] = {p.temperature, p.top_p, p.min_p, rows[i].uniform, p.top_k};
+  }
+  Scratch scratch(ctx);
+  auto* device_params = static_cast<kernels::SampleParams*>(
+      scratch.take(params.size() * sizeof(kernels::SampleParams), "sampling parameters"));
+  auto* device_tokens = static_cast<int32_t*>(scratch.take(tokens.size() * sizeof(int32_t), "sampled tokens"));
+  const size_t workspace_bytes = kernels::sampling_workspace_bytes(r, cols);
+  void* workspace = scratch.take(workspace_bytes, "sampling workspace");
+  TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(device_params, params.data(), params.size() * sizeof(kernels::SampleParams),
+                                     cudaMemcpyHostToDevice, stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(kernels::sample_rows(device_tokens, logits.as<float>(), r, cols, n, device_params, workspace,
+                                          workspace_bytes, stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(tokens.data(), device_tokens, tokens.size() * sizeof(int32_t),
+                                     cudaMemcpyDeviceToHost, stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
+  for (int64_t i = 0; i < r; ++i)
+    if (tokens[static_cast<size_t>(i)] < 0) fail("sampled row ", i, ": its logits have no finite maximum");
+  return tokens;
+}
+
+size_t sampling_scratch_bytes(int64_t rows, int64_t cols) {
+  // Parameters and tokens (256-byte aligned each), then the sort's workspace.
+  return static_cast<size_t>(rows) * (sizeof(kernels::SampleParams) + sizeof(int32_t)) + 512 +
+         kernels::sampling_workspace_bytes(rows, cols);
+}
+
 size_t scratch_bytes(int64_t max_rows, int64_t max_width) {
   // The largest carve: a matmul input converted, or an f32 product staged (4 bytes an element at
   // most), or the attention's split partials (at most 2 × SMs (token, head) pairs, < 16 MiB).

@@ -25,6 +25,8 @@ void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tens
 void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows);
 void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value);
 size_t scratch_bytes(int64_t max_rows, int64_t max_width);
+std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n, const std::vector<SampleRow>& rows);
+size_t sampling_scratch_bytes(int64_t rows, int64_t cols);
 Buffer allocate(size_t nbytes);
 void upload(const DeviceContext& ctx, Tensor dst, const void* host);
 void download(const DeviceContext& ctx, void* host, Tensor src);

@@ -1,0 +1,168 @@
+// The CPU sampler. Nothing sorts a whole 128k vocabulary when it can be avoided: top_k keeps a
+// k-heap, and top_p / untruncated draws select and sort a head only until it holds enough mass.
+#include "ops/cpu/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include "core/error.h"
+
+namespace tpllama::ops::cpu {
+namespace {
+
+// Sampling order: more probable first, equal probabilities by lower token id.
+bool better(const Candidate& a, const Candidate& b) {
+  return a.prob > b.prob || (a.prob == b.prob && a.token < b.token);
+}
+
+// A set whose mass reaches top_p exactly in real arithmetic can fall a few ulps short after
+// exp/sum rounding; this slack keeps such a boundary on the "reached" side.
+constexpr double kTopPSlack = 1e-9;
+
+double top_p_target(double top_p, double total) {
+  return top_p * total * (1.0 - kTopPSlack);
+}
+
+// Number of leading entries of sorted `c` whose cumulative weight first reaches target.
+size_t prefix_reaching(const std::vector<Candidate>& c, size_t count, double target) {
+  double cum = 0.0;
+  for (size_t i = 0; i < count; ++i) {
+    cum += c[i].prob;
+    if (cum >= target) return i + 1;
+  }
+  return count + 1;  // not reached within count
+}
+
+// Reorders c so its first `len` entries are its best, sorted, and their cumulative weight first
+// reaches target there (or len == c.size()); returns len. The selected head grows 4x at a time with
+// nth_element over the unselected rest only, so a peaked distribution never sorts the vocabulary.
+size_t sorted_prefix(std::vector<Candidate>& c, double target) {
+  if (c.empty()) return 0;
+  size_t done = 0;
+  size_t k = std::min<size_t>(c.size(), 256);
+  double mass = 0.0;
+  for (;;) {
+    if (k < c.size())
+      std::nth_element(c.begin() + static_cast<std::ptrdiff_t>(done),
+                       c.begin() + static_cast<std::ptrdiff_t>(k - 1), c.end(), better);
+    for (size_t i = done; i < k; ++i) mass += c[i].prob;
+    if (mass >= target || k == c.size()) break;
+    done = k;
+    k = std::min(c.size(), k * 4);
+  }
+  std::sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(k), better);
+  return std::min(prefix_reaching(c, k, target), k);
+}
+
+double finite_max(const float* logits, int n) {
+  double max_logit = -INFINITY;
+  for (int i = 0; i < n; ++i) max_logit = std::max(max_logit, static_cast<double>(logits[i]));
+  if (!std::isfinite(max_logit)) fail("logits have no finite maximum (max ", max_logit, ")");
+  return max_logit;
+}
+
+// Every token with its softmax weight (max weight exactly 1, unnormalised); total gets their sum.
+std::vector<Candidate> all_weights(const float* logits, int n, double max_logit, double temperature,
+                                   double& total) {
+  std::vector<Candidate> c(static_cast<size_t>(n));
+  total = 0.0;
+  for (int i = 0; i < n; ++i) {
+    const double w = std::exp((static_cast<double>(logits[i]) - max_logit) / temperature);
+    c[static_cast<size_t>(i)] = {i, w};
+    total += w;
+  }
+  return c;
+}
+
+// The k best tokens, sorted, with softmax weights, in one pass over the logits: a heap of the k
+// best so far (worst on top) rejects most entries with one comparison, and only k exponentials are
+// needed. Selecting on raw logits is selecting on probabilities, which are monotone in them.
+std::vector<Candidate> top_k_weights(const float* logits, int n, int k, double temperature) {
+  std::vector<Candidate> c;  // prob holds the logit until the selection is done
+  c.reserve(static_cast<size_t>(k));
+  for (int i = 0; i < k; ++i) c.push_back({i, static_cast<double>(logits[i])});
+  std::make_heap(c.begin(), c.end(), better);
+  for (int i = k; i < n; ++i) {
+    const Candidate cand{i, static_cast<double>(logits[i])};
+    if (!better(cand, c.front())) continue;
+    std::pop_heap(c.begin(), c.end(), better);
+    c.back() = cand;
+    std::push_heap(c.begin(), c.end(), better);
+  }
+  std::sort(c.begin(), c.end(), better);
+  const double max_logit = c.front().prob;
+  if (!std::isfinite(max_logit)) fail("logits have no finite maximum (max ", max_logit, ")");
+  for (auto& cand : c) cand.prob = std::exp((cand.prob - max_logit) / temperature);
+  return c;
+}
+
+// Drops the tail below min_weight (the top weight is 1, so this is min_p * p_max). It keeps a
+// prefix of the sorted order, so it may run before sorting; remove_if keeps any existing order.
+void apply_min_p(std::vector<Candidate>& c, double min_weight) {
+  if (min_weight <= 0.0) return;
+  c.erase(std::remove_if(c.begin(), c.end(),
+                         [&](const Candidate& cand) { return cand.prob < min_weight; }),
+          c.end());
+}
+
+}  // namespace
+
+int argmax(const float* logits, int n) {
+  if (n <= 0) fail("argmax over ", n, " logits");
+  int best = 0;
+  for (int i = 1; i < n; ++i)
+    if (logits[i] > logits[best]) best = i;
+  return best;
+}
+
+std::vector<Candidate> candidate_set(const float* logits, int n, const SamplingParams& p) {
+  if (!(p.temperature > 0.0)) fail("candidate_set needs temperature > 0, got ", p.temperature);
+  if (n <= 0) fail("candidate_set over ", n, " logits");
+  const double min_weight = std::clamp(p.min_p, 0.0, 1.0);  // above 1 would drop even the top
+  std::vector<Candidate> c;
+  if (p.top_k > 0 && p.top_k < n) {
+    c = top_k_weights(logits, n, p.top_k, p.temperature);
+    double total = 0.0;
+    for (const auto& cand : c) total += cand.prob;
+    // top_p measures mass within the top-k set, as llama.cpp and Hugging Face do.
+    if (p.top_p < 1.0)
+      c.resize(std::min(c.size(), prefix_reaching(c, c.size(), top_p_target(p.top_p, total))));
+    apply_min_p(c, min_weight);
+  } else {
+    double total = 0.0;
+    c = all_weights(logits, n, finite_max(logits, n), p.temperature, total);
+    apply_min_p(c, min_weight);  // before sorting: fewer to sort; total stays the full mass
+    if (p.top_p < 1.0)
+      c.resize(sorted_prefix(c, top_p_target(p.top_p, total)));
+    else
+      std::sort(c.begin(), c.end(), better);
+  }
+  double kept = 0.0;
+  for (const auto& cand : c) kept += cand.prob;
+  for (auto& cand : c) cand.prob /= kept;
+  return c;
+}
+
+int sample_with_uniform(const float* logits, int n, const SamplingParams& p, double u) {
+  if (p.temperature == 0.0) return argmax(logits, n);
+  const bool truncates = (p.top_k > 0 && p.top_k < n) || p.top_p < 1.0 || p.min_p > 0.0;
+  if (!truncates) {
+    // The walk over the full sorted vocabulary stops where the cumulative mass passes u; finding
+    // that point by selection avoids sorting all of a 128k vocabulary for every token.
+    if (!(p.temperature > 0.0)) fail("sample needs temperature >= 0, got ", p.temperature);
+    if (n <= 0) fail("sample over ", n, " logits");
+    double total = 0.0;
+    std::vector<Candidate> c = all_weights(logits, n, finite_max(logits, n), p.temperature, total);
+    return c[sorted_prefix(c, std::nextafter(u * total, INFINITY)) - 1].token;
+  }
+  const std::vector<Candidate> c = candidate_set(logits, n, p);
+  double cum = 0.0;
+  for (const auto& cand : c) {
+    cum += cand.prob;
+    if (u < cum) return cand.token;
+  }
+  return c.back().token;  // rounding left the cumulative sum just below u
+}
+
+}  // namespace tpllama::ops::cpu
