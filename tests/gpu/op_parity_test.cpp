@@ -312,6 +312,42 @@ TEST_P(GpuOps, ArgmaxTiesToTheLowestColumn) {
   expect_close(value, download(gval), "argmax values");
 }
 
+// Sampling: the GPU's sort-and-draw against the CPU sampler, row by row, on the same logits and
+// uniforms: every truncation alone and together, top-k at and past the vocabulary, ties (which
+// go to the lower id), and columns past n holding values that must be ignored.
+TEST_P(GpuOps, SampleRowsDrawTheCpuSamplersTokens) {
+  if (act() == DType::kBF16) GTEST_SKIP() << "logits are f32 whatever the activations";
+  std::vector<SamplingParams> settings(7);
+  settings[0].temperature = 1.0;
+  settings[1].temperature = 0.7, settings[1].top_k = 40;
+  settings[2].temperature = 1.3, settings[2].top_p = 0.9;
+  settings[3].temperature = 1.0, settings[3].min_p = 0.05;
+  settings[4].temperature = 0.8, settings[4].top_k = 50, settings[4].top_p = 0.95, settings[4].min_p = 0.02;
+  settings[5].temperature = 0.5, settings[5].top_k = 1 << 20;
+  settings[6].temperature = 2.0, settings[6].top_k = 3, settings[6].top_p = 0.5;
+  for (auto [cols, n] : {std::pair<int64_t, int>{1000, 1000}, {32000, 31990}, {4099, 7}}) {
+    const int64_t rows = 70;  // more than one 64-row chunk is the pipeline's business, not the op's
+    std::vector<float> logits = random(static_cast<size_t>(rows * cols), 6.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = logits.data() + r * cols;
+      if (r % 5 == 0) row[n - 1] = row[0] = 9.0f;  // a tie at the top: the lower id comes first
+      for (int64_t c = n; c < cols; ++c) row[c] = 50.0f;  // past n: never drawn
+    }
+    std::vector<ops::SampleRow> draws(static_cast<size_t>(rows));
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    for (size_t r = 0; r < draws.size(); ++r) draws[r] = {settings[r % settings.size()], u(rng_)};
+    Device gl = upload(logits, {rows, cols}, DType::kF32);
+    runtime_->synchronize();
+    ASSERT_TRUE(cuda::is_device_pointer(gl.tensor.data()));
+    const std::vector<int32_t> candidate = ops::sample_rows(gpu_, gl.tensor, n, draws);
+    const std::vector<int32_t> reference = ops::sample_rows(cpu_, host(logits, {rows, cols}), n, draws);
+    for (int64_t r = 0; r < rows; ++r)
+      EXPECT_EQ(candidate[static_cast<size_t>(r)], reference[static_cast<size_t>(r)])
+          << "row " << r << " of " << cols << " columns (n " << n << "), setting " << r % 7 << ", u "
+          << draws[static_cast<size_t>(r)].uniform;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Activations, GpuOps, ::testing::Values(DType::kF32, DType::kBF16),
                          [](const auto& param_info) { return dtype_name(param_info.param); });
 
