@@ -27,7 +27,7 @@ __device__ __forceinline__ float* partial_of(const AttentionParams& p, int64_t m
   return p.partial + ((m * p.n_heads + h) * p.splits + split) * (int64_t{p.head_dim} + 2);
 }
 
-template <typename T>
+template <typename T, typename O>
 __global__ void attention_kernel(AttentionParams p) {
   const int split = static_cast<int>(blockIdx.x % p.splits);
   const int64_t m = blockIdx.x / p.splits / p.n_heads;
@@ -99,16 +99,16 @@ __global__ void attention_kernel(AttentionParams p) {
     }
     return;
   }
-  T* out = static_cast<T*>(p.out) + m * q_stride + int64_t{h} * p.head_dim;
+  O* out = static_cast<O*>(p.out) + m * q_stride + int64_t{h} * p.head_dim;
   for (int i = threadIdx.x; i < p.head_dim; i += blockDim.x) {
     float v = 0;
     for (int w = 0; w < kWarps; ++w) v += acc_of[w][i] * __expf(max_of[w] - block_max);
-    out[i] = from_f32<T>(v / total);
+    out[i] = from_f32<O>(v / total);
   }
 }
 
 // One block per (token, head): the splits' partials rescaled to their common max and summed.
-template <typename T>
+template <typename O>
 __global__ void merge_splits_kernel(AttentionParams p) {
   const int64_t m = blockIdx.x / p.n_heads;
   const int h = static_cast<int>(blockIdx.x % p.n_heads);
@@ -116,11 +116,11 @@ __global__ void merge_splits_kernel(AttentionParams p) {
   for (int s = 0; s < p.splits; ++s) top = fmaxf(top, partial_of(p, m, h, s)[0]);
   float total = 0;
   for (int s = 0; s < p.splits; ++s) total += partial_of(p, m, h, s)[1] * __expf(partial_of(p, m, h, s)[0] - top);
-  T* out = static_cast<T*>(p.out) + (m * p.n_heads + h) * int64_t{p.head_dim};
+  O* out = static_cast<O*>(p.out) + (m * p.n_heads + h) * int64_t{p.head_dim};
   for (int i = threadIdx.x; i < p.head_dim; i += blockDim.x) {
     float v = 0;
     for (int s = 0; s < p.splits; ++s) v += partial_of(p, m, h, s)[2 + i] * __expf(partial_of(p, m, h, s)[0] - top);
-    out[i] = from_f32<T>(v / total);
+    out[i] = from_f32<O>(v / total);
   }
 }
 
@@ -138,16 +138,17 @@ size_t attention_partial_bytes(int64_t tokens, int n_heads, int head_dim, int sp
   return splits > 1 ? static_cast<size_t>(tokens * n_heads * splits * (head_dim + 2)) * sizeof(float) : 0;
 }
 
-cudaError_t attention(const AttentionParams& p, KernelType t, cudaStream_t stream) {
+cudaError_t attention(const AttentionParams& p, KernelType t, KernelType out_t, cudaStream_t stream) {
   if (p.tokens == 0) return cudaSuccess;
   if (p.head_dim > kMaxHeadDim || p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.splits < 1 ||
       (p.splits > 1 && p.partial == nullptr))
     return cudaErrorInvalidValue;
   const unsigned blocks = static_cast<unsigned>(p.tokens * p.n_heads * p.splits);
-  TPLLAMA_DISPATCH_TYPE(t, T, attention_kernel<T><<<blocks, 32 * kWarps, 0, stream>>>(p));
+  TPLLAMA_DISPATCH_TYPE(t, T,
+                        TPLLAMA_DISPATCH_TYPE(out_t, O, attention_kernel<T, O><<<blocks, 32 * kWarps, 0, stream>>>(p)));
   if (p.splits > 1) {
     const unsigned merges = static_cast<unsigned>(p.tokens * p.n_heads);
-    TPLLAMA_DISPATCH_TYPE(t, T, merge_splits_kernel<T><<<merges, 128, 0, stream>>>(p));
+    TPLLAMA_DISPATCH_TYPE(out_t, O, merge_splits_kernel<O><<<merges, 128, 0, stream>>>(p));
   }
   return cudaGetLastError();
 }

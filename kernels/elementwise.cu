@@ -22,11 +22,11 @@ __global__ void add_kernel(T* x, const T* y, int64_t n) {
     x[i] = from_f32<T>(to_f32(x[i]) + to_f32(y[i]));
 }
 
-template <typename T>
-__global__ void silu_mul_kernel(T* gate, const T* up, int64_t n) {
+template <typename T, typename Out>
+__global__ void silu_mul_kernel(Out* out, const T* gate, const T* up, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const float g = to_f32(gate[i]);
-    gate[i] = from_f32<T>(g / (1.0f + __expf(-g)) * to_f32(up[i]));
+    out[i] = from_f32<Out>(g / (1.0f + __expf(-g)) * to_f32(up[i]));
   }
 }
 
@@ -73,11 +73,14 @@ cudaError_t add(void* x, const void* y, int64_t n, KernelType t, cudaStream_t st
   return cudaGetLastError();
 }
 
-cudaError_t silu_mul(void* gate, const void* up, int64_t n, KernelType t, cudaStream_t stream) {
+cudaError_t silu_mul(void* out, KernelType out_t, const void* gate, const void* up, int64_t n, KernelType t,
+                     cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  TPLLAMA_DISPATCH_TYPE(t, T,
-                        silu_mul_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(gate),
-                                                                                  static_cast<const T*>(up), n));
+  TPLLAMA_DISPATCH_TYPE(out_t, Out,
+                        TPLLAMA_DISPATCH_TYPE(t, T,
+                                              silu_mul_kernel<T, Out><<<blocks_for(n), kThreads, 0, stream>>>(
+                                                  static_cast<Out*>(out), static_cast<const T*>(gate),
+                                                  static_cast<const T*>(up), n)));
   return cudaGetLastError();
 }
 

@@ -14,14 +14,15 @@ enum class KernelType { kF32, kBF16 };
 
 // x[i] += y[i]
 cudaError_t add(void* x, const void* y, int64_t n, KernelType t, cudaStream_t stream);
-// gate[i] = silu(gate[i]) * up[i]
-cudaError_t silu_mul(void* gate, const void* up, int64_t n, KernelType t, cudaStream_t stream);
+// out[i] = silu(gate[i]) * up[i] (gate and up of type t; out of out_t, may alias gate when alike)
+cudaError_t silu_mul(void* out, KernelType out_t, const void* gate, const void* up, int64_t n, KernelType t,
+                     cudaStream_t stream);
 // dst (dst_type) = src (src_type), n elements; bf16 rounds to nearest even.
 cudaError_t convert(void* dst, KernelType dst_type, const void* src, KernelType src_type, int64_t n,
                     cudaStream_t stream);
-// out (rows, d) = x / sqrt(mean(x²) + eps) * weight (d, f32); out may alias x.
-cudaError_t rms_norm(void* out, const void* x, const float* weight, int64_t rows, int64_t d, float eps, KernelType t,
-                     cudaStream_t stream);
+// out (rows, d, out_t) = x (x_t) / sqrt(mean(x²) + eps) * weight (d, f32); out may alias x when alike.
+cudaError_t rms_norm(void* out, KernelType out_t, const void* x, KernelType x_t, const float* weight, int64_t rows,
+                     int64_t d, float eps, cudaStream_t stream);
 // Rotate-half RoPE in place on x (rows, n_heads*head_dim) with per-row cos/sin (rows, head_dim/2, f32).
 cudaError_t rope(void* x, const float* cos, const float* sin, int64_t rows, int n_heads, int head_dim, KernelType t,
                  cudaStream_t stream);
@@ -56,7 +57,8 @@ struct AttentionParams {
   int splits = 1;
   float scale = 0;
 };
-cudaError_t attention(const AttentionParams& p, KernelType t, cudaStream_t stream);
+// q of type t, out of out_t.
+cudaError_t attention(const AttentionParams& p, KernelType t, KernelType out_t, cudaStream_t stream);
 // How many splits along the sequence fill a GPU of sm_count multiprocessors (1: none).
 int attention_splits(int64_t tokens, int n_heads, int max_ctx, int sm_count);
 size_t attention_partial_bytes(int64_t tokens, int n_heads, int head_dim, int splits);

@@ -52,14 +52,21 @@ LlamaModel::LlamaModel(const LlamaConfig& config, ModelWeights weights, const To
     ctx_.scratch = scratch_.data();
     ctx_.scratch_bytes = need;
   }
+  // GEMM inputs are written in the dtype the device's matmul reads (f32 on the CPU, where they
+  // share the f32 buffers; bf16 beside them on a GPU with bf16 weights).
+  in_dtype_ = ops::matmul_input_dtype(ctx_, weights_.layers.empty() ? weights_.lm_head : weights_.layers[0].wq);
+  const size_t in = dtype_size(in_dtype_);
+  const bool separate = in_dtype_ != DType::kF32;
   x_ = ops::allocate(ctx_, t * dim * f);
   xn_ = ops::allocate(ctx_, t * dim * f);
+  if (separate) xin_ = ops::allocate(ctx_, std::max(t, r) * dim * in);
   q_ = ops::allocate(ctx_, t * q_local * f);
   k_ = ops::allocate(ctx_, t * kv * f);
   v_ = ops::allocate(ctx_, t * kv * f);
-  att_ = ops::allocate(ctx_, t * q_local * f);
+  att_ = ops::allocate(ctx_, t * q_local * in);
   gate_ = ops::allocate(ctx_, t * hidden_local * f);
   up_ = ops::allocate(ctx_, t * hidden_local * f);
+  if (separate) act_ = ops::allocate(ctx_, t * hidden_local * in);
   const size_t step_words = 4 * t + r + 2 * t * static_cast<size_t>(config_.head_dim / 2);
   step_host_ = Buffer(step_words * 4);
   step_ = ops::allocate(ctx_, step_words * 4);
@@ -127,13 +134,15 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
     fail("step of ", n, " tokens outside [1, ", limits_.max_batch_tokens, "]");
   TPLLAMA_CHECK(batch.positions.size() == static_cast<size_t>(n) && batch.slots.size() == static_cast<size_t>(n), "batch");
   Tensor x = x_.view(DType::kF32, {n, dim});
-  Tensor xn = xn_.view(DType::kF32, {n, dim});
+  Tensor xn = xn_.view(DType::kF32, {n, dim});  // a sublayer's output, all-reduced across TP
+  Tensor xin = gemm_input(xin_, xn_, {n, dim});  // the normalised input of a sublayer
   Tensor q = q_.view(DType::kF32, {n, q_local});
   Tensor k = k_.view(DType::kF32, {n, kv_local});
   Tensor v = v_.view(DType::kF32, {n, kv_local});
-  Tensor att = att_.view(DType::kF32, {n, q_local});
+  Tensor att = att_.view(in_dtype_, {n, q_local});
   Tensor gate = gate_.view(DType::kF32, {n, hidden_local});
   Tensor up = up_.view(DType::kF32, {n, hidden_local});
+  Tensor act = gemm_input(act_, gate_, {n, hidden_local});
   const int64_t r = static_cast<int64_t>(batch.logit_rows.size());
   if (r > limits_.max_logit_rows) fail("step wants ", r, " logit rows, limit ", limits_.max_logit_rows);
   const StepViews step = stage_step(batch, cache);
@@ -149,11 +158,11 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
                                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))), cache.block_size()};
   for (int l = 0; l < n_layers_local(); ++l) {
     const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
-    // Attention block: x += Wo · attention(rope(Wq xn), rope(Wk xn), Wv xn), xn = rmsnorm(x).
-    ops::rms_norm(ctx_, xn, x, w.attn_norm, eps);
-    ops::matmul(ctx_, q, xn, w.wq);
-    ops::matmul(ctx_, k, xn, w.wk);
-    ops::matmul(ctx_, v, xn, w.wv);
+    // Attention block: x += Wo · attention(rope(Wq xin), rope(Wk xin), Wv xin), xin = rmsnorm(x).
+    ops::rms_norm(ctx_, xin, x, w.attn_norm, eps);
+    ops::matmul(ctx_, q, xin, w.wq);
+    ops::matmul(ctx_, k, xin, w.wk);
+    ops::matmul(ctx_, v, xin, w.wv);
     ops::rope(ctx_, q, step.cos, step.sin, heads_.n_heads_local, config_.head_dim);
     ops::rope(ctx_, k, step.cos, step.sin, heads_.n_kv_heads_local, config_.head_dim);
     // Append this step's keys and values, then attend causally up to each token's own position.
@@ -165,12 +174,12 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
     tp_comm_.all_reduce_sum(xn);  // row-parallel Wo: partial sums over this rank's heads
     ops::add(ctx_, x, xn);
 
-    // Feed-forward block: x += W2 (silu(W1 xn) * W3 xn), xn = rmsnorm(x).
-    ops::rms_norm(ctx_, xn, x, w.ffn_norm, eps);
-    ops::matmul(ctx_, gate, xn, w.w1);
-    ops::matmul(ctx_, up, xn, w.w3);
-    ops::silu_mul(ctx_, gate, up);
-    ops::matmul(ctx_, xn, gate, w.w2);
+    // Feed-forward block: x += W2 (silu(W1 xin) * W3 xin), xin = rmsnorm(x).
+    ops::rms_norm(ctx_, xin, x, w.ffn_norm, eps);
+    ops::matmul(ctx_, gate, xin, w.w1);
+    ops::matmul(ctx_, up, xin, w.w3);
+    ops::silu_mul(ctx_, act, gate, up);
+    ops::matmul(ctx_, xn, act, w.w2);
     tp_comm_.all_reduce_sum(xn);  // row-parallel W2
     ops::add(ctx_, x, xn);
   }
@@ -181,12 +190,17 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
   Tensor last = last_.view(DType::kF32, {r, dim});
   Tensor logits = logits_.view(DType::kF32, {r, vocab_local_});
   if (r == 0) return logits;
+  Tensor last_in = gemm_input(xin_, last_, {r, dim});
   ops::gather_rows(ctx_, last, x, step.logit_rows);
-  ops::rms_norm(ctx_, last, last, weights_.final_norm, eps);
-  ops::matmul(ctx_, logits, last, weights_.lm_head);
+  ops::rms_norm(ctx_, last_in, last, weights_.final_norm, eps);
+  ops::matmul(ctx_, logits, last_in, weights_.lm_head);
   // The padding rows of the last vocab shard can never be chosen.
   ops::fill_columns(ctx_, logits, std::max(config_.vocab_size - vocab_begin_, 0), -INFINITY);
   return logits;
+}
+
+Tensor LlamaModel::gemm_input(const Buffer& separate, const Buffer& f32, std::initializer_list<int64_t> shape) const {
+  return (in_dtype_ == DType::kF32 ? f32 : separate).view(in_dtype_, shape);
 }
 
 Tensor LlamaModel::input_hidden(int64_t n_tokens) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "core/device.h"
@@ -70,6 +71,8 @@ class LlamaModel {
     int max_ctx = 0;
   };
   StepViews stage_step(const StepBatch& batch, const KvCache& cache);
+  // A GEMM input: a view of the f32 buffer where the matmul reads f32, else of its own buffer.
+  Tensor gemm_input(const Buffer& separate, const Buffer& f32, std::initializer_list<int64_t> shape) const;
 
   LlamaConfig config_;
   Topology topology_;
@@ -81,14 +84,17 @@ class LlamaModel {
   int vocab_local_ = 0;
   ModelWeights weights_;
   std::vector<double> inv_freq_;  // (head_dim/2)
+  DType in_dtype_ = DType::kF32;  // what ops::matmul reads its input as, without converting
 
   // Activations on the device, allocated once for limits_.max_batch_tokens rows.
   Buffer x_;       // (T, dim) residual stream
-  Buffer xn_;      // (T, dim) normalised input of a block
+  Buffer xn_;      // (T, dim) a sublayer's output
+  Buffer xin_;     // (max(T, R), dim) normalised input of a sublayer, in in_dtype_ (unless f32: xn_)
+  Buffer act_;     // (T, hidden_local) silu(gate) * up in in_dtype_ (unless f32: gate_)
   Buffer q_;       // (T, n_heads_local*head_dim)
   Buffer k_;       // (T, kv_dim_local)
   Buffer v_;       // (T, kv_dim_local)
-  Buffer att_;     // (T, n_heads_local*head_dim)
+  Buffer att_;     // (T, n_heads_local*head_dim) in in_dtype_
   Buffer gate_;    // (T, hidden_local)
   Buffer up_;      // (T, hidden_local)
   Buffer step_host_;  // the step's indices and RoPE tables (stage_step), host

@@ -159,12 +159,17 @@ void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w) {
   cpu::gemm(out.as<float>(), x.as<float>(), x.size(0), w.data, w.dtype, w.rows, w.cols, ctx.threads);
 }
 
+DType matmul_input_dtype(const DeviceContext& ctx, const Weight& w) {
+  if (on_gpu("matmul_input_dtype", ctx, {})) TPLLAMA_GPU(matmul_input_dtype(w));
+  return DType::kF32;
+}
+
 void rms_norm(const DeviceContext& ctx, Tensor out, Tensor x, Tensor weight, float eps) {
   TPLLAMA_CHECK(x.ndim() == 2 && weight.ndim() == 1 && weight.size(0) == x.size(1), "rms_norm: x ",
                 x.shape_string(), " weight ", weight.shape_string());
   require_2d("rms_norm", out, "out", x.size(0), x.size(1));
   require_f32("rms_norm", weight, "weight");
-  TPLLAMA_CHECK(out.dtype() == x.dtype(), "rms_norm: out ", dtype_name(out.dtype()), " vs x ", dtype_name(x.dtype()));
+  TPLLAMA_CHECK(out.dtype() == x.dtype() || out.data() != x.data(), "rms_norm: out aliases x with another dtype");
   if (on_gpu("rms_norm", ctx, {&out, &x, &weight})) TPLLAMA_GPU(rms_norm(ctx, out, x, weight, eps));
   require_cpu_f32("rms_norm", {&out, &x});
   cpu::rms_norm(out, x, weight, eps);
@@ -191,12 +196,14 @@ void embedding(const DeviceContext& ctx, Tensor out, Tensor table, Tensor tokens
   cpu::embedding(out, table, tokens, vocab_begin);
 }
 
-void silu_mul(const DeviceContext& ctx, Tensor gate, Tensor up) {
-  TPLLAMA_CHECK(gate.numel() == up.numel() && gate.dtype() == up.dtype(), "silu_mul: gate ", gate.shape_string(),
-                " up ", up.shape_string());
-  if (on_gpu("silu_mul", ctx, {&gate, &up})) TPLLAMA_GPU(silu_mul(ctx, gate, up));
-  require_cpu_f32("silu_mul", {&gate, &up});
-  cpu::silu_mul(gate, up);
+void silu_mul(const DeviceContext& ctx, Tensor out, Tensor gate, Tensor up) {
+  TPLLAMA_CHECK(gate.numel() == up.numel() && gate.dtype() == up.dtype() && out.numel() == gate.numel(),
+                "silu_mul: out ", out.shape_string(), " gate ", gate.shape_string(), " up ", up.shape_string());
+  TPLLAMA_CHECK(out.dtype() == gate.dtype() || out.data() != gate.data(), "silu_mul: out aliases gate with another dtype");
+  if (on_gpu("silu_mul", ctx, {&out, &gate, &up})) TPLLAMA_GPU(silu_mul(ctx, out, gate, up));
+  require_cpu_f32("silu_mul", {&out, &gate, &up});
+  if (out.data() != gate.data()) std::memcpy(out.data(), gate.data(), gate.nbytes());
+  cpu::silu_mul(out, up);
 }
 
 void add(const DeviceContext& ctx, Tensor x, Tensor y) {
@@ -213,7 +220,6 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
   const int64_t tokens = q.size(0);
   require_2d("attention", q, "q", tokens, static_cast<int64_t>(s.n_heads) * s.head_dim);
   require_2d("attention", out, "out", tokens, q.size(1));
-  TPLLAMA_CHECK(out.dtype() == q.dtype(), "attention: out ", dtype_name(out.dtype()), " vs q ", dtype_name(q.dtype()));
   TPLLAMA_CHECK(s.block_size > 0, "attention: block size ", s.block_size);
   const int64_t kv_dim = static_cast<int64_t>(s.n_kv_heads) * s.head_dim;
   require_2d("attention", kv.keys, "key pool", kv.keys.size(0), kv_dim);

@@ -71,8 +71,13 @@ float weight_at(const Weight& w, int64_t row, int64_t col);
 
 // out (M, N) = x (M, K) · wᵀ.
 void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w);
+// The dtype of x that matmul with w reads as it is (f32 on the CPU; the weight's on a GPU, whose
+// GEMM takes both inputs alike): an op that writes a GEMM's input writes it in this dtype, and
+// no conversion runs in between.
+DType matmul_input_dtype(const DeviceContext& ctx, const Weight& w);
 
-// out (M, D) = x / sqrt(mean(x²) + eps) * weight (D). out may alias x.
+// out (M, D) = x / sqrt(mean(x²) + eps) * weight (D). out may alias x. On a GPU out may have
+// another dtype than x (a GEMM's input).
 void rms_norm(const DeviceContext& ctx, Tensor out, Tensor x, Tensor weight, float eps);
 
 // Rotate-half RoPE in place on x (M, n_heads*head_dim) with per-token cos/sin (M, head_dim/2).
@@ -82,8 +87,8 @@ void rope(const DeviceContext& ctx, Tensor x, Tensor cos, Tensor sin, int n_head
 // (vocab-parallel embedding; the TP all-reduce completes it).
 void embedding(const DeviceContext& ctx, Tensor out, Tensor table, Tensor tokens, int vocab_begin);
 
-// gate (M, H) ← silu(gate) * up.
-void silu_mul(const DeviceContext& ctx, Tensor gate, Tensor up);
+// out (M, H) = silu(gate) * up. out may alias gate; on a GPU it may have another dtype.
+void silu_mul(const DeviceContext& ctx, Tensor out, Tensor gate, Tensor up);
 
 // x += y, same shape.
 void add(const DeviceContext& ctx, Tensor x, Tensor y);
@@ -110,7 +115,8 @@ struct AttentionShape {
 };
 
 // Grouped-query attention of each token over its own sequence's cache.
-// q, out: (M, n_heads*head_dim); kv.seq and kv.n_ctx: (M).
+// q, out: (M, n_heads*head_dim); kv.seq and kv.n_ctx: (M). On a GPU out may have another dtype
+// than q (a GEMM's input).
 void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv, const AttentionShape& shape);
 
 // pool row rows[m] ← src row m, for the key and value pools alike: this step's keys and values

@@ -123,10 +123,10 @@ TEST_P(GpuOps, AddAndSiluMul) {
     std::vector<float> x = random(static_cast<size_t>(n)), y = random(static_cast<size_t>(n), 3.0f);
     Device gx = upload(x, {n}), gy = upload(y, {n});
     ops::add(gpu_, gx.tensor, gy.tensor);
-    ops::silu_mul(gpu_, gy.tensor, gx.tensor);  // gy = silu(y) * (x + y)
+    ops::silu_mul(gpu_, gy.tensor, gy.tensor, gx.tensor);  // gy = silu(y) * (x + y)
     std::vector<float> rx = x, ry = y;
     ops::add(cpu_, host(rx, {n}), host(ry, {n}));
-    ops::silu_mul(cpu_, host(ry, {n}), host(rx, {n}));
+    ops::silu_mul(cpu_, host(ry, {n}), host(ry, {n}), host(rx, {n}));
     expect_close(rx, download(gx), "add n=" + std::to_string(n));
     expect_close(ry, download(gy), "silu_mul n=" + std::to_string(n));
   }
@@ -142,6 +142,26 @@ TEST_P(GpuOps, RmsNorm) {
     ops::rms_norm(cpu_, host(out, {rows, d}), host(x, {rows, d}), host(w, {d}), 1e-5f);
     expect_close(out, download(gout), "rms_norm " + std::to_string(rows) + "x" + std::to_string(d));
   }
+}
+
+// The ops that write a GEMM's input: f32 in, bf16 out (the model's path with bf16 weights), against
+// the CPU's f32 result within bf16 rounding.
+TEST_P(GpuOps, F32InputsWriteBf16GemmInputs) {
+  if (act() == DType::kBF16) GTEST_SKIP() << "one case: f32 in, bf16 out";
+  const int64_t rows = 9, d = 1000;
+  std::vector<float> x = random(static_cast<size_t>(rows * d), 2.0f), up = random(x.size()), w(static_cast<size_t>(d));
+  for (float& v : w) v = 1.0f + 0.1f * std::uniform_real_distribution<float>(-1, 1)(rng_);
+  std::vector<float> zeros(x.size(), 0.0f);
+  Device gx = upload(x, {rows, d}, DType::kF32), gup = upload(up, {rows, d}, DType::kF32);
+  Device gw = upload(w, {d}, DType::kF32), gnorm = upload(zeros, {rows, d}, DType::kBF16);
+  Device gact = upload(zeros, {rows, d}, DType::kBF16);
+  ops::rms_norm(gpu_, gnorm.tensor, gx.tensor, gw.tensor, 1e-5f);
+  ops::silu_mul(gpu_, gact.tensor, gx.tensor, gup.tensor);
+  std::vector<float> norm(x.size()), act = x;
+  ops::rms_norm(cpu_, host(norm, {rows, d}), host(x, {rows, d}), host(w, {d}), 1e-5f);
+  ops::silu_mul(cpu_, host(act, {rows, d}), host(act, {rows, d}), host(up, {rows, d}));
+  expect_close(norm, download(gnorm), "rms_norm f32 -> bf16", 1e-2);
+  expect_close(act, download(gact), "silu_mul f32 -> bf16", 1e-2);
 }
 
 TEST_P(GpuOps, Rope) {
@@ -251,6 +271,12 @@ TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
       expect_close(out, download(gout), "attention heads " + std::to_string(sh.heads) + "/" +
                                             std::to_string(sh.kv_heads) + " head_dim " + std::to_string(sh.head_dim) +
                                             " max_ctx hint " + std::to_string(hint));
+      if (act() == DType::kF32) {  // f32 queries, bf16 output (the model's Wo input with bf16 weights)
+        std::vector<float> zeros(out.size(), 0.0f);
+        Device gout16 = upload(zeros, {tokens, q_width}, DType::kBF16);
+        ops::attention(gpu_, gout16.tensor, gq.tensor, gpu_kv, shape);
+        expect_close(out, download(gout16), "attention f32 -> bf16 output", 1e-2);
+      }
     }
   }
 }

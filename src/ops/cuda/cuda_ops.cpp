@@ -64,6 +64,8 @@ Weight pack_weight(const DeviceContext& ctx, Tensor w, DType dtype, void* dst) {
   return Weight{dst, w.size(0), w.size(1), dtype, Device::kCuda, bytes};
 }
 
+DType matmul_input_dtype(const Weight& w) { return w.dtype; }
+
 float weight_at(const Weight& w, int64_t row, int64_t col) {
   const size_t at = static_cast<size_t>(row * w.cols + col) * dtype_size(w.dtype);
   if (w.dtype == DType::kF32) {
@@ -103,8 +105,8 @@ void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w) {
 }
 
 void rms_norm(const DeviceContext& ctx, Tensor out, Tensor x, Tensor weight, float eps) {
-  TPLLAMA_CUDA_CHECK(kernels::rms_norm(out.data(), x.data(), weight.as<float>(), x.size(0), x.size(1), eps,
-                                       kernel_type(x.dtype()), stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(kernels::rms_norm(out.data(), kernel_type(out.dtype()), x.data(), kernel_type(x.dtype()),
+                                       weight.as<float>(), x.size(0), x.size(1), eps, stream_of(ctx)));
 }
 
 void rope(const DeviceContext& ctx, Tensor x, Tensor cos, Tensor sin, int n_heads, int head_dim) {
@@ -119,8 +121,9 @@ void embedding(const DeviceContext& ctx, Tensor out, Tensor table, Tensor tokens
                                         table.size(1), vocab_begin, kernel_type(out.dtype()), stream_of(ctx)));
 }
 
-void silu_mul(const DeviceContext& ctx, Tensor gate, Tensor up) {
-  TPLLAMA_CUDA_CHECK(kernels::silu_mul(gate.data(), up.data(), gate.numel(), kernel_type(gate.dtype()), stream_of(ctx)));
+void silu_mul(const DeviceContext& ctx, Tensor out, Tensor gate, Tensor up) {
+  TPLLAMA_CUDA_CHECK(kernels::silu_mul(out.data(), kernel_type(out.dtype()), gate.data(), up.data(), gate.numel(),
+                                       kernel_type(gate.dtype()), stream_of(ctx)));
 }
 
 void add(const DeviceContext& ctx, Tensor x, Tensor y) {
@@ -162,7 +165,7 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
     p.partial = static_cast<float*>(scratch.take(
         kernels::attention_partial_bytes(tokens, s.n_heads, s.head_dim, p.splits), "attention split partials"));
   }
-  TPLLAMA_CUDA_CHECK(kernels::attention(p, kernel_type(q.dtype()), stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(kernels::attention(p, kernel_type(q.dtype()), kernel_type(out.dtype()), stream_of(ctx)));
 }
 
 void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows) {

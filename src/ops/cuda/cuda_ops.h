@@ -14,11 +14,12 @@ size_t weight_bytes(int64_t rows, int64_t cols, DType dtype);
 // w: host f32 (rows, cols); dst: device memory of weight_bytes.
 Weight pack_weight(const DeviceContext& ctx, Tensor w, DType dtype, void* dst);
 float weight_at(const Weight& w, int64_t row, int64_t col);
+DType matmul_input_dtype(const Weight& w);
 void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w);
 void rms_norm(const DeviceContext& ctx, Tensor out, Tensor x, Tensor weight, float eps);
 void rope(const DeviceContext& ctx, Tensor x, Tensor cos, Tensor sin, int n_heads, int head_dim);
 void embedding(const DeviceContext& ctx, Tensor out, Tensor table, Tensor tokens, int vocab_begin);
-void silu_mul(const DeviceContext& ctx, Tensor gate, Tensor up);
+void silu_mul(const DeviceContext& ctx, Tensor out, Tensor gate, Tensor up);
 void add(const DeviceContext& ctx, Tensor x, Tensor y);
 void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv, const AttentionShape& s);
 void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows);
