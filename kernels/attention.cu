@@ -5,6 +5,11 @@
 // n_ctx). When tokens × heads are too few to fill the GPU (decode of a few long sequences) the
 // context is split along the sequence: each split writes its partial max, sum and accumulator,
 // and a second kernel merges them (flash-decoding).
+//
+// Prefill chunks go to a second kernel over runs (consecutive tokens of one sequence at
+// consecutive positions): each warp takes kQueriesPerWarp of a run's queries through the context
+// together, so each key and value row is read once per warp (and from L1 by the block's other
+// warps) instead of once per query; query j of the run sees one position more than query j - 1.
 #include <algorithm>
 #include <cfloat>
 
@@ -124,6 +129,80 @@ __global__ void merge_splits_kernel(AttentionParams p) {
   }
 }
 
+constexpr int kQueriesPerWarp = 8;
+constexpr int kRunTile = kWarps * kQueriesPerWarp;  // a run's queries per block
+
+// Block (run tile, head): warp w takes queries [tile * kRunTile + w * kQueriesPerWarp, + 8) of the
+// run, each lane PerLane of the head's dimensions (lane, lane + 32, ...).
+template <typename T, typename O, int PerLane>
+__global__ void attention_runs_kernel(AttentionParams p) {
+  const int run = static_cast<int>(blockIdx.x / p.tiles_per_run), tile = static_cast<int>(blockIdx.x % p.tiles_per_run);
+  const int h = static_cast<int>(blockIdx.y);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int first = p.runs[2 * run], len = p.runs[2 * run + 1];
+  const int q0 = tile * kRunTile + warp * kQueriesPerWarp;
+  if (q0 >= len) return;  // the whole warp: nothing below waits for the others
+  const int nq = min(kQueriesPerWarp, len - q0);
+  const int64_t m0 = first + q0;
+  const int kv_h = h / (p.n_heads / p.n_kv_heads);
+  const int64_t q_stride = int64_t{p.n_heads} * p.head_dim, kv_stride = int64_t{p.n_kv_heads} * p.head_dim;
+  const int32_t* blocks = p.block_tables + int64_t{p.seq[m0]} * p.max_blocks;
+  const int ctx0 = p.n_ctx[m0];  // query j sees ctx0 + j positions
+
+  // Every loop over j and i is unrolled, so these stay in registers.
+  float qr[kQueriesPerWarp][PerLane], acc[kQueriesPerWarp][PerLane], mx[kQueriesPerWarp], sum[kQueriesPerWarp];
+#pragma unroll
+  for (int j = 0; j < kQueriesPerWarp; ++j) {
+    const T* q = static_cast<const T*>(p.q) + (m0 + j) * q_stride + int64_t{h} * p.head_dim;
+#pragma unroll
+    for (int i = 0; i < PerLane; ++i) {
+      const int d = lane + 32 * i;
+      qr[j][i] = j < nq && d < p.head_dim ? to_f32(q[d]) : 0.0f;
+      acc[j][i] = 0.0f;
+    }
+    mx[j] = -FLT_MAX;
+    sum[j] = 0.0f;
+  }
+  const float* keys = p.keys + int64_t{kv_h} * p.head_dim;
+  const float* values = p.values + int64_t{kv_h} * p.head_dim;
+  const int end = ctx0 + nq - 1;
+  for (int t = 0; t < end; ++t) {
+    const int64_t row = int64_t{blocks[t / p.block_size]} * p.block_size + t % p.block_size;
+    float k[PerLane], v[PerLane];
+#pragma unroll
+    for (int i = 0; i < PerLane; ++i) {
+      const int d = lane + 32 * i;
+      k[i] = d < p.head_dim ? keys[row * kv_stride + d] : 0.0f;
+      v[i] = d < p.head_dim ? values[row * kv_stride + d] : 0.0f;
+    }
+    // The queries that see position t: j < nq with t < ctx0 + j (the same for the whole warp).
+#pragma unroll
+    for (int j = 0; j < kQueriesPerWarp; ++j) {
+      if (j >= nq || t >= ctx0 + j) continue;
+      float dot = 0;
+#pragma unroll
+      for (int i = 0; i < PerLane; ++i) dot += qr[j][i] * k[i];
+      const float score = warp_sum(dot) * p.scale;
+      const float new_max = fmaxf(mx[j], score);
+      const float rescale = __expf(mx[j] - new_max), weight = __expf(score - new_max);
+      sum[j] = sum[j] * rescale + weight;
+#pragma unroll
+      for (int i = 0; i < PerLane; ++i) acc[j][i] = acc[j][i] * rescale + weight * v[i];
+      mx[j] = new_max;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kQueriesPerWarp; ++j) {
+    if (j >= nq) continue;
+    O* out = static_cast<O*>(p.out) + (m0 + j) * q_stride + int64_t{h} * p.head_dim;
+#pragma unroll
+    for (int i = 0; i < PerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d < p.head_dim) out[d] = from_f32<O>(acc[j][i] / sum[j]);
+    }
+  }
+}
+
 }  // namespace
 
 int attention_splits(int64_t tokens, int n_heads, int max_ctx, int sm_count) {
@@ -143,6 +222,19 @@ cudaError_t attention(const AttentionParams& p, KernelType t, KernelType out_t, 
   if (p.head_dim > kMaxHeadDim || p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.splits < 1 ||
       (p.splits > 1 && p.partial == nullptr))
     return cudaErrorInvalidValue;
+  if (p.n_runs > 0 && p.max_run > 1) {  // prefill in the step: the run kernel takes every token
+    AttentionParams r = p;
+    r.tiles_per_run = (p.max_run + kRunTile - 1) / kRunTile;
+    const dim3 grid(static_cast<unsigned>(int64_t{p.n_runs} * r.tiles_per_run), static_cast<unsigned>(p.n_heads));
+    if (p.head_dim <= 128) {
+      TPLLAMA_DISPATCH_TYPE(t, T,
+                            TPLLAMA_DISPATCH_TYPE(out_t, O, attention_runs_kernel<T, O, 4><<<grid, 32 * kWarps, 0, stream>>>(r)));
+    } else {
+      TPLLAMA_DISPATCH_TYPE(t, T,
+                            TPLLAMA_DISPATCH_TYPE(out_t, O, attention_runs_kernel<T, O, 8><<<grid, 32 * kWarps, 0, stream>>>(r)));
+    }
+    return cudaGetLastError();
+  }
   const unsigned blocks = static_cast<unsigned>(p.tokens * p.n_heads * p.splits);
   TPLLAMA_DISPATCH_TYPE(t, T,
                         TPLLAMA_DISPATCH_TYPE(out_t, O, attention_kernel<T, O><<<blocks, 32 * kWarps, 0, stream>>>(p)));

@@ -38,7 +38,9 @@ cudaError_t argmax_rows(int32_t* index, float* value, const float* logits, int64
 // hold one position per row of n_kv_heads*head_dim; token m reads the block table of its sequence,
 // block_tables + seq[m] * max_blocks. q, out: (tokens, n_heads*head_dim). With splits > 1 the
 // context is split along the sequence into partial results (attention_partial_bytes of device
-// memory at `partial`) merged by a second kernel.
+// memory at `partial`) merged by a second kernel. With runs (n_runs pairs of [first token, length]:
+// the step's tokens as maximal runs of one sequence at consecutive positions) of which one is
+// longer than 1 (max_run), a run-tiled kernel takes the whole step instead.
 struct AttentionParams {
   void* out = nullptr;
   const void* q = nullptr;
@@ -48,6 +50,10 @@ struct AttentionParams {
   const int32_t* seq = nullptr;           // (tokens)
   const int32_t* n_ctx = nullptr;         // (tokens)
   float* partial = nullptr;
+  const int32_t* runs = nullptr;  // (n_runs, 2), or null
+  int n_runs = 0;
+  int max_run = 0;
+  int tiles_per_run = 0;  // set by the launcher
   int64_t tokens = 0;
   int max_blocks = 0;
   int n_heads = 0;

@@ -67,14 +67,15 @@ LlamaModel::LlamaModel(const LlamaConfig& config, ModelWeights weights, const To
   gate_ = ops::allocate(ctx_, t * hidden_local * f);
   up_ = ops::allocate(ctx_, t * hidden_local * f);
   if (separate) act_ = ops::allocate(ctx_, t * hidden_local * in);
-  const size_t step_words = 4 * t + r + 2 * t * static_cast<size_t>(config_.head_dim / 2);
+  const size_t step_words = 6 * t + r + 2 * t * static_cast<size_t>(config_.head_dim / 2);
   step_host_ = Buffer(step_words * 4);
   step_ = ops::allocate(ctx_, step_words * 4);
   last_ = ops::allocate(ctx_, r * dim * f);
   logits_ = ops::allocate(ctx_, r * static_cast<size_t>(vocab_local_) * f);
 }
 
-// Fills the host staging area, packed for this step's n tokens and r logit rows, and uploads it.
+// Fills the host staging area, packed for this step's n tokens, r logit rows and its runs
+// (consecutive positions of one sequence), and uploads it in one copy.
 LlamaModel::StepViews LlamaModel::stage_step(const StepBatch& batch, const KvCache& cache) {
   const int64_t n = static_cast<int64_t>(batch.size()), r = static_cast<int64_t>(batch.logit_rows.size());
   const int64_t half = static_cast<int64_t>(inv_freq_.size());
@@ -86,9 +87,11 @@ LlamaModel::StepViews LlamaModel::stage_step(const StepBatch& batch, const KvCac
   int32_t* logit_rows = n_ctx + n;
   auto* cos = reinterpret_cast<float*>(logit_rows + r);
   float* sin = cos + n * half;
+  int32_t* runs = reinterpret_cast<int32_t*>(sin + n * half);
   const bool embeds = topology_.is_first_stage();
   if (embeds) TPLLAMA_CHECK(batch.tokens.size() == batch.size(), "batch tokens");
-  int max_ctx = 0;
+  int max_ctx = 0, max_run = 0;
+  int64_t n_runs = 0;
   for (int64_t m = 0; m < n; ++m) {
     const int slot = batch.slots[static_cast<size_t>(m)], pos = batch.positions[static_cast<size_t>(m)];
     TPLLAMA_CHECK(slot >= 0 && slot < cache.max_slots(), "slot ", slot, " of ", cache.max_slots());
@@ -97,6 +100,14 @@ LlamaModel::StepViews LlamaModel::stage_step(const StepBatch& batch, const KvCac
     seq[m] = slot;
     n_ctx[m] = pos + 1;
     max_ctx = std::max(max_ctx, pos + 1);
+    if (m > 0 && seq[m - 1] == slot && n_ctx[m - 1] == pos) {
+      ++runs[2 * n_runs - 1];
+    } else {
+      runs[2 * n_runs] = static_cast<int32_t>(m);
+      runs[2 * n_runs + 1] = 1;
+      ++n_runs;
+    }
+    max_run = std::max(max_run, runs[2 * n_runs - 1]);
     for (int64_t i = 0; i < half; ++i) {  // angles in double: positions reach 10^5 and beyond
       const double angle = pos * inv_freq_[static_cast<size_t>(i)];
       cos[m * half + i] = static_cast<float>(std::cos(angle));
@@ -108,7 +119,7 @@ LlamaModel::StepViews LlamaModel::stage_step(const StepBatch& batch, const KvCac
     TPLLAMA_CHECK(row >= 0 && row < n, "logit row ", row, " of a ", n, "-token step");
     logit_rows[i] = row;
   }
-  const int64_t used = 4 * n + r + 2 * n * half;
+  const int64_t used = 4 * n + r + 2 * n * half + 2 * n_runs;
   const Device d = ctx_.device;
   auto* base = static_cast<int32_t*>(step_.data());
   ops::upload(ctx_, Tensor(base, DType::kI32, {used}, d), words);
@@ -120,7 +131,9 @@ LlamaModel::StepViews LlamaModel::stage_step(const StepBatch& batch, const KvCac
   v.logit_rows = Tensor(base + 4 * n, DType::kI32, {r}, d);
   v.cos = Tensor(base + 4 * n + r, DType::kF32, {n, half}, d);
   v.sin = Tensor(base + 4 * n + r + n * half, DType::kF32, {n, half}, d);
+  v.runs = Tensor(base + 4 * n + r + 2 * n * half, DType::kI32, {n_runs, 2}, d);
   v.max_ctx = max_ctx;
+  v.max_run = max_run;
   return v;
 }
 
@@ -166,8 +179,8 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
     ops::rope(ctx_, q, step.cos, step.sin, heads_.n_heads_local, config_.head_dim);
     ops::rope(ctx_, k, step.cos, step.sin, heads_.n_kv_heads_local, config_.head_dim);
     // Append this step's keys and values, then attend causally up to each token's own position.
-    const ops::KvBatch kv{cache.key_pool(l), cache.value_pool(l), cache.device_tables(), step.seq, step.n_ctx,
-                          step.max_ctx};
+    const ops::KvBatch kv{cache.key_pool(l), cache.value_pool(l), cache.device_tables(), step.seq,
+                          step.n_ctx,        step.max_ctx,        step.runs,              step.max_run};
     ops::kv_write(ctx_, kv.keys, kv.values, k, v, step.kv_rows);
     ops::attention(ctx_, att, q, kv, shape);
     ops::matmul(ctx_, xn, att, w.wo);

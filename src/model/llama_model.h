@@ -68,7 +68,9 @@ class LlamaModel {
   struct StepViews {
     Tensor tokens, kv_rows, seq, n_ctx, logit_rows;  // i32
     Tensor cos, sin;                                 // (n_tokens, head_dim/2) f32
+    Tensor runs;                                     // (n_runs, 2) i32: [first token, length]
     int max_ctx = 0;
+    int max_run = 0;
   };
   StepViews stage_step(const StepBatch& batch, const KvCache& cache);
   // A GEMM input: a view of the f32 buffer where the matmul reads f32, else of its own buffer.

@@ -230,6 +230,10 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
   for (const Tensor* t : {&kv.seq, &kv.n_ctx})
     TPLLAMA_CHECK(t->ndim() == 1 && t->size(0) == tokens && t->dtype() == DType::kI32, "attention: per-token ",
                   t->shape_string(), " for ", tokens, " tokens");
+  if (!kv.runs.empty())
+    TPLLAMA_CHECK(kv.runs.ndim() == 2 && kv.runs.size(1) == 2 && kv.runs.dtype() == DType::kI32 &&
+                      kv.runs.size(0) <= tokens && kv.max_run >= 1 && kv.max_run <= tokens,
+                  "attention: runs ", kv.runs.shape_string(), " longest ", kv.max_run, " for ", tokens, " tokens");
   if (on_gpu("attention", ctx, {&out, &q, &kv.keys, &kv.values, &kv.tables, &kv.seq, &kv.n_ctx}))
     TPLLAMA_GPU(attention(ctx, out, q, kv, s));
   require_cpu_f32("attention", {&out, &q});

@@ -104,6 +104,11 @@ struct KvBatch {
   Tensor seq;     // (tokens) i32: the token's row of tables
   Tensor n_ctx;   // (tokens) i32: attend to positions [0, n_ctx): causal, the token's own included
   int max_ctx = 0;  // the largest n_ctx: lets a GPU split long contexts along the sequence
+  // Optional: the tokens as maximal runs of one sequence at consecutive positions, (n_runs, 2) i32
+  // [first token, length], and the longest: a GPU reads each key once per several queries of a
+  // run (prefill).
+  Tensor runs;
+  int max_run = 0;
 };
 
 struct AttentionShape {

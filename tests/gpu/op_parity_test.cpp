@@ -217,22 +217,30 @@ TEST_P(GpuOps, MatmulWithF32AndBf16Weights) {
   }
 }
 
-// Paged attention: a pool of blocks handed out in a shuffled order, several sequences, prefill
-// tokens of one sequence at increasing positions (causal) and decode tokens of long contexts. The
-// KV pools are f32 (the cache's dtype) whatever the activations. Few tokens × heads split long
-// contexts along the sequence (flash-decoding); the 40-head shape fills the GPU without splits.
+// Paged attention: a pool of blocks handed out in a shuffled order, several sequences, decode
+// tokens of long contexts and a 70-token prefill chunk of one sequence (causal: each token sees one
+// position more than the one before). The KV pools are f32 (the cache's dtype) whatever the
+// activations. Without runs, few tokens × heads split long contexts along the sequence
+// (flash-decoding; the 40-head shape fills the GPU without); with runs the prefill kernel takes
+// the step (tiles of 32 queries: 70 = 32 + 32 + 6).
 TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
   struct Shape {
     int heads, kv_heads, head_dim, block_size;
   };
   for (const Shape sh : {Shape{4, 4, 64, 16}, Shape{8, 2, 128, 16}, Shape{32, 4, 64, 32}, Shape{40, 8, 128, 16},
                          Shape{2, 1, 256, 8}}) {
-    const std::vector<int> contexts = {1, 17, 300, 2000, 5, 6, 7};  // the last three: prefill of one sequence
-    const std::vector<int32_t> seq_of_token = {0, 1, 2, 3, 4, 4, 4};
+    std::vector<int> contexts = {1, 17, 300, 2000};
+    std::vector<int32_t> seq_of_token = {0, 1, 2, 3};
+    for (int pos = 30; pos < 100; ++pos) {
+      contexts.push_back(pos + 1);
+      seq_of_token.push_back(4);
+    }
+    const std::vector<int32_t> runs = {0, 1, 1, 1, 2, 1, 3, 1, 4, 70};
     const int n_seqs = 5;
+    const std::vector<int> seq_len = {1, 17, 300, 2000, 100};
     int blocks_needed = 0, max_blocks = 0;
-    for (int i = 0; i < n_seqs; ++i) {
-      const int nb = (contexts[static_cast<size_t>(i == 4 ? 6 : i)] + sh.block_size - 1) / sh.block_size;
+    for (int len : seq_len) {
+      const int nb = (len + sh.block_size - 1) / sh.block_size;
       blocks_needed += nb;
       max_blocks = std::max(max_blocks, nb);
     }
@@ -248,34 +256,36 @@ TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
     std::vector<int32_t> tables(static_cast<size_t>(n_seqs * max_blocks), -1);
     size_t next = 0;
     for (int i = 0; i < n_seqs; ++i) {
-      const int nb = (contexts[static_cast<size_t>(i == 4 ? 6 : i)] + sh.block_size - 1) / sh.block_size;
+      const int nb = (seq_len[static_cast<size_t>(i)] + sh.block_size - 1) / sh.block_size;
       for (int b = 0; b < nb; ++b) tables[static_cast<size_t>(i * max_blocks + b)] = order[next++];
     }
     const int64_t tokens = static_cast<int64_t>(contexts.size()), q_width = int64_t{sh.heads} * sh.head_dim;
     std::vector<float> q = random(static_cast<size_t>(tokens * q_width)), out(q.size());
     Device gk = upload(keys, {pool_rows, kv_stride}, DType::kF32), gv = upload(values, {pool_rows, kv_stride}, DType::kF32);
     Device gtables = upload_i32(tables), gseq = upload_i32(seq_of_token), gctx = upload_i32(contexts);
+    Device gruns = upload_i32(runs);
     std::vector<int32_t> host_tables = tables, host_seq = seq_of_token, host_ctx(contexts.begin(), contexts.end());
     const ops::AttentionShape shape{sh.heads, sh.kv_heads, sh.head_dim,
                                     static_cast<float>(1.0 / std::sqrt(static_cast<double>(sh.head_dim))), sh.block_size};
-    for (int hint : {2000, 0}) {  // the exact longest context, or none (the table's whole width)
+    for (int variant = 0; variant < 3; ++variant) {  // runs; no runs with the exact longest context; no hint
+      const int hint = variant == 1 ? 2000 : 0;
       ops::KvBatch gpu_kv{gk.tensor, gv.tensor, gtables.tensor.reshape({n_seqs, max_blocks}), gseq.tensor, gctx.tensor,
-                          hint};
+                          hint, variant == 0 ? gruns.tensor.reshape({5, 2}) : Tensor(), variant == 0 ? 70 : 0};
       ops::KvBatch cpu_kv{host(keys, {pool_rows, kv_stride}), host(values, {pool_rows, kv_stride}),
                           Tensor(host_tables.data(), DType::kI32, {n_seqs, max_blocks}),
                           Tensor(host_seq.data(), DType::kI32, {tokens}), Tensor(host_ctx.data(), DType::kI32, {tokens}),
-                          hint};
+                          hint, Tensor(), 0};
+      const std::string what = "attention heads " + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
+                               " head_dim " + std::to_string(sh.head_dim) + " variant " + std::to_string(variant);
       Device gq = upload(q, {tokens, q_width}), gout = upload(out, {tokens, q_width});
       ops::attention(gpu_, gout.tensor, gq.tensor, gpu_kv, shape);
       ops::attention(cpu_, host(out, {tokens, q_width}), host(q, {tokens, q_width}), cpu_kv, shape);
-      expect_close(out, download(gout), "attention heads " + std::to_string(sh.heads) + "/" +
-                                            std::to_string(sh.kv_heads) + " head_dim " + std::to_string(sh.head_dim) +
-                                            " max_ctx hint " + std::to_string(hint));
+      expect_close(out, download(gout), what);
       if (act() == DType::kF32) {  // f32 queries, bf16 output (the model's Wo input with bf16 weights)
         std::vector<float> zeros(out.size(), 0.0f);
         Device gout16 = upload(zeros, {tokens, q_width}, DType::kBF16);
         ops::attention(gpu_, gout16.tensor, gq.tensor, gpu_kv, shape);
-        expect_close(out, download(gout16), "attention f32 -> bf16 output", 1e-2);
+        expect_close(out, download(gout16), what + " f32 -> bf16 output", 1e-2);
       }
     }
   }

@@ -158,8 +158,14 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
   p.head_dim = s.head_dim;
   p.block_size = s.block_size;
   p.scale = s.scale;
+  if (!kv.runs.empty()) {
+    TPLLAMA_CHECK(kv.runs.device() == Device::kCuda, "attention: runs on ", device_name(kv.runs.device()));
+    p.runs = kv.runs.as<int32_t>();
+    p.n_runs = static_cast<int>(kv.runs.size(0));
+    p.max_run = kv.max_run;
+  }
   const int max_ctx = kv.max_ctx > 0 ? kv.max_ctx : p.max_blocks * s.block_size;
-  p.splits = kernels::attention_splits(tokens, s.n_heads, max_ctx, sm_count());
+  p.splits = p.max_run > 1 ? 1 : kernels::attention_splits(tokens, s.n_heads, max_ctx, sm_count());
   if (p.splits > 1) {
     Scratch scratch(ctx);
     p.partial = static_cast<float*>(scratch.take(
