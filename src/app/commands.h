@@ -50,6 +50,7 @@ struct RunOptions {
   std::string device = "auto";  // cpu, cuda, or auto (cuda when built in and a GPU is visible)
   std::string comm = "auto";    // mpi, nccl, or auto (nccl on GPUs unless they are shared)
   bool share_gpus = false;      // let several ranks use one GPU (with --comm mpi)
+  bool eager = false;           // no CUDA graphs: every step launches its kernels
 };
 
 // "8GiB", "512MiB", "1.5GB", "4096" → bytes; throws naming the text.

@@ -124,6 +124,9 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
                "(host memory; GPU tensors staged through it), or auto: nccl on GPUs unless --share-gpus")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
+  c.add_flag("--eager", o.eager,
+             "On a GPU, launch every kernel of every step (default: a pure-decode step is recorded as a CUDA graph "
+             "once per batch size and replayed, which saves the launch overhead)");
   c.add_flag("--share-gpus", o.share_gpus,
              "Allow more ranks on a node than GPUs: ranks then share GPUs round-robin (needs --comm mpi; for tests "
              "and small models)");
@@ -390,6 +393,7 @@ void load_model(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
                                ? random_weights(s.config, *s.topology, ctx, s.dtype, hooks->synthetic->seed)
                                : load_weights(*s.checkpoint, *s.topology, ctx, s.dtype);
     s.model = std::make_unique<LlamaModel>(s.config, std::move(weights), *s.topology, *s.tp_comm, ctx, limits);
+    s.model->use_graphs(!o.eager);
   });
   report_weights(*s.topology, s.model->weights(), s.checkpoint.get(), s.config);
   const LlamaConfig& config = s.config;
@@ -403,6 +407,8 @@ void load_model(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
      << "; loaded in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s; "
      << s.threads << " threads per rank; weights " << dtype_name(s.dtype);
   if (ctx.device == Device::kCpu) os << ", GEMM kernel " << ops::cpu::gemm_kernel_name();
+  if (ops::graphs_supported(ctx))
+    os << "; decode steps " << (s.model->graphs_on() && s.tp_comm->graph_capturable() ? "as CUDA graphs" : "launched eagerly");
   log::info(os.str());
 }
 

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "ops/ops.h"
 
 namespace tpllama {
@@ -139,13 +140,47 @@ LlamaModel::StepViews LlamaModel::stage_step(const StepBatch& batch, const KvCac
 
 Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
   const int64_t n = static_cast<int64_t>(batch.positions.size());
+  if (n < 1 || n > limits_.max_batch_tokens)
+    fail("step of ", n, " tokens outside [1, ", limits_.max_batch_tokens, "]");
+  TPLLAMA_CHECK(batch.positions.size() == static_cast<size_t>(n) && batch.slots.size() == static_cast<size_t>(n), "batch");
+  const int64_t r = static_cast<int64_t>(batch.logit_rows.size());
+  if (r > limits_.max_logit_rows) fail("step wants ", r, " logit rows, limit ", limits_.max_logit_rows);
+  const StepViews step = stage_step(batch, cache);
+  cache.upload_tables();
+  if (!graphs_on_ || step.max_run > 1 || !tp_comm_.graph_capturable()) return run_stage(step, cache, n, r);
+
+  // A pure-decode step: replay its recording, made at the first step of this shape. Recorded with
+  // no longest context, attention splits for the cache's full width, so one graph serves them all.
+  auto it = graphs_.find({n, r});
+  if (it == graphs_.end()) {
+    StepViews any_context = step;
+    any_context.max_ctx = 0;
+    try {
+      ops::begin_capture(ctx_);
+      run_stage(any_context, cache, n, r);
+      it = graphs_.emplace(std::make_pair(n, r), ops::end_capture(ctx_)).first;
+    } catch (const Error& e) {
+      ops::abort_capture(ctx_);
+      graphs_on_ = false;
+      log::warn(std::string("CUDA graphs off for this run: recording a decode step failed (") + e.what() +
+                "); every step launches its kernels");
+      return run_stage(step, cache, n, r);
+    }
+  }
+  ops::launch(ctx_, it->second);
+  return output(n, r);
+}
+
+Tensor LlamaModel::output(int64_t n, int64_t r) const {
+  if (topology_.is_last_stage()) return logits_.view(DType::kF32, {r, vocab_local_});
+  return x_.view(DType::kF32, {n, config_.dim});
+}
+
+Tensor LlamaModel::run_stage(const StepViews& step, KvCache& cache, int64_t n, int64_t r) {
   const int64_t dim = config_.dim, hd = config_.head_dim;
   const int64_t q_local = heads_.n_heads_local * hd, kv_local = kv_dim_local();
   const int64_t hidden_local = heads_.ffn_local;
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  if (n < 1 || n > limits_.max_batch_tokens)
-    fail("step of ", n, " tokens outside [1, ", limits_.max_batch_tokens, "]");
-  TPLLAMA_CHECK(batch.positions.size() == static_cast<size_t>(n) && batch.slots.size() == static_cast<size_t>(n), "batch");
   Tensor x = x_.view(DType::kF32, {n, dim});
   Tensor xn = xn_.view(DType::kF32, {n, dim});  // a sublayer's output, all-reduced across TP
   Tensor xin = gemm_input(xin_, xn_, {n, dim});  // the normalised input of a sublayer
@@ -156,10 +191,6 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
   Tensor gate = gate_.view(DType::kF32, {n, hidden_local});
   Tensor up = up_.view(DType::kF32, {n, hidden_local});
   Tensor act = gemm_input(act_, gate_, {n, hidden_local});
-  const int64_t r = static_cast<int64_t>(batch.logit_rows.size());
-  if (r > limits_.max_logit_rows) fail("step wants ", r, " logit rows, limit ", limits_.max_logit_rows);
-  const StepViews step = stage_step(batch, cache);
-  cache.upload_tables();
 
   if (topology_.is_first_stage()) {
     // Token embedding (vocab-parallel: each rank fills the rows it holds, the all-reduce the rest).
@@ -201,7 +232,7 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
 
   // Final norm and lm_head, only for the rows whose next token is wanted.
   Tensor last = last_.view(DType::kF32, {r, dim});
-  Tensor logits = logits_.view(DType::kF32, {r, vocab_local_});
+  Tensor logits = output(n, r);
   if (r == 0) return logits;
   Tensor last_in = gemm_input(xin_, last_, {r, dim});
   ops::gather_rows(ctx_, last, x, step.logit_rows);

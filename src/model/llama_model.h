@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -12,6 +14,7 @@
 #include "model/kv_cache.h"
 #include "model/shard_table.h"
 #include "model/weights.h"
+#include "ops/ops.h"
 #include "parallel/communicator.h"
 #include "parallel/topology.h"
 
@@ -53,6 +56,10 @@ class LlamaModel {
   // fill it with ops::upload or a communicator's recv).
   Tensor input_hidden(int64_t n_tokens);
   const DeviceContext& context() const { return ctx_; }
+  // Pure-decode steps recorded once per (tokens, logit rows) as a CUDA graph and replayed, where
+  // the device and the TP communicator allow it (off: every step launches its kernels).
+  void use_graphs(bool on) { graphs_on_ = on && ops::graphs_supported(ctx_); }
+  bool graphs_on() const { return graphs_on_; }
 
   const LlamaConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
@@ -73,6 +80,10 @@ class LlamaModel {
     int max_run = 0;
   };
   StepViews stage_step(const StepBatch& batch, const KvCache& cache);
+  // The stage's device work for a staged step of n tokens and r logit rows; returns output(n, r).
+  Tensor run_stage(const StepViews& step, KvCache& cache, int64_t n, int64_t r);
+  // What forward returns: logits (r, vocab_local) on the last stage, hidden states (n, dim) before.
+  Tensor output(int64_t n, int64_t r) const;
   // A GEMM input: a view of the f32 buffer where the matmul reads f32, else of its own buffer.
   Tensor gemm_input(const Buffer& separate, const Buffer& f32, std::initializer_list<int64_t> shape) const;
 
@@ -87,6 +98,8 @@ class LlamaModel {
   ModelWeights weights_;
   std::vector<double> inv_freq_;  // (head_dim/2)
   DType in_dtype_ = DType::kF32;  // what ops::matmul reads its input as, without converting
+  bool graphs_on_ = false;
+  std::map<std::pair<int64_t, int64_t>, ops::Graph> graphs_;  // by (tokens, logit rows)
 
   // Activations on the device, allocated once for limits_.max_batch_tokens rows.
   Buffer x_;       // (T, dim) residual stream

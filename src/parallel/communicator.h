@@ -48,6 +48,9 @@ class Communicator {
   virtual std::vector<uint8_t> recv_bytes(int src, int tag) = 0;
   // Completes every pending asynchronous send.
   virtual void wait_sends() = 0;
+  // Whether a CUDA graph may record this communicator's tensor collectives (a group of one does
+  // nothing; NCCL enqueues on the stream; host staging cannot be recorded).
+  virtual bool graph_capturable() const { return size() == 1; }
   const CommStats& stats() const { return stats_; }
   // Spans of every collective and message go to this recorder when it is on.
   virtual void set_trace(TraceRecorder* trace) { trace_ = trace; }

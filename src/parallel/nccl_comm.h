@@ -35,6 +35,7 @@ class NcclCommunicator final : public Communicator {
   std::vector<uint8_t> recv_bytes(int src, int tag) override;
   void wait_sends() override;
   void set_trace(TraceRecorder* trace) override;
+  bool graph_capturable() const override { return true; }
 
  private:
   // While alive, what the MPI communicator spends is added to our statistics.

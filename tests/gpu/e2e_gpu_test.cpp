@@ -105,6 +105,21 @@ TEST_F(GpuStories, Bf16FollowsReferenceTextUntilANearTie) {
   EXPECT_GE(4 * identical, references_.size()) << identical << " of " << references_.size() << " identical";
 }
 
+// Decode steps replayed as CUDA graphs (the default) against every kernel launched (--eager):
+// the same bf16 text, record for record, and the log says which ran.
+TEST_F(GpuStories, CudaGraphsGiveTheEagerText) {
+  const std::string graphs = work_ + "/graphs.jsonl", eager = work_ + "/eager.jsonl";
+  CommandResult rg = run(graphs, "--max-seqs 3");
+  ASSERT_EQ(rg.exit_code, 0) << rg.output;
+  EXPECT_NE(rg.output.find("decode steps as CUDA graphs"), std::string::npos) << rg.output;
+  EXPECT_EQ(rg.output.find("CUDA graphs off"), std::string::npos) << rg.output;
+  CommandResult re = run(eager, "--max-seqs 3 --eager");
+  ASSERT_EQ(re.exit_code, 0) << re.output;
+  EXPECT_NE(re.output.find("decode steps launched eagerly"), std::string::npos) << re.output;
+  const std::vector<std::string> want = texts(eager), got = texts(graphs);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "prompt " << references_[i]["prompt"];
+}
+
 struct Layout {
   int tp, pp;
 };

@@ -255,6 +255,37 @@ void download(const DeviceContext& ctx, void* host, Tensor src) {
   TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
 }
 
+void begin_capture(const DeviceContext& ctx) {
+  // Thread-local: CUDA calls of other threads (MPI progress, say) are not drawn into the capture.
+  TPLLAMA_CUDA_CHECK(cudaStreamBeginCapture(stream_of(ctx), cudaStreamCaptureModeThreadLocal));
+}
+
+void* end_capture(const DeviceContext& ctx) {
+  cudaGraph_t graph = nullptr;
+  TPLLAMA_CUDA_CHECK(cudaStreamEndCapture(stream_of(ctx), &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  TPLLAMA_CUDA_CHECK(rc);
+  return exec;
+}
+
+void abort_capture(const DeviceContext& ctx) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream_of(ctx), &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+    cudaGraph_t graph = nullptr;
+    cudaStreamEndCapture(stream_of(ctx), &graph);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+  }
+  cudaGetLastError();  // the failed capture's error is not the next call's
+}
+
+void launch_graph(const DeviceContext& ctx, void* exec) {
+  TPLLAMA_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), stream_of(ctx)));
+}
+
+void destroy_graph(void* exec) { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec)); }
+
 void synchronize(const DeviceContext& ctx) { TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx))); }
 
 uint64_t memory_available(const DeviceContext& ctx) {

@@ -33,6 +33,12 @@ void upload(const DeviceContext& ctx, Tensor dst, const void* host);
 void download(const DeviceContext& ctx, void* host, Tensor src);
 void synchronize(const DeviceContext& ctx);
 uint64_t memory_available(const DeviceContext& ctx);
+// CUDA graphs of the context's stream (ops::Graph holds the cudaGraphExec_t).
+void begin_capture(const DeviceContext& ctx);
+void* end_capture(const DeviceContext& ctx);
+void abort_capture(const DeviceContext& ctx);
+void launch_graph(const DeviceContext& ctx, void* exec);
+void destroy_graph(void* exec);
 // Bytes/s of a device-to-device copy of `bytes` (read + written), and cuBLAS FLOP/s on an
 // (n × n) · (n × n)ᵀ product in dtype with fp32 compute: best of several timed runs.
 double measure_copy_bandwidth(const DeviceContext& ctx, size_t bytes);

@@ -40,12 +40,16 @@ CudaRuntime::CudaRuntime(int device, size_t scratch_bytes) : device_(device), sc
   TPLLAMA_CUBLAS_CHECK(cublasCreate(&blas));
   blas_ = blas;
   TPLLAMA_CUBLAS_CHECK(cublasSetStream(blas, stream));
+  // cuBLAS's own workspace, set once: nothing is allocated while a CUDA graph is being recorded.
+  TPLLAMA_CUDA_CHECK(cudaMalloc(&blas_workspace_, kBlasWorkspaceBytes));
+  TPLLAMA_CUBLAS_CHECK(cublasSetWorkspace(blas, blas_workspace_, kBlasWorkspaceBytes));
   TPLLAMA_CUDA_CHECK(cudaMalloc(&scratch_, scratch_bytes_));
 }
 
 CudaRuntime::~CudaRuntime() {
   if (scratch_ != nullptr) cudaFree(scratch_);
   if (blas_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(blas_));
+  if (blas_workspace_ != nullptr) cudaFree(blas_workspace_);
   if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 

@@ -35,6 +35,8 @@ class CudaRuntime {
   void* blas_ = nullptr;
   void* scratch_ = nullptr;
   size_t scratch_bytes_;
+  static constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
+  void* blas_workspace_ = nullptr;
 };
 
 // Device memory with one owner.
