@@ -32,7 +32,7 @@ __device__ __forceinline__ float* partial_of(const AttentionParams& p, int64_t m
   return p.partial + ((m * p.n_heads + h) * p.splits + split) * (int64_t{p.head_dim} + 2);
 }
 
-template <typename T, typename O>
+template <typename T, typename O, typename KV>
 __global__ void attention_kernel(AttentionParams p) {
   const int split = static_cast<int>(blockIdx.x % p.splits);
   const int64_t m = blockIdx.x / p.splits / p.n_heads;
@@ -41,8 +41,8 @@ __global__ void attention_kernel(AttentionParams p) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t q_stride = int64_t{p.n_heads} * p.head_dim, kv_stride = int64_t{p.n_kv_heads} * p.head_dim;
   const T* q = static_cast<const T*>(p.q) + m * q_stride + int64_t{h} * p.head_dim;
-  const float* keys = p.keys + int64_t{kv_h} * p.head_dim;
-  const float* values = p.values + int64_t{kv_h} * p.head_dim;
+  const KV* keys = static_cast<const KV*>(p.keys) + int64_t{kv_h} * p.head_dim;
+  const KV* values = static_cast<const KV*>(p.values) + int64_t{kv_h} * p.head_dim;
   const int32_t* blocks = p.block_tables + int64_t{p.seq[m]} * p.max_blocks;
   const int n_ctx = p.n_ctx[m];
   const int chunk = (n_ctx + p.splits - 1) / p.splits;
@@ -57,20 +57,20 @@ __global__ void attention_kernel(AttentionParams p) {
   float running_max = -FLT_MAX, running_sum = 0.0f;
   for (int t = begin + warp; t < end; t += kWarps) {
     const int64_t row = int64_t{blocks[t / p.block_size]} * p.block_size + t % p.block_size;
-    const float* k = keys + row * kv_stride;
+    const KV* k = keys + row * kv_stride;
     float dot = 0;
     for (int j = 0; j < kPerLane; ++j) {
       const int i = lane + 32 * j;
-      if (i < p.head_dim) dot += qr[j] * k[i];
+      if (i < p.head_dim) dot += qr[j] * to_f32(k[i]);
     }
     const float score = warp_sum(dot) * p.scale;
     const float new_max = fmaxf(running_max, score);
     const float rescale = __expf(running_max - new_max), weight = __expf(score - new_max);
     running_sum = running_sum * rescale + weight;
-    const float* v = values + row * kv_stride;
+    const KV* v = values + row * kv_stride;
     for (int j = 0; j < kPerLane; ++j) {
       const int i = lane + 32 * j;
-      acc[j] = acc[j] * rescale + (i < p.head_dim ? weight * v[i] : 0.0f);
+      acc[j] = acc[j] * rescale + (i < p.head_dim ? weight * to_f32(v[i]) : 0.0f);
     }
     running_max = new_max;
   }
@@ -134,7 +134,7 @@ constexpr int kRunTile = kWarps * kQueriesPerWarp;  // a run's queries per block
 
 // Block (run tile, head): warp w takes queries [tile * kRunTile + w * kQueriesPerWarp, + 8) of the
 // run, each lane PerLane of the head's dimensions (lane, lane + 32, ...).
-template <typename T, typename O, int PerLane>
+template <typename T, typename O, typename KV, int PerLane>
 __global__ void attention_runs_kernel(AttentionParams p) {
   const int run = static_cast<int>(blockIdx.x / p.tiles_per_run), tile = static_cast<int>(blockIdx.x % p.tiles_per_run);
   const int h = static_cast<int>(blockIdx.y);
@@ -163,8 +163,8 @@ __global__ void attention_runs_kernel(AttentionParams p) {
     mx[j] = -FLT_MAX;
     sum[j] = 0.0f;
   }
-  const float* keys = p.keys + int64_t{kv_h} * p.head_dim;
-  const float* values = p.values + int64_t{kv_h} * p.head_dim;
+  const KV* keys = static_cast<const KV*>(p.keys) + int64_t{kv_h} * p.head_dim;
+  const KV* values = static_cast<const KV*>(p.values) + int64_t{kv_h} * p.head_dim;
   const int end = ctx0 + nq - 1;
   for (int t = 0; t < end; ++t) {
     const int64_t row = int64_t{blocks[t / p.block_size]} * p.block_size + t % p.block_size;
@@ -172,8 +172,8 @@ __global__ void attention_runs_kernel(AttentionParams p) {
 #pragma unroll
     for (int i = 0; i < PerLane; ++i) {
       const int d = lane + 32 * i;
-      k[i] = d < p.head_dim ? keys[row * kv_stride + d] : 0.0f;
-      v[i] = d < p.head_dim ? values[row * kv_stride + d] : 0.0f;
+      k[i] = d < p.head_dim ? to_f32(keys[row * kv_stride + d]) : 0.0f;
+      v[i] = d < p.head_dim ? to_f32(values[row * kv_stride + d]) : 0.0f;
     }
     // The queries that see position t: j < nq with t < ctx0 + j (the same for the whole warp).
 #pragma unroll
@@ -217,7 +217,7 @@ size_t attention_partial_bytes(int64_t tokens, int n_heads, int head_dim, int sp
   return splits > 1 ? static_cast<size_t>(tokens * n_heads * splits * (head_dim + 2)) * sizeof(float) : 0;
 }
 
-cudaError_t attention(const AttentionParams& p, KernelType t, KernelType out_t, cudaStream_t stream) {
+cudaError_t attention(const AttentionParams& p, KernelType t, KernelType out_t, KernelType kv_t, cudaStream_t stream) {
   if (p.tokens == 0) return cudaSuccess;
   if (p.head_dim > kMaxHeadDim || p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.splits < 1 ||
       (p.splits > 1 && p.partial == nullptr))
@@ -226,18 +226,18 @@ cudaError_t attention(const AttentionParams& p, KernelType t, KernelType out_t, 
     AttentionParams r = p;
     r.tiles_per_run = (p.max_run + kRunTile - 1) / kRunTile;
     const dim3 grid(static_cast<unsigned>(int64_t{p.n_runs} * r.tiles_per_run), static_cast<unsigned>(p.n_heads));
-    if (p.head_dim <= 128) {
-      TPLLAMA_DISPATCH_TYPE(t, T,
-                            TPLLAMA_DISPATCH_TYPE(out_t, O, attention_runs_kernel<T, O, 4><<<grid, 32 * kWarps, 0, stream>>>(r)));
-    } else {
-      TPLLAMA_DISPATCH_TYPE(t, T,
-                            TPLLAMA_DISPATCH_TYPE(out_t, O, attention_runs_kernel<T, O, 8><<<grid, 32 * kWarps, 0, stream>>>(r)));
-    }
+    TPLLAMA_DISPATCH_TYPE(t, T, TPLLAMA_DISPATCH_TYPE(out_t, O, TPLLAMA_DISPATCH_TYPE(kv_t, KV, {
+      if (p.head_dim <= 128)
+        attention_runs_kernel<T, O, KV, 4><<<grid, 32 * kWarps, 0, stream>>>(r);
+      else
+        attention_runs_kernel<T, O, KV, 8><<<grid, 32 * kWarps, 0, stream>>>(r);
+    })));
     return cudaGetLastError();
   }
   const unsigned blocks = static_cast<unsigned>(p.tokens * p.n_heads * p.splits);
-  TPLLAMA_DISPATCH_TYPE(t, T,
-                        TPLLAMA_DISPATCH_TYPE(out_t, O, attention_kernel<T, O><<<blocks, 32 * kWarps, 0, stream>>>(p)));
+  TPLLAMA_DISPATCH_TYPE(t, T, TPLLAMA_DISPATCH_TYPE(out_t, O, TPLLAMA_DISPATCH_TYPE(kv_t, KV, {
+    attention_kernel<T, O, KV><<<blocks, 32 * kWarps, 0, stream>>>(p);
+  })));
   if (p.splits > 1) {
     const unsigned merges = static_cast<unsigned>(p.tokens * p.n_heads);
     TPLLAMA_DISPATCH_TYPE(out_t, O, merge_splits_kernel<O><<<merges, 128, 0, stream>>>(p));

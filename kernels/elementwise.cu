@@ -44,6 +44,13 @@ __global__ void copy_rows_kernel(uint32_t* dst, const int32_t* dst_rows, const u
   for (int64_t w = threadIdx.x; w < words; w += blockDim.x) dst[d * words + w] = src[s * words + w];
 }
 
+// One block per row: dst row dst_rows[i] (of type D) <- src row i (of type S), converted.
+template <typename D, typename S>
+__global__ void convert_rows_kernel(D* dst, const int32_t* dst_rows, const S* src, int64_t width) {
+  const int64_t i = blockIdx.x, d = dst_rows[i];
+  for (int64_t w = threadIdx.x; w < width; w += blockDim.x) dst[d * width + w] = from_f32<D>(to_f32(src[i * width + w]));
+}
+
 __global__ void fill_columns_kernel(float* x, int64_t rows, int64_t cols, int64_t col_begin, float value) {
   const int64_t width = cols - col_begin, n = rows * width;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
@@ -58,6 +65,17 @@ cudaError_t copy_rows(void* dst, const int32_t* dst_rows, const void* src, const
   if (row_bytes % 4 != 0 || n > 0x7fffffff) return cudaErrorInvalidValue;
   copy_rows_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
       static_cast<uint32_t*>(dst), dst_rows, static_cast<const uint32_t*>(src), src_rows, row_bytes / 4);
+  return cudaGetLastError();
+}
+
+cudaError_t convert_rows(void* dst, KernelType dst_t, const int32_t* dst_rows, const void* src, KernelType src_t,
+                         int64_t n, int64_t width, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (n > 0x7fffffff) return cudaErrorInvalidValue;
+  TPLLAMA_DISPATCH_TYPE(dst_t, D,
+                        TPLLAMA_DISPATCH_TYPE(src_t, S,
+                                              convert_rows_kernel<D, S><<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
+                                                  static_cast<D*>(dst), dst_rows, static_cast<const S*>(src), width)));
   return cudaGetLastError();
 }
 

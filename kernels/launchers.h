@@ -34,8 +34,8 @@ cudaError_t argmax_rows(int32_t* index, float* value, const float* logits, int64
                         cudaStream_t stream);
 
 // Paged attention of each token over its own sequence's cache (causal: n_ctx[m] positions), for
-// decode and prefill alike, with an online softmax (no score matrix). The key and value pools (f32)
-// hold one position per row of n_kv_heads*head_dim; token m reads the block table of its sequence,
+// decode and prefill alike, with an online softmax (no score matrix). The key and value pools (f32
+// or bf16, kv_t) hold one position per row of n_kv_heads*head_dim; token m reads the block table of its sequence,
 // block_tables + seq[m] * max_blocks. q, out: (tokens, n_heads*head_dim). With splits > 1 the
 // context is split along the sequence into partial results (attention_partial_bytes of device
 // memory at `partial`) merged by a second kernel. With runs (n_runs pairs of [first token, length]:
@@ -44,8 +44,8 @@ cudaError_t argmax_rows(int32_t* index, float* value, const float* logits, int64
 struct AttentionParams {
   void* out = nullptr;
   const void* q = nullptr;
-  const float* keys = nullptr;
-  const float* values = nullptr;
+  const void* keys = nullptr;
+  const void* values = nullptr;
   const int32_t* block_tables = nullptr;  // (n_seqs, max_blocks)
   const int32_t* seq = nullptr;           // (tokens)
   const int32_t* n_ctx = nullptr;         // (tokens)
@@ -63,8 +63,8 @@ struct AttentionParams {
   int splits = 1;
   float scale = 0;
 };
-// q of type t, out of out_t.
-cudaError_t attention(const AttentionParams& p, KernelType t, KernelType out_t, cudaStream_t stream);
+// q of type t, out of out_t, the KV pools of kv_t.
+cudaError_t attention(const AttentionParams& p, KernelType t, KernelType out_t, KernelType kv_t, cudaStream_t stream);
 // How many splits along the sequence fill a GPU of sm_count multiprocessors (1: none).
 int attention_splits(int64_t tokens, int n_heads, int max_ctx, int sm_count);
 size_t attention_partial_bytes(int64_t tokens, int n_heads, int head_dim, int splits);
@@ -73,6 +73,10 @@ size_t attention_partial_bytes(int64_t tokens, int n_heads, int head_dim, int sp
 // dst row (dst_rows ? dst_rows[i] : i) ← src row (src_rows ? src_rows[i] : i), for i < n.
 cudaError_t copy_rows(void* dst, const int32_t* dst_rows, const void* src, const int32_t* src_rows, int64_t n,
                       int64_t row_bytes, cudaStream_t stream);
+// dst row dst_rows[i] (dst_t) <- src row i (src_t), width elements each, for i < n: the KV-cache
+// write into a cache of another dtype.
+cudaError_t convert_rows(void* dst, KernelType dst_t, const int32_t* dst_rows, const void* src, KernelType src_t,
+                         int64_t n, int64_t width, cudaStream_t stream);
 // x[r][c] = value for r < rows, col_begin <= c < cols (f32).
 cudaError_t fill_columns(float* x, int64_t rows, int64_t cols, int64_t col_begin, float value, cudaStream_t stream);
 

@@ -27,7 +27,10 @@ for name in names:
         frac = f'{100 * med([r["decode_bandwidth_fraction"] for r in runs]):.1f}% of bandwidth'
     coll = med([r["ranks"][0]["collective_seconds"] / max(r["elapsed_seconds"], 1e-9) for r in runs])
     lay = runs[0]["layout"]
-    rows.append([name, f'{lay["ranks"]}x{lay["threads_per_rank"]} tp{lay["tp"]} pp{lay["pp"]}', runs[0]["dtype"],
+    dtype = runs[0]["dtype"]
+    if runs[0].get("kv_dtype", dtype) != dtype:
+        dtype += f' (kv {runs[0]["kv_dtype"]})'
+    rows.append([name, f'{lay["ranks"]}x{lay["threads_per_rank"]} tp{lay["tp"]} pp{lay["pp"]}', dtype,
                  metric, f"{value:.1f}", frac, f"{100 * coll:.1f}%", f"{bw:.1f}", peak])
 for row in rows:
     row[-1] = f"{row[-1] / 1e9:.1f}" if giga else f"{row[-1] / 1e12:.1f}"

@@ -153,7 +153,7 @@ nlohmann::json make_report(const BenchOptions& o, const RunOutcome& r, const Mac
                               (2.0 * c.dim * c.q_dim() + 2.0 * c.dim * c.kv_dim() + 3.0 * c.dim * c.hidden_dim);
   double matrix_bytes = 0;
   for (const RankFigures& f : r.ranks) matrix_bytes += f.matrix_bytes;
-  const double kv_bytes_per_position = 2.0 * c.kv_dim() * c.n_layers * sizeof(float);
+  const double kv_bytes_per_position = 2.0 * c.kv_dim() * c.n_layers * static_cast<double>(dtype_size(r.kv_dtype));
   const double decode_bytes = static_cast<double>(s.decode_steps) * matrix_bytes +
                               static_cast<double>(s.decode_context_tokens) * kv_bytes_per_position;
   double prefill_flop = 0;
@@ -185,6 +185,7 @@ nlohmann::json make_report(const BenchOptions& o, const RunOutcome& r, const Mac
       {"config", {{"dim", c.dim}, {"hidden", c.hidden_dim}, {"layers", c.n_layers}, {"heads", c.n_heads},
                   {"kv_heads", c.n_kv_heads}, {"vocab", c.vocab_size}}},
       {"dtype", dtype_name(r.dtype)},
+      {"kv_dtype", dtype_name(r.kv_dtype)},
       {"device", r.device},
       {"layout", {{"ranks", t.world_size()}, {"tp", t.tp_size()}, {"pp", t.pp_size()}, {"threads_per_rank", r.threads},
                   {"nodes", r.n_nodes}}},

@@ -51,6 +51,7 @@ struct RunOptions {
   std::string comm = "auto";    // mpi, nccl, or auto (nccl on GPUs unless they are shared)
   bool share_gpus = false;      // let several ranks use one GPU (with --comm mpi)
   bool eager = false;           // no CUDA graphs: every step launches its kernels
+  std::string kv_dtype = "auto";  // KV cache: f32, bf16, or auto (bf16 on a GPU with bf16 weights, else f32)
 };
 
 // "8GiB", "512MiB", "1.5GB", "4096" → bytes; throws naming the text.
@@ -91,6 +92,7 @@ struct RunOutcome {
   int n_nodes = 1;
   std::string device;  // rank 0's device, described
   DType dtype = DType::kF32;  // how the weight matrices are held
+  DType kv_dtype = DType::kF32;
 };
 
 // What another command (perplexity, bench) puts in place of the prompt file, the output file and
@@ -139,6 +141,8 @@ void add_bench_command(CLI::App& app, BenchOptions& options);
 void add_layout_options(CLI::App& command, RunOptions& options);
 // The --dtype weights are held in on a device (auto: bf16 on a GPU, f32 on the CPU).
 DType weight_dtype(const RunOptions& options, Device device);
+// The --kv-dtype of the KV cache (auto: bf16 on a GPU with bf16 weights, else f32).
+DType kv_cache_dtype(const RunOptions& options, Device device);
 void add_plan_command(CLI::App& app, PlanOptions& options);
 void add_perplexity_command(CLI::App& app, PerplexityOptions& options);
 void add_convert_command(CLI::App& app, ConvertOptionsCli& options);

@@ -114,6 +114,11 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
                "activations and accumulation stay f32), or auto: bf16 on a GPU, f32 on the CPU")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "f32", "bf16"}));
+  c.add_option("--kv-dtype", o.kv_dtype,
+               "How the KV cache holds keys and values: f32, bf16 (half the memory and the bytes attention reads), "
+               "or auto: bf16 on a GPU with bf16 weights, else f32")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
   c.add_option("--device", o.device,
                "Where each rank computes: cpu, cuda (GPU number = the rank's place on its node), or auto: cuda "
                "when this build has it and a GPU is visible")
@@ -135,6 +140,12 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
 DType weight_dtype(const RunOptions& o, Device device) {
   if (o.dtype == "auto") return device == Device::kCpu ? DType::kF32 : DType::kBF16;
   return o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+}
+
+DType kv_cache_dtype(const RunOptions& o, Device device) {
+  if (o.kv_dtype == "auto")
+    return device != Device::kCpu && weight_dtype(o, device) == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  return o.kv_dtype == "bf16" ? DType::kBF16 : DType::kF32;
 }
 
 uint64_t parse_byte_size(const std::string& text) {
@@ -216,7 +227,8 @@ void check_weights_fit(const LlamaConfig& config, const Topology& topology, cons
 // the minimum over ranks (rank 0 hands out block ids for all of them). Never more than every slot
 // at full context needs.
 long long local_kv_blocks(const RunOptions& o, const LlamaModel& model, int sharers, int context) {
-  const uint64_t per_block = KvCache::bytes_per_block(model.n_layers_local(), model.kv_dim_local(), o.kv_block_size);
+  const uint64_t per_block = KvCache::bytes_per_block(model.n_layers_local(), model.kv_dim_local(), o.kv_block_size,
+                                                      kv_cache_dtype(o, model.context().device));
   const uint64_t budget = !o.kv_cache_memory.empty()
                               ? parse_byte_size(o.kv_cache_memory)
                               : static_cast<uint64_t>(0.8 * static_cast<double>(ops::memory_available(model.context())) /
@@ -425,11 +437,12 @@ void make_kv_cache(const RunOptions& o, RunSetup& s) {
            " tokens on the smallest rank, less than one ", s.context, "-token sequence needs (", full,
            "): give more --kv-cache-memory or a smaller --max-model-len");
     s.cache = std::make_unique<KvCache>(s.model->n_layers_local(), s.model->kv_dim_local(), o.kv_block_size,
-                                        s.n_blocks, o.max_seqs, s.model->context(), full);
+                                        s.n_blocks, o.max_seqs, s.model->context(), full,
+                                        kv_cache_dtype(o, s.model->context().device));
   });
   if (s.topology->rank() != 0) return;
   std::ostringstream os;
-  os << "KV cache: " << s.n_blocks << " blocks of " << o.kv_block_size << " tokens = "
+  os << "KV cache (" << dtype_name(s.cache->dtype()) << "): " << s.n_blocks << " blocks of " << o.kv_block_size << " tokens = "
      << static_cast<long long>(s.n_blocks) * o.kv_block_size << " tokens (" << mib(s.cache->bytes())
      << " on rank 0), room for " << static_cast<long long>(s.n_blocks) * o.kv_block_size / s.context
      << " sequences at the full context of " << s.context << " tokens";
@@ -537,7 +550,7 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
   if (!o.trace.empty()) write_trace(*s.topology, trace, o.trace);
   if (mpi.rank() == 0 && hooks != nullptr && hooks->on_finish)
     hooks->on_finish(RunOutcome{summary, figures, s.config, *s.topology, s.threads, s.nodes.n_nodes,
-                                s.device->describe(), s.dtype});
+                                s.device->describe(), s.dtype, s.cache->dtype()});
   return mpi.rank() == 0 ? finish_on_rank0(o, hooks, s, summary) : 0;
 }
 

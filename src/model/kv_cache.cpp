@@ -6,26 +6,28 @@
 
 namespace tpllama {
 
-uint64_t KvCache::bytes_per_block(int n_layers_local, int kv_dim_local, int block_size) {
+uint64_t KvCache::bytes_per_block(int n_layers_local, int kv_dim_local, int block_size, DType dtype) {
   return static_cast<uint64_t>(n_layers_local) * 2 * static_cast<uint64_t>(block_size) *
-         static_cast<uint64_t>(kv_dim_local) * sizeof(float);
+         static_cast<uint64_t>(kv_dim_local) * dtype_size(dtype);
 }
 
 KvCache::KvCache(int n_layers_local, int kv_dim_local, int block_size, int n_blocks, int max_slots,
-                 const DeviceContext& ctx, int max_blocks_per_slot)
+                 const DeviceContext& ctx, int max_blocks_per_slot, DType dtype)
     : ctx_(ctx),
       n_layers_(n_layers_local),
       kv_dim_(kv_dim_local),
       block_size_(block_size),
       n_blocks_(n_blocks),
       max_blocks_per_slot_(max_blocks_per_slot > 0 ? max_blocks_per_slot : n_blocks),
+      dtype_(dtype),
       layer_stride_(2 * static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size) * static_cast<size_t>(kv_dim_local)),
       tables_(static_cast<size_t>(max_slots)),
       is_changed_(static_cast<size_t>(max_slots), 0) {
   if (block_size < 1) fail("--kv-block-size must be at least 1, got ", block_size);
   if (n_blocks < 1) fail("the KV cache must hold at least one block, got ", n_blocks);
   TPLLAMA_CHECK(max_slots >= 1, "KV cache with ", max_slots, " slots");
-  pool_ = ops::allocate(ctx_, static_cast<size_t>(n_layers_local) * layer_stride_ * sizeof(float));
+  TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "the KV cache is f32 or bf16, not ", dtype_name(dtype));
+  pool_ = ops::allocate(ctx_, static_cast<size_t>(n_layers_local) * layer_stride_ * dtype_size(dtype));
   device_tables_ = ops::allocate(ctx_, static_cast<size_t>(max_slots) * static_cast<size_t>(max_blocks_per_slot_) *
                                            sizeof(int32_t));
 }
@@ -73,7 +75,7 @@ Tensor KvCache::pool(int layer_local, int which) const {
   TPLLAMA_CHECK(layer_local >= 0 && layer_local < n_layers_, "layer ", layer_local, " of ", n_layers_);
   const int64_t rows = static_cast<int64_t>(n_blocks_) * block_size_;
   const size_t offset = static_cast<size_t>(layer_local) * layer_stride_ + static_cast<size_t>(which) * layer_stride_ / 2;
-  return Tensor(static_cast<float*>(pool_.data()) + offset, DType::kF32, {rows, kv_dim_}, pool_.device());
+  return Tensor(static_cast<char*>(pool_.data()) + offset * dtype_size(dtype_), dtype_, {rows, kv_dim_}, pool_.device());
 }
 
 }  // namespace tpllama

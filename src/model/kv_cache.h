@@ -16,12 +16,12 @@ namespace tpllama {
 class KvCache {
  public:
   // max_blocks_per_slot: the longest table a slot may have (its context over the block size);
-  // 0: n_blocks.
+  // 0: n_blocks. dtype: how keys and values are held (f32, or bf16: half the memory and reads).
   KvCache(int n_layers_local, int kv_dim_local, int block_size, int n_blocks, int max_slots,
-          const DeviceContext& ctx = {}, int max_blocks_per_slot = 0);
+          const DeviceContext& ctx = {}, int max_blocks_per_slot = 0, DType dtype = DType::kF32);
 
   // Bytes one block takes on a rank holding these layers and kv heads.
-  static uint64_t bytes_per_block(int n_layers_local, int kv_dim_local, int block_size);
+  static uint64_t bytes_per_block(int n_layers_local, int kv_dim_local, int block_size, DType dtype = DType::kF32);
 
   void append_block(int slot, int block);
   void release(int slot);  // empties the slot's table; the blocks return to rank 0's free list
@@ -31,10 +31,11 @@ class KvCache {
   int block_size() const { return block_size_; }
   int n_blocks() const { return n_blocks_; }
   int kv_dim() const { return kv_dim_; }
+  DType dtype() const { return dtype_; }
   int max_slots() const { return static_cast<int>(tables_.size()); }
   uint64_t bytes() const { return static_cast<uint64_t>(pool_.nbytes()); }
 
-  // The pools of a layer, (n_blocks * block_size, kv_dim) f32 on the device: row
+  // The pools of a layer, (n_blocks * block_size, kv_dim) in dtype() on the device: row
   // (block * block_size + offset) holds one position.
   Tensor key_pool(int layer_local) const { return pool(layer_local, 0); }
   Tensor value_pool(int layer_local) const { return pool(layer_local, 1); }
@@ -55,7 +56,8 @@ class KvCache {
   int block_size_;
   int n_blocks_;
   int max_blocks_per_slot_;
-  size_t layer_stride_;  // floats per layer: keys then values, n_blocks * block_size rows each
+  DType dtype_;
+  size_t layer_stride_;  // elements per layer: keys then values, n_blocks * block_size rows each
   Buffer pool_;
   Buffer device_tables_;
   std::vector<std::vector<int32_t>> tables_;

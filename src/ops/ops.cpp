@@ -275,8 +275,9 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
   const int64_t kv_dim = static_cast<int64_t>(s.n_kv_heads) * s.head_dim;
   require_2d("attention", kv.keys, "key pool", kv.keys.size(0), kv_dim);
   require_2d("attention", kv.values, "value pool", kv.keys.size(0), kv_dim);
-  require_f32("attention", kv.keys, "the key pool");
-  require_f32("attention", kv.values, "the value pool");
+  TPLLAMA_CHECK((kv.keys.dtype() == DType::kF32 || kv.keys.dtype() == DType::kBF16) &&
+                    kv.values.dtype() == kv.keys.dtype(),
+                "attention: KV pools of ", dtype_name(kv.keys.dtype()), " and ", dtype_name(kv.values.dtype()));
   TPLLAMA_CHECK(kv.tables.ndim() == 2 && kv.tables.dtype() == DType::kI32, "attention: tables ", kv.tables.shape_string());
   for (const Tensor* t : {&kv.seq, &kv.n_ctx})
     TPLLAMA_CHECK(t->ndim() == 1 && t->size(0) == tokens && t->dtype() == DType::kI32, "attention: per-token ",
@@ -288,6 +289,7 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
   if (on_gpu("attention", ctx, {&out, &q, &kv.keys, &kv.values, &kv.tables, &kv.seq, &kv.n_ctx}))
     TPLLAMA_GPU(attention(ctx, out, q, kv, s));
   require_cpu_f32("attention", {&out, &q});
+  require_f32("attention", kv.keys, "the CPU's KV cache");
   // The CPU kernel takes one view per token; the tables are host memory here.
   const int64_t max_blocks = kv.tables.size(1), pool_rows = kv.keys.size(0);
   std::vector<KvView> views(static_cast<size_t>(tokens));
@@ -311,16 +313,27 @@ void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tens
   require_2d("kv_write", v, "v", k.size(0), k.size(1));
   TPLLAMA_CHECK(rows.ndim() == 1 && rows.size(0) == k.size(0) && rows.dtype() == DType::kI32, "kv_write: rows ",
                 rows.shape_string(), " for ", k.size(0), " tokens");
-  for (const Tensor* t : {&key_pool, &value_pool, &k, &v}) require_f32("kv_write", *t, "a pool or k/v");
+  require_f32("kv_write", k, "k");
+  require_f32("kv_write", v, "v");
+  TPLLAMA_CHECK((key_pool.dtype() == DType::kF32 || key_pool.dtype() == DType::kBF16) &&
+                    value_pool.dtype() == key_pool.dtype(),
+                "kv_write: pools of ", dtype_name(key_pool.dtype()), " and ", dtype_name(value_pool.dtype()));
   if (on_gpu("kv_write", ctx, {&key_pool, &value_pool, &k, &v, &rows}))
     TPLLAMA_GPU(kv_write(ctx, key_pool, value_pool, k, v, rows));
   const int64_t width = k.size(1);
-  const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
+  const bool bf16 = key_pool.dtype() == DType::kBF16;
   for (int64_t m = 0; m < k.size(0); ++m) {
     const int64_t r = rows.as<int32_t>()[m];
     TPLLAMA_CHECK(r >= 0 && r < key_pool.size(0), "kv_write: row ", r, " outside the pool of ", key_pool.size(0));
-    std::memcpy(key_pool.as<float>() + r * width, k.as<float>() + m * width, row_bytes);
-    std::memcpy(value_pool.as<float>() + r * width, v.as<float>() + m * width, row_bytes);
+    for (auto [pool, src] : {std::pair{key_pool, k}, std::pair{value_pool, v}}) {
+      const float* from = src.as<float>() + m * width;
+      if (bf16) {
+        uint16_t* to = pool.as<uint16_t>() + r * width;
+        for (int64_t i = 0; i < width; ++i) to[i] = f32_to_bf16(from[i]);
+      } else {
+        std::memcpy(pool.as<float>() + r * width, from, static_cast<size_t>(width) * sizeof(float));
+      }
+    }
   }
 }
 

@@ -252,6 +252,11 @@ TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
     std::vector<float> keys(static_cast<size_t>(pool_rows * kv_stride)), values(keys.size());
     for (float& v : keys) v = std::uniform_real_distribution<float>(-1, 1)(rng_);
     for (float& v : values) v = std::uniform_real_distribution<float>(-1, 1)(rng_);
+    // A bf16 cache on the GPU holds these rounded; the reference reads the rounded values in f32.
+    const DType kv_type = sh.heads == 8 || sh.heads == 40 ? DType::kBF16 : DType::kF32;
+    if (kv_type == DType::kBF16)
+      for (std::vector<float>* pool : {&keys, &values})
+        for (float& v : *pool) v = bf16_to_f32(f32_to_bf16(v));
     // Block tables, one row per sequence (unused entries -1: a read of one would fail the parity).
     std::vector<int32_t> tables(static_cast<size_t>(n_seqs * max_blocks), -1);
     size_t next = 0;
@@ -261,7 +266,7 @@ TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
     }
     const int64_t tokens = static_cast<int64_t>(contexts.size()), q_width = int64_t{sh.heads} * sh.head_dim;
     std::vector<float> q = random(static_cast<size_t>(tokens * q_width)), out(q.size());
-    Device gk = upload(keys, {pool_rows, kv_stride}, DType::kF32), gv = upload(values, {pool_rows, kv_stride}, DType::kF32);
+    Device gk = upload(keys, {pool_rows, kv_stride}, kv_type), gv = upload(values, {pool_rows, kv_stride}, kv_type);
     Device gtables = upload_i32(tables), gseq = upload_i32(seq_of_token), gctx = upload_i32(contexts);
     Device gruns = upload_i32(runs);
     std::vector<int32_t> host_tables = tables, host_seq = seq_of_token, host_ctx(contexts.begin(), contexts.end());
@@ -276,7 +281,8 @@ TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
                           Tensor(host_seq.data(), DType::kI32, {tokens}), Tensor(host_ctx.data(), DType::kI32, {tokens}),
                           hint, Tensor(), 0};
       const std::string what = "attention heads " + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
-                               " head_dim " + std::to_string(sh.head_dim) + " variant " + std::to_string(variant);
+                               " head_dim " + std::to_string(sh.head_dim) + " variant " + std::to_string(variant) +
+                               " KV " + dtype_name(kv_type);
       Device gq = upload(q, {tokens, q_width}), gout = upload(out, {tokens, q_width});
       ops::attention(gpu_, gout.tensor, gq.tensor, gpu_kv, shape);
       ops::attention(cpu_, host(out, {tokens, q_width}), host(q, {tokens, q_width}), cpu_kv, shape);
@@ -307,6 +313,20 @@ TEST_P(GpuOps, KvWriteGatherRowsAndFillColumns) {
                 host(v, {n, width}), hrows);
   expect_close(kpool, download(gkp), "kv_write keys", 1e-7);
   expect_close(vpool, download(gvp), "kv_write values", 1e-7);
+  {  // into a bf16 cache: converted on the way in, as the CPU does
+    std::vector<float> k16(static_cast<size_t>(pool_rows * width), 0.0f), v16 = k16;
+    std::vector<uint16_t> hk16(k16.size(), 0), hv16(k16.size(), 0);
+    Device gk16 = upload(k16, {pool_rows, width}, DType::kBF16), gv16 = upload(v16, {pool_rows, width}, DType::kBF16);
+    ops::kv_write(gpu_, gk16.tensor, gv16.tensor, gk.tensor, gv.tensor, grows.tensor);
+    ops::kv_write(cpu_, Tensor(hk16.data(), DType::kBF16, {pool_rows, width}),
+                  Tensor(hv16.data(), DType::kBF16, {pool_rows, width}), host(k, {n, width}), host(v, {n, width}), hrows);
+    for (size_t i = 0; i < k16.size(); ++i) {
+      k16[i] = bf16_to_f32(hk16[i]);
+      v16[i] = bf16_to_f32(hv16[i]);
+    }
+    expect_close(k16, download(gk16), "kv_write keys into bf16", 1e-7);
+    expect_close(v16, download(gv16), "kv_write values into bf16", 1e-7);
+  }
 
   std::vector<float> gathered(static_cast<size_t>(n * width));
   Device gg = upload(gathered, {n, width});

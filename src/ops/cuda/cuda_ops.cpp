@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "kernels/launchers.h"
 #include "ops/cuda/cuda_check.h"
@@ -146,8 +147,8 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
   kernels::AttentionParams p;
   p.out = out.data();
   p.q = q.data();
-  p.keys = kv.keys.as<float>();
-  p.values = kv.values.as<float>();
+  p.keys = kv.keys.data();
+  p.values = kv.values.data();
   p.block_tables = kv.tables.as<int32_t>();
   p.seq = kv.seq.as<int32_t>();
   p.n_ctx = kv.n_ctx.as<int32_t>();
@@ -171,10 +172,17 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
     p.partial = static_cast<float*>(scratch.take(
         kernels::attention_partial_bytes(tokens, s.n_heads, s.head_dim, p.splits), "attention split partials"));
   }
-  TPLLAMA_CUDA_CHECK(kernels::attention(p, kernel_type(q.dtype()), kernel_type(out.dtype()), stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(kernels::attention(p, kernel_type(q.dtype()), kernel_type(out.dtype()),
+                                        kernel_type(kv.keys.dtype()), stream_of(ctx)));
 }
 
 void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows) {
+  if (key_pool.dtype() != k.dtype()) {  // a bf16 cache: converted on the way in
+    for (auto [pool, src] : {std::pair{key_pool, k}, std::pair{value_pool, v}})
+      TPLLAMA_CUDA_CHECK(kernels::convert_rows(pool.data(), kernel_type(pool.dtype()), rows.as<int32_t>(), src.data(),
+                                               kernel_type(src.dtype()), src.size(0), src.size(1), stream_of(ctx)));
+    return;
+  }
   const int64_t row_bytes = k.size(1) * static_cast<int64_t>(sizeof(float));
   TPLLAMA_CUDA_CHECK(kernels::copy_rows(key_pool.data(), rows.as<int32_t>(), k.data(), nullptr, k.size(0), row_bytes,
                                         stream_of(ctx)));
