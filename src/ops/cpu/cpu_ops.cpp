@@ -159,7 +159,7 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
     max_ctx = std::max(max_ctx, v.n_ctx);
     work += static_cast<int64_t>(v.n_ctx) * s.n_heads * hd * 2;
   }
-  const bool avx512 = hd % 16 == 0 && cpu_has_avx512();
+  const bool avx512 = hd % 16 == 0 && avx512_kernels();
 #pragma omp parallel if (work >= kParallelWork)
   {
     std::vector<float> scores(static_cast<size_t>(max_ctx));
