@@ -131,6 +131,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Case{4, 4, 64, 16, {1, 16, 17, 33}},  // block and 16-lane tails
                                          Case{8, 2, 32, 4, {5, 50, 3}},         // grouped-query heads
                                          Case{2, 1, 128, 16, {31, 1}},          // wide heads, one kv head
+                                         Case{3, 3, 48, 16, {20, 33}},          // an odd number of vectors a head
+                                         Case{2, 2, 16, 8, {16, 9}},            // one vector a head
                                          Case{4, 2, 8, 3, {7, 10}},             // head_dim the AVX-512 kernel leaves
                                          Case{12, 12, 64, 16, {400}},           // one token: heads split over threads
                                          Case{12, 4, 64, 16, {90, 128, 7, 64, 100, 33, 120, 77, 15, 128}}),
