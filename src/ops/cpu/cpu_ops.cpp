@@ -1,5 +1,5 @@
 // CPU ops (GEMM in gemm.cpp): element-wise ops as plain loops the compiler vectorises, attention
-// parallel over (token, head) with OpenMP.
+// parallel over (token, kv head) with OpenMP.
 #include "ops/cpu/cpu_ops.h"
 
 // GCC 12 warns inside its own AVX-512 headers (the self-initialised "undefined" vectors).
@@ -98,50 +98,141 @@ __attribute__((target("avx512f"))) __m512 exp_nonpositive(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-// One (token, head) of attention with AVX-512, head_dim a multiple of 16: scores, softmax and the
-// weighted sum of values, reading the sequence's blocks in place.
-__attribute__((target("avx512f"))) void attend_avx512(float* o, const float* qh, const KvView& v, int64_t kv_stride,
-                                                      int64_t kv_off, const AttentionShape& s, float* scores) {
-  const int hd = s.head_dim, bs = s.block_size;
-  // Positions block by block: one block-table lookup per block, none per position.
-  auto for_each_position = [&](const float* pool, auto&& f) {
-    for (int t0 = 0, b = 0; t0 < v.n_ctx; t0 += bs, ++b) {
-      const float* row = pool + static_cast<int64_t>(v.blocks[b]) * bs * kv_stride + kv_off;
-      const int end = std::min(bs, v.n_ctx - t0);
-      for (int j = 0; j < end; ++j, row += kv_stride) f(t0 + j, row);
-    }
-  };
-  float max_score = -INFINITY;
-  for_each_position(v.keys, [&](int t, const float* k) {
-    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qh), _mm512_loadu_ps(k));
-    for (int i = 16; i < hd; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + i), _mm512_loadu_ps(k + i), acc);
-    scores[t] = _mm512_reduce_add_ps(acc) * s.scale;
-    max_score = std::max(max_score, scores[t]);
-  });
-  const __m512 m = _mm512_set1_ps(max_score);
+// s[0, n) = softmax(s[0, n)), in place.
+__attribute__((target("avx512f"))) void softmax_avx512(float* s, int n) {
+  const int full = n / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n - full)) - 1);
+  __m512 mx = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail, s + full);
+  for (int t = 0; t < full; t += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + t));
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
   __m512 total = _mm512_setzero_ps();
-  int t = 0;
-  for (; t + 16 <= v.n_ctx; t += 16) {
-    const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(scores + t), m));
-    _mm512_storeu_ps(scores + t, e);
+  for (int t = 0; t < n; t += 16) {
+    const __mmask16 k = t < full ? __mmask16(0xFFFF) : tail;
+    const __m512 e = _mm512_maskz_mov_ps(k, exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + t), m)));
+    _mm512_mask_storeu_ps(s + t, k, e);
     total = _mm512_add_ps(total, e);
   }
-  if (t < v.n_ctx) {
-    const __mmask16 tail = static_cast<__mmask16>((1u << (v.n_ctx - t)) - 1);
-    const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, scores + t), m));
-    _mm512_mask_storeu_ps(scores + t, tail, e);
-    total = _mm512_add_ps(total, _mm512_maskz_mov_ps(tail, e));
-  }
   const __m512 inv_sum = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(total));
-  for (int i0 = 0; i0 < hd; i0 += 128) {  // up to 8 accumulators per pass over the values
-    const int chunks = std::min(8, (hd - i0) / 16);
-    __m512 acc[8];
-    for (int c = 0; c < 8; ++c) acc[c] = _mm512_setzero_ps();
-    for_each_position(v.values, [&](int u, const float* val) {
-      const __m512 p = _mm512_set1_ps(scores[u]);
-      for (int c = 0; c < chunks; ++c) acc[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(val + i0 + 16 * c), acc[c]);
-    });
-    for (int c = 0; c < chunks; ++c) _mm512_storeu_ps(o + i0 + 16 * c, _mm512_mul_ps(acc[c], inv_sum));
+  for (int t = 0; t < n; t += 16) {
+    const __mmask16 k = t < full ? __mmask16(0xFFFF) : tail;
+    _mm512_mask_storeu_ps(s + t, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + t), inv_sum));
+  }
+}
+
+// The lane sums of 16 vectors as one vector (lane j: the sum of a[j]): a transpose folded into the
+// additions, 15 shuffle pairs for 16 sums instead of a full reduction each.
+__attribute__((target("avx512f"))) __m512 sum_lanes16(const __m512 (&a)[16]) {
+  __m512 pairs[8], quads[4];
+  for (int i = 0; i < 8; ++i)  // each 128-bit lane: a[2i] and a[2i+1], two partial sums each
+    pairs[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+  for (int i = 0; i < 4; ++i) {  // each 128-bit lane: the lane's sums of a[4i..4i+3]
+    const __m512d x = _mm512_castps_pd(pairs[2 * i]), y = _mm512_castps_pd(pairs[2 * i + 1]);
+    quads[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  }
+  auto fold = [](__m512 x, __m512 y) {  // 128-bit lanes (x0+x1, x2+x3, y0+y1, y2+y3)
+    return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
+  };
+  return fold(fold(quads[0], quads[1]), fold(quads[2], quads[3]));
+}
+
+// scores[t] = scale · q·k_t for t in [0, n), 16 positions at a time; rows[t]: position t's key.
+template <int kChunks>
+__attribute__((target("avx512f"))) void scores_avx512(float* scores, const float* q, const float* const* rows, int n,
+                                                      float scale) {
+  __m512 qv[kChunks];
+  for (int c = 0; c < kChunks; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
+  for (int t0 = 0; t0 < n; t0 += 16) {
+    __m512 acc[16];
+    for (int j = 0; j < 16; ++j) {
+      const float* k = rows[std::min(t0 + j, n - 1)];  // past the end: a repeat, not stored
+      acc[j] = _mm512_mul_ps(qv[0], _mm512_loadu_ps(k));
+      for (int c = 1; c < kChunks; ++c) acc[j] = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(k + 16 * c), acc[j]);
+    }
+    const __mmask16 keep = n - t0 >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - t0)) - 1);
+    _mm512_mask_storeu_ps(scores + t0, keep, _mm512_mul_ps(sum_lanes16(acc), _mm512_set1_ps(scale)));
+  }
+}
+
+// o = Σ_t p[t] · v_t over t in [0, n); rows[t]: position t's value. Two sets of accumulators hide
+// the FMA latency when a head is only a few vectors wide.
+template <int kChunks>
+__attribute__((target("avx512f"))) void weighted_sum_avx512(float* o, const float* p, const float* const* rows, int n) {
+  __m512 a[kChunks], b[kChunks];
+  for (int c = 0; c < kChunks; ++c) a[c] = b[c] = _mm512_setzero_ps();
+  int t = 0;
+  for (; t + 1 < n; t += 2) {
+    const __m512 pa = _mm512_set1_ps(p[t]), pb = _mm512_set1_ps(p[t + 1]);
+    for (int c = 0; c < kChunks; ++c) {
+      a[c] = _mm512_fmadd_ps(pa, _mm512_loadu_ps(rows[t] + 16 * c), a[c]);
+      b[c] = _mm512_fmadd_ps(pb, _mm512_loadu_ps(rows[t + 1] + 16 * c), b[c]);
+    }
+  }
+  if (t < n)
+    for (int c = 0; c < kChunks; ++c) a[c] = _mm512_fmadd_ps(_mm512_set1_ps(p[t]), _mm512_loadu_ps(rows[t] + 16 * c), a[c]);
+  for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(o + 16 * c, _mm512_add_ps(a[c], b[c]));
+}
+
+// Per-thread scratch of one work item: the key and value row of each position, the scores.
+struct AttendScratch {
+  std::vector<const float*> keys, values;
+  std::vector<float> scores;
+};
+
+// One token's attention for the query heads of one kv head with AVX-512 (head_dim 16 · kChunks):
+// the rows of the context looked up once, then per query head scores, softmax, weighted sum.
+template <int kChunks>
+__attribute__((target("avx512f"))) void attend_avx512(float* o, const float* q, const KvView& v, const AttentionShape& s,
+                                                      int kv_head, AttendScratch& w) {
+  const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, n = v.n_ctx, bs = s.block_size;
+  const int64_t stride = static_cast<int64_t>(s.n_kv_heads) * hd, off = static_cast<int64_t>(kv_head) * hd;
+  for (int t = 0; t < n; ++t) {
+    const int64_t row = (static_cast<int64_t>(v.blocks[t / bs]) * bs + t % bs) * stride + off;
+    w.keys[static_cast<size_t>(t)] = v.keys + row;
+    w.values[static_cast<size_t>(t)] = v.values + row;
+  }
+  for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
+    scores_avx512<kChunks>(w.scores.data(), q + h * hd, w.keys.data(), n, s.scale);
+    softmax_avx512(w.scores.data(), n);
+    weighted_sum_avx512<kChunks>(o + h * hd, w.scores.data(), w.values.data(), n);
+  }
+}
+
+using AttendFn = void (*)(float*, const float*, const KvView&, const AttentionShape&, int, AttendScratch&);
+
+// The kernel for a head_dim, or null where it has none (not a multiple of 16, or over 128).
+AttendFn attend_kernel(int head_dim) {
+  static constexpr AttendFn kernels[] = {&attend_avx512<1>, &attend_avx512<2>, &attend_avx512<3>, &attend_avx512<4>,
+                                         &attend_avx512<5>, &attend_avx512<6>, &attend_avx512<7>, &attend_avx512<8>};
+  if (head_dim % 16 != 0 || head_dim < 16 || head_dim > 128 || !avx512_kernels()) return nullptr;
+  return kernels[head_dim / 16 - 1];
+}
+
+// One (token, head) of attention, portable: the reference the AVX-512 kernel is tested against.
+void attend_portable(float* o, const float* qh, const KvView& v, int64_t kv_stride, int64_t kv_off,
+                     const AttentionShape& s, float* scores) {
+  const int hd = s.head_dim, bs = s.block_size;
+  auto row_of = [&](int t) { return (static_cast<int64_t>(v.blocks[t / bs]) * bs + t % bs) * kv_stride + kv_off; };
+  float max_score = -INFINITY;
+  for (int t = 0; t < v.n_ctx; ++t) {  // scores = q·k / sqrt(head_dim)
+    const float* k = v.keys + row_of(t);
+    float dot = 0;
+#pragma omp simd reduction(+ : dot)  // lets the compiler reorder the sum into vector lanes
+    for (int i = 0; i < hd; ++i) dot += qh[i] * k[i];
+    scores[t] = dot * s.scale;
+    max_score = std::max(max_score, scores[t]);
+  }
+  float sum = 0;  // softmax over the context
+  for (int t = 0; t < v.n_ctx; ++t) {
+    scores[t] = std::exp(scores[t] - max_score);
+    sum += scores[t];
+  }
+  std::fill(o, o + hd, 0.0f);  // weighted sum of values
+  const float inv_sum = 1.0f / sum;
+  for (int t = 0; t < v.n_ctx; ++t) {
+    const float p = scores[t] * inv_sum;
+    const float* val = v.values + row_of(t);
+#pragma omp simd
+    for (int i = 0; i < hd; ++i) o[i] += p * val[i];
   }
 }
 
@@ -159,49 +250,27 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
     max_ctx = std::max(max_ctx, v.n_ctx);
     work += static_cast<int64_t>(v.n_ctx) * s.n_heads * hd * 2;
   }
-  const bool avx512 = hd % 16 == 0 && cpu_has_avx512();
+  const AttendFn kernel = attend_kernel(hd);
+  if (kernel != nullptr) {
+#pragma omp parallel if (work >= kParallelWork)
+    {
+      const size_t padded = static_cast<size_t>(max_ctx + 15) / 16 * 16;  // scores are written 16 at a time
+      AttendScratch w{std::vector<const float*>(padded), std::vector<const float*>(padded), std::vector<float>(padded)};
+#pragma omp for collapse(2) schedule(dynamic, 1)
+      for (int64_t m = 0; m < n_tokens; ++m)
+        for (int g = 0; g < s.n_kv_heads; ++g)
+          kernel(out.as<float>() + m * q_stride, q.as<float>() + m * q_stride, kv[static_cast<size_t>(m)], s, g, w);
+    }
+    return;
+  }
 #pragma omp parallel if (work >= kParallelWork)
   {
     std::vector<float> scores(static_cast<size_t>(max_ctx));
 #pragma omp for collapse(2) schedule(dynamic, 1)
-    for (int64_t m = 0; m < n_tokens; ++m) {
-      for (int h = 0; h < s.n_heads; ++h) {
-        const KvView& v = kv[static_cast<size_t>(m)];
-        const int bs = s.block_size;
-        const float* qh = q.as<float>() + m * q_stride + h * hd;
-        const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
-        if (avx512) {
-          attend_avx512(out.as<float>() + m * q_stride + h * hd, qh, v, kv_stride, kv_off, s, scores.data());
-          continue;
-        }
-        float max_score = -INFINITY;
-        for (int t = 0; t < v.n_ctx; ++t) {  // scores = q·k / sqrt(head_dim)
-          const int64_t row = static_cast<int64_t>(v.blocks[t / bs]) * bs + t % bs;
-          const float* k = v.keys + row * kv_stride + kv_off;
-          float dot = 0;
-#pragma omp simd reduction(+ : dot)  // lets the compiler reorder the sum into vector lanes
-          for (int i = 0; i < hd; ++i) dot += qh[i] * k[i];
-          scores[static_cast<size_t>(t)] = dot * s.scale;
-          max_score = std::max(max_score, scores[static_cast<size_t>(t)]);
-        }
-        float sum = 0;  // softmax over the context
-        for (int t = 0; t < v.n_ctx; ++t) {
-          float e = std::exp(scores[static_cast<size_t>(t)] - max_score);
-          scores[static_cast<size_t>(t)] = e;
-          sum += e;
-        }
-        float* o = out.as<float>() + m * q_stride + h * hd;  // weighted sum of values
-        std::fill(o, o + hd, 0.0f);
-        const float inv_sum = 1.0f / sum;
-        for (int t = 0; t < v.n_ctx; ++t) {
-          const float p = scores[static_cast<size_t>(t)] * inv_sum;
-          const int64_t row = static_cast<int64_t>(v.blocks[t / bs]) * bs + t % bs;
-          const float* val = v.values + row * kv_stride + kv_off;
-#pragma omp simd
-          for (int i = 0; i < hd; ++i) o[i] += p * val[i];
-        }
-      }
-    }
+    for (int64_t m = 0; m < n_tokens; ++m)
+      for (int h = 0; h < s.n_heads; ++h)
+        attend_portable(out.as<float>() + m * q_stride + h * hd, q.as<float>() + m * q_stride + h * hd,
+                        kv[static_cast<size_t>(m)], kv_stride, static_cast<int64_t>(h / group) * hd, s, scores.data());
   }
 }
 

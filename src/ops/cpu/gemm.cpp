@@ -23,8 +23,11 @@ namespace {
 constexpr int kTileRows = 12;      // rows of x per register tile: 12 × 2 accumulators of 16 floats
 constexpr int64_t kDepth = 192;    // k per block: a 24 KiB f32 panel slice beside a 9 KiB tile of x in L1
 constexpr int64_t kRowBlock = 240;  // rows of x per block at most (a multiple of kTileRows)
-constexpr int64_t kPackedX = int64_t{1} << 20;  // floats of packed x per block at most (4 MiB, in L2 and L3)
-constexpr int64_t kPrefetchBytes = 2048;  // how far ahead of its loads the one-row (decode) kernel prefetches
+constexpr int64_t kBlockX = int64_t{1} << 20;  // floats of x per block at most (4 MiB, in L2 and L3)
+// How far ahead of its loads the one-row (decode) kernel prefetches, into L2: measured on a
+// 128 MiB product, 4 KiB into L2 beat 2 KiB into L1 by 15% (bf16) and 3% (f32); 1 KiB and 8 KiB, or
+// L1 at any distance, were slower.
+constexpr int64_t kPrefetchBytes = 4096;
 // A parallel region pays for itself above this many multiply-adds per thread, or this many weight
 // elements per thread (decode is bound by reading them: each thread streams its own share).
 constexpr int64_t kParallelMacs = int64_t{1} << 20;
@@ -43,25 +46,33 @@ namespace {
 
 // One tile of the product: out[0..rows) × [0..valid) (+)= x[0..rows) · panel[k0..k0+depth).
 struct Tile {
-  const float* x;   // first row, first k of the block: element (r, k) at x[r * ldx + k * kstep]
+  const float* x;   // first row, first k of the block: element (r, k) at x[r * ldx + k]
   int64_t ldx;
-  int64_t kstep;
   const void* panel;  // first k of the block inside the panel
   int64_t depth;
   float* out;       // first row, first column of the panel
   int64_t ldo;
   int valid;        // columns of the panel that exist (the last panel may be short)
   bool accumulate;  // add to out (later k blocks) instead of overwriting it
-  bool prefetch = false;  // prefetch the weights kPrefetchBytes ahead (tall products: first tile of a slice)
+  // Panel rows this tile asks for into L2, spread evenly over its k steps: its share of the next
+  // slice, so the slice arrives from memory while the FMAs of this one run. Asking in a burst (one
+  // row a step from the first step) measured 12% slower at 32 rows of x: it fills the line-fill
+  // buffers the tile's own loads need. The one-row kernel prefetches its own way.
+  const char* ahead = nullptr;
+  int64_t ahead_rows = 0;
 };
 
+// bf16 weights widen to f32 without a shuffle: the 32-bit lane holding the pair of columns
+// (2i, 2i + 1) is column 2i as f32 once shifted left by 16 and column 2i + 1 once its low half is
+// cleared. So a bf16 tile accumulates even columns in its "lo" vectors and odd ones in its "hi"
+// vectors, and store_tile_row puts them back in order.
 template <bool kBf16>
 __attribute__((target("avx512f,avx512bw"))) inline void load_panel_row(const void* panel, int64_t k, __m512& w0,
                                                                        __m512& w1) {
   if constexpr (kBf16) {
     const __m512i v = _mm512_load_si512(static_cast<const uint16_t*>(panel) + k * kPanelRows);
-    w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16));
-    w1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1)), 16));
+    w0 = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    w1 = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
   } else {
     const float* p = static_cast<const float*>(panel) + k * kPanelRows;
     w0 = _mm512_load_ps(p);
@@ -69,7 +80,15 @@ __attribute__((target("avx512f,avx512bw"))) inline void load_panel_row(const voi
   }
 }
 
+template <bool kBf16>
 __attribute__((target("avx512f,avx512bw"))) inline void store_tile_row(const Tile& t, int r, __m512 lo, __m512 hi) {
+  if constexpr (kBf16) {  // even and odd columns (load_panel_row) back to columns 0-15 and 16-31
+    const __m512i first = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i second = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    const __m512 even = lo;
+    lo = _mm512_permutex2var_ps(even, first, hi);
+    hi = _mm512_permutex2var_ps(even, second, hi);
+  }
   const __mmask16 m0 = t.valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << t.valid) - 1);
   const __mmask16 m1 =
       t.valid >= 32 ? __mmask16(0xFFFF) : t.valid <= 16 ? __mmask16(0) : __mmask16((1u << (t.valid - 16)) - 1);
@@ -91,16 +110,16 @@ __attribute__((target("avx512f,avx512bw"))) void tile_avx512_row(const Tile& t) 
   constexpr int64_t row_bytes = kPanelRows * (kBf16 ? 2 : 4);
   int64_t k = 0;
   for (; k + 1 < t.depth; k += 2) {
-    _mm_prefetch(prefetch + k * row_bytes, _MM_HINT_T0);
-    _mm_prefetch(prefetch + k * row_bytes + 64, _MM_HINT_T0);
+    _mm_prefetch(prefetch + k * row_bytes, _MM_HINT_T1);
+    _mm_prefetch(prefetch + k * row_bytes + 64, _MM_HINT_T1);
     if constexpr (!kBf16) {
-      _mm_prefetch(prefetch + k * row_bytes + 128, _MM_HINT_T0);
-      _mm_prefetch(prefetch + k * row_bytes + 192, _MM_HINT_T0);
+      _mm_prefetch(prefetch + k * row_bytes + 128, _MM_HINT_T1);
+      _mm_prefetch(prefetch + k * row_bytes + 192, _MM_HINT_T1);
     }
     __m512 a0, a1, b0, b1;
     load_panel_row<kBf16>(t.panel, k, a0, a1);
     load_panel_row<kBf16>(t.panel, k + 1, b0, b1);
-    const __m512 xa = _mm512_set1_ps(t.x[k * t.kstep]), xb = _mm512_set1_ps(t.x[(k + 1) * t.kstep]);
+    const __m512 xa = _mm512_set1_ps(t.x[k]), xb = _mm512_set1_ps(t.x[k + 1]);
     lo0 = _mm512_fmadd_ps(xa, a0, lo0);
     hi0 = _mm512_fmadd_ps(xa, a1, hi0);
     lo1 = _mm512_fmadd_ps(xb, b0, lo1);
@@ -109,39 +128,41 @@ __attribute__((target("avx512f,avx512bw"))) void tile_avx512_row(const Tile& t) 
   if (k < t.depth) {
     __m512 a0, a1;
     load_panel_row<kBf16>(t.panel, k, a0, a1);
-    const __m512 xa = _mm512_set1_ps(t.x[k * t.kstep]);
+    const __m512 xa = _mm512_set1_ps(t.x[k]);
     lo0 = _mm512_fmadd_ps(xa, a0, lo0);
     hi0 = _mm512_fmadd_ps(xa, a1, hi0);
   }
-  store_tile_row(t, 0, _mm512_add_ps(lo0, lo1), _mm512_add_ps(hi0, hi1));
+  store_tile_row<kBf16>(t, 0, _mm512_add_ps(lo0, lo1), _mm512_add_ps(hi0, hi1));
 }
 
-// kPacked: x is a block of tiles (element (r, k) at x[k * kTileRows + r]), so every broadcast
-// comes off one pointer at a fixed offset.
-template <int kRows, bool kBf16, bool kPacked>
+template <int kRows, bool kBf16>
 __attribute__((target("avx512f,avx512bw"))) void tile_avx512(const Tile& t) {
-  if constexpr (kRows == 1 && !kPacked) {
+  if constexpr (kRows == 1) {
     tile_avx512_row<kBf16>(t);
     return;
   }
   __m512 lo[kRows], hi[kRows];
   for (int r = 0; r < kRows; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
   constexpr int64_t row_bytes = kPanelRows * (kBf16 ? 2 : 4);
-  const char* ahead = t.prefetch ? static_cast<const char*>(t.panel) + kPrefetchBytes : nullptr;
-  for (int64_t k = 0; k < t.depth; ++k) {
+  const int64_t every = t.ahead_rows > 0 ? std::max<int64_t>(1, t.depth / t.ahead_rows) : t.depth + 1;
+  const char* ahead = t.ahead;
+  const char* ahead_end = t.ahead + t.ahead_rows * row_bytes;
+  for (int64_t k = 0, next = 0; k < t.depth; ++k) {
     __m512 w0, w1;
-    if (ahead != nullptr) {  // the first tile over a panel slice asks for what follows it
-      _mm_prefetch(ahead + k * row_bytes, _MM_HINT_T0);
-      if constexpr (!kBf16) _mm_prefetch(ahead + k * row_bytes + 64, _MM_HINT_T0);
+    if (k == next && ahead < ahead_end) {
+      _mm_prefetch(ahead, _MM_HINT_T1);
+      if constexpr (!kBf16) _mm_prefetch(ahead + 64, _MM_HINT_T1);
+      ahead += row_bytes;
+      next += every;
     }
     load_panel_row<kBf16>(t.panel, k, w0, w1);
     for (int r = 0; r < kRows; ++r) {
-      const __m512 b = _mm512_set1_ps(kPacked ? t.x[k * kTileRows + r] : t.x[r * t.ldx + k]);
+      const __m512 b = _mm512_set1_ps(t.x[r * t.ldx + k]);
       lo[r] = _mm512_fmadd_ps(b, w0, lo[r]);
       hi[r] = _mm512_fmadd_ps(b, w1, hi[r]);
     }
   }
-  for (int r = 0; r < kRows; ++r) store_tile_row(t, r, lo[r], hi[r]);
+  for (int r = 0; r < kRows; ++r) store_tile_row<kBf16>(t, r, lo[r], hi[r]);
 }
 
 template <bool kBf16>
@@ -153,7 +174,7 @@ void tile_portable(const Tile& t, int rows) {
       w[j] = kBf16 ? bf16_to_f32(static_cast<const uint16_t*>(t.panel)[k * kPanelRows + j])
                    : static_cast<const float*>(t.panel)[k * kPanelRows + j];
     for (int r = 0; r < rows; ++r) {
-      const float b = t.x[r * t.ldx + k * t.kstep];
+      const float b = t.x[r * t.ldx + k];
       for (int j = 0; j < kPanelRows; ++j) acc[r][j] += b * w[j];
     }
   }
@@ -163,62 +184,67 @@ void tile_portable(const Tile& t, int rows) {
 
 using TileFn = void (*)(const Tile&);
 
-template <bool kBf16, bool kPacked, int... kRows>
+template <bool kBf16, int... kRows>
 constexpr std::array<TileFn, sizeof...(kRows)> avx512_tiles(std::integer_sequence<int, kRows...>) {
-  return {&tile_avx512<kRows + 1, kBf16, kPacked>...};
+  return {&tile_avx512<kRows + 1, kBf16>...};
 }
 
 void run_tile(const Tile& t, int rows, bool bf16, bool avx512) {
   using Rows = std::make_integer_sequence<int, kTileRows>;
-  static constexpr std::array<std::array<TileFn, kTileRows>, 4> tiles = {
-      avx512_tiles<false, false>(Rows{}), avx512_tiles<true, false>(Rows{}), avx512_tiles<false, true>(Rows{}),
-      avx512_tiles<true, true>(Rows{})};
+  static constexpr std::array<std::array<TileFn, kTileRows>, 2> tiles = {avx512_tiles<false>(Rows{}),
+                                                                         avx512_tiles<true>(Rows{})};
   if (avx512)
-    tiles[(bf16 ? 1 : 0) + (t.kstep == 1 ? 0 : 2)][static_cast<size_t>(rows - 1)](t);
+    tiles[bf16 ? 1 : 0][static_cast<size_t>(rows - 1)](t);
   else if (bf16)
     tile_portable<true>(t, rows);
   else
     tile_portable<false>(t, rows);
 }
 
-// Panels [p_begin, p_end) of the product, on the calling thread. Up to one tile of rows (decode)
-// reads x in place and streams each panel once, front to back. Taller products copy each block of
-// x into tiles laid out k-major (the 12 values a k step broadcasts share a cache line; rows of x
-// a power of two apart would otherwise fight over the same L1 sets) and sweep every panel slice
-// over all of them.
+// Panels [p_begin, p_end) of the product, on the calling thread, streaming each panel once, front
+// to back. Up to one tile of rows (decode) reads x in place. Taller products copy each block of x to
+// rows 64 bytes longer than k (rows of x a power of two apart would otherwise fight over the same L1
+// sets; measured as fast as packing tiles k-major, at a tenth of the copying) and sweep every panel
+// slice over all of its tiles.
 void gemm_panels(float* out, const float* x, int64_t m, const void* packed, bool bf16, int64_t n, int64_t k,
                  int64_t p_begin, int64_t p_end, bool avx512) {
   const size_t es = bf16 ? 2 : 4;
-  const auto* base = static_cast<const uint8_t*>(packed);
+  const auto* base = static_cast<const char*>(packed);
   auto panel_at = [&](int64_t p, int64_t k0) { return base + static_cast<size_t>((p * k + k0) * kPanelRows) * es; };
   auto valid = [&](int64_t p) { return static_cast<int>(std::min<int64_t>(kPanelRows, n - p * kPanelRows)); };
+  // Slices follow each other in memory (k blocks of a panel, then the next panel): the next one
+  // starts where this one ends.
+  auto next_slice = [&](int64_t p, int64_t k0) { return panel_at(p, k0) + static_cast<size_t>(std::min(kDepth, k - k0) * kPanelRows) * es; };
   if (m <= kTileRows) {
     for (int64_t p = p_begin; p < p_end; ++p)
       for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-        const Tile t{x + k0, k, 1, panel_at(p, k0), std::min(kDepth, k - k0), out + p * kPanelRows, n, valid(p), k0 > 0};
+        const Tile t{x + k0, k, panel_at(p, k0), std::min(kDepth, k - k0), out + p * kPanelRows, n, valid(p), k0 > 0,
+                     next_slice(p, k0), kDepth};
         run_tile(t, static_cast<int>(m), bf16, avx512);
       }
     return;
   }
-  // A block of x, all of K, tile by tile, k-major inside a tile; as many rows as fit kPackedX so
-  // the block stays in L2 while each panel streams front to back across its k blocks.
-  const int64_t most = std::clamp<int64_t>(kPackedX / (k * kTileRows) * kTileRows, kTileRows, kRowBlock);
+  // A block of x, all of K; as many rows as fit kBlockX so the block stays in L2 while each panel
+  // streams across its k blocks.
+  const int64_t ldx = k + 16;
+  const int64_t most = std::clamp<int64_t>(kBlockX / (ldx * kTileRows) * kTileRows, kTileRows, kRowBlock);
   const int64_t blocks = (m + most - 1) / most;  // balanced, so no block is a thin remainder
   const int64_t block_rows = ((m + blocks - 1) / blocks + kTileRows - 1) / kTileRows * kTileRows;
-  thread_local std::vector<float> tiles;
-  tiles.resize(static_cast<size_t>(block_rows * k));
+  thread_local std::vector<float> rows_copy;
+  rows_copy.resize(static_cast<size_t>(block_rows * ldx));
   for (int64_t mb = 0; mb < m; mb += block_rows) {
     const int64_t rows = std::min(block_rows, m - mb);
-    for (int64_t r = 0; r < rows; ++r) {
-      float* tile = tiles.data() + (r / kTileRows) * kTileRows * k + r % kTileRows;
-      const float* src = x + (mb + r) * k;
-      for (int64_t kk = 0; kk < k; ++kk) tile[kk * kTileRows] = src[kk];
-    }
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(rows_copy.data() + r * ldx, x + (mb + r) * k, static_cast<size_t>(k) * sizeof(float));
+    const int64_t n_tiles = (rows + kTileRows - 1) / kTileRows;
     for (int64_t p = p_begin; p < p_end; ++p)
       for (int64_t k0 = 0; k0 < k; k0 += kDepth)
-        for (int64_t r = 0; r < rows; r += kTileRows) {
-          const Tile t{tiles.data() + r * k + k0 * kTileRows, 1, kTileRows, panel_at(p, k0), std::min(kDepth, k - k0),
-                       out + (mb + r) * n + p * kPanelRows, n, valid(p), k0 > 0, r == 0};
+        for (int64_t i = 0; i < n_tiles; ++i) {
+          const int64_t r = i * kTileRows, ahead_from = kDepth * i / n_tiles;  // the tiles share the next slice
+          const Tile t{rows_copy.data() + r * ldx + k0, ldx, panel_at(p, k0), std::min(kDepth, k - k0),
+                       out + (mb + r) * n + p * kPanelRows, n, valid(p), k0 > 0,
+                       next_slice(p, k0) + static_cast<size_t>(ahead_from * kPanelRows) * es,
+                       kDepth * (i + 1) / n_tiles - ahead_from};
           run_tile(t, static_cast<int>(std::min<int64_t>(kTileRows, rows - r)), bf16, avx512);
         }
   }
@@ -264,7 +290,7 @@ void gemm(float* out, const float* x, int64_t m, const void* packed, DType dtype
     return;
   }
   const bool bf16 = dtype == DType::kBF16;
-  const bool avx512 = cpu_has_avx512() && !g_force_portable.load(std::memory_order_relaxed);
+  const bool avx512 = avx512_kernels();
   const int64_t panels = (n + kPanelRows - 1) / kPanelRows;
   const int64_t macs = m * n * k;
   const int64_t worth = std::max<int64_t>({1, macs / kParallelMacs, n * k / kParallelWeights});
@@ -277,7 +303,9 @@ void gemm(float* out, const float* x, int64_t m, const void* packed, DType dtype
   }
 }
 
-const char* gemm_kernel_name() { return cpu_has_avx512() && !g_force_portable ? "avx512" : "portable"; }
+bool avx512_kernels() { return cpu_has_avx512() && !g_force_portable.load(std::memory_order_relaxed); }
+
+const char* gemm_kernel_name() { return avx512_kernels() ? "avx512" : "portable"; }
 
 void force_portable_gemm(bool on) { g_force_portable = on; }
 

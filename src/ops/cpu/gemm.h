@@ -28,9 +28,12 @@ void gemm(float* out, const float* x, int64_t m, const void* packed, DType dtype
 // AVX-512 F and BW are present: the kernels of gemm, attention and the bandwidth probe use them.
 bool cpu_has_avx512();
 
+// Whether gemm and attention run their AVX-512 kernels: the CPU has them and no test forced the
+// portable ones.
+bool avx512_kernels();
 // Which kernel gemm() runs on this CPU: "avx512" or "portable".
 const char* gemm_kernel_name();
-// Test hook: force the portable kernel even where AVX-512 is present.
+// Test hook: force the portable kernels (GEMM and attention) even where AVX-512 is present.
 void force_portable_gemm(bool on);
 
 }  // namespace tpllama::ops::cpu

@@ -1,0 +1,146 @@
+// CPU attention against a double-precision softmax(q·k/√d)·v over the same paged cache: shuffled
+// block tables, contexts on and off block and vector boundaries, grouped-query heads, head sizes
+// the AVX-512 kernel takes and one it leaves to the portable loop, one and two threads (with work
+// enough to split a single token's heads), and guard regions around the output.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <tuple>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/gemm.h"
+
+namespace tpllama {
+namespace {
+
+struct Case {
+  int n_heads, n_kv_heads, head_dim, block_size;
+  std::vector<int> n_ctx;  // one token per entry, each over its own sequence
+};
+
+std::string describe(const Case& c) {
+  std::ostringstream s;
+  s << "h" << c.n_heads << "kv" << c.n_kv_heads << "d" << c.head_dim << "bs" << c.block_size << "ctx";
+  for (int n : c.n_ctx) s << "_" << n;
+  return s.str();
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
+
+// A pool of blocks shared by all sequences, each sequence's blocks scattered over it in shuffled order.
+struct PagedCache {
+  std::vector<float> keys, values;
+  std::vector<std::vector<int32_t>> tables;
+};
+
+PagedCache make_cache(const Case& c, std::mt19937& rng) {
+  PagedCache cache;
+  int n_blocks = 0;
+  for (int n : c.n_ctx) n_blocks += (n + c.block_size - 1) / c.block_size;
+  std::vector<int32_t> order(static_cast<size_t>(n_blocks));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  size_t next = 0;
+  for (int n : c.n_ctx) {
+    const int blocks = (n + c.block_size - 1) / c.block_size;
+    cache.tables.emplace_back(order.begin() + static_cast<int64_t>(next), order.begin() + static_cast<int64_t>(next) + blocks);
+    next += static_cast<size_t>(blocks);
+  }
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const size_t pool = static_cast<size_t>(n_blocks) * c.block_size * c.n_kv_heads * c.head_dim;
+  for (size_t i = 0; i < pool; ++i) {
+    cache.keys.push_back(u(rng));
+    cache.values.push_back(u(rng));
+  }
+  return cache;
+}
+
+// out[head] of one token, in double precision, straight from the definition.
+std::vector<double> reference_head(const Case& c, const PagedCache& cache, size_t token, const float* q, int head) {
+  const int hd = c.head_dim, n = c.n_ctx[token], kv_head = head / (c.n_heads / c.n_kv_heads);
+  auto row = [&](const std::vector<float>& pool, int t) {
+    const int64_t r = static_cast<int64_t>(cache.tables[token][static_cast<size_t>(t / c.block_size)]) * c.block_size +
+                      t % c.block_size;
+    return pool.data() + (r * c.n_kv_heads + kv_head) * hd;
+  };
+  std::vector<double> scores(static_cast<size_t>(n));
+  for (int t = 0; t < n; ++t) {
+    double dot = 0;
+    for (int i = 0; i < hd; ++i) dot += static_cast<double>(q[i]) * row(cache.keys, t)[i];
+    scores[static_cast<size_t>(t)] = dot / std::sqrt(static_cast<double>(hd));
+  }
+  const double mx = *std::max_element(scores.begin(), scores.end());
+  double sum = 0;
+  for (double& sc : scores) sum += (sc = std::exp(sc - mx));
+  std::vector<double> o(static_cast<size_t>(hd), 0.0);
+  for (int t = 0; t < n; ++t)
+    for (int i = 0; i < hd; ++i) o[static_cast<size_t>(i)] += scores[static_cast<size_t>(t)] / sum * row(cache.values, t)[i];
+  return o;
+}
+
+class AttentionTest : public ::testing::TestWithParam<std::tuple<Case, bool, int>> {};
+
+TEST_P(AttentionTest, MatchesDoubleSoftmax) {
+  const auto [c, portable, threads] = GetParam();
+  std::mt19937 rng(static_cast<unsigned>(c.n_heads * 131 + c.head_dim * 7 + c.n_ctx.size()));
+  const PagedCache cache = make_cache(c, rng);
+  const int64_t tokens = static_cast<int64_t>(c.n_ctx.size()), width = static_cast<int64_t>(c.n_heads) * c.head_dim;
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> q(static_cast<size_t>(tokens * width));
+  for (float& v : q) v = u(rng);
+  std::vector<ops::KvView> kv;
+  for (size_t m = 0; m < c.n_ctx.size(); ++m)
+    kv.push_back({cache.keys.data(), cache.values.data(), cache.tables[m].data(), c.n_ctx[m]});
+  const ops::AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim,
+                                  static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))), c.block_size};
+
+  constexpr int64_t kGuard = 64;
+  constexpr float kSentinel = 12345.0f;
+  std::vector<float> out(static_cast<size_t>(tokens * width + 2 * kGuard), kSentinel);
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  ops::cpu::force_portable_gemm(portable);
+  ops::cpu::attention(Tensor(out.data() + kGuard, DType::kF32, {tokens, width}), Tensor(q.data(), DType::kF32, {tokens, width}),
+                      kv, shape);
+  ops::cpu::force_portable_gemm(false);
+  omp_set_num_threads(saved_threads);
+
+  for (int64_t i = 0; i < kGuard; ++i) {
+    ASSERT_EQ(out[static_cast<size_t>(i)], kSentinel) << "write before the output at " << i;
+    ASSERT_EQ(out[static_cast<size_t>(kGuard + tokens * width + i)], kSentinel) << "write past the output at " << i;
+  }
+  for (int64_t m = 0; m < tokens; ++m)
+    for (int h = 0; h < c.n_heads; ++h) {
+      const std::vector<double> expected =
+          reference_head(c, cache, static_cast<size_t>(m), q.data() + m * width + h * c.head_dim, h);
+      for (int i = 0; i < c.head_dim; ++i)
+        ASSERT_NEAR(out[static_cast<size_t>(kGuard + m * width + h * c.head_dim + i)], expected[static_cast<size_t>(i)], 2e-5)
+            << "token " << m << " head " << h << " element " << i << " of " << describe(c);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionTest,
+    ::testing::Combine(::testing::Values(Case{4, 4, 64, 16, {1, 16, 17, 33}},  // block and 16-lane tails
+                                         Case{8, 2, 32, 4, {5, 50, 3}},         // grouped-query heads
+                                         Case{2, 1, 128, 16, {31, 1}},          // wide heads, one kv head
+                                         Case{3, 3, 48, 16, {20, 33}},          // an odd number of vectors a head
+                                         Case{2, 2, 16, 8, {16, 9}},            // one vector a head
+                                         Case{4, 2, 8, 3, {7, 10}},             // head_dim the AVX-512 kernel leaves
+                                         Case{12, 12, 64, 16, {400}},           // one token: heads split over threads
+                                         Case{12, 4, 64, 16, {90, 128, 7, 64, 100, 33, 120, 77, 15, 128}}),
+                       ::testing::Bool(), ::testing::Values(1, 2)),
+    [](const auto& param_info) {
+      return describe(std::get<0>(param_info.param)) + (std::get<1>(param_info.param) ? "_portable" : "_dispatch") +
+             "_t" + std::to_string(std::get<2>(param_info.param));
+    });
+
+}  // namespace
+}  // namespace tpllama
