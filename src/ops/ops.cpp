@@ -289,7 +289,6 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
   if (on_gpu("attention", ctx, {&out, &q, &kv.keys, &kv.values, &kv.tables, &kv.seq, &kv.n_ctx}))
     TPLLAMA_GPU(attention(ctx, out, q, kv, s));
   require_cpu_f32("attention", {&out, &q});
-  require_f32("attention", kv.keys, "the CPU's KV cache");
   // The CPU kernel takes one view per token; the tables are host memory here.
   const int64_t max_blocks = kv.tables.size(1), pool_rows = kv.keys.size(0);
   std::vector<KvView> views(static_cast<size_t>(tokens));
@@ -301,7 +300,7 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
     for (int64_t b = 0; b < (n_ctx + s.block_size - 1) / s.block_size; ++b)
       TPLLAMA_CHECK(blocks[b] >= 0 && (blocks[b] + int64_t{1}) * s.block_size <= pool_rows, "attention: block ",
                     blocks[b], " outside the pool of ", pool_rows, " rows");
-    views[static_cast<size_t>(m)] = {kv.keys.as<float>(), kv.values.as<float>(), blocks, n_ctx};
+    views[static_cast<size_t>(m)] = {kv.keys.data(), kv.values.data(), blocks, n_ctx, kv.keys.dtype()};
   }
   cpu::attention(out, q, views, s);
 }

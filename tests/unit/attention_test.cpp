@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -90,40 +91,54 @@ class AttentionTest : public ::testing::TestWithParam<std::tuple<Case, bool, int
 TEST_P(AttentionTest, MatchesDoubleSoftmax) {
   const auto [c, portable, threads] = GetParam();
   std::mt19937 rng(static_cast<unsigned>(c.n_heads * 131 + c.head_dim * 7 + c.n_ctx.size()));
-  const PagedCache cache = make_cache(c, rng);
+  PagedCache cache = make_cache(c, rng);
   const int64_t tokens = static_cast<int64_t>(c.n_ctx.size()), width = static_cast<int64_t>(c.n_heads) * c.head_dim;
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   std::vector<float> q(static_cast<size_t>(tokens * width));
   for (float& v : q) v = u(rng);
-  std::vector<ops::KvView> kv;
-  for (size_t m = 0; m < c.n_ctx.size(); ++m)
-    kv.push_back({cache.keys.data(), cache.values.data(), cache.tables[m].data(), c.n_ctx[m]});
   const ops::AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim,
                                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))), c.block_size};
+  // First the f32 cache; then a bf16 cache, against the reference of its values (the f32 cache
+  // rounded to bf16).
+  for (DType kv_dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(kv_dtype));
+    std::vector<uint16_t> keys16, values16;
+    if (kv_dtype == DType::kBF16)
+      for (auto [pool, pool16] : {std::pair{&cache.keys, &keys16}, std::pair{&cache.values, &values16}})
+        for (float& v : *pool) {
+          pool16->push_back(f32_to_bf16(v));
+          v = bf16_to_f32(pool16->back());
+        }
+    const void* keys = kv_dtype == DType::kBF16 ? static_cast<const void*>(keys16.data()) : cache.keys.data();
+    const void* values = kv_dtype == DType::kBF16 ? static_cast<const void*>(values16.data()) : cache.values.data();
+    std::vector<ops::KvView> kv;
+    for (size_t m = 0; m < c.n_ctx.size(); ++m) kv.push_back({keys, values, cache.tables[m].data(), c.n_ctx[m], kv_dtype});
 
-  constexpr int64_t kGuard = 64;
-  constexpr float kSentinel = 12345.0f;
-  std::vector<float> out(static_cast<size_t>(tokens * width + 2 * kGuard), kSentinel);
-  const int saved_threads = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  ops::cpu::force_portable_gemm(portable);
-  ops::cpu::attention(Tensor(out.data() + kGuard, DType::kF32, {tokens, width}), Tensor(q.data(), DType::kF32, {tokens, width}),
-                      kv, shape);
-  ops::cpu::force_portable_gemm(false);
-  omp_set_num_threads(saved_threads);
+    constexpr int64_t kGuard = 64;
+    constexpr float kSentinel = 12345.0f;
+    std::vector<float> out(static_cast<size_t>(tokens * width + 2 * kGuard), kSentinel);
+    const int saved_threads = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    ops::cpu::force_portable_gemm(portable);
+    ops::cpu::attention(Tensor(out.data() + kGuard, DType::kF32, {tokens, width}),
+                        Tensor(q.data(), DType::kF32, {tokens, width}), kv, shape);
+    ops::cpu::force_portable_gemm(false);
+    omp_set_num_threads(saved_threads);
 
-  for (int64_t i = 0; i < kGuard; ++i) {
-    ASSERT_EQ(out[static_cast<size_t>(i)], kSentinel) << "write before the output at " << i;
-    ASSERT_EQ(out[static_cast<size_t>(kGuard + tokens * width + i)], kSentinel) << "write past the output at " << i;
-  }
-  for (int64_t m = 0; m < tokens; ++m)
-    for (int h = 0; h < c.n_heads; ++h) {
-      const std::vector<double> expected =
-          reference_head(c, cache, static_cast<size_t>(m), q.data() + m * width + h * c.head_dim, h);
-      for (int i = 0; i < c.head_dim; ++i)
-        ASSERT_NEAR(out[static_cast<size_t>(kGuard + m * width + h * c.head_dim + i)], expected[static_cast<size_t>(i)], 2e-5)
-            << "token " << m << " head " << h << " element " << i << " of " << describe(c);
+    for (int64_t i = 0; i < kGuard; ++i) {
+      ASSERT_EQ(out[static_cast<size_t>(i)], kSentinel) << "write before the output at " << i;
+      ASSERT_EQ(out[static_cast<size_t>(kGuard + tokens * width + i)], kSentinel) << "write past the output at " << i;
     }
+    for (int64_t m = 0; m < tokens; ++m)
+      for (int h = 0; h < c.n_heads; ++h) {
+        const std::vector<double> expected =
+            reference_head(c, cache, static_cast<size_t>(m), q.data() + m * width + h * c.head_dim, h);
+        for (int i = 0; i < c.head_dim; ++i)
+          ASSERT_NEAR(out[static_cast<size_t>(kGuard + m * width + h * c.head_dim + i)], expected[static_cast<size_t>(i)],
+                      2e-5)
+              << "token " << m << " head " << h << " element " << i << " of " << describe(c);
+      }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/error.h"
 #include "ops/cpu/gemm.h"
 
 namespace tpllama::ops::cpu {
@@ -135,18 +136,25 @@ __attribute__((target("avx512f"))) __m512 sum_lanes16(const __m512 (&a)[16]) {
   return fold(fold(quads[0], quads[1]), fold(quads[2], quads[3]));
 }
 
+// 16 cache elements as f32: an f32 load, or bf16 widened (its bits are the top half of an f32).
+__attribute__((target("avx512f"))) inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+__attribute__((target("avx512f"))) inline __m512 load16(const uint16_t* p) {
+  const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+
 // scores[t] = scale · q·k_t for t in [0, n), 16 positions at a time; rows[t]: position t's key.
-template <int kChunks>
-__attribute__((target("avx512f"))) void scores_avx512(float* scores, const float* q, const float* const* rows, int n,
+template <int kChunks, typename KV>
+__attribute__((target("avx512f"))) void scores_avx512(float* scores, const float* q, const KV* const* rows, int n,
                                                       float scale) {
   __m512 qv[kChunks];
   for (int c = 0; c < kChunks; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
   for (int t0 = 0; t0 < n; t0 += 16) {
     __m512 acc[16];
     for (int j = 0; j < 16; ++j) {
-      const float* k = rows[std::min(t0 + j, n - 1)];  // past the end: a repeat, not stored
-      acc[j] = _mm512_mul_ps(qv[0], _mm512_loadu_ps(k));
-      for (int c = 1; c < kChunks; ++c) acc[j] = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(k + 16 * c), acc[j]);
+      const KV* k = rows[std::min(t0 + j, n - 1)];  // past the end: a repeat, not stored
+      acc[j] = _mm512_mul_ps(qv[0], load16(k));
+      for (int c = 1; c < kChunks; ++c) acc[j] = _mm512_fmadd_ps(qv[c], load16(k + 16 * c), acc[j]);
     }
     const __mmask16 keep = n - t0 >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - t0)) - 1);
     _mm512_mask_storeu_ps(scores + t0, keep, _mm512_mul_ps(sum_lanes16(acc), _mm512_set1_ps(scale)));
@@ -155,69 +163,82 @@ __attribute__((target("avx512f"))) void scores_avx512(float* scores, const float
 
 // o = Σ_t p[t] · v_t over t in [0, n); rows[t]: position t's value. Two sets of accumulators hide
 // the FMA latency when a head is only a few vectors wide.
-template <int kChunks>
-__attribute__((target("avx512f"))) void weighted_sum_avx512(float* o, const float* p, const float* const* rows, int n) {
+template <int kChunks, typename KV>
+__attribute__((target("avx512f"))) void weighted_sum_avx512(float* o, const float* p, const KV* const* rows, int n) {
   __m512 a[kChunks], b[kChunks];
   for (int c = 0; c < kChunks; ++c) a[c] = b[c] = _mm512_setzero_ps();
   int t = 0;
   for (; t + 1 < n; t += 2) {
     const __m512 pa = _mm512_set1_ps(p[t]), pb = _mm512_set1_ps(p[t + 1]);
     for (int c = 0; c < kChunks; ++c) {
-      a[c] = _mm512_fmadd_ps(pa, _mm512_loadu_ps(rows[t] + 16 * c), a[c]);
-      b[c] = _mm512_fmadd_ps(pb, _mm512_loadu_ps(rows[t + 1] + 16 * c), b[c]);
+      a[c] = _mm512_fmadd_ps(pa, load16(rows[t] + 16 * c), a[c]);
+      b[c] = _mm512_fmadd_ps(pb, load16(rows[t + 1] + 16 * c), b[c]);
     }
   }
   if (t < n)
-    for (int c = 0; c < kChunks; ++c) a[c] = _mm512_fmadd_ps(_mm512_set1_ps(p[t]), _mm512_loadu_ps(rows[t] + 16 * c), a[c]);
+    for (int c = 0; c < kChunks; ++c) a[c] = _mm512_fmadd_ps(_mm512_set1_ps(p[t]), load16(rows[t] + 16 * c), a[c]);
   for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(o + 16 * c, _mm512_add_ps(a[c], b[c]));
 }
 
 // Per-thread scratch of one work item: the key and value row of each position, the scores.
 struct AttendScratch {
-  std::vector<const float*> keys, values;
+  std::vector<const void*> keys, values;
   std::vector<float> scores;
 };
 
 // One token's attention for the query heads of one kv head with AVX-512 (head_dim 16 · kChunks):
 // the rows of the context looked up once, then per query head scores, softmax, weighted sum.
-template <int kChunks>
+// KV elements as f32 (the portable kernel).
+inline float as_f32(float v) { return v; }
+inline float as_f32(uint16_t v) { return bf16_to_f32(v); }
+
+template <int kChunks, typename KV>
 __attribute__((target("avx512f"))) void attend_avx512(float* o, const float* q, const KvView& v, const AttentionShape& s,
                                                       int kv_head, AttendScratch& w) {
   const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, n = v.n_ctx, bs = s.block_size;
   const int64_t stride = static_cast<int64_t>(s.n_kv_heads) * hd, off = static_cast<int64_t>(kv_head) * hd;
   for (int t = 0; t < n; ++t) {
     const int64_t row = (static_cast<int64_t>(v.blocks[t / bs]) * bs + t % bs) * stride + off;
-    w.keys[static_cast<size_t>(t)] = v.keys + row;
-    w.values[static_cast<size_t>(t)] = v.values + row;
+    w.keys[static_cast<size_t>(t)] = static_cast<const KV*>(v.keys) + row;
+    w.values[static_cast<size_t>(t)] = static_cast<const KV*>(v.values) + row;
   }
+  const auto* keys = reinterpret_cast<const KV* const*>(w.keys.data());
+  const auto* values = reinterpret_cast<const KV* const*>(w.values.data());
   for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
-    scores_avx512<kChunks>(w.scores.data(), q + h * hd, w.keys.data(), n, s.scale);
+    scores_avx512<kChunks>(w.scores.data(), q + h * hd, keys, n, s.scale);
     softmax_avx512(w.scores.data(), n);
-    weighted_sum_avx512<kChunks>(o + h * hd, w.scores.data(), w.values.data(), n);
+    weighted_sum_avx512<kChunks>(o + h * hd, w.scores.data(), values, n);
   }
 }
 
 using AttendFn = void (*)(float*, const float*, const KvView&, const AttentionShape&, int, AttendScratch&);
 
-// The kernel for a head_dim, or null where it has none (not a multiple of 16, or over 128).
-AttendFn attend_kernel(int head_dim) {
-  static constexpr AttendFn kernels[] = {&attend_avx512<1>, &attend_avx512<2>, &attend_avx512<3>, &attend_avx512<4>,
-                                         &attend_avx512<5>, &attend_avx512<6>, &attend_avx512<7>, &attend_avx512<8>};
+// The kernel for a head_dim and KV dtype, or null where it has none (not a multiple of 16, or
+// over 128).
+AttendFn attend_kernel(int head_dim, DType kv) {
+  static constexpr AttendFn f32[] = {&attend_avx512<1, float>, &attend_avx512<2, float>, &attend_avx512<3, float>,
+                                     &attend_avx512<4, float>, &attend_avx512<5, float>, &attend_avx512<6, float>,
+                                     &attend_avx512<7, float>, &attend_avx512<8, float>};
+  static constexpr AttendFn bf16[] = {&attend_avx512<1, uint16_t>, &attend_avx512<2, uint16_t>,
+                                      &attend_avx512<3, uint16_t>, &attend_avx512<4, uint16_t>,
+                                      &attend_avx512<5, uint16_t>, &attend_avx512<6, uint16_t>,
+                                      &attend_avx512<7, uint16_t>, &attend_avx512<8, uint16_t>};
   if (head_dim % 16 != 0 || head_dim < 16 || head_dim > 128 || !avx512_kernels()) return nullptr;
-  return kernels[head_dim / 16 - 1];
+  return (kv == DType::kBF16 ? bf16 : f32)[head_dim / 16 - 1];
 }
 
 // One (token, head) of attention, portable: the reference the AVX-512 kernel is tested against.
+template <typename KV>
 void attend_portable(float* o, const float* qh, const KvView& v, int64_t kv_stride, int64_t kv_off,
                      const AttentionShape& s, float* scores) {
   const int hd = s.head_dim, bs = s.block_size;
   auto row_of = [&](int t) { return (static_cast<int64_t>(v.blocks[t / bs]) * bs + t % bs) * kv_stride + kv_off; };
   float max_score = -INFINITY;
   for (int t = 0; t < v.n_ctx; ++t) {  // scores = q·k / sqrt(head_dim)
-    const float* k = v.keys + row_of(t);
+    const KV* k = static_cast<const KV*>(v.keys) + row_of(t);
     float dot = 0;
 #pragma omp simd reduction(+ : dot)  // lets the compiler reorder the sum into vector lanes
-    for (int i = 0; i < hd; ++i) dot += qh[i] * k[i];
+    for (int i = 0; i < hd; ++i) dot += qh[i] * as_f32(k[i]);
     scores[t] = dot * s.scale;
     max_score = std::max(max_score, scores[t]);
   }
@@ -230,9 +251,9 @@ void attend_portable(float* o, const float* qh, const KvView& v, int64_t kv_stri
   const float inv_sum = 1.0f / sum;
   for (int t = 0; t < v.n_ctx; ++t) {
     const float p = scores[t] * inv_sum;
-    const float* val = v.values + row_of(t);
+    const KV* val = static_cast<const KV*>(v.values) + row_of(t);
 #pragma omp simd
-    for (int i = 0; i < hd; ++i) o[i] += p * val[i];
+    for (int i = 0; i < hd; ++i) o[i] += p * as_f32(val[i]);
   }
 }
 
@@ -250,12 +271,15 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
     max_ctx = std::max(max_ctx, v.n_ctx);
     work += static_cast<int64_t>(v.n_ctx) * s.n_heads * hd * 2;
   }
-  const AttendFn kernel = attend_kernel(hd);
+  const DType kv_dtype = kv.empty() ? DType::kF32 : kv[0].dtype;
+  for (const KvView& v : kv) TPLLAMA_CHECK(v.dtype == kv_dtype, "attention: tokens of one step read one cache");
+  const AttendFn kernel = attend_kernel(hd, kv_dtype);
+  const auto portable = kv_dtype == DType::kBF16 ? &attend_portable<uint16_t> : &attend_portable<float>;
   if (kernel != nullptr) {
 #pragma omp parallel if (work >= kParallelWork)
     {
       const size_t padded = static_cast<size_t>(max_ctx + 15) / 16 * 16;  // scores are written 16 at a time
-      AttendScratch w{std::vector<const float*>(padded), std::vector<const float*>(padded), std::vector<float>(padded)};
+      AttendScratch w{std::vector<const void*>(padded), std::vector<const void*>(padded), std::vector<float>(padded)};
 #pragma omp for collapse(2) schedule(dynamic, 1)
       for (int64_t m = 0; m < n_tokens; ++m)
         for (int g = 0; g < s.n_kv_heads; ++g)
@@ -269,8 +293,8 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int64_t m = 0; m < n_tokens; ++m)
       for (int h = 0; h < s.n_heads; ++h)
-        attend_portable(out.as<float>() + m * q_stride + h * hd, q.as<float>() + m * q_stride + h * hd,
-                        kv[static_cast<size_t>(m)], kv_stride, static_cast<int64_t>(h / group) * hd, s, scores.data());
+        portable(out.as<float>() + m * q_stride + h * hd, q.as<float>() + m * q_stride + h * hd,
+                 kv[static_cast<size_t>(m)], kv_stride, static_cast<int64_t>(h / group) * hd, s, scores.data());
   }
 }
 

@@ -8,12 +8,14 @@
 
 namespace tpllama::ops {
 
-// One token's view of the paged cache on the CPU (ops::attention builds these from its KvBatch).
+// One token's view of the paged cache on the CPU (ops::attention builds these from its KvBatch):
+// pools of f32 or bf16 elements.
 struct KvView {
-  const float* keys = nullptr;
-  const float* values = nullptr;
+  const void* keys = nullptr;
+  const void* values = nullptr;
   const int32_t* blocks = nullptr;
   int n_ctx = 0;
+  DType dtype = DType::kF32;
 };
 
 }  // namespace tpllama::ops
