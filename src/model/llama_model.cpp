@@ -133,7 +133,10 @@ LlamaModel::StepViews LlamaModel::stage_step(const StepBatch& batch, const KvCac
   v.cos = Tensor(base + 4 * n + r, DType::kF32, {n, half}, d);
   v.sin = Tensor(base + 4 * n + r + n * half, DType::kF32, {n, half}, d);
   v.runs = Tensor(base + 4 * n + r + 2 * n * half, DType::kI32, {n_runs, 2}, d);
-  v.max_ctx = max_ctx;
+  // A pure-decode step does not tell attention its longest context: its splits along the sequence
+  // then follow the cache's full width, the same for every step of this shape, so a replayed CUDA
+  // graph and an eager launch sum in the same order (and give the same tokens).
+  v.max_ctx = max_run > 1 ? max_ctx : 0;
   v.max_run = max_run;
   return v;
 }
@@ -149,22 +152,23 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
   cache.upload_tables();
   if (!graphs_on_ || step.max_run > 1 || !tp_comm_.graph_capturable()) return run_stage(step, cache, n, r);
 
-  // A pure-decode step: replay its recording, made at the first step of this shape. Recorded with
-  // no longest context, attention splits for the cache's full width, so one graph serves them all.
-  auto it = graphs_.find({n, r});
+  // A pure-decode step: replay its recording, made at the first step of this shape and cache.
+  const GraphKey key{n, r, cache.key_pool(0).data()};
+  auto it = graphs_.find(key);
   if (it == graphs_.end()) {
-    StepViews any_context = step;
-    any_context.max_ctx = 0;
     try {
       ops::begin_capture(ctx_);
-      run_stage(any_context, cache, n, r);
-      it = graphs_.emplace(std::make_pair(n, r), ops::end_capture(ctx_)).first;
+      run_stage(step, cache, n, r);
+      it = graphs_.emplace(key, ops::end_capture(ctx_)).first;
     } catch (const Error& e) {
       ops::abort_capture(ctx_);
       graphs_on_ = false;
       log::warn(std::string("CUDA graphs off for this run: recording a decode step failed (") + e.what() +
                 "); every step launches its kernels");
       return run_stage(step, cache, n, r);
+    } catch (...) {
+      ops::abort_capture(ctx_);
+      throw;
     }
   }
   ops::launch(ctx_, it->second);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -99,7 +100,8 @@ class LlamaModel {
   std::vector<double> inv_freq_;  // (head_dim/2)
   DType in_dtype_ = DType::kF32;  // what ops::matmul reads its input as, without converting
   bool graphs_on_ = false;
-  std::map<std::pair<int64_t, int64_t>, ops::Graph> graphs_;  // by (tokens, logit rows)
+  using GraphKey = std::tuple<int64_t, int64_t, const void*>;  // tokens, logit rows, the cache's pools
+  std::map<GraphKey, ops::Graph> graphs_;
 
   // Activations on the device, allocated once for limits_.max_batch_tokens rows.
   Buffer x_;       // (T, dim) residual stream
