@@ -3,9 +3,10 @@
 #
 # The standard CPU sweep of issue 5 on the 110m shape with a 512-token vocabulary and seeded random
 # weights: prefill of 128-token prompts, decode at 1 / 8 / 32 / 128 sequences (128 in, 128 out),
-# bf16 decode at batch 1, and decode at 32 sequences on one rank x 1 thread, tp=2 and pp=2 (two
-# ranks x 1 thread). Every row is the median of REPEATS runs, each of which measures the machine's
-# read bandwidth and GEMM peak itself; the fractions are against the limits of the same run.
+# bf16 decode at batch 1, decode at 32 sequences with a bf16 KV cache, and decode at 32 sequences
+# on one rank x 1 thread, tp=2 and pp=2 (two ranks x 1 thread). Every row is the median of REPEATS
+# runs, each of which measures the machine's read bandwidth and GEMM peak itself; the fractions are
+# against the limits of the same run.
 set -euo pipefail
 repeats=${1:-3}
 source "$(dirname "$0")/bench_env.sh"
@@ -26,6 +27,7 @@ run decode-1 1 --prompts 1 --input-len 128 --output-len 128
 run decode-1-bf16 1 --prompts 1 --input-len 128 --output-len 128 --dtype bf16
 run decode-8 1 --prompts 8 --input-len 128 --output-len 128
 run decode-32 1 --prompts 32 --input-len 128 --output-len 128
+run decode-32-kv-bf16 1 --prompts 32 --input-len 128 --output-len 128 --kv-dtype bf16
 run decode-128 1 --prompts 128 --input-len 128 --output-len 128
 run decode-32-1x1 1 --prompts 32 --input-len 128 --output-len 128 --threads 1
 run decode-32-tp2 2 --prompts 32 --input-len 128 --output-len 128 --threads 1 --tp 2
