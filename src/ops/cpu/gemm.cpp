@@ -240,12 +240,13 @@ void gemm_panels(float* out, const float* x, int64_t m, const void* packed, bool
     for (int64_t p = p_begin; p < p_end; ++p)
       for (int64_t k0 = 0; k0 < k; k0 += kDepth)
         for (int64_t i = 0; i < n_tiles; ++i) {
-          const int64_t r = i * kTileRows, ahead_from = kDepth * i / n_tiles;  // the tiles share the next slice
+          // Tiles of balanced height (16 rows: 8 + 8, not 12 + 4); they share the next slice's prefetch.
+          const int64_t r = rows * i / n_tiles, r_end = rows * (i + 1) / n_tiles, ahead_from = kDepth * i / n_tiles;
           const Tile t{rows_copy.data() + r * ldx + k0, ldx, panel_at(p, k0), std::min(kDepth, k - k0),
                        out + (mb + r) * n + p * kPanelRows, n, valid(p), k0 > 0,
                        next_slice(p, k0) + static_cast<size_t>(ahead_from * kPanelRows) * es,
                        kDepth * (i + 1) / n_tiles - ahead_from};
-          run_tile(t, static_cast<int>(std::min<int64_t>(kTileRows, rows - r)), bf16, avx512);
+          run_tile(t, static_cast<int>(r_end - r), bf16, avx512);
         }
   }
 }
