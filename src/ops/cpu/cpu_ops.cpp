@@ -152,6 +152,11 @@ __attribute__((target("avx512f"))) void scores_avx512(float* scores, const float
   for (int t0 = 0; t0 < n; t0 += 16) {
     __m512 acc[16];
     for (int j = 0; j < 16; ++j) {
+      // The next 16 positions' rows, requested now: they are scattered over the pool (one cache
+      // line or a few each), which the hardware prefetcher does not follow.
+      if (t0 + 16 + j < n)
+        for (int c = 0; c < kChunks * 16 * static_cast<int>(sizeof(KV)); c += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(rows[t0 + 16 + j]) + c, _MM_HINT_T0);
       const KV* k = rows[std::min(t0 + j, n - 1)];  // past the end: a repeat, not stored
       acc[j] = _mm512_mul_ps(qv[0], load16(k));
       for (int c = 1; c < kChunks; ++c) acc[j] = _mm512_fmadd_ps(qv[c], load16(k + 16 * c), acc[j]);
@@ -168,7 +173,11 @@ __attribute__((target("avx512f"))) void weighted_sum_avx512(float* o, const floa
   __m512 a[kChunks], b[kChunks];
   for (int c = 0; c < kChunks; ++c) a[c] = b[c] = _mm512_setzero_ps();
   int t = 0;
+  constexpr int kAhead = 8;  // positions whose rows are requested ahead (as in scores_avx512)
   for (; t + 1 < n; t += 2) {
+    for (int u = t + kAhead; u < std::min(n, t + kAhead + 2); ++u)
+      for (int c = 0; c < kChunks * 16 * static_cast<int>(sizeof(KV)); c += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(rows[u]) + c, _MM_HINT_T0);
     const __m512 pa = _mm512_set1_ps(p[t]), pb = _mm512_set1_ps(p[t + 1]);
     for (int c = 0; c < kChunks; ++c) {
       a[c] = _mm512_fmadd_ps(pa, load16(rows[t] + 16 * c), a[c]);
