@@ -1,5 +1,5 @@
 // Element-wise kernels: residual add, SiLU·mul, dtype conversion, indexed row copies (KV-cache
-// writes, logit-row gathers) and column fills. Grid-stride loops, fp32 math.
+// writes with conversion, logit-row gathers) and column fills. Grid-stride loops, fp32 math.
 #include <algorithm>
 #include <cstdint>
 
@@ -37,11 +37,9 @@ __global__ void convert_kernel(D* dst, const S* src, int64_t n) {
 }
 
 // One block per row; 4-byte words (every row here is f32, i32 or an even number of bf16).
-__global__ void copy_rows_kernel(uint32_t* dst, const int32_t* dst_rows, const uint32_t* src, const int32_t* src_rows,
-                                 int64_t words) {
-  const int64_t i = blockIdx.x;
-  const int64_t d = dst_rows ? dst_rows[i] : i, s = src_rows ? src_rows[i] : i;
-  for (int64_t w = threadIdx.x; w < words; w += blockDim.x) dst[d * words + w] = src[s * words + w];
+__global__ void gather_rows_kernel(uint32_t* dst, const uint32_t* src, const int32_t* src_rows, int64_t words) {
+  const int64_t i = blockIdx.x, s = src_rows[i];
+  for (int64_t w = threadIdx.x; w < words; w += blockDim.x) dst[i * words + w] = src[s * words + w];
 }
 
 // One block per row: dst row dst_rows[i] (of type D) <- src row i (of type S), converted.
@@ -59,12 +57,12 @@ __global__ void fill_columns_kernel(float* x, int64_t rows, int64_t cols, int64_
 
 }  // namespace
 
-cudaError_t copy_rows(void* dst, const int32_t* dst_rows, const void* src, const int32_t* src_rows, int64_t n,
-                      int64_t row_bytes, cudaStream_t stream) {
+cudaError_t gather_rows(void* dst, const void* src, const int32_t* src_rows, int64_t n, int64_t row_bytes,
+                        cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   if (row_bytes % 4 != 0 || n > 0x7fffffff) return cudaErrorInvalidValue;
-  copy_rows_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
-      static_cast<uint32_t*>(dst), dst_rows, static_cast<const uint32_t*>(src), src_rows, row_bytes / 4);
+  gather_rows_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
+      static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), src_rows, row_bytes / 4);
   return cudaGetLastError();
 }
 

@@ -69,10 +69,9 @@ cudaError_t attention(const AttentionParams& p, KernelType t, KernelType out_t, 
 int attention_splits(int64_t tokens, int n_heads, int max_ctx, int sm_count);
 size_t attention_partial_bytes(int64_t tokens, int n_heads, int head_dim, int splits);
 
-// Row copies with optional index lists (null: the identity), row_bytes a multiple of 4:
-// dst row (dst_rows ? dst_rows[i] : i) ← src row (src_rows ? src_rows[i] : i), for i < n.
-cudaError_t copy_rows(void* dst, const int32_t* dst_rows, const void* src, const int32_t* src_rows, int64_t n,
-                      int64_t row_bytes, cudaStream_t stream);
+// dst row i ← src row src_rows[i], for i < n; row_bytes a multiple of 4 (any element type).
+cudaError_t gather_rows(void* dst, const void* src, const int32_t* src_rows, int64_t n, int64_t row_bytes,
+                        cudaStream_t stream);
 // dst row dst_rows[i] (dst_t) <- src row i (src_t), width elements each, for i < n: the KV-cache
 // write into a cache of another dtype.
 cudaError_t convert_rows(void* dst, KernelType dst_t, const int32_t* dst_rows, const void* src, KernelType src_t,

@@ -292,14 +292,16 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
   // The CPU kernel takes one view per token; the tables are host memory here.
   const int64_t max_blocks = kv.tables.size(1), pool_rows = kv.keys.size(0);
   std::vector<KvView> views(static_cast<size_t>(tokens));
+  std::vector<int64_t> checked(static_cast<size_t>(kv.tables.size(0)), 0);  // table entries checked, per row
   for (int64_t m = 0; m < tokens; ++m) {
     const int32_t seq = kv.seq.as<int32_t>()[m], n_ctx = kv.n_ctx.as<int32_t>()[m];
     TPLLAMA_CHECK(seq >= 0 && seq < kv.tables.size(0) && n_ctx > 0 && n_ctx <= max_blocks * s.block_size,
                   "attention: token ", m, " of sequence row ", seq, " sees ", n_ctx, " positions");
     const int32_t* blocks = kv.tables.as<int32_t>() + seq * max_blocks;
-    for (int64_t b = 0; b < (n_ctx + s.block_size - 1) / s.block_size; ++b)
-      TPLLAMA_CHECK(blocks[b] >= 0 && (blocks[b] + int64_t{1}) * s.block_size <= pool_rows, "attention: block ",
-                    blocks[b], " outside the pool of ", pool_rows, " rows");
+    int64_t& done = checked[static_cast<size_t>(seq)];  // a prefill chunk's tokens share their table
+    for (; done < (n_ctx + s.block_size - 1) / s.block_size; ++done)
+      TPLLAMA_CHECK(blocks[done] >= 0 && (blocks[done] + int64_t{1}) * s.block_size <= pool_rows, "attention: block ",
+                    blocks[done], " outside the pool of ", pool_rows, " rows");
     views[static_cast<size_t>(m)] = {kv.keys.data(), kv.values.data(), blocks, n_ctx, kv.keys.dtype()};
   }
   cpu::attention(out, q, views, s);

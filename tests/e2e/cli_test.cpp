@@ -46,14 +46,7 @@ class Stories : public ::testing::Test {
   // Reference prompts as JSONL with per-request max_tokens reproducing run.c's step counts.
   static std::string reference_input(const std::string& name, const json& extra = json::object()) {
     std::string path = work_ + "/" + name + "_in.jsonl";
-    std::ofstream out(path);
-    for (size_t i = 0; i < references_.size(); ++i) {
-      const json& r = references_[i];
-      json req = {{"id", "ref" + std::to_string(i)}, {"prompt", r["prompt"]},
-                  {"max_tokens", r["steps"].get<int>() - static_cast<int>(r["prompt_tokens"].size()) + 1}};
-      req.update(extra);
-      out << req.dump() << "\n";
-    }
+    write_reference_prompts(path, references_, [](size_t i) { return json("ref" + std::to_string(i)); }, extra);
     return path;
   }
 

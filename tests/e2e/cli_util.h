@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -71,6 +72,20 @@ inline std::map<std::string, json> by_id(const std::vector<json>& records) {
   std::map<std::string, json> m;
   for (const json& r : records) m[r["id"].dump()] = r;
   return m;
+}
+
+// Writes the reference records' prompts as JSONL requests whose max_tokens reproduce run.c's step
+// counts; id(i) names request i, extra adds fields to every request.
+inline void write_reference_prompts(const std::string& path, const std::vector<json>& references,
+                                    const std::function<json(size_t)>& id, const json& extra = json::object()) {
+  std::ofstream out(path);
+  for (size_t i = 0; i < references.size(); ++i) {
+    const json& r = references[i];
+    json req = {{"id", id(i)}, {"prompt", r["prompt"]},
+                {"max_tokens", r["steps"].get<int>() - static_cast<int>(r["prompt_tokens"].size()) + 1}};
+    req.update(extra);
+    out << req.dump() << "\n";
+  }
 }
 
 // stories260K converted into a fresh work directory, for one test suite.

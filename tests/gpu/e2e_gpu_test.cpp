@@ -27,14 +27,7 @@ class GpuStories : public ::testing::Test {
     convert_ = c.convert;
     references_ = read_jsonl(stories_ + "/reference_greedy.jsonl");
     input_ = work_ + "/in.jsonl";
-    std::ofstream out(input_);
-    for (size_t i = 0; i < references_.size(); ++i) {
-      const json& r = references_[i];
-      out << json{{"id", "ref" + std::to_string(i)}, {"prompt", r["prompt"]},
-                  {"max_tokens", r["steps"].get<int>() - static_cast<int>(r["prompt_tokens"].size()) + 1}}
-                 .dump()
-          << "\n";
-    }
+    write_reference_prompts(input_, references_, [](size_t i) { return json("ref" + std::to_string(i)); });
   }
   static void TearDownTestSuite() {
     if (!work_.empty()) fs::remove_all(work_);

@@ -40,15 +40,7 @@ class Distributed : public ::testing::Test {
     setup_ = c.convert;
     references_ = read_jsonl(stories_ + "/reference_greedy.jsonl");
     input_ = work_ + "/prompts.jsonl";
-    std::ofstream out(input_);
-    for (size_t i = 0; i < references_.size(); ++i) {
-      const json& r = references_[i];
-      out << json({{"id", i}, {"prompt", r["prompt"]},
-                   {"max_tokens", r["steps"].get<int>() - static_cast<int>(r["prompt_tokens"].size()) + 1}})
-                 .dump()
-          << "\n";
-    }
-    out.close();
+    write_reference_prompts(input_, references_, [](size_t i) { return json(i); });
     single_ = run_shell(binary() + " run --model " + model_ + " --input " + input_ + " --output " + work_ + "/single.jsonl");
     // Sampled requests: every sampler stage, seeded per request.
     sampled_input_ = work_ + "/sampled.jsonl";

@@ -177,24 +177,17 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
 }
 
 void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows) {
-  if (key_pool.dtype() != k.dtype()) {  // a bf16 cache: converted on the way in
-    for (auto [pool, src] : {std::pair{key_pool, k}, std::pair{value_pool, v}})
-      TPLLAMA_CUDA_CHECK(kernels::convert_rows(pool.data(), kernel_type(pool.dtype()), rows.as<int32_t>(), src.data(),
-                                               kernel_type(src.dtype()), src.size(0), src.size(1), stream_of(ctx)));
-    return;
-  }
-  const int64_t row_bytes = k.size(1) * static_cast<int64_t>(sizeof(float));
-  TPLLAMA_CUDA_CHECK(kernels::copy_rows(key_pool.data(), rows.as<int32_t>(), k.data(), nullptr, k.size(0), row_bytes,
-                                        stream_of(ctx)));
-  TPLLAMA_CUDA_CHECK(kernels::copy_rows(value_pool.data(), rows.as<int32_t>(), v.data(), nullptr, v.size(0), row_bytes,
-                                        stream_of(ctx)));
+  // Scattered to the pool rows, converted to the cache's dtype on the way in (f32 or bf16).
+  for (auto [pool, src] : {std::pair{key_pool, k}, std::pair{value_pool, v}})
+    TPLLAMA_CUDA_CHECK(kernels::convert_rows(pool.data(), kernel_type(pool.dtype()), rows.as<int32_t>(), src.data(),
+                                             kernel_type(src.dtype()), src.size(0), src.size(1), stream_of(ctx)));
 }
 
 void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows) {
   const int64_t row_bytes = x.size(1) * static_cast<int64_t>(dtype_size(x.dtype()));
   TPLLAMA_CHECK(row_bytes % 4 == 0, "gather_rows on the GPU copies 4-byte words; a row has ", row_bytes, " bytes");
-  TPLLAMA_CUDA_CHECK(kernels::copy_rows(out.data(), nullptr, x.data(), rows.as<int32_t>(), rows.size(0), row_bytes,
-                                        stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(kernels::gather_rows(out.data(), x.data(), rows.as<int32_t>(), rows.size(0), row_bytes,
+                                          stream_of(ctx)));
 }
 
 void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value) {
