@@ -1,6 +1,7 @@
 // The packed-panel GEMM against a double-precision product of the same values: odd sizes, panel
 // tails, k-block and row-block boundaries, f32 and bf16 weights, the AVX-512 and portable kernels,
-// one and two threads, and guard regions around the output.
+// one and two threads (which take the row blocks and runs of panels from one queue), and guard
+// regions around the output.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -67,7 +68,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Case{1, 1, 1}, Case{1, 33, 17}, Case{13, 64, 300}, Case{25, 100, 513},
                                          Case{247, 65, 257}, Case{1, 512, 768}, Case{12, 32, 256}, Case{3, 97, 1031},
                                          Case{5, 57, 384}, Case{36, 96, 1024}, Case{128, 48, 2048},
-                                         Case{16, 40, 200}, Case{32, 64, 193}),  // balanced tiles: 8+8, 11+11+10
+                                         Case{16, 40, 200}, Case{32, 64, 193},  // balanced tiles: 8+8, 11+11+10
+                                         Case{300, 200, 1500}),  // two row blocks, threads sharing 14 items
                        ::testing::Values(DType::kF32, DType::kBF16), ::testing::Bool(), ::testing::Values(1, 2)),
     [](const auto& param_info) {
       const Case c = std::get<0>(param_info.param);

@@ -1,6 +1,7 @@
-// Packed-panel GEMM (see gemm.h). Each thread takes its own contiguous range of panels, so it
-// streams its own weights; K goes in blocks of kDepth so a panel slice (32 × kDepth) stays in L1
-// while the tiles of x pass over it (gemm_panels has the two loop orders).
+// Packed-panel GEMM (see gemm.h). Threads take runs of contiguous panels from a shared queue, so
+// each streams its own weights and none waits long for a slower one. K goes in blocks of kDepth so
+// a panel slice (32 × kDepth) stays in L1 while the tiles of x pass over it (gemm_panels has the
+// two loop orders).
 #include "ops/cpu/gemm.h"
 
 // GCC 12 warns inside its own AVX-512 headers (the self-initialised "undefined" vectors).
@@ -32,6 +33,7 @@ constexpr int64_t kPrefetchBytes = 4096;
 // elements per thread (decode is bound by reading them: each thread streams its own share).
 constexpr int64_t kParallelMacs = int64_t{1} << 20;
 constexpr int64_t kParallelWeights = int64_t{1} << 16;
+constexpr int64_t kRunsPerThread = 6;
 
 std::atomic<bool> g_force_portable{false};
 
@@ -201,13 +203,54 @@ void run_tile(const Tile& t, int rows, bool bf16, bool avx512) {
     tile_portable<false>(t, rows);
 }
 
-// Panels [p_begin, p_end) of the product, on the calling thread, streaming each panel once, front
-// to back. Up to one tile of rows (decode) reads x in place. Taller products copy each block of x to
-// rows 64 bytes longer than k (rows of x a power of two apart would otherwise fight over the same L1
-// sets; measured as fast as packing tiles k-major, at a tenth of the copying) and sweep every panel
-// slice over all of its tiles.
+// The product's work as a queue of (row block, run of panels) items, taken in order by whichever
+// thread is free: a thread slowed by a neighbour (shared machines) or by its share of memory takes
+// fewer, instead of the others waiting for it at the end of the product. A run of panels is
+// contiguous in memory, so a thread still streams its weights front to back within it.
+class PanelQueue {
+ public:
+  PanelQueue(int64_t row_blocks, int64_t panels, int64_t run)
+      : panels_(panels), run_(run), runs_per_block_((panels + run - 1) / run), items_(row_blocks * runs_per_block_) {}
+  // The next item: its row block and panels [p_begin, p_end); false once all are taken.
+  bool take(int64_t& block, int64_t& p_begin, int64_t& p_end) {
+    const int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= items_) return false;
+    block = i / runs_per_block_;
+    p_begin = i % runs_per_block_ * run_;
+    p_end = std::min(panels_, p_begin + run_);
+    return true;
+  }
+
+ private:
+  const int64_t panels_, run_, runs_per_block_, items_;
+  std::atomic<int64_t> next_{0};
+};
+
+// The row blocks of a product: as many rows of x as fit kBlockX, so the block stays in L2 while
+// each panel streams across its k blocks; balanced, so no block is a thin remainder. Up to one tile
+// of rows (decode) is one block read in place.
+struct RowBlocks {
+  int64_t rows, count;
+  RowBlocks(int64_t m, int64_t k) {
+    if (m <= kTileRows) {
+      rows = m;
+      count = 1;
+      return;
+    }
+    const int64_t most = std::clamp<int64_t>(kBlockX / ((k + 16) * kTileRows) * kTileRows, kTileRows, kRowBlock);
+    const int64_t blocks = (m + most - 1) / most;
+    rows = ((m + blocks - 1) / blocks + kTileRows - 1) / kTileRows * kTileRows;
+    count = (m + rows - 1) / rows;
+  }
+};
+
+// Takes items from the queue on the calling thread until none is left, streaming each panel once,
+// front to back. Up to one tile of rows (decode) reads x in place. Taller products copy each block
+// of x to rows 64 bytes longer than k (rows of x a power of two apart would otherwise fight over
+// the same L1 sets; measured as fast as packing tiles k-major, at a tenth of the copying), once per
+// block a thread works on, and sweep every panel slice over all of the block's tiles.
 void gemm_panels(float* out, const float* x, int64_t m, const void* packed, bool bf16, int64_t n, int64_t k,
-                 int64_t p_begin, int64_t p_end, bool avx512) {
+                 const RowBlocks& blocks, PanelQueue& queue, bool avx512) {
   const size_t es = bf16 ? 2 : 4;
   const auto* base = static_cast<const char*>(packed);
   auto panel_at = [&](int64_t p, int64_t k0) { return base + static_cast<size_t>((p * k + k0) * kPanelRows) * es; };
@@ -215,27 +258,28 @@ void gemm_panels(float* out, const float* x, int64_t m, const void* packed, bool
   // Slices follow each other in memory (k blocks of a panel, then the next panel): the next one
   // starts where this one ends.
   auto next_slice = [&](int64_t p, int64_t k0) { return panel_at(p, k0) + static_cast<size_t>(std::min(kDepth, k - k0) * kPanelRows) * es; };
+  int64_t block = 0, p_begin = 0, p_end = 0;
   if (m <= kTileRows) {
-    for (int64_t p = p_begin; p < p_end; ++p)
-      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-        const Tile t{x + k0, k, panel_at(p, k0), std::min(kDepth, k - k0), out + p * kPanelRows, n, valid(p), k0 > 0,
-                     next_slice(p, k0), kDepth};
-        run_tile(t, static_cast<int>(m), bf16, avx512);
-      }
+    while (queue.take(block, p_begin, p_end))
+      for (int64_t p = p_begin; p < p_end; ++p)
+        for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+          const Tile t{x + k0, k, panel_at(p, k0), std::min(kDepth, k - k0), out + p * kPanelRows, n, valid(p), k0 > 0,
+                       next_slice(p, k0), kDepth};
+          run_tile(t, static_cast<int>(m), bf16, avx512);
+        }
     return;
   }
-  // A block of x, all of K; as many rows as fit kBlockX so the block stays in L2 while each panel
-  // streams across its k blocks.
   const int64_t ldx = k + 16;
-  const int64_t most = std::clamp<int64_t>(kBlockX / (ldx * kTileRows) * kTileRows, kTileRows, kRowBlock);
-  const int64_t blocks = (m + most - 1) / most;  // balanced, so no block is a thin remainder
-  const int64_t block_rows = ((m + blocks - 1) / blocks + kTileRows - 1) / kTileRows * kTileRows;
   thread_local std::vector<float> rows_copy;
-  rows_copy.resize(static_cast<size_t>(block_rows * ldx));
-  for (int64_t mb = 0; mb < m; mb += block_rows) {
-    const int64_t rows = std::min(block_rows, m - mb);
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(rows_copy.data() + r * ldx, x + (mb + r) * k, static_cast<size_t>(k) * sizeof(float));
+  rows_copy.resize(static_cast<size_t>(blocks.rows * ldx));
+  int64_t copied = -1;  // the block rows_copy holds
+  while (queue.take(block, p_begin, p_end)) {
+    const int64_t mb = block * blocks.rows, rows = std::min(blocks.rows, m - mb);
+    if (block != copied) {
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(rows_copy.data() + r * ldx, x + (mb + r) * k, static_cast<size_t>(k) * sizeof(float));
+      copied = block;
+    }
     const int64_t n_tiles = (rows + kTileRows - 1) / kTileRows;
     for (int64_t p = p_begin; p < p_end; ++p)
       for (int64_t k0 = 0; k0 < k; k0 += kDepth)
@@ -296,12 +340,16 @@ void gemm(float* out, const float* x, int64_t m, const void* packed, DType dtype
   const int64_t macs = m * n * k;
   const int64_t worth = std::max<int64_t>({1, macs / kParallelMacs, n * k / kParallelWeights});
   const int use = static_cast<int>(std::min<int64_t>({std::max(1, threads), panels, worth}));
-  if (use == 1) return gemm_panels(out, x, m, packed, bf16, n, k, 0, panels, avx512);
-#pragma omp parallel num_threads(use)
-  {
-    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    gemm_panels(out, x, m, packed, bf16, n, k, panels * t / nt, panels * (t + 1) / nt, avx512);
+  const RowBlocks blocks(m, k);
+  if (use == 1) {
+    PanelQueue all(blocks.count, panels, panels);
+    return gemm_panels(out, x, m, packed, bf16, n, k, blocks, all, avx512);
   }
+  // About kRunsPerThread runs of panels per thread and row block: enough that the last one to
+  // finish leaves the others little to wait for.
+  PanelQueue queue(blocks.count, panels, std::max<int64_t>(1, panels / (use * kRunsPerThread)));
+#pragma omp parallel num_threads(use)
+  gemm_panels(out, x, m, packed, bf16, n, k, blocks, queue, avx512);
 }
 
 bool avx512_kernels() { return cpu_has_avx512() && !g_force_portable.load(std::memory_order_relaxed); }
