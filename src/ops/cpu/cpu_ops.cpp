@@ -24,19 +24,6 @@ constexpr int64_t kParallelElements = 1 << 16;
 constexpr int64_t kParallelWork = 1 << 18;
 }  // namespace
 
-void rms_norm(Tensor out, Tensor x, Tensor weight, float eps) {
-  const int64_t rows = x.size(0), d = x.size(1);
-  const float* w = weight.as<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x.as<float>() + r * d;
-    float* o = out.as<float>() + r * d;
-    double ss = 0;
-    for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps));
-    for (int64_t i = 0; i < d; ++i) o[i] = xr[i] * inv * w[i];
-  }
-}
-
 void rope(Tensor x, Tensor cos, Tensor sin, int n_heads, int head_dim) {
   const int64_t rows = x.size(0);
   const int half = head_dim / 2;
@@ -66,14 +53,6 @@ void embedding(Tensor out, Tensor table, Tensor tokens, int vocab_begin) {
   }
 }
 
-void silu_mul(Tensor gate, Tensor up) {
-  float* g = gate.as<float>();
-  const float* u = up.as<float>();
-  const int64_t n = gate.numel();
-#pragma omp parallel for schedule(static) if (n >= kParallelElements)
-  for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-}
-
 void add(Tensor x, Tensor y) {
   float* a = x.as<float>();
   const float* b = y.as<float>();
@@ -83,10 +62,10 @@ void add(Tensor x, Tensor y) {
 
 namespace {
 
-// e^x for x <= 0 (softmax after subtracting the max): 2^n · p(r), x = n·ln2 + r, |r| <= ln2/2, p the
-// degree-6 Taylor polynomial (relative error below 2e-7); inputs under -87 give 0.
-__attribute__((target("avx512f"))) __m512 exp_nonpositive(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+// e^x: 2^n · p(r), x = n·ln2 + r, |r| <= ln2/2, p the degree-6 Taylor polynomial (relative error
+// below 2e-7); inputs are clamped to [-87, 88], so e^x stays a finite normal float.
+__attribute__((target("avx512f"))) __m512 exp_avx512(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT);
   const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693147180559945309f), x);
   __m512 p = _mm512_set1_ps(1.0f / 720);
@@ -99,6 +78,36 @@ __attribute__((target("avx512f"))) __m512 exp_nonpositive(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// g[0, n) = silu(g) · u = g / (1 + e^-g) · u.
+__attribute__((target("avx512f"))) void silu_mul_avx512(float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 x = _mm512_maskz_loadu_ps(k, g + i);
+    const __m512 sig = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+    _mm512_mask_storeu_ps(g + i, k, _mm512_mul_ps(_mm512_mul_ps(x, sig), _mm512_maskz_loadu_ps(k, u + i)));
+  }
+}
+
+// o = x / rms(x) · w over one row of d, the sum of squares in double (as the portable loop).
+__attribute__((target("avx512f"))) void rms_norm_avx512(float* o, const float* x, const float* w, int64_t d, float eps) {
+  __m512d ss0 = _mm512_setzero_pd(), ss1 = _mm512_setzero_pd();
+  int64_t i = 0;
+  for (; i + 16 <= d; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    ss0 = _mm512_fmadd_pd(lo, lo, ss0);
+    ss1 = _mm512_fmadd_pd(hi, hi, ss1);
+  }
+  double ss = _mm512_reduce_add_pd(_mm512_add_pd(ss0, ss1));
+  for (int64_t j = i; j < d; ++j) ss += static_cast<double>(x[j]) * x[j];
+  const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps)));
+  for (int64_t j = 0; j < d; j += 16) {
+    const __mmask16 k = d - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (d - j)) - 1);
+    _mm512_mask_storeu_ps(o + j, k, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), inv), _mm512_maskz_loadu_ps(k, w + j)));
+  }
+}
+
 // s[0, n) = softmax(s[0, n)), in place.
 __attribute__((target("avx512f"))) void softmax_avx512(float* s, int n) {
   const int full = n / 16 * 16;
@@ -109,7 +118,7 @@ __attribute__((target("avx512f"))) void softmax_avx512(float* s, int n) {
   __m512 total = _mm512_setzero_ps();
   for (int t = 0; t < n; t += 16) {
     const __mmask16 k = t < full ? __mmask16(0xFFFF) : tail;
-    const __m512 e = _mm512_maskz_mov_ps(k, exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + t), m)));
+    const __m512 e = _mm512_maskz_mov_ps(k, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + t), m)));
     _mm512_mask_storeu_ps(s + t, k, e);
     total = _mm512_add_ps(total, e);
   }
@@ -305,6 +314,39 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
         portable(out.as<float>() + m * q_stride + h * hd, q.as<float>() + m * q_stride + h * hd,
                  kv[static_cast<size_t>(m)], kv_stride, static_cast<int64_t>(h / group) * hd, s, scores.data());
   }
+}
+
+void rms_norm(Tensor out, Tensor x, Tensor weight, float eps) {
+  const int64_t rows = x.size(0), d = x.size(1);
+  const float* w = weight.as<float>();
+  const bool avx512 = avx512_kernels();
+#pragma omp parallel for schedule(static) if (rows * d >= kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.as<float>() + r * d;
+    float* o = out.as<float>() + r * d;
+    if (avx512) {
+      rms_norm_avx512(o, xr, w, d, eps);
+      continue;
+    }
+    double ss = 0;
+    for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps));
+    for (int64_t i = 0; i < d; ++i) o[i] = xr[i] * inv * w[i];
+  }
+}
+
+void silu_mul(Tensor gate, Tensor up) {
+  float* g = gate.as<float>();
+  const float* u = up.as<float>();
+  const int64_t n = gate.numel();
+  if (avx512_kernels()) {  // in runs of 1024 elements, so a thread's share is contiguous
+    const int64_t runs = (n + 1023) / 1024;
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+    for (int64_t i = 0; i < runs; ++i) silu_mul_avx512(g + i * 1024, u + i * 1024, std::min<int64_t>(1024, n - i * 1024));
+    return;
+  }
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+  for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
 void argmax_rows(Tensor index, Tensor value, Tensor logits) {
