@@ -1,5 +1,6 @@
 // Element-wise kernels: residual add, SiLU·mul, dtype conversion, indexed row copies (KV-cache
-// writes with conversion, logit-row gathers) and column fills. Grid-stride loops, fp32 math.
+// writes with conversion, logit-row gathers), column fills and the seeded fill of benchmark
+// weights. Grid-stride loops, fp32 math.
 #include <algorithm>
 #include <cstdint>
 
@@ -55,7 +56,37 @@ __global__ void fill_columns_kernel(float* x, int64_t rows, int64_t cols, int64_
     x[(i / width) * cols + col_begin + i % width] = value;
 }
 
+__device__ uint64_t splitmix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// The CPU's fill bit for bit: u is exact in double, rounded once to float, and fmaf rounds once
+// (no contraction question).
+template <typename T>
+__global__ void fill_uniform_kernel(T* out, int64_t rows, int64_t cols, UniformFill f) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    float v = 0.0f;
+    if (r < f.present) {
+      const uint64_t z = splitmix64(f.stream + static_cast<uint64_t>((f.row0 + r) * f.full_cols + f.col0 + c));
+      const float u = __double2float_rn(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
+      v = fmaf(f.scale, u, f.offset);
+    }
+    out[i] = from_f32<T>(v);
+  }
+}
+
 }  // namespace
+
+cudaError_t fill_uniform(void* out, KernelType t, int64_t rows, int64_t cols, const UniformFill& f, cudaStream_t stream) {
+  if (rows * cols == 0) return cudaSuccess;
+  TPLLAMA_DISPATCH_TYPE(t, T, fill_uniform_kernel<T><<<blocks_for(rows * cols), kThreads, 0, stream>>>(static_cast<T*>(out), rows, cols, f));
+  return cudaGetLastError();
+}
 
 cudaError_t gather_rows(void* dst, const void* src, const int32_t* src_rows, int64_t n, int64_t row_bytes,
                         cudaStream_t stream) {

@@ -76,6 +76,15 @@ cudaError_t gather_rows(void* dst, const void* src, const int32_t* src_rows, int
 // write into a cache of another dtype.
 cudaError_t convert_rows(void* dst, KernelType dst_t, const int32_t* dst_rows, const void* src, KernelType src_t,
                          int64_t n, int64_t width, cudaStream_t stream);
+// Seeded uniform values (ops::UniformFill has the definition): out (rows, cols) of type t, element
+// (r, c) = fma(scale, u, offset) with u from splitmix64(stream + (row0 + r) * full_cols + col0 + c),
+// 0 from row `present` on; the same bits as the CPU's fill.
+struct UniformFill {
+  uint64_t stream;
+  int64_t full_cols, row0, col0, present;
+  float scale, offset;
+};
+cudaError_t fill_uniform(void* out, KernelType t, int64_t rows, int64_t cols, const UniformFill& f, cudaStream_t stream);
 // x[r][c] = value for r < rows, col_begin <= c < cols (f32).
 cudaError_t fill_columns(float* x, int64_t rows, int64_t cols, int64_t col_begin, float value, cudaStream_t stream);
 

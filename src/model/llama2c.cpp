@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "model/checkpoint.h"
 #include "model/safetensors_writer.h"
+#include "ops/ops.h"
 
 namespace tpllama {
 
@@ -178,12 +179,10 @@ LlamaConfig shape_config(const std::string& name) {
 void write_random_model(const LlamaConfig& c, uint64_t seed, const ConvertOptions& options) {
   c.validate();
   uint64_t state = seed;
-  auto next_uniform = [&state]() {  // splitmix64 → [-1, 1)
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+  auto next_uniform = [&state]() {  // the splitmix64 sequence → [-1, 1)
+    const uint64_t z = ops::splitmix64(state);
+    state += 0x9E3779B97F4A7C15ull;
+    return static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
   };
   auto matrix = [&](int64_t rows, int64_t cols) {
     std::vector<float> v(static_cast<size_t>(rows * cols));

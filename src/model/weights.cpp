@@ -65,14 +65,27 @@ bool held_plain(const ShardEntry& e, size_t index, const Topology& topo) {
 // Fills the present rows of a rank's slice (out_rows × out_cols, row-major f32); returns the
 // source bytes it read.
 using SliceFiller = std::function<uint64_t(const ShardEntry&, float*)>;
+// Or: the seeded values of an entry (random weights), drawn where they are held, in the dtype
+// they are held in, with no host copy.
+using UniformSpec = std::function<ops::UniformFill(const ShardEntry&)>;
 
 class WeightBuilder {
  public:
-  WeightBuilder(const DeviceContext& ctx, DType dtype, SliceFiller fill, ModelWeights* w)
-      : ctx_(ctx), dtype_(dtype), fill_(std::move(fill)), w_(w) {}
+  WeightBuilder(const DeviceContext& ctx, DType dtype, SliceFiller fill, UniformSpec uniform, ModelWeights* w)
+      : ctx_(ctx), dtype_(dtype), fill_(std::move(fill)), uniform_(std::move(uniform)), w_(w) {}
 
-  // The slice as f32 (held_plain entries), on the device. keep_host: also return the host copy.
+  // The slice as f32 (held_plain entries), on the device. keep_host: also return the host copy
+  // (a tied head packs it; not made for seeded values, which tied_head draws again).
   Tensor plain(const ShardEntry& e, Tensor* keep_host = nullptr) {
+    if (uniform_) {
+      count(e);
+      Buffer buf = ops::allocate(ctx_, static_cast<size_t>(out_rows(e) * out_cols(e)) * sizeof(float));
+      const Tensor t = e.is_1d ? buf.view(DType::kF32, {out_rows(e)}) : buf.view(DType::kF32, {out_rows(e), out_cols(e)});
+      ops::fill_uniform(ctx_, t, uniform_(e));
+      w_->bytes_held += buf.nbytes();
+      w_->storage.push_back(std::move(buf));
+      return t;
+    }
     Buffer host = slice(e);
     Tensor view = e.is_1d ? host.view(DType::kF32, {out_rows(e)}) : host.view(DType::kF32, {out_rows(e), out_cols(e)});
     w_->bytes_held += host.nbytes();
@@ -91,43 +104,66 @@ class WeightBuilder {
   }
 
   // The slice packed for matmul in the run's dtype.
-  ops::Weight matrix(const ShardEntry& e) { return pack(slice(e).view(DType::kF32, {out_rows(e), out_cols(e)})); }
+  ops::Weight matrix(const ShardEntry& e) {
+    if (!uniform_) return pack(slice(e).view(DType::kF32, {out_rows(e), out_cols(e)}));
+    count(e);
+    return drawn(e);
+  }
+
+  // A tied head on the embedding's stage: the embedding's slice (e names it) packed a second time;
+  // its elements are counted once, with the embedding.
+  ops::Weight tied_head(const ShardEntry& e, Tensor embed_host) { return uniform_ ? drawn(e) : pack(embed_host); }
 
   // f32: host memory.
   ops::Weight pack(Tensor f32) {
     Buffer packed = ops::allocate(ctx_, ops::weight_bytes(ctx_, f32.size(0), f32.size(1), dtype_));
     ops::Weight weight = ops::pack_weight(ctx_, f32, dtype_, packed.data());
+    return hold(std::move(packed), weight);
+  }
+
+ private:
+  ops::Weight drawn(const ShardEntry& e) {
+    Buffer packed = ops::allocate(ctx_, ops::weight_bytes(ctx_, out_rows(e), out_cols(e), dtype_));
+    ops::Weight weight = ops::fill_weight_uniform(ctx_, out_rows(e), out_cols(e), dtype_, uniform_(e), packed.data());
+    return hold(std::move(packed), weight);
+  }
+
+  ops::Weight hold(Buffer packed, ops::Weight weight) {
     w_->bytes_held += packed.nbytes();
     w_->matrix_bytes += packed.nbytes();
     w_->storage.push_back(std::move(packed));
     return weight;
   }
 
- private:
+  void count(const ShardEntry& e) {
+    const uint64_t elements = static_cast<uint64_t>(present_rows(e) * out_cols(e));
+    (e.replica ? w_->elements_replicated : w_->elements_unique) += elements;
+  }
+
   Buffer slice(const ShardEntry& e) {
     const int64_t rows = out_rows(e), cols = out_cols(e), present = present_rows(e);
     Buffer buf(static_cast<size_t>(rows * cols) * sizeof(float));
     auto* dst = static_cast<float*>(buf.data());
     w_->bytes_read += fill_(e, dst);
     std::memset(dst + present * cols, 0, static_cast<size_t>((rows - present) * cols) * sizeof(float));
-    const uint64_t elements = static_cast<uint64_t>(present * cols);
-    (e.replica ? w_->elements_replicated : w_->elements_unique) += elements;
+    count(e);
     return buf;
   }
 
   DeviceContext ctx_;
   DType dtype_;
   SliceFiller fill_;
+  UniformSpec uniform_;
   ModelWeights* w_;
 };
 
 ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const DeviceContext& ctx, DType dtype,
-                           SliceFiller fill) {
+                           SliceFiller fill, UniformSpec uniform = nullptr) {
   TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "weights are held as f32 or bf16, not ",
                 dtype_name(dtype));
   std::vector<ShardEntry> table = build_shard_table(c, topo);
   ModelWeights w;
-  WeightBuilder b(ctx, dtype, std::move(fill), &w);
+  WeightBuilder b(ctx, dtype, std::move(fill), std::move(uniform), &w);
   size_t i = 0;
   Tensor embed_host;  // a tied head packs the embedding's slice as read
   if (topo.is_first_stage()) w.embed = b.plain(table[i++], &embed_host);  // held_plain: entry 0 of a first stage
@@ -148,7 +184,7 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
     w.final_norm = b.plain(table[i++]);
     const ShardEntry& head = table[i++];
     // A tied head is the embedding's slice, read once and packed as a second copy for matmul.
-    w.lm_head = c.tie_word_embeddings && !w.embed.empty() ? b.pack(embed_host) : b.matrix(head);
+    w.lm_head = c.tie_word_embeddings && !w.embed.empty() ? b.tied_head(head, embed_host) : b.matrix(head);
   }
   if (ctx.device != Device::kCpu) {  // the host copies kept for a tied head go; only device memory stays
     std::vector<Buffer> kept;
@@ -160,12 +196,6 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
   return w;
 }
 
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 }  // namespace
 
@@ -200,23 +230,20 @@ ModelWeights load_weights(const Checkpoint& ckpt, const Topology& topo, const De
 ModelWeights random_weights(const LlamaConfig& config, const Topology& topo, const DeviceContext& ctx, DType dtype,
                             uint64_t seed) {
   config.validate();
-  auto fill = [seed](const ShardEntry& e, float* dst) -> uint64_t {
-    uint64_t stream = splitmix64(seed);
-    for (char ch : e.name) stream = splitmix64(stream ^ static_cast<uint8_t>(ch));
+  auto spec = [seed](const ShardEntry& e) {
+    ops::UniformFill f;
+    f.stream = ops::splitmix64(seed);
+    for (char ch : e.name) f.stream = ops::splitmix64(f.stream ^ static_cast<uint8_t>(ch));
     const bool is_norm = e.is_1d, is_embed = e.name == "model.embed_tokens.weight";
-    const float scale = is_norm ? 0.1f : is_embed ? 1.0f : 1.0f / std::sqrt(static_cast<float>(e.cols));
-    const float offset = is_norm ? 1.0f : 0.0f;
-    const int64_t cols = out_cols(e), present = present_rows(e), r0 = full_row_begin(e), c0 = full_col_begin(e);
-#pragma omp parallel for schedule(static) if (present * cols >= (int64_t{1} << 20))
-    for (int64_t r = 0; r < present; ++r)
-      for (int64_t j = 0; j < cols; ++j) {
-        const uint64_t z = splitmix64(stream + static_cast<uint64_t>((r0 + r) * e.cols + c0 + j));
-        const float u = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0);  // [-1, 1)
-        dst[r * cols + j] = offset + scale * u;
-      }
-    return 0;
+    f.scale = is_norm ? 0.1f : is_embed ? 1.0f : 1.0f / std::sqrt(static_cast<float>(e.cols));
+    f.offset = is_norm ? 1.0f : 0.0f;
+    f.full_cols = e.cols;
+    f.row0 = full_row_begin(e);
+    f.col0 = full_col_begin(e);
+    f.present = present_rows(e);
+    return f;
   };
-  return build_weights(config, topo, ctx, dtype, fill);
+  return build_weights(config, topo, ctx, dtype, nullptr, spec);
 }
 
 }  // namespace tpllama

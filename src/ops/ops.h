@@ -95,6 +95,28 @@ Weight pack_weight(const DeviceContext& ctx, Tensor w, DType dtype, void* dst);
 // Element (row, col) of a packed weight, as f32.
 float weight_at(const Weight& w, int64_t row, int64_t col);
 
+// Seeded uniform values, for benchmark weights of shapes that have no files (--random-weights):
+// element (r, c) of a slice starting at (row0, col0) of a tensor full_cols wide is
+// fma(scale, u, offset), u = (splitmix64(stream + (row0 + r) · full_cols + col0 + c) >> 11) · 2^-52 − 1
+// (uniform in [-1, 1)); rows from `present` on are 0 (the padding of the last vocab shard). The
+// same bits on every device, so a GPU draws its weights where they live and holds the CPU's model.
+struct UniformFill {
+  uint64_t stream = 0;
+  int64_t full_cols = 0;
+  int64_t row0 = 0;
+  int64_t col0 = 0;
+  int64_t present = 0;
+  float scale = 1;
+  float offset = 0;
+};
+uint64_t splitmix64(uint64_t z);
+// out (rows, cols) or (rows), f32, filled as above.
+void fill_uniform(const DeviceContext& ctx, Tensor out, const UniformFill& f);
+// A (rows, cols) weight filled as above, held as dtype in dst (weight_bytes): what pack_weight
+// would make of the same values, drawn on the device.
+Weight fill_weight_uniform(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype, const UniformFill& f,
+                           void* dst);
+
 // out (M, N) = x (M, K) · wᵀ.
 void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w);
 // The dtype of x that matmul with w reads as it is (f32 on the CPU; the weight's on a GPU, whose

@@ -217,6 +217,39 @@ TEST_P(GpuOps, MatmulWithF32AndBf16Weights) {
   }
 }
 
+// Seeded benchmark weights drawn on the GPU are the CPU's bits: the f32 fill exactly, a bf16 weight
+// the f32 value rounded to nearest even, padding rows 0, and the guards intact.
+TEST_P(GpuOps, SeededFillIsTheCpusBits) {
+  if (act() != DType::kF32) GTEST_SKIP() << "dtype-independent: runs once, with the f32 instance";
+  ops::UniformFill f;
+  f.stream = 0xC0FFEEull;
+  f.full_cols = 1000;
+  f.row0 = 17;
+  f.col0 = 300;
+  f.present = 61;  // of 64 rows: the last three are padding
+  f.scale = 0.03125f;
+  f.offset = 1.0f;
+  const int64_t rows = 64, cols = 333;
+  std::vector<float> reference(static_cast<size_t>(rows * cols));
+  ops::fill_uniform(cpu_, host(reference, {rows, cols}), f);
+  Device plain = upload(std::vector<float>(reference.size(), 0.0f), {rows, cols}, DType::kF32);
+  ops::fill_uniform(gpu_, plain.tensor, f);
+  const std::vector<float> got = download(plain);
+  for (size_t i = 0; i < reference.size(); ++i)
+    ASSERT_EQ(got[i], reference[i]) << "element " << i << " (reference vs candidate)";
+  for (DType wtype : {DType::kF32, DType::kBF16}) {
+    DeviceBuffer gw_mem(ops::weight_bytes(gpu_, rows, cols, wtype));
+    const ops::Weight gw = ops::fill_weight_uniform(gpu_, rows, cols, wtype, f, gw_mem.data());
+    Buffer cw_mem(ops::weight_bytes(cpu_, rows, cols, wtype));
+    const ops::Weight cw = ops::fill_weight_uniform(cpu_, rows, cols, wtype, f, cw_mem.data());
+    runtime_->synchronize();
+    EXPECT_TRUE(cuda::is_device_pointer(gw.data)) << "the candidate's weight is not device memory";
+    for (int64_t r = 0; r < rows; r += 3)
+      for (int64_t c = 0; c < cols; c += 7)
+        ASSERT_EQ(ops::weight_at(gw, r, c), ops::weight_at(cw, r, c)) << dtype_name(wtype) << " (" << r << ", " << c << ")";
+  }
+}
+
 // Paged attention: a pool of blocks handed out in a shuffled order, several sequences, decode
 // tokens of long contexts and a 70-token prefill chunk of one sequence (causal: each token sees one
 // position more than the one before). The KV pools are f32 (the cache's dtype) whatever the

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "model/llama2c.h"
 #include "model/shard_table.h"
@@ -44,6 +45,62 @@ TEST(RandomWeights, SlicesOfEveryLayoutAreTheOneRankModel) {
   const float bound = 1.0f / std::sqrt(static_cast<float>(c.dim));
   for (int r = 0; r < 64; ++r) EXPECT_LE(std::abs(ops::weight_at(one.layers[1].wk, r, r)), bound);
   EXPECT_NEAR(one.final_norm.as<float>()[3], 1.0f, 0.1f);
+}
+
+TEST(RandomWeights, TiedHeadIsTheEmbeddingAndCountedOnce) {
+  LlamaConfig c = shape_config("tiny");
+  c.vocab_size = 501;
+  c.tie_word_embeddings = true;
+  uint64_t unique = 0, replicated = 0;
+  for (int rank = 0; rank < 2; ++rank) {  // tp 2, one stage: each rank packs its embedding slice as its head
+    const Topology t(2, rank, 2, 1, c.n_layers, {});
+    const ModelWeights w = random_weights(c, t, DeviceContext{}, DType::kF32, 3);
+    for (int r = 0; r < w.lm_head.rows; r += 5)
+      for (int k = 0; k < c.dim; k += 3)
+        ASSERT_EQ(ops::weight_at(w.lm_head, r, k), w.embed.as<float>()[r * c.dim + k]) << "rank " << rank << " row " << r;
+    unique += w.elements_unique;
+    replicated += w.elements_replicated;
+  }
+  const ModelWeights one = random_weights(c, Topology::single(c.n_layers), DeviceContext{}, DType::kF32, 3);
+  EXPECT_EQ(unique, one.elements_unique);
+  const uint64_t per_layer = static_cast<uint64_t>(2 * c.dim) +  // the two norms, on both ranks
+                             static_cast<uint64_t>(c.dim) * (c.n_heads + 2 * c.n_kv_heads + c.n_heads) * c.head_dim +
+                             static_cast<uint64_t>(3) * c.dim * c.hidden_dim;
+  EXPECT_EQ(one.elements_unique + one.elements_replicated,
+            static_cast<uint64_t>(c.vocab_size) * c.dim + c.n_layers * per_layer + c.dim);
+  EXPECT_GT(replicated, 0u);  // the norms
+}
+
+TEST(RandomWeights, FillIsTheDocumentedFormula) {
+  // ops::UniformFill against its definition, computed here from splitmix64's published constants.
+  auto splitmix = [](uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  ops::UniformFill f;
+  f.stream = 12345;
+  f.full_cols = 50;
+  f.row0 = 3;
+  f.col0 = 7;
+  f.present = 4;
+  f.scale = 0.25f;
+  f.offset = 1.0f;
+  std::vector<float> out(5 * 9, -1.0f);
+  ops::fill_uniform(DeviceContext{}, Tensor(out.data(), DType::kF32, {5, 9}), f);
+  for (int r = 0; r < 5; ++r)
+    for (int c = 0; c < 9; ++c) {
+      float expected = 0.0f;  // rows from `present` on
+      if (r < 4) {
+        const uint64_t z = splitmix(12345 + static_cast<uint64_t>((3 + r) * 50 + 7 + c));
+        const double u = static_cast<double>(z >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+        expected = std::fma(0.25f, static_cast<float>(u), 1.0f);
+        ASSERT_GE(u, -1.0);
+        ASSERT_LT(u, 1.0);
+      }
+      ASSERT_EQ(out[static_cast<size_t>(r * 9 + c)], expected) << "row " << r << " col " << c;
+    }
 }
 
 TEST(RandomWeights, HeldBytesAreKnownBeforeLoading) {

@@ -349,6 +349,18 @@ void silu_mul(Tensor gate, Tensor up) {
   for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
+void fill_uniform(float* out, int64_t rows, int64_t cols, const UniformFill& f) {
+  const int64_t present = std::clamp<int64_t>(f.present, 0, rows);
+#pragma omp parallel for schedule(static) if (present * cols >= (int64_t{1} << 20))
+  for (int64_t r = 0; r < present; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint64_t z = splitmix64(f.stream + static_cast<uint64_t>((f.row0 + r) * f.full_cols + f.col0 + c));
+      const float u = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);  // exact, in [-1, 1)
+      out[r * cols + c] = std::fma(f.scale, u, f.offset);
+    }
+  std::fill(out + present * cols, out + rows * cols, 0.0f);
+}
+
 void argmax_rows(Tensor index, Tensor value, Tensor logits) {
   const int64_t cols = logits.size(1);
   for (int64_t r = 0; r < logits.size(0); ++r) {

@@ -27,6 +27,8 @@ void rope(Tensor x, Tensor cos, Tensor sin, int n_heads, int head_dim);
 void embedding(Tensor out, Tensor table, Tensor tokens, int vocab_begin);
 void silu_mul(Tensor gate, Tensor up);
 void add(Tensor x, Tensor y);
+// out (rows, cols) f32 as ops::UniformFill defines.
+void fill_uniform(float* out, int64_t rows, int64_t cols, const UniformFill& f);
 void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& shape);
 void argmax_rows(Tensor index, Tensor value, Tensor logits);
 

@@ -194,6 +194,25 @@ void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float v
   TPLLAMA_CUDA_CHECK(kernels::fill_columns(x.as<float>(), x.size(0), x.size(1), col_begin, value, stream_of(ctx)));
 }
 
+namespace {
+kernels::UniformFill kernel_fill(const UniformFill& f) {
+  return kernels::UniformFill{f.stream, f.full_cols, f.row0, f.col0, f.present, f.scale, f.offset};
+}
+}  // namespace
+
+void fill_uniform(const DeviceContext& ctx, Tensor out, const UniformFill& f) {
+  const int64_t rows = out.size(0), cols = out.ndim() == 2 ? out.size(1) : 1;
+  TPLLAMA_CUDA_CHECK(kernels::fill_uniform(out.data(), kernels::KernelType::kF32, rows, cols, kernel_fill(f), stream_of(ctx)));
+}
+
+// The GPU weight layout is row-major (rows, cols) in dtype (see pack_weight): drawn in place.
+Weight fill_weight_uniform(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype, const UniformFill& f,
+                           void* dst) {
+  TPLLAMA_CUDA_CHECK(kernels::fill_uniform(dst, dtype == DType::kBF16 ? kernels::KernelType::kBF16 : kernels::KernelType::kF32,
+                                           rows, cols, kernel_fill(f), stream_of(ctx)));
+  return Weight{dst, rows, cols, dtype, Device::kCuda, weight_bytes(rows, cols, dtype)};
+}
+
 std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n, const std::vector<SampleRow>& rows) {
   const int64_t r = logits.size(0), cols = logits.size(1);
   std::vector<int32_t> tokens(static_cast<size_t>(r));

@@ -25,6 +25,9 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
 void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows);
 void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows);
 void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value);
+void fill_uniform(const DeviceContext& ctx, Tensor out, const UniformFill& f);
+Weight fill_weight_uniform(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype, const UniformFill& f,
+                           void* dst);
 size_t scratch_bytes(int64_t max_rows, int64_t max_width);
 std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n, const std::vector<SampleRow>& rows);
 size_t sampling_scratch_bytes(int64_t rows, int64_t cols);
