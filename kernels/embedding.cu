@@ -1,4 +1,5 @@
-// Vocab-parallel embedding gather and the row argmax of the logits.
+// Vocab-parallel embedding gather, and on the logits: the row argmax and the log-softmax sums of
+// scored rows.
 #include <cfloat>
 
 #include "common.cuh"
@@ -47,7 +48,37 @@ __global__ void argmax_kernel(int32_t* index, float* value, const float* logits,
   }
 }
 
+// One block of 256 threads per requested row: per-thread sums in double, then a tree in shared
+// memory.
+__global__ void logit_sums_kernel(float* sums, const float* logits, int64_t cols, const int32_t* rows,
+                                  const float* max, const int32_t* chosen, int64_t n) {
+  const int64_t i = blockIdx.x;
+  const float* row = logits + static_cast<int64_t>(rows[i]) * cols;
+  const double m = max[i];
+  double sum = 0;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += exp(static_cast<double>(row[c]) - m);
+  __shared__ double partial[256];
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    sums[i] = static_cast<float>(partial[0]);
+    const int32_t at = chosen[i];
+    sums[n + i] = at >= 0 && at < cols ? row[at] : 0.0f;
+  }
+}
+
 }  // namespace
+
+cudaError_t logit_sums(float* sums, const float* logits, int64_t cols, const int32_t* rows, const float* max,
+                       const int32_t* chosen, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  logit_sums_kernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(sums, logits, cols, rows, max, chosen, n);
+  return cudaGetLastError();
+}
 
 cudaError_t embedding(void* out, const void* table, int64_t table_rows, const int32_t* tokens, int64_t rows, int64_t d,
                       int vocab_begin, KernelType t, cudaStream_t stream) {

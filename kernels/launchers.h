@@ -32,6 +32,10 @@ cudaError_t embedding(void* out, const void* table, int64_t table_rows, const in
 // index[r], value[r] = argmax over row r of logits (rows, cols, f32); ties to the lowest index.
 cudaError_t argmax_rows(int32_t* index, float* value, const float* logits, int64_t rows, int64_t cols,
                         cudaStream_t stream);
+// For i < n: sums[i] = sum over c of exp(logits[rows[i]][c] - max[i]) (double accumulation), sums[n + i]
+// = logits[rows[i]][chosen[i]] where 0 <= chosen[i] < cols, else 0 (logits f32, cols wide).
+cudaError_t logit_sums(float* sums, const float* logits, int64_t cols, const int32_t* rows, const float* max,
+                       const int32_t* chosen, int64_t n, cudaStream_t stream);
 
 // Paged attention of each token over its own sequence's cache (causal: n_ctx[m] positions), for
 // decode and prefill alike, with an online softmax (no score matrix). The key and value pools (f32

@@ -4,6 +4,7 @@
 #include "ops/ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
@@ -448,6 +449,30 @@ void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor lo
                 "argmax_rows: value ", value.shape_string());
   if (on_gpu("argmax_rows", ctx, {&index, &value, &logits})) TPLLAMA_GPU(argmax_rows(ctx, index, value, logits));
   cpu::argmax_rows(index, value, logits);
+}
+
+void logit_sums(const DeviceContext& ctx, Tensor sums, Tensor logits, Tensor rows, Tensor max, Tensor chosen) {
+  TPLLAMA_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32, "logit_sums: logits ", logits.shape_string());
+  const int64_t n = rows.numel();
+  TPLLAMA_CHECK(rows.dtype() == DType::kI32 && chosen.dtype() == DType::kI32 && chosen.numel() == n &&
+                    max.dtype() == DType::kF32 && max.numel() == n && sums.dtype() == DType::kF32 &&
+                    sums.numel() == 2 * n,
+                "logit_sums: rows ", rows.shape_string(), " chosen ", chosen.shape_string(), " max ",
+                max.shape_string(), " sums ", sums.shape_string());
+  if (n == 0) return;
+  if (on_gpu("logit_sums", ctx, {&sums, &logits, &rows, &max, &chosen}))
+    TPLLAMA_GPU(logit_sums(ctx, sums, logits, rows, max, chosen));
+  const int64_t cols = logits.size(1);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = rows.as<int32_t>()[i];
+    TPLLAMA_CHECK(r >= 0 && r < logits.size(0), "logit_sums: row ", r, " of ", logits.size(0));
+    const float* row = logits.as<float>() + r * cols;
+    double sum = 0;
+    for (int64_t c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(row[c]) - max.as<float>()[i]);
+    const int32_t at = chosen.as<int32_t>()[i];
+    sums.as<float>()[i] = static_cast<float>(sum);
+    sums.as<float>()[n + i] = at >= 0 && at < cols ? row[at] : 0.0f;
+  }
 }
 
 }  // namespace tpllama::ops

@@ -216,4 +216,10 @@ uint64_t memory_available(const DeviceContext& ctx);
 // logits (rows, cols) f32.
 void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor logits);
 
+// The log-softmax pieces of n rows of the logits, without moving the rows off the device: for
+// i < n, sums[i] = Σ_c exp(logits[rows[i]][c] − max[i]) (accumulated in double) and sums[n + i] =
+// logits[rows[i]][chosen[i]] where 0 <= chosen[i] < cols, else 0. rows, chosen (n) i32; max (n)
+// f32; sums (2n) f32.
+void logit_sums(const DeviceContext& ctx, Tensor sums, Tensor logits, Tensor rows, Tensor max, Tensor chosen);
+
 }  // namespace tpllama::ops

@@ -34,11 +34,15 @@ Pipeline::Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, 
       host_hidden_ = Buffer(static_cast<size_t>(model.limits().max_batch_tokens) *
                             static_cast<size_t>(model.config().dim) * sizeof(float));
     else
-      host_logits_ = Buffer(rows * static_cast<size_t>(model.vocab_local()) * sizeof(float));
+      host_row_ = Buffer(static_cast<size_t>(model.vocab_local()) * sizeof(float));
   }
   if (topology.is_last_stage()) {
     argmax_index_ = ops::allocate(ctx, rows * sizeof(int32_t));
     argmax_value_ = ops::allocate(ctx, rows * sizeof(float));
+    logprob_rows_ = ops::allocate(ctx, rows * sizeof(int32_t));
+    logprob_max_ = ops::allocate(ctx, rows * sizeof(float));
+    logprob_chosen_ = ops::allocate(ctx, rows * sizeof(int32_t));
+    logprob_sums_ = ops::allocate(ctx, 2 * rows * sizeof(float));
     const size_t tp = static_cast<size_t>(topology.tp_size()), chunk = static_cast<size_t>(model.limits().max_sample_rows);
     const size_t row_bytes = static_cast<size_t>(model.vocab_local()) * sizeof(float);
     sample_index_ = ops::allocate(ctx, tp * chunk * sizeof(int32_t));
@@ -168,11 +172,12 @@ void Pipeline::reduce_argmax(const std::vector<size_t>& rows, std::vector<float>
   tp_comm_.all_reduce_argmax(*values, *indices);
 }
 
-Tensor Pipeline::host_logits(const Tensor& logits) {
-  if (logits.device() == Device::kCpu) return logits;
-  Tensor host = host_logits_.view(DType::kF32, {logits.size(0), logits.size(1)});
-  ops::download(model_.context(), host.data(), logits);
-  return host;
+const float* Pipeline::host_row(const Tensor& logits, int64_t r) {
+  const int64_t cols = logits.size(1);
+  if (logits.device() == Device::kCpu) return logits.as<float>() + r * cols;
+  const Tensor row(static_cast<float*>(logits.data()) + r * cols, DType::kF32, {cols}, logits.device());
+  ops::download(model_.context(), host_row_.data(), row);
+  return static_cast<const float*>(host_row_.data());
 }
 
 // Greedy rows: argmax of each TP shard, reduced across the group (no logits move). Sampled rows:
@@ -245,22 +250,33 @@ std::vector<RowLogprobs> Pipeline::row_logprobs(const StepPlan& plan, const Tens
   std::vector<float> max_value;
   std::vector<int32_t> max_index;
   reduce_argmax(rows, &max_value, &max_index);
-  const Tensor logits = host_logits(device_logits);
-  // [0, n): sum of exp(logit - max); [n, 2n): the chosen token's logit (0 on ranks without it).
-  std::vector<float> sums(static_cast<size_t>(2 * n), 0.0f);
+  // [0, n): sum of exp(logit - max); [n, 2n): the chosen token's logit (0 on ranks without it),
+  // computed where the logits are; only these 2n numbers (and the rows asking for top candidates)
+  // reach the host.
+  const DeviceContext& ctx = model_.context();
+  std::vector<int32_t> row_index(rows.size()), chosen(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    row_index[i] = static_cast<int32_t>(rows[i]);
+    const int32_t target = plan.sampling[rows[i]].target;
+    const int local = (target >= 0 ? target : tokens[rows[i]]) - begin;
+    chosen[i] = local >= 0 && local < v_local ? local : -1;
+  }
+  const Tensor rows_in = logprob_rows_.view(DType::kI32, {n}), max_in = logprob_max_.view(DType::kF32, {n});
+  const Tensor chosen_in = logprob_chosen_.view(DType::kI32, {n}), sums_out = logprob_sums_.view(DType::kF32, {2 * n});
+  ops::upload(ctx, rows_in, row_index.data());
+  ops::upload(ctx, max_in, max_value.data());
+  ops::upload(ctx, chosen_in, chosen.data());
+  ops::logit_sums(ctx, sums_out, device_logits, rows_in, max_in, chosen_in);
+  std::vector<float> sums(static_cast<size_t>(2 * n));
+  ops::download(ctx, sums.data(), sums_out);
   std::vector<float> local_top_values(static_cast<size_t>(n * top_n), -INFINITY);
   std::vector<int32_t> local_top_ids(static_cast<size_t>(n * top_n), -1);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const float* row = logits.as<float>() + static_cast<int64_t>(rows[i]) * v_local;
-    double sum = 0;
-    for (int v = 0; v < v_local; ++v) sum += std::exp(static_cast<double>(row[v]) - max_value[i]);
-    sums[i] = static_cast<float>(sum);
-    const int32_t target = plan.sampling[rows[i]].target;
-    const int chosen = (target >= 0 ? target : tokens[rows[i]]) - begin;
-    if (chosen >= 0 && chosen < v_local) sums[static_cast<size_t>(n) + i] = row[chosen];
-    std::vector<int32_t> order(static_cast<size_t>(v_local));
+  const int k = std::min(top_n, v_local);
+  std::vector<int32_t> order(static_cast<size_t>(v_local));
+  for (size_t i = 0; k > 0 && i < rows.size(); ++i) {
+    if (plan.sampling[rows[i]].logprobs <= 0) continue;
+    const float* row = host_row(device_logits, static_cast<int64_t>(rows[i]));
     for (int v = 0; v < v_local; ++v) order[static_cast<size_t>(v)] = v;
-    const int k = std::min(top_n, v_local);
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
                       [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
     for (int j = 0; j < k; ++j) {

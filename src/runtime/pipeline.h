@@ -46,8 +46,8 @@ class Pipeline {
   // This shard's argmax of every logit row (on the model's device), into local_max_*.
   void local_argmax(const Tensor& logits);
   void reduce_argmax(const std::vector<size_t>& rows, std::vector<float>* values, std::vector<int32_t>* indices);
-  // The logits where the host can read them: the tensor itself on the CPU, a copy from a GPU.
-  Tensor host_logits(const Tensor& logits);
+  // Row r of the logits where the host can read it: in place on the CPU, a copy from a GPU.
+  const float* host_row(const Tensor& logits, int64_t r);
   std::vector<RowLogprobs> row_logprobs(const StepPlan& plan, const Tensor& logits, const std::vector<int32_t>& tokens);
   int next_stage_rank() const { return topology_.rank() + topology_.tp_size(); }
   int prev_stage_rank() const { return topology_.rank() - topology_.tp_size(); }
@@ -60,12 +60,17 @@ class Pipeline {
   Communicator& world_;
   PipelineStats stats_;
   TraceRecorder* trace_;
-  // Host copies of device results, allocated once: hidden states for the next stage, logits for
-  // sampling, and the argmax of each logit row.
+  // Host copies of device results, allocated once: hidden states for the next stage, one logit
+  // row (top log-probabilities), and the argmax of each logit row.
   Buffer host_hidden_;
-  Buffer host_logits_;
+  Buffer host_row_;
   Buffer argmax_index_;
   Buffer argmax_value_;
+  // Log-probabilities: each scored row's index, maximum and chosen column in; its sums out.
+  Buffer logprob_rows_;
+  Buffer logprob_max_;
+  Buffer logprob_chosen_;
+  Buffer logprob_sums_;
   // Sampling, max_sample_rows rows at a time: row indices, whole rows, the TP group's gather.
   Buffer sample_index_;
   Buffer sample_whole_;

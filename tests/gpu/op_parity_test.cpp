@@ -377,6 +377,31 @@ TEST_P(GpuOps, KvWriteGatherRowsAndFillColumns) {
   }
 }
 
+// The log-softmax sums of scored rows, on the device: rows picked out of order and repeated, a
+// chosen column outside this shard (-1) and one at the last column; a 128256-wide vocabulary.
+TEST_P(GpuOps, LogitSumsOfScoredRows) {
+  if (act() != DType::kF32) GTEST_SKIP() << "logits are f32 whatever the activations: runs with the f32 instance";
+  const int64_t r = 9, cols = 128256;
+  std::vector<float> logits(static_cast<size_t>(r * cols));
+  std::normal_distribution<float> g(0.0f, 4.0f);
+  for (float& v : logits) v = g(rng_);
+  const std::vector<int32_t> rows = {7, 0, 3, 3, 8};
+  const std::vector<int32_t> chosen = {5, -1, static_cast<int32_t>(cols - 1), 0, 1000};
+  std::vector<float> max(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    max[i] = *std::max_element(logits.begin() + rows[i] * cols, logits.begin() + (rows[i] + 1) * cols);
+  const int64_t n = static_cast<int64_t>(rows.size());
+  std::vector<float> sums(static_cast<size_t>(2 * n), -1.0f);
+  std::vector<int32_t> hrows = rows, hchosen = chosen;
+  ops::logit_sums(cpu_, host(sums, {2 * n}), host(logits, {r, cols}), Tensor(hrows.data(), DType::kI32, {n}),
+                  host(max, {n}), Tensor(hchosen.data(), DType::kI32, {n}));
+  Device glogits = upload(logits, {r, cols}, DType::kF32), gmax = upload(max, {n}, DType::kF32);
+  Device grows = upload_i32(rows), gchosen = upload_i32(chosen), gsums = upload(std::vector<float>(sums.size(), -1.0f), {2 * n}, DType::kF32);
+  ops::logit_sums(gpu_, gsums.tensor, glogits.tensor, grows.tensor, gmax.tensor, gchosen.tensor);
+  expect_close(sums, download(gsums), "logit_sums", 1e-6);
+  EXPECT_EQ(sums[static_cast<size_t>(n + 1)], 0.0f);  // the column this shard does not hold
+}
+
 TEST_P(GpuOps, ArgmaxTiesToTheLowestColumn) {
   const int64_t rows = 5, cols = 32000;
   std::vector<float> logits = random(static_cast<size_t>(rows * cols), 10.0f);

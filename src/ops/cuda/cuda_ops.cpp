@@ -200,6 +200,11 @@ kernels::UniformFill kernel_fill(const UniformFill& f) {
 }
 }  // namespace
 
+void logit_sums(const DeviceContext& ctx, Tensor sums, Tensor logits, Tensor rows, Tensor max, Tensor chosen) {
+  TPLLAMA_CUDA_CHECK(kernels::logit_sums(sums.as<float>(), logits.as<float>(), logits.size(1), rows.as<int32_t>(),
+                                         max.as<float>(), chosen.as<int32_t>(), rows.numel(), stream_of(ctx)));
+}
+
 void fill_uniform(const DeviceContext& ctx, Tensor out, const UniformFill& f) {
   const int64_t rows = out.size(0), cols = out.ndim() == 2 ? out.size(1) : 1;
   TPLLAMA_CUDA_CHECK(kernels::fill_uniform(out.data(), kernels::KernelType::kF32, rows, cols, kernel_fill(f), stream_of(ctx)));

@@ -26,6 +26,7 @@ void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tens
 void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows);
 void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value);
 void fill_uniform(const DeviceContext& ctx, Tensor out, const UniformFill& f);
+void logit_sums(const DeviceContext& ctx, Tensor sums, Tensor logits, Tensor rows, Tensor max, Tensor chosen);
 Weight fill_weight_uniform(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype, const UniformFill& f,
                            void* dst);
 size_t scratch_bytes(int64_t max_rows, int64_t max_width);
