@@ -28,6 +28,7 @@ KvCache::KvCache(int n_layers_local, int kv_dim_local, int block_size, int n_blo
   TPLLAMA_CHECK(max_slots >= 1, "KV cache with ", max_slots, " slots");
   TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "the KV cache is f32 or bf16, not ", dtype_name(dtype));
   pool_ = ops::allocate(ctx_, static_cast<size_t>(n_layers_local) * layer_stride_ * dtype_size(dtype));
+  ops::zero(ctx_, pool_.view(dtype, {static_cast<int64_t>(static_cast<size_t>(n_layers_local) * layer_stride_)}));
   device_tables_ = ops::allocate(ctx_, static_cast<size_t>(max_slots) * static_cast<size_t>(max_blocks_per_slot_) *
                                            sizeof(int32_t));
 }

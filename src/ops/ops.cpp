@@ -417,6 +417,14 @@ Buffer allocate(const DeviceContext& ctx, size_t nbytes) {
   return Buffer(nbytes);
 }
 
+void zero(const DeviceContext& ctx, Tensor t) {
+  if (on_gpu("zero", ctx, {&t})) TPLLAMA_GPU(zero(ctx, t));
+  auto* bytes = static_cast<char*>(t.data());
+  const int64_t n = static_cast<int64_t>(t.nbytes()), chunk = int64_t{1} << 21;
+#pragma omp parallel for schedule(static) num_threads(std::max(1, ctx.threads)) if (n >= 4 * chunk)
+  for (int64_t at = 0; at < n; at += chunk) std::memset(bytes + at, 0, static_cast<size_t>(std::min(chunk, n - at)));
+}
+
 void upload(const DeviceContext& ctx, Tensor dst, const void* host) {
   if (on_gpu("upload", ctx, {&dst})) TPLLAMA_GPU(upload(ctx, dst, host));
   if (dst.data() != host) std::memcpy(dst.data(), host, dst.nbytes());

@@ -201,6 +201,10 @@ size_t sampling_scratch_bytes(const DeviceContext& ctx, int64_t rows, int64_t co
 // Memory on the context's device: aligned host memory on the CPU, cudaMalloc on a GPU (never
 // managed memory). Allocated at start-up, never per step.
 Buffer allocate(const DeviceContext& ctx, size_t nbytes);
+// Every byte of t set to 0, in stream order. On the CPU the rank's threads share the writing, and
+// fresh memory gets its pages here: the KV pool is zeroed at start, so a machine that cannot back
+// it fails then (with the memory check's numbers close by), not in the middle of a run.
+void zero(const DeviceContext& ctx, Tensor t);
 // dst (on the context's device) ← dst.nbytes() bytes of host memory, in stream order; host may be
 // reused once the call returns.
 void upload(const DeviceContext& ctx, Tensor dst, const void* host);

@@ -270,6 +270,10 @@ Buffer allocate(size_t nbytes) {
   return Buffer(p, nbytes, Device::kCuda, [](void* q) { cudaFree(q); });
 }
 
+void zero(const DeviceContext& ctx, Tensor t) {
+  TPLLAMA_CUDA_CHECK(cudaMemsetAsync(t.data(), 0, t.nbytes(), stream_of(ctx)));
+}
+
 void upload(const DeviceContext& ctx, Tensor dst, const void* host) {
   // From pageable memory the call returns once the bytes are staged: host may be reused at once.
   TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(dst.data(), host, dst.nbytes(), cudaMemcpyHostToDevice, stream_of(ctx)));

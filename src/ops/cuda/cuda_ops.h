@@ -33,6 +33,7 @@ size_t scratch_bytes(int64_t max_rows, int64_t max_width);
 std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n, const std::vector<SampleRow>& rows);
 size_t sampling_scratch_bytes(int64_t rows, int64_t cols);
 Buffer allocate(size_t nbytes);
+void zero(const DeviceContext& ctx, Tensor t);
 void upload(const DeviceContext& ctx, Tensor dst, const void* host);
 void download(const DeviceContext& ctx, void* host, Tensor src);
 void synchronize(const DeviceContext& ctx);
