@@ -48,7 +48,9 @@ __global__ void argmax_kernel(int32_t* index, float* value, const float* logits,
   }
 }
 
-// One block of 256 threads per requested row: per-thread sums in double, then a tree in shared
+constexpr int kSumThreads = 256;  // a power of two: the tree below halves it
+
+// One block of kSumThreads per requested row: per-thread sums in double, then a tree in shared
 // memory.
 __global__ void logit_sums_kernel(float* sums, const float* logits, int64_t cols, const int32_t* rows,
                                   const float* max, const int32_t* chosen, int64_t n) {
@@ -57,7 +59,7 @@ __global__ void logit_sums_kernel(float* sums, const float* logits, int64_t cols
   const double m = max[i];
   double sum = 0;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += exp(static_cast<double>(row[c]) - m);
-  __shared__ double partial[256];
+  __shared__ double partial[kSumThreads];
   partial[threadIdx.x] = sum;
   __syncthreads();
   for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
@@ -76,7 +78,7 @@ __global__ void logit_sums_kernel(float* sums, const float* logits, int64_t cols
 cudaError_t logit_sums(float* sums, const float* logits, int64_t cols, const int32_t* rows, const float* max,
                        const int32_t* chosen, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  logit_sums_kernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(sums, logits, cols, rows, max, chosen, n);
+  logit_sums_kernel<<<static_cast<unsigned>(n), kSumThreads, 0, stream>>>(sums, logits, cols, rows, max, chosen, n);
   return cudaGetLastError();
 }
 

@@ -202,8 +202,9 @@ size_t sampling_scratch_bytes(const DeviceContext& ctx, int64_t rows, int64_t co
 // managed memory). Allocated at start-up, never per step.
 Buffer allocate(const DeviceContext& ctx, size_t nbytes);
 // Every byte of t set to 0, in stream order. On the CPU the rank's threads share the writing, and
-// fresh memory gets its pages here: the KV pool is zeroed at start, so a machine that cannot back
-// it fails then (with the memory check's numbers close by), not in the middle of a run.
+// fresh memory gets its pages here: the KV pool is zeroed at start, so on a machine that cannot
+// back it the out-of-memory killer ends the rank then, right after the memory check's log, not in
+// the middle of a run with output half written.
 void zero(const DeviceContext& ctx, Tensor t);
 // dst (on the context's device) ← dst.nbytes() bytes of host memory, in stream order; host may be
 // reused once the call returns.

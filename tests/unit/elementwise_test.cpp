@@ -45,13 +45,15 @@ std::string name_of(const ::testing::TestParamInfo<Param>& info) {
 class ElementwiseTest : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
+    saved_threads_ = omp_get_max_threads();
     omp_set_num_threads(std::get<3>(GetParam()));
     ops::cpu::force_portable_gemm(std::get<2>(GetParam()));
   }
   void TearDown() override {
     ops::cpu::force_portable_gemm(false);
-    omp_set_num_threads(1);
+    omp_set_num_threads(saved_threads_);  // later suites keep the process's thread count
   }
+  int saved_threads_ = 1;
 };
 
 TEST_P(ElementwiseTest, RmsNormMatchesClosedForm) {
