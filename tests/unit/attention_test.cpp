@@ -1,5 +1,6 @@
 // CPU attention against a double-precision softmax(q·k/√d)·v over the same paged cache: shuffled
-// block tables, contexts on and off block and vector boundaries, grouped-query heads, head sizes
+// block tables, decode tokens each of their own sequence and prefill chunks of one sequence,
+// contexts on and off block and vector boundaries, grouped-query heads, head sizes
 // the AVX-512 kernel takes and one it leaves to the portable loop, one and two threads (with work
 // enough to split a single token's heads), and guard regions around the output.
 #include <gtest/gtest.h>
@@ -24,12 +25,16 @@ namespace {
 struct Case {
   int n_heads, n_kv_heads, head_dim, block_size;
   std::vector<int> n_ctx;  // one token per entry, each over its own sequence
+  bool one_sequence = false;  // instead: the tokens are a prefill chunk of one sequence
 };
 
 std::string describe(const Case& c) {
   std::ostringstream s;
   s << "h" << c.n_heads << "kv" << c.n_kv_heads << "d" << c.head_dim << "bs" << c.block_size << "ctx";
-  for (int n : c.n_ctx) s << "_" << n;
+  if (c.one_sequence)
+    s << "_chunk_" << c.n_ctx.front() << "_to_" << c.n_ctx.back();
+  else
+    for (int n : c.n_ctx) s << "_" << n;
   return s.str();
 }
 
@@ -43,17 +48,21 @@ struct PagedCache {
 
 PagedCache make_cache(const Case& c, std::mt19937& rng) {
   PagedCache cache;
+  // A prefill chunk: one sequence (the longest context's blocks) whose table every token reads.
+  const std::vector<int> sequences =
+      c.one_sequence ? std::vector<int>{*std::max_element(c.n_ctx.begin(), c.n_ctx.end())} : c.n_ctx;
   int n_blocks = 0;
-  for (int n : c.n_ctx) n_blocks += (n + c.block_size - 1) / c.block_size;
+  for (int n : sequences) n_blocks += (n + c.block_size - 1) / c.block_size;
   std::vector<int32_t> order(static_cast<size_t>(n_blocks));
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), rng);
   size_t next = 0;
-  for (int n : c.n_ctx) {
+  for (int n : sequences) {
     const int blocks = (n + c.block_size - 1) / c.block_size;
     cache.tables.emplace_back(order.begin() + static_cast<int64_t>(next), order.begin() + static_cast<int64_t>(next) + blocks);
     next += static_cast<size_t>(blocks);
   }
+  if (c.one_sequence) cache.tables.resize(c.n_ctx.size(), cache.tables.front());  // one table per token, all alike
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const size_t pool = static_cast<size_t>(n_blocks) * c.block_size * c.n_kv_heads * c.head_dim;
   for (size_t i = 0; i < pool; ++i) {
@@ -150,7 +159,10 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{2, 2, 16, 8, {16, 9}},            // one vector a head
                                          Case{4, 2, 8, 3, {7, 10}},             // head_dim the AVX-512 kernel leaves
                                          Case{12, 12, 64, 16, {400}},           // one token: heads split over threads
-                                         Case{12, 4, 64, 16, {90, 128, 7, 64, 100, 33, 120, 77, 15, 128}}),
+                                         Case{12, 4, 64, 16, {90, 128, 7, 64, 100, 33, 120, 77, 15, 128}},
+                                         // prefill chunks: items taken kv head by kv head
+                                         Case{4, 2, 64, 16, {40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51}, true},
+                                         Case{6, 3, 32, 8, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, true}),
                        ::testing::Bool(), ::testing::Values(1, 2)),
     [](const auto& param_info) {
       return describe(std::get<0>(param_info.param)) + (std::get<1>(param_info.param) ? "_portable" : "_dispatch") +

@@ -294,14 +294,24 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
   const AttendFn kernel = attend_kernel(hd, kv_dtype);
   const auto portable = kv_dtype == DType::kBF16 ? &attend_portable<uint16_t> : &attend_portable<float>;
   if (kernel != nullptr) {
+    // Work items in the order that keeps what consecutive items read in each core's L2: for
+    // prefill chunks (most tokens continue the previous token's sequence) one kv head's tokens in
+    // turn, which share that head's keys and values (a 1000-token prompt: 1.17x); for decode (a
+    // sequence per token) one token's kv heads in turn, neighbours in every cache row.
+    int64_t continued = 0;
+    for (int64_t m = 1; m < n_tokens; ++m) continued += kv[static_cast<size_t>(m)].blocks == kv[static_cast<size_t>(m - 1)].blocks;
+    const bool by_head = 2 * continued > n_tokens;
+    const int64_t items = n_tokens * s.n_kv_heads;
 #pragma omp parallel if (work >= kParallelWork)
     {
       const size_t padded = static_cast<size_t>(max_ctx + 15) / 16 * 16;  // scores are written 16 at a time
       AttendScratch w{std::vector<const void*>(padded), std::vector<const void*>(padded), std::vector<float>(padded)};
-#pragma omp for collapse(2) schedule(dynamic, 1)
-      for (int64_t m = 0; m < n_tokens; ++m)
-        for (int g = 0; g < s.n_kv_heads; ++g)
-          kernel(out.as<float>() + m * q_stride, q.as<float>() + m * q_stride, kv[static_cast<size_t>(m)], s, g, w);
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t i = 0; i < items; ++i) {
+        const int64_t m = by_head ? i % n_tokens : i / s.n_kv_heads;
+        const int g = static_cast<int>(by_head ? i / n_tokens : i % s.n_kv_heads);
+        kernel(out.as<float>() + m * q_stride, q.as<float>() + m * q_stride, kv[static_cast<size_t>(m)], s, g, w);
+      }
     }
     return;
   }
