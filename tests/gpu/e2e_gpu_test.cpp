@@ -1,9 +1,13 @@
 // The tpllama binary on a GPU (label gpu): stories260K greedy on the GPU against the reference
-// generations of run.c, and TP / PP layouts sharing one GPU (--comm mpi --share-gpus) against the
-// single-rank GPU run. Skips, saying so, without a GPU.
+// generations of run.c, log-probabilities against run.c's logits and the CPU run, and TP / PP
+// layouts sharing one GPU (--comm mpi --share-gpus) against the single-rank GPU run. Skips, saying
+// so, without a GPU.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -111,6 +115,56 @@ TEST_F(GpuStories, CudaGraphsGiveTheEagerText) {
   EXPECT_NE(re.output.find("decode steps launched eagerly"), std::string::npos) << re.output;
   const std::vector<std::string> want = texts(eager), got = texts(graphs);
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "prompt " << references_[i]["prompt"];
+}
+
+// Log-probabilities reduced on the GPU (ops::logit_sums), in f32: a scored continuation's token
+// log-probabilities against run.c's own logits shipped with stories260K (its log-softmax in
+// double, within 1e-4), and a generation asking for 3 top candidates a token against the CPU
+// run's tokens, candidates and values.
+TEST_F(GpuStories, LogprobsMatchRunCAndTheCpu) {
+  const json& ref = references_[0];
+  const std::string prompt = ref["prompt"], output = ref["output"];
+  const std::string in = work_ + "/score.jsonl", out = work_ + "/score_out.jsonl";
+  std::ofstream(in) << json({{"id", "score"}, {"context", prompt}, {"continuation", output.substr(prompt.size())},
+                             {"logprobs", true}})
+                           .dump()
+                    << "\n"
+                    << json({{"id", "top"}, {"prompt", prompt}, {"max_tokens", 12}, {"logprobs", 3}}).dump() << "\n";
+  const std::string flags = " --model " + model_ + " --input " + in + " --dtype f32 --device ";
+  CommandResult gpu = run_shell(binary() + " run" + flags + "cuda --output " + out);
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
+  CommandResult cpu = run_shell(binary() + " run" + flags + "cpu --output " + work_ + "/score_cpu.jsonl");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
+  auto got = by_id(read_jsonl(out)), want = by_id(read_jsonl(work_ + "/score_cpu.jsonl"));
+
+  std::ifstream f(stories_ + "/logits_once_upon_a_time.f32", std::ios::binary);
+  std::vector<float> logits(64 * 512);
+  ASSERT_TRUE(f.read(reinterpret_cast<char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4)));
+  std::vector<int> tokens = ref["prompt_tokens"].get<std::vector<int>>();
+  for (int t : ref["generated_tokens"]) tokens.push_back(t);
+  const size_t n_prompt = ref["prompt_tokens"].size(), n = ref["generated_tokens"].size();
+  const json& scored = got.at("\"score\"");
+  ASSERT_EQ(scored["n_tokens"].get<size_t>(), n);
+  for (size_t g = 0; g < n; ++g) {
+    const float* row = logits.data() + (n_prompt - 1 + g) * 512;
+    double mx = row[0], sum = 0;
+    for (int v = 0; v < 512; ++v) mx = std::max(mx, static_cast<double>(row[v]));
+    for (int v = 0; v < 512; ++v) sum += std::exp(row[v] - mx);
+    EXPECT_NEAR(scored["token_logprobs"][g].get<double>(), row[tokens[n_prompt + g]] - mx - std::log(sum), 1e-4)
+        << "token " << g;
+  }
+
+  const json& top = got.at("\"top\"")["logprobs"];
+  const json& top_cpu = want.at("\"top\"")["logprobs"];
+  ASSERT_EQ(top["tokens"], top_cpu["tokens"]);
+  ASSERT_EQ(top["top_logprobs"].size(), top_cpu["top_logprobs"].size());
+  for (size_t i = 0; i < top["top_logprobs"].size(); ++i) {
+    ASSERT_EQ(top["top_logprobs"][i].size(), 3u) << "token " << i;
+    for (const auto& [token, value] : top_cpu["top_logprobs"][i].items()) {
+      ASSERT_TRUE(top["top_logprobs"][i].contains(token)) << "token " << i << ": candidate " << token;
+      EXPECT_NEAR(top["top_logprobs"][i][token].get<double>(), value.get<double>(), 1e-4) << "token " << i;
+    }
+  }
 }
 
 struct Layout {
