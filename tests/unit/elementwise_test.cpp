@@ -1,6 +1,7 @@
 // CPU RMSNorm and SiLU·mul against their closed forms in double precision: lengths on and off the
 // 16-lane vector width, inputs far into both tails of the sigmoid, the AVX-512 kernels and the
-// portable loops, one and two threads, and guard regions around the output.
+// portable loops, one and two threads, and guard regions around the output; RoPE and the residual
+// add against theirs, split over threads.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -99,6 +100,42 @@ TEST_P(ElementwiseTest, SiluMulMatchesClosedForm) {
     const double expected = g / (1.0 + std::exp(-g)) * up[static_cast<size_t>(i)];
     ASSERT_NEAR(gate.data()[i], expected, 2e-6 * (1.0 + std::abs(expected))) << "element " << i << ", gate " << g;
   }
+}
+
+// Rotate-half RoPE and the residual add, on inputs large enough to be split over two threads.
+TEST(Elementwise, RopeAndAddMatchClosedFormOnOneAndTwoThreads) {
+  const int64_t rows = 1200;
+  const int n_heads = 4, head_dim = 16, half = head_dim / 2;
+  const int64_t width = int64_t{n_heads} * head_dim;
+  std::mt19937 rng(99);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows * width)), y(x.size()), cos(static_cast<size_t>(rows * half)),
+      sin(cos.size());
+  for (float& v : x) v = u(rng);
+  for (float& v : y) v = u(rng);
+  for (size_t i = 0; i < cos.size(); ++i) {
+    const double angle = 0.37 * static_cast<double>(i);
+    cos[i] = static_cast<float>(std::cos(angle));
+    sin[i] = static_cast<float>(std::sin(angle));
+  }
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    std::vector<float> roped = x, summed = x;
+    ops::cpu::rope(Tensor(roped.data(), DType::kF32, {rows, width}), Tensor(cos.data(), DType::kF32, {rows, half}),
+                   Tensor(sin.data(), DType::kF32, {rows, half}), n_heads, head_dim);
+    ops::cpu::add(Tensor(summed.data(), DType::kF32, {rows, width}), Tensor(y.data(), DType::kF32, {rows, width}));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int h = 0; h < n_heads; ++h)
+        for (int i = 0; i < half; ++i) {
+          const size_t at = static_cast<size_t>(r * width + h * head_dim + i), k = static_cast<size_t>(r * half + i);
+          const double a = x[at], b = x[at + half];
+          ASSERT_NEAR(roped[at], a * cos[k] - b * sin[k], 1e-6) << threads << " threads, row " << r << " head " << h;
+          ASSERT_NEAR(roped[at + half], a * sin[k] + b * cos[k], 1e-6) << threads << " threads, row " << r << " head " << h;
+        }
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(summed[i], x[i] + y[i]) << threads << " threads, element " << i;
+  }
+  omp_set_num_threads(saved);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ElementwiseTest,

@@ -1,5 +1,6 @@
-// CPU ops (GEMM in gemm.cpp): element-wise ops as plain loops the compiler vectorises, attention
-// parallel over (token, kv head) with OpenMP.
+// CPU ops (GEMM in gemm.cpp): element-wise ops as loops the compiler vectorises (SiLU and RMSNorm
+// in AVX-512), split over the rank's threads when large; attention parallel over (token, kv head)
+// with OpenMP.
 #include "ops/cpu/cpu_ops.h"
 
 // GCC 12 warns inside its own AVX-512 headers (the self-initialised "undefined" vectors).
@@ -27,6 +28,7 @@ constexpr int64_t kParallelWork = 1 << 18;
 void rope(Tensor x, Tensor cos, Tensor sin, int n_heads, int head_dim) {
   const int64_t rows = x.size(0);
   const int half = head_dim / 2;
+#pragma omp parallel for schedule(static) if (rows * n_heads * head_dim >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     const float* c = cos.as<float>() + r * half;
     const float* s = sin.as<float>() + r * half;
@@ -57,6 +59,7 @@ void add(Tensor x, Tensor y) {
   float* a = x.as<float>();
   const float* b = y.as<float>();
   const int64_t n = x.numel();
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
   for (int64_t i = 0; i < n; ++i) a[i] += b[i];
 }
 
