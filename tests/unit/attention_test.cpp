@@ -121,7 +121,9 @@ TEST_P(AttentionTest, MatchesDoubleSoftmax) {
     const void* keys = kv_dtype == DType::kBF16 ? static_cast<const void*>(keys16.data()) : cache.keys.data();
     const void* values = kv_dtype == DType::kBF16 ? static_cast<const void*>(values16.data()) : cache.values.data();
     std::vector<ops::KvView> kv;
-    for (size_t m = 0; m < c.n_ctx.size(); ++m) kv.push_back({keys, values, cache.tables[m].data(), c.n_ctx[m], kv_dtype});
+    // The tokens of a chunk name one table, as ops::attention's views of a step do.
+    for (size_t m = 0; m < c.n_ctx.size(); ++m)
+      kv.push_back({keys, values, cache.tables[c.one_sequence ? 0 : m].data(), c.n_ctx[m], kv_dtype});
 
     constexpr int64_t kGuard = 64;
     constexpr float kSentinel = 12345.0f;
@@ -160,9 +162,12 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{4, 2, 8, 3, {7, 10}},             // head_dim the AVX-512 kernel leaves
                                          Case{12, 12, 64, 16, {400}},           // one token: heads split over threads
                                          Case{12, 4, 64, 16, {90, 128, 7, 64, 100, 33, 120, 77, 15, 128}},
-                                         // prefill chunks: items taken kv head by kv head
+                                         // prefill chunks: items taken kv head by kv head, two tokens an item
                                          Case{4, 2, 64, 16, {40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51}, true},
-                                         Case{6, 3, 32, 8, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, true}),
+                                         Case{6, 3, 32, 8, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, true},
+                                         Case{2, 1, 128, 16, {70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80}, true},
+                                         // pairs whose first token sees more than the second, and less
+                                         Case{4, 4, 48, 16, {50, 20, 33, 64, 9, 9, 1, 17}, true}),
                        ::testing::Bool(), ::testing::Values(1, 2)),
     [](const auto& param_info) {
       return describe(std::get<0>(param_info.param)) + (std::get<1>(param_info.param) ? "_portable" : "_dispatch") +

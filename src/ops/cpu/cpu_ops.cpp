@@ -204,7 +204,7 @@ __attribute__((target("avx512f"))) void weighted_sum_avx512(float* o, const floa
 // Per-thread scratch of one work item: the key and value row of each position, the scores.
 struct AttendScratch {
   std::vector<const void*> keys, values;
-  std::vector<float> scores;
+  std::vector<float> scores, scores2;  // scores2: the second token of a pair
 };
 
 // One token's attention for the query heads of one kv head with AVX-512 (head_dim 16 · kChunks):
@@ -230,6 +230,106 @@ __attribute__((target("avx512f"))) void attend_avx512(float* o, const float* q, 
     softmax_avx512(w.scores.data(), n);
     weighted_sum_avx512<kChunks>(o + h * hd, w.scores.data(), values, n);
   }
+}
+
+// Two tokens of one sequence (a prefill chunk) at once: each key and value row is read once for
+// both, halving what a kv head's items pull from L2. scores_pair: s0[t] = scale · q0·k_t and
+// s1[t] = scale · q1·k_t for t in [0, n), 8 positions of both tokens per combined lane reduction
+// (written 8 at a time: the arrays are padded).
+template <int kChunks, typename KV>
+__attribute__((target("avx512f"))) void scores_pair_avx512(float* s0, float* s1, const float* q0, const float* q1,
+                                                           const KV* const* rows, int n, float scale) {
+  for (int t0 = 0; t0 < n; t0 += 8) {
+    __m512 acc[16];
+    for (int j = 0; j < 8; ++j) {
+      for (int u = t0 + 16 + j; u < std::min(n, t0 + 16 + j + 1); ++u)  // 16 positions ahead, as scores_avx512
+        for (int c = 0; c < kChunks * 16 * static_cast<int>(sizeof(KV)); c += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(rows[u]) + c, _MM_HINT_T0);
+      const KV* k = rows[std::min(t0 + j, n - 1)];  // past the end: a repeat, not used
+      __m512 kc = load16(k);
+      acc[j] = _mm512_mul_ps(_mm512_loadu_ps(q0), kc);
+      acc[8 + j] = _mm512_mul_ps(_mm512_loadu_ps(q1), kc);
+      for (int c = 1; c < kChunks; ++c) {
+        kc = load16(k + 16 * c);
+        acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + 16 * c), kc, acc[j]);
+        acc[8 + j] = _mm512_fmadd_ps(_mm512_loadu_ps(q1 + 16 * c), kc, acc[8 + j]);
+      }
+    }
+    const __m512 sums = _mm512_mul_ps(sum_lanes16(acc), _mm512_set1_ps(scale));  // lanes 0-7: token 0; 8-15: token 1
+    _mm256_storeu_ps(s0 + t0, _mm512_castps512_ps256(sums));
+    _mm256_storeu_ps(s1 + t0, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sums), 1)));
+  }
+}
+
+// o0 = Σ_{t < n0} p0[t] · v_t and o1 = Σ_{t < n1} p1[t] · v_t, each row read once for both.
+template <int kChunks, typename KV>
+__attribute__((target("avx512f"))) void weighted_sum_pair_avx512(float* o0, float* o1, const float* p0, const float* p1,
+                                                                 const KV* const* rows, int n0, int n1) {
+  __m512 a[kChunks], b[kChunks];
+  for (int c = 0; c < kChunks; ++c) a[c] = b[c] = _mm512_setzero_ps();
+  const int both = std::min(n0, n1), n = std::max(n0, n1);
+  constexpr int kAhead = 8;
+  for (int t = 0; t < n; ++t) {
+    if (t + kAhead < n)
+      for (int c = 0; c < kChunks * 16 * static_cast<int>(sizeof(KV)); c += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(rows[t + kAhead]) + c, _MM_HINT_T0);
+    if (t < both) {
+      const __m512 pa = _mm512_set1_ps(p0[t]), pb = _mm512_set1_ps(p1[t]);
+      for (int c = 0; c < kChunks; ++c) {
+        const __m512 v = load16(rows[t] + 16 * c);
+        a[c] = _mm512_fmadd_ps(pa, v, a[c]);
+        b[c] = _mm512_fmadd_ps(pb, v, b[c]);
+      }
+    } else if (n0 > n1) {
+      for (int c = 0; c < kChunks; ++c) a[c] = _mm512_fmadd_ps(_mm512_set1_ps(p0[t]), load16(rows[t] + 16 * c), a[c]);
+    } else {
+      for (int c = 0; c < kChunks; ++c) b[c] = _mm512_fmadd_ps(_mm512_set1_ps(p1[t]), load16(rows[t] + 16 * c), b[c]);
+    }
+  }
+  for (int c = 0; c < kChunks; ++c) {
+    _mm512_storeu_ps(o0 + 16 * c, a[c]);
+    _mm512_storeu_ps(o1 + 16 * c, b[c]);
+  }
+}
+
+// Two tokens of one sequence (the same block table; any contexts n0, n1) for the query heads of
+// one kv head.
+template <int kChunks, typename KV>
+__attribute__((target("avx512f"))) void attend_pair_avx512(float* o0, float* o1, const float* q0, const float* q1,
+                                                           const KvView& v0, const KvView& v1, const AttentionShape& s,
+                                                           int kv_head, AttendScratch& w) {
+  const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, n = std::max(v0.n_ctx, v1.n_ctx), bs = s.block_size;
+  const int64_t stride = static_cast<int64_t>(s.n_kv_heads) * hd, off = static_cast<int64_t>(kv_head) * hd;
+  for (int t = 0; t < n; ++t) {
+    const int64_t row = (static_cast<int64_t>(v0.blocks[t / bs]) * bs + t % bs) * stride + off;
+    w.keys[static_cast<size_t>(t)] = static_cast<const KV*>(v0.keys) + row;
+    w.values[static_cast<size_t>(t)] = static_cast<const KV*>(v0.values) + row;
+  }
+  const auto* keys = reinterpret_cast<const KV* const*>(w.keys.data());
+  const auto* values = reinterpret_cast<const KV* const*>(w.values.data());
+  for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
+    scores_pair_avx512<kChunks>(w.scores.data(), w.scores2.data(), q0 + h * hd, q1 + h * hd, keys, n, s.scale);
+    softmax_avx512(w.scores.data(), v0.n_ctx);
+    softmax_avx512(w.scores2.data(), v1.n_ctx);
+    weighted_sum_pair_avx512<kChunks>(o0 + h * hd, o1 + h * hd, w.scores.data(), w.scores2.data(), values, v0.n_ctx,
+                                      v1.n_ctx);
+  }
+}
+
+using AttendPairFn = void (*)(float*, float*, const float*, const float*, const KvView&, const KvView&,
+                              const AttentionShape&, int, AttendScratch&);
+
+AttendPairFn attend_pair_kernel(int head_dim, DType kv) {
+  static constexpr AttendPairFn f32[] = {
+      &attend_pair_avx512<1, float>, &attend_pair_avx512<2, float>, &attend_pair_avx512<3, float>,
+      &attend_pair_avx512<4, float>, &attend_pair_avx512<5, float>, &attend_pair_avx512<6, float>,
+      &attend_pair_avx512<7, float>, &attend_pair_avx512<8, float>};
+  static constexpr AttendPairFn bf16[] = {
+      &attend_pair_avx512<1, uint16_t>, &attend_pair_avx512<2, uint16_t>, &attend_pair_avx512<3, uint16_t>,
+      &attend_pair_avx512<4, uint16_t>, &attend_pair_avx512<5, uint16_t>, &attend_pair_avx512<6, uint16_t>,
+      &attend_pair_avx512<7, uint16_t>, &attend_pair_avx512<8, uint16_t>};
+  if (head_dim % 16 != 0 || head_dim < 16 || head_dim > 128 || !avx512_kernels()) return nullptr;
+  return (kv == DType::kBF16 ? bf16 : f32)[head_dim / 16 - 1];
 }
 
 using AttendFn = void (*)(float*, const float*, const KvView&, const AttentionShape&, int, AttendScratch&);
@@ -299,21 +399,36 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
   if (kernel != nullptr) {
     // Work items in the order that keeps what consecutive items read in each core's L2: for
     // prefill chunks (most tokens continue the previous token's sequence) one kv head's tokens in
-    // turn, which share that head's keys and values (a 1000-token prompt: 1.17x); for decode (a
-    // sequence per token) one token's kv heads in turn, neighbours in every cache row.
+    // turn, two tokens of a sequence an item, which share that head's keys and values (a
+    // 1000-token prompt: 1.17x for the order); for decode (a sequence per token) one token's kv
+    // heads in turn, neighbours in every cache row.
     int64_t continued = 0;
     for (int64_t m = 1; m < n_tokens; ++m) continued += kv[static_cast<size_t>(m)].blocks == kv[static_cast<size_t>(m - 1)].blocks;
     const bool by_head = 2 * continued > n_tokens;
-    const int64_t items = n_tokens * s.n_kv_heads;
+    const AttendPairFn pair = by_head ? attend_pair_kernel(hd, kv_dtype) : nullptr;
+    std::vector<int64_t> units;  // first token of each unit: one token, or two of one sequence
+    for (int64_t m = 0; m < n_tokens; ++m) {
+      units.push_back(m);
+      if (pair != nullptr && m + 1 < n_tokens && kv[static_cast<size_t>(m + 1)].blocks == kv[static_cast<size_t>(m)].blocks) ++m;
+    }
+    const int64_t n_units = static_cast<int64_t>(units.size()), items = n_units * s.n_kv_heads;
 #pragma omp parallel if (work >= kParallelWork)
     {
       const size_t padded = static_cast<size_t>(max_ctx + 15) / 16 * 16;  // scores are written 16 at a time
-      AttendScratch w{std::vector<const void*>(padded), std::vector<const void*>(padded), std::vector<float>(padded)};
+      AttendScratch w{std::vector<const void*>(padded), std::vector<const void*>(padded), std::vector<float>(padded),
+                      std::vector<float>(pair != nullptr ? padded : 0)};
 #pragma omp for schedule(dynamic, 1)
       for (int64_t i = 0; i < items; ++i) {
-        const int64_t m = by_head ? i % n_tokens : i / s.n_kv_heads;
-        const int g = static_cast<int>(by_head ? i / n_tokens : i % s.n_kv_heads);
-        kernel(out.as<float>() + m * q_stride, q.as<float>() + m * q_stride, kv[static_cast<size_t>(m)], s, g, w);
+        const int64_t u = by_head ? i % n_units : i / s.n_kv_heads;
+        const int g = static_cast<int>(by_head ? i / n_units : i % s.n_kv_heads);
+        const int64_t m = units[static_cast<size_t>(u)];
+        const int64_t end = u + 1 < n_units ? units[static_cast<size_t>(u + 1)] : n_tokens;
+        float* o = out.as<float>() + m * q_stride;
+        const float* qm = q.as<float>() + m * q_stride;
+        if (end - m == 2)
+          pair(o, o + q_stride, qm, qm + q_stride, kv[static_cast<size_t>(m)], kv[static_cast<size_t>(m + 1)], s, g, w);
+        else
+          kernel(o, qm, kv[static_cast<size_t>(m)], s, g, w);
       }
     }
     return;
