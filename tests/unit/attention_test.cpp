@@ -25,14 +25,17 @@ namespace {
 struct Case {
   int n_heads, n_kv_heads, head_dim, block_size;
   std::vector<int> n_ctx;  // one token per entry, each over its own sequence
-  bool one_sequence = false;  // instead: the tokens are a prefill chunk of one sequence
+  int chunk = 0;  // > 0 instead: consecutive tokens in groups of `chunk` are prefill chunks of one sequence each
 };
+
+// The sequence (and table) of token m.
+size_t sequence_of(const Case& c, size_t m) { return c.chunk > 0 ? m / static_cast<size_t>(c.chunk) : m; }
 
 std::string describe(const Case& c) {
   std::ostringstream s;
   s << "h" << c.n_heads << "kv" << c.n_kv_heads << "d" << c.head_dim << "bs" << c.block_size << "ctx";
-  if (c.one_sequence)
-    s << "_chunk_" << c.n_ctx.front() << "_to_" << c.n_ctx.back();
+  if (c.chunk > 0)
+    s << "_chunks_of_" << c.chunk << "_" << c.n_ctx.front() << "_to_" << c.n_ctx.back();
   else
     for (int n : c.n_ctx) s << "_" << n;
   return s.str();
@@ -48,9 +51,12 @@ struct PagedCache {
 
 PagedCache make_cache(const Case& c, std::mt19937& rng) {
   PagedCache cache;
-  // A prefill chunk: one sequence (the longest context's blocks) whose table every token reads.
-  const std::vector<int> sequences =
-      c.one_sequence ? std::vector<int>{*std::max_element(c.n_ctx.begin(), c.n_ctx.end())} : c.n_ctx;
+  // Each sequence holds the longest context of its tokens (a chunk's tokens all read its table).
+  std::vector<int> sequences;
+  for (size_t m = 0; m < c.n_ctx.size(); ++m) {
+    if (sequence_of(c, m) == sequences.size()) sequences.push_back(0);
+    sequences.back() = std::max(sequences.back(), c.n_ctx[m]);
+  }
   int n_blocks = 0;
   for (int n : sequences) n_blocks += (n + c.block_size - 1) / c.block_size;
   std::vector<int32_t> order(static_cast<size_t>(n_blocks));
@@ -62,7 +68,6 @@ PagedCache make_cache(const Case& c, std::mt19937& rng) {
     cache.tables.emplace_back(order.begin() + static_cast<int64_t>(next), order.begin() + static_cast<int64_t>(next) + blocks);
     next += static_cast<size_t>(blocks);
   }
-  if (c.one_sequence) cache.tables.resize(c.n_ctx.size(), cache.tables.front());  // one table per token, all alike
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const size_t pool = static_cast<size_t>(n_blocks) * c.block_size * c.n_kv_heads * c.head_dim;
   for (size_t i = 0; i < pool; ++i) {
@@ -76,7 +81,8 @@ PagedCache make_cache(const Case& c, std::mt19937& rng) {
 std::vector<double> reference_head(const Case& c, const PagedCache& cache, size_t token, const float* q, int head) {
   const int hd = c.head_dim, n = c.n_ctx[token], kv_head = head / (c.n_heads / c.n_kv_heads);
   auto row = [&](const std::vector<float>& pool, int t) {
-    const int64_t r = static_cast<int64_t>(cache.tables[token][static_cast<size_t>(t / c.block_size)]) * c.block_size +
+    const int64_t r = static_cast<int64_t>(cache.tables[sequence_of(c, token)][static_cast<size_t>(t / c.block_size)]) *
+                          c.block_size +
                       t % c.block_size;
     return pool.data() + (r * c.n_kv_heads + kv_head) * hd;
   };
@@ -123,7 +129,7 @@ TEST_P(AttentionTest, MatchesDoubleSoftmax) {
     std::vector<ops::KvView> kv;
     // The tokens of a chunk name one table, as ops::attention's views of a step do.
     for (size_t m = 0; m < c.n_ctx.size(); ++m)
-      kv.push_back({keys, values, cache.tables[c.one_sequence ? 0 : m].data(), c.n_ctx[m], kv_dtype});
+      kv.push_back({keys, values, cache.tables[sequence_of(c, m)].data(), c.n_ctx[m], kv_dtype});
 
     constexpr int64_t kGuard = 64;
     constexpr float kSentinel = 12345.0f;
@@ -163,11 +169,14 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{12, 12, 64, 16, {400}},           // one token: heads split over threads
                                          Case{12, 4, 64, 16, {90, 128, 7, 64, 100, 33, 120, 77, 15, 128}},
                                          // prefill chunks: items taken kv head by kv head, two tokens an item
-                                         Case{4, 2, 64, 16, {40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51}, true},
-                                         Case{6, 3, 32, 8, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, true},
-                                         Case{2, 1, 128, 16, {70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80}, true},
+                                         Case{4, 2, 64, 16, {40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51}, 100},
+                                         Case{6, 3, 32, 8, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, 100},
+                                         Case{2, 1, 128, 16, {70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80}, 100},
                                          // pairs whose first token sees more than the second, and less
-                                         Case{4, 4, 48, 16, {50, 20, 33, 64, 9, 9, 1, 17}, true}),
+                                         Case{4, 4, 48, 16, {50, 20, 33, 64, 9, 9, 1, 17}, 100},
+                                         // chunks of three sequences side by side (5, 5, 1 tokens): no pair
+                                         // spans two; enough work to split over threads
+                                         Case{8, 4, 64, 16, {200, 201, 202, 203, 204, 90, 91, 92, 93, 94, 30}, 5}),
                        ::testing::Bool(), ::testing::Values(1, 2)),
     [](const auto& param_info) {
       return describe(std::get<0>(param_info.param)) + (std::get<1>(param_info.param) ? "_portable" : "_dispatch") +

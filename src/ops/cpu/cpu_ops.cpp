@@ -402,14 +402,18 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
     // turn, two tokens of a sequence an item, which share that head's keys and values (a
     // 1000-token prompt: 1.17x for the order); for decode (a sequence per token) one token's kv
     // heads in turn, neighbours in every cache row.
+    auto same_sequence = [&kv](int64_t a, int64_t b) {  // one table of one pool
+      const KvView &x = kv[static_cast<size_t>(a)], &y = kv[static_cast<size_t>(b)];
+      return x.blocks == y.blocks && x.keys == y.keys && x.values == y.values;
+    };
     int64_t continued = 0;
-    for (int64_t m = 1; m < n_tokens; ++m) continued += kv[static_cast<size_t>(m)].blocks == kv[static_cast<size_t>(m - 1)].blocks;
+    for (int64_t m = 1; m < n_tokens; ++m) continued += same_sequence(m - 1, m);
     const bool by_head = 2 * continued > n_tokens;
     const AttendPairFn pair = by_head ? attend_pair_kernel(hd, kv_dtype) : nullptr;
     std::vector<int64_t> units;  // first token of each unit: one token, or two of one sequence
     for (int64_t m = 0; m < n_tokens; ++m) {
       units.push_back(m);
-      if (pair != nullptr && m + 1 < n_tokens && kv[static_cast<size_t>(m + 1)].blocks == kv[static_cast<size_t>(m)].blocks) ++m;
+      if (pair != nullptr && m + 1 < n_tokens && same_sequence(m, m + 1)) ++m;
     }
     const int64_t n_units = static_cast<int64_t>(units.size()), items = n_units * s.n_kv_heads;
 #pragma omp parallel if (work >= kParallelWork)
