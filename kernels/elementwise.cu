@@ -82,9 +82,12 @@ __global__ void fill_uniform_kernel(T* out, int64_t rows, int64_t cols, UniformF
 
 }  // namespace
 
-cudaError_t fill_uniform(void* out, KernelType t, int64_t rows, int64_t cols, const UniformFill& f, cudaStream_t stream) {
+cudaError_t fill_uniform(void* out, KernelType t, int64_t rows, int64_t cols, const UniformFill& f,
+                         cudaStream_t stream) {
   if (rows * cols == 0) return cudaSuccess;
-  TPLLAMA_DISPATCH_TYPE(t, T, fill_uniform_kernel<T><<<blocks_for(rows * cols), kThreads, 0, stream>>>(static_cast<T*>(out), rows, cols, f));
+  TPLLAMA_DISPATCH_TYPE(t, T,
+                        fill_uniform_kernel<T><<<blocks_for(rows * cols), kThreads, 0, stream>>>(
+                            static_cast<T*>(out), rows, cols, f));
   return cudaGetLastError();
 }
 

@@ -88,7 +88,8 @@ struct UniformFill {
   int64_t full_cols, row0, col0, present;
   float scale, offset;
 };
-cudaError_t fill_uniform(void* out, KernelType t, int64_t rows, int64_t cols, const UniformFill& f, cudaStream_t stream);
+cudaError_t fill_uniform(void* out, KernelType t, int64_t rows, int64_t cols, const UniformFill& f,
+                         cudaStream_t stream);
 // x[r][c] = value for r < rows, col_begin <= c < cols (f32).
 cudaError_t fill_columns(float* x, int64_t rows, int64_t cols, int64_t col_begin, float value, cudaStream_t stream);
 

@@ -80,7 +80,8 @@ class WeightBuilder {
     if (uniform_) {
       count(e);
       Buffer buf = ops::allocate(ctx_, static_cast<size_t>(out_rows(e) * out_cols(e)) * sizeof(float));
-      const Tensor t = e.is_1d ? buf.view(DType::kF32, {out_rows(e)}) : buf.view(DType::kF32, {out_rows(e), out_cols(e)});
+      const Tensor t =
+          e.is_1d ? buf.view(DType::kF32, {out_rows(e)}) : buf.view(DType::kF32, {out_rows(e), out_cols(e)});
       ops::fill_uniform(ctx_, t, uniform_(e));
       w_->bytes_held += buf.nbytes();
       w_->storage.push_back(std::move(buf));

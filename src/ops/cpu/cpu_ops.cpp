@@ -86,13 +86,15 @@ __attribute__((target("avx512f"))) void silu_mul_avx512(float* g, const float* u
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
     const __m512 x = _mm512_maskz_loadu_ps(k, g + i);
-    const __m512 sig = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+    const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    const __m512 sig = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
     _mm512_mask_storeu_ps(g + i, k, _mm512_mul_ps(_mm512_mul_ps(x, sig), _mm512_maskz_loadu_ps(k, u + i)));
   }
 }
 
 // o = x / rms(x) · w over one row of d, the sum of squares in double (as the portable loop).
-__attribute__((target("avx512f"))) void rms_norm_avx512(float* o, const float* x, const float* w, int64_t d, float eps) {
+__attribute__((target("avx512f"))) void rms_norm_avx512(float* o, const float* x, const float* w, int64_t d,
+                                                        float eps) {
   __m512d ss0 = _mm512_setzero_pd(), ss1 = _mm512_setzero_pd();
   int64_t i = 0;
   for (; i + 16 <= d; i += 16) {
@@ -107,7 +109,8 @@ __attribute__((target("avx512f"))) void rms_norm_avx512(float* o, const float* x
   const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps)));
   for (int64_t j = 0; j < d; j += 16) {
     const __mmask16 k = d - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (d - j)) - 1);
-    _mm512_mask_storeu_ps(o + j, k, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), inv), _mm512_maskz_loadu_ps(k, w + j)));
+    const __m512 scaled = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), inv);
+    _mm512_mask_storeu_ps(o + j, k, _mm512_mul_ps(scaled, _mm512_maskz_loadu_ps(k, w + j)));
   }
 }
 
@@ -242,9 +245,9 @@ __attribute__((target("avx512f"))) void scores_pair_avx512(float* s0, float* s1,
   for (int t0 = 0; t0 < n; t0 += 8) {
     __m512 acc[16];
     for (int j = 0; j < 8; ++j) {
-      for (int u = t0 + 16 + j; u < std::min(n, t0 + 16 + j + 1); ++u)  // 16 positions ahead, as scores_avx512
+      if (t0 + 16 + j < n)  // 16 positions ahead, as scores_avx512
         for (int c = 0; c < kChunks * 16 * static_cast<int>(sizeof(KV)); c += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(rows[u]) + c, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(rows[t0 + 16 + j]) + c, _MM_HINT_T0);
       const KV* k = rows[std::min(t0 + j, n - 1)];  // past the end: a repeat, not used
       __m512 kc = load16(k);
       acc[j] = _mm512_mul_ps(_mm512_loadu_ps(q0), kc);
@@ -474,7 +477,8 @@ void silu_mul(Tensor gate, Tensor up) {
   if (avx512_kernels()) {  // in runs of 1024 elements, so a thread's share is contiguous
     const int64_t runs = (n + 1023) / 1024;
 #pragma omp parallel for schedule(static) if (n >= kParallelElements)
-    for (int64_t i = 0; i < runs; ++i) silu_mul_avx512(g + i * 1024, u + i * 1024, std::min<int64_t>(1024, n - i * 1024));
+    for (int64_t i = 0; i < runs; ++i)
+      silu_mul_avx512(g + i * 1024, u + i * 1024, std::min<int64_t>(1024, n - i * 1024));
     return;
   }
 #pragma omp parallel for schedule(static) if (n >= kParallelElements)

@@ -207,14 +207,15 @@ void logit_sums(const DeviceContext& ctx, Tensor sums, Tensor logits, Tensor row
 
 void fill_uniform(const DeviceContext& ctx, Tensor out, const UniformFill& f) {
   const int64_t rows = out.size(0), cols = out.ndim() == 2 ? out.size(1) : 1;
-  TPLLAMA_CUDA_CHECK(kernels::fill_uniform(out.data(), kernels::KernelType::kF32, rows, cols, kernel_fill(f), stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(
+      kernels::fill_uniform(out.data(), kernels::KernelType::kF32, rows, cols, kernel_fill(f), stream_of(ctx)));
 }
 
 // The GPU weight layout is row-major (rows, cols) in dtype (see pack_weight): drawn in place.
 Weight fill_weight_uniform(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype, const UniformFill& f,
                            void* dst) {
-  TPLLAMA_CUDA_CHECK(kernels::fill_uniform(dst, dtype == DType::kBF16 ? kernels::KernelType::kBF16 : kernels::KernelType::kF32,
-                                           rows, cols, kernel_fill(f), stream_of(ctx)));
+  const kernels::KernelType t = dtype == DType::kBF16 ? kernels::KernelType::kBF16 : kernels::KernelType::kF32;
+  TPLLAMA_CUDA_CHECK(kernels::fill_uniform(dst, t, rows, cols, kernel_fill(f), stream_of(ctx)));
   return Weight{dst, rows, cols, dtype, Device::kCuda, weight_bytes(rows, cols, dtype)};
 }
 
