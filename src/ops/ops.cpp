@@ -46,6 +46,12 @@ bool on_gpu(const char* op, const DeviceContext& ctx, std::initializer_list<cons
   return true;
 }
 
+// A layer's key and value pools: one dtype, f32 or bf16.
+void require_kv_pools(const char* op, const Tensor& keys, const Tensor& values) {
+  TPLLAMA_CHECK((keys.dtype() == DType::kF32 || keys.dtype() == DType::kBF16) && values.dtype() == keys.dtype(), op,
+                ": KV pools of ", dtype_name(keys.dtype()), " and ", dtype_name(values.dtype()));
+}
+
 // The activations of a CPU op are f32.
 void require_cpu_f32(const char* op, std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors) require_f32(op, *t, "an activation on the CPU");
@@ -300,9 +306,7 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
   const int64_t kv_dim = static_cast<int64_t>(s.n_kv_heads) * s.head_dim;
   require_2d("attention", kv.keys, "key pool", kv.keys.size(0), kv_dim);
   require_2d("attention", kv.values, "value pool", kv.keys.size(0), kv_dim);
-  TPLLAMA_CHECK((kv.keys.dtype() == DType::kF32 || kv.keys.dtype() == DType::kBF16) &&
-                    kv.values.dtype() == kv.keys.dtype(),
-                "attention: KV pools of ", dtype_name(kv.keys.dtype()), " and ", dtype_name(kv.values.dtype()));
+  require_kv_pools("attention", kv.keys, kv.values);
   TPLLAMA_CHECK(kv.tables.ndim() == 2 && kv.tables.dtype() == DType::kI32, "attention: tables ", kv.tables.shape_string());
   for (const Tensor* t : {&kv.seq, &kv.n_ctx})
     TPLLAMA_CHECK(t->ndim() == 1 && t->size(0) == tokens && t->dtype() == DType::kI32, "attention: per-token ",
@@ -341,9 +345,7 @@ void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tens
                 rows.shape_string(), " for ", k.size(0), " tokens");
   require_f32("kv_write", k, "k");
   require_f32("kv_write", v, "v");
-  TPLLAMA_CHECK((key_pool.dtype() == DType::kF32 || key_pool.dtype() == DType::kBF16) &&
-                    value_pool.dtype() == key_pool.dtype(),
-                "kv_write: pools of ", dtype_name(key_pool.dtype()), " and ", dtype_name(value_pool.dtype()));
+  require_kv_pools("kv_write", key_pool, value_pool);
   if (on_gpu("kv_write", ctx, {&key_pool, &value_pool, &k, &v, &rows}))
     TPLLAMA_GPU(kv_write(ctx, key_pool, value_pool, k, v, rows));
   const int64_t width = k.size(1);

@@ -65,6 +65,12 @@ void add(Tensor x, Tensor y) {
 
 namespace {
 
+// The lanes of a 16-float vector that hold one of the `remaining` elements left (all 16 when at
+// least 16 are).
+inline __mmask16 lanes(int64_t remaining) {
+  return remaining >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << remaining) - 1);
+}
+
 // e^x: 2^n · p(r), x = n·ln2 + r, |r| <= ln2/2, p the degree-6 Taylor polynomial (relative error
 // below 2e-7); inputs are clamped to [-87, 88], so e^x stays a finite normal float.
 __attribute__((target("avx512f"))) __m512 exp_avx512(__m512 x) {
@@ -84,7 +90,7 @@ __attribute__((target("avx512f"))) __m512 exp_avx512(__m512 x) {
 // g[0, n) = silu(g) · u = g / (1 + e^-g) · u.
 __attribute__((target("avx512f"))) void silu_mul_avx512(float* g, const float* u, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 k = lanes(n - i);
     const __m512 x = _mm512_maskz_loadu_ps(k, g + i);
     const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), x));
     const __m512 sig = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
@@ -108,7 +114,7 @@ __attribute__((target("avx512f"))) void rms_norm_avx512(float* o, const float* x
   for (int64_t j = i; j < d; ++j) ss += static_cast<double>(x[j]) * x[j];
   const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps)));
   for (int64_t j = 0; j < d; j += 16) {
-    const __mmask16 k = d - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (d - j)) - 1);
+    const __mmask16 k = lanes(d - j);
     const __m512 scaled = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), inv);
     _mm512_mask_storeu_ps(o + j, k, _mm512_mul_ps(scaled, _mm512_maskz_loadu_ps(k, w + j)));
   }
@@ -117,20 +123,19 @@ __attribute__((target("avx512f"))) void rms_norm_avx512(float* o, const float* x
 // s[0, n) = softmax(s[0, n)), in place.
 __attribute__((target("avx512f"))) void softmax_avx512(float* s, int n) {
   const int full = n / 16 * 16;
-  const __mmask16 tail = static_cast<__mmask16>((1u << (n - full)) - 1);
-  __m512 mx = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail, s + full);
+  __m512 mx = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), lanes(n - full), s + full);
   for (int t = 0; t < full; t += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + t));
   const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
   __m512 total = _mm512_setzero_ps();
   for (int t = 0; t < n; t += 16) {
-    const __mmask16 k = t < full ? __mmask16(0xFFFF) : tail;
+    const __mmask16 k = lanes(n - t);
     const __m512 e = _mm512_maskz_mov_ps(k, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + t), m)));
     _mm512_mask_storeu_ps(s + t, k, e);
     total = _mm512_add_ps(total, e);
   }
   const __m512 inv_sum = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(total));
   for (int t = 0; t < n; t += 16) {
-    const __mmask16 k = t < full ? __mmask16(0xFFFF) : tail;
+    const __mmask16 k = lanes(n - t);
     _mm512_mask_storeu_ps(s + t, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + t), inv_sum));
   }
 }
@@ -176,8 +181,7 @@ __attribute__((target("avx512f"))) void scores_avx512(float* scores, const float
       acc[j] = _mm512_mul_ps(qv[0], load16(k));
       for (int c = 1; c < kChunks; ++c) acc[j] = _mm512_fmadd_ps(qv[c], load16(k + 16 * c), acc[j]);
     }
-    const __mmask16 keep = n - t0 >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - t0)) - 1);
-    _mm512_mask_storeu_ps(scores + t0, keep, _mm512_mul_ps(sum_lanes16(acc), _mm512_set1_ps(scale)));
+    _mm512_mask_storeu_ps(scores + t0, lanes(n - t0), _mm512_mul_ps(sum_lanes16(acc), _mm512_set1_ps(scale)));
   }
 }
 
@@ -216,16 +220,25 @@ struct AttendScratch {
 inline float as_f32(float v) { return v; }
 inline float as_f32(uint16_t v) { return bf16_to_f32(v); }
 
-template <int kChunks, typename KV>
-__attribute__((target("avx512f"))) void attend_avx512(float* o, const float* q, const KvView& v, const AttentionShape& s,
-                                                      int kv_head, AttendScratch& w) {
-  const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, n = v.n_ctx, bs = s.block_size;
-  const int64_t stride = static_cast<int64_t>(s.n_kv_heads) * hd, off = static_cast<int64_t>(kv_head) * hd;
+// w.keys / w.values [0, n) = the key and value rows of kv head kv_head at positions [0, n) of the
+// sequence v's table names: looked up once per item, shared by its query heads.
+template <typename KV>
+void look_up_rows(const KvView& v, int n, const AttentionShape& s, int kv_head, AttendScratch& w) {
+  const int bs = s.block_size;
+  const int64_t stride = static_cast<int64_t>(s.n_kv_heads) * s.head_dim;
+  const int64_t off = static_cast<int64_t>(kv_head) * s.head_dim;
   for (int t = 0; t < n; ++t) {
     const int64_t row = (static_cast<int64_t>(v.blocks[t / bs]) * bs + t % bs) * stride + off;
     w.keys[static_cast<size_t>(t)] = static_cast<const KV*>(v.keys) + row;
     w.values[static_cast<size_t>(t)] = static_cast<const KV*>(v.values) + row;
   }
+}
+
+template <int kChunks, typename KV>
+__attribute__((target("avx512f"))) void attend_avx512(float* o, const float* q, const KvView& v, const AttentionShape& s,
+                                                      int kv_head, AttendScratch& w) {
+  const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, n = v.n_ctx;
+  look_up_rows<KV>(v, n, s, kv_head, w);
   const auto* keys = reinterpret_cast<const KV* const*>(w.keys.data());
   const auto* values = reinterpret_cast<const KV* const*>(w.values.data());
   for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
@@ -233,6 +246,11 @@ __attribute__((target("avx512f"))) void attend_avx512(float* o, const float* q, 
     softmax_avx512(w.scores.data(), n);
     weighted_sum_avx512<kChunks>(o + h * hd, w.scores.data(), values, n);
   }
+}
+
+// The AVX-512 attention kernels take heads of 16 to 128 elements in steps of 16.
+bool avx512_head_dim(int head_dim) {
+  return head_dim % 16 == 0 && head_dim >= 16 && head_dim <= 128 && avx512_kernels();
 }
 
 // Two tokens of one sequence (a prefill chunk) at once: each key and value row is read once for
@@ -301,13 +319,8 @@ template <int kChunks, typename KV>
 __attribute__((target("avx512f"))) void attend_pair_avx512(float* o0, float* o1, const float* q0, const float* q1,
                                                            const KvView& v0, const KvView& v1, const AttentionShape& s,
                                                            int kv_head, AttendScratch& w) {
-  const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, n = std::max(v0.n_ctx, v1.n_ctx), bs = s.block_size;
-  const int64_t stride = static_cast<int64_t>(s.n_kv_heads) * hd, off = static_cast<int64_t>(kv_head) * hd;
-  for (int t = 0; t < n; ++t) {
-    const int64_t row = (static_cast<int64_t>(v0.blocks[t / bs]) * bs + t % bs) * stride + off;
-    w.keys[static_cast<size_t>(t)] = static_cast<const KV*>(v0.keys) + row;
-    w.values[static_cast<size_t>(t)] = static_cast<const KV*>(v0.values) + row;
-  }
+  const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, n = std::max(v0.n_ctx, v1.n_ctx);
+  look_up_rows<KV>(v0, n, s, kv_head, w);
   const auto* keys = reinterpret_cast<const KV* const*>(w.keys.data());
   const auto* values = reinterpret_cast<const KV* const*>(w.values.data());
   for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
@@ -331,7 +344,7 @@ AttendPairFn attend_pair_kernel(int head_dim, DType kv) {
       &attend_pair_avx512<1, uint16_t>, &attend_pair_avx512<2, uint16_t>, &attend_pair_avx512<3, uint16_t>,
       &attend_pair_avx512<4, uint16_t>, &attend_pair_avx512<5, uint16_t>, &attend_pair_avx512<6, uint16_t>,
       &attend_pair_avx512<7, uint16_t>, &attend_pair_avx512<8, uint16_t>};
-  if (head_dim % 16 != 0 || head_dim < 16 || head_dim > 128 || !avx512_kernels()) return nullptr;
+  if (!avx512_head_dim(head_dim)) return nullptr;
   return (kv == DType::kBF16 ? bf16 : f32)[head_dim / 16 - 1];
 }
 
@@ -347,7 +360,7 @@ AttendFn attend_kernel(int head_dim, DType kv) {
                                       &attend_avx512<3, uint16_t>, &attend_avx512<4, uint16_t>,
                                       &attend_avx512<5, uint16_t>, &attend_avx512<6, uint16_t>,
                                       &attend_avx512<7, uint16_t>, &attend_avx512<8, uint16_t>};
-  if (head_dim % 16 != 0 || head_dim < 16 || head_dim > 128 || !avx512_kernels()) return nullptr;
+  if (!avx512_head_dim(head_dim)) return nullptr;
   return (kv == DType::kBF16 ? bf16 : f32)[head_dim / 16 - 1];
 }
 
