@@ -96,7 +96,7 @@ void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w) {
   void* product = staged ? scratch.take(static_cast<size_t>(m) * n * sizeof(float), "matmul f32 product") : out.data();
   // Row-major out (m, n) = x (m, k) · wᵀ is, column-major, outᵀ (n, m) = w (k, n)ᵀ · xᵀ (k, m).
   const float alpha = 1.0f, beta = 0.0f;
-  TPLLAMA_CUBLAS_CHECK(cublasGemmEx(static_cast<cublasHandle_t>(ctx.blas), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha,
+  TPLLAMA_CUBLAS_CHECK(tpllama::cuda::cublas().gemm_ex(static_cast<cublasHandle_t>(ctx.blas), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha,
                                     w.data, blas_type(w.dtype), k, xin, blas_type(w.dtype), k, &beta, product,
                                     staged ? CUDA_R_32F : blas_type(out.dtype()), n, CUBLAS_COMPUTE_32F,
                                     CUBLAS_GEMM_DEFAULT));
@@ -383,7 +383,7 @@ double measure_gemm_flops(const DeviceContext& ctx, DType dtype, int64_t n) {
   const int dim = static_cast<int>(n);
   const float alpha = 1.0f, beta = 0.0f;
   const double seconds = best_seconds(ctx, 10, [&] {
-    TPLLAMA_CUBLAS_CHECK(cublasGemmEx(static_cast<cublasHandle_t>(ctx.blas), CUBLAS_OP_T, CUBLAS_OP_N, dim, dim, dim,
+    TPLLAMA_CUBLAS_CHECK(tpllama::cuda::cublas().gemm_ex(static_cast<cublasHandle_t>(ctx.blas), CUBLAS_OP_T, CUBLAS_OP_N, dim, dim, dim,
                                       &alpha, a.data(), blas_type(dtype), dim, b.data(), blas_type(dtype), dim, &beta,
                                       c.data(), blas_type(dtype), dim, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   });

@@ -37,18 +37,18 @@ CudaRuntime::CudaRuntime(int device, size_t scratch_bytes) : device_(device), sc
   TPLLAMA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   stream_ = stream;
   cublasHandle_t blas = nullptr;
-  TPLLAMA_CUBLAS_CHECK(cublasCreate(&blas));
+  TPLLAMA_CUBLAS_CHECK(cublas().create(&blas));
   blas_ = blas;
-  TPLLAMA_CUBLAS_CHECK(cublasSetStream(blas, stream));
+  TPLLAMA_CUBLAS_CHECK(cublas().set_stream(blas, stream));
   // cuBLAS's own workspace, set once: nothing is allocated while a CUDA graph is being recorded.
   TPLLAMA_CUDA_CHECK(cudaMalloc(&blas_workspace_, kBlasWorkspaceBytes));
-  TPLLAMA_CUBLAS_CHECK(cublasSetWorkspace(blas, blas_workspace_, kBlasWorkspaceBytes));
+  TPLLAMA_CUBLAS_CHECK(cublas().set_workspace(blas, blas_workspace_, kBlasWorkspaceBytes));
   TPLLAMA_CUDA_CHECK(cudaMalloc(&scratch_, scratch_bytes_));
 }
 
 CudaRuntime::~CudaRuntime() {
   if (scratch_ != nullptr) cudaFree(scratch_);
-  if (blas_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(blas_));
+  if (blas_ != nullptr) cublas().destroy(static_cast<cublasHandle_t>(blas_));
   if (blas_workspace_ != nullptr) cudaFree(blas_workspace_);
   if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
