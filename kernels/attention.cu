@@ -10,6 +10,8 @@
 // consecutive positions): each warp takes kQueriesPerWarp of a run's queries through the context
 // together, so each key and value row is read once per warp (and from L1 by the block's other
 // warps) instead of once per query; query j of the run sees one position more than query j - 1.
+#include <mma.h>
+
 #include <algorithm>
 #include <cfloat>
 
@@ -203,6 +205,195 @@ __global__ void attention_runs_kernel(AttentionParams p) {
   }
 }
 
+// Runs of a bf16 cache on tensor cores (sm_80+), for head_dim 64 or 128: block (run tile, head)
+// takes kTcQueries consecutive queries of the run, 16 per warp. The block stages the queries once
+// and the context kTcKeys positions at a time in shared memory as bf16; each warp forms its scores
+// S = Q·Kᵀ with WMMA (16×16×16, fp32 accumulation) and the output O += P·V from probabilities
+// rounded to bf16 (the normaliser sums the rounded values, so each output is a convex combination
+// of value rows). Two passes over the context: the first finds each row's maximum score, the second
+// accumulates P·V in the WMMA accumulators, so nothing rescales them mid-way (their element layout
+// is unspecified). Lanes 2r and 2r + 1 of a warp own row r of its scores (32 columns each).
+constexpr int kTcWarps = 4;
+constexpr int kTcQueries = 16 * kTcWarps;
+constexpr int kTcKeys = 64;
+
+// Shared memory of the tensor-core kernel, in elements: rows padded by 8 bf16 (or 4 floats) so a
+// warp's fragment loads spread over the banks; every region and fragment starts 32-byte aligned.
+struct TcLayout {
+  int ld, lds, ldp;  // row pitch of Q/K/V (bf16), of a warp's score scratch (f32), of its P (bf16)
+  size_t q, k, v, s, pr, bytes;  // byte offsets of the regions, and the total
+  __host__ __device__ explicit TcLayout(int hd)
+      : ld(hd + 8), lds((hd > kTcKeys ? hd : kTcKeys) + 4), ldp(kTcKeys + 8) {
+    q = 0;
+    k = q + sizeof(__nv_bfloat16) * kTcQueries * ld;
+    v = k + sizeof(__nv_bfloat16) * kTcKeys * ld;
+    s = v + sizeof(__nv_bfloat16) * kTcKeys * ld;
+    pr = s + sizeof(float) * kTcWarps * 16 * lds;
+    bytes = pr + sizeof(__nv_bfloat16) * kTcWarps * 16 * ldp;
+  }
+};
+
+// Positions [t0, t0 + kTcKeys) of kv head kv_h into dst (kTcKeys × ld), 8 bf16 per 16-byte load;
+// positions from `end` on are zeros (their probabilities are 0, and 0 × garbage could be NaN).
+template <int HD>
+__device__ __forceinline__ void stage_rows(__nv_bfloat16* dst, int ld, const __nv_bfloat16* pool, int64_t kv_stride,
+                                           int kv_h, const int32_t* blocks, int block_size, int t0, int end) {
+  constexpr int kChunks = HD / 8;
+  for (int i = threadIdx.x; i < kTcKeys * kChunks; i += blockDim.x) {
+    const int r = i / kChunks, c = i % kChunks, t = t0 + r;
+    uint4 bits = make_uint4(0, 0, 0, 0);
+    if (t < end) {
+      const int64_t row = int64_t{blocks[t / block_size]} * block_size + t % block_size;
+      bits = *reinterpret_cast<const uint4*>(pool + row * kv_stride + int64_t{kv_h} * HD + 8 * c);
+    }
+    *reinterpret_cast<uint4*>(dst + r * ld + 8 * c) = bits;
+  }
+}
+
+template <typename T, typename O, int HD>
+__global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(AttentionParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  namespace wmma = nvcuda::wmma;
+  constexpr int kFrags = HD / 16;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const TcLayout lay(HD);
+  auto* qs = reinterpret_cast<__nv_bfloat16*>(smem + lay.q);
+  auto* ks = reinterpret_cast<__nv_bfloat16*>(smem + lay.k);
+  auto* vs = reinterpret_cast<__nv_bfloat16*>(smem + lay.v);
+  const int run = static_cast<int>(blockIdx.x / p.tiles_per_run), tile = static_cast<int>(blockIdx.x % p.tiles_per_run);
+  const int h = static_cast<int>(blockIdx.y);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float* ss = reinterpret_cast<float*>(smem + lay.s) + warp * 16 * lay.lds;  // this warp's scores
+  __nv_bfloat16* ps = reinterpret_cast<__nv_bfloat16*>(smem + lay.pr) + warp * 16 * lay.ldp;
+  const int first = p.runs[2 * run], len = p.runs[2 * run + 1];
+  const int q_begin = tile * kTcQueries;
+  if (q_begin >= len) return;  // the whole block
+  const int nq = min(kTcQueries, len - q_begin);
+  const int64_t m0 = first + q_begin;
+  const int kv_h = h / (p.n_heads / p.n_kv_heads);
+  const int64_t q_stride = int64_t{p.n_heads} * HD, kv_stride = int64_t{p.n_kv_heads} * HD;
+  const int32_t* blocks = p.block_tables + int64_t{p.seq[m0]} * p.max_blocks;
+  const int ctx0 = p.n_ctx[m0];   // query i of the tile sees ctx0 + i positions
+  const int end = ctx0 + nq - 1;  // positions some query of the tile sees
+  const bool active = warp * 16 < nq;
+  // This lane's row of the warp's scores and its half of the columns; a row past the run sees none.
+  const int row = lane / 2, half = lane % 2, qi = warp * 16 + row;
+  const int visible = qi < nq ? ctx0 + qi : 0;
+
+  for (int i = threadIdx.x; i < kTcQueries * HD; i += blockDim.x) {
+    const int r = i / HD, d = i % HD;
+    const float x = r < nq ? to_f32(static_cast<const T*>(p.q)[(m0 + r) * q_stride + int64_t{h} * HD + d]) : 0.0f;
+    qs[r * lay.ld + d] = __float2bfloat16_rn(x);
+  }
+  __syncthreads();
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> qf[kFrags];
+#pragma unroll
+  for (int f = 0; f < kFrags; ++f) wmma::load_matrix_sync(qf[f], qs + warp * 16 * lay.ld + 16 * f, lay.ld);
+
+  // S (16 × kTcKeys) of this warp against the staged keys, into ss.
+  auto scores = [&] {
+#pragma unroll
+    for (int j = 0; j < kTcKeys / 16; ++j) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+      for (int f = 0; f < kFrags; ++f) {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> kf;  // Kᵀ: key n at column n
+        wmma::load_matrix_sync(kf, ks + 16 * j * lay.ld + 16 * f, lay.ld);
+        wmma::mma_sync(acc, qf[f], kf, acc);
+      }
+      wmma::store_matrix_sync(ss + 16 * j, acc, lay.lds, wmma::mem_row_major);
+    }
+    __syncwarp();
+  };
+
+  // Pass 1: each row's largest visible score.
+  float top = -FLT_MAX;
+  for (int t0 = 0; t0 < end; t0 += kTcKeys) {
+    __syncthreads();  // the previous tile's keys are no longer read
+    stage_rows<HD>(ks, lay.ld, static_cast<const __nv_bfloat16*>(p.keys), kv_stride, kv_h, blocks, p.block_size, t0,
+                   end);
+    __syncthreads();
+    if (!active) continue;
+    scores();
+    for (int c = 32 * half; c < 32 * half + 32; ++c)
+      if (t0 + c < visible) top = fmaxf(top, ss[row * lay.lds + c]);
+    __syncwarp();
+  }
+  top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+
+  // Pass 2: P = exp(scale · (S - top)) in bf16, O += P·V, and the sum of the rounded P.
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> of[kFrags];
+#pragma unroll
+  for (int f = 0; f < kFrags; ++f) wmma::fill_fragment(of[f], 0.0f);
+  float total = 0.0f;
+  for (int t0 = 0; t0 < end; t0 += kTcKeys) {
+    __syncthreads();
+    stage_rows<HD>(ks, lay.ld, static_cast<const __nv_bfloat16*>(p.keys), kv_stride, kv_h, blocks, p.block_size, t0,
+                   end);
+    stage_rows<HD>(vs, lay.ld, static_cast<const __nv_bfloat16*>(p.values), kv_stride, kv_h, blocks, p.block_size, t0,
+                   end);
+    __syncthreads();
+    if (!active) continue;
+    scores();
+    for (int c = 32 * half; c < 32 * half + 32; ++c) {
+      const float e = t0 + c < visible ? exp2f((ss[row * lay.lds + c] - top) * scale_log2) : 0.0f;
+      const __nv_bfloat16 b = __float2bfloat16_rn(e);
+      total += __bfloat162float(b);
+      ps[row * lay.ldp + c] = b;
+    }
+    __syncwarp();
+#pragma unroll
+    for (int kk = 0; kk < kTcKeys / 16; ++kk) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> pf;
+      wmma::load_matrix_sync(pf, ps + 16 * kk, lay.ldp);
+#pragma unroll
+      for (int f = 0; f < kFrags; ++f) {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> vf;
+        wmma::load_matrix_sync(vf, vs + 16 * kk * lay.ld + 16 * f, lay.ld);
+        wmma::mma_sync(of[f], pf, vf, of[f]);
+      }
+    }
+    __syncwarp();  // P and the scores are rewritten by the next tile
+  }
+  if (!active) return;
+  total += __shfl_xor_sync(0xffffffffu, total, 1);
+#pragma unroll
+  for (int f = 0; f < kFrags; ++f) wmma::store_matrix_sync(ss + 16 * f, of[f], lay.lds, wmma::mem_row_major);
+  __syncwarp();
+  if (qi >= nq) return;
+  O* out = static_cast<O*>(p.out) + (m0 + qi) * q_stride + int64_t{h} * HD;
+  for (int d = half * (HD / 2); d < (half + 1) * (HD / 2); ++d) out[d] = from_f32<O>(ss[row * lay.lds + d] / total);
+#endif
+}
+
+}  // namespace
+
+// The tensor-core kernel takes a step's runs for a bf16 cache, head_dim 64 or 128, on sm_80+.
+bool attention_uses_tensor_cores(const AttentionParams& p, KernelType kv_t) {
+  static const int major = [] {
+    int device = 0, value = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor,
+                                                                        device) != cudaSuccess)
+      value = 0;
+    return value;
+  }();
+  return kv_t == KernelType::kBF16 && (p.head_dim == 64 || p.head_dim == 128) && major >= 8 && p.use_tensor_cores;
+}
+
+namespace {
+
+template <typename T, typename O, int HD>
+cudaError_t launch_runs_tc(const AttentionParams& r, dim3 grid, cudaStream_t stream) {
+  const TcLayout lay(HD);
+  static const cudaError_t opted = cudaFuncSetAttribute(
+      attention_runs_tc_kernel<T, O, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(lay.bytes));
+  if (opted != cudaSuccess) return opted;
+  attention_runs_tc_kernel<T, O, HD><<<grid, 32 * kTcWarps, lay.bytes, stream>>>(r);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 int attention_splits(int64_t tokens, int n_heads, int max_ctx, int sm_count) {
@@ -222,6 +413,17 @@ cudaError_t attention(const AttentionParams& p, KernelType t, KernelType out_t, 
   if (p.head_dim > kMaxHeadDim || p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.splits < 1 ||
       (p.splits > 1 && p.partial == nullptr))
     return cudaErrorInvalidValue;
+  if (p.n_runs > 0 && p.max_run > 1 && attention_uses_tensor_cores(p, kv_t)) {  // prefill in the step, on tensor cores
+    AttentionParams r = p;
+    r.tiles_per_run = (p.max_run + kTcQueries - 1) / kTcQueries;
+    const dim3 grid(static_cast<unsigned>(int64_t{p.n_runs} * r.tiles_per_run), static_cast<unsigned>(p.n_heads));
+    cudaError_t status = cudaSuccess;
+    TPLLAMA_DISPATCH_TYPE(t, T, TPLLAMA_DISPATCH_TYPE(out_t, O, {
+      status = p.head_dim == 64 ? launch_runs_tc<T, O, 64>(r, grid, stream)
+                                : launch_runs_tc<T, O, 128>(r, grid, stream);
+    }));
+    return status;
+  }
   if (p.n_runs > 0 && p.max_run > 1) {  // prefill in the step: the run kernel takes every token
     AttentionParams r = p;
     r.tiles_per_run = (p.max_run + kRunTile - 1) / kRunTile;

@@ -66,9 +66,14 @@ struct AttentionParams {
   int block_size = 0;
   int splits = 1;
   float scale = 0;
+  // Runs of a bf16 cache with head_dim 64 or 128 on sm_80+ go to the tensor-core kernel (q and the
+  // probabilities rounded to bf16); false keeps the fp32 run kernel (tests compare the two).
+  bool use_tensor_cores = true;
 };
 // q of type t, out of out_t, the KV pools of kv_t.
 cudaError_t attention(const AttentionParams& p, KernelType t, KernelType out_t, KernelType kv_t, cudaStream_t stream);
+// Whether attention() takes runs (prefill) of this shape and cache dtype on tensor cores.
+bool attention_uses_tensor_cores(const AttentionParams& p, KernelType kv_t);
 // How many splits along the sequence fill a GPU of sm_count multiprocessors (1: none).
 int attention_splits(int64_t tokens, int n_heads, int max_ctx, int sm_count);
 size_t attention_partial_bytes(int64_t tokens, int n_heads, int head_dim, int splits);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/cuda_runtime.h"
 #include "ops/ops.h"
 
@@ -252,16 +253,23 @@ TEST_P(GpuOps, SeededFillIsTheCpusBits) {
 
 // Paged attention: a pool of blocks handed out in a shuffled order, several sequences, decode
 // tokens of long contexts and a 70-token prefill chunk of one sequence (causal: each token sees one
-// position more than the one before). The KV pools are f32 (the cache's dtype) whatever the
+// position more than the one before). The KV pools are f32 or bf16 (the cache's dtype) whatever the
 // activations. Without runs, few tokens × heads split long contexts along the sequence
-// (flash-decoding; the 40-head shape fills the GPU without); with runs the prefill kernel takes
-// the step (tiles of 32 queries: 70 = 32 + 32 + 6).
+// (flash-decoding; the 40-head shape fills the GPU without); with runs the prefill kernel takes the
+// step (tiles of 32 queries: 70 = 32 + 32 + 6), and with a bf16 cache and head_dim 64 or 128 the
+// tensor-core kernel (tiles of 64: 70 = 64 + 6; key tiles of 64 across the causal edge); a fourth
+// variant runs those steps on the fp32 run kernel instead. The tensor-core kernel rounds the
+// queries and the probabilities to bf16: its tolerance with f32 activations is 1e-2 (the
+// probabilities' relative rounding, 2^-8, bounds the output's error by about 4e-3 of the largest
+// value).
 TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
   struct Shape {
     int heads, kv_heads, head_dim, block_size;
+    DType kv;
   };
-  for (const Shape sh : {Shape{4, 4, 64, 16}, Shape{8, 2, 128, 16}, Shape{32, 4, 64, 32}, Shape{40, 8, 128, 16},
-                         Shape{2, 1, 256, 8}}) {
+  for (const Shape sh : {Shape{4, 4, 64, 16, DType::kF32}, Shape{8, 2, 128, 16, DType::kBF16},
+                         Shape{32, 4, 64, 32, DType::kF32}, Shape{40, 8, 128, 16, DType::kBF16},
+                         Shape{12, 12, 64, 16, DType::kBF16}, Shape{2, 1, 256, 8, DType::kF32}}) {
     std::vector<int> contexts = {1, 17, 300, 2000};
     std::vector<int32_t> seq_of_token = {0, 1, 2, 3};
     for (int pos = 30; pos < 100; ++pos) {
@@ -286,7 +294,7 @@ TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
     for (float& v : keys) v = std::uniform_real_distribution<float>(-1, 1)(rng_);
     for (float& v : values) v = std::uniform_real_distribution<float>(-1, 1)(rng_);
     // A bf16 cache on the GPU holds these rounded; the reference reads the rounded values in f32.
-    const DType kv_type = sh.heads == 8 || sh.heads == 40 ? DType::kBF16 : DType::kF32;
+    const DType kv_type = sh.kv;
     if (kv_type == DType::kBF16)
       for (std::vector<float>* pool : {&keys, &values})
         for (float& v : *pool) v = bf16_to_f32(f32_to_bf16(v));
@@ -305,10 +313,19 @@ TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
     std::vector<int32_t> host_tables = tables, host_seq = seq_of_token, host_ctx(contexts.begin(), contexts.end());
     const ops::AttentionShape shape{sh.heads, sh.kv_heads, sh.head_dim,
                                     static_cast<float>(1.0 / std::sqrt(static_cast<double>(sh.head_dim))), sh.block_size};
-    for (int variant = 0; variant < 3; ++variant) {  // runs; no runs with the exact longest context; no hint
+    const bool tensor_cores = ops::cuda::tensor_core_attention(sh.head_dim, kv_type);
+    if (kv_type == DType::kBF16 && sh.head_dim <= 128) {
+      EXPECT_TRUE(tensor_cores) << "a bf16 cache with head_dim " << sh.head_dim << " should take the tensor cores";
+    }
+    // runs (on tensor cores where they apply); no runs with the exact longest context; no hint;
+    // runs on the fp32 run kernel where the first took the tensor cores
+    for (int variant = 0; variant < 4; ++variant) {
+      if (variant == 3 && !tensor_cores) break;
+      const bool runs_step = variant == 0 || variant == 3;
       const int hint = variant == 1 ? 2000 : 0;
+      ops::cuda::use_tensor_core_attention(variant != 3);
       ops::KvBatch gpu_kv{gk.tensor, gv.tensor, gtables.tensor.reshape({n_seqs, max_blocks}), gseq.tensor, gctx.tensor,
-                          hint, variant == 0 ? gruns.tensor.reshape({5, 2}) : Tensor(), variant == 0 ? 70 : 0};
+                          hint, runs_step ? gruns.tensor.reshape({5, 2}) : Tensor(), runs_step ? 70 : 0};
       ops::KvBatch cpu_kv{host(keys, {pool_rows, kv_stride}), host(values, {pool_rows, kv_stride}),
                           Tensor(host_tables.data(), DType::kI32, {n_seqs, max_blocks}),
                           Tensor(host_seq.data(), DType::kI32, {tokens}), Tensor(host_ctx.data(), DType::kI32, {tokens}),
@@ -318,12 +335,17 @@ TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
                                " KV " + dtype_name(kv_type);
       Device gq = upload(q, {tokens, q_width}), gout = upload(out, {tokens, q_width});
       ops::attention(gpu_, gout.tensor, gq.tensor, gpu_kv, shape);
+      ops::cuda::use_tensor_core_attention(true);
       ops::attention(cpu_, host(out, {tokens, q_width}), host(q, {tokens, q_width}), cpu_kv, shape);
-      expect_close(out, download(gout), what);
+      const bool on_tensor_cores = variant == 0 && tensor_cores;
+      expect_close(out, download(gout), what + (on_tensor_cores ? " (tensor cores)" : ""),
+                   on_tensor_cores ? std::max(tolerance(), 1e-2) : 0);
       if (act() == DType::kF32) {  // f32 queries, bf16 output (the model's Wo input with bf16 weights)
         std::vector<float> zeros(out.size(), 0.0f);
         Device gout16 = upload(zeros, {tokens, q_width}, DType::kBF16);
+        ops::cuda::use_tensor_core_attention(variant != 3);
         ops::attention(gpu_, gout16.tensor, gq.tensor, gpu_kv, shape);
+        ops::cuda::use_tensor_core_attention(true);
         expect_close(out, download(gout16), what + " f32 -> bf16 output", 1e-2);
       }
     }

@@ -3,6 +3,7 @@
 #include "ops/cuda/cuda_ops.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <utility>
 
@@ -141,10 +142,22 @@ static int sm_count() {
   return count;
 }
 
+static std::atomic<bool> g_tensor_core_attention{true};
+
+void use_tensor_core_attention(bool on) { g_tensor_core_attention = on; }
+
+bool tensor_core_attention(int head_dim, DType kv) {
+  kernels::AttentionParams p;
+  p.head_dim = head_dim;
+  p.use_tensor_cores = g_tensor_core_attention.load();
+  return kernels::attention_uses_tensor_cores(p, kernel_type(kv));
+}
+
 void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv, const AttentionShape& s) {
   const int64_t tokens = q.size(0);
   if (tokens == 0) return;
   kernels::AttentionParams p;
+  p.use_tensor_cores = g_tensor_core_attention.load();
   p.out = out.data();
   p.q = q.data();
   p.keys = kv.keys.data();

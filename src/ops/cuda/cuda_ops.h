@@ -22,6 +22,11 @@ void embedding(const DeviceContext& ctx, Tensor out, Tensor table, Tensor tokens
 void silu_mul(const DeviceContext& ctx, Tensor out, Tensor gate, Tensor up);
 void add(const DeviceContext& ctx, Tensor x, Tensor y);
 void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv, const AttentionShape& s);
+// Whether attention takes prefill runs of this head size and cache dtype on tensor cores (a bf16
+// cache, head_dim 64 or 128, sm_80+, and not turned off below).
+bool tensor_core_attention(int head_dim, DType kv);
+// Test hook: false sends every prefill run to the fp32 run kernel.
+void use_tensor_core_attention(bool on);
 void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows);
 void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows);
 void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value);
