@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cstdint>
 
 #include "common.cuh"
 #include "launchers.h"
@@ -210,9 +211,12 @@ __global__ void attention_runs_kernel(AttentionParams p) {
 // and the context kTcKeys positions at a time in shared memory as bf16; each warp forms its scores
 // S = Q·Kᵀ with WMMA (16×16×16, fp32 accumulation) and the output O += P·V from probabilities
 // rounded to bf16 (the normaliser sums the rounded values, so each output is a convex combination
-// of value rows). Two passes over the context: the first finds each row's maximum score, the second
-// accumulates P·V in the WMMA accumulators, so nothing rescales them mid-way (their element layout
-// is unspecified). Lanes 2r and 2r + 1 of a warp own row r of its scores (32 columns each).
+// of value rows). The queries are split into a bf16 high part and a bf16 remainder, two products
+// each, so f32 queries keep about 16 bits in the scores: a peaked softmax (large scores) would
+// otherwise magnify bf16's rounding of q. Two passes over the context: the first finds each row's
+// maximum score, the second accumulates P·V in the WMMA accumulators, so nothing rescales them
+// mid-way (their element layout is unspecified). Lanes 2r and 2r + 1 of a warp own row r of its
+// scores, columns of one parity each (2k + lane % 2: two rows apart in bank, not four).
 constexpr int kTcWarps = 4;
 constexpr int kTcQueries = 16 * kTcWarps;
 constexpr int kTcKeys = 64;
@@ -221,11 +225,12 @@ constexpr int kTcKeys = 64;
 // warp's fragment loads spread over the banks; every region and fragment starts 32-byte aligned.
 struct TcLayout {
   int ld, lds, ldp;  // row pitch of Q/K/V (bf16), of a warp's score scratch (f32), of its P (bf16)
-  size_t q, k, v, s, pr, bytes;  // byte offsets of the regions, and the total
+  size_t q, ql, k, v, s, pr, bytes;  // byte offsets of the regions (ql: the queries' remainder), total
   __host__ __device__ explicit TcLayout(int hd)
       : ld(hd + 8), lds((hd > kTcKeys ? hd : kTcKeys) + 4), ldp(kTcKeys + 8) {
     q = 0;
-    k = q + sizeof(__nv_bfloat16) * kTcQueries * ld;
+    ql = q + sizeof(__nv_bfloat16) * kTcQueries * ld;
+    k = ql + sizeof(__nv_bfloat16) * kTcQueries * ld;
     v = k + sizeof(__nv_bfloat16) * kTcKeys * ld;
     s = v + sizeof(__nv_bfloat16) * kTcKeys * ld;
     pr = s + sizeof(float) * kTcWarps * 16 * lds;
@@ -258,6 +263,7 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
   extern __shared__ __align__(128) unsigned char smem[];
   const TcLayout lay(HD);
   auto* qs = reinterpret_cast<__nv_bfloat16*>(smem + lay.q);
+  auto* qls = reinterpret_cast<__nv_bfloat16*>(smem + lay.ql);
   auto* ks = reinterpret_cast<__nv_bfloat16*>(smem + lay.k);
   auto* vs = reinterpret_cast<__nv_bfloat16*>(smem + lay.v);
   const int run = static_cast<int>(blockIdx.x / p.tiles_per_run), tile = static_cast<int>(blockIdx.x % p.tiles_per_run);
@@ -283,7 +289,9 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
   for (int i = threadIdx.x; i < kTcQueries * HD; i += blockDim.x) {
     const int r = i / HD, d = i % HD;
     const float x = r < nq ? to_f32(static_cast<const T*>(p.q)[(m0 + r) * q_stride + int64_t{h} * HD + d]) : 0.0f;
-    qs[r * lay.ld + d] = __float2bfloat16_rn(x);
+    const __nv_bfloat16 high = __float2bfloat16_rn(x);
+    qs[r * lay.ld + d] = high;
+    qls[r * lay.ld + d] = __float2bfloat16_rn(x - __bfloat162float(high));
   }
   __syncthreads();
   wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> qf[kFrags];
@@ -299,8 +307,11 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
 #pragma unroll
       for (int f = 0; f < kFrags; ++f) {
         wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> kf;  // Kᵀ: key n at column n
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> low;
         wmma::load_matrix_sync(kf, ks + 16 * j * lay.ld + 16 * f, lay.ld);
+        wmma::load_matrix_sync(low, qls + warp * 16 * lay.ld + 16 * f, lay.ld);
         wmma::mma_sync(acc, qf[f], kf, acc);
+        wmma::mma_sync(acc, low, kf, acc);
       }
       wmma::store_matrix_sync(ss + 16 * j, acc, lay.lds, wmma::mem_row_major);
     }
@@ -316,7 +327,7 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
     __syncthreads();
     if (!active) continue;
     scores();
-    for (int c = 32 * half; c < 32 * half + 32; ++c)
+    for (int c = half; c < kTcKeys; c += 2)
       if (t0 + c < visible) top = fmaxf(top, ss[row * lay.lds + c]);
     __syncwarp();
   }
@@ -337,7 +348,7 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
     __syncthreads();
     if (!active) continue;
     scores();
-    for (int c = 32 * half; c < 32 * half + 32; ++c) {
+    for (int c = half; c < kTcKeys; c += 2) {
       const float e = t0 + c < visible ? exp2f((ss[row * lay.lds + c] - top) * scale_log2) : 0.0f;
       const __nv_bfloat16 b = __float2bfloat16_rn(e);
       total += __bfloat162float(b);
@@ -362,9 +373,15 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
 #pragma unroll
   for (int f = 0; f < kFrags; ++f) wmma::store_matrix_sync(ss + 16 * f, of[f], lay.lds, wmma::mem_row_major);
   __syncwarp();
-  if (qi >= nq) return;
-  O* out = static_cast<O*>(p.out) + (m0 + qi) * q_stride + int64_t{h} * HD;
-  for (int d = half * (HD / 2); d < (half + 1) * (HD / 2); ++d) out[d] = from_f32<O>(ss[row * lay.lds + d] / total);
+  // Row by row, the lanes along the head: coalesced stores.
+  for (int r = 0; r < 16; ++r) {
+    const float row_total = __shfl_sync(0xffffffffu, total, 2 * r);
+    if (warp * 16 + r >= nq) break;
+    O* out = static_cast<O*>(p.out) + (m0 + warp * 16 + r) * q_stride + int64_t{h} * HD;
+    for (int d = lane; d < HD; d += 32) out[d] = from_f32<O>(ss[r * lay.lds + d] / row_total);
+  }
+#elif defined(__CUDA_ARCH__)
+  __trap();  // compiled for a GPU older than sm_80: the host should not have chosen this kernel
 #endif
 }
 
@@ -372,14 +389,22 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
 
 // The tensor-core kernel takes a step's runs for a bf16 cache, head_dim 64 or 128, on sm_80+.
 bool attention_uses_tensor_cores(const AttentionParams& p, KernelType kv_t) {
-  static const int major = [] {
-    int device = 0, value = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor,
-                                                                        device) != cudaSuccess)
-      value = 0;
-    return value;
+  // The GPU is sm_80+ and this build carries sm_80+ code for the kernel (not only older code or
+  // PTX); a failed query (no GPU) says no and leaves no error pending.
+  static const bool capable = [] {
+    int device = 0, major = 0;
+    cudaFuncAttributes attributes{};
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaFuncGetAttributes(&attributes, attention_runs_tc_kernel<float, float, 64>) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return major >= 8 && attributes.ptxVersion >= 80;  // the architecture its body was compiled for
   }();
-  return kv_t == KernelType::kBF16 && (p.head_dim == 64 || p.head_dim == 128) && major >= 8 && p.use_tensor_cores;
+  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  return p.use_tensor_cores && capable && kv_t == KernelType::kBF16 && (p.head_dim == 64 || p.head_dim == 128) &&
+         aligned(p.keys) && aligned(p.values);
 }
 
 namespace {

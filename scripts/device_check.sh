@@ -108,6 +108,9 @@ for shape in llama3-8b llama2-7b; do
   run "decode-256-$shape" --shape "$shape" --prompts 256 --input-len 128 --output-len 128
   run "decode-64-$shape" --shape "$shape" --prompts 64 --input-len 128 --output-len 128
 done
+# The same prefill with attention on the fp32 run kernel instead of tensor cores: what they give.
+TPLLAMA_TENSOR_CORE_ATTENTION=0 run "prefill-llama3-8b-fp32-attention" --shape llama3-8b --prompts 32 --max-seqs 32 \
+  --input-len 512 --output-len 1 --max-batch-tokens 4096
 [ -s "$bench/order" ] && python3 scripts/bench_table.py "$bench" 1
 echo "== done: exit status $status after $(( $(date +%s) - start )) s"
 exit "$status"

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "kernels/launchers.h"
@@ -142,9 +144,14 @@ static int sm_count() {
   return count;
 }
 
-static std::atomic<bool> g_tensor_core_attention{true};
+// TPLLAMA_TENSOR_CORE_ATTENTION=0 in the environment keeps prefill attention on the fp32 run
+// kernel (a fallback that needs no rebuild, and the device check's comparison).
+static std::atomic<bool> g_tensor_core_attention{[] {
+  const char* v = std::getenv("TPLLAMA_TENSOR_CORE_ATTENTION");
+  return v == nullptr || std::string(v) != "0";
+}()};
 
-void use_tensor_core_attention(bool on) { g_tensor_core_attention = on; }
+bool use_tensor_core_attention(bool on) { return g_tensor_core_attention.exchange(on); }
 
 bool tensor_core_attention(int head_dim, DType kv) {
   kernels::AttentionParams p;

@@ -25,8 +25,9 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
 // Whether attention takes prefill runs of this head size and cache dtype on tensor cores (a bf16
 // cache, head_dim 64 or 128, sm_80+, and not turned off below).
 bool tensor_core_attention(int head_dim, DType kv);
-// Test hook: false sends every prefill run to the fp32 run kernel.
-void use_tensor_core_attention(bool on);
+// Test hook: false sends every prefill run to the fp32 run kernel (as TPLLAMA_TENSOR_CORE_ATTENTION=0
+// in the environment does from the start). Returns the previous choice.
+bool use_tensor_core_attention(bool on);
 void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows);
 void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows);
 void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value);
