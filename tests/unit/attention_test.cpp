@@ -1,5 +1,6 @@
 // CPU attention against a double-precision softmax(q·k/√d)·v over the same paged cache: shuffled
-// block tables, decode tokens each of their own sequence and prefill chunks of one sequence,
+// block tables, decode tokens each of their own sequence and prefill chunks of one sequence (runs
+// of 32 tokens or more on the GEMMs),
 // contexts on and off block and vector boundaries, grouped-query heads, head sizes
 // the AVX-512 kernel takes and one it leaves to the portable loop, one and two threads (with work
 // enough to split a single token's heads), and guard regions around the output.
@@ -27,6 +28,14 @@ struct Case {
   std::vector<int> n_ctx;  // one token per entry, each over its own sequence
   int chunk = 0;  // > 0 instead: consecutive tokens in groups of `chunk` are prefill chunks of one sequence each
 };
+
+// count consecutive contexts from first (the tokens of a prefill chunk), each list appended.
+std::vector<int> contexts(std::initializer_list<std::pair<int, int>> runs) {
+  std::vector<int> n_ctx;
+  for (const auto& [first, count] : runs)
+    for (int i = 0; i < count; ++i) n_ctx.push_back(first + i);
+  return n_ctx;
+}
 
 // The sequence (and table) of token m.
 size_t sequence_of(const Case& c, size_t m) { return c.chunk > 0 ? m / static_cast<size_t>(c.chunk) : m; }
@@ -176,7 +185,16 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{4, 4, 48, 16, {50, 20, 33, 64, 9, 9, 1, 17}, 100},
                                          // chunks of three sequences side by side (5, 5, 1 tokens): no pair
                                          // spans two; enough work to split over threads
-                                         Case{8, 4, 64, 16, {200, 201, 202, 203, 204, 90, 91, 92, 93, 94, 30}, 5}),
+                                         Case{8, 4, 64, 16, {200, 201, 202, 203, 204, 90, 91, 92, 93, 94, 30}, 5},
+                                         // runs of 32 or more tokens go to the GEMMs: a prompt's first
+                                         // 100 tokens; a later chunk of 64 (3 heads a kv head: blocks of
+                                         // 40 tokens); exactly 32 with wide heads; head_dim 48 (a
+                                         // half panel); beside it, a run of 31 and one of 9 stay on the
+                                         // token kernels
+                                         Case{4, 2, 64, 16, contexts({{1, 100}}), 100},
+                                         Case{12, 4, 64, 16, contexts({{301, 64}}), 64},
+                                         Case{2, 1, 128, 16, contexts({{1, 32}}), 32},
+                                         Case{3, 3, 48, 8, contexts({{20, 40}, {100, 31}, {200, 9}}), 40}),
                        ::testing::Bool(), ::testing::Values(1, 2)),
     [](const auto& param_info) {
       return describe(std::get<0>(param_info.param)) + (std::get<1>(param_info.param) ? "_portable" : "_dispatch") +

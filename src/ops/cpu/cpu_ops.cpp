@@ -394,6 +394,117 @@ void attend_portable(float* o, const float* qh, const KvView& v, int64_t kv_stri
   }
 }
 
+// Prefill runs on the GEMM. A run is kGemmRun or more consecutive tokens of one sequence at
+// consecutive positions (token i of the run sees c0 + i positions). Per kv head, its keys are
+// packed once as a GEMM weight (positions as rows) and its values as Vᵀ (head dimensions as rows,
+// each panel's positions in order, so any prefix of positions is itself a packed panel); then
+// blocks of the run's queries, all query heads of the group stacked, take S = Q·Kᵀ over the
+// positions the block's last token sees, a causal softmax, and O = P·V panel by panel. The
+// products run at the GEMM's FLOP rate, where the per-token kernels are bound by loads and lane
+// reductions (a 1000-token prompt's attention: see the README's performance section).
+constexpr int kGemmRun = 32;
+constexpr int64_t kGemmRows = 240;  // stacked query rows per block: one GEMM row block
+
+// A float buffer of at least n elements, 64-byte aligned (the GEMM's packed weights), reusing v.
+float* aligned_floats(std::vector<float>& v, int64_t n) {
+  v.resize(static_cast<size_t>(n) + 16);
+  const auto misalign = reinterpret_cast<uintptr_t>(v.data()) % 64;
+  return v.data() + (misalign == 0 ? 0 : (64 - misalign) / sizeof(float));
+}
+
+// row[0, visible) ← e^(scale · (row - max)), row[visible, n) ← 0; returns 1 / the sum.
+__attribute__((target("avx512f"))) float causal_softmax_avx512(float* row, int64_t visible, int64_t n, float scale) {
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int64_t t = 0; t < visible; t += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, lanes(visible - t), row + t));
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx)), sc = _mm512_set1_ps(scale);
+  __m512 total = _mm512_setzero_ps();
+  for (int64_t t = 0; t < visible; t += 16) {
+    const __mmask16 k = lanes(visible - t);
+    const __m512 e = _mm512_maskz_mov_ps(k, exp_avx512(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + t), m), sc)));
+    _mm512_mask_storeu_ps(row + t, k, e);
+    total = _mm512_add_ps(total, e);
+  }
+  for (int64_t t = visible; t < n; ++t) row[t] = 0.0f;
+  return 1.0f / _mm512_reduce_add_ps(total);
+}
+
+// Per-thread buffers of the run GEMMs.
+struct RunScratch {
+  std::vector<float> x, scores, o, inv;
+};
+
+// The run of T tokens whose first token's view is `first` (q and out: the run's first row).
+template <typename KV>
+void attend_run_gemm(float* out, const float* q, const KvView& first, int64_t T, const AttentionShape& s) {
+  const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, bs = s.block_size;
+  const int64_t q_stride = int64_t{s.n_heads} * hd, kv_stride = int64_t{s.n_kv_heads} * hd;
+  const int64_t c0 = first.n_ctx, n = c0 + T - 1;  // the positions the run's last token sees
+  const int64_t panels = (hd + kPanelRows - 1) / kPanelRows, per_block = std::max<int64_t>(1, kGemmRows / group);
+  const int64_t blocks = (T + per_block - 1) / per_block;
+  auto row_of = [&](int64_t t) { return (int64_t{first.blocks[t / bs]} * bs + t % bs) * kv_stride; };
+  // Both packings of every kv head: keys (n × hd, k = hd) and values (hd × n as Vᵀ, k = n).
+  const int64_t keys_floats = static_cast<int64_t>(packed_bytes(n, hd, DType::kF32) / sizeof(float));
+  const int64_t values_floats = panels * kPanelRows * n;
+  thread_local std::vector<float> packed_store;
+  float* packed = aligned_floats(packed_store, s.n_kv_heads * (keys_floats + values_floats));
+  const bool parallel = T * n * int64_t{s.n_heads} * hd >= kParallelWork;
+#pragma omp parallel if (parallel)
+  {
+    thread_local RunScratch w;
+#pragma omp for schedule(dynamic, 1)
+    for (int g = 0; g < s.n_kv_heads; ++g) {
+      const KV* keys = static_cast<const KV*>(first.keys) + int64_t{g} * hd;
+      const KV* values = static_cast<const KV*>(first.values) + int64_t{g} * hd;
+      // Keys as gemm.h's panels: position t's dimension d at [((t / 32) · hd + d) · 32 + t % 32],
+      // positions past n zero.
+      float* kp = packed + g * (keys_floats + values_floats);
+      std::fill(kp + n / kPanelRows * kPanelRows * hd, kp + keys_floats, 0.0f);
+      for (int64_t t = 0; t < n; ++t) {
+        const KV* k = keys + row_of(t);
+        float* dst = kp + (t / kPanelRows * hd) * kPanelRows + t % kPanelRows;
+        for (int d = 0; d < hd; ++d) dst[d * kPanelRows] = as_f32(k[d]);
+      }
+      float* vp = kp + keys_floats;  // panel p: position t's dimensions 32p.. at [(p·n + t)·32, +32)
+      for (int64_t p = 0; p < panels; ++p)
+        for (int64_t t = 0; t < n; ++t) {
+          const KV* v = values + row_of(t);
+          float* dst = vp + (p * n + t) * kPanelRows;
+          for (int64_t j = 0; j < kPanelRows; ++j) dst[j] = p * kPanelRows + j < hd ? as_f32(v[p * kPanelRows + j]) : 0.0f;
+        }
+    }
+    // Items (kv head, block of tokens), the blocks that see most first.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < s.n_kv_heads * blocks; ++item) {
+      const int g = static_cast<int>(item % s.n_kv_heads);
+      const int64_t b0 = (blocks - 1 - item / s.n_kv_heads) * per_block, nt = std::min(per_block, T - b0);
+      const int64_t rows = nt * group, nb = c0 + b0 + nt - 1;  // the positions the block's last token sees
+      const float* kp = packed + g * (keys_floats + values_floats);
+      const float* vp = kp + keys_floats;
+      float* x = aligned_floats(w.x, rows * hd);
+      float* sc = aligned_floats(w.scores, rows * nb);
+      float* o = aligned_floats(w.o, rows * kPanelRows);
+      w.inv.resize(static_cast<size_t>(rows));
+      for (int hi = 0; hi < group; ++hi)  // row hi · nt + i: token b0 + i, query head g · group + hi
+        for (int64_t i = 0; i < nt; ++i)
+          std::memcpy(x + (hi * nt + i) * hd, q + (b0 + i) * q_stride + int64_t{g * group + hi} * hd,
+                      static_cast<size_t>(hd) * sizeof(float));
+      gemm(sc, x, rows, kp, DType::kF32, nb, hd, 1);
+      for (int64_t r = 0; r < rows; ++r)
+        w.inv[static_cast<size_t>(r)] = causal_softmax_avx512(sc + r * nb, c0 + b0 + r % nt, nb, s.scale);
+      for (int64_t p = 0; p < panels; ++p) {
+        const int64_t width = std::min<int64_t>(kPanelRows, hd - p * kPanelRows);
+        gemm(o, sc, rows, vp + p * n * kPanelRows, DType::kF32, width, nb, 1);  // the panel's first nb positions
+        for (int hi = 0; hi < group; ++hi)
+          for (int64_t i = 0; i < nt; ++i) {
+            const int64_t r = hi * nt + i;
+            float* dst = out + (b0 + i) * q_stride + int64_t{g * group + hi} * hd + p * kPanelRows;
+            for (int64_t j = 0; j < width; ++j) dst[j] = o[r * width + j] * w.inv[static_cast<size_t>(r)];
+          }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& s) {
@@ -422,14 +533,34 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
       const KvView &x = kv[static_cast<size_t>(a)], &y = kv[static_cast<size_t>(b)];
       return x.blocks == y.blocks && x.keys == y.keys && x.values == y.values;
     };
-    int64_t continued = 0;
-    for (int64_t m = 1; m < n_tokens; ++m) continued += same_sequence(m - 1, m);
-    const bool by_head = 2 * continued > n_tokens;
+    // Runs of kGemmRun or more tokens (one sequence, consecutive positions) go to the GEMMs.
+    std::vector<char> on_gemm(static_cast<size_t>(n_tokens), 0);
+    for (int64_t m = 0, e = 0; m < n_tokens; m = e) {
+      for (e = m + 1; e < n_tokens && same_sequence(e - 1, e) &&
+                      kv[static_cast<size_t>(e)].n_ctx == kv[static_cast<size_t>(e - 1)].n_ctx + 1;
+           ++e) {
+      }
+      if (e - m < kGemmRun) continue;
+      const auto run = kv_dtype == DType::kBF16 ? &attend_run_gemm<uint16_t> : &attend_run_gemm<float>;
+      run(out.as<float>() + m * q_stride, q.as<float>() + m * q_stride, kv[static_cast<size_t>(m)], e - m, s);
+      std::fill(on_gemm.begin() + m, on_gemm.begin() + e, 1);
+    }
+    int64_t rest = 0, continued = 0;
+    for (int64_t m = 0; m < n_tokens; ++m) {
+      rest += !on_gemm[static_cast<size_t>(m)];
+      continued += m > 0 && !on_gemm[static_cast<size_t>(m)] && same_sequence(m - 1, m);
+    }
+    if (rest == 0) return;
+    const bool by_head = 2 * continued > rest;
     const AttendPairFn pair = by_head ? attend_pair_kernel(hd, kv_dtype) : nullptr;
     std::vector<int64_t> units;  // first token of each unit: one token, or two of one sequence
+    std::vector<char> paired;    // whether the unit is two tokens
     for (int64_t m = 0; m < n_tokens; ++m) {
+      if (on_gemm[static_cast<size_t>(m)]) continue;
       units.push_back(m);
-      if (pair != nullptr && m + 1 < n_tokens && same_sequence(m, m + 1)) ++m;
+      paired.push_back(pair != nullptr && m + 1 < n_tokens && !on_gemm[static_cast<size_t>(m + 1)] &&
+                       same_sequence(m, m + 1));
+      m += paired.back();
     }
     const int64_t n_units = static_cast<int64_t>(units.size()), items = n_units * s.n_kv_heads;
 #pragma omp parallel if (work >= kParallelWork)
@@ -442,10 +573,9 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
         const int64_t u = by_head ? i % n_units : i / s.n_kv_heads;
         const int g = static_cast<int>(by_head ? i / n_units : i % s.n_kv_heads);
         const int64_t m = units[static_cast<size_t>(u)];
-        const int64_t end = u + 1 < n_units ? units[static_cast<size_t>(u + 1)] : n_tokens;
         float* o = out.as<float>() + m * q_stride;
         const float* qm = q.as<float>() + m * q_stride;
-        if (end - m == 2)
+        if (paired[static_cast<size_t>(u)])
           pair(o, o + q_stride, qm, qm + q_stride, kv[static_cast<size_t>(m)], kv[static_cast<size_t>(m + 1)], s, g, w);
         else
           kernel(o, qm, kv[static_cast<size_t>(m)], s, g, w);
