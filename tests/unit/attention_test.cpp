@@ -187,14 +187,26 @@ INSTANTIATE_TEST_SUITE_P(
                                          // spans two; enough work to split over threads
                                          Case{8, 4, 64, 16, {200, 201, 202, 203, 204, 90, 91, 92, 93, 94, 30}, 5},
                                          // runs of 32 or more tokens go to the GEMMs: a prompt's first
-                                         // 100 tokens; a later chunk of 64 (3 heads a kv head: blocks of
-                                         // 40 tokens); exactly 32 with wide heads; head_dim 48 (a
-                                         // half panel); beside it, a run of 31 and one of 9 stay on the
-                                         // token kernels
+                                         // 100 tokens; a later chunk of 64 with 3 heads a kv head;
+                                         // exactly 32 with wide heads; head_dim 48 (a half panel),
+                                         // then a sequence whose context jumps (130 -> 200), so its
+                                         // 31 and 9 tokens stay on the token kernels
                                          Case{4, 2, 64, 16, contexts({{1, 100}}), 100},
                                          Case{12, 4, 64, 16, contexts({{301, 64}}), 64},
                                          Case{2, 1, 128, 16, contexts({{1, 32}}), 32},
-                                         Case{3, 3, 48, 8, contexts({{20, 40}, {100, 31}, {200, 9}}), 40}),
+                                         Case{3, 3, 48, 8, contexts({{20, 40}, {100, 31}, {200, 9}}), 40},
+                                         // runs split into blocks (each block sees fewer positions than
+                                         // the run): 300 tokens in 2; 8 heads a kv head and head_dim
+                                         // 80 in 4; head_dim 16 and blocks of 7 positions in 3; head_dim
+                                         // 112 over a 1000-position context in 4
+                                         Case{4, 4, 64, 16, contexts({{1, 300}}), 300},
+                                         Case{8, 1, 80, 16, contexts({{5, 101}}), 101},
+                                         Case{24, 2, 16, 7, contexts({{77, 45}}), 45},
+                                         Case{6, 2, 112, 16, contexts({{1000, 250}}), 250},
+                                         // two sequences' runs side by side with 7 tokens left over;
+                                         // single tokens before and after a run
+                                         Case{4, 2, 48, 16, contexts({{3, 33}, {50, 40}}), 33},
+                                         Case{4, 2, 64, 16, contexts({{10, 1}, {3, 70}, {9, 1}}), 72}),
                        ::testing::Bool(), ::testing::Values(1, 2)),
     [](const auto& param_info) {
       return describe(std::get<0>(param_info.param)) + (std::get<1>(param_info.param) ? "_portable" : "_dispatch") +
