@@ -47,10 +47,15 @@ else
   mpi=()
 fi
 
+# The directory of one of the image's NVIDIA Python packages (nvidia.nccl, nvidia.cublas), or "".
+package_dir() {
+  python3 -c "import $1 as n; print(list(n.__path__)[0])" 2>/dev/null || true  # regular or namespace package
+}
+
 # NCCL: in the CUDA prefix, else the image's Python package (nvidia-nccl-cu13).
 nccl=()
 if ! compgen -G "/usr/local/cuda/include/nccl.h" > /dev/null && ! compgen -G "/usr/local/cuda/lib*/libnccl.so*" > /dev/null; then
-  nccl_dir=$(python3 -c 'import os, nvidia.nccl as n; print(os.path.dirname(n.__file__ or list(n.__path__)[0]))' 2>/dev/null || true)
+  nccl_dir=$(package_dir nvidia.nccl)
   nccl_lib=$(ls "$nccl_dir"/lib/libnccl.so* 2>/dev/null | head -1 || true)
   if [ -n "$nccl_lib" ]; then
     echo "== NCCL from the Python package: $nccl_lib"
@@ -59,9 +64,21 @@ if ! compgen -G "/usr/local/cuda/include/nccl.h" > /dev/null && ! compgen -G "/u
   fi
 fi
 
+# cuBLAS (headers to build, the library opened at run time): in the CUDA prefix, else the image's
+# Python package.
+cublas=()
+if ! compgen -G "/usr/local/cuda/include/cublas_v2.h" > /dev/null; then
+  cublas_dir=$(package_dir nvidia.cublas)
+  if [ -f "$cublas_dir/include/cublas_v2.h" ]; then
+    echo "== cuBLAS from the Python package: $cublas_dir"
+    cublas=(-DCUBLAS_INCLUDE="$cublas_dir/include" -DCUBLAS_DIR="$cublas_dir/lib")
+    export LD_LIBRARY_PATH=$cublas_dir/lib:${LD_LIBRARY_PATH:-}
+  fi
+fi
+
 echo "== configure and build (sm_90)"
 cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DTPLLAMA_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 "${mpi[@]}" "${nccl[@]}"
+  -DCMAKE_CUDA_ARCHITECTURES=90 "${mpi[@]}" "${nccl[@]}" "${cublas[@]}"
 cmake --build build-device --parallel --target tpllama gpu_tests gpu_cli_tests
 echo "== build done after $(( $(date +%s) - start )) s"
 
