@@ -66,8 +66,8 @@ struct AttentionParams {
   int block_size = 0;
   int splits = 1;
   float scale = 0;
-  // Runs of a bf16 cache with head_dim 64 or 128 on sm_80+ go to the tensor-core kernel (q and the
-  // probabilities rounded to bf16); false keeps the fp32 run kernel (tests compare the two).
+  // Runs of a bf16 cache with head_dim 64 or 128 on sm_80+ go to the tensor-core kernel (the
+  // probabilities rounded to bf16, q kept to about 16 bits); false keeps the fp32 run kernel.
   bool use_tensor_cores = true;
 };
 // q of type t, out of out_t, the KV pools of kv_t.

@@ -420,12 +420,14 @@ float* aligned_floats(std::vector<float>& v, int64_t n) {
 // row[0, visible) ← e^(scale · (row - max)), row[visible, n) ← 0; returns 1 / the sum.
 __attribute__((target("avx512f"))) float causal_softmax_avx512(float* row, int64_t visible, int64_t n, float scale) {
   __m512 mx = _mm512_set1_ps(-INFINITY);
-  for (int64_t t = 0; t < visible; t += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, lanes(visible - t), row + t));
+  for (int64_t t = 0; t < visible; t += 16)
+    mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, lanes(visible - t), row + t));
   const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx)), sc = _mm512_set1_ps(scale);
   __m512 total = _mm512_setzero_ps();
   for (int64_t t = 0; t < visible; t += 16) {
     const __mmask16 k = lanes(visible - t);
-    const __m512 e = _mm512_maskz_mov_ps(k, exp_avx512(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + t), m), sc)));
+    const __m512 x = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + t), m), sc);
+    const __m512 e = _mm512_maskz_mov_ps(k, exp_avx512(x));
     _mm512_mask_storeu_ps(row + t, k, e);
     total = _mm512_add_ps(total, e);
   }

@@ -40,7 +40,8 @@ void* open_library() {
 template <typename Fn>
 void resolve(void* handle, Fn& fn, const char* name) {
   fn = reinterpret_cast<Fn>(dlsym(handle, name));
-  if (fn == nullptr) fail(kFileName, " has no ", name, " (a cuBLAS older than the headers this binary was built with?)");
+  if (fn == nullptr)
+    fail(kFileName, " has no ", name, " (a cuBLAS older than the headers this binary was built with?)");
 }
 
 CublasLibrary load() {

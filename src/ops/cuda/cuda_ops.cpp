@@ -99,10 +99,10 @@ void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w) {
   void* product = staged ? scratch.take(static_cast<size_t>(m) * n * sizeof(float), "matmul f32 product") : out.data();
   // Row-major out (m, n) = x (m, k) · wᵀ is, column-major, outᵀ (n, m) = w (k, n)ᵀ · xᵀ (k, m).
   const float alpha = 1.0f, beta = 0.0f;
-  TPLLAMA_CUBLAS_CHECK(tpllama::cuda::cublas().gemm_ex(static_cast<cublasHandle_t>(ctx.blas), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha,
-                                    w.data, blas_type(w.dtype), k, xin, blas_type(w.dtype), k, &beta, product,
-                                    staged ? CUDA_R_32F : blas_type(out.dtype()), n, CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT));
+  TPLLAMA_CUBLAS_CHECK(tpllama::cuda::cublas().gemm_ex(
+      static_cast<cublasHandle_t>(ctx.blas), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w.data, blas_type(w.dtype), k,
+      xin, blas_type(w.dtype), k, &beta, product, staged ? CUDA_R_32F : blas_type(out.dtype()), n, CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT));
   if (staged)
     TPLLAMA_CUDA_CHECK(kernels::convert(out.data(), KernelType::kBF16, product, KernelType::kF32,
                                         static_cast<int64_t>(m) * n, stream_of(ctx)));
@@ -403,9 +403,10 @@ double measure_gemm_flops(const DeviceContext& ctx, DType dtype, int64_t n) {
   const int dim = static_cast<int>(n);
   const float alpha = 1.0f, beta = 0.0f;
   const double seconds = best_seconds(ctx, 10, [&] {
-    TPLLAMA_CUBLAS_CHECK(tpllama::cuda::cublas().gemm_ex(static_cast<cublasHandle_t>(ctx.blas), CUBLAS_OP_T, CUBLAS_OP_N, dim, dim, dim,
-                                      &alpha, a.data(), blas_type(dtype), dim, b.data(), blas_type(dtype), dim, &beta,
-                                      c.data(), blas_type(dtype), dim, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    TPLLAMA_CUBLAS_CHECK(tpllama::cuda::cublas().gemm_ex(
+        static_cast<cublasHandle_t>(ctx.blas), CUBLAS_OP_T, CUBLAS_OP_N, dim, dim, dim, &alpha, a.data(),
+        blas_type(dtype), dim, b.data(), blas_type(dtype), dim, &beta, c.data(), blas_type(dtype), dim,
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   });
   return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / seconds;
 }
