@@ -208,9 +208,7 @@ Tensor LlamaModel::run_stage(const StepViews& step, KvCache& cache, int64_t n, i
     const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
     // Attention block: x += Wo · attention(rope(Wq xin), rope(Wk xin), Wv xin), xin = rmsnorm(x).
     ops::rms_norm(ctx_, xin, x, w.attn_norm, eps);
-    ops::matmul(ctx_, q, xin, w.wq);
-    ops::matmul(ctx_, k, xin, w.wk);
-    ops::matmul(ctx_, v, xin, w.wv);
+    ops::matmuls(ctx_, xin, {{q, &w.wq}, {k, &w.wk}, {v, &w.wv}});
     ops::rope(ctx_, q, step.cos, step.sin, heads_.n_heads_local, config_.head_dim);
     ops::rope(ctx_, k, step.cos, step.sin, heads_.n_kv_heads_local, config_.head_dim);
     // Append this step's keys and values, then attend causally up to each token's own position.
@@ -224,8 +222,7 @@ Tensor LlamaModel::run_stage(const StepViews& step, KvCache& cache, int64_t n, i
 
     // Feed-forward block: x += W2 (silu(W1 xin) * W3 xin), xin = rmsnorm(x).
     ops::rms_norm(ctx_, xin, x, w.ffn_norm, eps);
-    ops::matmul(ctx_, gate, xin, w.w1);
-    ops::matmul(ctx_, up, xin, w.w3);
+    ops::matmuls(ctx_, xin, {{gate, &w.w1}, {up, &w.w3}});
     ops::silu_mul(ctx_, act, gate, up);
     ops::matmul(ctx_, xn, act, w.w2);
     tp_comm_.all_reduce_sum(xn);  // row-parallel W2

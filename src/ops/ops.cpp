@@ -230,15 +230,39 @@ float weight_at(const Weight& w, int64_t row, int64_t col) {
   return cpu::packed_at(w.data, w.cols, w.dtype, row, col);
 }
 
+namespace {
+
+void require_matmul(const char* op, const DeviceContext& ctx, const Tensor& out, const Tensor& x, const Weight& w) {
+  TPLLAMA_CHECK(x.ndim() == 2 && !w.empty(), op, ": x ", x.shape_string(), " w [", w.rows, ", ", w.cols, "]");
+  require_2d(op, out, "out", x.size(0), w.rows);
+  TPLLAMA_CHECK(x.size(1) == w.cols, op, ": x ", x.shape_string(), " vs w [", w.rows, ", ", w.cols, "]");
+  TPLLAMA_CHECK(w.device == ctx.device, op, ": weight on ", device_name(w.device), ", op on ", device_name(ctx.device));
+}
+
+}  // namespace
+
 void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w) {
-  TPLLAMA_CHECK(x.ndim() == 2 && !w.empty(), "matmul: x ", x.shape_string(), " w [", w.rows, ", ", w.cols, "]");
-  require_2d("matmul", out, "out", x.size(0), w.rows);
-  TPLLAMA_CHECK(x.size(1) == w.cols, "matmul: x ", x.shape_string(), " vs w [", w.rows, ", ", w.cols, "]");
-  TPLLAMA_CHECK(w.device == ctx.device, "matmul: weight on ", device_name(w.device), ", op on ",
-                device_name(ctx.device));
+  require_matmul("matmul", ctx, out, x, w);
   if (on_gpu("matmul", ctx, {&out, &x})) TPLLAMA_GPU(matmul(ctx, out, x, w));
   require_cpu_f32("matmul", {&out, &x});
   cpu::gemm(out.as<float>(), x.as<float>(), x.size(0), w.data, w.dtype, w.rows, w.cols, ctx.threads);
+}
+
+void matmuls(const DeviceContext& ctx, Tensor x, std::initializer_list<MatmulOut> products) {
+  TPLLAMA_CHECK(products.size() >= 1 && products.size() <= static_cast<size_t>(cpu::kMaxProducts), "matmuls: ",
+                products.size(), " products (1 to ", cpu::kMaxProducts, ")");
+  for (const MatmulOut& p : products) require_matmul("matmuls", ctx, p.out, x, *p.w);
+  if (ctx.device != Device::kCpu) {
+    for (const MatmulOut& p : products) matmul(ctx, p.out, x, *p.w);
+    return;
+  }
+  cpu::GemmProduct cpu_products[cpu::kMaxProducts];
+  int count = 0;
+  for (const MatmulOut& p : products) {
+    require_cpu_f32("matmuls", {&p.out, &x});
+    cpu_products[count++] = {p.out.as<float>(), p.w->data, p.w->dtype, p.w->rows};
+  }
+  cpu::gemm_multi(x.as<float>(), x.size(0), x.size(1), cpu_products, count, ctx.threads);
 }
 
 DType matmul_input_dtype(const DeviceContext& ctx, const Weight& w) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -119,6 +120,14 @@ Weight fill_weight_uniform(const DeviceContext& ctx, int64_t rows, int64_t cols,
 
 // out (M, N) = x (M, K) · wᵀ.
 void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w);
+// Several products of one x (the Q, K and V projections; gate and up): outs[i] = x · ws[i]ᵀ, as
+// matmul each. On the CPU one pass over the threads takes all of them (one hand-off, not one per
+// product); on a GPU, one GEMM each.
+struct MatmulOut {
+  Tensor out;
+  const Weight* w;
+};
+void matmuls(const DeviceContext& ctx, Tensor x, std::initializer_list<MatmulOut> products);
 // The dtype of x that matmul with w reads as it is (f32 on the CPU; the weight's on a GPU, whose
 // GEMM takes both inputs alike): an op that writes a GEMM's input writes it in this dtype, and
 // no conversion runs in between.

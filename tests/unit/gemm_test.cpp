@@ -88,5 +88,66 @@ TEST(Gemm, KernelIsNamed) {
   ops::cpu::force_portable_gemm(false);
 }
 
+// Products of one x in one pass (ops::matmuls: Q, K, V; gate and up) against a double-precision
+// product each, with guard regions around every output, odd widths, both dtypes, a mix of them,
+// one and two threads, decode and prefill heights; each output also equals what matmul alone gives.
+class GemmMultiTest : public ::testing::TestWithParam<std::tuple<int64_t, int>> {};
+
+TEST_P(GemmMultiTest, EachProductMatchesDoubleProductAndMatmul) {
+  const auto [m, threads] = GetParam();
+  const int64_t k = 520;  // three k blocks; enough work at 32 rows for two threads to share
+  const std::vector<std::pair<int64_t, DType>> shapes = {{96, DType::kF32}, {33, DType::kF32}, {70, DType::kBF16}};
+  std::mt19937 rng(static_cast<unsigned>(m * 31 + threads));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (float& v : x) v = u(rng);
+  const DeviceContext ctx{Device::kCpu, threads};
+  constexpr int64_t kGuard = 64;
+  constexpr float kSentinel = 12345.0f;
+  std::vector<std::vector<float>> w, out, alone;
+  std::vector<Buffer> packed;
+  std::vector<ops::Weight> weights;
+  for (const auto& [n, dtype] : shapes) {
+    w.emplace_back(static_cast<size_t>(n * k));
+    for (float& v : w.back()) v = u(rng);
+    packed.emplace_back(ops::weight_bytes(ctx, n, k, dtype));
+    weights.push_back(ops::pack_weight(ctx, Tensor(w.back().data(), DType::kF32, {n, k}), dtype, packed.back().data()));
+    out.emplace_back(static_cast<size_t>(m * n + 2 * kGuard), kSentinel);
+    alone.emplace_back(static_cast<size_t>(m * n));
+  }
+  auto view = [&](size_t i) { return Tensor(out[i].data() + kGuard, DType::kF32, {m, shapes[i].first}); };
+  const Tensor xt(x.data(), DType::kF32, {m, k});
+  ops::matmuls(ctx, xt, {{view(0), &weights[0]}, {view(1), &weights[1]}, {view(2), &weights[2]}});
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const auto [n, dtype] = shapes[i];
+    ops::matmul(ctx, Tensor(alone[i].data(), DType::kF32, {m, n}), xt, weights[i]);
+    for (int64_t g = 0; g < kGuard; ++g) {
+      ASSERT_EQ(out[i][static_cast<size_t>(g)], kSentinel) << "product " << i << ": write before its output";
+      ASSERT_EQ(out[i][static_cast<size_t>(kGuard + m * n + g)], kSentinel) << "product " << i << ": write past it";
+    }
+    const double tol = 4e-6 * std::sqrt(static_cast<double>(k)) + 1e-6;
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        double expected = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const float wv = w[i][static_cast<size_t>(j * k + kk)];
+          const float held = dtype == DType::kBF16 ? bf16_to_f32(f32_to_bf16(wv)) : wv;
+          expected += static_cast<double>(x[static_cast<size_t>(r * k + kk)]) * held;
+        }
+        const float got = out[i][static_cast<size_t>(kGuard + r * n + j)];
+        ASSERT_NEAR(got, expected, tol) << "product " << i << " row " << r << " col " << j;
+        ASSERT_EQ(got, alone[i][static_cast<size_t>(r * n + j)]) << "product " << i << " differs from matmul alone";
+      }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Heights, GemmMultiTest,
+                         ::testing::Combine(::testing::Values<int64_t>(1, 7, 32, 300), ::testing::Values(1, 2)),
+                         [](const auto& param_info) {
+                           std::ostringstream name;
+                           name << "m" << std::get<0>(param_info.param) << "_t" << std::get<1>(param_info.param);
+                           return name.str();
+                         });
+
 }  // namespace
 }  // namespace tpllama

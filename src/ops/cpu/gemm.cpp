@@ -203,26 +203,38 @@ void run_tile(const Tile& t, int rows, bool bf16, bool avx512) {
     tile_portable<false>(t, rows);
 }
 
-// The product's work as a queue of (row block, run of panels) items, taken in order by whichever
-// thread is free: a thread slowed by a neighbour (shared machines) or by its share of memory takes
-// fewer, instead of the others waiting for it at the end of the product. A run of panels is
-// contiguous in memory, so a thread still streams its weights front to back within it.
+// The work of one or more products of the same x as a queue of (product, row block, run of
+// panels) items, taken in order by whichever thread is free: a thread slowed by a neighbour
+// (shared machines) or by its share of memory takes fewer, instead of the others waiting for it at
+// the end of the product. A run of panels is contiguous in memory, so a thread still streams its
+// weights front to back within it.
 class PanelQueue {
  public:
-  PanelQueue(int64_t row_blocks, int64_t panels, int64_t run)
-      : panels_(panels), run_(run), runs_per_block_((panels + run - 1) / run), items_(row_blocks * runs_per_block_) {}
-  // The next item: its row block and panels [p_begin, p_end); false once all are taken.
-  bool take(int64_t& block, int64_t& p_begin, int64_t& p_end) {
-    const int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
-    if (i >= items_) return false;
-    block = i / runs_per_block_;
-    p_begin = i % runs_per_block_ * run_;
-    p_end = std::min(panels_, p_begin + run_);
+  // panels[i] and run[i]: product i's panels and the panels a run of it holds.
+  PanelQueue(int64_t row_blocks, const int64_t* panels, const int64_t* run, int count) : count_(count) {
+    for (int i = 0; i < count; ++i) {
+      panels_[i] = panels[i];
+      run_[i] = run[i];
+      runs_per_block_[i] = (panels[i] + run[i] - 1) / run[i];
+      end_[i] = (i > 0 ? end_[i - 1] : 0) + row_blocks * runs_per_block_[i];
+    }
+  }
+  // The next item: its product, row block and panels [p_begin, p_end); false once all are taken.
+  bool take(int& product, int64_t& block, int64_t& p_begin, int64_t& p_end) {
+    int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= end_[count_ - 1]) return false;
+    product = 0;
+    while (i >= end_[product]) ++product;
+    if (product > 0) i -= end_[product - 1];
+    block = i / runs_per_block_[product];
+    p_begin = i % runs_per_block_[product] * run_[product];
+    p_end = std::min(panels_[product], p_begin + run_[product]);
     return true;
   }
 
  private:
-  const int64_t panels_, run_, runs_per_block_, items_;
+  int count_;
+  int64_t panels_[kMaxProducts], run_[kMaxProducts], runs_per_block_[kMaxProducts], end_[kMaxProducts];
   std::atomic<int64_t> next_{0};
 };
 
@@ -248,32 +260,38 @@ struct RowBlocks {
 // front to back. Up to one tile of rows (decode) reads x in place. Taller products copy each block
 // of x to rows 64 bytes longer than k (rows of x a power of two apart would otherwise fight over
 // the same L1 sets; measured as fast as packing tiles k-major, at a tenth of the copying), once per
-// block a thread works on, and sweep every panel slice over all of the block's tiles.
-void gemm_panels(float* out, const float* x, int64_t m, const void* packed, bool bf16, int64_t n, int64_t k,
-                 const RowBlocks& blocks, PanelQueue& queue, bool avx512) {
-  const size_t es = bf16 ? 2 : 4;
-  const auto* base = static_cast<const char*>(packed);
-  auto panel_at = [&](int64_t p, int64_t k0) { return base + static_cast<size_t>((p * k + k0) * kPanelRows) * es; };
-  auto valid = [&](int64_t p) { return static_cast<int>(std::min<int64_t>(kPanelRows, n - p * kPanelRows)); };
-  // Slices follow each other in memory (k blocks of a panel, then the next panel): the next one
-  // starts where this one ends.
-  auto next_slice = [&](int64_t p, int64_t k0) { return panel_at(p, k0) + static_cast<size_t>(std::min(kDepth, k - k0) * kPanelRows) * es; };
+// block a thread works on whichever product the item is of, and sweep every panel slice over all
+// of the block's tiles.
+void gemm_panels(const float* x, int64_t m, int64_t k, const GemmProduct* products, const RowBlocks& blocks,
+                 PanelQueue& queue, bool avx512) {
+  int product = 0;
   int64_t block = 0, p_begin = 0, p_end = 0;
-  if (m <= kTileRows) {
-    while (queue.take(block, p_begin, p_end))
-      for (int64_t p = p_begin; p < p_end; ++p)
-        for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-          const Tile t{x + k0, k, panel_at(p, k0), std::min(kDepth, k - k0), out + p * kPanelRows, n, valid(p), k0 > 0,
-                       next_slice(p, k0), kDepth};
-          run_tile(t, static_cast<int>(m), bf16, avx512);
-        }
-    return;
-  }
   const int64_t ldx = k + 16;
   thread_local std::vector<float> rows_copy;
-  rows_copy.resize(static_cast<size_t>(blocks.rows * ldx));
+  if (m > kTileRows) rows_copy.resize(static_cast<size_t>(blocks.rows * ldx));
   int64_t copied = -1;  // the block rows_copy holds
-  while (queue.take(block, p_begin, p_end)) {
+  while (queue.take(product, block, p_begin, p_end)) {
+    const GemmProduct& pr = products[product];
+    const bool bf16 = pr.dtype == DType::kBF16;
+    const size_t es = bf16 ? 2 : 4;
+    const int64_t n = pr.n;
+    const auto* base = static_cast<const char*>(pr.packed);
+    auto panel_at = [&](int64_t p, int64_t k0) { return base + static_cast<size_t>((p * k + k0) * kPanelRows) * es; };
+    auto valid = [&](int64_t p) { return static_cast<int>(std::min<int64_t>(kPanelRows, n - p * kPanelRows)); };
+    // Slices follow each other in memory (k blocks of a panel, then the next panel): the next one
+    // starts where this one ends.
+    auto next_slice = [&](int64_t p, int64_t k0) {
+      return panel_at(p, k0) + static_cast<size_t>(std::min(kDepth, k - k0) * kPanelRows) * es;
+    };
+    if (m <= kTileRows) {
+      for (int64_t p = p_begin; p < p_end; ++p)
+        for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+          const Tile t{x + k0, k, panel_at(p, k0), std::min(kDepth, k - k0), pr.out + p * kPanelRows, n, valid(p),
+                       k0 > 0, next_slice(p, k0), kDepth};
+          run_tile(t, static_cast<int>(m), bf16, avx512);
+        }
+      continue;
+    }
     const int64_t mb = block * blocks.rows, rows = std::min(blocks.rows, m - mb);
     if (block != copied) {
       for (int64_t r = 0; r < rows; ++r)
@@ -287,7 +305,7 @@ void gemm_panels(float* out, const float* x, int64_t m, const void* packed, bool
           // Tiles of balanced height (16 rows: 8 + 8, not 12 + 4); they share the next slice's prefetch.
           const int64_t r = rows * i / n_tiles, r_end = rows * (i + 1) / n_tiles, ahead_from = kDepth * i / n_tiles;
           const Tile t{rows_copy.data() + r * ldx + k0, ldx, panel_at(p, k0), std::min(kDepth, k - k0),
-                       out + (mb + r) * n + p * kPanelRows, n, valid(p), k0 > 0,
+                       pr.out + (mb + r) * n + p * kPanelRows, n, valid(p), k0 > 0,
                        next_slice(p, k0) + static_cast<size_t>(ahead_from * kPanelRows) * es,
                        kDepth * (i + 1) / n_tiles - ahead_from};
           run_tile(t, static_cast<int>(r_end - r), bf16, avx512);
@@ -328,28 +346,41 @@ float packed_at(const void* packed, int64_t k, DType dtype, int64_t row, int64_t
                               : bf16_to_f32(static_cast<const uint16_t*>(packed)[at]);
 }
 
-void gemm(float* out, const float* x, int64_t m, const void* packed, DType dtype, int64_t n, int64_t k, int threads) {
-  if (m == 0 || n == 0) return;
+void gemm_multi(const float* x, int64_t m, int64_t k, const GemmProduct* products, int count, int threads) {
+  TPLLAMA_CHECK(count >= 1 && count <= kMaxProducts, "gemm_multi: ", count, " products (1 to ", kMaxProducts, ")");
+  if (m == 0) return;
   if (k == 0) {
-    std::memset(out, 0, static_cast<size_t>(m * n) * sizeof(float));
+    for (int i = 0; i < count; ++i)
+      std::memset(products[i].out, 0, static_cast<size_t>(m * products[i].n) * sizeof(float));
     return;
   }
-  const bool bf16 = dtype == DType::kBF16;
   const bool avx512 = avx512_kernels();
-  const int64_t panels = (n + kPanelRows - 1) / kPanelRows;
-  const int64_t macs = m * n * k;
-  const int64_t worth = std::max<int64_t>({1, macs / kParallelMacs, n * k / kParallelWeights});
-  const int use = static_cast<int>(std::min<int64_t>({std::max(1, threads), panels, worth}));
-  const RowBlocks blocks(m, k);
-  if (use == 1) {
-    PanelQueue all(blocks.count, panels, panels);
-    return gemm_panels(out, x, m, packed, bf16, n, k, blocks, all, avx512);
+  int64_t panels[kMaxProducts], total_panels = 0, n_total = 0;
+  for (int i = 0; i < count; ++i) {
+    panels[i] = (products[i].n + kPanelRows - 1) / kPanelRows;
+    total_panels += panels[i];
+    n_total += products[i].n;
   }
-  // About kRunsPerThread runs of panels per thread and row block: enough that the last one to
-  // finish leaves the others little to wait for.
-  PanelQueue queue(blocks.count, panels, std::max<int64_t>(1, panels / (use * kRunsPerThread)));
+  if (total_panels == 0) return;
+  const int64_t macs = m * n_total * k;
+  const int64_t worth = std::max<int64_t>({1, macs / kParallelMacs, n_total * k / kParallelWeights});
+  const int use = static_cast<int>(std::min<int64_t>({std::max(1, threads), total_panels, worth}));
+  const RowBlocks blocks(m, k);
+  // One thread: each product's panels as one run. Several: about kRunsPerThread runs of panels per
+  // thread and row block over all products, enough that the last one to finish leaves the others
+  // little to wait for.
+  int64_t run[kMaxProducts];
+  const int64_t panels_per_run = std::max<int64_t>(1, total_panels / (use * kRunsPerThread));
+  for (int i = 0; i < count; ++i) run[i] = use == 1 ? std::max<int64_t>(1, panels[i]) : panels_per_run;
+  PanelQueue queue(blocks.count, panels, run, count);
+  if (use == 1) return gemm_panels(x, m, k, products, blocks, queue, avx512);
 #pragma omp parallel num_threads(use)
-  gemm_panels(out, x, m, packed, bf16, n, k, blocks, queue, avx512);
+  gemm_panels(x, m, k, products, blocks, queue, avx512);
+}
+
+void gemm(float* out, const float* x, int64_t m, const void* packed, DType dtype, int64_t n, int64_t k, int threads) {
+  const GemmProduct product{out, packed, dtype, n};
+  gemm_multi(x, m, k, &product, 1, threads);
 }
 
 bool avx512_kernels() { return cpu_has_avx512() && !g_force_portable.load(std::memory_order_relaxed); }

@@ -25,6 +25,19 @@ float packed_at(const void* packed, int64_t k, DType dtype, int64_t row, int64_t
 // out (m, n) = x (m, k) · Wᵀ on up to `threads` threads of the rank's pool.
 void gemm(float* out, const float* x, int64_t m, const void* packed, DType dtype, int64_t n, int64_t k, int threads);
 
+// One of the products of gemm_multi: out (m, n) = x · Wᵀ, W packed (n, k) in dtype.
+struct GemmProduct {
+  float* out;
+  const void* packed;
+  DType dtype;
+  int64_t n;
+};
+constexpr int kMaxProducts = 4;
+// Up to kMaxProducts products of one x (m, k) in one parallel pass (the Q, K and V projections;
+// gate and up): their panels share one work queue, so the threads meet once at the end instead of
+// once per product, and one copy of each block of x serves all of them.
+void gemm_multi(const float* x, int64_t m, int64_t k, const GemmProduct* products, int count, int threads);
+
 // AVX-512 F and BW are present: the kernels of gemm, attention and the bandwidth probe use them.
 bool cpu_has_avx512();
 
