@@ -251,8 +251,13 @@ void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w) {
 void matmuls(const DeviceContext& ctx, Tensor x, std::initializer_list<MatmulOut> products) {
   TPLLAMA_CHECK(products.size() >= 1 && products.size() <= static_cast<size_t>(cpu::kMaxProducts), "matmuls: ",
                 products.size(), " products (1 to ", cpu::kMaxProducts, ")");
-  for (const MatmulOut& p : products) require_matmul("matmuls", ctx, p.out, x, *p.w);
-  if (ctx.device != Device::kCpu) {
+  bool gpu = false;
+  for (const MatmulOut& p : products) {
+    TPLLAMA_CHECK(p.w != nullptr, "matmuls: a product without a weight");
+    require_matmul("matmuls", ctx, p.out, x, *p.w);
+    gpu = on_gpu("matmuls", ctx, {&p.out, &x});  // every tensor on the op's device, checked before any runs
+  }
+  if (gpu) {
     for (const MatmulOut& p : products) matmul(ctx, p.out, x, *p.w);
     return;
   }

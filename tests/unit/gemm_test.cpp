@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/error.h"
 #include "core/tensor.h"
 #include "ops/cpu/gemm.h"
 #include "ops/ops.h"
@@ -91,13 +92,24 @@ TEST(Gemm, KernelIsNamed) {
 // Products of one x in one pass (ops::matmuls: Q, K, V; gate and up) against a double-precision
 // product each, with guard regions around every output, odd widths, both dtypes, a mix of them,
 // one and two threads, decode and prefill heights; each output also equals what matmul alone gives.
-class GemmMultiTest : public ::testing::TestWithParam<std::tuple<int64_t, int>> {};
+// Set 0: three narrow products (runs of one panel); set 1: four wide ones (runs of several panels,
+// clipped at each product's end; decode heights split over two threads too).
+struct ProductSet {
+  int64_t k;
+  std::vector<std::pair<int64_t, DType>> shapes;
+};
+const ProductSet kProductSets[] = {
+    {520, {{96, DType::kF32}, {33, DType::kF32}, {70, DType::kBF16}}},
+    {1040, {{700, DType::kF32}, {300, DType::kBF16}, {65, DType::kF32}, {31, DType::kBF16}}},
+};
+
+class GemmMultiTest : public ::testing::TestWithParam<std::tuple<int64_t, int, int>> {};
 
 TEST_P(GemmMultiTest, EachProductMatchesDoubleProductAndMatmul) {
-  const auto [m, threads] = GetParam();
-  const int64_t k = 520;  // three k blocks; enough work at 32 rows for two threads to share
-  const std::vector<std::pair<int64_t, DType>> shapes = {{96, DType::kF32}, {33, DType::kF32}, {70, DType::kBF16}};
-  std::mt19937 rng(static_cast<unsigned>(m * 31 + threads));
+  const auto [m, threads, set] = GetParam();
+  const int64_t k = kProductSets[set].k;
+  const std::vector<std::pair<int64_t, DType>>& shapes = kProductSets[set].shapes;
+  std::mt19937 rng(static_cast<unsigned>(m * 31 + threads + set * 7));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(m * k));
   for (float& v : x) v = u(rng);
@@ -117,7 +129,11 @@ TEST_P(GemmMultiTest, EachProductMatchesDoubleProductAndMatmul) {
   }
   auto view = [&](size_t i) { return Tensor(out[i].data() + kGuard, DType::kF32, {m, shapes[i].first}); };
   const Tensor xt(x.data(), DType::kF32, {m, k});
-  ops::matmuls(ctx, xt, {{view(0), &weights[0]}, {view(1), &weights[1]}, {view(2), &weights[2]}});
+  if (shapes.size() == 3)
+    ops::matmuls(ctx, xt, {{view(0), &weights[0]}, {view(1), &weights[1]}, {view(2), &weights[2]}});
+  else
+    ops::matmuls(ctx, xt,
+                 {{view(0), &weights[0]}, {view(1), &weights[1]}, {view(2), &weights[2]}, {view(3), &weights[3]}});
   for (size_t i = 0; i < shapes.size(); ++i) {
     const auto [n, dtype] = shapes[i];
     ops::matmul(ctx, Tensor(alone[i].data(), DType::kF32, {m, n}), xt, weights[i]);
@@ -142,12 +158,31 @@ TEST_P(GemmMultiTest, EachProductMatchesDoubleProductAndMatmul) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Heights, GemmMultiTest,
-                         ::testing::Combine(::testing::Values<int64_t>(1, 7, 32, 300), ::testing::Values(1, 2)),
+                         ::testing::Combine(::testing::Values<int64_t>(1, 7, 32, 300), ::testing::Values(1, 2),
+                                            ::testing::Values(0, 1)),
                          [](const auto& param_info) {
                            std::ostringstream name;
-                           name << "m" << std::get<0>(param_info.param) << "_t" << std::get<1>(param_info.param);
+                           name << "m" << std::get<0>(param_info.param) << "_t" << std::get<1>(param_info.param)
+                                << "_set" << std::get<2>(param_info.param);
                            return name.str();
                          });
+
+TEST(GemmMulti, RefusesMoreProductsThanItTakesAndTensorsOffTheDevice) {
+  const DeviceContext ctx{Device::kCpu, 1};
+  std::vector<float> w(4 * 8, 0.5f), x(8, 1.0f), out(4 * 5);
+  Buffer packed(ops::weight_bytes(ctx, 4, 8, DType::kF32));
+  const ops::Weight weight = ops::pack_weight(ctx, Tensor(w.data(), DType::kF32, {4, 8}), DType::kF32, packed.data());
+  const Tensor xt(x.data(), DType::kF32, {1, 8});
+  auto o = [&](int i) { return Tensor(out.data() + 4 * i, DType::kF32, {1, 4}); };
+  EXPECT_THROW(ops::matmuls(ctx, xt, {{o(0), &weight}, {o(1), &weight}, {o(2), &weight}, {o(3), &weight},
+                                      {o(4), &weight}}),
+               Error);
+  const Tensor on_gpu(out.data(), DType::kF32, {1, 4}, Device::kCuda);  // claims device memory: never touched
+  EXPECT_THROW(ops::matmuls(ctx, xt, {{o(0), &weight}, {on_gpu, &weight}}), Error);
+  ops::matmuls(ctx, xt, {{o(0), &weight}, {o(1), &weight}});
+  EXPECT_EQ(out[0], 4.0f);  // 8 × 0.5 × 1
+  EXPECT_EQ(out[7], 4.0f);
+}
 
 }  // namespace
 }  // namespace tpllama

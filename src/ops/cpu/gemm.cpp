@@ -203,38 +203,43 @@ void run_tile(const Tile& t, int rows, bool bf16, bool avx512) {
     tile_portable<false>(t, rows);
 }
 
-// The work of one or more products of the same x as a queue of (product, row block, run of
+// The work of one or more products of the same x as a queue of (row block, product, run of
 // panels) items, taken in order by whichever thread is free: a thread slowed by a neighbour
 // (shared machines) or by its share of memory takes fewer, instead of the others waiting for it at
 // the end of the product. A run of panels is contiguous in memory, so a thread still streams its
-// weights front to back within it.
+// weights front to back within it. Items go row block by row block, so a block of x, once copied,
+// serves every product.
 class PanelQueue {
  public:
   // panels[i] and run[i]: product i's panels and the panels a run of it holds.
   PanelQueue(int64_t row_blocks, const int64_t* panels, const int64_t* run, int count) : count_(count) {
+    int64_t runs = 0;
     for (int i = 0; i < count; ++i) {
       panels_[i] = panels[i];
       run_[i] = run[i];
-      runs_per_block_[i] = (panels[i] + run[i] - 1) / run[i];
-      end_[i] = (i > 0 ? end_[i - 1] : 0) + row_blocks * runs_per_block_[i];
+      first_run_[i] = runs;  // of the block's runs, product i's start here
+      runs += (panels[i] + run[i] - 1) / run[i];
     }
+    runs_per_block_ = runs;
+    items_ = row_blocks * runs;
   }
   // The next item: its product, row block and panels [p_begin, p_end); false once all are taken.
   bool take(int& product, int64_t& block, int64_t& p_begin, int64_t& p_end) {
-    int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
-    if (i >= end_[count_ - 1]) return false;
-    product = 0;
-    while (i >= end_[product]) ++product;
-    if (product > 0) i -= end_[product - 1];
-    block = i / runs_per_block_[product];
-    p_begin = i % runs_per_block_[product] * run_[product];
+    const int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= items_) return false;
+    block = i / runs_per_block_;
+    const int64_t r = i % runs_per_block_;
+    product = count_ - 1;
+    while (first_run_[product] > r) --product;
+    p_begin = (r - first_run_[product]) * run_[product];
     p_end = std::min(panels_[product], p_begin + run_[product]);
     return true;
   }
 
  private:
   int count_;
-  int64_t panels_[kMaxProducts], run_[kMaxProducts], runs_per_block_[kMaxProducts], end_[kMaxProducts];
+  int64_t panels_[kMaxProducts], run_[kMaxProducts], first_run_[kMaxProducts];
+  int64_t runs_per_block_ = 0, items_ = 0;
   std::atomic<int64_t> next_{0};
 };
 
@@ -351,7 +356,7 @@ void gemm_multi(const float* x, int64_t m, int64_t k, const GemmProduct* product
   if (m == 0) return;
   if (k == 0) {
     for (int i = 0; i < count; ++i)
-      std::memset(products[i].out, 0, static_cast<size_t>(m * products[i].n) * sizeof(float));
+      if (products[i].n > 0) std::memset(products[i].out, 0, static_cast<size_t>(m * products[i].n) * sizeof(float));
     return;
   }
   const bool avx512 = avx512_kernels();
