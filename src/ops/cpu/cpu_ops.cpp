@@ -227,10 +227,14 @@ void look_up_rows(const KvView& v, int n, const AttentionShape& s, int kv_head, 
   const int bs = s.block_size;
   const int64_t stride = static_cast<int64_t>(s.n_kv_heads) * s.head_dim;
   const int64_t off = static_cast<int64_t>(kv_head) * s.head_dim;
-  for (int t = 0; t < n; ++t) {
-    const int64_t row = (static_cast<int64_t>(v.blocks[t / bs]) * bs + t % bs) * stride + off;
-    w.keys[static_cast<size_t>(t)] = static_cast<const KV*>(v.keys) + row;
-    w.values[static_cast<size_t>(t)] = static_cast<const KV*>(v.values) + row;
+  // Block by block: one table read and one multiply a block, an add a position (no division).
+  for (int t0 = 0; t0 < n; t0 += bs) {
+    const KV* key = static_cast<const KV*>(v.keys) + static_cast<int64_t>(v.blocks[t0 / bs]) * bs * stride + off;
+    const KV* value = static_cast<const KV*>(v.values) + (key - static_cast<const KV*>(v.keys));
+    for (int t = t0; t < std::min(n, t0 + bs); ++t, key += stride, value += stride) {
+      w.keys[static_cast<size_t>(t)] = key;
+      w.values[static_cast<size_t>(t)] = value;
+    }
   }
 }
 
