@@ -22,6 +22,17 @@ struct Case {
   int64_t m, n, k;
 };
 
+// x[0, k) · w[0, k) in double, with w as held: bf16 weights are the f32 ones rounded to nearest
+// even; the product is exact in double.
+double reference_dot(const float* x, const float* w, int64_t k, DType dtype) {
+  double dot = 0;
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const float held = dtype == DType::kBF16 ? bf16_to_f32(f32_to_bf16(w[kk])) : w[kk];
+    dot += static_cast<double>(x[kk]) * held;
+  }
+  return dot;
+}
+
 class GemmTest : public ::testing::TestWithParam<std::tuple<Case, DType, bool, int>> {};
 
 TEST_P(GemmTest, MatchesDoubleProduct) {
@@ -50,13 +61,7 @@ TEST_P(GemmTest, MatchesDoubleProduct) {
   const double tol = 4e-6 * std::sqrt(static_cast<double>(c.k)) + 1e-6;  // fp32 summation order
   for (int64_t i = 0; i < c.m; ++i)
     for (int64_t j = 0; j < c.n; ++j) {
-      double expected = 0;
-      for (int64_t kk = 0; kk < c.k; ++kk) {
-        const float wv = w[static_cast<size_t>(j * c.k + kk)];
-        // bf16 weights are the f32 ones rounded to nearest even; the product is exact in double.
-        const float held = dtype == DType::kBF16 ? bf16_to_f32(f32_to_bf16(wv)) : wv;
-        expected += static_cast<double>(x[static_cast<size_t>(i * c.k + kk)]) * held;
-      }
+      const double expected = reference_dot(x.data() + i * c.k, w.data() + j * c.k, c.k, dtype);
       ASSERT_NEAR(out[static_cast<size_t>(kGuard + i * c.n + j)], expected, tol)
           << "row " << i << " col " << j << " of " << c.m << "x" << c.n << "x" << c.k;
     }
@@ -144,12 +149,7 @@ TEST_P(GemmMultiTest, EachProductMatchesDoubleProductAndMatmul) {
     const double tol = 4e-6 * std::sqrt(static_cast<double>(k)) + 1e-6;
     for (int64_t r = 0; r < m; ++r)
       for (int64_t j = 0; j < n; ++j) {
-        double expected = 0;
-        for (int64_t kk = 0; kk < k; ++kk) {
-          const float wv = w[i][static_cast<size_t>(j * k + kk)];
-          const float held = dtype == DType::kBF16 ? bf16_to_f32(f32_to_bf16(wv)) : wv;
-          expected += static_cast<double>(x[static_cast<size_t>(r * k + kk)]) * held;
-        }
+        const double expected = reference_dot(x.data() + r * k, w[i].data() + j * k, k, dtype);
         const float got = out[i][static_cast<size_t>(kGuard + r * n + j)];
         ASSERT_NEAR(got, expected, tol) << "product " << i << " row " << r << " col " << j;
         ASSERT_EQ(got, alone[i][static_cast<size_t>(r * n + j)]) << "product " << i << " differs from matmul alone";

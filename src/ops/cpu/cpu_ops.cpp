@@ -220,22 +220,29 @@ struct AttendScratch {
 inline float as_f32(float v) { return v; }
 inline float as_f32(uint16_t v) { return bf16_to_f32(v); }
 
-// w.keys / w.values [0, n) = the key and value rows of kv head kv_head at positions [0, n) of the
-// sequence v's table names: looked up once per item, shared by its query heads.
-template <typename KV>
-void look_up_rows(const KvView& v, int n, const AttentionShape& s, int kv_head, AttendScratch& w) {
+// fn(t, key, value) for positions t in [0, n) of the sequence v's table names, with the key and
+// value rows of kv head kv_head. Block by block: one table read and one multiply a block, an add a
+// position (no division).
+template <typename KV, typename Fn>
+void for_each_row(const KvView& v, int64_t n, const AttentionShape& s, int kv_head, Fn&& fn) {
   const int bs = s.block_size;
   const int64_t stride = static_cast<int64_t>(s.n_kv_heads) * s.head_dim;
   const int64_t off = static_cast<int64_t>(kv_head) * s.head_dim;
-  // Block by block: one table read and one multiply a block, an add a position (no division).
-  for (int t0 = 0; t0 < n; t0 += bs) {
+  for (int64_t t0 = 0; t0 < n; t0 += bs) {
     const KV* key = static_cast<const KV*>(v.keys) + static_cast<int64_t>(v.blocks[t0 / bs]) * bs * stride + off;
     const KV* value = static_cast<const KV*>(v.values) + (key - static_cast<const KV*>(v.keys));
-    for (int t = t0; t < std::min(n, t0 + bs); ++t, key += stride, value += stride) {
-      w.keys[static_cast<size_t>(t)] = key;
-      w.values[static_cast<size_t>(t)] = value;
-    }
+    for (int64_t t = t0; t < std::min(n, t0 + bs); ++t, key += stride, value += stride) fn(t, key, value);
   }
+}
+
+// w.keys / w.values [0, n) = the key and value rows of kv head kv_head at positions [0, n): looked
+// up once per item, shared by its query heads.
+template <typename KV>
+void look_up_rows(const KvView& v, int n, const AttentionShape& s, int kv_head, AttendScratch& w) {
+  for_each_row<KV>(v, n, s, kv_head, [&w](int64_t t, const KV* key, const KV* value) {
+    w.keys[static_cast<size_t>(t)] = key;
+    w.values[static_cast<size_t>(t)] = value;
+  });
 }
 
 template <int kChunks, typename KV>
@@ -450,21 +457,18 @@ struct RunScratch {
 template <typename KV>
 void pack_head(float* kp, int64_t keys_floats, float* vp, const KvView& first, int64_t n, int g,
                const AttentionShape& s) {
-  const int hd = s.head_dim, bs = s.block_size;
-  const int64_t kv_stride = int64_t{s.n_kv_heads} * hd, panels = (hd + kPanelRows - 1) / kPanelRows;
-  auto row_of = [&](int64_t t) { return (int64_t{first.blocks[t / bs]} * bs + t % bs) * kv_stride + int64_t{g} * hd; };
+  const int hd = s.head_dim;
+  const int64_t panels = (hd + kPanelRows - 1) / kPanelRows;
   std::fill(kp + n / kPanelRows * kPanelRows * hd, kp + keys_floats, 0.0f);
-  for (int64_t t = 0; t < n; ++t) {
-    const KV* k = static_cast<const KV*>(first.keys) + row_of(t);
-    float* dst = kp + (t / kPanelRows * hd) * kPanelRows + t % kPanelRows;
-    for (int d = 0; d < hd; ++d) dst[d * kPanelRows] = as_f32(k[d]);
-  }
-  for (int64_t p = 0; p < panels; ++p)
-    for (int64_t t = 0; t < n; ++t) {
-      const KV* v = static_cast<const KV*>(first.values) + row_of(t);
-      float* dst = vp + (p * n + t) * kPanelRows;
-      for (int64_t j = 0; j < kPanelRows; ++j) dst[j] = p * kPanelRows + j < hd ? as_f32(v[p * kPanelRows + j]) : 0.0f;
+  for_each_row<KV>(first, n, s, g, [&](int64_t t, const KV* key, const KV* value) {
+    float* kdst = kp + (t / kPanelRows * hd) * kPanelRows + t % kPanelRows;
+    for (int d = 0; d < hd; ++d) kdst[d * kPanelRows] = as_f32(key[d]);
+    for (int64_t p = 0; p < panels; ++p) {
+      float* vdst = vp + (p * n + t) * kPanelRows;
+      for (int64_t j = 0; j < kPanelRows; ++j)
+        vdst[j] = p * kPanelRows + j < hd ? as_f32(value[p * kPanelRows + j]) : 0.0f;
     }
+  });
 }
 
 // The run of T tokens whose first token's view is `first` (q and out: the run's first row).
