@@ -4,7 +4,9 @@
 One table from the `tpllama bench --json` reports of a sweep: DIR/order lists the workload names,
 DIR/NAME.I.json (I = 1..REPEATS) are their runs. Every figure is the median over the repeats; the
 roofline fractions and limits are those each run measured itself (scripts/bench_cpu.sh,
-scripts/device_check.sh)."""
+scripts/device_check.sh). Where the sweep has them, the scaling of tp=2 and pp=2 over one rank x one
+thread at 32 sequences follows, with pp=2's ceiling: both stages busy all the time, each running the
+16-sequence groups that one rank x one thread runs at 16 sequences."""
 import json
 import statistics
 import sys
@@ -13,6 +15,7 @@ out, repeats = sys.argv[1], int(sys.argv[2])
 names = open(f"{out}/order").read().split()
 med = statistics.median
 rows = []
+values = {}
 giga = True
 for name in names:
     runs = [json.load(open(f"{out}/{name}.{i}.json")) for i in range(1, repeats + 1)]
@@ -30,6 +33,7 @@ for name in names:
     dtype = runs[0]["dtype"]
     if runs[0].get("kv_dtype", dtype) != dtype:
         dtype += f' (kv {runs[0]["kv_dtype"]})'
+    values[name] = value
     rows.append([name, f'{lay["ranks"]}x{lay["threads_per_rank"]} tp{lay["tp"]} pp{lay["pp"]}', dtype,
                  metric, f"{value:.1f}", frac, f"{100 * coll:.1f}%", f"{bw:.1f}", peak])
 for row in rows:
@@ -39,3 +43,16 @@ head = ["workload", "ranks x threads", "dtype", "metric", f"median of {repeats}"
 widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
 for row in [head] + rows:
     print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))
+
+one = values.get("decode-32-1x1")
+if one:
+    print()
+    for name, label in (("decode-32-tp2", "tp=2"), ("decode-32-pp2", "pp=2")):
+        if name in values:
+            print(f"{label} at 32 sequences: {values[name] / one:.2f}x one rank x one thread ({values[name]:.1f} / {one:.1f})")
+    if "decode-16-1x1" in values:
+        ceiling = 2 * values["decode-16-1x1"]
+        line = f"pp=2 ceiling (2 x one rank x one thread at 16 sequences): {ceiling / one:.2f}x"
+        if "decode-32-pp2" in values:
+            line += f"; pp=2 reaches {100 * values['decode-32-pp2'] / ceiling:.0f}% of it"
+        print(line)
