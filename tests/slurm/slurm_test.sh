@@ -34,11 +34,12 @@ mkdir -p "$work/state" "$work/spool" "$work/munge"
 chown munge:munge "$work/munge"
 runuser -u munge -- /usr/sbin/munged --socket="$work/munge/munge.socket" --pid-file="$work/munge/munged.pid" \
   --log-file="$work/munge/munged.log" --force
+# cred_expire: a requeued job waits this long before it starts again (default 120 s).
 cat > "$SLURM_CONF" <<CONF
 ClusterName=tpllamatest
 SlurmctldHost=$host
 AuthType=auth/munge
-AuthInfo=socket=$work/munge/munge.socket
+AuthInfo=socket=$work/munge/munge.socket,cred_expire=20
 CredType=cred/munge
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -93,16 +94,20 @@ grep -q "srun --mpi=pmix" "$work/job1.out" && echo "launched with srun --mpi=pmi
 grep -q '"Once upon a time' "$work/out1.jsonl" && fail "text should be the completion only"
 grep -q 'there was a little girl named Lily' "$work/out1.jsonl" || fail "reference text missing"
 
-# (2) USR1 before the end: stop early, requeue, resume, exactly once.
+# (2) USR1 before the end: stop early, requeue, resume, exactly once. The job takes one sequence
+# at a time (greedy output does not depend on --max-seqs), so it runs for seconds however fast
+# the machine: with 64 at a time a quiet machine finished all 3000 before the signal.
 awk 'BEGIN { for (i = 0; i < 3000; i++) printf "Once upon a time %d\n", i }' > "$work/many.txt"
 "$build/tpllama" run --model "$model" --input "$work/many.txt" --output "$work/many_single.jsonl" \
   --max-tokens 12 --threads 1 2>/dev/null
 job=$(sbatch --parsable --ntasks=2 --output="$work/job2.out" "$source_dir/scripts/slurm/tpllama.sbatch" \
-  "$model" "$work/many.txt" "$work/out2.jsonl" --pp 2 --max-tokens 12)
-for _ in $(seq 120); do
+  "$model" "$work/many.txt" "$work/out2.jsonl" --pp 2 --max-tokens 12 --max-seqs 1)
+for _ in $(seq 600); do
   [[ -f $work/out2.jsonl && $(wc -l < "$work/out2.jsonl") -ge 200 ]] && break
-  sleep 0.5
+  sleep 0.1
 done
+done_before=$(wc -l < "$work/out2.jsonl" 2>/dev/null || echo 0)
+(( done_before < 3000 )) || fail "job 2 finished all 3000 requests before USR1 could be sent"
 scancel --batch --signal=USR1 "$job"
 wait_done "$job" 300
 grep -q "requeueing job" "$work/job2.out" || fail "the job was not requeued after USR1"
