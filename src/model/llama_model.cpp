@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "core/error.h"
@@ -156,20 +157,31 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
   const GraphKey key{n, r, cache.key_pool(0).data()};
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
+    ops::Graph graph;
+    std::string failure;
     try {
       ops::begin_capture(ctx_);
       run_stage(step, cache, n, r);
-      it = graphs_.emplace(key, ops::end_capture(ctx_)).first;
+      graph = ops::end_capture(ctx_);
     } catch (const Error& e) {
       ops::abort_capture(ctx_);
-      graphs_on_ = false;
-      log::warn(std::string("CUDA graphs off for this run: recording a decode step failed (") + e.what() +
-                "); every step launches its kernels");
-      return run_stage(step, cache, n, r);
+      failure = e.what();
     } catch (...) {
       ops::abort_capture(ctx_);
       throw;
     }
+    // Whether a collective is recorded must be the same on every rank of the TP group (NCCL's
+    // rule: a recorded all-reduce cannot meet a launched one), so the group agrees before any rank
+    // replays or falls back; a failure on one rank turns graphs off on all of them.
+    if (!tp_comm_.all_true(failure.empty())) {
+      graphs_on_ = false;
+      const std::string where =
+          failure.empty() ? std::string("on another rank of the TP group") : "(" + failure + ")";
+      log::warn("CUDA graphs off for this run: recording a decode step failed " + where +
+                "; every step launches its kernels");
+      return run_stage(step, cache, n, r);
+    }
+    it = graphs_.emplace(key, std::move(graph)).first;
   }
   ops::launch(ctx_, it->second);
   return output(n, r);

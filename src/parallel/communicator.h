@@ -40,6 +40,9 @@ class Communicator {
   // Element-wise argmax over the group: values[i] becomes the largest, indices[i] its index;
   // equal values resolve to the smallest index (as a single rank's argmax would).
   virtual void all_reduce_argmax(std::vector<float>& values, std::vector<int32_t>& indices) = 0;
+  // Whether `mine` is true on every rank of the group (a host-side agreement: every rank gets the
+  // same answer, e.g. whether all of them recorded a step, before any acts on it).
+  virtual bool all_true(bool mine) = 0;
   // Variable-size byte messages. The root's bytes reach every rank of the group.
   virtual void broadcast_bytes(std::vector<uint8_t>& bytes, int root) = 0;
   // Sends without waiting for the receiver (the buffer is kept until the send completes), so a

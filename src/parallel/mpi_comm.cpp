@@ -221,6 +221,15 @@ void MpiCommunicator::all_reduce_argmax(std::vector<float>& values, std::vector<
   }
 }
 
+bool MpiCommunicator::all_true(bool mine) {
+  if (size_ == 1) return mine;
+  int all = mine ? 1 : 0;
+  CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "agreement",
+                  TraceTrack::kCollective);
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_LAND, comm_), "MPI_Allreduce(LAND)");
+  return all != 0;
+}
+
 void MpiCommunicator::broadcast_bytes(std::vector<uint8_t>& bytes, int root) {
   if (size_ == 1) return;
   // The plan broadcast is a message from rank 0, most of it waiting: counted with point-to-point.

@@ -146,6 +146,8 @@ void NcclCommunicator::all_reduce_argmax(std::vector<float>& values, std::vector
   (*ViaMpi(*this)).all_reduce_argmax(values, indices);
 }
 
+bool NcclCommunicator::all_true(bool mine) { return (*ViaMpi(*this)).all_true(mine); }
+
 void NcclCommunicator::broadcast_bytes(std::vector<uint8_t>& bytes, int root) {
   (*ViaMpi(*this)).broadcast_bytes(bytes, root);
 }

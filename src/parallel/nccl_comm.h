@@ -30,6 +30,7 @@ class NcclCommunicator final : public Communicator {
   void recv(Tensor t, int src, int tag) override;
   void barrier() override;
   void all_reduce_argmax(std::vector<float>& values, std::vector<int32_t>& indices) override;
+  bool all_true(bool mine) override;
   void broadcast_bytes(std::vector<uint8_t>& bytes, int root) override;
   void send_bytes_async(std::vector<uint8_t> bytes, int dest, int tag) override;
   std::vector<uint8_t> recv_bytes(int src, int tag) override;

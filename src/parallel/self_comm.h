@@ -23,6 +23,7 @@ class SelfCommunicator final : public Communicator {
   void recv(Tensor, int src, int) override { fail("recv from rank ", src, " in a group of one"); }
   void barrier() override {}
   void all_reduce_argmax(std::vector<float>&, std::vector<int32_t>&) override {}
+  bool all_true(bool mine) override { return mine; }
   void broadcast_bytes(std::vector<uint8_t>&, int) override {}
   void send_bytes_async(std::vector<uint8_t>, int dest, int) override { fail("send to rank ", dest, " in a group of one"); }
   std::vector<uint8_t> recv_bytes(int src, int) override { fail("recv from rank ", src, " in a group of one"); }

@@ -87,6 +87,14 @@ TEST_F(Collectives, ArgmaxReducesValueAndIndexWithTiesToTheLowestIndex) {
   EXPECT_EQ(indices[1], 200);
 }
 
+TEST_F(Collectives, AllTrueIsTheConjunctionOverRanks) {
+  EXPECT_TRUE(comm_->all_true(true));
+  EXPECT_FALSE(comm_->all_true(false));
+  // One rank says no, in turn each of them: every rank gets false.
+  for (int no = 0; no < n_; ++no)
+    EXPECT_FALSE(comm_->all_true(r_ != no)) << "rank " << no << " said no";
+}
+
 TEST_F(Collectives, BroadcastBytesResizesReceivers) {
   std::vector<uint8_t> bytes;
   if (r_ == 0) bytes = {1, 2, 3, 4, 5};
