@@ -4,7 +4,6 @@
 // for it also measures the read bandwidth and the same products over one layer held in cache, so
 // each row count's time from memory can be set against both of its bounds: streaming the weights,
 // and the arithmetic with no wait for memory.
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,6 +16,7 @@
 #include "core/tensor.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/machine_limits.h"
+#include "ops/cpu/threads.h"
 
 namespace {
 
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
       *std::min_element(row_counts.begin(), row_counts.end()) < 1 ||
       *std::max_element(row_counts.begin(), row_counts.end()) > 256)
     return usage();
-  omp_set_num_threads(threads);
+  cpu::apply_threads(cpu::plan_threads(threads, 0, 1));  // pinned one a core, as tpllama runs
 
   auto make_layers = [&](int count) {
     std::vector<Layer> layers;
