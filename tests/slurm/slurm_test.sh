@@ -95,13 +95,14 @@ grep -q '"Once upon a time' "$work/out1.jsonl" && fail "text should be the compl
 grep -q 'there was a little girl named Lily' "$work/out1.jsonl" || fail "reference text missing"
 
 # (2) USR1 before the end: stop early, requeue, resume, exactly once. The job takes one sequence
-# at a time (greedy output does not depend on --max-seqs), so it runs for seconds however fast
-# the machine: with 64 at a time a quiet machine finished all 3000 before the signal.
+# at a time (greedy output does not depend on --max-seqs) and 40 tokens each, so it runs for
+# seconds (about 5 under mpirun on a quiet machine), long after the signal: with 64 at a time and 12 tokens such a machine
+# finished all 3000 in 0.4 s, before the first look at the output.
 awk 'BEGIN { for (i = 0; i < 3000; i++) printf "Once upon a time %d\n", i }' > "$work/many.txt"
 "$build/tpllama" run --model "$model" --input "$work/many.txt" --output "$work/many_single.jsonl" \
-  --max-tokens 12 --threads 1 2>/dev/null
+  --max-tokens 40 --threads 1 2>/dev/null
 job=$(sbatch --parsable --ntasks=2 --output="$work/job2.out" "$source_dir/scripts/slurm/tpllama.sbatch" \
-  "$model" "$work/many.txt" "$work/out2.jsonl" --pp 2 --max-tokens 12 --max-seqs 1)
+  "$model" "$work/many.txt" "$work/out2.jsonl" --pp 2 --max-tokens 40 --max-seqs 1)
 for _ in $(seq 600); do
   [[ -f $work/out2.jsonl && $(wc -l < "$work/out2.jsonl") -ge 200 ]] && break
   sleep 0.1
