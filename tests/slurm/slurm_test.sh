@@ -96,8 +96,8 @@ grep -q 'there was a little girl named Lily' "$work/out1.jsonl" || fail "referen
 
 # (2) USR1 before the end: stop early, requeue, resume, exactly once. The job takes one sequence
 # at a time (greedy output does not depend on --max-seqs) and 40 tokens each, so it runs for
-# seconds (about 5 under mpirun on a quiet machine), long after the signal: with 64 at a time and 12 tokens such a machine
-# finished all 3000 in 0.4 s, before the first look at the output.
+# seconds (about 5 under mpirun on a quiet machine), long after the signal: with 64 at a time and
+# 12 tokens such a machine finished all 3000 in 0.4 s, before the first look at the output.
 awk 'BEGIN { for (i = 0; i < 3000; i++) printf "Once upon a time %d\n", i }' > "$work/many.txt"
 "$build/tpllama" run --model "$model" --input "$work/many.txt" --output "$work/many_single.jsonl" \
   --max-tokens 40 --threads 1 2>/dev/null
