@@ -6,8 +6,10 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
+#include "core/log.h"
 
 #define TPLLAMA_NCCL_CHECK(call)                                                              \
   do {                                                                                        \
@@ -31,6 +33,10 @@ ncclDataType_t nccl_type(DType d) {
 ncclComm_t handle(void* comm) { return static_cast<ncclComm_t>(comm); }
 cudaStream_t stream_of(const DeviceContext& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
 
+// How often the watchdog asks NCCL for an asynchronous error: a failed link ends the job within
+// about this long, at the cost of one cheap query per interval.
+constexpr auto kWatchInterval = std::chrono::milliseconds(200);
+
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<MpiCommunicator> mpi, const DeviceContext& ctx)
@@ -45,10 +51,45 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<MpiCommunicator> mpi, const D
   ncclComm_t comm = nullptr;
   TPLLAMA_NCCL_CHECK(ncclCommInitRank(&comm, mpi_->size(), id, mpi_->rank()));
   comm_ = comm;
+  watchdog_ = std::thread(&NcclCommunicator::watch, this);
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  {
+    std::lock_guard<std::mutex> hold(lock_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  watchdog_.join();
   if (comm_ != nullptr) ncclCommDestroy(handle(comm_));
+}
+
+void NcclCommunicator::watch() {
+  std::unique_lock<std::mutex> hold(lock_);
+  while (!wake_.wait_for(hold, kWatchInterval, [this] { return stopping_; })) {
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t query = ncclCommGetAsyncError(handle(comm_), &async);
+    const ncclResult_t error = query != ncclSuccess ? query : async;
+    if (error == ncclSuccess || error == ncclInProgress) continue;
+    // Aborting makes the group's kernels still waiting on the stream return, so the rank's thread
+    // gets past its wait and fails at its next collective with this reason.
+    failure_ = std::string("NCCL reported an asynchronous error on this TP group: ") + ncclGetErrorString(error) +
+               " (" + ncclGetLastError(handle(comm_)) + "); the communicator was aborted";
+    log::error(failure_);
+    ncclCommAbort(handle(comm_));
+    comm_ = nullptr;
+    return;
+  }
+}
+
+void* NcclCommunicator::live_comm() const {
+  if (comm_ == nullptr) fail(failure_);
+  return comm_;
+}
+
+bool NcclCommunicator::graph_capturable() const {
+  std::lock_guard<std::mutex> hold(lock_);
+  return comm_ != nullptr;
 }
 
 bool NcclCommunicator::on_device(const Tensor& t) const {
@@ -92,8 +133,9 @@ void NcclCommunicator::all_reduce_sum(Tensor t) {
   {
     CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "all-reduce (nccl)",
                     TraceTrack::kCollective);
+    std::lock_guard<std::mutex> hold(lock_);
     TPLLAMA_NCCL_CHECK(ncclAllReduce(t.data(), t.data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), ncclSum,
-                                     handle(comm_), stream_of(ctx_)));
+                                     handle(live_comm()), stream_of(ctx_)));
   }
   stats_.all_reduce_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats_.all_reduce_bytes += static_cast<double>(t.nbytes());
@@ -110,8 +152,9 @@ void NcclCommunicator::all_gather(Tensor in, Tensor out) {
   }
   CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "all-gather (nccl)",
                   TraceTrack::kCollective);
+  std::lock_guard<std::mutex> hold(lock_);
   TPLLAMA_NCCL_CHECK(ncclAllGather(in.data(), out.data(), static_cast<size_t>(in.numel()), nccl_type(in.dtype()),
-                                   handle(comm_), stream_of(ctx_)));
+                                   handle(live_comm()), stream_of(ctx_)));
 }
 
 void NcclCommunicator::broadcast(Tensor t, int root) {
@@ -119,22 +162,25 @@ void NcclCommunicator::broadcast(Tensor t, int root) {
   if (!on_device(t)) return (*ViaMpi(*this)).broadcast(t, root);
   CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "broadcast (nccl)",
                   TraceTrack::kCollective);
+  std::lock_guard<std::mutex> hold(lock_);
   TPLLAMA_NCCL_CHECK(ncclBroadcast(t.data(), t.data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), root,
-                                   handle(comm_), stream_of(ctx_)));
+                                   handle(live_comm()), stream_of(ctx_)));
 }
 
 void NcclCommunicator::send(Tensor t, int dest, int tag) {
   if (!on_device(t)) return (*ViaMpi(*this)).send(t, dest, tag);
   CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "send (nccl)", TraceTrack::kP2p);
-  TPLLAMA_NCCL_CHECK(ncclSend(t.data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), dest, handle(comm_),
-                              stream_of(ctx_)));
+  std::lock_guard<std::mutex> hold(lock_);
+  TPLLAMA_NCCL_CHECK(ncclSend(t.data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), dest,
+                              handle(live_comm()), stream_of(ctx_)));
 }
 
 void NcclCommunicator::recv(Tensor t, int src, int tag) {
   if (!on_device(t)) return (*ViaMpi(*this)).recv(t, src, tag);
   CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "recv (nccl)", TraceTrack::kP2p);
-  TPLLAMA_NCCL_CHECK(ncclRecv(t.data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), src, handle(comm_),
-                              stream_of(ctx_)));
+  std::lock_guard<std::mutex> hold(lock_);
+  TPLLAMA_NCCL_CHECK(ncclRecv(t.data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), src,
+                              handle(live_comm()), stream_of(ctx_)));
 }
 
 void NcclCommunicator::barrier() {

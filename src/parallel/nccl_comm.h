@@ -1,10 +1,17 @@
 // NcclCommunicator: the collectives of a TP group on device memory through NCCL, enqueued on the
 // rank's compute stream, so they order with the kernels around them and never block the host.
 // Host tensors and byte messages go through the group's MPI communicator, which also carried the
-// NCCL unique id at start-up. Compiled only with CUDA; made by make_group_communicator.
+// NCCL unique id at start-up. A watchdog thread turns NCCL's asynchronous errors (a broken link,
+// a peer that stopped answering) into an aborted communicator, so the rank fails instead of
+// waiting forever on a collective that cannot finish. Compiled only with CUDA; made by
+// make_group_communicator.
 #pragma once
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "core/device.h"
@@ -36,16 +43,28 @@ class NcclCommunicator final : public Communicator {
   std::vector<uint8_t> recv_bytes(int src, int tag) override;
   void wait_sends() override;
   void set_trace(TraceRecorder* trace) override;
-  bool graph_capturable() const override { return true; }
+  // False once the watchdog aborted the communicator: the next step then runs eagerly and its
+  // first collective fails with the reason, instead of replaying a recording of a dead one.
+  bool graph_capturable() const override;
 
  private:
   // While alive, what the MPI communicator spends is added to our statistics.
   class ViaMpi;
   bool on_device(const Tensor& t) const;
+  // The communicator for an NCCL call, under lock_; fails with the watchdog's reason once aborted.
+  void* live_comm() const;
+  // The watchdog: polls NCCL's asynchronous error every kWatchInterval until the destructor stops it.
+  void watch();
 
   std::unique_ptr<MpiCommunicator> mpi_;
   DeviceContext ctx_;
-  void* comm_ = nullptr;  // ncclComm_t
+  void* comm_ = nullptr;  // ncclComm_t; null once aborted
+  // lock_ orders NCCL calls of the rank's thread with the watchdog's queries and abort.
+  mutable std::mutex lock_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::string failure_;  // why the watchdog aborted the communicator
+  std::thread watchdog_;
 };
 
 }  // namespace tpllama
