@@ -51,7 +51,9 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<MpiCommunicator> mpi, const D
   ncclComm_t comm = nullptr;
   TPLLAMA_NCCL_CHECK(ncclCommInitRank(&comm, mpi_->size(), id, mpi_->rank()));
   comm_ = comm;
-  watchdog_ = std::thread(&NcclCommunicator::watch, this);
+  int device = 0;
+  TPLLAMA_CHECK(cudaGetDevice(&device) == cudaSuccess, "cudaGetDevice");
+  watchdog_ = std::thread(&NcclCommunicator::watch, this, device);
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -64,7 +66,8 @@ NcclCommunicator::~NcclCommunicator() {
   if (comm_ != nullptr) ncclCommDestroy(handle(comm_));
 }
 
-void NcclCommunicator::watch() {
+void NcclCommunicator::watch(int device) {
+  cudaSetDevice(device);  // the current device is per thread; the abort runs on the group's GPU
   std::unique_lock<std::mutex> hold(lock_);
   while (!wake_.wait_for(hold, kWatchInterval, [this] { return stopping_; })) {
     ncclResult_t async = ncclSuccess;

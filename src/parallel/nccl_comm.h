@@ -53,8 +53,9 @@ class NcclCommunicator final : public Communicator {
   bool on_device(const Tensor& t) const;
   // The communicator for an NCCL call, under lock_; fails with the watchdog's reason once aborted.
   void* live_comm() const;
-  // The watchdog: polls NCCL's asynchronous error every kWatchInterval until the destructor stops it.
-  void watch();
+  // The watchdog, on `device`: polls NCCL's asynchronous error every kWatchInterval until the
+  // destructor stops it.
+  void watch(int device);
 
   std::unique_ptr<MpiCommunicator> mpi_;
   DeviceContext ctx_;
