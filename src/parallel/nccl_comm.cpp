@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -51,14 +54,19 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<MpiCommunicator> mpi, const D
   ncclComm_t comm = nullptr;
   TPLLAMA_NCCL_CHECK(ncclCommInitRank(&comm, mpi_->size(), id, mpi_->rank()));
   comm_ = comm;
-  int device = 0;
-  TPLLAMA_CHECK(cudaGetDevice(&device) == cudaSuccess, "cudaGetDevice");
-  watchdog_ = std::thread(&NcclCommunicator::watch, this, device);
+  try {
+    int device = 0;
+    TPLLAMA_CHECK(cudaGetDevice(&device) == cudaSuccess, "cudaGetDevice");
+    watchdog_ = std::thread(&NcclCommunicator::watch, this, device);
+  } catch (...) {
+    ncclCommDestroy(comm);
+    throw;
+  }
 }
 
 NcclCommunicator::~NcclCommunicator() {
   {
-    std::lock_guard<std::mutex> hold(lock_);
+    std::lock_guard<std::mutex> hold(stop_);
     stopping_ = true;
   }
   wake_.notify_all();
@@ -66,33 +74,28 @@ NcclCommunicator::~NcclCommunicator() {
   if (comm_ != nullptr) ncclCommDestroy(handle(comm_));
 }
 
+// On an error the rank ends itself, here, rather than failing the way every other error does
+// (an exception that main reports before MPI_Abort): the rank's thread may be waiting on the GPU
+// for a collective that will never finish, or in an MPI call on a peer that is, and MPI may not
+// be called from this thread (MPI_THREAD_FUNNELED). Aborting the communicator instead would not
+// return while recorded CUDA graphs still hold it. A rank that exits non-zero makes mpirun (and
+// srun --kill-on-bad-exit) end the job.
 void NcclCommunicator::watch(int device) {
-  cudaSetDevice(device);  // the current device is per thread; the abort runs on the group's GPU
-  std::unique_lock<std::mutex> hold(lock_);
+  cudaSetDevice(device);  // the current device is per thread: the communicator's GPU
+  std::unique_lock<std::mutex> hold(stop_);
   while (!wake_.wait_for(hold, kWatchInterval, [this] { return stopping_; })) {
+    // Skipped while the rank's thread is inside NCCL (an enqueue, or a first connection to peers).
+    std::unique_lock<std::mutex> in_nccl(nccl_, std::try_to_lock);
+    if (!in_nccl.owns_lock()) continue;
     ncclResult_t async = ncclSuccess;
     const ncclResult_t query = ncclCommGetAsyncError(handle(comm_), &async);
     const ncclResult_t error = query != ncclSuccess ? query : async;
     if (error == ncclSuccess || error == ncclInProgress) continue;
-    // Aborting makes the group's kernels still waiting on the stream return, so the rank's thread
-    // gets past its wait and fails at its next collective with this reason.
-    failure_ = std::string("NCCL reported an asynchronous error on this TP group: ") + ncclGetErrorString(error) +
-               " (" + ncclGetLastError(handle(comm_)) + "); the communicator was aborted";
-    log::error(failure_);
-    ncclCommAbort(handle(comm_));
-    comm_ = nullptr;
-    return;
+    log::error(std::string("NCCL reported an asynchronous error on this rank's TP group: ") + ncclGetErrorString(error) +
+               " (" + ncclGetLastError(handle(comm_)) + "); ending the rank so the launcher ends the job");
+    std::fflush(stderr);
+    std::_Exit(1);
   }
-}
-
-void* NcclCommunicator::live_comm() const {
-  if (comm_ == nullptr) fail(failure_);
-  return comm_;
-}
-
-bool NcclCommunicator::graph_capturable() const {
-  std::lock_guard<std::mutex> hold(lock_);
-  return comm_ != nullptr;
 }
 
 bool NcclCommunicator::on_device(const Tensor& t) const {
@@ -136,9 +139,9 @@ void NcclCommunicator::all_reduce_sum(Tensor t) {
   {
     CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "all-reduce (nccl)",
                     TraceTrack::kCollective);
-    std::lock_guard<std::mutex> hold(lock_);
+    std::lock_guard<std::mutex> hold(nccl_);
     TPLLAMA_NCCL_CHECK(ncclAllReduce(t.data(), t.data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), ncclSum,
-                                     handle(live_comm()), stream_of(ctx_)));
+                                     handle(comm_), stream_of(ctx_)));
   }
   stats_.all_reduce_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats_.all_reduce_bytes += static_cast<double>(t.nbytes());
@@ -155,9 +158,9 @@ void NcclCommunicator::all_gather(Tensor in, Tensor out) {
   }
   CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "all-gather (nccl)",
                   TraceTrack::kCollective);
-  std::lock_guard<std::mutex> hold(lock_);
+  std::lock_guard<std::mutex> hold(nccl_);
   TPLLAMA_NCCL_CHECK(ncclAllGather(in.data(), out.data(), static_cast<size_t>(in.numel()), nccl_type(in.dtype()),
-                                   handle(live_comm()), stream_of(ctx_)));
+                                   handle(comm_), stream_of(ctx_)));
 }
 
 void NcclCommunicator::broadcast(Tensor t, int root) {
@@ -165,25 +168,25 @@ void NcclCommunicator::broadcast(Tensor t, int root) {
   if (!on_device(t)) return (*ViaMpi(*this)).broadcast(t, root);
   CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "broadcast (nccl)",
                   TraceTrack::kCollective);
-  std::lock_guard<std::mutex> hold(lock_);
+  std::lock_guard<std::mutex> hold(nccl_);
   TPLLAMA_NCCL_CHECK(ncclBroadcast(t.data(), t.data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), root,
-                                   handle(live_comm()), stream_of(ctx_)));
+                                   handle(comm_), stream_of(ctx_)));
 }
 
 void NcclCommunicator::send(Tensor t, int dest, int tag) {
   if (!on_device(t)) return (*ViaMpi(*this)).send(t, dest, tag);
   CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "send (nccl)", TraceTrack::kP2p);
-  std::lock_guard<std::mutex> hold(lock_);
+  std::lock_guard<std::mutex> hold(nccl_);
   TPLLAMA_NCCL_CHECK(ncclSend(t.data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), dest,
-                              handle(live_comm()), stream_of(ctx_)));
+                              handle(comm_), stream_of(ctx_)));
 }
 
 void NcclCommunicator::recv(Tensor t, int src, int tag) {
   if (!on_device(t)) return (*ViaMpi(*this)).recv(t, src, tag);
   CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "recv (nccl)", TraceTrack::kP2p);
-  std::lock_guard<std::mutex> hold(lock_);
+  std::lock_guard<std::mutex> hold(nccl_);
   TPLLAMA_NCCL_CHECK(ncclRecv(t.data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), src,
-                              handle(live_comm()), stream_of(ctx_)));
+                              handle(comm_), stream_of(ctx_)));
 }
 
 void NcclCommunicator::barrier() {

@@ -1,8 +1,8 @@
 // NcclCommunicator: the collectives of a TP group on device memory through NCCL, enqueued on the
 // rank's compute stream, so they order with the kernels around them and never block the host.
 // Host tensors and byte messages go through the group's MPI communicator, which also carried the
-// NCCL unique id at start-up. A watchdog thread turns NCCL's asynchronous errors (a broken link,
-// a peer that stopped answering) into an aborted communicator, so the rank fails instead of
+// NCCL unique id at start-up. A watchdog thread ends the rank on an asynchronous NCCL error (a
+// broken link, a peer that stopped answering), so the launcher ends the job instead of every rank
 // waiting forever on a collective that cannot finish. Compiled only with CUDA; made by
 // make_group_communicator.
 #pragma once
@@ -10,7 +10,6 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -43,28 +42,23 @@ class NcclCommunicator final : public Communicator {
   std::vector<uint8_t> recv_bytes(int src, int tag) override;
   void wait_sends() override;
   void set_trace(TraceRecorder* trace) override;
-  // False once the watchdog aborted the communicator: the next step then runs eagerly and its
-  // first collective fails with the reason, instead of replaying a recording of a dead one.
-  bool graph_capturable() const override;
+  bool graph_capturable() const override { return true; }
 
  private:
   // While alive, what the MPI communicator spends is added to our statistics.
   class ViaMpi;
   bool on_device(const Tensor& t) const;
-  // The communicator for an NCCL call, under lock_; fails with the watchdog's reason once aborted.
-  void* live_comm() const;
-  // The watchdog, on `device`: polls NCCL's asynchronous error every kWatchInterval until the
+  // The watchdog, on `device`: asks NCCL for an asynchronous error every kWatchInterval until the
   // destructor stops it.
   void watch(int device);
 
   std::unique_ptr<MpiCommunicator> mpi_;
   DeviceContext ctx_;
-  void* comm_ = nullptr;  // ncclComm_t; null once aborted
-  // lock_ orders NCCL calls of the rank's thread with the watchdog's queries and abort.
-  mutable std::mutex lock_;
+  void* comm_ = nullptr;  // ncclComm_t
+  std::mutex nccl_;       // one thread at a time in NCCL: the rank's calls and the watchdog's query
+  std::mutex stop_;
   std::condition_variable wake_;
-  bool stopping_ = false;
-  std::string failure_;  // why the watchdog aborted the communicator
+  bool stopping_ = false;  // under stop_
   std::thread watchdog_;
 };
 
