@@ -56,7 +56,7 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<MpiCommunicator> mpi, const D
   comm_ = comm;
   try {
     int device = 0;
-    TPLLAMA_CHECK(cudaGetDevice(&device) == cudaSuccess, "cudaGetDevice");
+    TPLLAMA_NCCL_CHECK(ncclCommCuDevice(comm, &device));
     watchdog_ = std::thread(&NcclCommunicator::watch, this, device);
   } catch (...) {
     ncclCommDestroy(comm);

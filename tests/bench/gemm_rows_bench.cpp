@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/machine_limits.h"
 #include "ops/cpu/threads.h"
@@ -32,18 +33,23 @@ struct Layer {
   Buffer q, k, v, o, gate, up, down;
 };
 
-Buffer packed(int64_t n, int64_t k, DType dtype, uint32_t seed) {
+// A seeded random (n, k) weight (the generator of --random-weights), packed for the GEMM.
+Buffer packed(int64_t n, int64_t k, DType dtype, uint64_t seed) {
   std::vector<float> w(static_cast<size_t>(n * k));
-  for (size_t i = 0; i < w.size(); ++i)
-    w[i] = static_cast<float>((i * 2654435761u + seed) % 1000) * 1e-3f - 0.5f;
+  tpllama::ops::UniformFill fill;
+  fill.stream = seed;
+  fill.full_cols = k;
+  fill.present = n;
+  fill.scale = 0.05f;
+  cpu::fill_uniform(w.data(), n, k, fill);
   Buffer b(cpu::packed_bytes(n, k, dtype));
   cpu::pack_weight(w.data(), n, k, dtype, b.data());
   return b;
 }
 
 struct Scratch {
-  std::vector<float> x,
-      out;  // x (rows, hidden); out wide enough for three products of hidden columns
+  std::vector<float> x;    // (rows, hidden)
+  std::vector<float> out;  // three products of hidden columns
 };
 
 // The products of one decode step's layers for `rows` tokens, as LlamaModel::forward calls them.
@@ -124,7 +130,7 @@ int main(int argc, char** argv) {
   auto make_layers = [&](int count) {
     std::vector<Layer> layers;
     for (int l = 0; l < count; ++l) {
-      const uint32_t seed = static_cast<uint32_t>(l) * 7;
+      const uint64_t seed = static_cast<uint64_t>(l) * 7;
       layers.push_back({packed(kDim, kDim, dtype, seed), packed(kDim, kDim, dtype, seed + 1),
                         packed(kDim, kDim, dtype, seed + 2), packed(kDim, kDim, dtype, seed + 3),
                         packed(kHidden, kDim, dtype, seed + 4),
@@ -143,12 +149,13 @@ int main(int argc, char** argv) {
   s.out.assign(static_cast<size_t>(3 * 256 * kHidden), 0.0f);
 
   const double bandwidth = cpu::measure_read_bandwidth(threads, size_t{1} << 30);
+  const double stream = bytes / bandwidth;  // the pass's bound from streaming its weights
   std::printf(
       "gemm_rows_bench: %d layers of the 110m shape (%.1f MiB of %s weights), %d thread(s), median "
       "of %d\n",
       n_layers, bytes / (1 << 20), tpllama::dtype_name(dtype).c_str(), threads, repeats);
   std::printf("read bandwidth on %d thread(s): %.1f GB/s (stream bound of one pass: %.2f ms)\n\n",
-              threads, bandwidth / 1e9, bytes / bandwidth * 1e3);
+              threads, bandwidth / 1e9, stream * 1e3);
   std::printf("%5s  %9s  %8s  %9s  %12s  %14s  %13s  %11s\n", "rows", "ms/pass", "GB/s", "GFLOP/s",
               "ms/pass/row", "in-cache ms", "stream ms", "overlap");
   for (int64_t rows : row_counts) {
@@ -156,7 +163,6 @@ int main(int argc, char** argv) {
     // One layer's products with its weights in cache, scaled to this many layers: no wait for
     // memory.
     const double compute = seconds_of(cached, rows, dtype, threads, repeats, s) * n_layers;
-    const double stream = bytes / bandwidth;
     const double flops = 2.0 * static_cast<double>(rows) * weights_per_layer * n_layers;
     // How much of the shorter bound overlapped the longer: 1 when t = max(stream, compute).
     const double hidden = std::clamp((stream + compute - t) / std::min(stream, compute), 0.0, 1.0);
