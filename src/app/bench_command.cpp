@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/cli_checks.h"
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -267,17 +268,20 @@ void add_bench_command(CLI::App& app, BenchOptions& o) {
   c->add_option("--model", o.run.model, "Hugging Face LLaMA model directory (or --shape with --random-weights)");
   c->add_option("--shape", o.shape, "Named shape: tiny, 110m, llama2-7b, llama3-8b, llama2-70b");
   c->add_flag("--random-weights", o.random_weights, "Seeded random weights made in memory (with --shape)");
-  c->add_option("--seed", o.seed, "Seed of the random weights and of the prompts")->capture_default_str();
-  c->add_option("--vocab", o.vocab, "Vocabulary size of the shape (default: the shape's)")->check(CLI::PositiveNumber);
-  c->add_option("--prompts", o.prompts, "Requests in the workload")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--seed", o.seed, "Seed of the random weights and of the prompts")
+      ->capture_default_str()
+      ->check(at_least(0));
+  c->add_option("--vocab", o.vocab, "Vocabulary size of the shape (default: the shape's)")->check(at_least(1));
+  c->add_option("--prompts", o.prompts, "Requests in the workload")->capture_default_str()->check(at_least(1));
   c->add_option("--input-len", o.input_len, "Prompt tokens per request, BOS included: N or an inclusive range A:B")
       ->capture_default_str();
   c->add_option("--output-len", o.output_len, "Tokens generated per request (EOS ignored): N or A:B")
       ->capture_default_str();
-  c->add_option("--max-seqs", o.run.max_seqs, "Sequences in flight at once (default: --prompts, at most 256)");
+  c->add_option("--max-seqs", o.run.max_seqs, "Sequences in flight at once (default: --prompts, at most 256)")
+      ->check(at_least(1));
   c->add_option("--max-batch-tokens", o.run.max_batch_tokens, "Tokens per forward step")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   c->add_option("--kv-block-size", o.run.kv_block_size, "Positions per KV cache block")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/cli_checks.h"
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -72,10 +73,11 @@ void add_perplexity_command(CLI::App& app, PerplexityOptions& o) {
   c->add_option("--model", o.run.model, "Hugging Face LLaMA model directory")->required();
   c->add_option("--input", o.run.input, "Text file (read whole, tokenized as one text)")->required();
   c->add_option("--output", o.json, "Also write the result as JSON to this file");
-  c->add_option("--context-len", o.context_len, "Tokens per window, BOS included (default: the model's context)");
-  c->add_option("--stride", o.stride, "Tokens between window starts (default: half the window)");
-  c->add_option("--max-seqs", o.run.max_seqs, "Windows in flight at once")->capture_default_str();
-  c->add_option("--max-batch-tokens", o.run.max_batch_tokens, "Tokens per forward step")->capture_default_str();
+  c->add_option("--context-len", o.context_len, "Tokens per window, BOS included (default: the model's context)")
+      ->check(at_least(2));
+  c->add_option("--stride", o.stride, "Tokens between window starts (default: half the window)")->check(at_least(1));
+  c->add_option("--max-seqs", o.run.max_seqs, "Windows in flight at once")->capture_default_str()->check(at_least(1));
+  c->add_option("--max-batch-tokens", o.run.max_batch_tokens, "Tokens per forward step")->capture_default_str()->check(at_least(1));
   add_layout_options(*c, o.run);
 }
 

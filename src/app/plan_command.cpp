@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/cli_checks.h"
 #include "app/commands.h"
 #include "core/error.h"
 #include "model/checkpoint.h"
@@ -18,22 +19,23 @@ void add_plan_command(CLI::App& app, PlanOptions& o) {
   CLI::App* c = app.add_subcommand("plan", "Which TP x PP layouts fit a cluster, and how fast (estimated)");
   c->add_option("--model", o.model, "Hugging Face LLaMA model directory (only config.json is read)");
   c->add_option("--shape", o.shape, "Or a named shape: tiny, 110m, llama2-7b, llama3-8b, llama2-70b");
-  c->add_option("--vocab", o.vocab, "Vocabulary size of the shape (default: the shape's)")->check(CLI::PositiveNumber);
+  c->add_option("--vocab", o.vocab, "Vocabulary size of the shape (default: the shape's)")->check(at_least(1));
   c->add_option("--hostfile", o.hostfile, "Open MPI hostfile: nodes and slots (ranks) per node");
-  c->add_option("--nodes", o.nodes, "Nodes (without --hostfile)")->capture_default_str();
-  c->add_option("--gpus-per-node", o.per_node, "Ranks per node (without --hostfile)")->capture_default_str();
+  c->add_option("--nodes", o.nodes, "Nodes (without --hostfile)")->capture_default_str()->check(at_least(1));
+  c->add_option("--gpus-per-node", o.per_node, "Ranks per node (without --hostfile)")->capture_default_str()->check(at_least(1));
   c->add_option("--gpu", o.gpu, "h100-80g, h200, a100-80g, a100-40g, l40s or cpu")->capture_default_str();
   c->add_option("--memory", o.memory, "Memory per rank, e.g. 80GiB (overrides --gpu's)");
-  c->add_option("--bandwidth", o.bandwidth, "Memory bandwidth per rank in bytes/s (overrides --gpu's)");
-  c->add_option("--flops", o.flops, "FLOP/s per rank (overrides --gpu's)");
+  c->add_option("--bandwidth", o.bandwidth, "Memory bandwidth per rank in bytes/s (overrides --gpu's)")
+      ->check(finite_in(1, 1e18));
+  c->add_option("--flops", o.flops, "FLOP/s per rank (overrides --gpu's)")->check(finite_in(1, 1e21));
   c->add_option("--intra", o.intra, "Link inside a node: nvlink, pcie or shm")->capture_default_str();
   c->add_option("--inter", o.inter, "Link between nodes: infiniband or ethernet")->capture_default_str();
   c->add_option("--dtype", o.dtype, "bf16, f16 or f32")->capture_default_str()->check(CLI::IsMember({"bf16", "f16", "f32"}));
-  c->add_option("--input-len", o.input_len, "Expected prompt tokens")->capture_default_str();
-  c->add_option("--output-len", o.output_len, "Expected generated tokens")->capture_default_str();
-  c->add_option("--max-seqs", o.max_seqs, "Sequences in flight")->capture_default_str();
-  c->add_option("--tp", o.tp, "Only this TP size");
-  c->add_option("--pp", o.pp, "Only this PP size");
+  c->add_option("--input-len", o.input_len, "Expected prompt tokens")->capture_default_str()->check(at_least(1));
+  c->add_option("--output-len", o.output_len, "Expected generated tokens")->capture_default_str()->check(at_least(1));
+  c->add_option("--max-seqs", o.max_seqs, "Sequences in flight")->capture_default_str()->check(at_least(1));
+  c->add_option("--tp", o.tp, "Only this TP size")->check(at_least(1));
+  c->add_option("--pp", o.pp, "Only this PP size")->check(at_least(1));
   c->add_option("--json", o.json, "Also write the plans as JSON");
 }
 

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/cli_checks.h"
 #include "app/commands.h"
 #include "app/run_report.h"
 #include "core/error.h"
@@ -33,17 +34,6 @@ namespace tpllama {
 
 namespace {
 
-// CLI11's number checks let NaN through; sampling settings must be finite.
-CLI::Validator finite_in(double lo, double hi) {
-  return CLI::Validator(
-      [lo, hi](std::string& s) -> std::string {
-        double v = std::stod(s);
-        if (!std::isfinite(v) || v < lo || v > hi)
-          return "value " + s + " not in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-        return "";
-      },
-      "FINITE");
-}
 
 }  // namespace
 
@@ -58,11 +48,13 @@ void add_run_command(CLI::App& app, RunOptions& o) {
       ->required();
   run->add_option("--max-tokens", o.defaults.max_tokens, "Tokens to generate per request (requests may override)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   run->add_option("--temperature", o.defaults.sampling.temperature, "Sampling temperature; 0 = greedy")
       ->capture_default_str()
       ->check(finite_in(0, 1e6));
-  run->add_option("--top-k", o.defaults.sampling.top_k, "Keep the k most probable tokens; 0 = off")->capture_default_str();
+  run->add_option("--top-k", o.defaults.sampling.top_k, "Keep the k most probable tokens; 0 = off")
+      ->capture_default_str()
+      ->check(at_least(0));
   run->add_option("--top-p", o.defaults.sampling.top_p, "Nucleus sampling: smallest set reaching p; 1 = off")
       ->capture_default_str()
       ->check(finite_in(1e-12, 1));
@@ -70,14 +62,16 @@ void add_run_command(CLI::App& app, RunOptions& o) {
       ->capture_default_str()
       ->check(finite_in(0, 1));
   run->add_option("--seed", o.defaults.seed, "Base seed; each request's stream derives from it and its line number")
-      ->capture_default_str();
-  run->add_option("--max-seqs", o.max_seqs, "Sequences in flight at once")->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(at_least(0));
+  run->add_option("--max-seqs", o.max_seqs, "Sequences in flight at once")->capture_default_str()->check(at_least(1));
   run->add_option("--max-batch-tokens", o.max_batch_tokens, "Tokens per forward step (long prompts are chunked)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   run->add_option("--log-interval", o.log_interval,
                   "Seconds between progress lines when stderr is not a terminal (Slurm logs)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(finite_in(0, 1e9));
   run->add_option("--kv-block-size", o.kv_block_size, "Positions per KV cache block")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
@@ -90,19 +84,21 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--grace-seconds", o.grace_seconds,
                   "After SIGTERM/SIGUSR1/SIGINT: seconds in-flight requests may still finish before the run stops "
                   "(exit status 75; --resume continues)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(finite_in(0, 1e9));
   run->add_option("--stats", o.stats, "Write run statistics as JSON to this file at the end");
   run->add_option("--trace", o.trace, "Write a Chrome trace-event JSON (one track group per rank) to this file");
   run->add_option("--max-model-len", o.max_model_len, "Context per sequence, prompt + completion (default: the model's)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   add_layout_options(*run, o);
 }
 
 void add_layout_options(CLI::App& c, RunOptions& o) {
-  c.add_option("--threads", o.threads, "CPU threads per rank; default: cores of the node / ranks on the node");
+  c.add_option("--threads", o.threads, "CPU threads per rank; default: cores of the node / ranks on the node")
+      ->check(at_least(1));
   c.add_option("--tp", o.tp, "Tensor-parallel ranks per stage; default: ranks per node (or ranks / --pp)")
-      ->check(CLI::PositiveNumber);
-  c.add_option("--pp", o.pp, "Pipeline stages; default: number of nodes (or ranks / --tp)")->check(CLI::PositiveNumber);
+      ->check(at_least(1));
+  c.add_option("--pp", o.pp, "Pipeline stages; default: number of nodes (or ranks / --tp)")->check(at_least(1));
   c.add_option("--pp-layers", o.pp_layers, "Layers per stage, e.g. 10,12,10 (default: even, remainder to the middle)")
       ->delimiter(',');
   c.add_flag("--allow-cross-node-tp", o.allow_cross_node_tp, "Do not warn when a TP group spans nodes");

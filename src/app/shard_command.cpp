@@ -1,5 +1,6 @@
 // `tpllama shard`: one safetensors file per rank of a layout, so that each rank of a later run
 // maps only its own file.
+#include "app/cli_checks.h"
 #include "app/commands.h"
 #include "core/log.h"
 #include "model/shard_writer.h"
@@ -11,8 +12,8 @@ void add_shard_command(CLI::App& app, ShardOptionsCli& o) {
   CLI::App* c = app.add_subcommand("shard", "Split a model into one file per rank of a TP x PP layout");
   c->add_option("--model", o.model, "Hugging Face LLaMA model directory")->required();
   c->add_option("--out", o.out, "Output directory")->required();
-  c->add_option("--tp", o.tp, "Tensor-parallel ranks per stage")->capture_default_str()->check(CLI::PositiveNumber);
-  c->add_option("--pp", o.pp, "Pipeline stages")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--tp", o.tp, "Tensor-parallel ranks per stage")->capture_default_str()->check(at_least(1));
+  c->add_option("--pp", o.pp, "Pipeline stages")->capture_default_str()->check(at_least(1));
   c->add_option("--pp-layers", o.pp_layers, "Layers per stage, e.g. 2,3 (default: even split)")->delimiter(',');
 }
 

@@ -1,0 +1,15 @@
+// Checks on command-line values, with messages that name the value and the bound (CLI11's own
+// PositiveNumber names a range up to DBL_MAX, and a check that throws ends the program instead of
+// printing the mistake).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tpllama {
+
+// An integer, written in decimal digits (a leading '-' allowed), of at least `min`.
+CLI::Validator at_least(long long min);
+// A finite number in [lo, hi].
+CLI::Validator finite_in(double lo, double hi);
+
+}  // namespace tpllama
