@@ -54,11 +54,15 @@ LengthRange parse_range(const std::string& text, const char* flag, int min_value
   return r;
 }
 
-// Seeded prompts of token ids: BOS, then uniform ids; greedy; exactly max_tokens generated.
+// Seeded prompts of token ids: BOS, then ids drawn uniformly from those that are neither BOS nor an
+// EOS; greedy; exactly max_tokens generated.
 class SyntheticSource : public RequestSource {
  public:
   SyntheticSource(int prompts, LengthRange in, LengthRange out, const LlamaConfig& c, uint64_t seed)
-      : prompts_(prompts), in_(in), out_(out), vocab_(c.vocab_size), bos_(c.bos_token_id), rng_(seed) {}
+      : prompts_(prompts), in_(in), out_(out), vocab_(c.vocab_size), bos_(c.bos_token_id), rng_(seed) {
+    special_.push_back(bos_);
+    special_.insert(special_.end(), c.eos_token_ids.begin(), c.eos_token_ids.end());
+  }
 
   std::optional<Request> next() override {
     if (made_ == prompts_) return std::nullopt;
@@ -70,18 +74,27 @@ class SyntheticSource : public RequestSource {
     r.ignore_eos = true;
     r.token_ids.push_back(bos_);
     std::uniform_int_distribution<int> token(0, vocab_ - 1);
-    while (static_cast<int>(r.token_ids.size()) < in) r.token_ids.push_back(token(rng_));
+    const bool ordinary_ids = vocab_ > static_cast<int>(special_.size());
+    while (static_cast<int>(r.token_ids.size()) < in) {
+      int id = token(rng_);
+      while (ordinary_ids && std::find(special_.begin(), special_.end(), id) != special_.end()) id = token(rng_);
+      r.token_ids.push_back(id);
+    }
     lengths_.push_back(in);
+    output_tokens_ += r.max_tokens;
     return r;
   }
   const std::vector<int>& prompt_lengths() const { return lengths_; }
+  long long output_tokens() const { return output_tokens_; }
 
  private:
   int prompts_, made_ = 0;
   LengthRange in_, out_;
   int vocab_, bos_;
+  std::vector<int> special_;  // BOS and the EOS ids
   std::mt19937_64 rng_;
   std::vector<int> lengths_;
+  long long output_tokens_ = 0;
 };
 
 class CountingSink : public ResultSink {
@@ -97,30 +110,31 @@ class CountingSink : public ResultSink {
 };
 
 struct MachineLimits {
-  double read_bandwidth = 0;  // bytes/s
-  double gemm_flops = 0;      // FLOP/s of this build's GEMM in the run's dtype
+  double read_bandwidth = 0;  // bytes/s, summed over the devices of the run
+  double gemm_flops = 0;      // FLOP/s of this build's GEMM in the run's dtype, summed likewise
+  int devices = 0;            // nodes (CPU) or GPUs measured; 0: not measured
   std::string where;          // what was measured
 };
 
-// Rank 0 measures its device (on the CPU every core of its node) while the other ranks wait without
-// spinning.
-MachineLimits measure_limits(const DeviceContext& ctx, DType dtype, int rank) {
-  MachineLimits m;
-  if (rank == 0) {
+// The first rank on each device measures it (on the CPU every core of its node; on a GPU the GPU)
+// while the others wait without spinning; rank 0 gets the sums, since a run's work spreads over all
+// of them (a decode step's bytes are every rank's matrices).
+MachineLimits measure_limits(const DeviceContext& ctx, DType dtype, bool first_on_device) {
+  double mine[3] = {0, 0, 0};  // bandwidth, GEMM FLOP/s, devices
+  int cores = 0;
+  if (first_on_device) {
     DeviceContext measured = ctx;
     if (ctx.device == Device::kCpu) {
-      const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+      cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
       ops::cpu::ThreadPlacement all;
       all.threads = cores;
       for (int c = 0; c < cores; ++c) all.cpus.push_back(c);
       ops::cpu::apply_threads(all);
       measured.threads = cores;
-      m.where = std::to_string(cores) + " cores of rank 0's node";
-    } else {
-      m.where = "rank 0's GPU";
     }
-    m.read_bandwidth = ops::measure_read_bandwidth(measured);
-    m.gemm_flops = ops::measure_gemm_flops(measured, dtype);
+    mine[0] = ops::measure_read_bandwidth(measured);
+    mine[1] = ops::measure_gemm_flops(measured, dtype);
+    mine[2] = 1;
   }
   MPI_Request barrier;
   mpi_check(MPI_Ibarrier(MPI_COMM_WORLD, &barrier), "MPI_Ibarrier");
@@ -128,6 +142,17 @@ MachineLimits measure_limits(const DeviceContext& ctx, DType dtype, int rank) {
     mpi_check(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (!done) usleep(1000);
   }
+  double sum[3] = {0, 0, 0};
+  mpi_check(MPI_Reduce(mine, sum, 3, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD), "MPI_Reduce");
+  MachineLimits m;
+  m.read_bandwidth = sum[0];
+  m.gemm_flops = sum[1];
+  m.devices = static_cast<int>(sum[2]);
+  const std::string n = std::to_string(m.devices);
+  if (ctx.device != Device::kCpu)
+    m.where = m.devices == 1 ? "1 GPU" : n + " GPUs";
+  else
+    m.where = m.devices == 1 ? std::to_string(cores) + " cores of 1 node" : "all cores of " + n + " nodes";
   return m;
 }
 
@@ -140,14 +165,16 @@ std::string fixed(double v, int digits) {
 // "812.3 GFLOP/s", or in TFLOP/s from 10 TFLOP/s up (GPUs).
 std::string flops(double v) { return v >= 1e13 ? fixed(v / 1e12, 1) + " TFLOP/s" : fixed(v / 1e9, 1) + " GFLOP/s"; }
 
-nlohmann::json latency(const LatencyHistogram& h) {
-  if (h.count() == 0) return nullptr;
-  return {{"p50", h.percentile(50)}, {"p90", h.percentile(90)}, {"p99", h.percentile(99)}, {"mean", h.mean()}};
+// A JSON number, or null when there is nothing to measure it by (a rate over no time, a fraction of an
+// unmeasured limit): the table then shows "-", never a made-up 0.
+nlohmann::json ratio(double amount, double over) {
+  if (!(over > 0)) return nullptr;
+  return amount / over;
 }
 
 // The report: one table on stdout, the same figures as JSON.
 nlohmann::json make_report(const BenchOptions& o, const RunOutcome& r, const MachineLimits& limits,
-                           const std::vector<int>& prompt_lengths) {
+                           const SyntheticSource& source, LengthRange in, LengthRange out) {
   const RunSummary& s = r.summary;
   const LlamaConfig& c = r.config;
   const double layer_params = static_cast<double>(c.n_layers) *
@@ -157,30 +184,33 @@ nlohmann::json make_report(const BenchOptions& o, const RunOutcome& r, const Mac
   const double kv_bytes_per_position = 2.0 * c.kv_dim() * c.n_layers * static_cast<double>(dtype_size(r.kv_dtype));
   const double decode_bytes = static_cast<double>(s.decode_steps) * matrix_bytes +
                               static_cast<double>(s.decode_context_tokens) * kv_bytes_per_position;
-  double prefill_flop = 0;
-  for (int len : prompt_lengths)
+  double prefill_flop = 0, prompt_tokens = 0;
+  for (int len : source.prompt_lengths()) {
     prefill_flop += 2.0 * len * layer_params + 2.0 * static_cast<double>(len) * len * c.q_dim() * c.n_layers +
                     2.0 * c.vocab_size * c.dim;
-  auto rate = [](double amount, double seconds) { return seconds > 0 ? amount / seconds : 0.0; };
-  const double decode_bw = rate(decode_bytes, s.decode_seconds);
-  const double prefill_flops = rate(prefill_flop, s.prefill_seconds);
-  const double decode_tps = rate(static_cast<double>(s.decode_step_tokens), s.decode_seconds);
-  const double roofline_tps = decode_bytes > 0 && s.decode_steps > 0
-                                  ? limits.read_bandwidth / (decode_bytes / static_cast<double>(s.decode_step_tokens))
-                                  : 0.0;
+    prompt_tokens += len;
+  }
+  const double decode_tokens = static_cast<double>(s.decode_step_tokens);
+  const double decode_bw = s.decode_steps > 0 ? decode_bytes / s.decode_seconds : 0.0;
+  const double prefill_flops = s.prefill_seconds > 0 ? prefill_flop / s.prefill_seconds : 0.0;
+  const bool measured = limits.devices > 0, decoded = s.decode_steps > 0 && s.decode_seconds > 0;
 
   nlohmann::json ranks = nlohmann::json::array();
   for (size_t i = 0; i < r.ranks.size(); ++i) {
     const RankFigures& f = r.ranks[i];
-    const double busy = f.compute_seconds + f.wait_seconds;
     ranks.push_back({{"rank", i},
                      {"compute_seconds", f.compute_seconds},
                      {"collective_seconds", f.collective_seconds},
                      {"wait_seconds", f.wait_seconds},
-                     {"bubble_fraction", busy > 0 ? f.wait_seconds / busy : 0.0},
+                     {"bubble_fraction", ratio(f.wait_seconds, f.compute_seconds + f.wait_seconds)},
                      {"weight_bytes", f.weight_bytes}});
   }
   const Topology& t = r.topology;
+  const double prompts = static_cast<double>(o.prompts);
+  nlohmann::json machine = nullptr;
+  if (measured)
+    machine = {{"measured_on", limits.where}, {"devices", limits.devices},
+               {"read_bandwidth_bytes_per_second", limits.read_bandwidth}, {"gemm_flops_per_second", limits.gemm_flops}};
   nlohmann::json j = {
       {"model", o.run.model.empty() ? o.shape + " (random weights)" : o.run.model},
       {"config", {{"dim", c.dim}, {"hidden", c.hidden_dim}, {"layers", c.n_layers}, {"heads", c.n_heads},
@@ -191,28 +221,35 @@ nlohmann::json make_report(const BenchOptions& o, const RunOutcome& r, const Mac
       {"layout", {{"ranks", t.world_size()}, {"tp", t.tp_size()}, {"pp", t.pp_size()}, {"threads_per_rank", r.threads},
                   {"nodes", r.n_nodes}}},
       {"workload", {{"prompts", o.prompts}, {"input_len", o.input_len}, {"output_len", o.output_len},
+                    {"input_len_min", in.lo}, {"input_len_max", in.hi}, {"output_len_min", out.lo},
+                    {"output_len_max", out.hi}, {"mean_input_len", prompt_tokens / prompts},
+                    {"mean_output_len", static_cast<double>(source.output_tokens()) / prompts}, {"seed", o.seed},
                     {"max_seqs", o.run.max_seqs}, {"max_batch_tokens", o.run.max_batch_tokens}}},
       {"elapsed_seconds", s.seconds},
       {"steps", s.steps},
+      {"requests", s.requests},
+      {"requests_per_second", ratio(static_cast<double>(s.requests), s.seconds)},
       {"prompt_tokens", s.prompt_tokens},
       {"generated_tokens", s.generated_tokens},
-      {"prefill_tokens_per_second", rate(static_cast<double>(s.prefill_step_tokens), s.prefill_seconds)},
-      {"decode_tokens_per_second", decode_tps},
-      {"output_tokens_per_second", rate(static_cast<double>(s.generated_tokens), s.seconds)},
-      {"total_tokens_per_second", rate(static_cast<double>(s.prompt_tokens + s.generated_tokens), s.seconds)},
+      {"prefill_tokens_per_second", ratio(static_cast<double>(s.prefill_step_tokens), s.prefill_seconds)},
+      {"decode_tokens_per_second", decoded ? ratio(decode_tokens, s.decode_seconds) : nullptr},
+      {"output_tokens_per_second", ratio(static_cast<double>(s.generated_tokens), s.seconds)},
+      {"total_tokens_per_second", ratio(static_cast<double>(s.prompt_tokens + s.generated_tokens), s.seconds)},
       {"prefill_seconds", s.prefill_seconds},
       {"decode_seconds", s.decode_seconds},
       {"decode_steps", s.decode_steps},
-      {"ttft_seconds", latency(s.ttft)},
-      {"tpot_seconds", latency(s.tpot)},
-      {"machine", {{"measured_on", limits.where}, {"read_bandwidth_bytes_per_second", limits.read_bandwidth},
-                   {"gemm_flops_per_second", limits.gemm_flops}}},
-      {"decode_bytes_per_token", s.decode_step_tokens > 0 ? decode_bytes / static_cast<double>(s.decode_step_tokens) : 0.0},
-      {"decode_bandwidth_bytes_per_second", decode_bw},
-      {"decode_bandwidth_fraction", limits.read_bandwidth > 0 ? decode_bw / limits.read_bandwidth : 0.0},
-      {"decode_roofline_tokens_per_second", roofline_tps},
-      {"prefill_flops_per_second", prefill_flops},
-      {"prefill_gemm_fraction", limits.gemm_flops > 0 ? prefill_flops / limits.gemm_flops : 0.0},
+      {"ttft_seconds", percentiles(s.ttft)},
+      {"ttft_from_start_seconds", percentiles(s.ttft_from_start)},
+      {"latency_from_start_seconds", percentiles(s.latency_from_start)},
+      {"tpot_seconds", percentiles(s.tpot)},
+      {"machine", machine},
+      {"decode_bytes_per_token", decoded ? ratio(decode_bytes, decode_tokens) : nullptr},
+      {"decode_bandwidth_bytes_per_second", decoded ? nlohmann::json(decode_bw) : nullptr},
+      {"decode_bandwidth_fraction", decoded && measured ? ratio(decode_bw, limits.read_bandwidth) : nullptr},
+      {"decode_roofline_tokens_per_second",
+       decoded && measured ? ratio(limits.read_bandwidth, decode_bytes / decode_tokens) : nullptr},
+      {"prefill_flops_per_second", s.prefill_seconds > 0 ? nlohmann::json(prefill_flops) : nullptr},
+      {"prefill_gemm_fraction", measured ? ratio(prefill_flops, limits.gemm_flops) : nullptr},
       {"ranks", ranks},
   };
   return j;
@@ -223,39 +260,57 @@ void print_report(const nlohmann::json& j) {
   auto row = [&os](const std::string& name, const std::string& value) {
     os << "  " << name << std::string(name.size() < 34 ? 34 - name.size() : 1, ' ') << value << '\n';
   };
-  auto pct = [](const nlohmann::json& h, double scale) {
+  // A figure of the JSON, scaled, or "-" where it is null.
+  auto num = [](const nlohmann::json& v, double scale, int digits) {
+    return v.is_null() ? std::string("-") : fixed(v.get<double>() * scale, digits);
+  };
+  auto rate = [](const nlohmann::json& v) { return v.is_null() ? std::string("- FLOP/s") : flops(v.get<double>()); };
+  auto pct = [&num](const nlohmann::json& h, double scale) {
     if (h.is_null()) return std::string("-");
-    return fixed(h["p50"].get<double>() * scale, 2) + " / " + fixed(h["p90"].get<double>() * scale, 2) + " / " +
-           fixed(h["p99"].get<double>() * scale, 2);
+    return num(h["p50"], scale, 2) + " / " + num(h["p90"], scale, 2) + " / " + num(h["p99"], scale, 2);
   };
   const auto& l = j["layout"];
+  const auto& w = j["workload"];
   os << "tpllama bench: " << j["model"].get<std::string>() << ", " << j["dtype"].get<std::string>() << " on "
-     << j["device"].get<std::string>() << ", "
-     << l["ranks"] << " rank(s) = tp " << l["tp"] << " x pp " << l["pp"] << ", " << l["threads_per_rank"]
-     << " thread(s) per rank; " << j["workload"]["prompts"] << " prompts, input " << j["workload"]["input_len"].get<std::string>()
-     << ", output " << j["workload"]["output_len"].get<std::string>() << ", max-seqs " << j["workload"]["max_seqs"] << '\n';
+     << j["device"].get<std::string>() << ", " << l["ranks"] << " rank(s) = tp " << l["tp"] << " x pp " << l["pp"]
+     << ", " << l["threads_per_rank"] << " thread(s) per rank; " << w["prompts"] << " prompts, input "
+     << w["input_len"].get<std::string>() << ", output " << w["output_len"].get<std::string>() << ", max-seqs "
+     << w["max_seqs"] << ", seed " << w["seed"] << '\n';
   const auto& m = j["machine"];
-  row("machine (" + m["measured_on"].get<std::string>() + ")",
-      "read " + fixed(m["read_bandwidth_bytes_per_second"].get<double>() / 1e9, 1) + " GB/s, GEMM " +
-          flops(m["gemm_flops_per_second"].get<double>()));
-  row("prefill", fixed(j["prefill_tokens_per_second"].get<double>(), 1) + " tok/s, " +
-                     flops(j["prefill_flops_per_second"].get<double>()) + " = " +
-                     fixed(100 * j["prefill_gemm_fraction"].get<double>(), 1) + "% of the GEMM peak");
-  row("decode", fixed(j["decode_tokens_per_second"].get<double>(), 1) + " tok/s, " +
-                    fixed(j["decode_bandwidth_bytes_per_second"].get<double>() / 1e9, 1) + " GB/s = " +
-                    fixed(100 * j["decode_bandwidth_fraction"].get<double>(), 1) + "% of read bandwidth (roofline " +
-                    fixed(j["decode_roofline_tokens_per_second"].get<double>(), 1) + " tok/s)");
-  row("output / total", fixed(j["output_tokens_per_second"].get<double>(), 1) + " / " +
-                            fixed(j["total_tokens_per_second"].get<double>(), 1) + " tok/s over " +
-                            fixed(j["elapsed_seconds"].get<double>(), 2) + " s, " + std::to_string(j["steps"].get<long long>()) +
-                            " steps");
-  row("TTFT p50 / p90 / p99", pct(j["ttft_seconds"], 1e3) + " ms");
+  if (m.is_null())
+    row("machine", "not measured (--no-limits)");
+  else
+    row("machine (" + m["measured_on"].get<std::string>() + ")",
+        "read " + fixed(m["read_bandwidth_bytes_per_second"].get<double>() / 1e9, 1) + " GB/s, GEMM " +
+            flops(m["gemm_flops_per_second"].get<double>()));
+  // " = 12.3% of <limit>", or nothing when the limit was not measured.
+  auto share = [&num](const nlohmann::json& v, const std::string& limit) {
+    return v.is_null() ? std::string() : " = " + num(v, 100, 1) + "% of " + limit;
+  };
+  row("prefill", num(j["prefill_tokens_per_second"], 1, 1) + " tok/s, " + rate(j["prefill_flops_per_second"]) +
+                     share(j["prefill_gemm_fraction"], "the GEMM peak"));
+  if (j["decode_tokens_per_second"].is_null())
+    row("decode", "- (no pure-decode step: every token came from a step with prompt tokens)");
+  else
+    row("decode", num(j["decode_tokens_per_second"], 1, 1) + " tok/s, " +
+                      num(j["decode_bandwidth_bytes_per_second"], 1e-9, 1) + " GB/s" +
+                      share(j["decode_bandwidth_fraction"], "read bandwidth") +
+                      (j["decode_roofline_tokens_per_second"].is_null()
+                           ? std::string()
+                           : " (roofline " + num(j["decode_roofline_tokens_per_second"], 1, 1) + " tok/s)"));
+  row("output / total", num(j["output_tokens_per_second"], 1, 1) + " / " + num(j["total_tokens_per_second"], 1, 1) +
+                            " tok/s, " + num(j["requests_per_second"], 1, 2) + " req/s over " +
+                            fixed(j["elapsed_seconds"].get<double>(), 2) + " s, " +
+                            std::to_string(j["steps"].get<long long>()) + " steps");
+  row("TTFT p50 / p90 / p99", pct(j["ttft_seconds"], 1e3) + " ms from admission, " +
+                                  pct(j["ttft_from_start_seconds"], 1e3) + " ms from the start");
   row("TPOT p50 / p90 / p99", pct(j["tpot_seconds"], 1e3) + " ms");
+  row("latency p50 / p90 / p99", pct(j["latency_from_start_seconds"], 1) + " s from the start");
   for (const auto& r : j["ranks"])
     row("rank " + std::to_string(r["rank"].get<int>()),
-        "compute " + fixed(r["compute_seconds"].get<double>(), 3) + " s, collectives " +
-            fixed(r["collective_seconds"].get<double>(), 3) + " s, waiting " + fixed(r["wait_seconds"].get<double>(), 3) +
-            " s, bubble " + fixed(100 * r["bubble_fraction"].get<double>(), 1) + "%");
+        "compute " + fixed(r["compute_seconds"].get<double>(), 3) + " s (collectives " +
+            fixed(r["collective_seconds"].get<double>(), 3) + " s of it), waiting " +
+            fixed(r["wait_seconds"].get<double>(), 3) + " s, bubble " + num(r["bubble_fraction"], 100, 1) + "%");
   std::fputs(os.str().c_str(), stdout);
   std::fflush(stdout);
 }
@@ -297,18 +352,19 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   LlamaConfig config;
   LengthRange in, out;
   collective_phase([&] {
-    if (o.run.model.empty() == o.shape.empty()) fail("bench needs --model DIR or --shape NAME --random-weights");
+    if (o.run.model.empty() == o.shape.empty())
+      fail("bench needs either --model DIR or --shape NAME --random-weights", o.shape.empty() ? "" : ", not both");
     if (!o.shape.empty() && !o.random_weights)
       fail("--shape ", o.shape, " has no weight files: add --random-weights");
     if (o.random_weights && o.shape.empty()) fail("--random-weights needs --shape");
     if (o.vocab > 0 && o.shape.empty()) fail("--vocab applies to --shape only");
     if (!o.shape.empty()) {
-      config = shape_config(o.shape);
-      if (o.vocab > 0) config.vocab_size = o.vocab;
+      config = shape_config(o.shape, o.vocab);
       synthetic = SyntheticModel{config, o.seed};
     } else {
       config = load_llama_config(o.run.model + "/config.json");
     }
+    if (mpi.rank() == 0 && !o.json.empty()) check_writable(o.json, "--json");
     in = parse_range(o.input_len, "--input-len", 1);
     out = parse_range(o.output_len, "--output-len", 1);
     if (in.hi + out.hi > config.max_seq_len)
@@ -328,8 +384,8 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   hooks.sink = &sink;
   hooks.synthetic = synthetic;
   if (!o.skip_limits)
-    hooks.on_device = [&](const DeviceContext& ctx) {
-      limits = measure_limits(ctx, weight_dtype(o.run, ctx.device), mpi.rank());
+    hooks.on_device = [&](const DeviceContext& ctx, bool first_on_device) {
+      limits = measure_limits(ctx, weight_dtype(o.run, ctx.device), first_on_device);
     };
   hooks.make_source = [&](const Tokenizer*, const LlamaConfig& c, int) {
     auto s = std::make_unique<SyntheticSource>(o.prompts, in, out, c, o.seed);
@@ -337,11 +393,12 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
     return s;
   };
   hooks.on_finish = [&](const RunOutcome& outcome) {
-    const nlohmann::json report = make_report(o, outcome, limits, source->prompt_lengths());
+    const nlohmann::json report = make_report(o, outcome, limits, *source, in, out);
     print_report(report);
     if (!o.json.empty()) {
       std::ofstream f(o.json);
       f << report.dump(2) << '\n';
+      f.close();
       if (!f) fail("cannot write --json file ", o.json);
     }
   };

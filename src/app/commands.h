@@ -103,7 +103,9 @@ struct RunHooks {
   std::optional<SyntheticModel> synthetic;
   std::function<void(const RunOutcome&)> on_finish;  // rank 0, after the run's own report
   // Every rank, once its device is chosen and before weights load (bench measures its limits).
-  std::function<void(const DeviceContext&)> on_device;
+  // `first_on_device`: this rank is the lowest of the ranks on its device (its node's CPUs, or its
+  // GPU), so one rank per device may measure it.
+  std::function<void(const DeviceContext&, bool first_on_device)> on_device;
 };
 
 struct PerplexityOptions {
@@ -134,6 +136,9 @@ struct PlanOptions {
 };
 
 void add_run_command(CLI::App& app, RunOptions& options);
+// Fails now, not after hours of work, when the file a flag names cannot be written; an existing
+// file is left as it is.
+void check_writable(const std::string& path, const char* flag);
 void add_bench_command(CLI::App& app, BenchOptions& options);
 // --threads, --tp, --pp, --pp-layers, --allow-cross-node-tp, --kv-cache-memory, --dtype, --device,
 // --comm and --share-gpus: how a run is laid out over ranks, devices and memory (run, perplexity

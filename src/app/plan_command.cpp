@@ -74,11 +74,8 @@ int plan_command(const PlanOptions& o, const MpiSession& mpi) {
   if (mpi.rank() != 0) return 0;
   PlanRequest r;
   if (o.model.empty() == o.shape.empty()) fail("give exactly one of --model and --shape");
-  r.config = o.model.empty() ? shape_config(o.shape) : load_llama_config(o.model + "/config.json");
-  if (o.vocab > 0) {
-    if (o.shape.empty()) fail("--vocab applies to --shape only");
-    r.config.vocab_size = o.vocab;
-  }
+  if (o.vocab > 0 && o.shape.empty()) fail("--vocab applies to --shape only");
+  r.config = o.model.empty() ? shape_config(o.shape, o.vocab) : load_llama_config(o.model + "/config.json");
   r.nodes = o.nodes;
   r.ranks_per_node = o.per_node;
   if (!o.hostfile.empty()) read_hostfile(o.hostfile, &r.nodes, &r.ranks_per_node);

@@ -37,6 +37,12 @@ namespace {
 
 }  // namespace
 
+void check_writable(const std::string& path, const char* flag) {
+  const bool existed = std::filesystem::exists(path);
+  if (!std::ofstream(path, std::ios::app)) fail("cannot write ", flag, " file ", path);
+  if (!existed) std::filesystem::remove(path);
+}
+
 void add_run_command(CLI::App& app, RunOptions& o) {
   CLI::App* run = app.add_subcommand("run", "Generate completions for every prompt of a file");
   run->add_option("--model", o.model, "Hugging Face LLaMA model directory (config.json, *.safetensors, tokenizer.model)")
@@ -279,12 +285,8 @@ void validate(const RunOptions& o, const RunHooks* hooks, int world_size, int ra
     if (s.checkpoint && s.checkpoint->presharded()) s.checkpoint->open_rank_shard(*s.topology);
     head_layout(c, s.topology->tp_size(), s.topology->tp_rank());
     if (rank != 0) return;
-    for (const std::string& path : {o.stats, o.trace})  // fail now, not after hours of work
-      if (!path.empty()) {
-        const bool existed = std::filesystem::exists(path);
-        if (!std::ofstream(path, std::ios::app)) fail("cannot write ", path, " (--stats / --trace)");
-        if (!existed) std::filesystem::remove(path);
-      }
+    if (!o.stats.empty()) check_writable(o.stats, "--stats");
+    if (!o.trace.empty()) check_writable(o.trace, "--trace");
     if (synthetic != nullptr) return;
     if (!std::filesystem::exists(s.checkpoint->tokenizer_path()))
       fail("model directory ", o.model, " has no tokenizer.model (a SentencePiece model is required)");
@@ -376,7 +378,7 @@ void open_device(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
     s.device = std::make_unique<ops::DeviceRuntime>(device, gpu, s.threads);
   });
   if (hooks != nullptr && hooks->on_device) {
-    hooks->on_device(s.device->context());
+    hooks->on_device(s.device->context(), sharers.front() == s.topology->rank());
     ops::cpu::apply_threads(placement);  // the hook may have spread rank 0 over the node to measure it
   }
   collective_phase([&] { check_weights_fit(s.config, *s.topology, s.device->context(), s.dtype, s.device_sharers); });

@@ -26,12 +26,6 @@ std::string mib(double bytes) {
   return os.str();
 }
 
-nlohmann::json percentiles(const LatencyHistogram& h) {
-  if (h.count() == 0) return nullptr;
-  return {{"p50", h.percentile(50)}, {"p90", h.percentile(90)}, {"p99", h.percentile(99)}, {"mean", h.mean()},
-          {"count", h.count()}};
-}
-
 double bubble(const RankFigures& f) {
   const double total = f.compute_seconds + f.wait_seconds;
   return total > 0 ? f.wait_seconds / total : 0.0;
@@ -88,6 +82,8 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
       {"total_tokens_per_second", static_cast<double>(s.generated_tokens + s.prompt_tokens) / secs},
       {"ttft_seconds", percentiles(s.ttft)},
       {"tpot_seconds", percentiles(s.tpot)},
+      {"ttft_from_start_seconds", percentiles(s.ttft_from_start)},
+      {"latency_from_start_seconds", percentiles(s.latency_from_start)},
       {"bubble_fraction", compute + wait > 0 ? wait / (compute + wait) : 0.0},
       {"ranks", ranks},
   };
@@ -98,6 +94,12 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
 }
 
 }  // namespace
+
+nlohmann::json percentiles(const LatencyHistogram& h) {
+  if (h.count() == 0) return nullptr;
+  return {{"p50", h.percentile(50)}, {"p90", h.percentile(90)}, {"p99", h.percentile(99)}, {"mean", h.mean()},
+          {"count", h.count()}};
+}
 
 RankFigures collect_rank_figures(const ModelWeights& weights, const KvCache& cache, const PipelineStats& pipeline,
                                  const Communicator& tp_comm, const Communicator& world) {

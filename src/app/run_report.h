@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/trace.h"
 #include "model/checkpoint.h"
 #include "model/weights.h"
@@ -31,6 +33,9 @@ struct RankFigures {
   double all_reduce_calls = 0;
   double steps = 0;
 };
+
+// p50 / p90 / p99 / mean / count of a latency histogram in seconds; null when it is empty.
+nlohmann::json percentiles(const LatencyHistogram& h);
 
 RankFigures collect_rank_figures(const ModelWeights& weights, const KvCache& cache, const PipelineStats& pipeline,
                                  const Communicator& tp_comm, const Communicator& world);

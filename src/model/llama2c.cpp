@@ -1,6 +1,7 @@
 // llama2.c import and random-weight model generation, both writing HF-style directories.
 #include "model/llama2c.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -173,6 +174,17 @@ LlamaConfig shape_config(const std::string& name) {
     fail("unknown shape '", name, "' (known: tiny, 110m, llama2-7b, llama3-8b, llama2-70b)");
   }
   c.rms_norm_eps = 1e-5;
+  return c;
+}
+
+LlamaConfig shape_config(const std::string& name, int vocab) {
+  LlamaConfig c = shape_config(name);
+  if (vocab <= 0) return c;
+  c.vocab_size = vocab;
+  if (c.bos_token_id >= vocab) c.bos_token_id = 1;
+  for (int& id : c.eos_token_ids)
+    if (id >= vocab) id = 2;
+  c.eos_token_ids.erase(std::unique(c.eos_token_ids.begin(), c.eos_token_ids.end()), c.eos_token_ids.end());
   return c;
 }
 

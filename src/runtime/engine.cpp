@@ -92,7 +92,6 @@ class Run {
   }
 
   RunSummary run() {
-    const auto start = Clock::now();
     bool estimated = false;
     while (true) {
       check_stop();
@@ -128,7 +127,7 @@ class Run {
     pipeline_.shutdown();
     io_.writer->sync();
     progress_.finish(counts());
-    summary_.seconds = seconds_between(start, Clock::now());
+    summary_.seconds = seconds_between(start_, Clock::now());
     return std::move(summary_);
   }
 
@@ -504,6 +503,8 @@ class Run {
       summary_.generated_tokens += s.n_generated;
       if (s.n_generated > 0) summary_.ttft.add(seconds_between(s.admitted, s.first_token));
       if (s.n_generated > 1) summary_.tpot.add(seconds_between(s.first_token, Clock::now()) / (s.n_generated - 1));
+      if (s.n_generated > 0) summary_.ttft_from_start.add(seconds_between(start_, s.first_token));
+      summary_.latency_from_start.add(seconds_between(start_, Clock::now()));
       write(s.order, std::move(result));
       slot_used_[static_cast<size_t>(s.slot)] = false;
       release_blocks(s);
@@ -512,6 +513,7 @@ class Run {
   }
 
   const LlamaConfig& config_;
+  const Clock::time_point start_ = Clock::now();  // the run's start: when an offline batch's requests all arrive
   Clock::time_point step_mark_;  // end of the last timed step
   const Tokenizer* tok_;  // null: requests carry token ids, results carry no text
   Pipeline& pipeline_;

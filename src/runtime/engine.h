@@ -67,6 +67,10 @@ struct RunSummary {
   long long decode_context_tokens = 0;  // positions the pure-decode tokens attended to (KV read)
   LatencyHistogram ttft;  // admission to first token, per finished request
   LatencyHistogram tpot;  // mean time per output token after the first
+  // From the run's start, when every request of an offline batch has arrived (waiting for admission
+  // included, as a serving benchmark at an unbounded request rate counts it), per finished request:
+  LatencyHistogram ttft_from_start;     // to its first token
+  LatencyHistogram latency_from_start;  // to its end
   std::string describe() const;
 };
 

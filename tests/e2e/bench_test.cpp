@@ -47,6 +47,33 @@ TEST(Bench, ReportCountsFollowFromTheWorkload) {
   EXPECT_GT(j["decode_bytes_per_token"].get<double>(), matrices / 3);
   EXPECT_EQ(j["ranks"].size(), 1u);
   EXPECT_EQ(j["ranks"][0]["weight_bytes"].get<double>(), matrices + 32000.0 * 128 * 4 + (2 * 4 + 1) * 128 * 4);
+  // --no-limits: no machine figures and no fractions of them, rather than zeros.
+  EXPECT_TRUE(j["machine"].is_null()) << j["machine"];
+  for (const char* k : {"decode_bandwidth_fraction", "decode_roofline_tokens_per_second", "prefill_gemm_fraction"})
+    EXPECT_TRUE(j[k].is_null()) << k << " " << j[k];
+  EXPECT_NE(r.output.find("not measured (--no-limits)"), std::string::npos) << r.output;
+  // The workload as drawn: lengths within their ranges, the seed that drew them.
+  const json& w = j["workload"];
+  EXPECT_EQ(w["input_len_min"], 8);
+  EXPECT_EQ(w["input_len_max"], 16);
+  EXPECT_DOUBLE_EQ(w["mean_input_len"].get<double>(), j["prompt_tokens"].get<double>() / 6);
+  EXPECT_DOUBLE_EQ(w["mean_output_len"].get<double>(), 5);
+  EXPECT_EQ(w["seed"], 0);
+  EXPECT_EQ(j["requests"], 6);
+  EXPECT_NEAR(j["requests_per_second"].get<double>(), 6 / j["elapsed_seconds"].get<double>(), 1e-9);
+  // Every request arrives at the start: from there, its first token comes no sooner than from its
+  // admission, and its end no later than the run's. Six requests, three at a time: the second three
+  // wait for the first.
+  const json &admitted = j["ttft_seconds"], &started = j["ttft_from_start_seconds"], &e2e = j["latency_from_start_seconds"];
+  for (const char* p : {"p50", "p90", "p99"}) {
+    EXPECT_GE(started[p].get<double>(), admitted[p].get<double>()) << p;
+    EXPECT_LE(e2e[p].get<double>(), j["elapsed_seconds"].get<double>() * 1.01 + 1e-6) << p;
+  }
+  EXPECT_EQ(started["count"], 6);
+  EXPECT_EQ(e2e["count"], 6);
+  // A late request's first token follows an early request's whole run (4 decode steps past its first
+  // token), so the slowest from the start is past the slowest from admission.
+  EXPECT_GT(started["p99"].get<double>(), admitted["p99"].get<double>());
   fs::remove(path);
 }
 
@@ -68,6 +95,9 @@ TEST(Bench, MeasuresTheMachineAndRunsTwoRanksOfTensorParallelism) {
   EXPECT_GT(j["machine"]["gemm_flops_per_second"].get<double>(), 1e9);
   EXPECT_GT(j["decode_bandwidth_fraction"].get<double>(), 0);
   EXPECT_GT(j["prefill_gemm_fraction"].get<double>(), 0);
+  // Both ranks share one node: its first rank measured it, once.
+  EXPECT_EQ(j["machine"]["devices"], 1);
+  EXPECT_EQ(j["machine"]["measured_on"], "2 cores of 1 node");
   fs::remove(path);
 }
 
@@ -82,6 +112,21 @@ TEST(Bench, BadRequestsAreRefusedWithTheValues) {
   r = run_shell(binary() + " bench --shape tiny --random-weights --input-len 9:3 --no-limits");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--input-len '9:3'"), std::string::npos) << r.output;
+  r = run_shell(binary() + " bench --shape tiny --random-weights --model /tmp --no-limits");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("either --model DIR or --shape NAME --random-weights, not both"), std::string::npos)
+      << r.output;
+  r = run_shell(binary() + " bench --shape tiny --random-weights --prompts 0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--prompts: must be at least 1, got 0"), std::string::npos) << r.output;
+  r = run_shell(binary() + " bench --shape tiny --random-weights --max-seqs -4");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--max-seqs: must be at least 1, got -4"), std::string::npos) << r.output;
+  // An unwritable --json is refused before the benchmark runs, not after it.
+  r = run_shell(binary() + " bench --shape tiny --random-weights --no-limits --json /nonexistent-dir/x.json");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("cannot write --json file /nonexistent-dir/x.json"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("tpllama bench:"), std::string::npos) << r.output;
   r = run_shell(binary() + " bench --shape nope --random-weights --no-limits");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("unknown shape 'nope'"), std::string::npos) << r.output;

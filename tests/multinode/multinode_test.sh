@@ -66,4 +66,21 @@ p2p=$(grep -o 'rank 2: .*point-to-point [0-9.]* s' "$work/run.log" || true)
 [[ -n $p2p ]] || fail "no per-rank point-to-point figures for the second node's ranks"
 crossed=$((rx_after - rx_before))
 (( crossed > 100000 )) || fail "only $crossed bytes reached node 1: the pipeline did not cross the network"
-echo "PASS: 2 nodes (tp 2 inside, pp 2 across) equal one rank; node 1 received $crossed bytes over its veth link"
+
+# bench over the same two nodes: each node's first rank measures its node, and the limits the
+# report sets decode and prefill against are the two nodes' sum.
+timeout 120 mpirun -np 4 --hostfile "$work/hostfile" --map-by slot \
+  --mca plm_rsh_agent "$here/netns_agent.sh" --mca plm_rsh_no_tree_spawn 1 --mca routed direct \
+  --mca oob_tcp_if_include 10.77.0.0/24 --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 \
+  "$build/tpllama" bench --shape tiny --random-weights --vocab 512 --prompts 4 --input-len 16 --output-len 4 \
+  --threads 1 --json "$work/bench.json" > "$work/bench.log" 2>&1 || { cat "$work/bench.log"; fail "the two-node bench failed"; }
+python3 - "$work/bench.json" <<'PY' || fail "the two-node bench did not measure both nodes"
+import json, sys
+j = json.load(open(sys.argv[1]))
+m = j["machine"]
+assert m["devices"] == 2 and m["measured_on"] == "all cores of 2 nodes", m
+assert j["layout"]["nodes"] == 2, j["layout"]
+assert m["read_bandwidth_bytes_per_second"] > 1e9 and m["gemm_flops_per_second"] > 1e9, m
+PY
+echo "PASS: 2 nodes (tp 2 inside, pp 2 across) equal one rank; node 1 received $crossed bytes over its veth link;" \
+  "bench measured both nodes"

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "llama_reference.h"
 #include "model/config.h"
+#include "model/llama2c.h"
 
 namespace tpllama {
 namespace {
@@ -96,6 +97,23 @@ TEST(Config, Llama3RopeFrequenciesMatchReference) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-15 + 1e-12 * expected[i]);
   EXPECT_DOUBLE_EQ(got[0], 1.0);                               // highest frequency untouched
   EXPECT_NEAR(got.back(), std::pow(500000.0, -126.0 / 128) / 8, 1e-18);  // lowest divided by factor
+}
+
+// --vocab on a shape: the vocabulary changes, and special ids it no longer holds become LLaMA-2's.
+TEST(ShapeConfig, SmallerVocabularyKeepsValidSpecialIds) {
+  const LlamaConfig big = shape_config("llama3-8b");
+  EXPECT_EQ(big.bos_token_id, 128000);
+  const LlamaConfig small = shape_config("llama3-8b", 512);
+  EXPECT_EQ(small.vocab_size, 512);
+  EXPECT_EQ(small.bos_token_id, 1);
+  EXPECT_EQ(small.eos_token_ids, std::vector<int>{2});
+  EXPECT_NO_THROW(small.validate());
+  EXPECT_EQ(small.dim, big.dim);
+  // Ids inside the vocabulary stay; 0 leaves the shape as it is.
+  const LlamaConfig kept = shape_config("llama3-8b", 128001 + 8);
+  EXPECT_EQ(kept.bos_token_id, 128000);
+  EXPECT_EQ(kept.eos_token_ids, (std::vector<int>{128001, 2}));
+  EXPECT_EQ(shape_config("110m", 0).vocab_size, 32000);
 }
 
 }  // namespace
