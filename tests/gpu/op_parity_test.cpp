@@ -369,6 +369,77 @@ TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
   }
 }
 
+// Decode steps of 1 to 3 sequences, as at batch 1 and in a recorded graph: too few tokens × heads fill
+// the GPU, so each long context is split along the sequence (flash-decoding) and the pieces are
+// merged. Contexts on both sides of the 256 positions a split covers at least and of block edges,
+// up to 8191; grouped-query heads 4:1 at head_dim 64 and 128, f32 and bf16 caches; with the exact
+// longest context as the hint, and without (then the splits follow the block table's width).
+TEST_P(GpuOps, SplitDecodeAttentionOfFewSequences) {
+  struct Shape {
+    int heads, kv_heads, head_dim, block_size;
+    DType kv;
+  };
+  const std::vector<std::vector<int>> steps = {{8191}, {255, 257}, {1, 4096, 8191}, {300, 17}};
+  for (const Shape sh : {Shape{32, 8, 128, 16, DType::kBF16}, Shape{32, 8, 128, 16, DType::kF32},
+                         Shape{32, 8, 64, 32, DType::kBF16}, Shape{8, 8, 64, 16, DType::kF32}}) {
+    for (const std::vector<int>& contexts : steps) {
+      const int n = static_cast<int>(contexts.size());
+      const int max_ctx = *std::max_element(contexts.begin(), contexts.end());
+      int blocks_needed = 0, max_blocks = 0;
+      for (int len : contexts) {
+        const int nb = (len + sh.block_size - 1) / sh.block_size;
+        blocks_needed += nb;
+        max_blocks = std::max(max_blocks, nb);
+      }
+      std::vector<int32_t> order(static_cast<size_t>(blocks_needed));
+      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+      std::shuffle(order.begin(), order.end(), rng_);
+      std::vector<int32_t> tables(static_cast<size_t>(n * max_blocks), -1), seq_of_token(static_cast<size_t>(n));
+      for (int i = 0, next = 0; i < n; ++i) {
+        seq_of_token[static_cast<size_t>(i)] = i;
+        for (int b = 0; b < (contexts[static_cast<size_t>(i)] + sh.block_size - 1) / sh.block_size; ++b)
+          tables[static_cast<size_t>(i * max_blocks + b)] = order[static_cast<size_t>(next++)];
+      }
+      const int64_t kv_stride = int64_t{sh.kv_heads} * sh.head_dim, pool_rows = int64_t{blocks_needed} * sh.block_size;
+      std::vector<float> keys(static_cast<size_t>(pool_rows * kv_stride)), values(keys.size());
+      for (std::vector<float>* pool : {&keys, &values})
+        for (float& v : *pool) {
+          v = std::uniform_real_distribution<float>(-1, 1)(rng_);
+          if (sh.kv == DType::kBF16) v = bf16_to_f32(f32_to_bf16(v));  // what the GPU's cache holds
+        }
+      const int64_t q_width = int64_t{sh.heads} * sh.head_dim;
+      std::vector<float> q = random(static_cast<size_t>(n * q_width)), out(q.size());
+      Device gk = upload(keys, {pool_rows, kv_stride}, sh.kv), gv = upload(values, {pool_rows, kv_stride}, sh.kv);
+      Device gtables = upload_i32(tables), gseq = upload_i32(seq_of_token), gctx = upload_i32(contexts);
+      std::vector<int32_t> host_tables = tables, host_seq = seq_of_token, host_ctx = contexts;
+      const ops::AttentionShape shape{sh.heads, sh.kv_heads, sh.head_dim,
+                                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(sh.head_dim))),
+                                      sh.block_size};
+      for (const int hint : {max_ctx, 0}) {
+        const int split_over = hint > 0 ? hint : max_blocks * sh.block_size;
+        const int splits = ops::cuda::decode_attention_splits(n, sh.heads, split_over);
+        const std::string what = "decode of " + std::to_string(n) + " sequences, longest " + std::to_string(max_ctx) +
+                                 ", heads " + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
+                                 " head_dim " + std::to_string(sh.head_dim) + " KV " + dtype_name(sh.kv) + " hint " +
+                                 std::to_string(hint) + ", " + std::to_string(splits) + " splits";
+        if (max_ctx > 512) {
+          EXPECT_GT(splits, 1) << what << ": a long context of few sequences should split";
+        }
+        ops::KvBatch gpu_kv{gk.tensor, gv.tensor, gtables.tensor.reshape({n, max_blocks}), gseq.tensor, gctx.tensor,
+                            hint, Tensor(), 0};
+        ops::KvBatch cpu_kv{host(keys, {pool_rows, kv_stride}), host(values, {pool_rows, kv_stride}),
+                            Tensor(host_tables.data(), DType::kI32, {n, max_blocks}),
+                            Tensor(host_seq.data(), DType::kI32, {n}), Tensor(host_ctx.data(), DType::kI32, {n}),
+                            hint, Tensor(), 0};
+        Device gq = upload(q, {n, q_width}), gout = upload(out, {n, q_width});
+        ops::attention(gpu_, gout.tensor, gq.tensor, gpu_kv, shape);
+        ops::attention(cpu_, host(out, {n, q_width}), host(q, {n, q_width}), cpu_kv, shape);
+        expect_close(out, download(gout), what);
+      }
+    }
+  }
+}
+
 // Appending keys and values at scattered pool rows, gathering logit rows, masking vocab padding.
 TEST_P(GpuOps, KvWriteGatherRowsAndFillColumns) {
   if (act() == DType::kBF16) GTEST_SKIP() << "the KV cache and the k/v written into it are f32 in this build";

@@ -186,7 +186,7 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
     p.max_run = kv.max_run;
   }
   const int max_ctx = kv.max_ctx > 0 ? kv.max_ctx : p.max_blocks * s.block_size;
-  p.splits = p.max_run > 1 ? 1 : kernels::attention_splits(tokens, s.n_heads, max_ctx, sm_count());
+  p.splits = p.max_run > 1 ? 1 : decode_attention_splits(tokens, s.n_heads, max_ctx);
   if (p.splits > 1) {
     Scratch scratch(ctx);
     p.partial = static_cast<float*>(scratch.take(
@@ -194,6 +194,10 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
   }
   TPLLAMA_CUDA_CHECK(kernels::attention(p, kernel_type(q.dtype()), kernel_type(out.dtype()),
                                         kernel_type(kv.keys.dtype()), stream_of(ctx)));
+}
+
+int decode_attention_splits(int64_t tokens, int n_heads, int max_ctx) {
+  return kernels::attention_splits(tokens, n_heads, max_ctx, sm_count());
 }
 
 void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows) {

@@ -28,6 +28,9 @@ bool tensor_core_attention(int head_dim, DType kv);
 // Test hook: false sends every prefill run to the fp32 run kernel (as TPLLAMA_TENSOR_CORE_ATTENTION=0
 // in the environment does from the start). Returns the previous choice.
 bool use_tensor_core_attention(bool on);
+// How many pieces attention of `tokens` decode tokens (no prefill runs) splits each context into on
+// this GPU: more than 1 when too few tokens × heads fill it and the longest context is long.
+int decode_attention_splits(int64_t tokens, int n_heads, int max_ctx);
 void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows);
 void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows);
 void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value);
