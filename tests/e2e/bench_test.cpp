@@ -102,34 +102,29 @@ TEST(Bench, MeasuresTheMachineAndRunsTwoRanksOfTensorParallelism) {
 }
 
 TEST(Bench, BadRequestsAreRefusedWithTheValues) {
-  auto r = run_shell(binary() + " bench --shape tiny --prompts 1");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--shape tiny has no weight files: add --random-weights"), std::string::npos) << r.output;
-  r = run_shell(binary() + " bench --shape tiny --random-weights --input-len 900 --output-len 200 --no-limits");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--input-len 900 + --output-len 200 exceeds the model's context of 1024"), std::string::npos)
-      << r.output;
-  r = run_shell(binary() + " bench --shape tiny --random-weights --input-len 9:3 --no-limits");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--input-len '9:3'"), std::string::npos) << r.output;
-  r = run_shell(binary() + " bench --shape tiny --random-weights --model /tmp --no-limits");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("either --model DIR or --shape NAME --random-weights, not both"), std::string::npos)
-      << r.output;
-  r = run_shell(binary() + " bench --shape tiny --random-weights --prompts 0");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--prompts: must be at least 1, got 0"), std::string::npos) << r.output;
-  r = run_shell(binary() + " bench --shape tiny --random-weights --max-seqs -4");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--max-seqs: must be at least 1, got -4"), std::string::npos) << r.output;
-  // An unwritable --json is refused before the benchmark runs, not after it.
-  r = run_shell(binary() + " bench --shape tiny --random-weights --no-limits --json /nonexistent-dir/x.json");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("cannot write --json file /nonexistent-dir/x.json"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("tpllama bench:"), std::string::npos) << r.output;
-  r = run_shell(binary() + " bench --shape nope --random-weights --no-limits");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("unknown shape 'nope'"), std::string::npos) << r.output;
+  const struct {
+    const char* args;
+    const char* message;
+  } cases[] = {
+      {"--shape tiny --prompts 1", "--shape tiny has no weight files: add --random-weights"},
+      {"--shape tiny --random-weights --input-len 900 --output-len 200 --no-limits",
+       "--input-len 900 + --output-len 200 exceeds the model's context of 1024"},
+      {"--shape tiny --random-weights --input-len 9:3 --no-limits", "--input-len '9:3'"},
+      {"--shape tiny --random-weights --model /tmp --no-limits",
+       "either --model DIR or --shape NAME --random-weights, not both"},
+      {"--shape tiny --random-weights --prompts 0", "--prompts: must be at least 1, got 0"},
+      {"--shape tiny --random-weights --max-seqs -4", "--max-seqs: must be at least 1, got -4"},
+      // An unwritable --json is refused before the benchmark runs, not after it.
+      {"--shape tiny --random-weights --no-limits --json /nonexistent-dir/x.json",
+       "cannot write --json file /nonexistent-dir/x.json"},
+      {"--shape nope --random-weights --no-limits", "unknown shape 'nope'"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_shell(binary() + " bench " + c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_EQ(r.output.find("tpllama bench:"), std::string::npos) << "it ran the benchmark: " << c.args;
+  }
 }
 
 }  // namespace

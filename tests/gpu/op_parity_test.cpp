@@ -111,6 +111,40 @@ class GpuOps : public ::testing::TestWithParam<DType> {
           << what << ": element " << i << " (reference vs candidate)";
   }
 
+  // Block tables for sequences of these lengths, one row each, over a pool of exactly the blocks they
+  // need, handed out in a shuffled order (unused entries -1: a read of one would fail the parity).
+  struct PagedTables {
+    std::vector<int32_t> tables;
+    int blocks = 0, max_blocks = 0;
+  };
+  PagedTables paged_tables(const std::vector<int>& seq_len, int block_size) {
+    PagedTables p;
+    for (int len : seq_len) {
+      const int nb = (len + block_size - 1) / block_size;
+      p.blocks += nb;
+      p.max_blocks = std::max(p.max_blocks, nb);
+    }
+    std::vector<int32_t> order(static_cast<size_t>(p.blocks));
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::shuffle(order.begin(), order.end(), rng_);
+    const size_t width = static_cast<size_t>(p.max_blocks);
+    p.tables.assign(seq_len.size() * width, -1);
+    size_t next = 0;
+    for (size_t i = 0; i < seq_len.size(); ++i)
+      for (int b = 0; b < (seq_len[i] + block_size - 1) / block_size; ++b) p.tables[i * width + b] = order[next++];
+    return p;
+  }
+  // Keys or values in [-1, 1) as a cache of `kv` holds them: a bf16 cache's rounded, which the
+  // reference then reads in f32.
+  std::vector<float> kv_pool(int64_t elements, DType kv) {
+    std::vector<float> pool(static_cast<size_t>(elements));
+    for (float& v : pool) {
+      v = std::uniform_real_distribution<float>(-1, 1)(rng_);
+      if (kv == DType::kBF16) v = bf16_to_f32(f32_to_bf16(v));
+    }
+    return pool;
+  }
+
   static Tensor host(std::vector<float>& v, std::initializer_list<int64_t> shape) {
     return Tensor(v.data(), DType::kF32, shape);
   }
@@ -298,32 +332,13 @@ TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
     const std::vector<int32_t> runs = {0, 1, 1, 1, 2, 1, 3, 1, 4, kChunk};
     const int n_seqs = 5;
     const std::vector<int> seq_len = {1, 17, 300, 2000, kChunkStart + kChunk};
-    int blocks_needed = 0, max_blocks = 0;
-    for (int len : seq_len) {
-      const int nb = (len + sh.block_size - 1) / sh.block_size;
-      blocks_needed += nb;
-      max_blocks = std::max(max_blocks, nb);
-    }
-    std::vector<int32_t> order(static_cast<size_t>(blocks_needed));
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-    std::shuffle(order.begin(), order.end(), rng_);
+    const PagedTables paged = paged_tables(seq_len, sh.block_size);
+    const std::vector<int32_t>& tables = paged.tables;
+    const int max_blocks = paged.max_blocks;
     const int64_t kv_stride = int64_t{sh.kv_heads} * sh.head_dim;
-    const int64_t pool_rows = int64_t{blocks_needed} * sh.block_size;
-    std::vector<float> keys(static_cast<size_t>(pool_rows * kv_stride)), values(keys.size());
-    for (float& v : keys) v = std::uniform_real_distribution<float>(-1, 1)(rng_);
-    for (float& v : values) v = std::uniform_real_distribution<float>(-1, 1)(rng_);
-    // A bf16 cache on the GPU holds these rounded; the reference reads the rounded values in f32.
+    const int64_t pool_rows = int64_t{paged.blocks} * sh.block_size;
     const DType kv_type = sh.kv;
-    if (kv_type == DType::kBF16)
-      for (std::vector<float>* pool : {&keys, &values})
-        for (float& v : *pool) v = bf16_to_f32(f32_to_bf16(v));
-    // Block tables, one row per sequence (unused entries -1: a read of one would fail the parity).
-    std::vector<int32_t> tables(static_cast<size_t>(n_seqs * max_blocks), -1);
-    size_t next = 0;
-    for (int i = 0; i < n_seqs; ++i) {
-      const int nb = (seq_len[static_cast<size_t>(i)] + sh.block_size - 1) / sh.block_size;
-      for (int b = 0; b < nb; ++b) tables[static_cast<size_t>(i * max_blocks + b)] = order[next++];
-    }
+    std::vector<float> keys = kv_pool(pool_rows * kv_stride, kv_type), values = kv_pool(pool_rows * kv_stride, kv_type);
     const int64_t tokens = static_cast<int64_t>(contexts.size()), q_width = int64_t{sh.heads} * sh.head_dim;
     std::vector<float> q = random(static_cast<size_t>(tokens * q_width)), out(q.size());
     Device gk = upload(keys, {pool_rows, kv_stride}, kv_type), gv = upload(values, {pool_rows, kv_stride}, kv_type);
@@ -385,28 +400,13 @@ TEST_P(GpuOps, SplitDecodeAttentionOfFewSequences) {
     for (const std::vector<int>& contexts : steps) {
       const int n = static_cast<int>(contexts.size());
       const int max_ctx = *std::max_element(contexts.begin(), contexts.end());
-      int blocks_needed = 0, max_blocks = 0;
-      for (int len : contexts) {
-        const int nb = (len + sh.block_size - 1) / sh.block_size;
-        blocks_needed += nb;
-        max_blocks = std::max(max_blocks, nb);
-      }
-      std::vector<int32_t> order(static_cast<size_t>(blocks_needed));
-      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-      std::shuffle(order.begin(), order.end(), rng_);
-      std::vector<int32_t> tables(static_cast<size_t>(n * max_blocks), -1), seq_of_token(static_cast<size_t>(n));
-      for (int i = 0, next = 0; i < n; ++i) {
-        seq_of_token[static_cast<size_t>(i)] = i;
-        for (int b = 0; b < (contexts[static_cast<size_t>(i)] + sh.block_size - 1) / sh.block_size; ++b)
-          tables[static_cast<size_t>(i * max_blocks + b)] = order[static_cast<size_t>(next++)];
-      }
-      const int64_t kv_stride = int64_t{sh.kv_heads} * sh.head_dim, pool_rows = int64_t{blocks_needed} * sh.block_size;
-      std::vector<float> keys(static_cast<size_t>(pool_rows * kv_stride)), values(keys.size());
-      for (std::vector<float>* pool : {&keys, &values})
-        for (float& v : *pool) {
-          v = std::uniform_real_distribution<float>(-1, 1)(rng_);
-          if (sh.kv == DType::kBF16) v = bf16_to_f32(f32_to_bf16(v));  // what the GPU's cache holds
-        }
+      const PagedTables paged = paged_tables(contexts, sh.block_size);
+      const std::vector<int32_t>& tables = paged.tables;
+      const int max_blocks = paged.max_blocks;
+      std::vector<int32_t> seq_of_token(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) seq_of_token[static_cast<size_t>(i)] = i;  // one token per sequence
+      const int64_t kv_stride = int64_t{sh.kv_heads} * sh.head_dim, pool_rows = int64_t{paged.blocks} * sh.block_size;
+      std::vector<float> keys = kv_pool(pool_rows * kv_stride, sh.kv), values = kv_pool(pool_rows * kv_stride, sh.kv);
       const int64_t q_width = int64_t{sh.heads} * sh.head_dim;
       std::vector<float> q = random(static_cast<size_t>(n * q_width)), out(q.size());
       Device gk = upload(keys, {pool_rows, kv_stride}, sh.kv), gv = upload(values, {pool_rows, kv_stride}, sh.kv);
