@@ -340,6 +340,7 @@ void add_bench_command(CLI::App& app, BenchOptions& o) {
   c->add_option("--kv-block-size", o.run.kv_block_size, "Positions per KV cache block")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
+  add_log_interval_option(*c, o.run);
   add_layout_options(*c, o.run);
   c->add_option("--json", o.json, "Write the report as JSON to this file");
   c->add_option("--stats", o.run.stats, "Also write the run's statistics JSON (as `run --stats`)");
@@ -375,7 +376,6 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   if (o.run.max_model_len <= 0) o.run.max_model_len = in.hi + out.hi;
   o.run.output = "/dev/null";
   o.run.input = "/dev/null";
-  o.run.log_interval = 1e9;
 
   MachineLimits limits;
   CountingSink sink;
@@ -383,6 +383,7 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   RunHooks hooks;
   hooks.sink = &sink;
   hooks.synthetic = synthetic;
+  hooks.total_requests = o.prompts;
   if (!o.skip_limits)
     hooks.on_device = [&](const DeviceContext& ctx, bool first_on_device) {
       limits = measure_limits(ctx, weight_dtype(o.run, ctx.device), first_on_device);

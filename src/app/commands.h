@@ -106,6 +106,9 @@ struct RunHooks {
   // `first_on_device`: this rank is the lowest of the ranks on its device (its node's CPUs, or its
   // GPU), so one rank per device may measure it.
   std::function<void(const DeviceContext&, bool first_on_device)> on_device;
+  // Requests the source will give, for the progress line's share done and ETA (0: unknown). Read
+  // after make_source, which may set it.
+  long long total_requests = 0;
 };
 
 struct PerplexityOptions {
@@ -144,6 +147,9 @@ void add_bench_command(CLI::App& app, BenchOptions& options);
 // --comm and --share-gpus: how a run is laid out over ranks, devices and memory (run, perplexity
 // and bench).
 void add_layout_options(CLI::App& command, RunOptions& options);
+// --log-interval: seconds between progress lines when stderr is not a terminal (run, perplexity,
+// bench).
+void add_log_interval_option(CLI::App& command, RunOptions& options);
 // The --dtype weights are held in on a device (auto: bf16 on a GPU, f32 on the CPU).
 DType weight_dtype(const RunOptions& options, Device device);
 // The --kv-dtype of the KV cache (auto: bf16 on a GPU with bf16 weights, else f32).

@@ -41,7 +41,12 @@ class WindowSource : public RequestSource {
     ++windows_;
     return r;
   }
-  int windows() const { return windows_; }
+  // How many windows next() gives in all: starts 0, stride, 2·stride, ... until one reaches the end.
+  long long total() const {
+    const long long n = static_cast<long long>(tokens_.size());
+    if (n == 0) return 0;
+    return 1 + (n > window_ ? (n - window_ + stride_ - 1) / stride_ : 0);
+  }
 
  private:
   std::vector<int> tokens_;
@@ -78,14 +83,14 @@ void add_perplexity_command(CLI::App& app, PerplexityOptions& o) {
   c->add_option("--stride", o.stride, "Tokens between window starts (default: half the window)")->check(at_least(1));
   c->add_option("--max-seqs", o.run.max_seqs, "Windows in flight at once")->capture_default_str()->check(at_least(1));
   c->add_option("--max-batch-tokens", o.run.max_batch_tokens, "Tokens per forward step")->capture_default_str()->check(at_least(1));
+  add_log_interval_option(*c, o.run);
   add_layout_options(*c, o.run);
 }
 
 int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
   o.run.output = o.json.empty() ? "/dev/null" : o.json;
-  o.run.log_interval = 1e9;
   NllSink sink;
-  int windows = 0, window = 0, stride = 0;
+  int window = 0, stride = 0;
   RunHooks hooks;
   hooks.sink = &sink;
   hooks.make_source = [&](const Tokenizer* tok, const LlamaConfig& config, int context) {
@@ -99,7 +104,7 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
     std::vector<int> tokens = tok->encode(text.str());
     if (tokens.empty()) fail(o.run.input, " holds no tokens");
     auto source = std::make_unique<WindowSource>(std::move(tokens), config.bos_token_id, window, stride);
-    windows = static_cast<int>(source->windows());
+    hooks.total_requests = source->total();
     return source;
   };
   const int rc = run_engine(o.run, mpi, &hooks);
@@ -109,7 +114,6 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
                            {"context_len", window + 1}, {"stride", stride}};
   std::printf("perplexity %.6f over %lld tokens (mean NLL %.6f nats; windows of %d tokens, stride %d)\n",
               std::exp(mean), sink.tokens(), mean, window + 1, stride);
-  (void)windows;
   if (!o.json.empty()) {
     std::ofstream out(o.json);
     out << result.dump(2) << '\n';

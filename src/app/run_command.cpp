@@ -74,10 +74,7 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--max-batch-tokens", o.max_batch_tokens, "Tokens per forward step (long prompts are chunked)")
       ->capture_default_str()
       ->check(at_least(1));
-  run->add_option("--log-interval", o.log_interval,
-                  "Seconds between progress lines when stderr is not a terminal (Slurm logs)")
-      ->capture_default_str()
-      ->check(finite_in(0, 1e9));
+  add_log_interval_option(*run, o);
   run->add_option("--kv-block-size", o.kv_block_size, "Positions per KV cache block")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
@@ -97,6 +94,14 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--max-model-len", o.max_model_len, "Context per sequence, prompt + completion (default: the model's)")
       ->check(at_least(1));
   add_layout_options(*run, o);
+}
+
+void add_log_interval_option(CLI::App& c, RunOptions& o) {
+  c.add_option("--log-interval", o.log_interval,
+               "Seconds between progress lines when stderr is not a terminal (Slurm logs); a terminal gets one "
+               "line updated in place")
+      ->capture_default_str()
+      ->check(finite_in(0, 1e9));
 }
 
 void add_layout_options(CLI::App& c, RunOptions& o) {
@@ -490,7 +495,7 @@ RunSummary run_on_rank0(const RunOptions& o, const RunHooks* hooks, RunSetup& s,
   io.resume = s.resume.get();
   io.ordered = o.ordered;
   io.reorder_limit = static_cast<size_t>(std::max(1024, 4 * o.max_seqs));
-  io.total_requests = s.total_requests;
+  io.total_requests = hooks != nullptr && hooks->total_requests > 0 ? hooks->total_requests : s.total_requests;
   io.terminal = ::isatty(STDERR_FILENO) != 0;
   return engine.run(io);
 }

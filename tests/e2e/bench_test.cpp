@@ -27,9 +27,11 @@ std::string temp_path(const std::string& name) {
 TEST(Bench, ReportCountsFollowFromTheWorkload) {
   const std::string path = temp_path("tiny.json");
   const auto r = run_shell(binary() + " bench --shape tiny --random-weights --prompts 6 --input-len 8:16 --output-len 5 "
-                           "--max-seqs 3 --json " + path + " --no-limits");
+                           "--max-seqs 3 --json " + path + " --no-limits --log-interval 0");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("tpllama bench: tiny (random weights)"), std::string::npos) << r.output;
+  // Progress out of the workload's total (every update at --log-interval 0).
+  EXPECT_NE(r.output.find("progress: 3/6 (50.0%) requests"), std::string::npos) << r.output;
   const json j = read_json(path);
   // EOS is ignored: every request generates exactly --output-len tokens.
   EXPECT_EQ(j["generated_tokens"].get<long long>(), 6 * 5);

@@ -83,7 +83,7 @@ TEST_F(Scoring, PerplexityMatchesTheReferenceForward) {
   const std::string corpus = work_ + "/corpus.txt", json_out = work_ + "/ppl.json";
   std::ofstream(corpus) << text;
   CommandResult r = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus +
-                              " --context-len 24 --stride 10 --output " + json_out);
+                              " --context-len 24 --stride 10 --log-interval 0 --output " + json_out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   json got;
   std::ifstream(json_out) >> got;
@@ -95,7 +95,8 @@ TEST_F(Scoring, PerplexityMatchesTheReferenceForward) {
   const int window = 23, stride = 10, n = static_cast<int>(tokens.size());
   double nll = 0;
   long long scored = 0;
-  for (int begin = 0, prev_end = 0; prev_end < n; begin += stride) {
+  int windows = 0;
+  for (int begin = 0, prev_end = 0; prev_end < n; begin += stride, ++windows) {
     const int end = std::min(begin + window, n);
     std::vector<int> w = {1};
     w.insert(w.end(), tokens.begin() + begin, tokens.begin() + end);
@@ -113,6 +114,10 @@ TEST_F(Scoring, PerplexityMatchesTheReferenceForward) {
   EXPECT_EQ(got["tokens"].get<long long>(), scored);
   EXPECT_NEAR(got["mean_nll"].get<double>(), nll / static_cast<double>(scored), 1e-5);
   EXPECT_NEAR(got["perplexity"].get<double>(), std::exp(nll / static_cast<double>(scored)), 1e-4);
+  // Progress lines count the windows out of their total (every update at --log-interval 0).
+  EXPECT_NE(r.output.find("progress: " + std::to_string(windows) + "/" + std::to_string(windows) + " (100.0%)"),
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace
