@@ -1,9 +1,10 @@
 // `tpllama bench`: a synthetic workload (seeded prompt token ids of fixed or ranged lengths,
 // greedy, a fixed number of output tokens) through the real engine and pipeline, on a checkpoint
-// or on a named shape with seeded random weights. Once its device is open, rank 0 measures its read
-// bandwidth and GEMM peak (on the CPU with all of its node's cores; on a GPU a device-to-device
-// copy and a cuBLAS GEMM); the report puts each phase against them: decode as weight + KV bytes
-// moved per second over the bandwidth, prefill as FLOP/s over the GEMM peak.
+// or on a named shape with seeded random weights. Once the devices are open, the first rank on each
+// measures its read bandwidth and GEMM peak (on the CPU its node with all of the node's cores; on a
+// GPU a device-to-device copy and a cuBLAS GEMM), summed over the run's devices; the report puts each
+// phase against them: decode as weight + KV bytes moved per second over the bandwidth, prefill as
+// FLOP/s over the GEMM peak.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -305,7 +306,7 @@ void print_report(const nlohmann::json& j) {
   row("TTFT p50 / p90 / p99", pct(j["ttft_seconds"], 1e3) + " ms from admission, " +
                                   pct(j["ttft_from_start_seconds"], 1e3) + " ms from the start");
   row("TPOT p50 / p90 / p99", pct(j["tpot_seconds"], 1e3) + " ms");
-  row("latency p50 / p90 / p99", pct(j["latency_from_start_seconds"], 1) + " s from the start");
+  row("latency p50 / p90 / p99", pct(j["latency_from_start_seconds"], 1e3) + " ms from the start");
   for (const auto& r : j["ranks"])
     row("rank " + std::to_string(r["rank"].get<int>()),
         "compute " + fixed(r["compute_seconds"].get<double>(), 3) + " s (collectives " +

@@ -23,6 +23,8 @@ CLI::Validator at_least(long long min) {
         const std::string digits = s.substr(negative ? 1 : 0);
         if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
           return "expected an integer, got '" + s + "'";
+        if (digits.size() > 1 && digits[0] == '0')  // CLI11 would read it as octal
+          return "write " + s + " without leading zeros";
         // More digits than any bound here has: past it on the positive side, below it on the other.
         const bool huge = digits.size() > 18;
         const bool below = negative ? (huge || -std::stoll(digits) < min) : (!huge && std::stoll(digits) < min);

@@ -7,7 +7,8 @@
 
 namespace tpllama {
 
-// An integer, written in decimal digits (a leading '-' allowed), of at least `min`.
+// An integer, written in decimal digits without leading zeros (a leading '-' allowed), of at least
+// `min`.
 CLI::Validator at_least(long long min);
 // A finite number in [lo, hi].
 CLI::Validator finite_in(double lo, double hi);

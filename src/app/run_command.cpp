@@ -32,11 +32,6 @@
 
 namespace tpllama {
 
-namespace {
-
-
-}  // namespace
-
 void check_writable(const std::string& path, const char* flag) {
   const bool existed = std::filesystem::exists(path);
   if (!std::ofstream(path, std::ios::app)) fail("cannot write ", flag, " file ", path);
@@ -384,7 +379,7 @@ void open_device(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
   });
   if (hooks != nullptr && hooks->on_device) {
     hooks->on_device(s.device->context(), sharers.front() == s.topology->rank());
-    ops::cpu::apply_threads(placement);  // the hook may have spread rank 0 over the node to measure it
+    ops::cpu::apply_threads(placement);  // the hook may have spread this rank over the node to measure it
   }
   collective_phase([&] { check_weights_fit(s.config, *s.topology, s.device->context(), s.dtype, s.device_sharers); });
   if (s.topology->rank() == 0)

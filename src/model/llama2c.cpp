@@ -180,11 +180,15 @@ LlamaConfig shape_config(const std::string& name) {
 LlamaConfig shape_config(const std::string& name, int vocab) {
   LlamaConfig c = shape_config(name);
   if (vocab <= 0) return c;
+  if (vocab < 3) fail("--vocab ", vocab, ": a vocabulary needs at least 3 ids (unknown, BOS and EOS)");
   c.vocab_size = vocab;
   if (c.bos_token_id >= vocab) c.bos_token_id = 1;
-  for (int& id : c.eos_token_ids)
-    if (id >= vocab) id = 2;
-  c.eos_token_ids.erase(std::unique(c.eos_token_ids.begin(), c.eos_token_ids.end()), c.eos_token_ids.end());
+  std::vector<int> eos;  // in order, each id once
+  for (int id : c.eos_token_ids) {
+    const int kept = id < vocab ? id : 2;
+    if (std::find(eos.begin(), eos.end(), kept) == eos.end()) eos.push_back(kept);
+  }
+  c.eos_token_ids = eos;
   return c;
 }
 

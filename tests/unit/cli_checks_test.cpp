@@ -25,6 +25,11 @@ TEST(AtLeast, NamesTheBoundAndTheValueItRefuses) {
   EXPECT_EQ(verdict(at_least(-5), "-6"), "must be at least -5, got -6");
 }
 
+TEST(AtLeast, RefusesLeadingZerosWhichWouldReadAsOctal) {
+  EXPECT_EQ(verdict(at_least(1), "010"), "write 010 without leading zeros");
+  EXPECT_EQ(verdict(at_least(-5), "-07"), "write -07 without leading zeros");
+}
+
 TEST(AtLeast, RefusesWhatIsNotAnInteger) {
   for (const char* bad : {"", "-", "1.5", "abc", " 8", "+2", "8 ", "1e3", "0x10"})
     EXPECT_EQ(verdict(at_least(1), bad), std::string("expected an integer, got '") + bad + "'") << bad;

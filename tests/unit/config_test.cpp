@@ -114,6 +114,7 @@ TEST(ShapeConfig, SmallerVocabularyKeepsValidSpecialIds) {
   EXPECT_EQ(kept.bos_token_id, 128000);
   EXPECT_EQ(kept.eos_token_ids, (std::vector<int>{128001, 2}));
   EXPECT_EQ(shape_config("110m", 0).vocab_size, 32000);
+  EXPECT_THROW(shape_config("tiny", 2), Error);
 }
 
 }  // namespace
