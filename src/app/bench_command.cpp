@@ -366,7 +366,6 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
     } else {
       config = load_llama_config(o.run.model + "/config.json");
     }
-    if (mpi.rank() == 0 && !o.json.empty()) check_writable(o.json, "--json");
     in = parse_range(o.input_len, "--input-len", 1);
     out = parse_range(o.output_len, "--output-len", 1);
     if (in.hi + out.hi > config.max_seq_len)
@@ -385,6 +384,7 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   hooks.sink = &sink;
   hooks.synthetic = synthetic;
   hooks.total_requests = o.prompts;
+  hooks.outputs = {{"--json", o.json}};
   if (!o.skip_limits)
     hooks.on_device = [&](const DeviceContext& ctx, bool first_on_device) {
       limits = measure_limits(ctx, weight_dtype(o.run, ctx.device), first_on_device);

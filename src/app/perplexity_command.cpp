@@ -93,14 +93,21 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
   int window = 0, stride = 0;
   RunHooks hooks;
   hooks.sink = &sink;
+  hooks.outputs = {{"--output", o.json}};
   hooks.make_source = [&](const Tokenizer* tok, const LlamaConfig& config, int context) {
     std::ifstream in(o.run.input, std::ios::binary);
     if (!in) fail("cannot open ", o.run.input);
     std::stringstream text;
     text << in.rdbuf();
+    if (o.context_len > context)
+      log::warn("--context-len " + std::to_string(o.context_len) + " is beyond the model's context: windows of " +
+                std::to_string(context) + " tokens");
     window = (o.context_len > 0 ? std::min(o.context_len, context) : context) - 1;  // room for BOS
     if (window < 1) fail("--context-len ", o.context_len, " leaves no room for a token after BOS");
     stride = o.stride > 0 ? std::min(o.stride, window) : std::max(1, window / 2);
+    if (o.stride > window)
+      log::warn("--stride " + std::to_string(o.stride) + " would skip tokens between windows of " +
+                std::to_string(window) + " text tokens: stride " + std::to_string(window));
     std::vector<int> tokens = tok->encode(text.str());
     if (tokens.empty()) fail(o.run.input, " holds no tokens");
     auto source = std::make_unique<WindowSource>(std::move(tokens), config.bos_token_id, window, stride);

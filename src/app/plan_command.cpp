@@ -75,6 +75,7 @@ int plan_command(const PlanOptions& o, const MpiSession& mpi) {
   PlanRequest r;
   if (o.model.empty() == o.shape.empty()) fail("give exactly one of --model and --shape");
   if (o.vocab > 0 && o.shape.empty()) fail("--vocab applies to --shape only");
+  if (!o.json.empty()) check_writable(o.json, "--json");
   r.config = o.model.empty() ? shape_config(o.shape, o.vocab) : load_llama_config(o.model + "/config.json");
   r.nodes = o.nodes;
   r.ranks_per_node = o.per_node;
@@ -117,7 +118,12 @@ int plan_command(const PlanOptions& o, const MpiSession& mpi) {
                    {"send_seconds_per_step", p.send_seconds_per_step}, {"bubble_fraction", p.bubble_fraction},
                    {"tp_crosses_nodes", p.tp_crosses_nodes}});
   }
-  if (!o.json.empty()) std::ofstream(o.json) << out.dump(2) << '\n';
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    f << out.dump(2) << '\n';
+    f.close();
+    if (!f) fail("cannot write --json file ", o.json);
+  }
   return plans.front().fits ? 0 : 1;
 }
 

@@ -38,6 +38,36 @@ void check_writable(const std::string& path, const char* flag) {
   if (!existed) std::filesystem::remove(path);
 }
 
+namespace {
+
+// Whether two paths name one regular file (or would: neither exists yet and they resolve alike).
+// Devices such as /dev/null are never "the same file".
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ea, eb;
+  const fs::file_status sa = fs::status(a, ea), sb = fs::status(b, eb);
+  const bool a_there = fs::exists(sa), b_there = fs::exists(sb);
+  if ((a_there && !fs::is_regular_file(sa)) || (b_there && !fs::is_regular_file(sb))) return false;
+  if (a_there && b_there) return fs::equivalent(a, b);
+  if (a_there != b_there) return false;
+  const fs::path ca = fs::weakly_canonical(a, ea), cb = fs::weakly_canonical(b, eb);
+  return !ea && !eb && ca == cb;
+}
+
+}  // namespace
+
+void check_output_files(const std::string& input, const std::vector<std::pair<std::string, std::string>>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto& [flag, path] = outputs[i];
+    if (path.empty()) continue;
+    if (same_file(path, input)) fail(flag, " ", path, " is the input file itself; refusing to overwrite the input");
+    for (size_t j = 0; j < i; ++j)
+      if (!outputs[j].second.empty() && same_file(path, outputs[j].second))
+        fail(outputs[j].first, " and ", flag, " both name ", path, "; give each its own file");
+    check_writable(path, flag.c_str());
+  }
+}
+
 void add_run_command(CLI::App& app, RunOptions& o) {
   CLI::App* run = app.add_subcommand("run", "Generate completions for every prompt of a file");
   run->add_option("--model", o.model, "Hugging Face LLaMA model directory (config.json, *.safetensors, tokenizer.model)")
@@ -284,9 +314,16 @@ void validate(const RunOptions& o, const RunHooks* hooks, int world_size, int ra
         make_topology(LayoutRequest{o.tp, o.pp, o.pp_layers}, s.nodes, world_size, rank, c.n_layers));
     if (s.checkpoint && s.checkpoint->presharded()) s.checkpoint->open_rank_shard(*s.topology);
     head_layout(c, s.topology->tp_size(), s.topology->tp_rank());
+    if (o.max_model_len > c.max_seq_len)
+      fail("--max-model-len ", o.max_model_len, " exceeds the model's context of ", c.max_seq_len,
+           " tokens (max_position_embeddings)");
     if (rank != 0) return;
-    if (!o.stats.empty()) check_writable(o.stats, "--stats");
-    if (!o.trace.empty()) check_writable(o.trace, "--trace");
+    std::vector<std::pair<std::string, std::string>> outputs;  // fail now, not after hours of work
+    if (hooks == nullptr) outputs.emplace_back("--output", o.output);
+    outputs.emplace_back("--stats", o.stats);
+    outputs.emplace_back("--trace", o.trace);
+    if (hooks != nullptr) outputs.insert(outputs.end(), hooks->outputs.begin(), hooks->outputs.end());
+    check_output_files(o.input, outputs);
     if (synthetic != nullptr) return;
     if (!std::filesystem::exists(s.checkpoint->tokenizer_path()))
       fail("model directory ", o.model, " has no tokenizer.model (a SentencePiece model is required)");
@@ -296,8 +333,6 @@ void validate(const RunOptions& o, const RunHooks* hooks, int world_size, int ra
            " pieces but config.json says vocab_size ", c.vocab_size);
     if (!std::filesystem::exists(o.input)) fail("prompt file ", o.input, " does not exist");
     if (hooks != nullptr) return;  // results go to the hooks' sink
-    if (std::filesystem::exists(o.output) && std::filesystem::equivalent(o.input, o.output))
-      fail("--output ", o.output, " is the prompt file itself; refusing to overwrite the input");
   });
   if (rank != 0) return;
   const Topology& t = *s.topology;

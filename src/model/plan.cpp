@@ -141,8 +141,13 @@ LayoutPlan plan_one(const PlanRequest& r, int tp, int pp) {
 }  // namespace
 
 std::vector<LayoutPlan> plan_layouts(const PlanRequest& r) {
-  const int world = r.nodes * r.ranks_per_node;
-  if (world < 1) fail("the cluster has no ranks (nodes ", r.nodes, " x ranks per node ", r.ranks_per_node, ")");
+  const long long ranks = static_cast<long long>(r.nodes) * r.ranks_per_node;
+  if (ranks < 1) fail("the cluster has no ranks (nodes ", r.nodes, " x ranks per node ", r.ranks_per_node, ")");
+  constexpr long long kMaxRanks = 65536;
+  if (ranks > kMaxRanks)
+    fail("the cluster has ", ranks, " ranks (nodes ", r.nodes, " x ranks per node ", r.ranks_per_node,
+         "); plan lays out at most ", kMaxRanks);
+  const int world = static_cast<int>(ranks);
   std::vector<LayoutPlan> plans;
   for (int tp = 1; tp <= world; ++tp) {
     if (world % tp != 0) continue;

@@ -373,6 +373,50 @@ TEST_F(Stories, OutputThatWouldOverwriteTheInputIsRefused) {
   EXPECT_EQ(line, "hello");
 }
 
+// No file a run writes may be its input or another of its outputs: each is refused before any work,
+// and the file it would have overwritten keeps its content.
+TEST_F(Stories, StatsTraceAndJsonFilesThatWouldOverwriteAnotherAreRefused) {
+  const std::string in = work_ + "/clobber.txt", out = work_ + "/clobber_out.jsonl", side = work_ + "/clobber.json";
+  std::ofstream(in) << "hello\n";
+  std::ofstream(out) << "{\"kept\": true}\n";
+  const struct {
+    std::string command, message;
+  } cases[] = {
+      {" run --model " + model_ + " --input " + in + " --output " + out + " --stats " + in,
+       "--stats " + in + " is the input file itself"},
+      {" run --model " + model_ + " --input " + in + " --output " + out + " --trace " + out,
+       "--output and --trace both name " + out},
+      {" run --model " + model_ + " --input " + in + " --output " + side + ".out --stats " + side + " --trace " + side,
+       "--stats and --trace both name " + side},
+      {" perplexity --model " + model_ + " --input " + in + " --output " + in, "--output " + in + " is the input file itself"},
+      {" perplexity --model " + model_ + " --input " + in + " --output " + work_ + "/no/such/dir/p.json",
+       "cannot write --output file " + work_ + "/no/such/dir/p.json"},
+      {" plan --shape llama2-7b --json " + work_ + "/no/such/dir/plan.json",
+       "cannot write --json file " + work_ + "/no/such/dir/plan.json"},
+  };
+  for (const auto& c : cases) {
+    const CommandResult r = run_shell(binary() + c.command);
+    EXPECT_NE(r.exit_code, 0) << c.command;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.command << "\n" << r.output;
+    EXPECT_EQ(r.output.find("done:"), std::string::npos) << "it ran: " << c.command;
+  }
+  std::string line;
+  std::getline(std::ifstream(in), line);
+  EXPECT_EQ(line, "hello");
+  std::getline(std::ifstream(out), line);
+  EXPECT_EQ(line, "{\"kept\": true}");
+  EXPECT_FALSE(std::filesystem::exists(side));
+}
+
+TEST_F(Stories, MaxModelLenBeyondTheModelsContextIsRefused) {
+  std::string in = work_ + "/mml.txt";
+  std::ofstream(in) << "hello\n";
+  CommandResult r = run(in, work_ + "/mml_out.jsonl", "--max-model-len 1000");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--max-model-len 1000 exceeds the model's context of 512 tokens"), std::string::npos)
+      << r.output;
+}
+
 // Device choices that cannot be met are refused before any weight is read, naming the way out.
 // (On a machine with a GPU the first two would run: tests/gpu covers that side.)
 TEST_F(Stories, ImpossibleDeviceChoicesAreRefusedUpFront) {

@@ -100,5 +100,22 @@ TEST(Plan, UnknownDeviceIsNamed) {
   }
 }
 
+// Rank counts are multiplied in 64 bits: 100000 x 100000 is 10^10 ranks (10^10 mod 2^32 in an int
+// was a "pp 1410065408" layout), refused with the count.
+TEST(Plan, ClustersBeyondTheRankLimitAreRefusedWithTheirSize) {
+  for (const int n : {65536, 100000}) {
+    PlanRequest r = llama2_7b(n, n, "h100-80g");
+    try {
+      plan_layouts(r);
+      FAIL() << n << " x " << n;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("has " + std::to_string(static_cast<long long>(n) * n) + " ranks"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_NO_THROW(plan_layouts(llama2_7b(8, 8, "h100-80g")));
+}
+
 }  // namespace
 }  // namespace tpllama
