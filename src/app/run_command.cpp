@@ -83,9 +83,9 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--temperature", o.defaults.sampling.temperature, "Sampling temperature; 0 = greedy")
       ->capture_default_str()
       ->check(finite_in(0, 1e6));
-  run->add_option("--top-k", o.defaults.sampling.top_k, "Keep the k most probable tokens; 0 = off")
+  run->add_option("--top-k", o.defaults.sampling.top_k, "Keep the k most probable tokens; 0 or -1 (vLLM's) = off")
       ->capture_default_str()
-      ->check(at_least(0));
+      ->check(at_least(-1));
   run->add_option("--top-p", o.defaults.sampling.top_p, "Nucleus sampling: smallest set reaching p; 1 = off")
       ->capture_default_str()
       ->check(finite_in(1e-12, 1));

@@ -65,22 +65,31 @@ InputFormat format_from_extension(const std::string& path) {
   return InputFormat::kText;
 }
 
-// The first non-blank line of a regular file, if one ends within the first kSniffBytes.
-std::optional<std::string> first_nonblank_line(const std::string& path) {
+constexpr int kSniffLines = 16;  // non-blank lines detection looks at
+
+// The first of the first kSniffLines non-blank lines of a regular file that is a JSON object,
+// looking no further than kSniffBytes: a malformed first line does not hide the format of the rest.
+std::optional<json> first_json_object_line(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   std::streambuf* buf = in.rdbuf();
   std::string line;
-  for (size_t n = 0; n < kSniffBytes; ++n) {
+  int nonblank = 0;
+  for (size_t n = 0; n < kSniffBytes && nonblank < kSniffLines; ++n) {
     int c = buf->sbumpc();
     if (c != std::char_traits<char>::eof() && c != '\n') {
       line.push_back(static_cast<char>(c));
       continue;
     }
     if (line.rfind(kByteOrderMark, 0) == 0) line.erase(0, 3);
-    if (!is_blank(line)) return line;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!is_blank(line)) {
+      ++nonblank;
+      json object = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (object.is_object()) return object;
+    }
     if (c == std::char_traits<char>::eof()) return std::nullopt;
     line.clear();
   }
@@ -136,12 +145,8 @@ std::optional<InputFormat> parse_input_format(const std::string& name) {
 }
 
 InputFormat detect_input_format(const std::string& path) {
-  if (auto line = first_nonblank_line(path)) {
-    if (!line->empty() && line->back() == '\r') line->pop_back();
-    json object = json::parse(*line, nullptr, /*allow_exceptions=*/false);
-    if (object.is_object() && object.contains("custom_id") && object.contains("body"))
-      return InputFormat::kOpenAiBatch;
-  }
+  if (std::optional<json> object = first_json_object_line(path))
+    if (object->contains("custom_id") && object->contains("body")) return InputFormat::kOpenAiBatch;
   return format_from_extension(path);
 }
 

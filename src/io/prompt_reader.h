@@ -21,8 +21,8 @@ enum class InputFormat { kText, kJsonl, kOpenAiBatch };
 // "text" | "jsonl" | "openai"; "auto" gives nullopt (detect). Throws Error for any other name.
 std::optional<InputFormat> parse_input_format(const std::string& name);
 
-// For a regular file whose first non-blank line (within the first few MB) is a JSON object with
-// both "custom_id" and "body": kOpenAiBatch. Otherwise, and always for pipes and devices (which
+// For a regular file whose first JSON object line (among its first 16 non-blank lines, within the
+// first few MB; malformed lines before it are skipped) has both "custom_id" and "body": kOpenAiBatch. Otherwise, and always for pipes and devices (which
 // cannot be read twice), by extension: ".jsonl", ".json", ".ndjson" (any case) are JSONL,
 // everything else is plain text.
 InputFormat detect_input_format(const std::string& path);

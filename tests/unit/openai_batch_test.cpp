@@ -172,6 +172,18 @@ TEST(InputFormatDetection, OpenAiContentWinsOverJsonlExtension) {
   std::filesystem::remove(path);
 }
 
+// A malformed first line (a torn export, a stray header) does not turn a batch file into JSONL, whose
+// every line would then be an error for lacking 'prompt'.
+TEST(InputFormatDetection, AMalformedFirstLineDoesNotHideABatchFile) {
+  auto path = write_file("detect_torn.jsonl", "{\"custom_id\": \"a\", \"bo\n[1, 2]\n" + line_with_body(R"({"prompt": "p"})"));
+  EXPECT_EQ(detect_input_format(path), InputFormat::kOpenAiBatch);
+  // The first object decides: a plain JSONL object first keeps the file JSONL.
+  auto plain = write_file("detect_first.jsonl", "oops\n{\"prompt\": \"x\"}\n" + line_with_body(R"({"prompt": "p"})"));
+  EXPECT_EQ(detect_input_format(plain), InputFormat::kJsonl);
+  std::filesystem::remove(path);
+  std::filesystem::remove(plain);
+}
+
 TEST(InputFormatDetection, JsonTextInATxtFileStaysText) {
   auto path = write_file("detect_text.txt", "{\"id\": \"q\", \"prompt\": \"x\"}\n");
   EXPECT_EQ(detect_input_format(path), InputFormat::kText);
