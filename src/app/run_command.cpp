@@ -539,6 +539,13 @@ int finish_on_rank0(const RunOptions& o, const RunHooks* hooks, const RunSetup& 
   }
   log::info("done: " + summary.describe() + (hooks != nullptr ? "" : "; output " + o.output));
   const long long finished = summary.finished_stop + summary.finished_length;
+  if (summary.errors > 0 && finished == 0 && summary.scored == 0) {
+    // The records are written, but a job whose every request failed (a wrong format, prompts all
+    // too long) should not look like a success to Slurm.
+    log::error("every request of this run failed (" + std::to_string(summary.errors) +
+               " error records); exit status " + std::to_string(kExitAllRequestsFailed));
+    return kExitAllRequestsFailed;
+  }
   if (finished == 0) return 0;
   const double avg = static_cast<double>(summary.prompt_tokens + summary.generated_tokens) / static_cast<double>(finished);
   const double capacity = static_cast<double>(s.n_blocks) * o.kv_block_size;

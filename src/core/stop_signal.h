@@ -8,6 +8,8 @@ namespace tpllama {
 // Exit status of a run stopped early by a signal: finished records are in the output and
 // `--resume` continues (EX_TEMPFAIL: "try again later").
 constexpr int kExitStoppedEarly = 75;
+// A run that answered no request but wrote an error record for each (EX_DATAERR).
+constexpr int kExitAllRequestsFailed = 65;
 
 void install_stop_handlers();
 // The signal number received, or 0.

@@ -245,6 +245,23 @@ TEST_F(Stories, BadLinesBecomeErrorRecordsAndTheRunGoesOn) {
   EXPECT_NE(r.output.find("5 errors"), std::string::npos) << r.output;
 }
 
+// A run whose every request failed still writes their records, but exits 65 (EX_DATAERR), so a
+// Slurm job fed the wrong file does not report success; one good request makes it a success again.
+TEST_F(Stories, ARunWhoseEveryRequestFailedExitsWithDataError) {
+  std::string in = work_ + "/all_bad.jsonl", out = work_ + "/all_bad_out.jsonl";
+  std::ofstream(in) << R"({"id": "x", "prompt": 3})" << "\n" << R"({"id": "y", "text": "no prompt"})" << "\n";
+  CommandResult r = run(in, out);
+  EXPECT_EQ(r.exit_code, 65) << r.output;
+  EXPECT_NE(r.output.find("every request of this run failed (2 error records); exit status 65"), std::string::npos)
+      << r.output;
+  const auto records = read_jsonl(out);
+  ASSERT_EQ(records.size(), 2u);
+  for (const json& rec : records) EXPECT_EQ(rec["finish_reason"], "error") << rec.dump();
+  std::ofstream(in, std::ios::app) << R"({"id": "z", "prompt": "Once upon a time", "max_tokens": 2})" << "\n";
+  r = run(in, out);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
 TEST_F(Stories, SeededSamplingIsReproducibleWhateverTheBatch) {
   std::string one = work_ + "/seed_one.jsonl", many = work_ + "/seed_many.jsonl";
   std::ofstream(one) << R"({"id": "x", "prompt": "Once upon a time", "temperature": 1.0, "top_p": 0.9, "seed": 42, "max_tokens": 40})"
