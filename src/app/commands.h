@@ -145,9 +145,10 @@ void add_run_command(CLI::App& app, RunOptions& options);
 // Fails now, not after hours of work, when the file a flag names cannot be written; an existing
 // file is left as it is.
 void check_writable(const std::string& path, const char* flag);
-// check_writable for each (flag, path) given (empty paths skipped), after refusing one that is the
+// check_writable for each (flag, path) given (empty paths skipped), after refusing one that is an
 // input file or another of them.
-void check_output_files(const std::string& input, const std::vector<std::pair<std::string, std::string>>& outputs);
+void check_output_files(const std::vector<std::string>& inputs,
+                        const std::vector<std::pair<std::string, std::string>>& outputs);
 void add_bench_command(CLI::App& app, BenchOptions& options);
 // --threads, --tp, --pp, --pp-layers, --allow-cross-node-tp, --kv-cache-memory, --dtype, --device,
 // --comm and --share-gpus: how a run is laid out over ranks, devices and memory (run, perplexity

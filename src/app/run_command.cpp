@@ -33,34 +33,54 @@
 namespace tpllama {
 
 void check_writable(const std::string& path, const char* flag) {
-  const bool existed = std::filesystem::exists(path);
-  if (!std::ofstream(path, std::ios::app)) fail("cannot write ", flag, " file ", path);
-  if (!existed) std::filesystem::remove(path);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(path, ec)) {  // the file (or the device, or a link's target) is there: opening it writes nothing
+    if (!std::ofstream(path, std::ios::app)) fail("cannot write ", flag, " file ", path);
+    return;
+  }
+  // Not there yet: its directory must take a new file. Nothing is created now, so a failure later in
+  // the checks leaves no stray file (a dangling link's file would be made where the link points).
+  fs::path target = path;
+  if (fs::is_symlink(fs::symlink_status(target, ec))) {
+    const fs::path to = fs::read_symlink(target, ec);
+    target = to.is_absolute() ? to : target.parent_path() / to;
+  }
+  fs::path dir = target.parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK | X_OK) != 0)
+    fail("cannot write ", flag, " file ", path, " (", dir.string(), " is not a writable directory)");
 }
 
 namespace {
 
-// Whether two paths name one regular file (or would: neither exists yet and they resolve alike).
-// Devices such as /dev/null are never "the same file".
+// Whether two paths name one regular file, or would (neither exists yet and they resolve alike,
+// however spelt: "out.json", "./out.json", "$PWD/out.json"). Devices, /dev/stdout and /proc paths
+// are never "the same file" (stdout and stderr may both be one log file).
 bool same_file(const std::string& a, const std::string& b) {
   namespace fs = std::filesystem;
+  for (const std::string* p : {&a, &b})
+    if (p->rfind("/dev/", 0) == 0 || p->rfind("/proc/", 0) == 0) return false;
   std::error_code ea, eb;
   const fs::file_status sa = fs::status(a, ea), sb = fs::status(b, eb);
   const bool a_there = fs::exists(sa), b_there = fs::exists(sb);
   if ((a_there && !fs::is_regular_file(sa)) || (b_there && !fs::is_regular_file(sb))) return false;
   if (a_there && b_there) return fs::equivalent(a, b);
   if (a_there != b_there) return false;
-  const fs::path ca = fs::weakly_canonical(a, ea), cb = fs::weakly_canonical(b, eb);
-  return !ea && !eb && ca == cb;
+  const fs::path ca = fs::weakly_canonical(fs::absolute(a, ea), ea), cb = fs::weakly_canonical(fs::absolute(b, eb), eb);
+  return !ea && !eb && ca.lexically_normal() == cb.lexically_normal();
 }
 
 }  // namespace
 
-void check_output_files(const std::string& input, const std::vector<std::pair<std::string, std::string>>& outputs) {
+void check_output_files(const std::vector<std::string>& inputs,
+                        const std::vector<std::pair<std::string, std::string>>& outputs) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     const auto& [flag, path] = outputs[i];
     if (path.empty()) continue;
-    if (same_file(path, input)) fail(flag, " ", path, " is the input file itself; refusing to overwrite the input");
+    for (const std::string& input : inputs)
+      if (!input.empty() && same_file(path, input))
+        fail(flag, " ", path, " is the input file itself; refusing to overwrite the input");
     for (size_t j = 0; j < i; ++j)
       if (!outputs[j].second.empty() && same_file(path, outputs[j].second))
         fail(outputs[j].first, " and ", flag, " both name ", path, "; give each its own file");
@@ -323,7 +343,7 @@ void validate(const RunOptions& o, const RunHooks* hooks, int world_size, int ra
     outputs.emplace_back("--stats", o.stats);
     outputs.emplace_back("--trace", o.trace);
     if (hooks != nullptr) outputs.insert(outputs.end(), hooks->outputs.begin(), hooks->outputs.end());
-    check_output_files(o.input, outputs);
+    check_output_files({o.input}, outputs);
     if (synthetic != nullptr) return;
     if (!std::filesystem::exists(s.checkpoint->tokenizer_path()))
       fail("model directory ", o.model, " has no tokenizer.model (a SentencePiece model is required)");
@@ -539,9 +559,10 @@ int finish_on_rank0(const RunOptions& o, const RunHooks* hooks, const RunSetup& 
   }
   log::info("done: " + summary.describe() + (hooks != nullptr ? "" : "; output " + o.output));
   const long long finished = summary.finished_stop + summary.finished_length;
-  if (summary.errors > 0 && finished == 0 && summary.scored == 0) {
+  if (summary.errors > 0 && finished == 0 && summary.scored == 0 && summary.skipped == 0) {
     // The records are written, but a job whose every request failed (a wrong format, prompts all
-    // too long) should not look like a success to Slurm.
+    // too long) should not look like a success to Slurm. Not after --resume skipped records: the
+    // earlier part of the job may have answered requests.
     log::error("every request of this run failed (" + std::to_string(summary.errors) +
                " error records); exit status " + std::to_string(kExitAllRequestsFailed));
     return kExitAllRequestsFailed;

@@ -68,7 +68,9 @@ InputFormat format_from_extension(const std::string& path) {
 constexpr int kSniffLines = 16;  // non-blank lines detection looks at
 
 // The first of the first kSniffLines non-blank lines of a regular file that is a JSON object,
-// looking no further than kSniffBytes: a malformed first line does not hide the format of the rest.
+// looking no further than kSniffBytes: a malformed object or array line before it is skipped (it
+// does not hide the format of the rest), but any other line ends the search (a text file's later
+// line that quotes a batch request does not make it a batch file).
 std::optional<json> first_json_object_line(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
@@ -87,6 +89,8 @@ std::optional<json> first_json_object_line(const std::string& path) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (!is_blank(line)) {
       ++nonblank;
+      const char first = *std::find_if_not(line.begin(), line.end(), is_space);
+      if (first != '{' && first != '[') return std::nullopt;
       json object = json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (object.is_object()) return object;
     }

@@ -22,9 +22,10 @@ enum class InputFormat { kText, kJsonl, kOpenAiBatch };
 std::optional<InputFormat> parse_input_format(const std::string& name);
 
 // For a regular file whose first JSON object line (among its first 16 non-blank lines, within the
-// first few MB; malformed lines before it are skipped) has both "custom_id" and "body": kOpenAiBatch. Otherwise, and always for pipes and devices (which
-// cannot be read twice), by extension: ".jsonl", ".json", ".ndjson" (any case) are JSONL,
-// everything else is plain text.
+// first few MB; malformed object or array lines before it are skipped, any other line ends the
+// search) has both "custom_id" and "body": kOpenAiBatch. Otherwise, and always for pipes and
+// devices (which cannot be read twice), by extension: ".jsonl", ".json", ".ndjson" (any case) are
+// JSONL, everything else is plain text.
 InputFormat detect_input_format(const std::string& path);
 
 // Non-blank lines of a regular file (the progress total); nullopt for pipes, devices, or a file

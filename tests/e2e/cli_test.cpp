@@ -260,6 +260,11 @@ TEST_F(Stories, ARunWhoseEveryRequestFailedExitsWithDataError) {
   std::ofstream(in, std::ios::app) << R"({"id": "z", "prompt": "Once upon a time", "max_tokens": 2})" << "\n";
   r = run(in, out);
   EXPECT_EQ(r.exit_code, 0) << r.output;
+  // Resumed, with only a bad line left to do: the job answered a request earlier, so not a failure.
+  std::ofstream(in, std::ios::app) << R"({"id": "w", "prompt": 4})" << "\n";
+  r = run(in, out, "--resume");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_jsonl(out).size(), 4u);
 }
 
 TEST_F(Stories, SeededSamplingIsReproducibleWhateverTheBatch) {
@@ -410,6 +415,12 @@ TEST_F(Stories, StatsTraceAndJsonFilesThatWouldOverwriteAnotherAreRefused) {
        "cannot write --output file " + work_ + "/no/such/dir/p.json"},
       {" plan --shape llama2-7b --json " + work_ + "/no/such/dir/plan.json",
        "cannot write --json file " + work_ + "/no/such/dir/plan.json"},
+      // One file not there yet, spelt two ways.
+      {" run --model " + model_ + " --input " + in + " --output " + side + ".o --stats " + work_ + "/./clobber.json" +
+           " --trace " + work_ + "/../" + std::filesystem::path(work_).filename().string() + "/clobber.json",
+       "--stats and --trace both name"},
+      {" plan --model " + model_ + " --json " + model_ + "/config.json",
+       "--json " + model_ + "/config.json is the input file itself"},
   };
   for (const auto& c : cases) {
     const CommandResult r = run_shell(binary() + c.command);
@@ -423,6 +434,28 @@ TEST_F(Stories, StatsTraceAndJsonFilesThatWouldOverwriteAnotherAreRefused) {
   std::getline(std::ifstream(out), line);
   EXPECT_EQ(line, "{\"kept\": true}");
   EXPECT_FALSE(std::filesystem::exists(side));
+  EXPECT_FALSE(std::filesystem::exists(side + ".out"));
+  EXPECT_FALSE(std::filesystem::exists(side + ".o"));
+}
+
+// The checks create nothing: a dangling link's target is not made, and the link stays a link.
+// /dev/stdout and /dev/stderr may both be one log file: never "the same file".
+TEST_F(Stories, OutputChecksLeaveNoFileBehind) {
+  const std::string in = work_ + "/nothing.txt", link = work_ + "/dangling.json", target = work_ + "/target.json";
+  std::ofstream(in) << "hello\n";
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(target, link);
+  CommandResult r = run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + work_ +
+                              "/nothing_out.jsonl --stats " + link + " --trace " + link);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--stats and --trace both name " + link), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(target));
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_FALSE(std::filesystem::exists(work_ + "/nothing_out.jsonl"));
+  r = run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + work_ +
+                "/nothing_out.jsonl --max-tokens 2 --stats /dev/stdout --trace /dev/stderr > " + work_ +
+                "/both.log 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST_F(Stories, MaxModelLenBeyondTheModelsContextIsRefused) {

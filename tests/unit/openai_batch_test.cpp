@@ -180,8 +180,12 @@ TEST(InputFormatDetection, AMalformedFirstLineDoesNotHideABatchFile) {
   // The first object decides: a plain JSONL object first keeps the file JSONL.
   auto plain = write_file("detect_first.jsonl", "oops\n{\"prompt\": \"x\"}\n" + line_with_body(R"({"prompt": "p"})"));
   EXPECT_EQ(detect_input_format(plain), InputFormat::kJsonl);
+  // A text line ends the search: a prompt file that quotes a batch request later stays text.
+  auto text = write_file("detect_quote.txt", "Summarise this request:\n" + line_with_body(R"({"prompt": "p"})"));
+  EXPECT_EQ(detect_input_format(text), InputFormat::kText);
   std::filesystem::remove(path);
   std::filesystem::remove(plain);
+  std::filesystem::remove(text);
 }
 
 TEST(InputFormatDetection, JsonTextInATxtFileStaysText) {
