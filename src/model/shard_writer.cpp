@@ -79,8 +79,24 @@ void write_shards(const ShardOptions& o) {
   std::vector<int> stage_layers;
   for (int s = 0; s < o.pp; ++s) stage_layers.push_back(layout.stage_layers(s).count());
 
+  // The output is a new directory or an earlier shard set, whose rank files this one replaces; never
+  // the model itself nor another checkpoint (its weights would mix with the shards).
+  if (fs::exists(o.out_dir)) {
+    if (fs::equivalent(o.out_dir, o.model_dir))
+      fail("--out ", o.out_dir, " is the model directory itself; shard into a new directory");
+    if (!fs::is_directory(o.out_dir)) fail("--out ", o.out_dir, " exists and is not a directory");
+    std::vector<fs::path> earlier_ranks;
+    for (const auto& entry : fs::directory_iterator(o.out_dir)) {
+      const std::string name = entry.path().filename().string();
+      if (entry.path().extension() != ".safetensors") continue;
+      if (name.rfind("rank-", 0) != 0 || name.find("-of-") == std::string::npos)
+        fail("--out ", o.out_dir, " holds ", name, ", which is not a shard: shard into a new directory or an earlier one");
+      earlier_ranks.push_back(entry.path());
+    }
+    if (fs::exists(o.out_dir + "/" + kShardManifestName)) fs::remove(o.out_dir + "/" + kShardManifestName);
+    for (const fs::path& p : earlier_ranks) fs::remove(p);  // another layout's files must not linger
+  }
   fs::create_directories(o.out_dir);
-  if (fs::exists(o.out_dir + "/" + kShardManifestName)) fs::remove(o.out_dir + "/" + kShardManifestName);
   std::vector<std::string> files;
   std::vector<uint64_t> file_bytes;
   for (int rank = 0; rank < world; ++rank) {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -159,6 +160,29 @@ TEST_F(Distributed, ShardedDirectoryRoundTripsAndRefusesOtherLayouts) {
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.output.find("rank-00003-of-00004.safetensors"), std::string::npos) << missing.output;
   EXPECT_EQ(count_occurrences(missing.output, "error:"), 1) << missing.output;
+
+  // Sharding again into the same directory for another layout replaces the earlier rank files.
+  s = run_shell(binary() + " shard --model " + model_ + " --tp 2 --pp 1 --out " + sharded);
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  std::vector<std::string> ranks;
+  for (const auto& e : fs::directory_iterator(sharded))
+    if (e.path().extension() == ".safetensors") ranks.push_back(e.path().filename().string());
+  std::sort(ranks.begin(), ranks.end());
+  EXPECT_EQ(ranks, (std::vector<std::string>{"rank-00000-of-00002.safetensors", "rank-00001-of-00002.safetensors"}));
+  // Never into the model itself, nor into another checkpoint.
+  for (const std::string& dir : {model_, model_ + "/."}) {
+    s = run_shell(binary() + " shard --model " + model_ + " --tp 2 --out " + dir);
+    EXPECT_NE(s.exit_code, 0);
+    EXPECT_NE(s.output.find("is the model directory itself"), std::string::npos) << s.output;
+  }
+  const std::string other = work_ + "/other_checkpoint";
+  fs::create_directories(other);
+  std::ofstream(other + "/model.safetensors") << "x";
+  s = run_shell(binary() + " shard --model " + model_ + " --tp 2 --out " + other);
+  EXPECT_NE(s.exit_code, 0);
+  EXPECT_NE(s.output.find("holds model.safetensors, which is not a shard"), std::string::npos) << s.output;
+  for (const auto& e : fs::directory_iterator(model_))
+    EXPECT_NE(e.path().filename().string().rfind("rank-", 0), 0u) << "a shard was written into the model: " << e.path();
 }
 
 struct BadLayout {
