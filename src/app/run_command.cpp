@@ -558,6 +558,9 @@ int finish_on_rank0(const RunOptions& o, const RunHooks* hooks, const RunSetup& 
     return kExitStoppedEarly;
   }
   log::info("done: " + summary.describe() + (hooks != nullptr ? "" : "; output " + o.output));
+  if (summary.unmatched_records > 0)
+    log::warn(std::to_string(summary.unmatched_records) + " records already in " + o.output + " match no request of " +
+              o.input + ": is --output from another job? (they are kept)");
   const long long finished = summary.finished_stop + summary.finished_length;
   if (summary.errors > 0 && finished == 0 && summary.scored == 0 && summary.skipped == 0) {
     // The records are written, but a job whose every request failed (a wrong format, prompts all

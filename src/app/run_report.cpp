@@ -71,6 +71,7 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
       {"finished_length", s.finished_length},
       {"errors", s.errors},
       {"skipped_already_done", s.skipped},
+      {"unmatched_resumed_records", s.unmatched_records},
       {"preemptions", s.preemptions},
       {"steps", s.steps},
       {"elapsed_seconds", s.seconds},

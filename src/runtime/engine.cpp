@@ -127,6 +127,9 @@ class Run {
     pipeline_.shutdown();
     io_.writer->sync();
     progress_.finish(counts());
+    // Read to its end, the input asked for none of what is left to skip: records of another job.
+    if (input_done_ && summary_.stopped_by == 0)
+      for (const auto& entry : remaining_done_) summary_.unmatched_records += entry.second;
     summary_.seconds = seconds_between(start_, Clock::now());
     return std::move(summary_);
   }

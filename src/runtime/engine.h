@@ -53,6 +53,9 @@ struct RunSummary {
   long long steps = 0;
   long long preemptions = 0;
   long long skipped = 0;  // already in the output (--resume)
+  // --resume: records already in the output that no request of the input matched (the output may
+  // belong to another job); counted only when the whole input was read.
+  long long unmatched_records = 0;
   int stopped_by = 0;     // the signal that stopped the run early, or 0
   long long abandoned = 0;  // requests in flight when the grace period ended (redone by --resume)
   double seconds = 0;

@@ -180,6 +180,23 @@ TEST_F(Engine, ResumeCutsATornLastLine) {
   EXPECT_EQ(read_jsonl(out).size(), 6u);
 }
 
+// --resume onto the output of another job: its records are kept, and the run says how many of them
+// no request of this input matched (none when the input is the job's own).
+TEST_F(Engine, ResumeOntoAnotherJobsOutputSaysSo) {
+  const std::string a = work_ + "/job_a.jsonl", b = work_ + "/job_b.jsonl", out = work_ + "/job_out.jsonl";
+  std::ofstream(a) << R"({"id": "a1", "prompt": "Once upon a time", "max_tokens": 2})" << "\n"
+                   << R"({"id": "a2", "prompt": "The little dog", "max_tokens": 2})" << "\n";
+  std::ofstream(b) << R"({"id": "b1", "prompt": "One day", "max_tokens": 2})" << "\n";
+  ASSERT_EQ(run(a, out).exit_code, 0);
+  CommandResult r = run(a, out, "--resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("match no request"), std::string::npos) << r.output;
+  r = run(b, out, "--resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 records already in " + out + " match no request of " + b), std::string::npos) << r.output;
+  EXPECT_EQ(read_jsonl(out).size(), 3u);
+}
+
 TEST_F(Engine, DuplicateIdsAreErrorRecords) {
   const std::string in = work_ + "/dup.jsonl";
   std::ofstream(in) << R"({"id": "a", "prompt": "Once upon a time", "max_tokens": 4})" << "\n"
