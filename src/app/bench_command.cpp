@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -192,9 +191,9 @@ nlohmann::json make_report(const BenchOptions& o, const RunOutcome& r, const Mac
     prompt_tokens += len;
   }
   const double decode_tokens = static_cast<double>(s.decode_step_tokens);
-  const double decode_bw = s.decode_steps > 0 ? decode_bytes / s.decode_seconds : 0.0;
-  const double prefill_flops = s.prefill_seconds > 0 ? prefill_flop / s.prefill_seconds : 0.0;
   const bool measured = limits.devices > 0, decoded = s.decode_steps > 0 && s.decode_seconds > 0;
+  const nlohmann::json decode_bw = decoded ? ratio(decode_bytes, s.decode_seconds) : nullptr;
+  const nlohmann::json prefill_flops = ratio(prefill_flop, s.prefill_seconds);
 
   nlohmann::json ranks = nlohmann::json::array();
   for (size_t i = 0; i < r.ranks.size(); ++i) {
@@ -245,12 +244,14 @@ nlohmann::json make_report(const BenchOptions& o, const RunOutcome& r, const Mac
       {"tpot_seconds", percentiles(s.tpot)},
       {"machine", machine},
       {"decode_bytes_per_token", decoded ? ratio(decode_bytes, decode_tokens) : nullptr},
-      {"decode_bandwidth_bytes_per_second", decoded ? nlohmann::json(decode_bw) : nullptr},
-      {"decode_bandwidth_fraction", decoded && measured ? ratio(decode_bw, limits.read_bandwidth) : nullptr},
+      {"decode_bandwidth_bytes_per_second", decode_bw},
+      {"decode_bandwidth_fraction",
+       decoded && measured ? ratio(decode_bw.get<double>(), limits.read_bandwidth) : nullptr},
       {"decode_roofline_tokens_per_second",
        decoded && measured ? ratio(limits.read_bandwidth, decode_bytes / decode_tokens) : nullptr},
-      {"prefill_flops_per_second", s.prefill_seconds > 0 ? nlohmann::json(prefill_flops) : nullptr},
-      {"prefill_gemm_fraction", measured ? ratio(prefill_flops, limits.gemm_flops) : nullptr},
+      {"prefill_flops_per_second", prefill_flops},
+      {"prefill_gemm_fraction",
+       measured && !prefill_flops.is_null() ? ratio(prefill_flops.get<double>(), limits.gemm_flops) : nullptr},
       {"ranks", ranks},
   };
   return j;
@@ -397,12 +398,7 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   hooks.on_finish = [&](const RunOutcome& outcome) {
     const nlohmann::json report = make_report(o, outcome, limits, *source, in, out);
     print_report(report);
-    if (!o.json.empty()) {
-      std::ofstream f(o.json);
-      f << report.dump(2) << '\n';
-      f.close();
-      if (!f) fail("cannot write --json file ", o.json);
-    }
+    if (!o.json.empty()) write_json_file(o.json, report, "--json");
   };
   return run_engine(o.run, mpi, &hooks);
 }

@@ -142,11 +142,9 @@ struct PlanOptions {
 };
 
 void add_run_command(CLI::App& app, RunOptions& options);
-// Fails now, not after hours of work, when the file a flag names cannot be written; an existing
-// file is left as it is.
-void check_writable(const std::string& path, const char* flag);
-// check_writable for each (flag, path) given (empty paths skipped), after refusing one that is an
-// input file or another of them.
+// Fails now, not after hours of work, when a file a command will write (flag, path; empty paths
+// skipped) is an input file or another of them, or cannot be written. Nothing is created, and an
+// existing file is left as it is.
 void check_output_files(const std::vector<std::string>& inputs,
                         const std::vector<std::pair<std::string, std::string>>& outputs);
 void add_bench_command(CLI::App& app, BenchOptions& options);

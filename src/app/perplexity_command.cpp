@@ -121,11 +121,7 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
                            {"context_len", window + 1}, {"stride", stride}};
   std::printf("perplexity %.6f over %lld tokens (mean NLL %.6f nats; windows of %d tokens, stride %d)\n",
               std::exp(mean), sink.tokens(), mean, window + 1, stride);
-  if (!o.json.empty()) {
-    std::ofstream out(o.json);
-    out << result.dump(2) << '\n';
-    if (!out) fail("cannot write ", o.json);
-  }
+  if (!o.json.empty()) write_json_file(o.json, result, "--output");
   return 0;
 }
 

@@ -118,12 +118,7 @@ int plan_command(const PlanOptions& o, const MpiSession& mpi) {
                    {"send_seconds_per_step", p.send_seconds_per_step}, {"bubble_fraction", p.bubble_fraction},
                    {"tp_crosses_nodes", p.tp_crosses_nodes}});
   }
-  if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << out.dump(2) << '\n';
-    f.close();
-    if (!f) fail("cannot write --json file ", o.json);
-  }
+  if (!o.json.empty()) write_json_file(o.json, out, "--json");
   return plans.front().fits ? 0 : 1;
 }
 

@@ -31,6 +31,7 @@
 #include "runtime/tokenizer.h"
 
 namespace tpllama {
+namespace {
 
 void check_writable(const std::string& path, const char* flag) {
   namespace fs = std::filesystem;
@@ -51,8 +52,6 @@ void check_writable(const std::string& path, const char* flag) {
   if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK | X_OK) != 0)
     fail("cannot write ", flag, " file ", path, " (", dir.string(), " is not a writable directory)");
 }
-
-namespace {
 
 // Whether two paths name one regular file, or would (neither exists yet and they resolve alike,
 // however spelt: "out.json", "./out.json", "$PWD/out.json"). Devices, /dev/stdout and /proc paths

@@ -88,13 +88,18 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
       {"bubble_fraction", compute + wait > 0 ? wait / (compute + wait) : 0.0},
       {"ranks", ranks},
   };
-  std::ofstream out(path);
-  if (!out) fail("cannot write --stats file ", path);
-  out << j.dump(2) << '\n';
-  if (!out) fail("error while writing --stats file ", path);
+  write_json_file(path, j, "--stats");
 }
 
 }  // namespace
+
+void write_json_file(const std::string& path, const nlohmann::json& j, const char* flag) {
+  std::ofstream out(path);
+  if (!out) fail("cannot write ", flag, " file ", path);
+  out << j.dump(2) << '\n';
+  out.close();
+  if (!out) fail("error while writing ", flag, " file ", path);
+}
 
 nlohmann::json percentiles(const LatencyHistogram& h) {
   if (h.count() == 0) return nullptr;

@@ -49,11 +49,13 @@ printf 'Once upon a time\nThe little dog\nShe said, "Hello!"\n' > "$work/prompts
 "$build/tpllama" run --model "$model" --input "$work/prompts.txt" --output "$work/single.jsonl" --max-tokens 60 \
   2>/dev/null
 
+# mpirun over the two nodes: daemons started in them by the agent, ranks talking TCP on the test net.
+two_nodes=(mpirun -np 4 --hostfile "$work/hostfile" --map-by slot
+  --mca plm_rsh_agent "$here/netns_agent.sh" --mca plm_rsh_no_tree_spawn 1 --mca routed direct
+  --mca oob_tcp_if_include 10.77.0.0/24 --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24)
 rx_before=$(ip netns exec tpl-node1 cat /sys/class/net/eth0/statistics/rx_bytes)
 export TPLLAMA_NETNS_MAP=$work/hosts.map OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-timeout 120 mpirun -np 4 --hostfile "$work/hostfile" --map-by slot \
-  --mca plm_rsh_agent "$here/netns_agent.sh" --mca plm_rsh_no_tree_spawn 1 --mca routed direct \
-  --mca oob_tcp_if_include 10.77.0.0/24 --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 \
+timeout 120 "${two_nodes[@]}" \
   "$build/tpllama" run --model "$model" --input "$work/prompts.txt" --output "$work/out.jsonl" \
   --max-tokens 60 --threads 1 > "$work/run.log" 2>&1 || fail "the two-node run failed"
 rx_after=$(ip netns exec tpl-node1 cat /sys/class/net/eth0/statistics/rx_bytes)
@@ -69,9 +71,7 @@ crossed=$((rx_after - rx_before))
 
 # bench over the same two nodes: each node's first rank measures its node, and the limits the
 # report sets decode and prefill against are the two nodes' sum.
-timeout 120 mpirun -np 4 --hostfile "$work/hostfile" --map-by slot \
-  --mca plm_rsh_agent "$here/netns_agent.sh" --mca plm_rsh_no_tree_spawn 1 --mca routed direct \
-  --mca oob_tcp_if_include 10.77.0.0/24 --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 \
+timeout 120 "${two_nodes[@]}" \
   "$build/tpllama" bench --shape tiny --random-weights --vocab 512 --prompts 4 --input-len 16 --output-len 4 \
   --threads 1 --json "$work/bench.json" > "$work/bench.log" 2>&1 || { cat "$work/bench.log"; fail "the two-node bench failed"; }
 python3 - "$work/bench.json" <<'PY' || fail "the two-node bench did not measure both nodes"
