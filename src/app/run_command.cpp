@@ -304,6 +304,7 @@ struct RunSetup {
   DType dtype = DType::kF32;
   std::unique_ptr<MpiCommunicator> world;
   std::unique_ptr<Communicator> tp_comm;
+  std::unique_ptr<Communicator> stage_comm;  // this TP rank through the stages: hidden states
   std::unique_ptr<LlamaModel> model;
   int context = 0;
   int n_blocks = 0;
@@ -437,7 +438,7 @@ void open_device(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
   }
   collective_phase([&] { check_weights_fit(s.config, *s.topology, s.device->context(), s.dtype, s.device_sharers); });
   if (s.topology->rank() == 0)
-    log::info("device: rank 0 on " + s.device->describe() + "; TP tensors over " +
+    log::info("device: rank 0 on " + s.device->describe() + "; TP and stage tensors over " +
               (s.comm == CommBackend::kNccl ? "NCCL" : device == Device::kCpu ? "MPI" : "MPI, staged through host memory") +
               (s.device_sharers > 1 && device == Device::kCuda ? "; " + std::to_string(s.device_sharers) + " ranks share its GPU" : ""));
 }
@@ -450,7 +451,9 @@ void load_model(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
   s.world = std::make_unique<MpiCommunicator>(world_dup);
   const DeviceContext& ctx = s.device->context();
   s.tp_comm = make_group_communicator(MpiCommunicator::split(MPI_COMM_WORLD, s.topology->pp_rank(), s.topology->tp_rank()),
-                                      s.comm, ctx);
+                                      s.comm, ctx, "TP group");
+  s.stage_comm = make_group_communicator(
+      MpiCommunicator::split(MPI_COMM_WORLD, s.topology->tp_rank(), s.topology->pp_rank()), s.comm, ctx, "stage group");
   collective_phase([&] {
     const ModelLimits limits{o.max_batch_tokens, max_logit_rows(o)};
     ModelWeights weights = hooks != nullptr && hooks->synthetic
@@ -597,10 +600,11 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
 
   TraceRecorder trace(!o.trace.empty());
   s.tp_comm->set_trace(&trace);
+  s.stage_comm->set_trace(&trace);
   s.world->set_trace(&trace);
   mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");  // a common time origin for the trace
   trace.set_origin(TraceRecorder::Clock::now());
-  Pipeline pipeline(*s.model, *s.cache, *s.topology, *s.tp_comm, *s.world, &trace);
+  Pipeline pipeline(*s.model, *s.cache, *s.topology, *s.tp_comm, *s.stage_comm, *s.world, &trace);
   RunSummary summary;
   if (mpi.rank() == 0)
     summary = run_on_rank0(o, hooks, s, pipeline);
@@ -608,7 +612,7 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
     pipeline.serve();
   const std::vector<RankFigures> figures =
       report_run(*s.topology, s.nodes.n_nodes,
-                 collect_rank_figures(s.model->weights(), *s.cache, pipeline.stats(), *s.tp_comm, *s.world),
+                 collect_rank_figures(s.model->weights(), *s.cache, pipeline.stats(), {s.tp_comm.get(), s.stage_comm.get(), s.world.get()}),
                  mpi.rank() == 0 ? &summary : nullptr, o.stats);
   if (!o.trace.empty()) write_trace(*s.topology, trace, o.trace);
   if (mpi.rank() == 0 && hooks != nullptr && hooks->on_finish)

@@ -108,7 +108,7 @@ nlohmann::json percentiles(const LatencyHistogram& h) {
 }
 
 RankFigures collect_rank_figures(const ModelWeights& weights, const KvCache& cache, const PipelineStats& pipeline,
-                                 const Communicator& tp_comm, const Communicator& world) {
+                                 std::initializer_list<const Communicator*> comms) {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   RankFigures f;
@@ -119,11 +119,14 @@ RankFigures collect_rank_figures(const ModelWeights& weights, const KvCache& cac
   f.kv_capacity_tokens = static_cast<double>(cache.n_blocks()) * cache.block_size();
   f.compute_seconds = pipeline.compute_seconds;
   f.wait_seconds = pipeline.wait_seconds;
-  f.collective_seconds = tp_comm.stats().collective_seconds + world.stats().collective_seconds;
-  f.p2p_seconds = tp_comm.stats().p2p_seconds + world.stats().p2p_seconds;
-  f.all_reduce_seconds = tp_comm.stats().all_reduce_seconds;
-  f.all_reduce_bytes = tp_comm.stats().all_reduce_bytes;
-  f.all_reduce_calls = static_cast<double>(tp_comm.stats().all_reduce_calls);
+  for (const Communicator* c : comms) {
+    const CommStats& s = c->stats();
+    f.collective_seconds += s.collective_seconds;
+    f.p2p_seconds += s.p2p_seconds;
+    f.all_reduce_seconds += s.all_reduce_seconds;
+    f.all_reduce_bytes += s.all_reduce_bytes;
+    f.all_reduce_calls += static_cast<double>(s.all_reduce_calls);
+  }
   f.steps = static_cast<double>(pipeline.steps);
   return f;
 }

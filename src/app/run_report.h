@@ -2,6 +2,7 @@
 // the --stats JSON file and the --trace Chrome trace. The gathers here are collectives.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -39,8 +40,9 @@ void write_json_file(const std::string& path, const nlohmann::json& j, const cha
 // p50 / p90 / p99 / mean / count of a latency histogram in seconds; null when it is empty.
 nlohmann::json percentiles(const LatencyHistogram& h);
 
+// comms: every communicator of the rank (TP group, stage group, world); their figures are summed.
 RankFigures collect_rank_figures(const ModelWeights& weights, const KvCache& cache, const PipelineStats& pipeline,
-                                 const Communicator& tp_comm, const Communicator& world);
+                                 std::initializer_list<const Communicator*> comms);
 
 // Every rank's read/held bytes on rank 0, and the check that every element is held once (against
 // the checkpoint, or the config's parameter count for a synthetic model: ckpt null).

@@ -35,7 +35,12 @@ class Communicator {
   virtual void all_gather(Tensor in, Tensor out) = 0;
   virtual void broadcast(Tensor t, int root) = 0;
   virtual void send(Tensor t, int dest, int tag) = 0;
+  // Fills t, whose shape the receiver knows; a message of another size is an error.
   virtual void recv(Tensor t, int src, int tag) = 0;
+  // Sends t without waiting for the receiver; t may be overwritten once this returns. Host bytes
+  // are copied into the message; on a device (NCCL) the send is enqueued on the compute stream,
+  // ahead of whatever later overwrites t there. Completed by wait_sends() with the byte messages.
+  virtual void send_async(Tensor t, int dest, int tag) = 0;
   virtual void barrier() = 0;
   // Element-wise argmax over the group: values[i] becomes the largest, indices[i] its index;
   // equal values resolve to the smallest index (as a single rank's argmax would).

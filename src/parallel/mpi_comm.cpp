@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -193,9 +194,30 @@ void MpiCommunicator::send(Tensor device_t, int dest, int tag) {
 void MpiCommunicator::recv(Tensor device_t, int src, int tag) {
   CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "recv", TraceTrack::kP2p);
   const Tensor t = host_view(device_t, 0, false);
+  // Probed first, so a message of another size names both sizes (a larger one would only say
+  // "truncated", a smaller one would leave the end of t stale).
+  MPI_Status status;
+  mpi_check(MPI_Probe(src, tag, comm_, &status), "MPI_Probe");
+  int bytes = 0;
+  MPI_Get_count(&status, MPI_BYTE, &bytes);
+  TPLLAMA_CHECK(static_cast<size_t>(bytes) == t.nbytes(), "a message of ", bytes, " bytes from rank ", src, " for ",
+                t.shape_string(), " ", dtype_name(t.dtype()), " (", t.nbytes(), " bytes)");
   mpi_check(MPI_Recv(t.data(), count_of(t), mpi_type(t.dtype()), src, tag, comm_, MPI_STATUS_IGNORE),
             "MPI_Recv");
   copy_back(device_t, t);
+}
+
+void MpiCommunicator::send_async(Tensor device_t, int dest, int tag) {
+  CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "isend", TraceTrack::kP2p);
+  auto bytes = std::make_unique<std::vector<uint8_t>>(device_t.nbytes());
+  if (device_t.device() == Device::kCpu) {
+    if (!bytes->empty()) std::memcpy(bytes->data(), device_t.data(), bytes->size());
+  } else {
+    TPLLAMA_CHECK(device_t.device() == staging_ctx_.device, "a ", device_name(device_t.device()),
+                  " tensor given to an MPI communicator that stages ", device_name(staging_ctx_.device));
+    ops::download(staging_ctx_, bytes->data(), device_t);
+  }
+  isend(std::move(bytes), dest, tag);
 }
 
 void MpiCommunicator::barrier() {
@@ -242,10 +264,15 @@ void MpiCommunicator::broadcast_bytes(std::vector<uint8_t>& bytes, int root) {
 }
 
 void MpiCommunicator::send_bytes_async(std::vector<uint8_t> bytes, int dest, int tag) {
-  TPLLAMA_CHECK(bytes.size() <= INT32_MAX, "message of ", bytes.size(), " bytes");
   CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "isend", TraceTrack::kP2p);
+  isend(std::make_unique<std::vector<uint8_t>>(std::move(bytes)), dest, tag);
+}
+
+// The message's bytes are kept with its request until MPI is done with them.
+void MpiCommunicator::isend(std::unique_ptr<std::vector<uint8_t>> bytes, int dest, int tag) {
+  TPLLAMA_CHECK(bytes->size() <= INT32_MAX, "message of ", bytes->size(), " bytes");
   reap_sends();
-  PendingSend p{MPI_REQUEST_NULL, std::make_unique<std::vector<uint8_t>>(std::move(bytes))};
+  PendingSend p{MPI_REQUEST_NULL, std::move(bytes)};
   mpi_check(MPI_Isend(p.bytes->data(), static_cast<int>(p.bytes->size()), MPI_BYTE, dest, tag, comm_, &p.request),
             "MPI_Isend");
   pending_.push_back(std::move(p));

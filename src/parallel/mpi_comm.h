@@ -70,6 +70,7 @@ class MpiCommunicator final : public Communicator {
   void broadcast(Tensor t, int root) override;
   void send(Tensor t, int dest, int tag) override;
   void recv(Tensor t, int src, int tag) override;
+  void send_async(Tensor t, int dest, int tag) override;
   void barrier() override;
   void all_reduce_argmax(std::vector<float>& values, std::vector<int32_t>& indices) override;
   bool all_true(bool mine) override;
@@ -85,6 +86,7 @@ class MpiCommunicator final : public Communicator {
     std::unique_ptr<std::vector<uint8_t>> bytes;
   };
   void reap_sends();
+  void isend(std::unique_ptr<std::vector<uint8_t>> bytes, int dest, int tag);
   // t itself when it is host memory, else a host copy in staging buffer `which` (filled from the
   // device when fill); copy_back returns the host bytes to a device tensor.
   Tensor host_view(const Tensor& t, int which, bool fill);

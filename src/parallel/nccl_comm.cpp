@@ -42,8 +42,8 @@ constexpr auto kWatchInterval = std::chrono::milliseconds(200);
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(std::unique_ptr<MpiCommunicator> mpi, const DeviceContext& ctx)
-    : mpi_(std::move(mpi)), ctx_(ctx) {
+NcclCommunicator::NcclCommunicator(std::unique_ptr<MpiCommunicator> mpi, const DeviceContext& ctx, std::string group)
+    : mpi_(std::move(mpi)), ctx_(ctx), group_(std::move(group)) {
   TPLLAMA_CHECK(ctx.device == Device::kCuda, "NCCL needs a CUDA device context");
   ncclUniqueId id{};
   if (mpi_->rank() == 0) TPLLAMA_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -91,7 +91,7 @@ void NcclCommunicator::watch(int device) {
     const ncclResult_t query = ncclCommGetAsyncError(handle(comm_), &async);
     const ncclResult_t error = query != ncclSuccess ? query : async;
     if (error == ncclSuccess || error == ncclInProgress) continue;
-    log::error(std::string("NCCL reported an asynchronous error on this rank's TP group: ") + ncclGetErrorString(error) +
+    log::error("NCCL reported an asynchronous error on this rank's " + group_ + ": " + ncclGetErrorString(error) +
                " (" + ncclGetLastError(handle(comm_)) + "); ending the rank so the launcher ends the job");
     std::fflush(stderr);
     std::_Exit(1);
@@ -189,6 +189,11 @@ void NcclCommunicator::recv(Tensor t, int src, int tag) {
                               handle(comm_), stream_of(ctx_)));
 }
 
+void NcclCommunicator::send_async(Tensor t, int dest, int tag) {
+  if (!on_device(t)) return (*ViaMpi(*this)).send_async(t, dest, tag);
+  send(t, dest, tag);  // already asynchronous: enqueued on the stream
+}
+
 void NcclCommunicator::barrier() {
   TPLLAMA_CHECK(cudaStreamSynchronize(stream_of(ctx_)) == cudaSuccess, "stream synchronize before a barrier");
   (*ViaMpi(*this)).barrier();
@@ -213,6 +218,8 @@ std::vector<uint8_t> NcclCommunicator::recv_bytes(int src, int tag) {
 }
 
 void NcclCommunicator::wait_sends() {
+  // Device sends are complete once the stream has passed them (each when its peer received it).
+  TPLLAMA_CHECK(cudaStreamSynchronize(stream_of(ctx_)) == cudaSuccess, "stream synchronize to complete sends");
   (*ViaMpi(*this)).wait_sends();
 }
 

@@ -1,5 +1,6 @@
-// NcclCommunicator: the collectives of a TP group on device memory through NCCL, enqueued on the
-// rank's compute stream, so they order with the kernels around them and never block the host.
+// NcclCommunicator: the collectives of a TP group, and the hidden states between the stages of a
+// pipeline, on device memory through NCCL, enqueued on the rank's compute stream, so they order
+// with the kernels around them and never block the host.
 // Host tensors and byte messages go through the group's MPI communicator, which also carried the
 // NCCL unique id at start-up. A watchdog thread ends the rank on an asynchronous NCCL error (a
 // broken link, a peer that stopped answering), so the launcher ends the job instead of every rank
@@ -10,6 +11,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -20,8 +22,9 @@ namespace tpllama {
 
 class NcclCommunicator final : public Communicator {
  public:
-  // Collective over mpi's group: rank 0 creates the unique id and broadcasts it.
-  NcclCommunicator(std::unique_ptr<MpiCommunicator> mpi, const DeviceContext& ctx);
+  // Collective over mpi's group: rank 0 creates the unique id and broadcasts it. `group` names
+  // the group in errors ("TP group").
+  NcclCommunicator(std::unique_ptr<MpiCommunicator> mpi, const DeviceContext& ctx, std::string group);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -31,9 +34,12 @@ class NcclCommunicator final : public Communicator {
   void all_reduce_sum(Tensor t) override;
   void all_gather(Tensor in, Tensor out) override;
   void broadcast(Tensor t, int root) override;
-  // On a device the messages of a pair are matched in call order; the tag is not used.
+  // On a device the messages of a pair are matched in call order; the tag is not used. Every
+  // device send is asynchronous to the host: it is enqueued on the stream, where it waits for
+  // the peer's matching recv.
   void send(Tensor t, int dest, int tag) override;
   void recv(Tensor t, int src, int tag) override;
+  void send_async(Tensor t, int dest, int tag) override;
   void barrier() override;
   void all_reduce_argmax(std::vector<float>& values, std::vector<int32_t>& indices) override;
   bool all_true(bool mine) override;
@@ -54,6 +60,7 @@ class NcclCommunicator final : public Communicator {
 
   std::unique_ptr<MpiCommunicator> mpi_;
   DeviceContext ctx_;
+  std::string group_;
   void* comm_ = nullptr;  // ncclComm_t
   std::mutex nccl_;       // one thread at a time in NCCL: the rank's calls and the watchdog's query
   std::mutex stop_;

@@ -21,6 +21,7 @@ class SelfCommunicator final : public Communicator {
   void broadcast(Tensor, int) override {}
   void send(Tensor, int dest, int) override { fail("send to rank ", dest, " in a group of one"); }
   void recv(Tensor, int src, int) override { fail("recv from rank ", src, " in a group of one"); }
+  void send_async(Tensor, int dest, int) override { fail("send to rank ", dest, " in a group of one"); }
   void barrier() override {}
   void all_reduce_argmax(std::vector<float>&, std::vector<int32_t>&) override {}
   bool all_true(bool mine) override { return mine; }

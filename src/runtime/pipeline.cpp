@@ -18,25 +18,28 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-constexpr int kTagStep = 101;    // plan + hidden states, stage s → stage s+1
-constexpr int kTagTokens = 102;  // sampled tokens, last stage → rank 0
-
+constexpr int kTagStep = 101;    // plan, stage s → stage s+1 (world)
+constexpr int kTagTokens = 102;  // sampled tokens, last stage → rank 0 (world)
+constexpr int kTagHidden = 103;  // hidden states after the plan, stage s → stage s+1 (stage_comm)
 
 }  // namespace
 
 Pipeline::Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, Communicator& tp_comm,
-                   Communicator& world, TraceRecorder* trace)
-    : model_(model), cache_(cache), topology_(topology), tp_comm_(tp_comm), world_(world), trace_(trace) {
+                   Communicator& stage_comm, Communicator& world, TraceRecorder* trace)
+    : model_(model),
+      cache_(cache),
+      topology_(topology),
+      tp_comm_(tp_comm),
+      stage_comm_(stage_comm),
+      world_(world),
+      trace_(trace) {
+  TPLLAMA_CHECK(stage_comm.size() == topology.pp_size() && stage_comm.rank() == topology.pp_rank(), "stage group of ",
+                stage_comm.size(), " ranks, rank ", stage_comm.rank(), ", for stage ", topology.pp_rank(), " of ",
+                topology.pp_size());
   const DeviceContext& ctx = model.context();
   const size_t rows = static_cast<size_t>(model.limits().max_logit_rows);
-  if (ctx.device != Device::kCpu) {
-    if (!topology.is_last_stage())
-      host_hidden_ = Buffer(static_cast<size_t>(model.limits().max_batch_tokens) *
-                            static_cast<size_t>(model.config().dim) * sizeof(float));
-    else
-      host_row_ = Buffer(static_cast<size_t>(model.vocab_local()) * sizeof(float));
-  }
   if (topology.is_last_stage()) {
+    if (ctx.device != Device::kCpu) host_row_ = Buffer(static_cast<size_t>(model.vocab_local()) * sizeof(float));
     argmax_index_ = ops::allocate(ctx, rows * sizeof(int32_t));
     argmax_value_ = ops::allocate(ctx, rows * sizeof(float));
     logprob_rows_ = ops::allocate(ctx, rows * sizeof(int32_t));
@@ -53,9 +56,9 @@ Pipeline::Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, 
 
 std::optional<SampledRows> Pipeline::submit(const StepPlan& plan) {
   TPLLAMA_CHECK(topology_.rank() == 0, "submit on rank ", topology_.rank());
-  std::vector<uint8_t> bytes = encode_plan(plan, Tensor());
+  std::vector<uint8_t> bytes = encode_plan(plan);
   tp_comm_.broadcast_bytes(bytes, 0);
-  return execute(plan, bytes, bytes.size());
+  return execute(plan, bytes);
 }
 
 SampledRows Pipeline::receive_tokens(int64_t expected_group) {
@@ -80,12 +83,12 @@ void Pipeline::serve() {
         bytes = world_.recv_bytes(prev_stage_rank(), kTagStep);
     }
     stats_.wait_seconds += seconds_since(start);
-    size_t hidden_offset = 0;
-    StepPlan plan = decode_plan(bytes, &hidden_offset);
-    execute(plan, bytes, hidden_offset);
+    StepPlan plan = decode_plan(bytes);
+    execute(plan, bytes);
     if (plan.shutdown) break;
   }
   world_.wait_sends();
+  stage_comm_.wait_sends();
 }
 
 void Pipeline::shutdown() {
@@ -93,10 +96,10 @@ void Pipeline::shutdown() {
   plan.shutdown = true;
   submit(plan);
   world_.wait_sends();
+  stage_comm_.wait_sends();
 }
 
-std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::vector<uint8_t>& bytes,
-                                             size_t hidden_offset) {
+std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::vector<uint8_t>& bytes) {
   for (const CacheOp& op : plan.cache_ops) {
     if (op.block == CacheOp::kRelease)
       cache_.release(op.slot);
@@ -108,11 +111,12 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
     return std::nullopt;
   }
   const int64_t n = static_cast<int64_t>(plan.batch.positions.size());
-  if (!topology_.is_first_stage()) {
-    Tensor in = model_.input_hidden(n);
-    TPLLAMA_CHECK(bytes.size() - hidden_offset == in.nbytes(), "hidden states of ", bytes.size() - hidden_offset,
-                  " bytes for ", in.shape_string());
-    ops::upload(model_.context(), in, bytes.data() + hidden_offset);
+  if (!topology_.is_first_stage() && n > 0) {
+    const auto start = Clock::now();
+    TraceSpan span(trace_, "wait for hidden states", TraceTrack::kWait);
+    stage_comm_.recv(model_.input_hidden(n), topology_.pp_rank() - 1, kTagHidden);
+    ops::synchronize(model_.context());  // NCCL receives on the stream: the wait ends here
+    stats_.wait_seconds += seconds_since(start);
   }
   const auto start = Clock::now();
   Tensor out;
@@ -124,12 +128,11 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
   stats_.compute_seconds += seconds_since(start);
   ++stats_.steps;
   if (!topology_.is_last_stage()) {
-    Tensor hidden = out;
-    if (out.device() != Device::kCpu) {
-      hidden = host_hidden_.view(DType::kF32, {out.size(0), out.size(1)});
-      ops::download(model_.context(), hidden.data(), out);
-    }
-    world_.send_bytes_async(encode_plan(plan, hidden), next_stage_rank(), kTagStep);
+    // The plan first: the next stage learns from it how many rows of hidden states follow. Over
+    // NCCL the send waits on this rank's stream until the next stage takes it, so that wait shows
+    // in this rank's next compute span.
+    world_.send_bytes_async(bytes, next_stage_rank(), kTagStep);
+    if (n > 0) stage_comm_.send_async(out, topology_.pp_rank() + 1, kTagHidden);
     return std::nullopt;
   }
   SampledRows rows;

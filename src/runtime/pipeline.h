@@ -1,7 +1,8 @@
 // Pipeline: how one step plan moves through the ranks. Rank 0 (stage 0, TP rank 0) broadcasts a
-// plan to its TP group; each stage runs its layers and sends plan + hidden states to the same TP
-// rank of the next stage; the last stage samples (argmax reduced across TP, or a gathered row for
-// sampling) and its TP rank 0 returns the tokens to rank 0. Several groups may be in flight.
+// plan to its TP group; each stage runs its layers and sends the plan (host bytes, over MPI) and
+// then its hidden states (over the stage communicator: NCCL device to device, or MPI) to the same
+// TP rank of the next stage; the last stage samples (argmax reduced across TP, or a gathered row
+// for sampling) and its TP rank 0 returns the tokens to rank 0. Several groups may be in flight.
 #pragma once
 
 #include <cstdint>
@@ -26,8 +27,10 @@ struct PipelineStats {
 
 class Pipeline {
  public:
+  // stage_comm: this TP rank's column through the stages (its rank is the stage), which carries
+  // the hidden states; world carries plans and tokens.
   Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, Communicator& tp_comm,
-           Communicator& world, TraceRecorder* trace = nullptr);
+           Communicator& stage_comm, Communicator& world, TraceRecorder* trace = nullptr);
 
   // Rank 0: runs the plan on stage 0 and hands it on. Returns the group's tokens (one per logit
   // row) when this rank is also the last stage; otherwise they come from receive_tokens().
@@ -41,7 +44,8 @@ class Pipeline {
   const PipelineStats& stats() const { return stats_; }
 
  private:
-  std::optional<SampledRows> execute(const StepPlan& plan, const std::vector<uint8_t>& bytes, size_t hidden_offset);
+  // bytes: the plan as it came, passed on to the next stage as is.
+  std::optional<SampledRows> execute(const StepPlan& plan, const std::vector<uint8_t>& bytes);
   std::vector<int32_t> sample_rows(const StepPlan& plan, const Tensor& logits);
   // This shard's argmax of every logit row (on the model's device), into local_max_*.
   void local_argmax(const Tensor& logits);
@@ -57,12 +61,12 @@ class Pipeline {
   KvCache& cache_;
   const Topology& topology_;
   Communicator& tp_comm_;
+  Communicator& stage_comm_;
   Communicator& world_;
   PipelineStats stats_;
   TraceRecorder* trace_;
-  // Host copies of device results, allocated once: hidden states for the next stage, one logit
-  // row (top log-probabilities), and the argmax of each logit row.
-  Buffer host_hidden_;
+  // Device results the host reads, allocated once: one logit row (top log-probabilities, a host
+  // copy on a GPU), and the argmax of each logit row.
   Buffer host_row_;
   Buffer argmax_index_;
   Buffer argmax_value_;

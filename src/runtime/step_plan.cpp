@@ -87,7 +87,7 @@ SampledRows decode_sampled(const std::vector<uint8_t>& bytes) {
   return rows;
 }
 
-std::vector<uint8_t> encode_plan(const StepPlan& plan, const Tensor& hidden) {
+std::vector<uint8_t> encode_plan(const StepPlan& plan) {
   Writer w;
   w.put(plan.group);
   w.put<uint8_t>(plan.shutdown ? 1 : 0);
@@ -97,14 +97,10 @@ std::vector<uint8_t> encode_plan(const StepPlan& plan, const Tensor& hidden) {
   w.put_vector(plan.batch.slots);
   w.put_vector(plan.batch.logit_rows);
   w.put_vector(plan.sampling);
-  if (!hidden.empty()) {
-    const auto* p = static_cast<const uint8_t*>(hidden.data());
-    w.bytes.insert(w.bytes.end(), p, p + hidden.nbytes());
-  }
   return std::move(w.bytes);
 }
 
-StepPlan decode_plan(const std::vector<uint8_t>& bytes, size_t* hidden_offset) {
+StepPlan decode_plan(const std::vector<uint8_t>& bytes) {
   Reader r(bytes);
   StepPlan plan;
   plan.group = r.get<int64_t>();
@@ -117,7 +113,8 @@ StepPlan decode_plan(const std::vector<uint8_t>& bytes, size_t* hidden_offset) {
   plan.sampling = r.get_vector<RowSampling>();
   TPLLAMA_CHECK(plan.sampling.size() == plan.batch.logit_rows.size(), "plan has ", plan.sampling.size(),
                 " sampling entries for ", plan.batch.logit_rows.size(), " rows");
-  *hidden_offset = r.position();
+  TPLLAMA_CHECK(r.position() == bytes.size(), "step plan message of ", bytes.size(), " bytes has ",
+                bytes.size() - r.position(), " after the plan");
   return plan;
 }
 

@@ -51,9 +51,9 @@ struct StepPlan {
 std::vector<uint8_t> encode_sampled(const SampledRows& rows);
 SampledRows decode_sampled(const std::vector<uint8_t>& bytes);
 
-// Plan bytes, followed by `hidden` (n_tokens, dim) when it is not empty.
-std::vector<uint8_t> encode_plan(const StepPlan& plan, const Tensor& hidden);
-// Decodes a plan; *hidden_offset is where the hidden bytes start (== size when none).
-StepPlan decode_plan(const std::vector<uint8_t>& bytes, size_t* hidden_offset);
+// A plan as bytes (its hidden states travel as a tensor message of their own).
+std::vector<uint8_t> encode_plan(const StepPlan& plan);
+// Decodes a whole message of encode_plan; bytes left over are an error.
+StepPlan decode_plan(const std::vector<uint8_t>& bytes);
 
 }  // namespace tpllama

@@ -2,7 +2,9 @@
 // form (the nccl-tests approach). Runs under mpirun at 2 and 4 ranks.
 #include <mpi.h>
 
+#include <algorithm>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -74,6 +76,47 @@ TEST_F(Collectives, AsyncByteMessagesAroundARing) {
   comm_->wait_sends();
   ASSERT_EQ(got.size(), 100000u + static_cast<size_t>(prev));
   for (size_t i = 0; i < got.size(); i += 997) ASSERT_EQ(got[i], static_cast<uint8_t>(i * 31 + static_cast<size_t>(prev)));
+}
+
+TEST_F(Collectives, AsyncTensorSendsAroundARingOwnTheirBytes) {
+  // Every rank sends before it receives, and overwrites its tensor at once: the message must
+  // carry the values as they were at the call. Two messages per pair, received in order.
+  const int count = 50000 + r_;  // each rank's size differs, so a mixed-up pair shows
+  std::vector<float> out(static_cast<size_t>(count));
+  const int next = (r_ + 1) % n_, prev = (r_ + n_ - 1) % n_;
+  for (int round = 0; round < 2; ++round) {
+    for (int j = 0; j < count; ++j) out[static_cast<size_t>(j)] = static_cast<float>(r_ * 100000 + j + round);
+    comm_->send_async(Tensor(out.data(), DType::kF32, {count}), next, 11);
+    std::fill(out.begin(), out.end(), -1.0f);
+  }
+  const int prev_count = 50000 + prev;
+  std::vector<float> in(static_cast<size_t>(prev_count));
+  for (int round = 0; round < 2; ++round) {
+    comm_->recv(Tensor(in.data(), DType::kF32, {prev_count}), prev, 11);
+    for (int j = 0; j < prev_count; j += 101)
+      ASSERT_EQ(in[static_cast<size_t>(j)], static_cast<float>(prev * 100000 + j + round)) << "round " << round;
+  }
+  comm_->wait_sends();
+}
+
+TEST_F(Collectives, RecvOfAMessageOfAnotherSizeNamesBothSizes) {
+  // Rank 0 sends 10 floats; rank 1 expects 12. The message is then drained as bytes.
+  if (r_ == 0) {
+    std::vector<float> out(10, 1.0f);
+    comm_->send_async(Tensor(out.data(), DType::kF32, {10}), 1, 12);
+    comm_->wait_sends();
+  } else if (r_ == 1) {
+    std::vector<float> in(12, 0.0f);
+    try {
+      comm_->recv(Tensor(in.data(), DType::kF32, {12}), 0, 12);
+      ADD_FAILURE() << "a 40-byte message was taken for 48 bytes";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("40 bytes"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("48 bytes"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(comm_->recv_bytes(0, 12).size(), 40u);
+  }
+  comm_->barrier();
 }
 
 TEST_F(Collectives, ArgmaxReducesValueAndIndexWithTiesToTheLowestIndex) {
