@@ -1,7 +1,7 @@
 // The tpllama binary on a GPU (label gpu): stories260K greedy on the GPU against the reference
 // generations of run.c, log-probabilities against run.c's logits and the CPU run, and TP / PP
-// layouts sharing one GPU (--comm mpi --share-gpus) against the single-rank GPU run. Skips, saying
-// so, without a GPU.
+// layouts sharing one GPU (--comm mpi --share-gpus) or one rank per GPU over NCCL (given as many
+// GPUs) against the single-rank GPU run. Skips, saying so, without a GPU.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -186,6 +186,25 @@ TEST_P(GpuLayouts, SharingOneGpuMatchesTheSingleRank) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("ranks share its GPU"), std::string::npos) << r.output;
   const std::vector<std::string> want = texts(single), got = texts(shared);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "prompt " << references_[i]["prompt"];
+}
+
+// One rank per GPU, the TP collectives and the hidden states between stages over NCCL on the
+// compute stream: the same text as one rank. NCCL cannot put two ranks on one GPU, so this needs
+// tp x pp GPUs and skips, saying so, on fewer.
+TEST_P(GpuLayouts, OneRankPerGpuOverNcclMatchesTheSingleRank) {
+  const Layout l = GetParam();
+  const int gpus = tpllama::ops::gpu_count();
+  if (gpus < l.tp * l.pp)
+    GTEST_SKIP() << "NCCL needs one GPU per rank: " << l.tp * l.pp << " ranks, " << gpus << " GPU(s) visible";
+  const std::string single = work_ + "/single_nccl.jsonl", spread = work_ + "/nccl.jsonl";
+  CommandResult r1 = run(single, "--dtype f32");
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  CommandResult r = run(spread, "--dtype f32 --comm nccl --tp " + std::to_string(l.tp) + " --pp " + std::to_string(l.pp),
+                        l.tp * l.pp);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("tensors over NCCL"), std::string::npos) << r.output;
+  const std::vector<std::string> want = texts(single), got = texts(spread);
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "prompt " << references_[i]["prompt"];
 }
 
