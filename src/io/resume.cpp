@@ -72,6 +72,32 @@ size_t cut_torn_line(const std::string& path) {
   return static_cast<size_t>(st.st_size - keep);
 }
 
+// The token count a finished record gives: "prompt_tokens" (OpenAI: response.body.usage's), or a
+// scoring record's "n_tokens". None (-1) for an error record.
+ResumedRecord recorded_tokens(const json& record, bool openai) {
+  ResumedRecord r;
+  const auto count = [](const json& object, const char* field) {
+    auto it = object.find(field);
+    return it != object.end() && it->is_number_integer() ? it->get<long long>() : -1LL;
+  };
+  if (openai) {
+    const json* at = &record;
+    for (const char* field : {"response", "body", "usage"}) {
+      auto it = at->find(field);
+      if (it == at->end() || !it->is_object()) return r;
+      at = &*it;
+    }
+    auto error = record.find("error");
+    if (error == record.end() || error->is_null()) r.tokens = count(*at, "prompt_tokens");
+    return r;
+  }
+  auto finish = record.find("finish_reason");
+  if (finish != record.end() && finish->is_string() && *finish == "error") return r;
+  r.scoring = record.contains("logprob") && !record.contains("text");
+  r.tokens = count(record, r.scoring ? "n_tokens" : "prompt_tokens");
+  return r;
+}
+
 void index_line(const std::string& text, size_t line, const char* id_field, const std::string& path,
                 ResumeIndex& index) {
   const auto bad = [&](const std::string& why) {
@@ -100,14 +126,19 @@ void index_line(const std::string& text, size_t line, const char* id_field, cons
   auto id = record.find(id_field);
   if (id == record.end() || !(id->is_string() || id->is_number_integer()))
     bad(std::string("has no string or integer '") + id_field + "' field");
-  ++index.done[id_key(*id)];
+  const std::string key = id_key(*id);
+  ++index.done[key];
   ++index.records;
+  ResumedRecord r = recorded_tokens(record, openai);
+  r.line = line;
+  index.by_id[key].push_back(r);
 }
 
 }  // namespace
 
 ResumeIndex prepare_resume(const std::string& output_path, OutputFormat format) {
   ResumeIndex index;
+  index.path = output_path;
   struct stat st {};
   if (::stat(output_path.c_str(), &st) != 0) {
     if (errno == ENOENT) return index;

@@ -5,13 +5,28 @@
 #include <cstddef>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "io/result_writer.h"
 
 namespace tpllama {
 
+// What a record of a finished request says of the request it answers, to tell whether a resumed
+// run's request with that id is the same one: the prompt's token count (a scoring record: the
+// continuation's), so a resume onto another input's output is caught before its records are
+// taken for this input's.
+struct ResumedRecord {
+  size_t line = 0;        // in the output file
+  bool scoring = false;   // a scoring record ("logprob"), whose count is its continuation's
+  long long tokens = -1;  // -1: the record gives none
+};
+
 struct ResumeIndex {
+  std::string path;                           // the output file
   std::unordered_map<std::string, int> done;  // id_key(id) -> records already in the file
+  // id_key(id) -> every record with that id, in file order (error records keyed by input line are
+  // not here; an error record of an id has no count).
+  std::unordered_map<std::string, std::vector<ResumedRecord>> by_id;
   size_t records = 0;                         // complete records in the file
   size_t truncated_bytes = 0;                 // torn last line cut off the end
 };

@@ -88,7 +88,11 @@ class Run {
         progress_(io.total_requests, io.terminal, options.log_interval) {
     for (int b = o_.kv_blocks - 1; b >= 0; --b) free_blocks_.push_back(b);
     if (io.ordered) ordered_ = std::make_unique<OrderedResultWriter>(*io.writer);
-    if (io.resume != nullptr) remaining_done_ = std::move(io.resume->done);
+    if (io.resume != nullptr) {
+      remaining_done_ = std::move(io.resume->done);
+      resumed_records_ = std::move(io.resume->by_id);
+      resumed_path_ = io.resume->path;
+    }
   }
 
   RunSummary run() {
@@ -224,13 +228,41 @@ class Run {
   }
 
   // Resumed runs skip what the output already holds: results by id (the first k occurrences of an
-  // id written k times), error records by input line.
-  bool already_written(const std::string& key) {
+  // id written k times), error records by input line. A request skipped by id is first checked
+  // against its record (the first kCheckedResumes of them: tokenizing costs), when given.
+  bool already_written(const std::string& key, const Request* by_id = nullptr) {
     auto done = remaining_done_.find(key);
     if (done == remaining_done_.end() || done->second == 0) return false;
+    auto records = by_id != nullptr ? resumed_records_.find(key) : resumed_records_.end();
+    if (records != resumed_records_.end() && checked_resumes_ < kCheckedResumes) {
+      const size_t occurrence = records->second.size() - static_cast<size_t>(done->second);
+      if (occurrence < records->second.size() && records->second[occurrence].tokens >= 0) {
+        ++checked_resumes_;
+        check_resumed(*by_id, records->second[occurrence]);
+      }
+    }
     --done->second;
     ++summary_.skipped;
     return true;
+  }
+
+  // A request this run would skip as answered gives the token count its record gives, or the
+  // output is another input's (or was made with another tokenizer): taking its records for this
+  // input's would leave requests unanswered without a word, so the run stops before any work.
+  void check_resumed(const Request& req, const ResumedRecord& record) {
+    Sequence probe(req, tok_);
+    tokenize(probe);
+    const long long mine = req.scoring ? probe.n_prompt - probe.n_context : probe.n_prompt;
+    if (record.scoring == req.scoring && record.tokens == mine) return;
+    const auto what = [](bool scoring, long long n) {
+      return scoring ? "a scoring request with " + std::to_string(n) + " continuation tokens"
+                     : "a " + std::to_string(n) + "-token prompt";
+    };
+    fail("--resume: line ", record.line, " of ", resumed_path_, " answers id ", id_key(req.id), " for ",
+         what(record.scoring, record.tokens), ", but this input's line ", req.line, " with that id is ",
+         what(req.scoring, mine),
+         ": the output was made from another input, or with another tokenizer. Resume with the input and model "
+         "that made it, or write to a new --output");
   }
 
   void admit(Request req) {
@@ -248,18 +280,12 @@ class Run {
     }
     // A valid line's record is keyed by its id, or by its line when it became an error later on
     // (a prompt longer than the context).
-    if (already_written(error_line_key(req.line)) || already_written(key)) return;
+    if (already_written(error_line_key(req.line)) || already_written(key, &req)) return;
     const uint64_t order = next_order_++;
     auto seq = std::make_unique<Sequence>(std::move(req), tok_);
     seq->order = order;
-    if (seq->request.scoring && !tokenize_scoring(*seq)) return;
-    if (!seq->request.scoring && !seq->request.token_ids.empty()) {
-      seq->tokens.assign(seq->request.token_ids.begin(), seq->request.token_ids.end());  // as given
-    } else if (!seq->request.scoring) {
-      if (o_.add_bos) seq->tokens.push_back(config_.bos_token_id);
-      for (int id : encode(seq->request.prompt)) seq->tokens.push_back(id);
-    }
-    seq->n_prompt = static_cast<int>(seq->tokens.size());
+    tokenize(*seq);
+    if (seq->request.scoring && !scoring_split_ok(*seq)) return;
     if (seq->n_prompt == 0)
       return reject(seq->request, order, 0,
                     line_prefix(seq->request) + "the prompt is empty and the model adds no BOS token: nothing to condition on");
@@ -275,20 +301,26 @@ class Run {
     active_.push_back(std::move(seq));
   }
 
-  // Scoring requests are tokenized as evaluation harnesses do: context and continuation encoded
-  // together, split where the context's own encoding ends. False when rejected.
-  bool tokenize_scoring(Sequence& s) {
-    Request& r = s.request;
-    std::vector<int> context;
+  // The tokens the model is given: token ids as given, else BOS (when the model adds one) and the
+  // prompt's encoding. Scoring requests are tokenized as evaluation harnesses do: context and
+  // continuation encoded together, split where the context's own encoding ends.
+  void tokenize(Sequence& s) const {
+    const Request& r = s.request;
     if (!r.token_ids.empty()) {
       s.tokens.assign(r.token_ids.begin(), r.token_ids.end());
-      s.n_context = r.n_context_tokens;
+      if (r.scoring) s.n_context = r.n_context_tokens;
     } else {
       if (o_.add_bos) s.tokens.push_back(config_.bos_token_id);
       const size_t bos = s.tokens.size();
-      for (int id : encode(r.context + r.continuation)) s.tokens.push_back(id);
-      s.n_context = static_cast<int>(bos + (r.context.empty() ? 0 : encode(r.context).size()));
+      for (int id : encode(r.scoring ? r.context + r.continuation : r.prompt)) s.tokens.push_back(id);
+      if (r.scoring) s.n_context = static_cast<int>(bos + (r.context.empty() ? 0 : encode(r.context).size()));
     }
+    s.n_prompt = static_cast<int>(s.tokens.size());
+  }
+
+  // Whether a scoring request has a context and a continuation after it; rejected if not.
+  bool scoring_split_ok(Sequence& s) {
+    const Request& r = s.request;
     if (s.n_context < 1 || s.n_context >= static_cast<int>(s.tokens.size())) {
       reject(r, s.order, static_cast<int>(s.tokens.size()),
              line_prefix(r) + (s.n_context < 1 ? "the context is empty and the model adds no BOS token"
@@ -532,6 +564,10 @@ class Run {
   std::vector<int32_t> free_blocks_;
   std::unique_ptr<OrderedResultWriter> ordered_;
   std::unordered_map<std::string, int> remaining_done_;  // --resume: records still to skip per id
+  std::unordered_map<std::string, std::vector<ResumedRecord>> resumed_records_;  // --resume: by id
+  std::string resumed_path_;
+  static constexpr int kCheckedResumes = 1000;
+  int checked_resumes_ = 0;
   IdIndex seen_;  // id → line it first appeared on
   Progress progress_;
   bool input_done_ = false;

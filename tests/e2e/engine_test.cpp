@@ -197,6 +197,41 @@ TEST_F(Engine, ResumeOntoAnotherJobsOutputSaysSo) {
   EXPECT_EQ(read_jsonl(out).size(), 3u);
 }
 
+// --resume with another prompt file of the same ids (a text file's are its line numbers): the
+// run stops before any work, naming the record and the line that disagree, and leaves the output
+// as it was. The same file resumes; a prompt edited since the record was made is refused too.
+TEST_F(Engine, ResumeWithAnotherInputOfTheSameIdsIsRefused) {
+  const std::string a = work_ + "/ids_a.txt", b = work_ + "/ids_b.txt", out = work_ + "/ids_out.jsonl";
+  std::ofstream(a) << "Once upon a time\nThe little dog\nOne day\n";
+  std::ofstream(b) << "Tom and Lily went to the park to play\nShe said\nThe cat sat\n";
+  ASSERT_EQ(run(a, out, "--max-tokens 3").exit_code, 0);
+  std::vector<json> records = read_jsonl(out);
+  ASSERT_EQ(records.size(), 3u);
+  {
+    std::ofstream cut(out);  // as if killed after two records
+    cut << records[0].dump() << "\n" << records[1].dump() << "\n";
+  }
+  const std::string before = [&] {
+    std::ifstream f(out);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }();
+  CommandResult r = run(b, out, "--max-tokens 3 --resume");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--resume: line 1 of " + out + " answers id 1 for a " +
+                          std::to_string(records[0]["prompt_tokens"].get<int>()) + "-token prompt"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("another input"), std::string::npos) << r.output;
+  std::ifstream f(out);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()), before);
+
+  r = run(a, out, "--max-tokens 3 --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<json> resumed = read_jsonl(out);
+  ASSERT_EQ(resumed.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(resumed[i]["text"], records[i]["text"]) << "record " << i;
+}
+
 TEST_F(Engine, DuplicateIdsAreErrorRecords) {
   const std::string in = work_ + "/dup.jsonl";
   std::ofstream(in) << R"({"id": "a", "prompt": "Once upon a time", "max_tokens": 4})" << "\n"

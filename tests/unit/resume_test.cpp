@@ -106,6 +106,39 @@ TEST(PrepareResume, OpenAiFormatKeysOnCustomId) {
   std::filesystem::remove(path);
 }
 
+// Each record's token count, for checking a resumed request against it: a generation's
+// prompt_tokens, a scoring record's n_tokens, OpenAI's usage.prompt_tokens; none for errors.
+TEST(PrepareResume, RecordsGiveTheirTokenCountsInFileOrder) {
+  auto path = write_file("resume_counts.jsonl",
+                         "{\"id\":\"a\",\"text\":\"x\",\"prompt_tokens\":7,\"completion_tokens\":1,\"finish_reason\":\"stop\"}\n"
+                         "{\"id\":\"s\",\"logprob\":-3.5,\"is_greedy\":false,\"n_tokens\":4}\n"
+                         "{\"id\":\"e\",\"text\":\"\",\"prompt_tokens\":9,\"completion_tokens\":0,"
+                         "\"finish_reason\":\"error\",\"error\":\"too long\"}\n"
+                         "{\"id\":\"a\",\"text\":\"y\",\"prompt_tokens\":3,\"completion_tokens\":1,\"finish_reason\":\"stop\"}\n");
+  ResumeIndex index = prepare_resume(path, OutputFormat::kJsonl);
+  EXPECT_EQ(index.path, path);
+  ASSERT_EQ(index.by_id.at("\"a\"").size(), 2u);
+  EXPECT_EQ(index.by_id.at("\"a\"")[0].tokens, 7);
+  EXPECT_EQ(index.by_id.at("\"a\"")[0].line, 1u);
+  EXPECT_FALSE(index.by_id.at("\"a\"")[0].scoring);
+  EXPECT_EQ(index.by_id.at("\"a\"")[1].tokens, 3);
+  EXPECT_EQ(index.by_id.at("\"a\"")[1].line, 4u);
+  EXPECT_TRUE(index.by_id.at("\"s\"")[0].scoring);
+  EXPECT_EQ(index.by_id.at("\"s\"")[0].tokens, 4);
+  EXPECT_EQ(index.by_id.at("\"e\"")[0].tokens, -1) << "an error record gives no count";
+  std::filesystem::remove(path);
+
+  path = write_file("resume_counts_openai.jsonl",
+                    "{\"id\":\"batch_req_1\",\"custom_id\":\"r1\",\"response\":{\"status_code\":200,"
+                    "\"body\":{\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}},\"error\":null}\n"
+                    "{\"id\":\"batch_req_2\",\"custom_id\":\"r2\",\"response\":{\"status_code\":400,"
+                    "\"body\":{\"usage\":{\"prompt_tokens\":5}}},\"error\":{\"code\":\"invalid_request\"}}\n");
+  index = prepare_resume(path, OutputFormat::kOpenAiBatch);
+  EXPECT_EQ(index.by_id.at("\"r1\"")[0].tokens, 5);
+  EXPECT_EQ(index.by_id.at("\"r2\"")[0].tokens, -1);
+  std::filesystem::remove(path);
+}
+
 void expect_refused(const std::string& name, const std::string& content, OutputFormat format,
                     const std::string& expected_start) {
   auto path = write_file(name, content);
