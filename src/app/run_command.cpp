@@ -176,8 +176,9 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   c.add_option("--comm", o.comm,
-               "How the ranks of a TP group exchange tensors: nccl (GPU memory, on the compute stream), mpi "
-               "(host memory; GPU tensors staged through it), or auto: nccl on GPUs unless --share-gpus")
+               "How a TP group's tensors and the hidden states between stages move: nccl (GPU memory, on the "
+               "compute stream), mpi (host memory; GPU tensors staged through it), or auto: nccl on GPUs unless "
+               "--share-gpus")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
   c.add_flag("--eager", o.eager,

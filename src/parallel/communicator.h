@@ -56,6 +56,9 @@ class Communicator {
   virtual std::vector<uint8_t> recv_bytes(int src, int tag) = 0;
   // Completes every pending asynchronous send.
   virtual void wait_sends() = 0;
+  // Whether a tensor send waits on the device stream until its receiver takes it (NCCL). Then what
+  // the receiver needs before it posts its receive must have reached it before the send.
+  virtual bool sends_hold_stream() const { return false; }
   // Whether a CUDA graph may record this communicator's tensor collectives (a group of one does
   // nothing; NCCL enqueues on the stream; host staging cannot be recorded).
   virtual bool graph_capturable() const { return size() == 1; }

@@ -28,6 +28,13 @@ int count_of(const Tensor& t) {
   return static_cast<int>(t.numel());
 }
 
+// Point-to-point tensors travel as bytes (send, send_async and recv alike), so every pair of
+// calls matches in type.
+int byte_count_of(const Tensor& t) {
+  TPLLAMA_CHECK(t.nbytes() <= INT32_MAX, "message of ", t.nbytes(), " bytes");
+  return static_cast<int>(t.nbytes());
+}
+
 }  // namespace
 
 void mpi_check(int rc, const char* what) {
@@ -188,7 +195,7 @@ void MpiCommunicator::broadcast(Tensor device_t, int root) {
 void MpiCommunicator::send(Tensor device_t, int dest, int tag) {
   CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "send", TraceTrack::kP2p);
   const Tensor t = host_view(device_t, 0, true);
-  mpi_check(MPI_Send(t.data(), count_of(t), mpi_type(t.dtype()), dest, tag, comm_), "MPI_Send");
+  mpi_check(MPI_Send(t.data(), byte_count_of(t), MPI_BYTE, dest, tag, comm_), "MPI_Send");
 }
 
 void MpiCommunicator::recv(Tensor device_t, int src, int tag) {
@@ -202,22 +209,30 @@ void MpiCommunicator::recv(Tensor device_t, int src, int tag) {
   MPI_Get_count(&status, MPI_BYTE, &bytes);
   TPLLAMA_CHECK(static_cast<size_t>(bytes) == t.nbytes(), "a message of ", bytes, " bytes from rank ", src, " for ",
                 t.shape_string(), " ", dtype_name(t.dtype()), " (", t.nbytes(), " bytes)");
-  mpi_check(MPI_Recv(t.data(), count_of(t), mpi_type(t.dtype()), src, tag, comm_, MPI_STATUS_IGNORE),
-            "MPI_Recv");
+  mpi_check(MPI_Recv(t.data(), byte_count_of(t), MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
   copy_back(device_t, t);
 }
 
 void MpiCommunicator::send_async(Tensor device_t, int dest, int tag) {
   CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "isend", TraceTrack::kP2p);
-  auto bytes = std::make_unique<std::vector<uint8_t>>(device_t.nbytes());
+  const size_t n = static_cast<size_t>(byte_count_of(device_t));
+  reap_sends();
+  std::unique_ptr<std::vector<uint8_t>> bytes;
+  if (!spare_.empty()) {
+    bytes = std::move(spare_.back());
+    spare_.pop_back();
+  } else {
+    bytes = std::make_unique<std::vector<uint8_t>>();
+  }
+  if (bytes->size() < n) bytes->resize(n);  // grows (and zero-fills) only past the largest so far
   if (device_t.device() == Device::kCpu) {
-    if (!bytes->empty()) std::memcpy(bytes->data(), device_t.data(), bytes->size());
+    if (n > 0) std::memcpy(bytes->data(), device_t.data(), n);
   } else {
     TPLLAMA_CHECK(device_t.device() == staging_ctx_.device, "a ", device_name(device_t.device()),
                   " tensor given to an MPI communicator that stages ", device_name(staging_ctx_.device));
     ops::download(staging_ctx_, bytes->data(), device_t);
   }
-  isend(std::move(bytes), dest, tag);
+  isend(std::move(bytes), n, true, dest, tag);
 }
 
 void MpiCommunicator::barrier() {
@@ -265,17 +280,32 @@ void MpiCommunicator::broadcast_bytes(std::vector<uint8_t>& bytes, int root) {
 
 void MpiCommunicator::send_bytes_async(std::vector<uint8_t> bytes, int dest, int tag) {
   CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "isend", TraceTrack::kP2p);
-  isend(std::make_unique<std::vector<uint8_t>>(std::move(bytes)), dest, tag);
+  reap_sends();
+  const size_t n = bytes.size();
+  isend(std::make_unique<std::vector<uint8_t>>(std::move(bytes)), n, false, dest, tag);
 }
 
 // The message's bytes are kept with its request until MPI is done with them.
-void MpiCommunicator::isend(std::unique_ptr<std::vector<uint8_t>> bytes, int dest, int tag) {
-  TPLLAMA_CHECK(bytes->size() <= INT32_MAX, "message of ", bytes->size(), " bytes");
-  reap_sends();
-  PendingSend p{MPI_REQUEST_NULL, std::move(bytes)};
-  mpi_check(MPI_Isend(p.bytes->data(), static_cast<int>(p.bytes->size()), MPI_BYTE, dest, tag, comm_, &p.request),
-            "MPI_Isend");
+void MpiCommunicator::isend(std::unique_ptr<std::vector<uint8_t>> bytes, size_t count, bool pooled, int dest,
+                            int tag) {
+  TPLLAMA_CHECK(count <= INT32_MAX && count <= bytes->size(), "message of ", count, " bytes");
+  PendingSend p{MPI_REQUEST_NULL, std::move(bytes), count, pooled};
+  mpi_check(MPI_Isend(p.bytes->data(), static_cast<int>(count), MPI_BYTE, dest, tag, comm_, &p.request), "MPI_Isend");
   pending_.push_back(std::move(p));
+}
+
+bool MpiCommunicator::retire(size_t i, bool wait) {
+  PendingSend& p = pending_[i];
+  int done = 1;
+  if (wait)
+    mpi_check(MPI_Wait(&p.request, MPI_STATUS_IGNORE), "MPI_Wait");
+  else
+    mpi_check(MPI_Test(&p.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  if (!done) return false;
+  constexpr size_t kSpares = 4;  // more than the sends a stage has in flight
+  if (p.pooled && spare_.size() < kSpares) spare_.push_back(std::move(p.bytes));
+  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+  return true;
 }
 
 std::vector<uint8_t> MpiCommunicator::recv_bytes(int src, int tag) {
@@ -290,21 +320,13 @@ std::vector<uint8_t> MpiCommunicator::recv_bytes(int src, int tag) {
 }
 
 void MpiCommunicator::reap_sends() {
-  for (size_t i = 0; i < pending_.size();) {
-    int done = 0;
-    mpi_check(MPI_Test(&pending_[i].request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) {
-      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-    } else {
-      ++i;
-    }
-  }
+  for (size_t i = 0; i < pending_.size();)
+    if (!retire(i, false)) ++i;
 }
 
 void MpiCommunicator::wait_sends() {
   CommTimer timer(&stats_.p2p_seconds, &stats_.p2p_calls, trace_, "wait sends", TraceTrack::kP2p);
-  for (PendingSend& p : pending_) mpi_check(MPI_Wait(&p.request, MPI_STATUS_IGNORE), "MPI_Wait");
-  pending_.clear();
+  while (!pending_.empty()) retire(0, true);
 }
 
 }  // namespace tpllama

@@ -83,16 +83,23 @@ class MpiCommunicator final : public Communicator {
  private:
   struct PendingSend {
     MPI_Request request;
-    std::unique_ptr<std::vector<uint8_t>> bytes;
+    std::unique_ptr<std::vector<uint8_t>> bytes;  // the message is its first `count` bytes
+    size_t count;
+    bool pooled;  // a tensor message's buffer: back to spare_ once sent
   };
   void reap_sends();
-  void isend(std::unique_ptr<std::vector<uint8_t>> bytes, int dest, int tag);
+  // Completes pending_[i] (when done) and drops it; false while it is still in flight.
+  bool retire(size_t i, bool wait);
+  void isend(std::unique_ptr<std::vector<uint8_t>> bytes, size_t count, bool pooled, int dest, int tag);
   // t itself when it is host memory, else a host copy in staging buffer `which` (filled from the
   // device when fill); copy_back returns the host bytes to a device tensor.
   Tensor host_view(const Tensor& t, int which, bool fill);
   void copy_back(const Tensor& t, const Tensor& host);
 
   std::vector<PendingSend> pending_;
+  // Buffers of sent tensor messages, kept for the next ones (a step's hidden states are the same
+  // size every time: no allocation, page faults or zero fill per step).
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> spare_;
   DeviceContext staging_ctx_;
   std::vector<uint8_t> staging_[2];
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -49,6 +49,7 @@ class NcclCommunicator final : public Communicator {
   void wait_sends() override;
   void set_trace(TraceRecorder* trace) override;
   bool graph_capturable() const override { return true; }
+  bool sends_hold_stream() const override { return true; }
 
  private:
   // While alive, what the MPI communicator spends is added to our statistics.

@@ -52,6 +52,17 @@ Pipeline::Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, 
     sample_whole_ = ops::allocate(ctx, tp * chunk * row_bytes);
     if (tp > 1) sample_gathered_ = ops::allocate(ctx, tp * chunk * row_bytes);
   }
+  connect_stages();
+}
+
+// One row of hidden states from the first stage to the last: NCCL connects a pair of ranks on
+// their first send and receive, each host waiting there for its peer, so no step pays for that.
+void Pipeline::connect_stages() {
+  if (stage_comm_.size() == 1) return;
+  const Tensor row = model_.input_hidden(1);
+  if (!topology_.is_first_stage()) stage_comm_.recv(row, topology_.pp_rank() - 1, kTagHidden);
+  if (!topology_.is_last_stage()) stage_comm_.send_async(row, topology_.pp_rank() + 1, kTagHidden);
+  ops::synchronize(model_.context());
 }
 
 std::optional<SampledRows> Pipeline::submit(const StepPlan& plan) {
@@ -128,11 +139,21 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
   stats_.compute_seconds += seconds_since(start);
   ++stats_.steps;
   if (!topology_.is_last_stage()) {
-    // The plan first: the next stage learns from it how many rows of hidden states follow. Over
-    // NCCL the send waits on this rank's stream until the next stage takes it, so that wait shows
-    // in this rank's next compute span.
+    // The plan first: the next stage learns from it how many rows of hidden states follow.
     world_.send_bytes_async(bytes, next_stage_rank(), kTagStep);
-    if (n > 0) stage_comm_.send_async(out, topology_.pp_rank() + 1, kTagHidden);
+    if (n == 0) return std::nullopt;
+    TPLLAMA_CHECK(out.numel() == n * model_.config().dim, "hidden states ", out.shape_string(), " for ", n, " tokens");
+    if (stage_comm_.sends_hold_stream()) {
+      // The next stage posts its receive only once it has the plan, and MPI moves a large message
+      // only while its sender is in MPI: waiting on the stream (or in NCCL's connection to the
+      // peer) with the plan still in flight would hang both ranks. The send would wait for the
+      // receiver anyway.
+      const auto wait_start = Clock::now();
+      TraceSpan span(trace_, "wait for the next stage", TraceTrack::kWait);
+      world_.wait_sends();
+      stats_.wait_seconds += seconds_since(wait_start);
+    }
+    stage_comm_.send_async(out, topology_.pp_rank() + 1, kTagHidden);
     return std::nullopt;
   }
   SampledRows rows;

@@ -46,6 +46,7 @@ class Pipeline {
  private:
   // bytes: the plan as it came, passed on to the next stage as is.
   std::optional<SampledRows> execute(const StepPlan& plan, const std::vector<uint8_t>& bytes);
+  void connect_stages();
   std::vector<int32_t> sample_rows(const StepPlan& plan, const Tensor& logits);
   // This shard's argmax of every logit row (on the model's device), into local_max_*.
   void local_argmax(const Tensor& logits);
