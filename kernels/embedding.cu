@@ -1,6 +1,6 @@
 // Vocab-parallel embedding gather, and on the logits: the row argmax and the log-softmax sums of
 // scored rows.
-#include <cfloat>
+#include <cmath>
 
 #include "common.cuh"
 #include "launchers.h"
@@ -19,8 +19,8 @@ __global__ void embedding_kernel(T* out, const T* table, int64_t table_rows, con
 
 __global__ void argmax_kernel(int32_t* index, float* value, const float* logits, int64_t cols) {
   const float* row = logits + blockIdx.x * cols;
-  float best = -FLT_MAX;
-  int64_t at = cols;  // no finite value yet: ties resolve to the lowest index below
+  float best = -INFINITY;  // a row of -inf (a masked shard) gives column 0 and -inf, as on the CPU
+  int64_t at = cols;       // nothing seen yet: ties resolve to the lowest index below
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
     if (row[c] > best || (row[c] == best && c < at)) {
       best = row[c];

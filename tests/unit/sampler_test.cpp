@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -251,6 +252,21 @@ TEST(CandidateSet, RejectsNonPositiveTemperature) {
   const std::vector<float> logits = {0.0f, 1.0f};
   EXPECT_THROW(candidate_set(logits.data(), 2, params(0.0)), Error);
   EXPECT_THROW(candidate_set(logits.data(), 2, params(-1.0)), Error);
+}
+
+// A NaN logit (a broken model) stops the run naming the token, with or without truncation, as the
+// GPU sampler refuses such a row; a NaN is never skipped into a silently wrong draw.
+TEST(Sample, NanLogitIsRefusedNamingTheToken) {
+  const std::vector<float> logits = {0.5f, std::nanf(""), 1.0f};
+  for (const auto& p : {params(1.0), params(1.0, 2), params(0.8, 0, 0.9)}) {
+    Rng rng(1);
+    try {
+      sample(logits.data(), 3, p, rng);
+      ADD_FAILURE() << "a NaN logit was sampled over";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("NaN (token 1)"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

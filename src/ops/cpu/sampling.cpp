@@ -55,7 +55,15 @@ size_t sorted_prefix(std::vector<Candidate>& c, double target) {
   return std::min(prefix_reaching(c, k, target), k);
 }
 
+// The GPU sampler sorts a NaN first and refuses the row; so does this one, naming the token,
+// rather than draw from an order a NaN makes meaningless.
+void refuse_nan(const float* logits, int n) {
+  for (int i = 0; i < n; ++i)
+    if (std::isnan(logits[i])) fail("logits have a NaN (token ", i, ")");
+}
+
 double finite_max(const float* logits, int n) {
+  refuse_nan(logits, n);
   double max_logit = -INFINITY;
   for (int i = 0; i < n; ++i) max_logit = std::max(max_logit, static_cast<double>(logits[i]));
   if (!std::isfinite(max_logit)) fail("logits have no finite maximum (max ", max_logit, ")");
@@ -79,6 +87,7 @@ std::vector<Candidate> all_weights(const float* logits, int n, double max_logit,
 // best so far (worst on top) rejects most entries with one comparison, and only k exponentials are
 // needed. Selecting on raw logits is selecting on probabilities, which are monotone in them.
 std::vector<Candidate> top_k_weights(const float* logits, int n, int k, double temperature) {
+  refuse_nan(logits, n);
   std::vector<Candidate> c;  // prob holds the logit until the selection is done
   c.reserve(static_cast<size_t>(k));
   for (int i = 0; i < k; ++i) c.push_back({i, static_cast<double>(logits[i])});

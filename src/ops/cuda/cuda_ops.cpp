@@ -72,6 +72,9 @@ DType matmul_input_dtype(const Weight& w) { return w.dtype; }
 
 float weight_at(const Weight& w, int64_t row, int64_t col) {
   const size_t at = static_cast<size_t>(row * w.cols + col) * dtype_size(w.dtype);
+  // The copy below is on the legacy stream, which does not wait for the ops' non-blocking one
+  // (fill_weight_uniform, say, returns before its kernel has run).
+  TPLLAMA_CUDA_CHECK(cudaDeviceSynchronize());
   if (w.dtype == DType::kF32) {
     float v = 0;
     TPLLAMA_CUDA_CHECK(cudaMemcpy(&v, static_cast<const char*>(w.data) + at, sizeof v, cudaMemcpyDeviceToHost));
@@ -268,7 +271,7 @@ std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n,
                                      cudaMemcpyDeviceToHost, stream_of(ctx)));
   TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
   for (int64_t i = 0; i < r; ++i)
-    if (tokens[static_cast<size_t>(i)] < 0) fail("sampled row ", i, ": its logits have no finite maximum");
+    if (tokens[static_cast<size_t>(i)] < 0) fail("sampled row ", i, ": its logits have no finite maximum or hold a NaN");
   return tokens;
 }
 
