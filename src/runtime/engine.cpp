@@ -370,10 +370,14 @@ class Run {
     return std::max(take, 0);
   }
 
-  // One group from the sequences not in flight: decodes first, then prefill chunks.
-  // Scoring rows of positions [from, to): position p predicts token p + 1 of the continuation.
+  // The first position of a scoring request whose logits are still to score: position p predicts
+  // token p + 1 of the continuation. A preempted request recomputes its positions from 0, and
+  // those it already scored must not be scored again.
+  static int first_unscored(const Sequence& s) { return s.n_context - 1 + s.score.n_tokens; }
+
+  // Scoring rows of positions [from, to).
   static int scoring_rows(const Sequence& s, int from, int to) {
-    const int first = std::max(from, s.n_context - 1), last = std::min(to, static_cast<int>(s.tokens.size()) - 1);
+    const int first = std::max(from, first_unscored(s)), last = std::min(to, static_cast<int>(s.tokens.size()) - 1);
     return std::max(0, last - first);
   }
 
@@ -402,7 +406,7 @@ class Run {
           plan.batch.tokens.push_back(s->tokens[static_cast<size_t>(p)]);
           plan.batch.positions.push_back(p);
           plan.batch.slots.push_back(s->slot);
-          if (s->request.scoring && p >= s->n_context - 1 && p + 1 < static_cast<int>(s->tokens.size())) {
+          if (s->request.scoring && p >= first_unscored(*s) && p + 1 < static_cast<int>(s->tokens.size())) {
             plan.batch.logit_rows.push_back(static_cast<int32_t>(plan.batch.positions.size()) - 1);
             plan.sampling.push_back({SamplingParams{}, 0.0, -1, s->tokens[static_cast<size_t>(p) + 1]});
             group.rows.push_back(s.get());

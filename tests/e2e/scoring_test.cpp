@@ -34,6 +34,25 @@ class Scoring : public ::testing::Test {
     if (!work_.empty()) fs::remove_all(work_);
   }
 
+  // run.c's log-softmax of each generated token of the reference, from its shipped logits.
+  std::vector<double> run_c_logprobs() const {
+    std::ifstream f(stories_ + "/logits_once_upon_a_time.f32", std::ios::binary);
+    std::vector<float> logits(64 * 512);
+    EXPECT_TRUE(f.read(reinterpret_cast<char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4)));
+    std::vector<int> tokens = reference_["prompt_tokens"].get<std::vector<int>>();
+    for (int t : reference_["generated_tokens"]) tokens.push_back(t);
+    const size_t n_prompt = reference_["prompt_tokens"].size();
+    std::vector<double> out;
+    for (size_t g = 0; g < reference_["generated_tokens"].size(); ++g) {
+      const float* row = logits.data() + (n_prompt - 1 + g) * 512;
+      double mx = row[0], sum = 0;
+      for (int v = 0; v < 512; ++v) mx = std::max(mx, static_cast<double>(row[v]));
+      for (int v = 0; v < 512; ++v) sum += std::exp(row[v] - mx);
+      out.push_back(row[tokens[n_prompt + g]] - mx - std::log(sum));
+    }
+    return out;
+  }
+
   std::string stories_, work_, model_;
   json reference_;
 };
@@ -52,28 +71,51 @@ TEST_F(Scoring, ContinuationLogprobIsTheSumOfRunCLogSoftmax) {
   const auto records = by_id(read_jsonl(out));
   const json& got = records.at("\"ref\"");
 
-  std::ifstream f(stories_ + "/logits_once_upon_a_time.f32", std::ios::binary);
-  std::vector<float> logits(64 * 512);
-  ASSERT_TRUE(f.read(reinterpret_cast<char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4)));
-  std::vector<int> tokens = reference_["prompt_tokens"].get<std::vector<int>>();
-  for (int t : reference_["generated_tokens"]) tokens.push_back(t);
-  const size_t n_prompt = reference_["prompt_tokens"].size();
-  const size_t n = reference_["generated_tokens"].size();  // 60: positions 4..63 of the logits file
+  const std::vector<double> want = run_c_logprobs();
+  const size_t n = want.size();  // 60: positions 4..63 of the logits file
   ASSERT_EQ(got["n_tokens"].get<size_t>(), n) << "the continuation tokenizes as run.c generated it";
   double expected = 0;
   for (size_t g = 0; g < n; ++g) {
-    const float* row = logits.data() + (n_prompt - 1 + g) * 512;
-    double mx = row[0], sum = 0;
-    for (int v = 0; v < 512; ++v) mx = std::max(mx, static_cast<double>(row[v]));
-    for (int v = 0; v < 512; ++v) sum += std::exp(row[v] - mx);
-    const double lp = row[tokens[n_prompt + g]] - mx - std::log(sum);
-    EXPECT_NEAR(got["token_logprobs"][g].get<double>(), lp, 1e-4) << "token " << g;
-    expected += lp;
+    EXPECT_NEAR(got["token_logprobs"][g].get<double>(), want[g], 1e-4) << "token " << g;
+    expected += want[g];
   }
   EXPECT_NEAR(got["logprob"].get<double>(), expected, 1e-4);
   EXPECT_TRUE(got["is_greedy"].get<bool>());
   EXPECT_FALSE(records.at("\"changed\"")["is_greedy"].get<bool>());
   EXPECT_LT(records.at("\"changed\"")["logprob"].get<double>(), expected);
+}
+
+// A scoring request preempted (its KV blocks taken by older generations) part way through its
+// continuation recomputes its positions, and scores each continuation token once: the same
+// token log-probabilities as run.c's, not the first ones again.
+TEST_F(Scoring, PreemptedScoringRequestScoresEachTokenOnce) {
+  const std::string prompt = reference_["prompt"], output = reference_["output"];
+  const std::string in = work_ + "/preempt.jsonl", out = work_ + "/preempt_out.jsonl", stats = work_ + "/preempt.json";
+  {
+    std::ofstream f(in);
+    for (const char* id : {"g0", "g1", "g2"})
+      f << json({{"id", id}, {"prompt", prompt}, {"max_tokens", 59}}).dump() << "\n";
+    f << json({{"id", "ref"}, {"context", prompt}, {"continuation", output.substr(prompt.size())}, {"logprobs", true}})
+             .dump()
+      << "\n";
+  }
+  CommandResult r = run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out +
+                              " --max-model-len 72 --kv-cache-memory 100KiB --stats " + stats);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json s;
+  std::ifstream(stats) >> s;
+  ASSERT_GT(s["preemptions"].get<int>(), 0) << "100 KiB hold 80 tokens: not two of these 64- and 65-token sequences";
+  const auto records = by_id(read_jsonl(out));
+  const json& got = records.at("\"ref\"");
+  const std::vector<double> want = run_c_logprobs();
+  ASSERT_EQ(got["n_tokens"].get<size_t>(), want.size());
+  ASSERT_EQ(got["token_logprobs"].size(), want.size());
+  double expected = 0;
+  for (size_t g = 0; g < want.size(); ++g) {
+    EXPECT_NEAR(got["token_logprobs"][g].get<double>(), want[g], 1e-4) << "token " << g;
+    expected += want[g];
+  }
+  EXPECT_NEAR(got["logprob"].get<double>(), expected, 1e-3);
 }
 
 // Perplexity with context 24 and stride 10 over a small text, recomputed window by window from the
