@@ -72,6 +72,28 @@ size_t find_stop(const std::string& text, size_t from, const std::vector<std::st
 
 std::string line_prefix(const Request& r) { return "line " + std::to_string(r.line) + ": "; }
 
+// Counts each record as it reaches the output (with --ordered, that can be well after it finished,
+// or, after a stop, never).
+class CountingSink final : public ResultSink {
+ public:
+  CountingSink(ResultSink& inner, RunSummary& summary) : inner_(inner), summary_(summary) {}
+  void write(const Result& r) override {
+    inner_.write(r);
+    ++summary_.requests;
+    if (r.finish_reason == "error")
+      ++summary_.errors;
+    else if (r.score)
+      ++summary_.scored;
+    else
+      (r.finish_reason == "stop" ? summary_.finished_stop : summary_.finished_length)++;
+  }
+  void sync() override { inner_.sync(); }
+
+ private:
+  ResultSink& inner_;
+  RunSummary& summary_;
+};
+
 // The state of one run, with the loop split into its steps.
 class Run {
  public:
@@ -87,7 +109,7 @@ class Run {
         slot_used_(static_cast<size_t>(options.max_seqs), false),
         progress_(io.total_requests, io.terminal, options.log_interval) {
     for (int b = o_.kv_blocks - 1; b >= 0; --b) free_blocks_.push_back(b);
-    if (io.ordered) ordered_ = std::make_unique<OrderedResultWriter>(*io.writer);
+    if (io.ordered) ordered_ = std::make_unique<OrderedResultWriter>(sink_);
     if (io.resume != nullptr) {
       remaining_done_ = std::move(io.resume->done);
       resumed_records_ = std::move(io.resume->by_id);
@@ -129,7 +151,8 @@ class Run {
     }
     drain_in_flight();
     pipeline_.shutdown();
-    io_.writer->sync();
+    sink_.sync();
+    if (ordered_) summary_.unwritten = static_cast<long long>(ordered_->buffered());
     progress_.finish(counts());
     // Read to its end, the input asked for none of what is left to skip: records of another job.
     if (input_done_ && summary_.stopped_by == 0)
@@ -140,7 +163,7 @@ class Run {
 
  private:
   ProgressCounts counts() const {
-    return {summary_.requests + summary_.skipped, summary_.errors, static_cast<long long>(active_.size()),
+    return {finished_ + summary_.skipped, summary_.errors, static_cast<long long>(active_.size()),
             summary_.generated_tokens};
   }
 
@@ -193,11 +216,11 @@ class Run {
   }
 
   void write(uint64_t order, Result r) {
-    ++summary_.requests;
+    ++finished_;
     if (ordered_)
       ordered_->submit(order, std::move(r));
     else
-      io_.writer->write(r);
+      sink_.write(r);
   }
 
   void reject(const Request& r, uint64_t order, int prompt_tokens, const std::string& message) {
@@ -207,7 +230,6 @@ class Run {
     res.finish_reason = "error";
     res.error = message;
     res.line = r.line;
-    ++summary_.errors;
     write(order, std::move(res));
   }
 
@@ -533,12 +555,7 @@ class Run {
       result.completion_tokens = s.n_generated;
       result.finish_reason = s.finish_reason;
       if (s.request.logprobs >= 0 && !s.request.scoring) result.logprobs = std::move(s.logprobs);
-      if (s.request.scoring) {
-        result.score = std::move(s.score);
-        ++summary_.scored;
-      } else {
-        (s.finish_reason == "stop" ? summary_.finished_stop : summary_.finished_length)++;
-      }
+      if (s.request.scoring) result.score = std::move(s.score);
       summary_.generated_tokens += s.n_generated;
       if (s.n_generated > 0) summary_.ttft.add(seconds_between(s.admitted, s.first_token));
       if (s.n_generated > 1) summary_.tpot.add(seconds_between(s.first_token, Clock::now()) / (s.n_generated - 1));
@@ -561,6 +578,8 @@ class Run {
   const int bs_;
   const int seqs_per_group_;
   RunSummary summary_;
+  CountingSink sink_{*io_.writer, summary_};  // every record goes out through it
+  long long finished_ = 0;                     // results of this run: written, or held for --ordered
   std::deque<std::unique_ptr<Sequence>> active_;
   std::deque<Group> in_flight_;
   std::vector<bool> slot_used_;
@@ -595,6 +614,9 @@ std::string RunSummary::describe() const {
   if (skipped > 0) os << "; " << skipped << " already in the output, skipped";
   if (stopped_by != 0)
     os << "; stopped early by signal " << stopped_by << " (" << abandoned << " unfinished requests left for --resume)";
+  if (unwritten > 0)
+    os << "; " << unwritten << " finished results held for --ordered behind them not written (--resume recomputes them, "
+       << "keeping the output in input order)";
   return os.str();
 }
 

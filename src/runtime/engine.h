@@ -43,10 +43,11 @@ struct EngineIo {
 };
 
 struct RunSummary {
-  long long requests = 0;  // records written
+  // Records written to the output, and of them: finished by a stop, by length, scored, errors.
+  long long requests = 0;
   long long finished_stop = 0;
   long long finished_length = 0;
-  long long scored = 0;  // scoring requests answered
+  long long scored = 0;
   long long errors = 0;
   long long prompt_tokens = 0;
   long long generated_tokens = 0;
@@ -58,6 +59,9 @@ struct RunSummary {
   long long unmatched_records = 0;
   int stopped_by = 0;     // the signal that stopped the run early, or 0
   long long abandoned = 0;  // requests in flight when the grace period ended (redone by --resume)
+  // --ordered after a stop: finished results held behind an abandoned earlier request, not written
+  // (--resume recomputes them, so the output stays in input order).
+  long long unwritten = 0;
   double seconds = 0;
   // Where the time went by kind of step: a step with any prompt token is a prefill step. The time of
   // a step runs from the previous step's tokens (or from its submission into an idle pipeline) to

@@ -164,6 +164,37 @@ TEST_F(Engine, SigtermStopsGracefullyAndResumeFinishes) {
   EXPECT_EQ(read_jsonl(out).size(), 3000u);
 }
 
+// --ordered, stopped with no grace: the results held behind the abandoned requests are not
+// written (so the output stays in input order after --resume), and --stats counts the records
+// that were written, not those that finished.
+TEST_F(Engine, OrderedStopCountsWhatWasWrittenAndResumeKeepsTheOrder) {
+  const std::string in = mixed_input("ordered_stop", 3000, 20);
+  const std::string out = work_ + "/ordered_stop.jsonl", full = work_ + "/ordered_stop_full.jsonl";
+  const std::string stats = work_ + "/ordered_stop.json", flags = " --threads 1 --max-seqs 16 --ordered";
+  ASSERT_EQ(run(in, full, flags).exit_code, 0);
+  const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out + flags +
+                                " --grace-seconds 0 --stats " + stats + " > /dev/null 2>&1");
+  ASSERT_GT(pid, 0);
+  wait_for_lines(out, 50);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 75) << "status " << status;
+  json st;
+  std::ifstream(stats) >> st;
+  const std::vector<json> written = read_jsonl(out);
+  EXPECT_EQ(st["requests"].get<size_t>(), written.size());
+  EXPECT_EQ(st["requests"].get<long long>(), st["finished_stop"].get<long long>() + st["finished_length"].get<long long>() +
+                                                 st["scored"].get<long long>() + st["errors"].get<long long>());
+  EXPECT_GT(st["abandoned_requests"].get<long long>(), 0);
+  EXPECT_EQ(st["stopped_by_signal"].get<int>(), SIGTERM);
+  CommandResult r = run(in, out, flags + " --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<json> resumed = read_jsonl(out), want = read_jsonl(full);
+  ASSERT_EQ(resumed.size(), 3000u);
+  for (size_t i = 0; i < resumed.size(); ++i) ASSERT_EQ(resumed[i], want[i]) << "record " << i;
+}
+
 TEST_F(Engine, ResumeCutsATornLastLine) {
   const std::string in = mixed_input("torn", 6, 20);
   const std::string full = work_ + "/torn_full.jsonl", out = work_ + "/torn.jsonl";
