@@ -112,6 +112,12 @@ struct RunHooks {
   // Files the command writes besides the run's own, as (flag, path): checked with --stats and
   // --trace before the run (writable, not the input, not another output).
   std::vector<std::pair<std::string, std::string>> outputs;
+  // The context the command's requests need (perplexity's window), when below the model's: the KV
+  // cache is sized for it, and a cache too small names `context_flag`.
+  int context_len = 0;
+  std::string context_flag = "--max-model-len";
+  // Whether a stopped run continues with --resume (perplexity starts over).
+  bool resumable = true;
 };
 
 struct PerplexityOptions {

@@ -94,6 +94,9 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
   RunHooks hooks;
   hooks.sink = &sink;
   hooks.outputs = {{"--output", o.json}};
+  hooks.context_len = o.context_len;
+  hooks.context_flag = "--context-len";
+  hooks.resumable = false;
   hooks.make_source = [&](const Tokenizer* tok, const LlamaConfig& config, int context) {
     std::ifstream in(o.run.input, std::ios::binary);
     if (!in) fail("cannot open ", o.run.input);

@@ -466,6 +466,7 @@ void load_model(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
   report_weights(*s.topology, s.model->weights(), s.checkpoint.get(), s.config);
   const LlamaConfig& config = s.config;
   s.context = o.max_model_len > 0 ? std::min(o.max_model_len, config.max_seq_len) : config.max_seq_len;
+  if (hooks != nullptr && hooks->context_len > 0) s.context = std::min(s.context, hooks->context_len);
   if (s.topology->rank() != 0) return;
   std::ostringstream os;
   os.setf(std::ios::fixed);
@@ -481,7 +482,7 @@ void load_model(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
 }
 
 // The KV pool: the same block count on every rank, refused if one full-context sequence won't fit.
-void make_kv_cache(const RunOptions& o, RunSetup& s) {
+void make_kv_cache(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
   long long blocks = 0;
   collective_phase([&] { blocks = local_kv_blocks(o, *s.model, s.device_sharers, s.context); });
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, &blocks, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
@@ -491,7 +492,7 @@ void make_kv_cache(const RunOptions& o, RunSetup& s) {
     if (s.n_blocks < full)
       fail("the KV cache holds ", s.n_blocks, " blocks of ", o.kv_block_size,
            " tokens on the smallest rank, less than one ", s.context, "-token sequence needs (", full,
-           "): give more --kv-cache-memory or a smaller --max-model-len");
+           "): give more --kv-cache-memory or a smaller ", hooks != nullptr ? hooks->context_flag : "--max-model-len");
     s.cache = std::make_unique<KvCache>(s.model->n_layers_local(), s.model->kv_dim_local(), o.kv_block_size,
                                         s.n_blocks, o.max_seqs, s.model->context(), full,
                                         kv_cache_dtype(o, s.model->context().device));
@@ -541,6 +542,7 @@ RunSummary run_on_rank0(const RunOptions& o, const RunHooks* hooks, RunSetup& s,
                         s.topology->pp_size(), s.context,         o.kv_block_size, s.n_blocks,
                         max_logit_rows(o)};
   options.grace_seconds = o.grace_seconds;
+  options.resumable = hooks == nullptr || hooks->resumable;
   Engine engine(s.config, s.tokenizer.get(), pipeline, options);
   EngineIo io;
   io.reader = s.source.get();
@@ -557,7 +559,8 @@ RunSummary run_on_rank0(const RunOptions& o, const RunHooks* hooks, RunSetup& s,
 int finish_on_rank0(const RunOptions& o, const RunHooks* hooks, const RunSetup& s, const RunSummary& summary) {
   if (summary.stopped_by != 0) {
     log::warn("stopped early: " + summary.describe() + "; exit status " + std::to_string(kExitStoppedEarly) +
-              ": run again with --resume to continue");
+              (hooks == nullptr || hooks->resumable ? ": run again with --resume to continue"
+                                                    : ": this command has no --resume; run it again to start over"));
     return kExitStoppedEarly;
   }
   log::info("done: " + summary.describe() + (hooks != nullptr ? "" : "; output " + o.output));
@@ -596,7 +599,7 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
   validate(o, hooks, mpi.world_size(), mpi.rank(), s);
   open_device(o, hooks, s);
   load_model(o, hooks, s);
-  make_kv_cache(o, s);
+  make_kv_cache(o, hooks, s);
   open_io(o, hooks, s);
 
   TraceRecorder trace(!o.trace.empty());

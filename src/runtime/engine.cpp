@@ -198,7 +198,8 @@ class Run {
       input_done_ = true;
       log::warn("received signal " + std::to_string(signal) + ": admitting no more requests; finishing the " +
                 std::to_string(active_.size()) + " running within " + std::to_string(static_cast<int>(o_.grace_seconds)) +
-                " s, then stopping (resume with --resume)");
+                " s, then stopping (" + (o_.resumable ? "resume with --resume" : "no --resume here: run again to start over") +
+                ")");
     }
     if (seconds_between(stop_time_, Clock::now()) > o_.grace_seconds && !active_.empty()) {
       summary_.abandoned = static_cast<long long>(active_.size());
@@ -613,7 +614,7 @@ std::string RunSummary::describe() const {
      << " tok/s), " << steps << " steps, " << preemptions << " preemptions";
   if (skipped > 0) os << "; " << skipped << " already in the output, skipped";
   if (stopped_by != 0)
-    os << "; stopped early by signal " << stopped_by << " (" << abandoned << " unfinished requests left for --resume)";
+    os << "; stopped early by signal " << stopped_by << " (" << abandoned << " unfinished requests abandoned)";
   if (unwritten > 0)
     os << "; " << unwritten << " finished results held for --ordered behind them not written (--resume recomputes them, "
        << "keeping the output in input order)";

@@ -29,6 +29,7 @@ struct EngineOptions {
   int kv_blocks = 0;            // blocks in every rank's pool
   int max_logit_rows = 64;      // logit rows per step (the model's buffer): decodes plus scored tokens
   double grace_seconds = 90;    // after a stop signal: how long in-flight requests may still run
+  bool resumable = true;        // a stopped run continues with --resume (the stop message says so)
 };
 
 // Where requests come from and results go.

@@ -1,8 +1,12 @@
 // Scoring and perplexity end to end: the continuation's log-probability against run.c's own
 // logits, is_greedy, and perplexity against the independent fp64 reference forward.
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -125,7 +129,8 @@ TEST_F(Scoring, PerplexityMatchesTheReferenceForward) {
   const std::string corpus = work_ + "/corpus.txt", json_out = work_ + "/ppl.json";
   std::ofstream(corpus) << text;
   CommandResult r = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus +
-                              " --context-len 24 --stride 10 --log-interval 0 --output " + json_out);
+                              " --context-len 24 --stride 10 --log-interval 0 --output " + json_out +
+                              " --kv-cache-memory 48KiB");  // 38 tokens: the cache is sized for the window
   ASSERT_EQ(r.exit_code, 0) << r.output;
   json got;
   std::ifstream(json_out) >> got;
@@ -160,6 +165,40 @@ TEST_F(Scoring, PerplexityMatchesTheReferenceForward) {
   EXPECT_NE(r.output.find("progress: " + std::to_string(windows) + "/" + std::to_string(windows) + " (100.0%)"),
             std::string::npos)
       << r.output;
+  // A window the cache cannot hold names perplexity's own flag.
+  r = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + " --context-len 64 --kv-cache-memory 48KiB");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("less than one 64-token sequence needs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("a smaller --context-len"), std::string::npos) << r.output;
+}
+
+// SIGTERM stops perplexity as it stops run (exit status 75), but says how to go on truthfully:
+// perplexity has no --resume, so it points at a rerun, not at a flag it would refuse.
+TEST_F(Scoring, StoppedPerplexitySaysToRunAgainNotToResume) {
+  const std::string corpus = work_ + "/big.txt", log_path = work_ + "/ppl_stop.log";
+  {
+    std::ofstream f(corpus);
+    const std::string text = reference_["output"];
+    for (int i = 0; i < 2000; ++i) f << text << "\n";  // about 600 kB: many seconds of windows
+  }
+  const pid_t pid = spawn_shell(binary() + " perplexity --model " + model_ + " --input " + corpus +
+                                " --context-len 64 --threads 1 --log-interval 0 > " + log_path + " 2>&1");
+  ASSERT_GT(pid, 0);
+  const auto read_log = [&] {
+    std::ifstream f(log_path);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  };
+  const auto start = std::chrono::steady_clock::now();
+  while (read_log().find("progress: ") == std::string::npos && std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const std::string text = read_log();
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status << "\n" << text;
+  EXPECT_EQ(WEXITSTATUS(status), 75) << text;
+  EXPECT_NE(text.find("run it again to start over"), std::string::npos) << text;
+  EXPECT_EQ(text.find("with --resume"), std::string::npos) << text;  // as run says: "run again with --resume"
 }
 
 }  // namespace
