@@ -8,6 +8,7 @@
 #include "app/cli_checks.h"
 #include "app/commands.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "model/checkpoint.h"
 #include "model/llama2c.h"
 #include "model/plan.h"
@@ -87,8 +88,18 @@ int plan_command(const PlanOptions& o, const MpiSession& mpi) {
   r.intra = link_spec(o.intra);
   r.inter = link_spec(o.inter);
   r.dtype = o.dtype == "f32" ? DType::kF32 : o.dtype == "f16" ? DType::kF16 : DType::kBF16;
+  // As run treats such requests: a prompt must leave room to generate; generation stops at the
+  // context.
+  const int context = r.config.max_seq_len;
+  if (o.input_len >= context)
+    fail("--input-len ", o.input_len, " leaves no room to generate in the model's context of ", context,
+         " tokens (max_position_embeddings): run refuses such prompts; give a shorter --input-len");
   r.input_len = o.input_len;
-  r.output_len = o.output_len;
+  r.output_len = std::min(o.output_len, context - o.input_len);
+  if (r.output_len < o.output_len)
+    log::warn("--input-len " + std::to_string(o.input_len) + " + --output-len " + std::to_string(o.output_len) +
+              " is beyond the model's context of " + std::to_string(context) + " tokens: generation stops at it, so " +
+              "the plan counts " + std::to_string(r.output_len) + " output tokens");
   r.max_seqs = o.max_seqs;
   r.tp = o.tp;
   r.pp = o.pp;

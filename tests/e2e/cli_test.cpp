@@ -467,6 +467,20 @@ TEST_F(Stories, MaxModelLenBeyondTheModelsContextIsRefused) {
       << r.output;
 }
 
+// plan holds workloads to the model's context as run does: a prompt of the whole context is
+// refused, and generation past it is cut (and said so) instead of planned for.
+TEST_F(Stories, PlanKeepsTheWorkloadInsideTheModelsContext) {
+  CommandResult r = run_shell(binary() + " plan --model " + model_ + " --input-len 512");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--input-len 512 leaves no room to generate in the model's context of 512 tokens"),
+            std::string::npos)
+      << r.output;
+  r = run_shell(binary() + " plan --model " + model_ + " --input-len 400 --output-len 256");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the plan counts 112 output tokens"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("400 in / 112 out"), std::string::npos) << r.output;
+}
+
 // Device choices that cannot be met are refused before any weight is read, naming the way out.
 // (On a machine with a GPU the first two would run: tests/gpu covers that side.)
 TEST_F(Stories, ImpossibleDeviceChoicesAreRefusedUpFront) {
