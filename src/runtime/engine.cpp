@@ -312,7 +312,12 @@ class Run {
     if (seq->n_prompt == 0)
       return reject(seq->request, order, 0,
                     line_prefix(seq->request) + "the prompt is empty and the model adds no BOS token: nothing to condition on");
-    if (seq->n_prompt >= o_.context + (seq->request.scoring ? 1 : 0))
+    if (seq->request.scoring && seq->n_prompt > o_.context)
+      return reject(seq->request, order, seq->n_prompt,
+                    line_prefix(seq->request) + "context and continuation have " + std::to_string(seq->n_prompt) +
+                        " tokens (with BOS) but the context is " + std::to_string(o_.context) +
+                        " tokens: the continuation cannot be scored whole");
+    if (!seq->request.scoring && seq->n_prompt >= o_.context)
       return reject(seq->request, order, seq->n_prompt,
                     line_prefix(seq->request) + "prompt has " + std::to_string(seq->n_prompt) +
                         " tokens (with BOS) but the context is " + std::to_string(o_.context) +

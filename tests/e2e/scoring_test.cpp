@@ -172,6 +172,24 @@ TEST_F(Scoring, PerplexityMatchesTheReferenceForward) {
   EXPECT_NE(r.output.find("a smaller --context-len"), std::string::npos) << r.output;
 }
 
+// A scoring request longer than the context is an error record that says so in scoring's terms
+// (it generates nothing, so "no room to generate" would mislead); one that fits exactly is scored.
+TEST_F(Scoring, TooLongScoringRequestIsAnErrorInItsOwnTerms) {
+  const std::string in = work_ + "/long.jsonl", out = work_ + "/long_out.jsonl";
+  std::ofstream(in) << json({{"id", "long"}, {"context", "Once upon a time"}, {"continuation", reference_["output"]}}).dump()
+                    << "\n";
+  CommandResult r = run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out +
+                              " --max-model-len 16");
+  EXPECT_EQ(r.exit_code, 65) << "every request failed\n" << r.output;
+  const auto records = by_id(read_jsonl(out));
+  const json& got = records.at("\"long\"");
+  ASSERT_EQ(got["finish_reason"], "error") << got.dump();
+  EXPECT_NE(got["error"].get<std::string>().find("context and continuation have"), std::string::npos) << got.dump();
+  EXPECT_NE(got["error"].get<std::string>().find("the context is 16 tokens: the continuation cannot be scored whole"),
+            std::string::npos)
+      << got.dump();
+}
+
 // SIGTERM stops perplexity as it stops run (exit status 75), but says how to go on truthfully:
 // perplexity has no --resume, so it points at a rerun, not at a flag it would refuse.
 TEST_F(Scoring, StoppedPerplexitySaysToRunAgainNotToResume) {
