@@ -23,7 +23,9 @@ constexpr const char* kCompletionsUrl = "/v1/completions";
 constexpr const char* kTopFields[] = {"custom_id", "method", "url", "body"};
 constexpr const char* kBodyFields[] = {"prompt",   "max_tokens", "temperature", "top_k",
                                        "top_p",    "min_p",      "seed",        "stop",
-                                       "logprobs", "n",          "echo",        "ignore_eos"};
+                                       "logprobs", "n",          "echo",        "ignore_eos",
+                                       "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
+                                       "best_of"};
 
 template <size_t N>
 bool is_one_of(const std::string& key, const char* const (&names)[N]) {

@@ -155,8 +155,30 @@ bool parse_object_line(const std::string& line, json& object, Request& req) {
   return true;
 }
 
+namespace {
+
+// The value of a kNeutralOnlyFields field that has no effect.
+json neutral_value(const std::string& key) {
+  if (key == "logit_bias") return json::object();
+  return key == "repetition_penalty" || key == "best_of" ? 1 : 0;
+}
+
+void refuse_unsupported(const json& object, const FieldSite& at) {
+  for (const char* key : kNeutralOnlyFields) {
+    const json* v = find_field(object, key);
+    if (v == nullptr) continue;
+    const json neutral = neutral_value(key);
+    if (v->is_number() ? neutral.is_number() && v->get<double>() == neutral.get<double>() : *v == neutral) continue;
+    reject(at, "field '", at.name(key), "' is ", describe_json(*v), ": tpllama does not support it (only ",
+           neutral.dump(), ", which has no effect)");
+  }
+}
+
+}  // namespace
+
 void parse_generation_fields(const json& object, const FieldSite& at,
                              LogprobsSyntax logprobs_syntax, Request& req) {
+  refuse_unsupported(object, at);
   parse_max_tokens(object, at, req);
   SamplingParams& s = req.sampling;
   parse_number(

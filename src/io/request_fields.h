@@ -41,7 +41,13 @@ bool parse_object_line(const std::string& line, nlohmann::json& object, Request&
 
 enum class LogprobsSyntax { kIntegerOrBool, kIntegerOnly };
 
-// max_tokens, temperature, top_k, top_p, min_p, seed, stop and logprobs, overriding req's values.
+// Sampling fields of vLLM / OpenAI that tpllama does not implement: each is accepted at its neutral
+// value (no effect) and refused at any other, which would change the text.
+inline constexpr const char* kNeutralOnlyFields[] = {"presence_penalty", "frequency_penalty", "repetition_penalty",
+                                                     "logit_bias", "best_of"};
+
+// max_tokens, temperature, top_k, top_p, min_p, seed, stop and logprobs, overriding req's values;
+// the kNeutralOnlyFields checked.
 void parse_generation_fields(const nlohmann::json& object, const FieldSite& at,
                              LogprobsSyntax logprobs_syntax, Request& req);
 

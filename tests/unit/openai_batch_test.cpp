@@ -145,6 +145,15 @@ TEST(OpenAiBatchInput, BadBodyFieldsNameTheBodyPath) {
             "line 8: missing required field 'url' (only /v1/completions is supported)");
 }
 
+TEST(OpenAiBatchInput, PenaltiesAreRefusedUnlessNeutral) {
+  auto reqs = read_batch(line_with_body(R"({"prompt": "p", "frequency_penalty": 0.3})") + "\n" +
+                         line_with_body(R"({"prompt": "p", "presence_penalty": 0, "logit_bias": {}})") + "\n");
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].error,
+            "line 1: field 'body.frequency_penalty' is 0.3: tpllama does not support it (only 0, which has no effect)");
+  EXPECT_TRUE(reqs[1].error.empty()) << reqs[1].error;
+}
+
 TEST(OpenAiBatchInput, IgnoredFieldsAreWarnedOncePerName) {
   testing::internal::CaptureStderr();
   auto reqs = read_batch(line_with_body(R"({"prompt": "a", "model": "m", "n": 1})") +

@@ -329,6 +329,30 @@ TEST(PromptReaderJsonl, UnknownFieldsAreIgnoredAndWarnedOncePerName) {
   EXPECT_EQ(count("\"prompt\""), 0u) << err;
 }
 
+// vLLM / OpenAI sampling fields tpllama lacks: their neutral value is accepted without a warning,
+// any other value makes the line an error record naming the field (it would change the text).
+TEST(PromptReaderJsonl, UnsupportedSamplingFieldsAreRefusedUnlessNeutral) {
+  testing::internal::CaptureStderr();
+  auto reqs = read_jsonl(
+      "{\"prompt\": \"a\", \"presence_penalty\": 0, \"frequency_penalty\": 0.0, \"repetition_penalty\": 1, "
+      "\"logit_bias\": {}, \"best_of\": 1}\n"
+      "{\"prompt\": \"b\", \"presence_penalty\": 0.5}\n"
+      "{\"prompt\": \"c\", \"repetition_penalty\": 1.1}\n"
+      "{\"prompt\": \"d\", \"logit_bias\": {\"5\": 10}}\n"
+      "{\"prompt\": \"e\", \"best_of\": 2}\n"
+      "{\"prompt\": \"f\", \"frequency_penalty\": \"0\"}\n");
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(reqs.size(), 6u);
+  EXPECT_TRUE(reqs[0].error.empty()) << reqs[0].error;
+  EXPECT_EQ(err.find("ignoring"), std::string::npos) << err;
+  EXPECT_EQ(reqs[1].error, "line 2: field 'presence_penalty' is 0.5: tpllama does not support it (only 0, which has no effect)");
+  EXPECT_EQ(reqs[2].error, "line 3: field 'repetition_penalty' is 1.1: tpllama does not support it (only 1, which has no effect)");
+  EXPECT_EQ(reqs[3].error,
+            "line 4: field 'logit_bias' is {\"5\":10}: tpllama does not support it (only {}, which has no effect)");
+  EXPECT_EQ(reqs[4].error, "line 5: field 'best_of' is 2: tpllama does not support it (only 1, which has no effect)");
+  EXPECT_NE(reqs[5].error.find("field 'frequency_penalty' is \"0\""), std::string::npos) << reqs[5].error;
+}
+
 // splitmix64 reference outputs for seed 0 (the published sequence: e220a8397b1dcdaf,
 // 6e789e6aa1b965f4, 06c45d188009454f, f88bb8a8724c81ec); with base seed 0, line n mixes n * gamma,
 // which is the state after n steps, so line n gets output n + 1.
