@@ -39,6 +39,7 @@ int convert_command(const ConvertOptionsCli& o, const MpiSession& mpi) {
   options.tokenizer_path = o.tokenizer;
   options.dtype = o.dtype == "bf16" ? DType::kBF16 : o.dtype == "f16" ? DType::kF16 : DType::kF32;
   Tokenizer tokenizer(o.tokenizer);  // fails early on a bad tokenizer
+  check_convert_out(o.out);          // and on an --out holding another model, before converting
   if (o.from == "llama2c") {
     if (o.checkpoint.empty()) fail("convert --from llama2c needs --checkpoint FILE.bin");
     LlamaConfig c = convert_llama2c(o.checkpoint, options);

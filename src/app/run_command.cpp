@@ -233,12 +233,21 @@ std::string mib(uint64_t bytes) {
 
 // Hugging Face tokenizer_config.json may turn BOS off ("add_bos_token": false); LLaMA default is on.
 bool tokenizer_adds_bos(const std::string& model_dir) {
-  std::ifstream in(model_dir + "/tokenizer_config.json");
+  const std::string path = model_dir + "/tokenizer_config.json";
+  std::ifstream in(path);
   if (!in) return true;
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("add_bos_token") || !j["add_bos_token"].is_boolean())
+  if (j.is_discarded() || !j.is_object()) {
+    log::warn(path + " is not a JSON object: ignored, so a BOS token is prepended to every prompt");
     return true;
-  return j["add_bos_token"].get<bool>();
+  }
+  auto add = j.find("add_bos_token");
+  if (add == j.end() || add->is_null()) return true;
+  if (!add->is_boolean()) {
+    log::warn(path + ": add_bos_token is " + add->dump() + ", not true or false: ignored, so a BOS token is prepended");
+    return true;
+  }
+  return add->get<bool>();
 }
 
 void warn_cross_node_tp(const Topology& t, const NodeInfo& nodes) {

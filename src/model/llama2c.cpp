@@ -46,6 +46,7 @@ struct NamedArrays {
 };
 
 void write_model_dir(const LlamaConfig& config, const NamedArrays& tensors, const ConvertOptions& options) {
+  check_convert_out(options.out_dir);
   fs::create_directories(options.out_dir);
   if (!options.tokenizer_path.empty()) {
     if (!fs::exists(options.tokenizer_path)) fail("tokenizer ", options.tokenizer_path, " does not exist");
@@ -60,6 +61,18 @@ void write_model_dir(const LlamaConfig& config, const NamedArrays& tensors, cons
 }
 
 }  // namespace
+
+void check_convert_out(const std::string& out_dir) {
+  if (!fs::exists(out_dir)) return;
+  if (!fs::is_directory(out_dir)) fail("--out ", out_dir, " exists and is not a directory");
+  for (const auto& entry : fs::directory_iterator(out_dir)) {
+    const std::string name = entry.path().filename().string();
+    const bool weights = entry.path().extension() == ".safetensors" && name != "model.safetensors";
+    if (weights || name == "model.safetensors.index.json" || name == kShardManifestName)
+      fail("--out ", out_dir, " holds ", name, " of another model, which a run would read beside (or instead of) ",
+           "the converted weights: convert into a new directory or one an earlier convert wrote");
+  }
+}
 
 LlamaConfig convert_llama2c(const std::string& path, const ConvertOptions& options) {
   std::ifstream in(path, std::ios::binary);

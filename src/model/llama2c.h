@@ -31,4 +31,9 @@ LlamaConfig shape_config(const std::string& name, int vocab);
 // tokenizer when the shape's vocabulary is larger than the tokenizer's.
 void write_random_model(const LlamaConfig& config, uint64_t seed, const ConvertOptions& options);
 
+// Refuses an --out that is not a directory or that holds another model's weights (safetensors
+// other than the model.safetensors a convert writes, an index, a shard manifest), which would lie
+// beside the new file and be read instead of it. A directory an earlier convert wrote is fine.
+void check_convert_out(const std::string& out_dir);
+
 }  // namespace tpllama

@@ -95,6 +95,33 @@ TEST_F(Stories, ConvertWritesHuggingFaceDirectory) {
   EXPECT_TRUE(fs::exists(model_ + "/tokenizer.model"));
 }
 
+// convert into a directory holding another model's weights is refused before any write (the
+// stale index would be read instead of the new file); into its own earlier output it is fine. A
+// tokenizer_config.json that is not JSON is said to be ignored, not passed over in silence.
+TEST_F(Stories, ConvertRefusesADirectoryOfAnotherModel) {
+  const std::string dir = work_ + "/convert_stale";
+  fs::create_directories(dir);
+  std::ofstream(dir + "/model.safetensors.index.json") << "{}";
+  const std::string convert = binary() + " convert --from llama2c --checkpoint " + stories_ + "/stories260K.bin --tokenizer " +
+                              stories_ + "/tok512.model --out ";
+  CommandResult r = run_shell(convert + dir);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("holds model.safetensors.index.json of another model"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir + "/config.json"));
+  EXPECT_FALSE(fs::exists(dir + "/model.safetensors"));
+
+  const std::string again = work_ + "/convert_again";
+  ASSERT_EQ(run_shell(convert + again).exit_code, 0);
+  r = run_shell(convert + again);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ofstream(again + "/tokenizer_config.json") << "x";
+  const std::string in = work_ + "/convert_again.txt";
+  std::ofstream(in) << "Once upon a time\n";
+  r = run_shell(binary() + " run --model " + again + " --input " + in + " --output " + work_ + "/convert_again.jsonl --max-tokens 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("tokenizer_config.json is not a JSON object: ignored"), std::string::npos) << r.output;
+}
+
 TEST_F(Stories, GreedyRunReproducesReferenceText) {
   std::string out = work_ + "/greedy.jsonl";
   CommandResult r = run(reference_input("greedy"), out);
