@@ -53,12 +53,25 @@ void check_envelope(const json& object, const FieldSite& at) {
   if (!body->is_object()) reject(at, "field 'body' must be an object, got ", describe_json(*body));
 }
 
-std::string parse_body_prompt(const json& body, const FieldSite& at) {
+// A string, a list of one string, a list of token ids or a list of one such list (the
+// completions API's four forms of one prompt); token ids go to req.token_ids.
+void parse_body_prompt(const json& body, const FieldSite& at, Request& req) {
   auto it = body.find("prompt");
   if (it == body.end()) reject(at, "missing required field 'body.prompt'");
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) return (*it)[0].get<std::string>();
-  reject(at, "field 'body.prompt' must be a string or a list of one string, got ",
+  if (it->is_string()) {
+    req.prompt = it->get<std::string>();
+    return;
+  }
+  if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
+    req.prompt = (*it)[0].get<std::string>();
+    return;
+  }
+  if (it->is_array() && it->size() == 1 && (*it)[0].is_array()) {
+    if (request_fields::parse_token_ids((*it)[0], at, "prompt", req)) return;
+  } else if (it->is_array() && (it->empty() || (*it)[0].is_number())) {
+    if (request_fields::parse_token_ids(*it, at, "prompt", req)) return;
+  }
+  reject(at, "field 'body.prompt' must be a string, a list of token ids, or a list of one of either, got ",
          describe_json(*it));
 }
 
@@ -117,7 +130,7 @@ void parse_openai_batch_request(const json& object, Request& req,
     const json& body = object["body"];
     collect_ignored(body, kBodyFields, "body.", ignored);
     const FieldSite in_body{req.line, "body."};
-    req.prompt = parse_body_prompt(body, in_body);
+    parse_body_prompt(body, in_body, req);
     check_single_choice(body, in_body, ignored);
     request_fields::parse_generation_fields(body, in_body,
                                             request_fields::LogprobsSyntax::kIntegerOnly, req);

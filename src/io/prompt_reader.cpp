@@ -109,11 +109,14 @@ json parse_id(const json& object, const FieldSite& at) {
   return *v;
 }
 
-std::string parse_prompt(const json& object, const FieldSite& at) {
+// A string, or a list of token ids (into req.token_ids).
+void parse_prompt(const json& object, const FieldSite& at, Request& req) {
   auto it = object.find("prompt");
   if (it == object.end()) reject(at, "missing required field 'prompt'");
-  if (!it->is_string()) reject(at, "field 'prompt' must be a string, got ", describe_json(*it));
-  return it->get<std::string>();
+  if (request_fields::parse_token_ids(*it, at, "prompt", req)) return;
+  if (!it->is_string())
+    reject(at, "field 'prompt' must be a string or a list of token ids, got ", describe_json(*it));
+  req.prompt = it->get<std::string>();
 }
 
 std::string parse_string(const json& object, const FieldSite& at, const char* key) {
@@ -133,7 +136,7 @@ void parse_fields(const json& object, size_t line, Request& req) {
     req.continuation = parse_string(object, at, "continuation");
     if (req.continuation.empty()) reject(at, "field 'continuation' is empty: there is nothing to score");
   } else {
-    req.prompt = parse_prompt(object, at);
+    parse_prompt(object, at, req);
   }
   request_fields::parse_generation_fields(object, at,
                                           request_fields::LogprobsSyntax::kIntegerOrBool, req);

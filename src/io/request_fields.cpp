@@ -176,6 +176,21 @@ void refuse_unsupported(const json& object, const FieldSite& at) {
 
 }  // namespace
 
+bool parse_token_ids(const json& v, const FieldSite& at, const char* key, Request& req) {
+  if (!v.is_array()) return false;
+  if (v.empty()) reject(at, "field '", at.name(key), "' is an empty list: no token to start from");
+  req.token_ids.clear();
+  req.token_ids.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& id = v[i];
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+      reject(at, "field '", at.name(key), "' must be a string or a list of token ids (integers >= 0); element ", i,
+             " is ", describe_json(id));
+    req.token_ids.push_back(static_cast<int>(id.get<int64_t>()));
+  }
+  return true;
+}
+
 void parse_generation_fields(const json& object, const FieldSite& at,
                              LogprobsSyntax logprobs_syntax, Request& req) {
   refuse_unsupported(object, at);

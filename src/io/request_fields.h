@@ -39,6 +39,11 @@ std::string parser_message(const nlohmann::json::exception& e);
 // Parses one line as a JSON object; on failure sets req.error and returns false.
 bool parse_object_line(const std::string& line, nlohmann::json& object, Request& req);
 
+// A prompt given as token ids: a non-empty JSON array of integers in [0, 2^31), into req.token_ids
+// (used as given: no BOS is added). False when v is not an array; an array of anything else is
+// rejected. The engine checks the ids against the vocabulary.
+bool parse_token_ids(const nlohmann::json& v, const FieldSite& at, const char* key, Request& req);
+
 enum class LogprobsSyntax { kIntegerOrBool, kIntegerOnly };
 
 // Sampling fields of vLLM / OpenAI that tpllama does not implement: each is accepted at its neutral

@@ -308,6 +308,13 @@ class Run {
     auto seq = std::make_unique<Sequence>(std::move(req), tok_);
     seq->order = order;
     tokenize(*seq);
+    const std::vector<int>& ids = seq->request.token_ids;
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] < 0 || ids[i] >= config_.vocab_size)
+        return reject(seq->request, order, 0,
+                      line_prefix(seq->request) + "token id " + std::to_string(ids[i]) + " (element " + std::to_string(i) +
+                          " of the prompt) is outside the model's vocabulary of " + std::to_string(config_.vocab_size) +
+                          " tokens");
     if (seq->request.scoring && !scoring_split_ok(*seq)) return;
     if (seq->n_prompt == 0)
       return reject(seq->request, order, 0,

@@ -129,6 +129,36 @@ TEST_F(Stories, GreedyRunReproducesReferenceText) {
   expect_reference_output(out);
 }
 
+// A prompt given as token ids (run.c's own prompt tokens, BOS included: used as given) generates
+// the reference text as the string prompt does; ids outside the vocabulary are error records.
+TEST_F(Stories, TokenIdPromptsReproduceReferenceText) {
+  const std::string in = work_ + "/ids_in.jsonl", out = work_ + "/ids.jsonl";
+  {
+    std::ofstream f(in);
+    for (size_t i = 0; i < references_.size(); ++i) {
+      const json& r = references_[i];
+      f << json({{"id", "ref" + std::to_string(i)}, {"prompt", r["prompt_tokens"]},
+                 {"max_tokens", r["steps"].get<int>() - static_cast<int>(r["prompt_tokens"].size()) + 1}})
+               .dump()
+        << "\n";
+    }
+  }
+  CommandResult r = run(in, out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_reference_output(out);
+
+  const std::string bad = work_ + "/ids_bad.jsonl", bad_out = work_ + "/ids_bad_out.jsonl";
+  std::ofstream(bad) << R"({"id": "big", "prompt": [1, 512]})" << "\n" << R"({"id": "mixed", "prompt": [1, "a"]})" << "\n";
+  r = run(bad, bad_out);
+  const auto records = by_id(read_jsonl(bad_out));
+  EXPECT_NE(records.at("\"big\"")["error"].get<std::string>().find(
+                "token id 512 (element 1 of the prompt) is outside the model's vocabulary of 512 tokens"),
+            std::string::npos)
+      << records.at("\"big\"").dump();
+  EXPECT_NE(records.at("\"mixed\"")["error"].get<std::string>().find("element 1 is \"a\""), std::string::npos)
+      << records.at("\"mixed\"").dump();
+}
+
 TEST_F(Stories, GreedyRunUnderMpirunReproducesReferenceText) {
   if (run_shell("which mpirun").exit_code != 0) GTEST_SKIP() << "mpirun not found on PATH";
   std::string out = work_ + "/greedy_mpi.jsonl";

@@ -121,7 +121,7 @@ TEST(OpenAiBatchInput, UnsupportedRequestsAreErrorRecordsNamingTheLine) {
 
 TEST(OpenAiBatchInput, BadBodyFieldsNameTheBodyPath) {
   auto reqs = read_batch(line_with_body(R"({"prompt": ["a", "b"]})") +
-                         line_with_body(R"({"prompt": [1, 2, 3]})") +
+                         line_with_body(R"({"prompt": [1, -2, 3]})") +
                          line_with_body(R"({"max_tokens": 3})") +
                          line_with_body(R"({"prompt": "p", "temperature": -1})") +
                          line_with_body(R"({"prompt": "p", "logprobs": true})") +
@@ -132,10 +132,10 @@ TEST(OpenAiBatchInput, BadBodyFieldsNameTheBodyPath) {
                          "\n");
   ASSERT_EQ(reqs.size(), 8u);
   EXPECT_EQ(reqs[0].error,
-            "line 1: field 'body.prompt' must be a string or a list of one string, got "
+            "line 1: field 'body.prompt' must be a string, a list of token ids, or a list of one of either, got "
             "[\"a\",\"b\"]");
   EXPECT_EQ(reqs[1].error,
-            "line 2: field 'body.prompt' must be a string or a list of one string, got [1,2,3]");
+            "line 2: field 'body.prompt' must be a string or a list of token ids (integers >= 0); element 1 is -2");
   EXPECT_EQ(reqs[2].error, "line 3: missing required field 'body.prompt'");
   EXPECT_EQ(reqs[3].error, "line 4: field 'body.temperature' must be a number >= 0, got -1");
   EXPECT_EQ(reqs[4].error, "line 5: field 'body.logprobs' must be an integer in [0, 20], got true");
@@ -143,6 +143,20 @@ TEST(OpenAiBatchInput, BadBodyFieldsNameTheBodyPath) {
   EXPECT_EQ(reqs[6].error, "line 7: field 'body' must be an object, got \"p\"");
   EXPECT_EQ(reqs[7].error,
             "line 8: missing required field 'url' (only /v1/completions is supported)");
+}
+
+// The completions API's token-id forms of one prompt: a list of ids, or a list of one such list.
+TEST(OpenAiBatchInput, TokenIdPromptsAreTakenAsGiven) {
+  auto reqs = read_batch(line_with_body(R"({"prompt": [1, 403, 407]})") + line_with_body(R"({"prompt": [[1, 5]]})") +
+                         line_with_body(R"({"prompt": [[1], [2]]})") + line_with_body(R"({"prompt": []})"));
+  ASSERT_EQ(reqs.size(), 4u);
+  EXPECT_TRUE(reqs[0].error.empty()) << reqs[0].error;
+  EXPECT_EQ(reqs[0].token_ids, (std::vector<int>{1, 403, 407}));
+  EXPECT_TRUE(reqs[0].prompt.empty());
+  EXPECT_EQ(reqs[1].token_ids, (std::vector<int>{1, 5}));
+  EXPECT_NE(reqs[2].error.find("must be a string, a list of token ids, or a list of one of either"), std::string::npos)
+      << reqs[2].error;
+  EXPECT_EQ(reqs[3].error, "line 4: field 'body.prompt' is an empty list: no token to start from");
 }
 
 TEST(OpenAiBatchInput, PenaltiesAreRefusedUnlessNeutral) {
