@@ -54,6 +54,19 @@ class Engine : public ::testing::Test {
     return run_shell(binary() + " run --model " + model_ + " --input " + input + " --output " + output + " " + flags);
   }
 
+  // Starts a run in the background (flags may redirect its output), sends SIGTERM once 50 records
+  // are out, and returns its wait status.
+  int run_until_sigterm(const std::string& input, const std::string& output, const std::string& flags) {
+    const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + input + " --output " + output + flags);
+    EXPECT_GT(pid, 0);
+    if (pid <= 0) return -1;
+    wait_for_lines(output, 50);
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return status;
+  }
+
   static std::map<std::string, std::string> text_by_id(const std::string& path) {
     std::map<std::string, std::string> m;
     for (const json& r : read_jsonl(path)) m[r["id"].dump()] = r.dump();
@@ -142,13 +155,7 @@ TEST_F(Engine, SigtermStopsGracefullyAndResumeFinishes) {
   const std::string out = work_ + "/sigterm.jsonl", full = work_ + "/sigterm_full.jsonl";
   const std::string flags = " --threads 1 --max-seqs 16";
   ASSERT_EQ(run(in, full, flags).exit_code, 0);
-  const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out + flags +
-                                " --grace-seconds 20 > " + work_ + "/sigterm.log 2>&1");
-  ASSERT_GT(pid, 0);
-  wait_for_lines(out, 50);
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  const int status = run_until_sigterm(in, out, flags + " --grace-seconds 20 > " + work_ + "/sigterm.log 2>&1");
   ASSERT_TRUE(WIFEXITED(status)) << "killed instead of stopping: status " << status;
   EXPECT_EQ(WEXITSTATUS(status), 75);
   const size_t written = count_lines(out);
@@ -172,13 +179,7 @@ TEST_F(Engine, OrderedStopCountsWhatWasWrittenAndResumeKeepsTheOrder) {
   const std::string out = work_ + "/ordered_stop.jsonl", full = work_ + "/ordered_stop_full.jsonl";
   const std::string stats = work_ + "/ordered_stop.json", flags = " --threads 1 --max-seqs 16 --ordered";
   ASSERT_EQ(run(in, full, flags).exit_code, 0);
-  const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out + flags +
-                                " --grace-seconds 0 --stats " + stats + " > /dev/null 2>&1");
-  ASSERT_GT(pid, 0);
-  wait_for_lines(out, 50);
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  const int status = run_until_sigterm(in, out, flags + " --grace-seconds 0 --stats " + stats + " > /dev/null 2>&1");
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 75) << "status " << status;
   json st;
   std::ifstream(stats) >> st;
