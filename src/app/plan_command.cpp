@@ -32,8 +32,10 @@ void add_plan_command(CLI::App& app, PlanOptions& o) {
   c->add_option("--intra", o.intra, "Link inside a node: nvlink, pcie or shm")->capture_default_str();
   c->add_option("--inter", o.inter, "Link between nodes: infiniband or ethernet")->capture_default_str();
   c->add_option("--dtype", o.dtype, "bf16, f16 or f32")->capture_default_str()->check(CLI::IsMember({"bf16", "f16", "f32"}));
-  c->add_option("--input-len", o.input_len, "Expected prompt tokens")->capture_default_str()->check(at_least(1));
-  c->add_option("--output-len", o.output_len, "Expected generated tokens")->capture_default_str()->check(at_least(1));
+  c->add_option("--input-len", o.input_len, "Expected prompt tokens (default 512, or half of a smaller context)")
+      ->check(at_least(1));
+  c->add_option("--output-len", o.output_len, "Expected generated tokens (default 256, or what the context leaves)")
+      ->check(at_least(1));
   c->add_option("--max-seqs", o.max_seqs, "Sequences in flight")->capture_default_str()->check(at_least(1));
   c->add_option("--tp", o.tp, "Only this TP size")->check(at_least(1));
   c->add_option("--pp", o.pp, "Only this PP size")->check(at_least(1));
@@ -94,10 +96,11 @@ int plan_command(const PlanOptions& o, const MpiSession& mpi) {
   if (o.input_len >= context)
     fail("--input-len ", o.input_len, " leaves no room to generate in the model's context of ", context,
          " tokens (max_position_embeddings): run refuses such prompts; give a shorter --input-len");
-  r.input_len = o.input_len;
-  r.output_len = std::min(o.output_len, context - o.input_len);
-  if (r.output_len < o.output_len)
-    log::warn("--input-len " + std::to_string(o.input_len) + " + --output-len " + std::to_string(o.output_len) +
+  // Unset lengths are the defaults, as far as the context leaves room for them.
+  r.input_len = o.input_len > 0 ? o.input_len : std::max(1, std::min(512, context / 2));
+  r.output_len = o.output_len > 0 ? std::min(o.output_len, context - r.input_len) : std::min(256, context - r.input_len);
+  if (o.output_len > 0 && r.output_len < o.output_len)
+    log::warn("--input-len " + std::to_string(r.input_len) + " + --output-len " + std::to_string(o.output_len) +
               " is beyond the model's context of " + std::to_string(context) + " tokens: generation stops at it, so " +
               "the plan counts " + std::to_string(r.output_len) + " output tokens");
   r.max_seqs = o.max_seqs;

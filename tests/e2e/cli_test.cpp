@@ -157,6 +157,23 @@ TEST_F(Stories, TokenIdPromptsReproduceReferenceText) {
       << records.at("\"big\"").dump();
   EXPECT_NE(records.at("\"mixed\"")["error"].get<std::string>().find("element 1 is \"a\""), std::string::npos)
       << records.at("\"mixed\"").dump();
+
+  // A model vocabulary padded past the tokenizer's 512 pieces: an id in the gap is a valid prompt
+  // token with no text, not a reason to stop the run.
+  const std::string padded = work_ + "/padded_model";
+  ASSERT_EQ(run_shell(binary() + " convert --from random --shape tiny --vocab 600 --tokenizer " + stories_ +
+                      "/tok512.model --out " + padded)
+                .exit_code,
+            0);
+  const std::string gap = work_ + "/ids_gap.jsonl", gap_out = work_ + "/ids_gap_out.jsonl";
+  std::ofstream(gap) << R"({"id": "gap", "prompt": [1, 550], "max_tokens": 3})" << "\n"
+                     << R"({"id": "text", "prompt": "Once upon a time", "max_tokens": 3})" << "\n";
+  r = run_shell(binary() + " run --model " + padded + " --input " + gap + " --output " + gap_out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto gap_records = by_id(read_jsonl(gap_out));
+  EXPECT_EQ(gap_records.at("\"gap\"")["finish_reason"], "length") << gap_records.at("\"gap\"").dump();
+  EXPECT_EQ(gap_records.at("\"gap\"")["prompt_tokens"], 2);
+  EXPECT_EQ(gap_records.at("\"text\"")["finish_reason"], "length") << gap_records.at("\"text\"").dump();
 }
 
 TEST_F(Stories, GreedyRunUnderMpirunReproducesReferenceText) {
@@ -536,6 +553,11 @@ TEST_F(Stories, PlanKeepsTheWorkloadInsideTheModelsContext) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("the plan counts 112 output tokens"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("400 in / 112 out"), std::string::npos) << r.output;
+  // Unset, the lengths are the defaults (512 in, 256 out) as far as the context leaves room.
+  r = run_shell(binary() + " plan --model " + model_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("256 in / 256 out"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
 }
 
 // Device choices that cannot be met are refused before any weight is read, naming the way out.
