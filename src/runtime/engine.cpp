@@ -271,7 +271,8 @@ class Run {
 
   // A request this run would skip as answered gives the token count its record gives, or the
   // output is another input's (or was made with another tokenizer): taking its records for this
-  // input's would leave requests unanswered without a word, so the run stops before any work.
+  // input's would leave requests unanswered without a word, so the run stops (before any work
+  // when, as after a kill, the answered requests lead the input).
   void check_resumed(const Request& req, const ResumedRecord& record) {
     Sequence probe(req, tok_);
     tokenize(probe);
@@ -628,8 +629,8 @@ std::string RunSummary::describe() const {
   if (stopped_by != 0)
     os << "; stopped early by signal " << stopped_by << " (" << abandoned << " unfinished requests abandoned)";
   if (unwritten > 0)
-    os << "; " << unwritten << " finished results held for --ordered behind them not written (--resume recomputes them, "
-       << "keeping the output in input order)";
+    os << "; " << unwritten << " finished results, held back for --ordered behind those, not written (--resume "
+       << "recomputes them, keeping the output in input order)";
   return os.str();
 }
 
