@@ -510,9 +510,12 @@ void make_kv_cache(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
   std::ostringstream os;
   os << "KV cache (" << dtype_name(s.cache->dtype()) << "): " << s.n_blocks << " blocks of " << o.kv_block_size << " tokens = "
      << static_cast<long long>(s.n_blocks) * o.kv_block_size << " tokens (" << mib(s.cache->bytes())
-     << " on rank 0), room for " << static_cast<long long>(s.n_blocks) * o.kv_block_size / s.context
+     << " on rank 0), room for " << static_cast<long long>(KvCache::sequences_held(s.n_blocks, o.kv_block_size, s.context))
      << " sequences at the full context of " << s.context << " tokens";
   log::info(os.str());
+  if (o.kv_block_size > s.context)
+    log::warn("--kv-block-size " + std::to_string(o.kv_block_size) + " is larger than the context of " +
+              std::to_string(s.context) + " tokens: every sequence takes a whole block, most of it unused");
 }
 
 // Rank 0's requests and results. The output is opened (and truncated, without --resume) only once
@@ -591,7 +594,7 @@ int finish_on_rank0(const RunOptions& o, const RunHooks* hooks, const RunSetup& 
   std::ostringstream os;
   os.setf(std::ios::fixed);
   os.precision(0);
-  os << "KV capacity " << capacity << " tokens = about " << capacity / avg
+  os << "KV capacity " << capacity << " tokens = about " << std::floor(KvCache::sequences_held(s.n_blocks, o.kv_block_size, avg))
      << " concurrent sequences at this run's average request length of " << avg << " tokens (--max-seqs "
      << o.max_seqs << ")";
   log::info(os.str());

@@ -163,8 +163,7 @@ class Run {
 
  private:
   ProgressCounts counts() const {
-    return {finished_ + summary_.skipped, summary_.errors, static_cast<long long>(active_.size()),
-            summary_.generated_tokens};
+    return {finished_ + summary_.skipped, summary_.errors, static_cast<long long>(active_.size()), sampled_tokens_};
   }
 
   // Once the first requests are in: how many sequences of their average length (prompt plus
@@ -182,8 +181,9 @@ class Run {
     os.setf(std::ios::fixed);
     os.precision(0);
     os << "KV cache: " << capacity << " tokens; at the average request length of the first " << active_.size()
-       << " requests (" << avg << " tokens, prompt + max_tokens) it holds about " << capacity / avg
-       << " sequences at once (--max-seqs " << o_.max_seqs << ")";
+       << " requests (" << avg << " tokens, prompt + max_tokens) it holds about "
+       << std::floor(KvCache::sequences_held(o_.kv_blocks, bs_, avg)) << " sequences at once (--max-seqs " << o_.max_seqs
+       << ")";
     log::info(os.str());
   }
 
@@ -494,6 +494,7 @@ class Run {
 
   // A sampled token: stop ids, stop strings, max_tokens, context.
   void accept_token(Sequence& s, int token) {
+    ++sampled_tokens_;
     s.tokens.push_back(token);
     if (s.n_generated++ == 0) s.first_token = Clock::now();
     const auto& eos = config_.eos_token_ids;
@@ -594,6 +595,7 @@ class Run {
   RunSummary summary_;
   CountingSink sink_{*io_.writer, summary_};  // every record goes out through it
   long long finished_ = 0;                     // results of this run: written, or held for --ordered
+  long long sampled_tokens_ = 0;               // generated so far, running requests' included (progress)
   std::deque<std::unique_ptr<Sequence>> active_;
   std::deque<Group> in_flight_;
   std::vector<bool> slot_used_;

@@ -8,10 +8,10 @@
 namespace tpllama {
 
 struct ProgressCounts {
-  long long done = 0;  // requests with a record written
+  long long done = 0;  // requests finished (or skipped as already in the output)
   long long errors = 0;
   long long running = 0;
-  long long generated_tokens = 0;
+  long long generated_tokens = 0;  // so far, running requests' tokens included
 };
 
 class Progress {
