@@ -8,8 +8,12 @@ namespace tpllama {
 namespace {
 
 std::atomic<int> g_stop_signal{0};
+std::atomic<int> g_stop_count{0};
 
-extern "C" void on_stop_signal(int signal) { g_stop_signal.store(signal, std::memory_order_relaxed); }
+extern "C" void on_stop_signal(int signal) {
+  g_stop_signal.store(signal, std::memory_order_relaxed);
+  g_stop_count.fetch_add(1, std::memory_order_relaxed);
+}
 
 }  // namespace
 
@@ -22,5 +26,7 @@ void install_stop_handlers() {
 }
 
 int stop_signal() { return g_stop_signal.load(std::memory_order_relaxed); }
+
+int stop_signals_received() { return g_stop_count.load(std::memory_order_relaxed); }
 
 }  // namespace tpllama

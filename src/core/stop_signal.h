@@ -12,7 +12,9 @@ constexpr int kExitStoppedEarly = 75;
 constexpr int kExitAllRequestsFailed = 65;
 
 void install_stop_handlers();
-// The signal number received, or 0.
+// The signal number received (the latest), or 0.
 int stop_signal();
+// How many stop signals arrived: a second one means "stop now".
+int stop_signals_received();
 
 }  // namespace tpllama

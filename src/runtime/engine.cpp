@@ -199,9 +199,13 @@ class Run {
       log::warn("received signal " + std::to_string(signal) + ": admitting no more requests; finishing the " +
                 std::to_string(active_.size()) + " running within " + std::to_string(static_cast<int>(o_.grace_seconds)) +
                 " s, then stopping (" + (o_.resumable ? "resume with --resume" : "no --resume here: run again to start over") +
-                ")");
+                "); a second signal stops at once");
     }
-    if (seconds_between(stop_time_, Clock::now()) > o_.grace_seconds && !active_.empty()) {
+    const bool again = stop_signals_received() > 1;  // a second signal: stop now
+    if ((again || seconds_between(stop_time_, Clock::now()) > o_.grace_seconds) && !active_.empty()) {
+      if (again)
+        log::warn("a second stop signal: stopping now, abandoning the " + std::to_string(active_.size()) +
+                  " running requests");
       summary_.abandoned = static_cast<long long>(active_.size());
       abandon_ = true;
     }

@@ -8,6 +8,8 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/log.h"
+#include "core/stop_signal.h"
 #include "ops/ops.h"
 #include "runtime/sampler.h"
 
@@ -97,6 +99,11 @@ void Pipeline::serve() {
     StepPlan plan = decode_plan(bytes);
     execute(plan, bytes);
     if (plan.shutdown) break;
+    if (const int signal = stop_signal(); signal != 0 && !told_of_signal_) {
+      told_of_signal_ = true;
+      log::warn("rank " + std::to_string(topology_.rank()) + " received signal " + std::to_string(signal) +
+                ", but only rank 0 stops the run: signal rank 0, or mpirun / srun, which pass it to every rank");
+    }
   }
   world_.wait_sends();
   stage_comm_.wait_sends();

@@ -80,6 +80,7 @@ class Pipeline {
   Buffer sample_index_;
   Buffer sample_whole_;
   Buffer sample_gathered_;
+  bool told_of_signal_ = false;  // a stop signal to a rank other than 0 is logged once
   std::vector<int32_t> local_max_index_;
   std::vector<float> local_max_value_;
 };

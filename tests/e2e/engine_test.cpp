@@ -171,6 +171,41 @@ TEST_F(Engine, SigtermStopsGracefullyAndResumeFinishes) {
   EXPECT_EQ(read_jsonl(out).size(), 3000u);
 }
 
+// A second stop signal stops at once instead of waiting out --grace-seconds for the running
+// requests; what finished is intact and --resume completes the rest.
+TEST_F(Engine, ASecondSignalStopsAtOnce) {
+  const std::string in = work_ + "/second_signal_in.jsonl";
+  {
+    std::ofstream f(in);
+    for (int i = 0; i < 100; ++i)
+      f << json({{"id", i}, {"prompt", "Once upon a time"}, {"max_tokens", 450}, {"ignore_eos", true}}).dump() << "\n";
+  }
+  const std::string out = work_ + "/second_signal.jsonl", log_path = work_ + "/second_signal.log";
+  const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out +
+                                " --threads 1 --max-seqs 16 --grace-seconds 600 > " + log_path + " 2>&1");
+  ASSERT_GT(pid, 0);
+  wait_for_lines(out, 10);
+  ::kill(pid, SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the running requests need seconds more
+  const auto second = Clock::now();
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const double waited = std::chrono::duration<double>(Clock::now() - second).count();
+  std::ifstream log(log_path);
+  std::stringstream text;
+  text << log.rdbuf();
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status << "\n" << text.str();
+  EXPECT_EQ(WEXITSTATUS(status), 75) << text.str();
+  EXPECT_LT(waited, 60.0) << "it waited for the running requests";
+  EXPECT_NE(text.str().find("a second stop signal: stopping now"), std::string::npos) << text.str();
+  EXPECT_EQ(text.str().find("(0 unfinished requests abandoned)"), std::string::npos) << text.str();
+  for (const json& r : read_jsonl(out)) EXPECT_NE(r["finish_reason"], "error") << "every record is complete";
+  CommandResult r = run(in, out, " --threads 1 --max-seqs 16 --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_jsonl(out).size(), 100u);
+}
+
 // --ordered, stopped with no grace: the results held behind the abandoned requests are not
 // written (so the output stays in input order after --resume), and --stats counts the records
 // that were written, not those that finished.
