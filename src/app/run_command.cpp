@@ -1,9 +1,12 @@
 // `tpllama run`: agree on a layout, load this rank's shard, then rank 0 streams the prompt file
 // through the pipeline while every other rank serves step plans.
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -362,6 +365,12 @@ void validate(const RunOptions& o, const RunHooks* hooks, int world_size, int ra
       fail(s.checkpoint->tokenizer_path(), " has ", s.tokenizer->vocab_size(),
            " pieces but config.json says vocab_size ", c.vocab_size);
     if (!std::filesystem::exists(o.input)) fail("prompt file ", o.input, " does not exist");
+    if (std::filesystem::is_directory(o.input)) fail("prompt file ", o.input, " is a directory");
+    if (std::filesystem::is_regular_file(o.input)) {  // a FIFO is not opened twice: its writer would see a reader leave
+      const int fd = ::open(o.input.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) fail("cannot read prompt file ", o.input, ": ", std::strerror(errno));
+      ::close(fd);
+    }
     if (hooks != nullptr) return;  // results go to the hooks' sink
   });
   if (rank != 0) return;

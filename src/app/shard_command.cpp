@@ -20,9 +20,11 @@ void add_shard_command(CLI::App& app, ShardOptionsCli& o) {
 int shard_command(const ShardOptionsCli& o, const MpiSession& mpi) {
   if (mpi.rank() != 0) return 0;  // one writer
   write_shards(ShardOptions{o.model, o.out, o.tp, o.pp, o.pp_layers});
+  std::string layers;  // the run must split the stages as the shards do
+  for (size_t i = 0; i < o.pp_layers.size(); ++i) layers += (i == 0 ? " --pp-layers " : ",") + std::to_string(o.pp_layers[i]);
   log::info("wrote shard directory " + o.out + " for tp " + std::to_string(o.tp) + " x pp " + std::to_string(o.pp) +
             "; run it with mpirun -np " + std::to_string(o.tp * o.pp) + " ... --tp " + std::to_string(o.tp) +
-            " --pp " + std::to_string(o.pp));
+            " --pp " + std::to_string(o.pp) + layers);
   return 0;
 }
 

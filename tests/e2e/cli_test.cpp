@@ -373,6 +373,16 @@ TEST_F(Stories, MissingModelDirectoryFailsWithOneClearMessage) {
   EXPECT_FALSE(fs::exists(work_ + "/never.jsonl"));
 }
 
+// A prompt "file" that is a directory is refused before any weight is read (it used to fail only
+// once the model was loaded and the KV cache allocated).
+TEST_F(Stories, APromptDirectoryIsRefusedBeforeLoading) {
+  CommandResult r = run(work_, work_ + "/never_dir.jsonl");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("prompt file " + work_ + " is a directory"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("KV cache"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(work_ + "/never_dir.jsonl"));
+}
+
 TEST_F(Stories, CorruptWeightsFailBeforeAnyWork) {
   std::string broken = work_ + "/broken";
   fs::remove_all(broken);

@@ -169,6 +169,10 @@ TEST_F(Distributed, ShardedDirectoryRoundTripsAndRefusesOtherLayouts) {
     if (e.path().extension() == ".safetensors") ranks.push_back(e.path().filename().string());
   std::sort(ranks.begin(), ranks.end());
   EXPECT_EQ(ranks, (std::vector<std::string>{"rank-00000-of-00002.safetensors", "rank-00001-of-00002.safetensors"}));
+  // Uneven stages: the hint it prints is a command line that runs them.
+  s = run_shell(binary() + " shard --model " + model_ + " --tp 1 --pp 2 --pp-layers 1,4 --out " + sharded);
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_NE(s.output.find("run it with mpirun -np 2 ... --tp 1 --pp 2 --pp-layers 1,4"), std::string::npos) << s.output;
   // Never into the model itself, nor into another checkpoint.
   for (const std::string& dir : {model_, model_ + "/."}) {
     s = run_shell(binary() + " shard --model " + model_ + " --tp 2 --out " + dir);
