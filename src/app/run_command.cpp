@@ -558,7 +558,7 @@ void open_io(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
   });
 }
 
-RunSummary run_on_rank0(const RunOptions& o, const RunHooks* hooks, RunSetup& s, Pipeline& pipeline) {
+RunSummary run_on_rank0(const RunOptions& o, const RunHooks* hooks, RunSetup& s, Pipeline& pipeline, TraceRecorder* trace) {
   EngineOptions options{o.max_seqs,           o.max_batch_tokens, o.log_interval,  tokenizer_adds_bos(o.model),
                         s.topology->pp_size(), s.context,         o.kv_block_size, s.n_blocks,
                         max_logit_rows(o)};
@@ -573,6 +573,7 @@ RunSummary run_on_rank0(const RunOptions& o, const RunHooks* hooks, RunSetup& s,
   io.reorder_limit = static_cast<size_t>(std::max(1024, 4 * o.max_seqs));
   io.total_requests = hooks != nullptr && hooks->total_requests > 0 ? hooks->total_requests : s.total_requests;
   io.terminal = ::isatty(STDERR_FILENO) != 0;
+  io.trace = trace;
   return engine.run(io);
 }
 
@@ -632,7 +633,7 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
   Pipeline pipeline(*s.model, *s.cache, *s.topology, *s.tp_comm, *s.stage_comm, *s.world, &trace);
   RunSummary summary;
   if (mpi.rank() == 0)
-    summary = run_on_rank0(o, hooks, s, pipeline);
+    summary = run_on_rank0(o, hooks, s, pipeline, &trace);
   else
     pipeline.serve();
   const std::vector<RankFigures> figures =

@@ -130,7 +130,10 @@ class Run {
       if (active_.empty() && in_flight_.empty()) break;
       StepPlan plan;
       Group group;
-      if (static_cast<int>(in_flight_.size()) < o_.groups) plan_group(plan, group);
+      if (static_cast<int>(in_flight_.size()) < o_.groups) {
+        TraceSpan span(io_.trace, "plan a group", TraceTrack::kSchedule);
+        plan_group(plan, group);
+      }
       if (!group.members.empty()) {
         plan.group = group.id = next_group_++;
         plan.cache_ops.swap(cache_ops_);
@@ -536,6 +539,7 @@ class Run {
   }
 
   void apply(const Group& group, const SampledRows& rows) {
+    TraceSpan span(io_.trace, "apply tokens", TraceTrack::kSchedule);
     TPLLAMA_CHECK(rows.tokens.size() == group.rows.size(), rows.tokens.size(), " tokens for ", group.rows.size(), " rows");
     time_step(group);
     for (Sequence* s : group.members) {

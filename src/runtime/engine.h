@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/trace.h"
 #include "io/prompt_reader.h"
 #include "io/result_writer.h"
 #include "io/resume.h"
@@ -41,6 +42,7 @@ struct EngineIo {
   size_t reorder_limit = 1024;          // results held back before admission pauses
   long long total_requests = 0;         // for progress; 0 when unknown
   bool terminal = false;                // stderr is a terminal
+  TraceRecorder* trace = nullptr;       // the scheduler's spans (planning a group, applying tokens)
 };
 
 struct RunSummary {

@@ -478,6 +478,8 @@ TEST_F(Engine, StatsAndTraceFilesHoldPlausibleFigures) {
     if (e["ph"] == "X") names.insert(e["name"].get<std::string>());
   EXPECT_TRUE(names.count("forward")) << trace.dump().substr(0, 500);
   EXPECT_TRUE(names.count("sample"));
+  EXPECT_TRUE(names.count("plan a group")) << "the scheduler track has rank 0's planning";
+  EXPECT_TRUE(names.count("apply tokens"));
 }
 
 }  // namespace
