@@ -616,6 +616,7 @@ int finish_on_rank0(const RunOptions& o, const RunHooks* hooks, const RunSetup& 
 int run_command(const RunOptions& o, const MpiSession& mpi) { return run_engine(o, mpi, nullptr); }
 
 int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks) {
+  const StopDeadline deadline(o.grace_seconds);  // a stop that a stalled rank holds up ends the job
   RunSetup s;
   s.nodes = detect_nodes();
   validate(o, hooks, mpi.world_size(), mpi.rank(), s);

@@ -2,7 +2,13 @@
 #include "core/stop_signal.h"
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "core/log.h"
 
 namespace tpllama {
 namespace {
@@ -28,5 +34,40 @@ void install_stop_handlers() {
 int stop_signal() { return g_stop_signal.load(std::memory_order_relaxed); }
 
 int stop_signals_received() { return g_stop_count.load(std::memory_order_relaxed); }
+
+StopDeadline::StopDeadline(double grace_seconds) : grace_seconds_(grace_seconds), thread_(&StopDeadline::watch, this) {}
+
+StopDeadline::~StopDeadline() {
+  {
+    std::lock_guard<std::mutex> hold(mutex_);
+    done_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void StopDeadline::watch() {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point first{}, second{};
+  std::unique_lock<std::mutex> hold(mutex_);
+  while (!wake_.wait_for(hold, std::chrono::milliseconds(200), [this] { return done_; })) {
+    const int signals = stop_signals_received();
+    const Clock::time_point now = Clock::now();
+    if (signals >= 1 && first == Clock::time_point{}) first = now;
+    if (signals >= 2 && second == Clock::time_point{}) second = now;
+    if (first == Clock::time_point{}) continue;
+    const auto seconds_since = [&](Clock::time_point t) { return std::chrono::duration<double>(now - t).count(); };
+    const bool late = seconds_since(first) > grace_seconds_ + kStopMarginSeconds ||
+                      (second != Clock::time_point{} && seconds_since(second) > kStopMarginSeconds);
+    if (!late) continue;
+    log::error("the run did not stop within " + std::to_string(static_cast<int>(seconds_since(first))) +
+               " s of the stop signal (--grace-seconds " + std::to_string(static_cast<int>(grace_seconds_)) +
+               " + " + std::to_string(static_cast<int>(kStopMarginSeconds)) +
+               " s): a rank is not answering; ending this one, so the launcher ends the job (exit status 75; "
+               "the records written are complete, --resume continues)");
+    std::fflush(stderr);
+    std::_Exit(kExitStoppedEarly);
+  }
+}
 
 }  // namespace tpllama

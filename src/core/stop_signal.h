@@ -3,6 +3,10 @@
 // is the one thing a signal handler may touch, hence the global.
 #pragma once
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 namespace tpllama {
 
 // Exit status of a run stopped early by a signal: finished records are in the output and
@@ -16,5 +20,30 @@ void install_stop_handlers();
 int stop_signal();
 // How many stop signals arrived: a second one means "stop now".
 int stop_signals_received();
+
+// While alive, ends the process when a stop signal is not carried out in time: grace_seconds plus
+// kStopMarginSeconds after the first signal, or kStopMarginSeconds after a second. A rank that
+// stalls (a hung node, a stopped process) holds the pipeline, and the ranks waiting on it in MPI
+// can neither see the signal nor stop, so under Slurm the job would burn its allocation to the
+// limit. This thread says so and exits with status 75, which makes the launcher end the job; the
+// records written are complete (one write() each) and --resume continues. By then a normal stop
+// has long finished: after the grace period it only waits out the groups in flight.
+class StopDeadline {
+ public:
+  static constexpr double kStopMarginSeconds = 10;
+  explicit StopDeadline(double grace_seconds);
+  ~StopDeadline();
+  StopDeadline(const StopDeadline&) = delete;
+  StopDeadline& operator=(const StopDeadline&) = delete;
+
+ private:
+  void watch();
+
+  double grace_seconds_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;  // under mutex_
+  std::thread thread_;
+};
 
 }  // namespace tpllama

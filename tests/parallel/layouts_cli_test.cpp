@@ -379,6 +379,56 @@ TEST_F(Distributed, SigusrOneStopsTheJobGracefully) {
   EXPECT_EQ(count_lines(out), 3000u);
 }
 
+// A stalled rank (SIGSTOP: a hung node) holds up a USR1 stop: the ranks waiting on it in MPI
+// cannot stop. Within --grace-seconds + 10 s the job ends anyway, with 75; the records written are
+// whole, and --resume gives every request exactly once.
+TEST_F(Distributed, AStalledRankCannotHoldUpAStop) {
+  const std::string in = work_ + "/stall_in.txt";
+  {
+    std::ofstream f(in);
+    for (int i = 0; i < 3000; ++i) f << (i % 2 ? "Once upon a time " : "The little dog ") << i << "\n";
+  }
+  const std::string flags = " --pp 2 --max-tokens 40 --threads 1";
+  const std::string out = work_ + "/stall.jsonl", full = work_ + "/stall_full.jsonl";
+  ASSERT_EQ(run_shell(mpirun(2) + binary() + " run --model " + model_ + " --input " + in + " --output " + full + flags)
+                .exit_code,
+            0);
+  const pid_t job = spawn_shell(mpirun(2) + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
+                                flags + " --grace-seconds 1 > " + work_ + "/stall.log 2>&1");
+  ASSERT_GT(job, 0);
+  wait_for_lines(out, 50);
+  CommandResult children = run_shell("pgrep -P " + std::to_string(job));
+  std::istringstream pids(children.output);
+  std::vector<pid_t> ranks;
+  for (long p; pids >> p;) ranks.push_back(static_cast<pid_t>(p));
+  ASSERT_EQ(ranks.size(), 2u) << children.output;
+  ASSERT_EQ(::kill(ranks.back(), SIGSTOP), 0);
+  const auto stopped_at = Clock::now();
+  ::kill(job, SIGUSR1);
+  int status = 0;
+  pid_t done = 0;
+  while ((done = ::waitpid(job, &status, WNOHANG)) == 0 && Clock::now() - stopped_at < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (pid_t p : ranks) ::kill(p, SIGKILL);  // a stopped rank mpirun left behind must not outlive the test
+  if (done == 0) {
+    ::kill(job, SIGKILL);
+    ::waitpid(job, &status, 0);
+    FAIL() << "the job was still running 60 s after the stop signal";
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - stopped_at).count();
+  std::printf("job ended %.2f s after USR1 with a stalled rank\n", seconds);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 75);
+  std::ifstream log(work_ + "/stall.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("a rank is not answering"), std::string::npos) << text;
+  CommandResult r = run_shell(mpirun(2) + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
+                              flags + " --resume");  // cuts a torn line, if any
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(lines_by_id(out), lines_by_id(full));
+  EXPECT_EQ(count_lines(out), 3000u);
+}
+
 // kill -9 of one rank in the middle of a run: Open MPI's launcher must end the job, non-zero.
 TEST_F(Distributed, KilledRankEndsTheJobWithinThirtySeconds) {
   const std::string input = work_ + "/many.txt";
