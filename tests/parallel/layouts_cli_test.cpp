@@ -68,6 +68,20 @@ class Distributed : public ::testing::Test {
 
   static std::string mpirun(int np) { return "mpirun -np " + std::to_string(np) + " --oversubscribe "; }
 
+  // 3000 numbered prompts in work_/NAME_in.txt, and their uninterrupted output under `flags` on
+  // `ranks` ranks in work_/NAME_full.jsonl; returns the input's path.
+  std::string numbered_prompts_and_full_run(const std::string& name, int ranks, const std::string& flags) {
+    const std::string in = work_ + "/" + name + "_in.txt";
+    {
+      std::ofstream f(in);
+      for (int i = 0; i < 3000; ++i) f << (i % 2 ? "Once upon a time " : "The little dog ") << i << "\n";
+    }
+    CommandResult r = run_shell(mpirun(ranks) + binary() + " run --model " + model_ + " --input " + in + " --output " +
+                                work_ + "/" + name + "_full.jsonl" + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return in;
+  }
+
   // Records keyed by id, each as its exact output line.
   static std::map<int, std::string> lines_by_id(const std::string& path) {
     std::map<int, std::string> m;
@@ -352,16 +366,9 @@ TEST_F(Distributed, KilledJobResumesExactlyOnce) {
 // SIGUSR1 to mpirun (Open MPI forwards it to every rank): the job stops gracefully with status 75
 // and --resume completes it exactly once.
 TEST_F(Distributed, SigusrOneStopsTheJobGracefully) {
-  const std::string in = work_ + "/usr1_in.txt";
-  {
-    std::ofstream f(in);
-    for (int i = 0; i < 3000; ++i) f << (i % 2 ? "Once upon a time " : "The little dog ") << i << "\n";
-  }
   const std::string flags = " --tp 2 --pp 2 --max-tokens 12";
+  const std::string in = numbered_prompts_and_full_run("usr1", 4, flags);
   const std::string out = work_ + "/usr1.jsonl", full = work_ + "/usr1_full.jsonl";
-  ASSERT_EQ(run_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in + " --output " + full + flags)
-                .exit_code,
-            0);
   const pid_t job = spawn_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
                                 flags + " > /dev/null 2>&1");
   ASSERT_GT(job, 0);
@@ -383,16 +390,9 @@ TEST_F(Distributed, SigusrOneStopsTheJobGracefully) {
 // cannot stop. Within --grace-seconds + 10 s the job ends anyway, with 75; the records written are
 // whole, and --resume gives every request exactly once.
 TEST_F(Distributed, AStalledRankCannotHoldUpAStop) {
-  const std::string in = work_ + "/stall_in.txt";
-  {
-    std::ofstream f(in);
-    for (int i = 0; i < 3000; ++i) f << (i % 2 ? "Once upon a time " : "The little dog ") << i << "\n";
-  }
   const std::string flags = " --pp 2 --max-tokens 40 --threads 1";
+  const std::string in = numbered_prompts_and_full_run("stall", 2, flags);
   const std::string out = work_ + "/stall.jsonl", full = work_ + "/stall_full.jsonl";
-  ASSERT_EQ(run_shell(mpirun(2) + binary() + " run --model " + model_ + " --input " + in + " --output " + full + flags)
-                .exit_code,
-            0);
   const pid_t job = spawn_shell(mpirun(2) + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
                                 flags + " --grace-seconds 1 > " + work_ + "/stall.log 2>&1");
   ASSERT_GT(job, 0);
