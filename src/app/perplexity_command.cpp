@@ -105,7 +105,7 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
     if (o.context_len > context)
       log::warn("--context-len " + std::to_string(o.context_len) + " is beyond the model's context: windows of " +
                 std::to_string(context) + " tokens");
-    window = (o.context_len > 0 ? std::min(o.context_len, context) : context) - 1;  // room for BOS
+    window = context - 1;  // the run's context is already --context-len where that is smaller; room for BOS
     if (window < 1) fail("--context-len ", o.context_len, " leaves no room for a token after BOS");
     stride = o.stride > 0 ? std::min(o.stride, window) : std::max(1, window / 2);
     if (o.stride > window)

@@ -46,7 +46,6 @@ struct NamedArrays {
 };
 
 void write_model_dir(const LlamaConfig& config, const NamedArrays& tensors, const ConvertOptions& options) {
-  check_convert_out(options.out_dir);
   fs::create_directories(options.out_dir);
   if (!options.tokenizer_path.empty()) {
     if (!fs::exists(options.tokenizer_path)) fail("tokenizer ", options.tokenizer_path, " does not exist");

@@ -34,6 +34,7 @@ void write_random_model(const LlamaConfig& config, uint64_t seed, const ConvertO
 // Refuses an --out that is not a directory or that holds another model's weights (safetensors
 // other than the model.safetensors a convert writes, an index, a shard manifest), which would lie
 // beside the new file and be read instead of it. A directory an earlier convert wrote is fine.
+// The convert command calls it before converting; the writers above do not check again.
 void check_convert_out(const std::string& out_dir);
 
 }  // namespace tpllama

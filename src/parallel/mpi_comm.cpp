@@ -141,10 +141,14 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split(MPI_Comm parent, int col
 
 void MpiCommunicator::stage_through_host(const DeviceContext& ctx) { staging_ctx_ = ctx; }
 
-Tensor MpiCommunicator::host_view(const Tensor& t, int which, bool fill) {
-  if (t.device() == Device::kCpu) return t;
+void MpiCommunicator::check_staged(const Tensor& t) const {
   TPLLAMA_CHECK(t.device() == staging_ctx_.device, "a ", device_name(t.device()),
                 " tensor given to an MPI communicator that stages ", device_name(staging_ctx_.device));
+}
+
+Tensor MpiCommunicator::host_view(const Tensor& t, int which, bool fill) {
+  if (t.device() == Device::kCpu) return t;
+  check_staged(t);
   std::vector<uint8_t>& buffer = staging_[static_cast<size_t>(which)];
   if (buffer.size() < t.nbytes()) buffer.resize(t.nbytes());
   Tensor host(buffer.data(), t.dtype(), {t.numel()});
@@ -228,8 +232,7 @@ void MpiCommunicator::send_async(Tensor device_t, int dest, int tag) {
   if (device_t.device() == Device::kCpu) {
     if (n > 0) std::memcpy(bytes->data(), device_t.data(), n);
   } else {
-    TPLLAMA_CHECK(device_t.device() == staging_ctx_.device, "a ", device_name(device_t.device()),
-                  " tensor given to an MPI communicator that stages ", device_name(staging_ctx_.device));
+    check_staged(device_t);
     ops::download(staging_ctx_, bytes->data(), device_t);
   }
   isend(std::move(bytes), n, true, dest, tag);

@@ -94,6 +94,8 @@ class MpiCommunicator final : public Communicator {
   // t itself when it is host memory, else a host copy in staging buffer `which` (filled from the
   // device when fill); copy_back returns the host bytes to a device tensor.
   Tensor host_view(const Tensor& t, int which, bool fill);
+  // A device tensor must be on the device this communicator stages.
+  void check_staged(const Tensor& t) const;
   void copy_back(const Tensor& t, const Tensor& host);
 
   std::vector<PendingSend> pending_;

@@ -281,9 +281,10 @@ class Run {
   // input's would leave requests unanswered without a word, so the run stops (before any work
   // when, as after a kill, the answered requests lead the input).
   void check_resumed(const Request& req, const ResumedRecord& record) {
-    Sequence probe(req, tok_);
-    tokenize(probe);
-    const long long mine = req.scoring ? probe.n_prompt - probe.n_context : probe.n_prompt;
+    std::vector<int32_t> tokens;
+    int n_context = 0;
+    tokenize(req, tokens, n_context);
+    const long long mine = static_cast<long long>(tokens.size()) - (req.scoring ? n_context : 0);
     if (record.scoring == req.scoring && record.tokens == mine) return;
     const auto what = [](bool scoring, long long n) {
       return scoring ? "a scoring request with " + std::to_string(n) + " continuation tokens"
@@ -347,17 +348,19 @@ class Run {
   // The tokens the model is given: token ids as given, else BOS (when the model adds one) and the
   // prompt's encoding. Scoring requests are tokenized as evaluation harnesses do: context and
   // continuation encoded together, split where the context's own encoding ends.
-  void tokenize(Sequence& s) const {
-    const Request& r = s.request;
+  void tokenize(const Request& r, std::vector<int32_t>& tokens, int& n_context) const {
     if (!r.token_ids.empty()) {
-      s.tokens.assign(r.token_ids.begin(), r.token_ids.end());
-      if (r.scoring) s.n_context = r.n_context_tokens;
+      tokens.assign(r.token_ids.begin(), r.token_ids.end());
+      if (r.scoring) n_context = r.n_context_tokens;
     } else {
-      if (o_.add_bos) s.tokens.push_back(config_.bos_token_id);
-      const size_t bos = s.tokens.size();
-      for (int id : encode(r.scoring ? r.context + r.continuation : r.prompt)) s.tokens.push_back(id);
-      if (r.scoring) s.n_context = static_cast<int>(bos + (r.context.empty() ? 0 : encode(r.context).size()));
+      if (o_.add_bos) tokens.push_back(config_.bos_token_id);
+      const size_t bos = tokens.size();
+      for (int id : encode(r.scoring ? r.context + r.continuation : r.prompt)) tokens.push_back(id);
+      if (r.scoring) n_context = static_cast<int>(bos + (r.context.empty() ? 0 : encode(r.context).size()));
     }
+  }
+  void tokenize(Sequence& s) const {
+    tokenize(s.request, s.tokens, s.n_context);
     s.n_prompt = static_cast<int>(s.tokens.size());
   }
 

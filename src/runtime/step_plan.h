@@ -1,12 +1,11 @@
 // StepPlan: what rank 0 decides for one micro-batch group and every rank executes — KV slot
 // changes, the tokens with their positions and slots, the rows to sample and how. Plans travel
-// down the pipeline together with the hidden states, as one byte message.
+// down the pipeline as byte messages, each ahead of its hidden states.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "core/tensor.h"
 #include "model/llama_model.h"
 #include "core/sampling_params.h"
 

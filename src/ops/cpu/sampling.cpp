@@ -56,16 +56,18 @@ size_t sorted_prefix(std::vector<Candidate>& c, double target) {
 }
 
 // The GPU sampler sorts a NaN first and refuses the row; so does this one, naming the token,
-// rather than draw from an order a NaN makes meaningless.
-void refuse_nan(const float* logits, int n) {
-  for (int i = 0; i < n; ++i)
-    if (std::isnan(logits[i])) fail("logits have a NaN (token ", i, ")");
+// rather than draw from an order a NaN makes meaningless. Checked in the passes that read the
+// logits anyway, in index order, so the first NaN is named.
+void refuse_nan(const float* logits, int i) {
+  if (std::isnan(logits[i])) fail("logits have a NaN (token ", i, ")");
 }
 
 double finite_max(const float* logits, int n) {
-  refuse_nan(logits, n);
   double max_logit = -INFINITY;
-  for (int i = 0; i < n; ++i) max_logit = std::max(max_logit, static_cast<double>(logits[i]));
+  for (int i = 0; i < n; ++i) {
+    refuse_nan(logits, i);
+    max_logit = std::max(max_logit, static_cast<double>(logits[i]));
+  }
   if (!std::isfinite(max_logit)) fail("logits have no finite maximum (max ", max_logit, ")");
   return max_logit;
 }
@@ -87,12 +89,15 @@ std::vector<Candidate> all_weights(const float* logits, int n, double max_logit,
 // best so far (worst on top) rejects most entries with one comparison, and only k exponentials are
 // needed. Selecting on raw logits is selecting on probabilities, which are monotone in them.
 std::vector<Candidate> top_k_weights(const float* logits, int n, int k, double temperature) {
-  refuse_nan(logits, n);
   std::vector<Candidate> c;  // prob holds the logit until the selection is done
   c.reserve(static_cast<size_t>(k));
-  for (int i = 0; i < k; ++i) c.push_back({i, static_cast<double>(logits[i])});
+  for (int i = 0; i < k; ++i) {
+    refuse_nan(logits, i);
+    c.push_back({i, static_cast<double>(logits[i])});
+  }
   std::make_heap(c.begin(), c.end(), better);
   for (int i = k; i < n; ++i) {
+    refuse_nan(logits, i);
     const Candidate cand{i, static_cast<double>(logits[i])};
     if (!better(cand, c.front())) continue;
     std::pop_heap(c.begin(), c.end(), better);
