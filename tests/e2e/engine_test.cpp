@@ -177,8 +177,12 @@ TEST_F(Engine, ASecondSignalStopsAtOnce) {
   const std::string in = work_ + "/second_signal_in.jsonl";
   {
     std::ofstream f(in);
+    // The first ten are short, so when they are written six long ones are still running (equal
+    // lengths finish together, and a signal between two batches finds nothing running).
     for (int i = 0; i < 100; ++i)
-      f << json({{"id", i}, {"prompt", "Once upon a time"}, {"max_tokens", 450}, {"ignore_eos", true}}).dump() << "\n";
+      f << json({{"id", i}, {"prompt", "Once upon a time"}, {"max_tokens", i < 10 ? 20 : 480}, {"ignore_eos", true}})
+               .dump()
+        << "\n";
   }
   const std::string out = work_ + "/second_signal.jsonl", log_path = work_ + "/second_signal.log";
   const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out +
@@ -186,7 +190,7 @@ TEST_F(Engine, ASecondSignalStopsAtOnce) {
   ASSERT_GT(pid, 0);
   wait_for_lines(out, 10);
   ::kill(pid, SIGTERM);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the running requests need seconds more
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the running ones need 460 steps more
   const auto second = Clock::now();
   ::kill(pid, SIGINT);
   int status = 0;
