@@ -116,7 +116,7 @@ struct RunHooks {
   // cache is sized for it, and a cache too small names `context_flag`.
   int context_len = 0;
   std::string context_flag = "--max-model-len";
-  // Whether a stopped run continues with --resume (perplexity starts over).
+  // Whether a stopped run continues with --resume (perplexity without --windows starts over).
   bool resumable = true;
 };
 
@@ -125,6 +125,8 @@ struct PerplexityOptions {
   std::string json;     // --output
   int context_len = 0;  // 0: the model's context
   int stride = 0;       // 0: half the window
+  std::string windows;  // --windows: each window's score, for --resume
+  bool resume = false;
 };
 
 struct BenchOptions {

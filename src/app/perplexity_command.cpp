@@ -1,7 +1,11 @@
 // `tpllama perplexity`: perplexity of a text file with a strided sliding window, run as scoring
 // requests through the same distributed engine as `run`.
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -10,66 +14,141 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "io/result_writer.h"
+#include "io/window_file.h"
 #include "parallel/mpi_comm.h"
 
 namespace tpllama {
 
 namespace {
 
-// Windows over the corpus tokens, as in the Hugging Face strided-perplexity recipe: each window
-// is BOS plus up to `window` tokens starting every `stride` tokens; only the tokens not scored by
-// an earlier window are scored, with the rest of the window as their context.
+// One window over the corpus tokens, as in the Hugging Face strided-perplexity recipe: BOS plus
+// tokens [begin, end); the last `scored` of them are scored, with everything before as context
+// (the rest were scored by an earlier window).
+struct Window {
+  int begin = 0, end = 0, scored = 0;
+};
+
+// Windows start every `stride` tokens until one reaches the end of the corpus.
+std::vector<Window> plan_windows(int n_tokens, int window, int stride) {
+  std::vector<Window> windows;
+  for (int begin = 0, prev_end = 0; n_tokens > 0; begin += stride) {
+    const int end = std::min(begin + window, n_tokens);
+    windows.push_back({begin, end, end - std::max(prev_end, begin)});
+    prev_end = end;
+    if (end == n_tokens) break;
+  }
+  return windows;
+}
+
+// The windows not scored yet, in corpus order, as scoring requests whose id is the window's number.
 class WindowSource : public RequestSource {
  public:
-  WindowSource(std::vector<int> tokens, int bos, int window, int stride)
-      : tokens_(std::move(tokens)), bos_(bos), window_(window), stride_(stride) {}
+  WindowSource(std::vector<int> tokens, int bos, std::vector<Window> windows, std::vector<bool> done)
+      : tokens_(std::move(tokens)), bos_(bos), windows_(std::move(windows)), done_(std::move(done)) {}
 
   std::optional<Request> next() override {
-    const int n = static_cast<int>(tokens_.size());
-    if (done_ || n == 0) return std::nullopt;
-    const int end = std::min(begin_ + window_, n);
+    while (next_ < windows_.size() && done_[next_]) ++next_;
+    if (next_ == windows_.size()) return std::nullopt;
+    const Window& w = windows_[next_];
     Request r;
-    r.id = windows_;
-    r.line = static_cast<size_t>(windows_) + 1;
+    r.id = next_;
+    r.line = next_ + 1;
     r.scoring = true;
     r.token_ids.push_back(bos_);
-    r.token_ids.insert(r.token_ids.end(), tokens_.begin() + begin_, tokens_.begin() + end);
-    r.n_context_tokens = 1 + (std::max(prev_end_, begin_) - begin_);  // BOS + already-scored tokens
-    prev_end_ = end;
-    begin_ += stride_;
-    done_ = end == n;
-    ++windows_;
+    r.token_ids.insert(r.token_ids.end(), tokens_.begin() + w.begin, tokens_.begin() + w.end);
+    r.n_context_tokens = static_cast<int>(r.token_ids.size()) - w.scored;
+    ++next_;
     return r;
-  }
-  // How many windows next() gives in all: starts 0, stride, 2·stride, ... until one reaches the end.
-  long long total() const {
-    const long long n = static_cast<long long>(tokens_.size());
-    if (n == 0) return 0;
-    return 1 + (n > window_ ? (n - window_ + stride_ - 1) / stride_ : 0);
   }
 
  private:
   std::vector<int> tokens_;
-  int bos_, window_, stride_;
-  int begin_ = 0, prev_end_ = 0, windows_ = 0;
-  bool done_ = false;
+  int bos_;
+  std::vector<Window> windows_;
+  std::vector<bool> done_;
+  size_t next_ = 0;
 };
 
-class NllSink : public ResultSink {
+// Each window's score, by window: those an earlier run left in the --windows file and those of
+// this run (appended to the file as they come). The total sums them in window order, so a resumed
+// run adds the same numbers in the same order as one that never stopped.
+class WindowScores : public ResultSink {
  public:
+  explicit WindowScores(size_t windows) : scores_(windows) {}
+
+  void keep(const WindowScore& s) { scores_[static_cast<size_t>(s.window)] = s; }
+  bool has(size_t window) const { return scores_[window].has_value(); }
+  void log_to(std::unique_ptr<ResultWriter> file) { file_ = std::move(file); }
+
   void write(const Result& r) override {
     if (r.finish_reason == "error") fail("perplexity window ", r.id.dump(), " failed: ", r.error);
     TPLLAMA_CHECK(r.score.has_value(), "window without a score");
-    nll_ -= r.score->logprob;
-    tokens_ += r.score->n_tokens;
+    const WindowScore s{r.id.get<long long>(), r.score->n_tokens, -r.score->logprob};
+    keep(s);
+    if (file_) file_->write_line(window_score_line(s));
   }
-  double nll() const { return nll_; }
-  long long tokens() const { return tokens_; }
+  void sync() override {
+    if (file_) file_->sync();
+  }
+
+  // (summed NLL, tokens); every window must have its score.
+  std::pair<double, long long> total() const {
+    double nll = 0;
+    long long tokens = 0;
+    for (size_t i = 0; i < scores_.size(); ++i) {
+      TPLLAMA_CHECK(scores_[i].has_value(), "perplexity window ", i, " was never scored");
+      nll += scores_[i]->nll;
+      tokens += scores_[i]->n_tokens;
+    }
+    return {nll, tokens};
+  }
 
  private:
-  double nll_ = 0;
-  long long tokens_ = 0;
+  std::vector<std::optional<WindowScore>> scores_;
+  std::unique_ptr<ResultWriter> file_;
 };
+
+// Opens --windows (locked for the run). With --resume, the scores it holds for this same run go
+// into `scores` and are marked done; without, or when it is missing or empty, it starts over with
+// a header naming this run.
+std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& run, const std::vector<Window>& windows,
+                                   WindowScores& scores, std::unique_ptr<OutputLock>& lock) {
+  std::vector<bool> done(windows.size(), false);
+  if (o.windows.empty()) return done;
+  const bool had_file = std::filesystem::exists(o.windows) && std::filesystem::file_size(o.windows) > 0;
+  lock = std::make_unique<OutputLock>(o.windows);
+  bool append = false;
+  if (o.resume) {
+    const WindowFile file = read_window_file(o.windows);
+    if (file.run) {
+      const std::string difference = window_run_difference(*file.run, run);
+      if (!difference.empty())
+        fail("cannot resume from ", o.windows, ": it holds the windows of another run (", difference,
+             "); give another --windows file, or drop --resume to start over");
+      for (const WindowScore& s : file.scores) {
+        const size_t i = static_cast<size_t>(s.window);
+        if (s.window >= static_cast<long long>(windows.size()) || s.n_tokens != windows[i].scored)
+          fail("cannot resume from ", o.windows, ": window ", s.window, " with ", s.n_tokens,
+               " tokens is not one of this run's ", windows.size(), " windows");
+        if (done[i]) fail("cannot resume from ", o.windows, ": window ", s.window, " is in it twice");
+        done[i] = true;
+        scores.keep(s);
+      }
+      append = true;
+    }
+    log::info("resume: " + std::to_string(file.scores.size()) + " of " + std::to_string(windows.size()) +
+              " windows already scored in " + o.windows +
+              (file.truncated_bytes > 0 ? "; cut a torn last line of " + std::to_string(file.truncated_bytes) + " bytes" : ""));
+  } else if (had_file) {
+    log::warn("overwriting " + o.windows + " (" + std::to_string(std::filesystem::file_size(o.windows)) +
+              " bytes); pass --resume to keep its windows and continue after them");
+  }
+  auto file = std::make_unique<ResultWriter>(o.windows, OutputFormat::kJsonl, append);
+  if (!append) file->write_line(window_run_line(run));
+  scores.log_to(std::move(file));
+  return done;
+}
 
 }  // namespace
 
@@ -81,6 +160,12 @@ void add_perplexity_command(CLI::App& app, PerplexityOptions& o) {
   c->add_option("--context-len", o.context_len, "Tokens per window, BOS included (default: the model's context)")
       ->check(at_least(2));
   c->add_option("--stride", o.stride, "Tokens between window starts (default: half the window)")->check(at_least(1));
+  c->add_option("--windows", o.windows,
+                "Also append each window's score to this JSONL file as it is scored, so --resume can continue a "
+                "stopped run");
+  c->add_flag("--resume", o.resume,
+              "Keep the windows already scored in --windows (a torn last line is cut) and score only the rest")
+      ->needs("--windows");
   c->add_option("--max-seqs", o.run.max_seqs, "Windows in flight at once")->capture_default_str()->check(at_least(1));
   c->add_option("--max-batch-tokens", o.run.max_batch_tokens, "Tokens per forward step")->capture_default_str()->check(at_least(1));
   add_log_interval_option(*c, o.run);
@@ -89,14 +174,14 @@ void add_perplexity_command(CLI::App& app, PerplexityOptions& o) {
 
 int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
   o.run.output = o.json.empty() ? "/dev/null" : o.json;
-  NllSink sink;
+  std::unique_ptr<WindowScores> scores;
+  std::unique_ptr<OutputLock> lock;
   int window = 0, stride = 0;
   RunHooks hooks;
-  hooks.sink = &sink;
-  hooks.outputs = {{"--output", o.json}};
+  hooks.outputs = {{"--output", o.json}, {"--windows", o.windows}};
   hooks.context_len = o.context_len;
   hooks.context_flag = "--context-len";
-  hooks.resumable = false;
+  hooks.resumable = !o.windows.empty();
   hooks.make_source = [&](const Tokenizer* tok, const LlamaConfig& config, int context) {
     std::ifstream in(o.run.input, std::ios::binary);
     if (!in) fail("cannot open ", o.run.input);
@@ -113,17 +198,23 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
                 std::to_string(window) + " text tokens: stride " + std::to_string(window));
     std::vector<int> tokens = tok->encode(text.str());
     if (tokens.empty()) fail(o.run.input, " holds no tokens");
-    auto source = std::make_unique<WindowSource>(std::move(tokens), config.bos_token_id, window, stride);
-    hooks.total_requests = source->total();
-    return source;
+    std::vector<Window> windows = plan_windows(static_cast<int>(tokens.size()), window, stride);
+    const WindowRun run{static_cast<long long>(tokens.size()), corpus_hash(tokens), window + 1, stride,
+                        static_cast<long long>(windows.size())};
+    scores = std::make_unique<WindowScores>(windows.size());
+    hooks.sink = scores.get();
+    std::vector<bool> done = open_window_file(o, run, windows, *scores, lock);
+    hooks.total_requests = std::count(done.begin(), done.end(), false);
+    return std::make_unique<WindowSource>(std::move(tokens), config.bos_token_id, std::move(windows), std::move(done));
   };
   const int rc = run_engine(o.run, mpi, &hooks);
   if (mpi.rank() != 0 || rc != 0) return rc;
-  const double mean = sink.tokens() > 0 ? sink.nll() / static_cast<double>(sink.tokens()) : 0.0;
-  nlohmann::json result = {{"tokens", sink.tokens()},     {"mean_nll", mean}, {"perplexity", std::exp(mean)},
+  const auto [nll, tokens] = scores->total();
+  const double mean = tokens > 0 ? nll / static_cast<double>(tokens) : 0.0;
+  nlohmann::json result = {{"tokens", tokens},          {"mean_nll", mean}, {"perplexity", std::exp(mean)},
                            {"context_len", window + 1}, {"stride", stride}};
   std::printf("perplexity %.6f over %lld tokens (mean NLL %.6f nats; windows of %d tokens, stride %d)\n",
-              std::exp(mean), sink.tokens(), mean, window + 1, stride);
+              std::exp(mean), tokens, mean, window + 1, stride);
   if (!o.json.empty()) write_json_file(o.json, result, "--output");
   return 0;
 }

@@ -82,8 +82,11 @@ ResultWriter& ResultWriter::operator=(ResultWriter&& other) noexcept {
 }
 
 void ResultWriter::write(const Result& r) {
+  write_line(result_to_json_line(r, format_, model_name_));
+}
+
+void ResultWriter::write_line(const std::string& line) {
   TPLLAMA_CHECK(fd_ >= 0, "write on a moved-from ResultWriter");
-  const std::string line = result_to_json_line(r, format_, model_name_);
   const char* p = line.data();
   size_t left = line.size();
   while (left > 0) {

@@ -36,6 +36,9 @@ class ResultWriter : public ResultSink {
   ResultWriter& operator=(ResultWriter&& other) noexcept;
 
   void write(const Result& r) override;  // throws Error on I/O failure (disk full, ...)
+  // A line of the caller's own format (perplexity's window records), appended as a record is: in
+  // one write loop on the O_APPEND descriptor. `line` ends with '\n'.
+  void write_line(const std::string& line);
   void sync() override;                  // fsync; a no-op for pipes and devices that cannot sync
   size_t records_written() const { return records_written_; }
   const std::string& path() const { return path_; }

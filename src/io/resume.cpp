@@ -58,8 +58,9 @@ off_t end_of_last_line(int fd, off_t size, const std::string& path) {
   return 0;
 }
 
-// Cuts everything after the last '\n'; returns how many bytes went.
-size_t cut_torn_line(const std::string& path) {
+}  // namespace
+
+size_t cut_torn_last_line(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
   if (fd.get() < 0) fail("cannot open output file ", path, " to resume: ", std::strerror(errno));
   struct stat st {};
@@ -71,6 +72,8 @@ size_t cut_torn_line(const std::string& path) {
     fail("cannot truncate the torn last line of ", path, ": ", std::strerror(errno));
   return static_cast<size_t>(st.st_size - keep);
 }
+
+namespace {
 
 // The token count a finished record gives: "prompt_tokens" (OpenAI: response.body.usage's), or a
 // scoring record's "n_tokens". None (-1) for an error record.
@@ -145,7 +148,7 @@ ResumeIndex prepare_resume(const std::string& output_path, OutputFormat format) 
     fail("cannot stat output file ", output_path, ": ", std::strerror(errno));
   }
   if (!S_ISREG(st.st_mode)) fail("cannot resume into ", output_path, ": not a regular file");
-  index.truncated_bytes = cut_torn_line(output_path);
+  index.truncated_bytes = cut_torn_last_line(output_path);
 
   const char* id_field = format == OutputFormat::kOpenAiBatch ? "custom_id" : "id";
   std::ifstream in(output_path, std::ios::binary);

@@ -38,4 +38,8 @@ struct ResumeIndex {
 // tpllama output. Also throws for a path that is not a regular file.
 ResumeIndex prepare_resume(const std::string& output_path, OutputFormat format);
 
+// Cuts everything after the file's last '\n' (a record torn by a kill) and syncs; returns how many
+// bytes went. Throws Error naming the path.
+size_t cut_torn_last_line(const std::string& path);
+
 }  // namespace tpllama

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -217,6 +218,73 @@ TEST_F(Scoring, StoppedPerplexitySaysToRunAgainNotToResume) {
   EXPECT_EQ(WEXITSTATUS(status), 75) << text;
   EXPECT_NE(text.find("run it again to start over"), std::string::npos) << text;
   EXPECT_EQ(text.find("with --resume"), std::string::npos) << text;  // as run says: "run again with --resume"
+}
+
+// With --windows, a stopped perplexity says to resume, and --resume scores only the windows the
+// file lacks (after cutting a torn last line): the result is the uninterrupted run's, and every
+// window is in the file exactly once.
+TEST_F(Scoring, PerplexityResumesFromItsWindowsFile) {
+  const std::string corpus = work_ + "/big.txt", log_path = work_ + "/ppl_windows.log";
+  {
+    std::ofstream f(corpus);
+    const std::string text = reference_["output"];
+    for (int i = 0; i < 1000; ++i) f << text << "\n";
+  }
+  const std::string flags = " --context-len 64 --threads 1 --log-interval 0";
+  const std::string full_windows = work_ + "/full_windows.jsonl", full_json = work_ + "/full.json";
+  const std::string windows = work_ + "/windows.jsonl", resumed_json = work_ + "/resumed.json";
+  CommandResult full = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + flags +
+                                 " --windows " + full_windows + " --output " + full_json);
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  const size_t all_lines = count_lines(full_windows);  // the header and one line per window
+
+  const pid_t pid = spawn_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + flags +
+                                " --windows " + windows + " > " + log_path + " 2>&1");
+  ASSERT_GT(pid, 0);
+  wait_for_lines(windows, 50);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::ifstream log(log_path);
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status << "\n" << text;
+  ASSERT_EQ(WEXITSTATUS(status), 75) << text;
+  EXPECT_NE(text.find("run again with --resume to continue"), std::string::npos) << text;
+  const size_t kept = count_lines(windows);
+  ASSERT_LT(kept, all_lines) << "the run finished before the stop";
+  const std::string torn = R"({"window": 99999, "n_t)";  // as a kill mid-write leaves it
+  std::ofstream(windows, std::ios::app) << torn;
+
+  CommandResult resumed = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + flags +
+                                    " --windows " + windows + " --resume --output " + resumed_json);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resume: " + std::to_string(kept - 1) + " of " + std::to_string(all_lines - 1) +
+                                " windows already scored"),
+            std::string::npos)
+      << resumed.output;
+  EXPECT_NE(resumed.output.find("cut a torn last line of " + std::to_string(torn.size()) + " bytes"), std::string::npos) << resumed.output;
+  json want, got;
+  std::ifstream(full_json) >> want;
+  std::ifstream(resumed_json) >> got;
+  EXPECT_EQ(got["tokens"], want["tokens"]);
+  // Windows scored in other batches may differ in the last float bits.
+  EXPECT_NEAR(got["perplexity"].get<double>(), want["perplexity"].get<double>(), 1e-6 * want["perplexity"].get<double>());
+  std::map<long long, int> seen;
+  std::vector<json> records = read_jsonl(windows);
+  ASSERT_EQ(records.size(), all_lines);
+  for (size_t i = 1; i < records.size(); ++i) ++seen[records[i]["window"].get<long long>()];
+  EXPECT_EQ(seen.size(), all_lines - 1);
+  for (const auto& [w, n] : seen) EXPECT_EQ(n, 1) << "window " << w;
+
+  // Another stride is another run's windows: refused, naming both strides.
+  CommandResult other = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + flags +
+                                  " --stride 20 --windows " + windows + " --resume");
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.output.find("holds the windows of another run (stride 31 there, 20 here)"), std::string::npos)
+      << other.output;
+  CommandResult no_file = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + " --resume");
+  EXPECT_NE(no_file.exit_code, 0);
+  EXPECT_NE(no_file.output.find("--resume requires --windows"), std::string::npos) << no_file.output;
 }
 
 }  // namespace

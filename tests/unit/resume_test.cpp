@@ -1,5 +1,6 @@
 // prepare_resume: torn-line repair (bytes checked on disk), per-id record counts in both output
-// formats, and refusal of files that are not tpllama output.
+// formats, and refusal of files that are not tpllama output. The same for perplexity's windows
+// file (read_window_file).
 #include "io/resume.h"
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "io/window_file.h"
 
 namespace tpllama {
 namespace {
@@ -171,6 +173,63 @@ TEST(PrepareResume, CompleteLineThatIsNotARecordThrowsNamingTheLine) {
 
 TEST(PrepareResume, DirectoryIsRefused) {
   EXPECT_THROW(prepare_resume(testing::TempDir(), OutputFormat::kJsonl), Error);
+}
+
+TEST(WindowFile, ScoresReadBackExactlyAfterTheTornLineIsCut) {
+  const WindowRun run{1000, corpus_hash({5, 6, 7}), 64, 31, 32};
+  const WindowScore a{0, 63, 0.1 + 0.2}, b{1, 31, 123.456789012345678};
+  const std::string kept = window_run_line(run) + window_score_line(a) + window_score_line(b);
+  const std::string path = write_file("windows_torn.jsonl", kept + "{\"window\": 2, \"n_tok");
+  const WindowFile file = read_window_file(path);
+  EXPECT_EQ(read_file(path), kept);
+  EXPECT_EQ(file.truncated_bytes, 20u);
+  ASSERT_TRUE(file.run.has_value());
+  EXPECT_EQ(window_run_difference(*file.run, run), "");
+  ASSERT_EQ(file.scores.size(), 2u);
+  EXPECT_EQ(file.scores[0].window, 0);
+  EXPECT_EQ(file.scores[0].n_tokens, 63);
+  EXPECT_EQ(file.scores[0].nll, 0.1 + 0.2);  // bit for bit: the sum over windows must not drift
+  EXPECT_EQ(file.scores[1].window, 1);
+  EXPECT_EQ(file.scores[1].nll, 123.456789012345678);
+}
+
+TEST(WindowFile, MissingOrEmptyNamesNoRun) {
+  EXPECT_FALSE(read_window_file(temp_path("windows_missing.jsonl")).run.has_value());
+  const WindowFile empty = read_window_file(write_file("windows_empty.jsonl", ""));
+  EXPECT_FALSE(empty.run.has_value());
+  EXPECT_TRUE(empty.scores.empty());
+}
+
+TEST(WindowFile, OtherFilesAreRefusedNamingTheLine) {
+  const auto expect_refused = [](const std::string& name, const std::string& content, const std::string& why) {
+    try {
+      read_window_file(write_file(name, content));
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  const std::string header = window_run_line({10, corpus_hash({1}), 8, 4, 2});
+  expect_refused("windows_run_output.jsonl", "{\"id\":1,\"text\":\"x\"}\n",
+                 "line 1 has no \"perplexity_windows\" object");
+  expect_refused("windows_bad_nll.jsonl", header + window_score_line({0, 7, 1.0}) + "{\"window\":1,\"n_tokens\":4,\"nll\":\"x\"}\n",
+                 "line 3 does not give a window, its n_tokens and a finite nll");
+  expect_refused("windows_negative.jsonl", header + "{\"window\":-1,\"n_tokens\":4,\"nll\":1}\n", "line 2 does not give");
+  expect_refused("windows_not_json.jsonl", header + "hello\n", "line 2 is not JSON");
+}
+
+TEST(WindowFile, AnotherRunIsDescribedFieldByField) {
+  const WindowRun here{1000, corpus_hash({1, 2}), 64, 31, 32};
+  WindowRun there = here;
+  there.stride = 20;
+  there.context_len = 128;
+  there.windows = 45;
+  EXPECT_EQ(window_run_difference(there, here), "context_len 128 there, 64 here; stride 20 there, 31 here");
+  there = here;
+  there.corpus_hash = corpus_hash({2, 1});
+  EXPECT_EQ(window_run_difference(there, here), "corpus hash " + there.corpus_hash + " there, " + here.corpus_hash + " here");
+  EXPECT_NE(corpus_hash({1, 2}), corpus_hash({2, 1}));
+  EXPECT_EQ(corpus_hash({}), "cbf29ce484222325");  // FNV-1a 64's offset basis: nothing hashed
 }
 
 }  // namespace

@@ -1,0 +1,49 @@
+// Perplexity's windows file (--windows): what a `tpllama perplexity` run has scored, one line per
+// window, so a stopped run goes on from there with --resume. The first line names the run — the
+// corpus's tokens and the window and stride over them — so a resume with another corpus or other
+// windows is refused instead of mixing two runs' scores.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tpllama {
+
+struct WindowRun {
+  long long corpus_tokens = 0;
+  std::string corpus_hash;  // corpus_hash() of the tokens
+  int context_len = 0;      // tokens per window, BOS included
+  int stride = 0;
+  long long windows = 0;
+};
+
+struct WindowScore {
+  long long window = 0;    // 0, 1, ... in corpus order
+  long long n_tokens = 0;  // tokens the window scored
+  double nll = 0;          // their summed negative log-likelihood, nats
+};
+
+// FNV-1a 64 over the token ids, as 16 hex digits.
+std::string corpus_hash(const std::vector<int>& tokens);
+
+// The file's lines, each ending in '\n'. Doubles are written to round-trip exactly.
+std::string window_run_line(const WindowRun& run);
+std::string window_score_line(const WindowScore& score);
+
+struct WindowFile {
+  std::optional<WindowRun> run;  // none: the file is missing or empty
+  std::vector<WindowScore> scores;
+  size_t truncated_bytes = 0;  // a torn last line cut off
+};
+
+// Reads a windows file for --resume, cutting a torn last line first. Throws Error naming the file
+// and line for a line that is not what window_run_line (first) or window_score_line (after) write.
+WindowFile read_window_file(const std::string& path);
+
+// What differs between the run a file names and this one, e.g. "stride 128 there, 64 here"; empty
+// when they are the same run.
+std::string window_run_difference(const WindowRun& file, const WindowRun& here);
+
+}  // namespace tpllama
