@@ -44,6 +44,7 @@ struct RunOptions {
   bool resume = false;
   bool ordered = false;
   double grace_seconds = 90;
+  double stall_timeout = 900;  // seconds without a pipeline step before the job ends; 0: never
   std::string stats;            // --stats JSON path
   std::string trace;            // --trace Chrome trace path
   std::string dtype = "auto";   // how weight matrices are held: f32, bf16, or auto (bf16 on a GPU)

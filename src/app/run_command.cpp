@@ -160,6 +160,12 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
   c.add_option("--pp-layers", o.pp_layers, "Layers per stage, e.g. 10,12,10 (default: even, remainder to the middle)")
       ->delimiter(',');
   c.add_flag("--allow-cross-node-tp", o.allow_cross_node_tp, "Do not warn when a TP group spans nodes");
+  c.add_option("--stall-timeout", o.stall_timeout,
+               "Seconds a rank may go without finishing a pipeline step before it ends the job (exit status 75; "
+               "--resume continues): a hung rank or a lost message otherwise holds the job to its time limit. It "
+               "warns at half. 0: never")
+      ->capture_default_str()
+      ->check(finite_in(0, 1e9));
   c.add_option("--kv-cache-memory", o.kv_cache_memory,
                "KV cache bytes per rank, e.g. 8GiB (default: 80% of the memory available after the weights, "
                "shared by the ranks of a node)");
@@ -633,10 +639,17 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
   trace.set_origin(TraceRecorder::Clock::now());
   Pipeline pipeline(*s.model, *s.cache, *s.topology, *s.tp_comm, *s.stage_comm, *s.world, &trace);
   RunSummary summary;
-  if (mpi.rank() == 0)
-    summary = run_on_rank0(o, hooks, s, pipeline, &trace);
-  else
-    pipeline.serve();
+  {
+    const Topology& t = *s.topology;
+    StallWatch stall(o.stall_timeout, "rank " + std::to_string(t.rank()) + " (stage " + std::to_string(t.pp_rank()) +
+                                          ", tp rank " + std::to_string(t.tp_rank()) + ") on " + s.nodes.host_of_rank[static_cast<size_t>(t.rank())]);
+    pipeline.set_stall_watch(&stall);
+    if (mpi.rank() == 0)
+      summary = run_on_rank0(o, hooks, s, pipeline, &trace);
+    else
+      pipeline.serve();
+    pipeline.set_stall_watch(nullptr);
+  }
   const std::vector<RankFigures> figures =
       report_run(*s.topology, s.nodes.n_nodes,
                  collect_rank_figures(s.model->weights(), *s.cache, pipeline.stats(), {s.tp_comm.get(), s.stage_comm.get(), s.world.get()}),

@@ -1,11 +1,13 @@
 // Signal handlers for a graceful stop.
 #include "core/stop_signal.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "core/log.h"
@@ -67,6 +69,56 @@ void StopDeadline::watch() {
                "the records written are complete, --resume continues)");
     std::fflush(stderr);
     std::_Exit(kExitStoppedEarly);
+  }
+}
+
+StallWatch::StallWatch(double timeout_seconds, std::string who)
+    : timeout_seconds_(timeout_seconds), who_(std::move(who)), last_step_(Clock::now().time_since_epoch().count()) {
+  if (timeout_seconds_ > 0) thread_ = std::thread(&StallWatch::watch, this);
+}
+
+StallWatch::~StallWatch() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> hold(mutex_);
+    done_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void StallWatch::step_done() {
+  last_step_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  steps_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void StallWatch::watch() {
+  bool warned = false;
+  long long warned_at_steps = -1;
+  const auto tick = std::chrono::duration<double>(std::min(1.0, timeout_seconds_ / 10));
+  std::unique_lock<std::mutex> hold(mutex_);
+  while (!wake_.wait_for(hold, tick, [this] { return done_; })) {
+    const double idle = std::chrono::duration<double>(Clock::now() - Clock::time_point(Clock::duration(
+                                                                          last_step_.load(std::memory_order_relaxed))))
+                            .count();
+    const long long steps = steps_.load(std::memory_order_relaxed);
+    if (warned && steps != warned_at_steps) warned = false;  // it went on: a later stall warns again
+    const std::string state = who_ + ": no pipeline step for " + std::to_string(static_cast<int>(idle)) + " s (" +
+                              std::to_string(steps) + " steps done; now " + what_.load(std::memory_order_relaxed) + ")";
+    std::ostringstream timeout;
+    timeout << timeout_seconds_;
+    if (idle >= timeout_seconds_) {
+      log::error(state + "; a rank is hung or a message never came: ending this one after --stall-timeout " +
+                 timeout.str() + " s, so the launcher ends the job (exit status 75; the records written are complete, --resume "
+                 "continues)");
+      std::fflush(stderr);
+      std::_Exit(kExitStoppedEarly);
+    }
+    if (!warned && idle >= timeout_seconds_ / 2) {
+      log::warn(state + "; the job ends at --stall-timeout " + timeout.str() + " s");
+      warned = true;
+      warned_at_steps = steps;
+    }
   }
 }
 

@@ -3,8 +3,11 @@
 // is the one thing a signal handler may touch, hence the global.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <thread>
 
 namespace tpllama {
@@ -40,6 +43,41 @@ class StopDeadline {
   void watch();
 
   double grace_seconds_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;  // under mutex_
+  std::thread thread_;
+};
+
+// While alive, ends the process when this rank finishes no pipeline step for `timeout_seconds`
+// (--stall-timeout; 0: never): a hung rank (a stopped process, a wedged GPU, a message that never
+// comes) would otherwise hold the whole job, without a word, until the scheduler's time limit.
+// At half the timeout it warns; at the timeout it says so and exits with status 75, as
+// StopDeadline does, so the launcher ends the job and --resume continues. Each message names the
+// rank and what it was doing (at()), so the rank that stalls the others is the one in "forward"
+// or the one that said nothing. Waits outside steps (loading, reading the input) are not watched:
+// the watch starts when the pipeline is connected.
+class StallWatch {
+ public:
+  // `who`: the rank's place, e.g. "rank 3 (stage 1, tp rank 1)".
+  StallWatch(double timeout_seconds, std::string who);
+  ~StallWatch();
+  StallWatch(const StallWatch&) = delete;
+  StallWatch& operator=(const StallWatch&) = delete;
+
+  void step_done();  // a step finished: the clock starts again
+  // What the rank is doing now: a string that outlives the watch (a literal).
+  void at(const char* what) { what_.store(what, std::memory_order_relaxed); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void watch();
+
+  double timeout_seconds_;
+  std::string who_;
+  std::atomic<Clock::rep> last_step_;  // Clock ticks since its epoch
+  std::atomic<long long> steps_{0};
+  std::atomic<const char*> what_{"waiting for the first step"};
   std::mutex mutex_;
   std::condition_variable wake_;
   bool done_ = false;  // under mutex_

@@ -24,6 +24,8 @@ constexpr int kTagStep = 101;    // plan, stage s → stage s+1 (world)
 constexpr int kTagTokens = 102;  // sampled tokens, last stage → rank 0 (world)
 constexpr int kTagHidden = 103;  // hidden states after the plan, stage s → stage s+1 (stage_comm)
 
+constexpr const char* kInTheEngine = "in the engine: planning steps, reading requests, writing results";
+
 }  // namespace
 
 Pipeline::Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, Communicator& tp_comm,
@@ -70,14 +72,19 @@ void Pipeline::connect_stages() {
 std::optional<SampledRows> Pipeline::submit(const StepPlan& plan) {
   TPLLAMA_CHECK(topology_.rank() == 0, "submit on rank ", topology_.rank());
   std::vector<uint8_t> bytes = encode_plan(plan);
+  doing("handing the step to the TP group");
   tp_comm_.broadcast_bytes(bytes, 0);
-  return execute(plan, bytes);
+  std::optional<SampledRows> rows = execute(plan, bytes);
+  doing(kInTheEngine);
+  return rows;
 }
 
 SampledRows Pipeline::receive_tokens(int64_t expected_group) {
   const auto start = Clock::now();
   TraceSpan span(trace_, "wait for tokens", TraceTrack::kWait);
+  doing("waiting for the sampled tokens from the last stage");
   SampledRows rows = decode_sampled(world_.recv_bytes(last_stage_root(), kTagTokens));
+  doing(kInTheEngine);
   stats_.wait_seconds += seconds_since(start);
   TPLLAMA_CHECK(rows.group == expected_group, "tokens of group ", rows.group, " arrived, expected ", expected_group);
   return rows;
@@ -90,6 +97,8 @@ void Pipeline::serve() {
     const auto start = Clock::now();
     {
       TraceSpan span(trace_, "wait for a step", TraceTrack::kWait);
+      doing(topology_.is_first_stage() ? "waiting for the next step from rank 0"
+                                       : "waiting for the next step from the previous stage");
       if (topology_.is_first_stage())
         tp_comm_.broadcast_bytes(bytes, 0);
       else
@@ -132,6 +141,7 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
   if (!topology_.is_first_stage() && n > 0) {
     const auto start = Clock::now();
     TraceSpan span(trace_, "wait for hidden states", TraceTrack::kWait);
+    doing("waiting for hidden states from the previous stage");
     stage_comm_.recv(model_.input_hidden(n), topology_.pp_rank() - 1, kTagHidden);
     ops::synchronize(model_.context());  // NCCL receives on the stream: the wait ends here
     stats_.wait_seconds += seconds_since(start);
@@ -140,11 +150,13 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
   Tensor out;
   {
     TraceSpan span(trace_, "forward", TraceTrack::kCompute);
+    doing("in the forward pass (compute and TP collectives)");
     out = model_.forward(plan.batch, cache_);
     ops::synchronize(model_.context());  // a GPU's queued kernels belong to this span
   }
   stats_.compute_seconds += seconds_since(start);
   ++stats_.steps;
+  if (stall_ != nullptr) stall_->step_done();
   if (!topology_.is_last_stage()) {
     // The plan first: the next stage learns from it how many rows of hidden states follow.
     world_.send_bytes_async(bytes, next_stage_rank(), kTagStep);
@@ -157,6 +169,7 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
       // receiver anyway.
       const auto wait_start = Clock::now();
       TraceSpan span(trace_, "wait for the next stage", TraceTrack::kWait);
+      doing("waiting for the next stage to take the plan");
       world_.wait_sends();
       stats_.wait_seconds += seconds_since(wait_start);
     }
@@ -168,6 +181,7 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
   {
     const auto sample_start = Clock::now();
     TraceSpan span(trace_, "sample", TraceTrack::kCompute);
+    doing("sampling (with TP collectives)");
     local_argmax(out);
     rows.tokens = sample_rows(plan, out);
     rows.logprobs = row_logprobs(plan, out, rows.tokens);

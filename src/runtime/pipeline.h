@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/stop_signal.h"
 #include "core/trace.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
@@ -42,8 +43,13 @@ class Pipeline {
   // Rank 0: stops every other rank once no group is in flight.
   void shutdown();
   const PipelineStats& stats() const { return stats_; }
+  // Each step this rank finishes resets the watch's clock, and each wait tells it what it waits on.
+  void set_stall_watch(StallWatch* watch) { stall_ = watch; }
 
  private:
+  void doing(const char* what) {
+    if (stall_ != nullptr) stall_->at(what);
+  }
   // bytes: the plan as it came, passed on to the next stage as is.
   std::optional<SampledRows> execute(const StepPlan& plan, const std::vector<uint8_t>& bytes);
   void connect_stages();
@@ -81,6 +87,7 @@ class Pipeline {
   Buffer sample_whole_;
   Buffer sample_gathered_;
   bool told_of_signal_ = false;  // a stop signal to a rank other than 0 is logged once
+  StallWatch* stall_ = nullptr;
   std::vector<int32_t> local_max_index_;
   std::vector<float> local_max_value_;
 };

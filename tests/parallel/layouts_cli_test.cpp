@@ -82,6 +82,60 @@ class Distributed : public ::testing::Test {
     return in;
   }
 
+  // A two-stage job over numbered prompts (see numbered_prompts_and_full_run) whose last rank is
+  // stopped (SIGSTOP: a hung node) once 50 records are written; then USR1 to mpirun if asked.
+  // Waits up to 60 s for the job to end, and kills what is left of it.
+  struct StalledJob {
+    bool ended = false;
+    int status = 0;
+    double seconds = 0;  // from the stall to the job's end
+    std::string log;
+  };
+  static constexpr const char* kStalledFlags = " --pp 2 --max-tokens 40 --threads 1";
+  StalledJob run_and_stall_the_last_rank(const std::string& name, const std::string& extra_flags, bool then_usr1) {
+    StalledJob job;
+    const std::string in = numbered_prompts_and_full_run(name, 2, kStalledFlags);
+    const std::string out = work_ + "/" + name + ".jsonl", log_path = work_ + "/" + name + ".log";
+    const pid_t launcher = spawn_shell(mpirun(2) + binary() + " run --model " + model_ + " --input " + in + " --output " +
+                                       out + kStalledFlags + extra_flags + " > " + log_path + " 2>&1");
+    EXPECT_GT(launcher, 0);
+    if (launcher <= 0) return job;
+    wait_for_lines(out, 50);
+    CommandResult children = run_shell("pgrep -P " + std::to_string(launcher));
+    std::istringstream pids(children.output);
+    std::vector<pid_t> ranks;
+    for (long p; pids >> p;) ranks.push_back(static_cast<pid_t>(p));
+    EXPECT_EQ(ranks.size(), 2u) << children.output;
+    if (!ranks.empty()) {
+      EXPECT_EQ(::kill(ranks.back(), SIGSTOP), 0);
+    }
+    const auto stalled_at = Clock::now();
+    if (then_usr1) ::kill(launcher, SIGUSR1);
+    pid_t done = 0;
+    while ((done = ::waitpid(launcher, &job.status, WNOHANG)) == 0 && Clock::now() - stalled_at < std::chrono::seconds(60))
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    job.seconds = std::chrono::duration<double>(Clock::now() - stalled_at).count();
+    for (pid_t p : ranks) ::kill(p, SIGKILL);  // a stopped rank mpirun left behind must not outlive the test
+    job.ended = done != 0;
+    if (!job.ended) {
+      ::kill(launcher, SIGKILL);
+      ::waitpid(launcher, nullptr, 0);
+    }
+    std::ifstream log(log_path);
+    job.log.assign(std::istreambuf_iterator<char>(log), std::istreambuf_iterator<char>());
+    return job;
+  }
+  // After run_and_stall_the_last_rank: --resume (which cuts a torn line, if any) completes the
+  // output, every request once, as the uninterrupted run wrote it.
+  void expect_resume_gives_every_request_once(const std::string& name) {
+    const std::string out = work_ + "/" + name + ".jsonl";
+    CommandResult r = run_shell(mpirun(2) + binary() + " run --model " + model_ + " --input " + work_ + "/" + name +
+                                "_in.txt --output " + out + kStalledFlags + " --resume");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(lines_by_id(out), lines_by_id(work_ + "/" + name + "_full.jsonl"));
+    EXPECT_EQ(count_lines(out), 3000u);
+  }
+
   // Records keyed by id, each as its exact output line.
   static std::map<int, std::string> lines_by_id(const std::string& path) {
     std::map<int, std::string> m;
@@ -390,43 +444,31 @@ TEST_F(Distributed, SigusrOneStopsTheJobGracefully) {
 // cannot stop. Within --grace-seconds + 10 s the job ends anyway, with 75; the records written are
 // whole, and --resume gives every request exactly once.
 TEST_F(Distributed, AStalledRankCannotHoldUpAStop) {
-  const std::string flags = " --pp 2 --max-tokens 40 --threads 1";
-  const std::string in = numbered_prompts_and_full_run("stall", 2, flags);
-  const std::string out = work_ + "/stall.jsonl", full = work_ + "/stall_full.jsonl";
-  const pid_t job = spawn_shell(mpirun(2) + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
-                                flags + " --grace-seconds 1 > " + work_ + "/stall.log 2>&1");
-  ASSERT_GT(job, 0);
-  wait_for_lines(out, 50);
-  CommandResult children = run_shell("pgrep -P " + std::to_string(job));
-  std::istringstream pids(children.output);
-  std::vector<pid_t> ranks;
-  for (long p; pids >> p;) ranks.push_back(static_cast<pid_t>(p));
-  ASSERT_EQ(ranks.size(), 2u) << children.output;
-  ASSERT_EQ(::kill(ranks.back(), SIGSTOP), 0);
-  const auto stopped_at = Clock::now();
-  ::kill(job, SIGUSR1);
-  int status = 0;
-  pid_t done = 0;
-  while ((done = ::waitpid(job, &status, WNOHANG)) == 0 && Clock::now() - stopped_at < std::chrono::seconds(60))
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  for (pid_t p : ranks) ::kill(p, SIGKILL);  // a stopped rank mpirun left behind must not outlive the test
-  if (done == 0) {
-    ::kill(job, SIGKILL);
-    ::waitpid(job, &status, 0);
-    FAIL() << "the job was still running 60 s after the stop signal";
-  }
-  const double seconds = std::chrono::duration<double>(Clock::now() - stopped_at).count();
-  std::printf("job ended %.2f s after USR1 with a stalled rank\n", seconds);
-  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
-  EXPECT_EQ(WEXITSTATUS(status), 75);
-  std::ifstream log(work_ + "/stall.log");
-  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  EXPECT_NE(text.find("a rank is not answering"), std::string::npos) << text;
-  CommandResult r = run_shell(mpirun(2) + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
-                              flags + " --resume");  // cuts a torn line, if any
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(lines_by_id(out), lines_by_id(full));
-  EXPECT_EQ(count_lines(out), 3000u);
+  const StalledJob job = run_and_stall_the_last_rank("stall", " --grace-seconds 1", /*then_usr1=*/true);
+  ASSERT_TRUE(job.ended) << "the job was still running 60 s after the stop signal\n" << job.log;
+  std::printf("job ended %.2f s after USR1 with a stalled rank\n", job.seconds);
+  ASSERT_TRUE(WIFEXITED(job.status)) << "status " << job.status;
+  EXPECT_EQ(WEXITSTATUS(job.status), 75);
+  EXPECT_NE(job.log.find("a rank is not answering"), std::string::npos) << job.log;
+  expect_resume_gives_every_request_once("stall");
+}
+
+// A stalled rank and no stop signal: within --stall-timeout the other rank says what it waits for
+// and ends the job with 75 (without it the job would hang to the scheduler's time limit); the
+// records written are whole, and --resume gives every request exactly once.
+TEST_F(Distributed, AStalledRankEndsTheJobAfterTheStallTimeout) {
+  const StalledJob job = run_and_stall_the_last_rank("hang", " --stall-timeout 4", /*then_usr1=*/false);
+  ASSERT_TRUE(job.ended) << "the job was still running 60 s after a rank stalled\n" << job.log;
+  std::printf("job ended %.2f s after a rank stalled (--stall-timeout 4)\n", job.seconds);
+  ASSERT_TRUE(WIFEXITED(job.status)) << "status " << job.status;
+  EXPECT_EQ(WEXITSTATUS(job.status), 75);
+  EXPECT_GE(job.seconds, 3.5) << "it ended before the timeout";
+  EXPECT_NE(job.log.find("rank 0 (stage 0, tp rank 0) on "), std::string::npos) << job.log;
+  EXPECT_NE(job.log.find("the job ends at --stall-timeout 4 s"), std::string::npos) << "no warning at half the timeout\n"
+                                                                                   << job.log;
+  EXPECT_NE(job.log.find("waiting for the sampled tokens from the last stage); a rank is hung"), std::string::npos)
+      << job.log;
+  expect_resume_gives_every_request_once("hang");
 }
 
 // kill -9 of one rank in the middle of a run: Open MPI's launcher must end the job, non-zero.
