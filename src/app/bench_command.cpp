@@ -388,6 +388,7 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   hooks.outputs = {{"--json", o.json}};
   hooks.context_flag = "--input-len + --output-len";  // they set the context (max_model_len above)
   hooks.resumable = false;
+  hooks.restart_hint = "run it again";
   if (!o.skip_limits)
     hooks.on_device = [&](const DeviceContext& ctx, bool first_on_device) {
       limits = measure_limits(ctx, weight_dtype(o.run, ctx.device), first_on_device);

@@ -119,6 +119,8 @@ struct RunHooks {
   std::string context_flag = "--max-model-len";
   // Whether a stopped run continues with --resume (perplexity without --windows starts over).
   bool resumable = true;
+  // What a stopped run that is not resumable should do next.
+  std::string restart_hint = "this command has no --resume; run it again to start over";
 };
 
 struct PerplexityOptions {
@@ -158,9 +160,9 @@ void add_run_command(CLI::App& app, RunOptions& options);
 void check_output_files(const std::vector<std::string>& inputs,
                         const std::vector<std::pair<std::string, std::string>>& outputs);
 void add_bench_command(CLI::App& app, BenchOptions& options);
-// --threads, --tp, --pp, --pp-layers, --allow-cross-node-tp, --kv-cache-memory, --dtype, --device,
-// --comm and --share-gpus: how a run is laid out over ranks, devices and memory (run, perplexity
-// and bench).
+// --threads, --tp, --pp, --pp-layers, --allow-cross-node-tp, --stall-timeout, --kv-cache-memory,
+// --dtype, --kv-dtype, --device, --comm, --eager and --share-gpus: how a run is laid out over
+// ranks, devices and memory, and watched (run, perplexity and bench).
 void add_layout_options(CLI::App& command, RunOptions& options);
 // --log-interval: seconds between progress lines when stderr is not a terminal (run, perplexity,
 // bench).
@@ -169,6 +171,8 @@ void add_log_interval_option(CLI::App& command, RunOptions& options);
 DType weight_dtype(const RunOptions& options, Device device);
 // The --kv-dtype of the KV cache (auto: bf16 on a GPU with bf16 weights, else f32).
 DType kv_cache_dtype(const RunOptions& options, Device device);
+// The model directory's own name ("llama-7b" for "/models/llama-7b/"): OpenAI records' "model".
+std::string model_name(const std::string& model_dir);
 void add_plan_command(CLI::App& app, PlanOptions& options);
 void add_perplexity_command(CLI::App& app, PerplexityOptions& options);
 void add_convert_command(CLI::App& app, ConvertOptionsCli& options);

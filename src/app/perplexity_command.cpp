@@ -14,7 +14,9 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/dtype.h"
 #include "io/result_writer.h"
+#include "io/resume.h"
 #include "io/window_file.h"
 #include "parallel/mpi_comm.h"
 
@@ -116,7 +118,12 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
                                    WindowScores& scores, std::unique_ptr<OutputLock>& lock) {
   std::vector<bool> done(windows.size(), false);
   if (o.windows.empty()) return done;
-  const bool had_file = std::filesystem::exists(o.windows) && std::filesystem::file_size(o.windows) > 0;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(o.windows, ec);
+  if (status.type() != fs::file_type::not_found && status.type() != fs::file_type::regular)
+    fail("--windows ", o.windows, " is not a regular file: the windows file is cut and appended to");
+  const bool had_file = status.type() == fs::file_type::regular && fs::file_size(o.windows) > 0;
   lock = std::make_unique<OutputLock>(o.windows);
   bool append = false;
   if (o.resume) {
@@ -125,7 +132,7 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
       const std::string difference = window_run_difference(*file.run, run);
       if (!difference.empty())
         fail("cannot resume from ", o.windows, ": it holds the windows of another run (", difference,
-             "); give another --windows file, or drop --resume to start over");
+             "); give another --windows file, or drop --resume to overwrite it");
       for (const WindowScore& s : file.scores) {
         const size_t i = static_cast<size_t>(s.window);
         if (s.window >= static_cast<long long>(windows.size()) || s.n_tokens != windows[i].scored)
@@ -136,10 +143,12 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
         scores.keep(s);
       }
       append = true;
+      if (file.torn_bytes > 0) cut_torn_last_line(o.windows);
     }
     log::info("resume: " + std::to_string(file.scores.size()) + " of " + std::to_string(windows.size()) +
               " windows already scored in " + o.windows +
-              (file.truncated_bytes > 0 ? "; cut a torn last line of " + std::to_string(file.truncated_bytes) + " bytes" : ""));
+              (file.run && file.torn_bytes > 0 ? "; cut a torn last line of " + std::to_string(file.torn_bytes) + " bytes"
+                                               : ""));
   } else if (had_file) {
     log::warn("overwriting " + o.windows + " (" + std::to_string(std::filesystem::file_size(o.windows)) +
               " bytes); pass --resume to keep its windows and continue after them");
@@ -177,11 +186,15 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
   std::unique_ptr<WindowScores> scores;
   std::unique_ptr<OutputLock> lock;
   int window = 0, stride = 0;
+  Device device = Device::kCpu;
   RunHooks hooks;
+  hooks.on_device = [&](const DeviceContext& ctx, bool) { device = ctx.device; };
   hooks.outputs = {{"--output", o.json}, {"--windows", o.windows}};
   hooks.context_len = o.context_len;
   hooks.context_flag = "--context-len";
   hooks.resumable = !o.windows.empty();
+  hooks.restart_hint = "without --windows there is nothing to resume: run it again to start over (--windows FILE "
+                       "keeps each window's score for --resume)";
   hooks.make_source = [&](const Tokenizer* tok, const LlamaConfig& config, int context) {
     std::ifstream in(o.run.input, std::ios::binary);
     if (!in) fail("cannot open ", o.run.input);
@@ -199,8 +212,18 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
     std::vector<int> tokens = tok->encode(text.str());
     if (tokens.empty()) fail(o.run.input, " holds no tokens");
     std::vector<Window> windows = plan_windows(static_cast<int>(tokens.size()), window, stride);
-    const WindowRun run{static_cast<long long>(tokens.size()), corpus_hash(tokens), window + 1, stride,
-                        static_cast<long long>(windows.size())};
+    WindowRun run;
+    if (!o.windows.empty()) {
+      run.model = model_name(o.run.model);
+      run.model_fingerprint = model_fingerprint(o.run.model);
+      run.dtype = dtype_name(weight_dtype(o.run, device));
+      run.kv_dtype = dtype_name(kv_cache_dtype(o.run, device));
+      run.corpus_tokens = static_cast<long long>(tokens.size());
+      run.corpus_hash = corpus_hash(tokens);
+      run.context_len = window + 1;
+      run.stride = stride;
+      run.windows = static_cast<long long>(windows.size());
+    }
     scores = std::make_unique<WindowScores>(windows.size());
     hooks.sink = scores.get();
     std::vector<bool> done = open_window_file(o, run, windows, *scores, lock);

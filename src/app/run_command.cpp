@@ -161,9 +161,9 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
       ->delimiter(',');
   c.add_flag("--allow-cross-node-tp", o.allow_cross_node_tp, "Do not warn when a TP group spans nodes");
   c.add_option("--stall-timeout", o.stall_timeout,
-               "Seconds a rank may go without finishing a pipeline step before it ends the job (exit status 75; "
-               "--resume continues): a hung rank or a lost message otherwise holds the job to its time limit. It "
-               "warns at half. 0: never")
+               "Seconds a rank may go, after its first pipeline step, without finishing another before it ends "
+               "the job (exit status 75): a hung rank or a lost message otherwise holds the job to its time limit. "
+               "It warns at half; it must exceed the longest step (a large prefill on a CPU). 0: never")
       ->capture_default_str()
       ->check(finite_in(0, 1e9));
   c.add_option("--kv-cache-memory", o.kv_cache_memory,
@@ -201,6 +201,12 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
 DType weight_dtype(const RunOptions& o, Device device) {
   if (o.dtype == "auto") return device == Device::kCpu ? DType::kF32 : DType::kBF16;
   return o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+}
+
+std::string model_name(const std::string& model_dir) {
+  std::filesystem::path p = std::filesystem::path(model_dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "dir/" ends in an empty name
+  return p.filename().string();
 }
 
 DType kv_cache_dtype(const RunOptions& o, Device device) {
@@ -559,7 +565,7 @@ void open_io(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
                 " bytes); pass --resume to keep its records and continue after them");
     }
     s.writer = std::make_unique<ResultWriter>(o.output, format, o.resume,
-                                              std::filesystem::path(o.model).lexically_normal().filename().string());
+                                              model_name(o.model));
     if (std::optional<size_t> lines = count_prompt_lines(o.input)) s.total_requests = static_cast<long long>(*lines);
   });
 }
@@ -570,6 +576,7 @@ RunSummary run_on_rank0(const RunOptions& o, const RunHooks* hooks, RunSetup& s,
                         max_logit_rows(o)};
   options.grace_seconds = o.grace_seconds;
   options.resumable = hooks == nullptr || hooks->resumable;
+  if (hooks != nullptr) options.restart_hint = hooks->restart_hint;
   Engine engine(s.config, s.tokenizer.get(), pipeline, options);
   EngineIo io;
   io.reader = s.source.get();
@@ -587,8 +594,7 @@ RunSummary run_on_rank0(const RunOptions& o, const RunHooks* hooks, RunSetup& s,
 int finish_on_rank0(const RunOptions& o, const RunHooks* hooks, const RunSetup& s, const RunSummary& summary) {
   if (summary.stopped_by != 0) {
     log::warn("stopped early: " + summary.describe() + "; exit status " + std::to_string(kExitStoppedEarly) +
-              (hooks == nullptr || hooks->resumable ? ": run again with --resume to continue"
-                                                    : ": this command has no --resume; run it again to start over"));
+              (hooks == nullptr || hooks->resumable ? ": run again with --resume to continue" : ": " + hooks->restart_hint));
     return kExitStoppedEarly;
   }
   log::info("done: " + summary.describe() + (hooks != nullptr ? "" : "; output " + o.output));
@@ -641,8 +647,11 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
   RunSummary summary;
   {
     const Topology& t = *s.topology;
-    StallWatch stall(o.stall_timeout, "rank " + std::to_string(t.rank()) + " (stage " + std::to_string(t.pp_rank()) +
-                                          ", tp rank " + std::to_string(t.tp_rank()) + ") on " + s.nodes.host_of_rank[static_cast<size_t>(t.rank())]);
+    StallWatch stall(o.stall_timeout,
+                     "rank " + std::to_string(t.rank()) + " (stage " + std::to_string(t.pp_rank()) + ", tp rank " +
+                         std::to_string(t.tp_rank()) + ") on " + s.nodes.host_of_rank[static_cast<size_t>(t.rank())],
+                     hooks == nullptr || hooks->resumable ? "--resume continues from what was written"
+                                                          : hooks->restart_hint);
     pipeline.set_stall_watch(&stall);
     if (mpi.rank() == 0)
       summary = run_on_rank0(o, hooks, s, pipeline, &trace);

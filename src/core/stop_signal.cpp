@@ -72,12 +72,15 @@ void StopDeadline::watch() {
   }
 }
 
-StallWatch::StallWatch(double timeout_seconds, std::string who)
-    : timeout_seconds_(timeout_seconds), who_(std::move(who)), last_step_(Clock::now().time_since_epoch().count()) {
-  if (timeout_seconds_ > 0) thread_ = std::thread(&StallWatch::watch, this);
+StallWatch::StallWatch(double timeout_seconds, std::string who, std::string then)
+    : timeout_seconds_(timeout_seconds), who_(std::move(who)), then_(std::move(then)) {
+  // The thread's first tick counts from now, so a pause before the thread first runs is seen too.
+  if (timeout_seconds_ > 0) thread_ = std::thread(&StallWatch::watch, this, Clock::now());
 }
 
-StallWatch::~StallWatch() {
+StallWatch::~StallWatch() { stop(); }
+
+void StallWatch::stop() {
   if (!thread_.joinable()) return;
   {
     std::lock_guard<std::mutex> hold(mutex_);
@@ -92,33 +95,36 @@ void StallWatch::step_done() {
   steps_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void StallWatch::watch() {
-  bool warned = false;
-  long long warned_at_steps = -1;
+void StallWatch::watch(Clock::time_point previous_tick) {
   const auto tick = std::chrono::duration<double>(std::min(1.0, timeout_seconds_ / 10));
+  // A tick this late means the process was stopped, not that the steps stalled.
+  const auto paused = std::max(std::chrono::duration<double>(5.0), 5 * tick);
+  Clock::time_point resumed{};
+  long long warned_at_steps = -1;  // the step count when it last warned
   std::unique_lock<std::mutex> hold(mutex_);
   while (!wake_.wait_for(hold, tick, [this] { return done_; })) {
-    const double idle = std::chrono::duration<double>(Clock::now() - Clock::time_point(Clock::duration(
-                                                                          last_step_.load(std::memory_order_relaxed))))
-                            .count();
+    const Clock::time_point now = Clock::now();
+    if (now - previous_tick > paused) resumed = now;  // the stopped time does not count
+    previous_tick = now;
     const long long steps = steps_.load(std::memory_order_relaxed);
-    if (warned && steps != warned_at_steps) warned = false;  // it went on: a later stall warns again
-    const std::string state = who_ + ": no pipeline step for " + std::to_string(static_cast<int>(idle)) + " s (" +
-                              std::to_string(steps) + " steps done; now " + what_.load(std::memory_order_relaxed) + ")";
+    if (steps == 0) continue;  // not watched before the first step
+    const Clock::time_point last =
+        std::max(resumed, Clock::time_point(Clock::duration(last_step_.load(std::memory_order_relaxed))));
+    const double idle = std::chrono::duration<double>(now - last).count();
+    if (idle < timeout_seconds_ / 2 || (idle < timeout_seconds_ && warned_at_steps == steps)) continue;
+    std::ostringstream os;
+    os << who_ << ": no pipeline step for " << static_cast<int>(idle) << " s (" << steps << " steps done; now "
+       << what_.load(std::memory_order_relaxed) << ")";
     std::ostringstream timeout;
     timeout << timeout_seconds_;
     if (idle >= timeout_seconds_) {
-      log::error(state + "; a rank is hung or a message never came: ending this one after --stall-timeout " +
-                 timeout.str() + " s, so the launcher ends the job (exit status 75; the records written are complete, --resume "
-                 "continues)");
+      log::error(os.str() + "; a rank is hung or a message never came: ending this one after --stall-timeout " +
+                 timeout.str() + " s, so the launcher ends the job (exit status 75; " + then_ + ")");
       std::fflush(stderr);
       std::_Exit(kExitStoppedEarly);
     }
-    if (!warned && idle >= timeout_seconds_ / 2) {
-      log::warn(state + "; the job ends at --stall-timeout " + timeout.str() + " s");
-      warned = true;
-      warned_at_steps = steps;
-    }
+    log::warn(os.str() + "; the job ends at --stall-timeout " + timeout.str() + " s");
+    warned_at_steps = steps;
   }
 }
 

@@ -49,18 +49,21 @@ class StopDeadline {
   std::thread thread_;
 };
 
-// While alive, ends the process when this rank finishes no pipeline step for `timeout_seconds`
-// (--stall-timeout; 0: never): a hung rank (a stopped process, a wedged GPU, a message that never
-// comes) would otherwise hold the whole job, without a word, until the scheduler's time limit.
-// At half the timeout it warns; at the timeout it says so and exits with status 75, as
-// StopDeadline does, so the launcher ends the job and --resume continues. Each message names the
-// rank and what it was doing (at()), so the rank that stalls the others is the one in "forward"
-// or the one that said nothing. Waits outside steps (loading, reading the input) are not watched:
-// the watch starts when the pipeline is connected.
+// While alive, ends the process when this rank, once it has finished its first pipeline step,
+// finishes no further one for `timeout_seconds` (--stall-timeout; 0: never): a hung rank (a
+// stopped process, a wedged GPU, a message that never comes) would otherwise hold the whole job,
+// without a word, until the scheduler's time limit. At half the timeout it warns; at the timeout
+// it says so and exits with status 75, as StopDeadline does, so the launcher ends the job. Each
+// message names the rank and what it was doing (at()). Not watched: everything before the first
+// step (loading, connecting, rank 0 reading past the requests --resume skips) and after stop().
+// Time the process itself spends stopped (a suspended Slurm job: SIGSTOP, then SIGCONT) does not
+// count: the watch notices that its own ticks (at most a second apart) came over 5 s late and
+// starts again.
 class StallWatch {
  public:
-  // `who`: the rank's place, e.g. "rank 3 (stage 1, tp rank 1)".
-  StallWatch(double timeout_seconds, std::string who);
+  // `who`: the rank's place, e.g. "rank 3 (stage 1, tp rank 1) on n2". `then`: what the user can
+  // do after the exit, e.g. "--resume continues".
+  StallWatch(double timeout_seconds, std::string who, std::string then);
   ~StallWatch();
   StallWatch(const StallWatch&) = delete;
   StallWatch& operator=(const StallWatch&) = delete;
@@ -68,14 +71,15 @@ class StallWatch {
   void step_done();  // a step finished: the clock starts again
   // What the rank is doing now: a string that outlives the watch (a literal).
   void at(const char* what) { what_.store(what, std::memory_order_relaxed); }
+  void stop();  // the watch ends (idempotent; the destructor calls it)
 
  private:
   using Clock = std::chrono::steady_clock;
-  void watch();
+  void watch(Clock::time_point previous_tick);
 
   double timeout_seconds_;
-  std::string who_;
-  std::atomic<Clock::rep> last_step_;  // Clock ticks since its epoch
+  std::string who_, then_;
+  std::atomic<Clock::rep> last_step_{0};  // Clock ticks since its epoch
   std::atomic<long long> steps_{0};
   std::atomic<const char*> what_{"waiting for the first step"};
   std::mutex mutex_;

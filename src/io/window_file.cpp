@@ -1,6 +1,7 @@
 // Perplexity's windows file: a header line naming the run, then one line per scored window.
 #include "io/window_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -13,7 +14,6 @@
 
 #include "core/error.h"
 #include "core/json_text.h"
-#include "io/resume.h"
 
 namespace tpllama {
 namespace {
@@ -40,9 +40,50 @@ std::string corpus_hash(const std::vector<int>& tokens) {
   return buf;
 }
 
+std::string model_fingerprint(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  const auto mix = [&h](const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  };
+  std::vector<fs::path> weights;
+  for (const fs::directory_entry& e : fs::directory_iterator(model_dir))
+    if (e.is_regular_file() && e.path().extension() == ".safetensors") weights.push_back(e.path());
+  std::sort(weights.begin(), weights.end());
+  std::vector<fs::path> files = {fs::path(model_dir) / "config.json"};
+  files.insert(files.end(), weights.begin(), weights.end());
+  constexpr size_t kBlock = 4096, kBlocks = 16;
+  std::vector<char> block(kBlock);
+  for (const fs::path& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) fail("cannot read ", file.string(), " to fingerprint the model");
+    const std::string name = file.filename().string();
+    const uint64_t size = fs::file_size(file);
+    mix(name.data(), name.size() + 1);
+    mix(&size, sizeof size);
+    const bool whole = file.filename() == "config.json" || size <= kBlock * kBlocks;
+    const size_t reads = whole ? (size + kBlock - 1) / kBlock : kBlocks;
+    for (size_t i = 0; i < reads; ++i) {
+      const uint64_t at = whole ? i * kBlock : (size - kBlock) * i / (kBlocks - 1);
+      in.seekg(static_cast<std::streamoff>(at));
+      in.read(block.data(), static_cast<std::streamsize>(kBlock));
+      mix(block.data(), static_cast<size_t>(in.gcount()));
+      in.clear();
+    }
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
 std::string window_run_line(const WindowRun& run) {
   ordered_json j;
-  j[kRunField] = {{"corpus_tokens", run.corpus_tokens},
+  j[kRunField] = {{"model", run.model},
+                  {"model_fingerprint", run.model_fingerprint},
+                  {"dtype", run.dtype},
+                  {"kv_dtype", run.kv_dtype},
+                  {"corpus_tokens", run.corpus_tokens},
                   {"corpus_hash", run.corpus_hash},
                   {"context_len", run.context_len},
                   {"stride", run.stride},
@@ -57,12 +98,19 @@ std::string window_score_line(const WindowScore& score) {
 
 WindowFile read_window_file(const std::string& path) {
   WindowFile file;
-  if (!std::filesystem::exists(path)) return file;
-  file.truncated_bytes = cut_torn_last_line(path);
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (status.type() == std::filesystem::file_type::not_found) return file;
+  if (status.type() != std::filesystem::file_type::regular)
+    fail("cannot resume from ", path, ": it is not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open windows file ", path, " to resume: ", std::strerror(errno));
   std::string text;
   for (size_t line = 1; std::getline(in, text); ++line) {
+    if (in.eof()) {  // no '\n' after it: torn
+      file.torn_bytes = text.size();
+      break;
+    }
     const auto bad = [&](const std::string& why) {
       fail("cannot resume from ", path, ": line ", line, " ", why, "; the file is not a tpllama perplexity --windows file");
     };
@@ -78,10 +126,18 @@ WindowFile read_window_file(const std::string& path) {
       if (it == j.end() || !it->is_object()) bad(std::string("has no \"") + kRunField + "\" object");
       const auto tokens = count_field(*it, "corpus_tokens"), context = count_field(*it, "context_len"),
                  stride = count_field(*it, "stride"), windows = count_field(*it, "windows");
-      auto hash = it->find("corpus_hash");
-      if (!tokens || !context || !stride || !windows || hash == it->end() || !hash->is_string())
-        bad("does not give corpus_tokens, corpus_hash, context_len, stride and windows");
-      file.run = WindowRun{*tokens, hash->get<std::string>(), static_cast<int>(*context), static_cast<int>(*stride), *windows};
+      const auto text_field = [&](const char* field) -> std::optional<std::string> {
+        auto v = it->find(field);
+        if (v == it->end() || !v->is_string()) return std::nullopt;
+        return v->get<std::string>();
+      };
+      const auto model = text_field("model"), fingerprint = text_field("model_fingerprint"),
+                 dtype = text_field("dtype"), kv_dtype = text_field("kv_dtype"), hash = text_field("corpus_hash");
+      if (!model || !fingerprint || !dtype || !kv_dtype || !tokens || !hash || !context || !stride || !windows)
+        bad("does not give model, model_fingerprint, dtype, kv_dtype, corpus_tokens, corpus_hash, context_len, stride "
+            "and windows");
+      file.run = WindowRun{*model,  *fingerprint, *dtype, *kv_dtype, *tokens, *hash, static_cast<int>(*context),
+                           static_cast<int>(*stride), *windows};
       continue;
     }
     const auto window = count_field(j, "window"), n_tokens = count_field(j, "n_tokens");
@@ -99,6 +155,12 @@ std::string window_run_difference(const WindowRun& file, const WindowRun& here) 
     if (there == now) return;
     os << (os.tellp() > 0 ? "; " : "") << what << " " << there << " there, " << now << " here";
   };
+  // The name alone may differ (a copy staged elsewhere): the files decide.
+  if (file.model_fingerprint != here.model_fingerprint)
+    differ("model", file.model + " (fingerprint " + file.model_fingerprint + ")",
+           here.model + " (fingerprint " + here.model_fingerprint + ")");
+  differ("dtype", file.dtype, here.dtype);
+  differ("kv_dtype", file.kv_dtype, here.kv_dtype);
   differ("corpus tokens", file.corpus_tokens, here.corpus_tokens);
   if (file.corpus_tokens == here.corpus_tokens) differ("corpus hash", file.corpus_hash, here.corpus_hash);
   differ("context_len", file.context_len, here.context_len);

@@ -201,7 +201,7 @@ class Run {
       input_done_ = true;
       log::warn("received signal " + std::to_string(signal) + ": admitting no more requests; finishing the " +
                 std::to_string(active_.size()) + " running within " + std::to_string(static_cast<int>(o_.grace_seconds)) +
-                " s, then stopping (" + (o_.resumable ? "resume with --resume" : "no --resume here: run again to start over") +
+                " s, then stopping (" + (o_.resumable ? "resume with --resume" : o_.restart_hint) +
                 "); a second signal stops at once");
     }
     const bool again = stop_signals_received() > 1;  // a second signal: stop now

@@ -31,6 +31,7 @@ struct EngineOptions {
   int max_logit_rows = 64;      // logit rows per step (the model's buffer): decodes plus scored tokens
   double grace_seconds = 90;    // after a stop signal: how long in-flight requests may still run
   bool resumable = true;        // a stopped run continues with --resume (the stop message says so)
+  std::string restart_hint = "run again to start over";  // what the stop message says when not resumable
 };
 
 // Where requests come from and results go.

@@ -116,6 +116,7 @@ void Pipeline::serve() {
   }
   world_.wait_sends();
   stage_comm_.wait_sends();
+  if (stall_ != nullptr) stall_->stop();  // no more steps: what follows (the report) is not one
 }
 
 void Pipeline::shutdown() {
@@ -124,6 +125,7 @@ void Pipeline::shutdown() {
   submit(plan);
   world_.wait_sends();
   stage_comm_.wait_sends();
+  if (stall_ != nullptr) stall_->stop();  // no more steps: the output's last sync is not one
 }
 
 std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::vector<uint8_t>& bytes) {

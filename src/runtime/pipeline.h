@@ -43,7 +43,8 @@ class Pipeline {
   // Rank 0: stops every other rank once no group is in flight.
   void shutdown();
   const PipelineStats& stats() const { return stats_; }
-  // Each step this rank finishes resets the watch's clock, and each wait tells it what it waits on.
+  // Each step this rank finishes resets the watch's clock, and each wait tells it what it waits on;
+  // the watch stops when the pipeline shuts down.
   void set_stall_watch(StallWatch* watch) { stall_ = watch; }
 
  private:

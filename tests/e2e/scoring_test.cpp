@@ -276,6 +276,35 @@ TEST_F(Scoring, PerplexityResumesFromItsWindowsFile) {
   EXPECT_EQ(seen.size(), all_lines - 1);
   for (const auto& [w, n] : seen) EXPECT_EQ(n, 1) << "window " << w;
 
+  // A copy of the model elsewhere (staged to a node's disk) is the same model; one changed byte of
+  // its weights (the last, which the fingerprint samples) is another: refused before anything in
+  // the file changes.
+  const std::string staged = work_ + "/staged-model";
+  fs::copy(model_, staged, fs::copy_options::recursive);
+  CommandResult same = run_shell(binary() + " perplexity --model " + staged + " --input " + corpus + flags +
+                                 " --windows " + windows + " --resume");
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_NE(same.output.find("resume: " + std::to_string(all_lines - 1) + " of " + std::to_string(all_lines - 1)),
+            std::string::npos)
+      << same.output;
+  {
+    std::fstream weights(staged + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    weights.seekg(-1, std::ios::end);
+    const char last = static_cast<char>(weights.get() ^ 1);
+    weights.seekp(-1, std::ios::end);
+    weights.put(last);
+  }
+  std::ofstream(windows, std::ios::app) << torn;
+  const uintmax_t bytes = fs::file_size(windows);
+  CommandResult changed = run_shell(binary() + " perplexity --model " + staged + " --input " + corpus + flags +
+                                    " --windows " + windows + " --resume");
+  EXPECT_NE(changed.exit_code, 0);
+  EXPECT_NE(changed.output.find("holds the windows of another run (model " + fs::path(model_).filename().string() +
+                                " (fingerprint "),
+            std::string::npos)
+      << changed.output;
+  EXPECT_EQ(fs::file_size(windows), bytes) << "a refused file was changed";
+
   // Another stride is another run's windows: refused, naming both strides.
   CommandResult other = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + flags +
                                   " --stride 20 --windows " + windows + " --resume");

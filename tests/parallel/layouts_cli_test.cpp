@@ -82,6 +82,17 @@ class Distributed : public ::testing::Test {
     return in;
   }
 
+  // The process among `pids` that Open MPI started as world rank `rank` (its environment says), or 0.
+  static pid_t world_rank_process(const std::vector<pid_t>& pids, int rank) {
+    const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+    for (pid_t p : pids) {
+      std::ifstream environ("/proc/" + std::to_string(p) + "/environ", std::ios::binary);
+      for (std::string entry; std::getline(environ, entry, '\0');)
+        if (entry == want) return p;
+    }
+    return 0;
+  }
+
   // A two-stage job over numbered prompts (see numbered_prompts_and_full_run) whose last rank is
   // stopped (SIGSTOP: a hung node) once 50 records are written; then USR1 to mpirun if asked.
   // Waits up to 60 s for the job to end, and kills what is left of it.
@@ -106,8 +117,10 @@ class Distributed : public ::testing::Test {
     std::vector<pid_t> ranks;
     for (long p; pids >> p;) ranks.push_back(static_cast<pid_t>(p));
     EXPECT_EQ(ranks.size(), 2u) << children.output;
-    if (!ranks.empty()) {
-      EXPECT_EQ(::kill(ranks.back(), SIGSTOP), 0);
+    const pid_t last = world_rank_process(ranks, 1);
+    EXPECT_GT(last, 0) << "no process of world rank 1 among " << children.output;
+    if (last > 0) {
+      EXPECT_EQ(::kill(last, SIGSTOP), 0);
     }
     const auto stalled_at = Clock::now();
     if (then_usr1) ::kill(launcher, SIGUSR1);

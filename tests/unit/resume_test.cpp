@@ -5,7 +5,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -175,22 +177,34 @@ TEST(PrepareResume, DirectoryIsRefused) {
   EXPECT_THROW(prepare_resume(testing::TempDir(), OutputFormat::kJsonl), Error);
 }
 
-TEST(WindowFile, ScoresReadBackExactlyAfterTheTornLineIsCut) {
-  const WindowRun run{1000, corpus_hash({5, 6, 7}), 64, 31, 32};
+WindowRun a_window_run(long long corpus_tokens, std::vector<int> corpus, int context_len, int stride, long long windows) {
+  return WindowRun{"llama-7b", "00112233aabbccdd", "bf16", "f32", corpus_tokens, corpus_hash(corpus), context_len, stride,
+                   windows};
+}
+
+TEST(WindowFile, ScoresReadBackExactlyAndTheTornLineIsLeftForTheCaller) {
+  const WindowRun run = a_window_run(1000, {5, 6, 7}, 64, 31, 32);
   const WindowScore a{0, 63, 0.1 + 0.2}, b{1, 31, 123.456789012345678};
   const std::string kept = window_run_line(run) + window_score_line(a) + window_score_line(b);
-  const std::string path = write_file("windows_torn.jsonl", kept + "{\"window\": 2, \"n_tok");
+  const std::string torn = "{\"window\": 2, \"n_tok";
+  const std::string path = write_file("windows_torn.jsonl", kept + torn);
   const WindowFile file = read_window_file(path);
-  EXPECT_EQ(read_file(path), kept);
-  EXPECT_EQ(file.truncated_bytes, 20u);
+  EXPECT_EQ(read_file(path), kept + torn) << "reading changes nothing";
+  EXPECT_EQ(file.torn_bytes, torn.size());
   ASSERT_TRUE(file.run.has_value());
   EXPECT_EQ(window_run_difference(*file.run, run), "");
+  EXPECT_EQ(file.run->model, "llama-7b");
+  EXPECT_EQ(file.run->model_fingerprint, "00112233aabbccdd");
+  EXPECT_EQ(file.run->dtype, "bf16");
+  EXPECT_EQ(file.run->kv_dtype, "f32");
   ASSERT_EQ(file.scores.size(), 2u);
   EXPECT_EQ(file.scores[0].window, 0);
   EXPECT_EQ(file.scores[0].n_tokens, 63);
   EXPECT_EQ(file.scores[0].nll, 0.1 + 0.2);  // bit for bit: the sum over windows must not drift
   EXPECT_EQ(file.scores[1].window, 1);
   EXPECT_EQ(file.scores[1].nll, 123.456789012345678);
+  EXPECT_EQ(cut_torn_last_line(path), torn.size());
+  EXPECT_EQ(read_file(path), kept);
 }
 
 TEST(WindowFile, MissingOrEmptyNamesNoRun) {
@@ -201,25 +215,32 @@ TEST(WindowFile, MissingOrEmptyNamesNoRun) {
 }
 
 TEST(WindowFile, OtherFilesAreRefusedNamingTheLine) {
-  const auto expect_refused = [](const std::string& name, const std::string& content, const std::string& why) {
+  const auto expect_refused = [](const std::string& path, const std::string& why) {
     try {
-      read_window_file(write_file(name, content));
-      ADD_FAILURE() << name << " was accepted";
+      read_window_file(path);
+      ADD_FAILURE() << path << " was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }
   };
-  const std::string header = window_run_line({10, corpus_hash({1}), 8, 4, 2});
-  expect_refused("windows_run_output.jsonl", "{\"id\":1,\"text\":\"x\"}\n",
+  const std::string header = window_run_line(a_window_run(10, {1}, 8, 4, 2));
+  expect_refused(write_file("windows_run_output.jsonl", "{\"id\":1,\"text\":\"x\"}\n"),
                  "line 1 has no \"perplexity_windows\" object");
-  expect_refused("windows_bad_nll.jsonl", header + window_score_line({0, 7, 1.0}) + "{\"window\":1,\"n_tokens\":4,\"nll\":\"x\"}\n",
+  expect_refused(write_file("windows_no_model.jsonl",
+                            R"({"perplexity_windows":{"corpus_tokens":10,"corpus_hash":"a","context_len":8,"stride":4,"windows":2}})"
+                            "\n"),
+                 "line 1 does not give model, model_fingerprint, dtype");
+  expect_refused(write_file("windows_bad_nll.jsonl",
+                            header + window_score_line({0, 7, 1.0}) + "{\"window\":1,\"n_tokens\":4,\"nll\":\"x\"}\n"),
                  "line 3 does not give a window, its n_tokens and a finite nll");
-  expect_refused("windows_negative.jsonl", header + "{\"window\":-1,\"n_tokens\":4,\"nll\":1}\n", "line 2 does not give");
-  expect_refused("windows_not_json.jsonl", header + "hello\n", "line 2 is not JSON");
+  expect_refused(write_file("windows_negative.jsonl", header + "{\"window\":-1,\"n_tokens\":4,\"nll\":1}\n"),
+                 "line 2 does not give");
+  expect_refused(write_file("windows_not_json.jsonl", header + "hello\n"), "line 2 is not JSON");
+  expect_refused(testing::TempDir(), "is not a regular file");
 }
 
 TEST(WindowFile, AnotherRunIsDescribedFieldByField) {
-  const WindowRun here{1000, corpus_hash({1, 2}), 64, 31, 32};
+  const WindowRun here = a_window_run(1000, {1, 2}, 64, 31, 32);
   WindowRun there = here;
   there.stride = 20;
   there.context_len = 128;
@@ -228,8 +249,42 @@ TEST(WindowFile, AnotherRunIsDescribedFieldByField) {
   there = here;
   there.corpus_hash = corpus_hash({2, 1});
   EXPECT_EQ(window_run_difference(there, here), "corpus hash " + there.corpus_hash + " there, " + here.corpus_hash + " here");
+  there = here;
+  there.model = "llama-7b-chat";
+  EXPECT_EQ(window_run_difference(there, here), "") << "the same files under another name (a staged copy)";
+  there.model_fingerprint = "ffffffffffffffff";
+  there.kv_dtype = "bf16";
+  EXPECT_EQ(window_run_difference(there, here),
+            "model llama-7b-chat (fingerprint ffffffffffffffff) there, llama-7b (fingerprint 00112233aabbccdd) here; "
+            "kv_dtype bf16 there, f32 here");
   EXPECT_NE(corpus_hash({1, 2}), corpus_hash({2, 1}));
   EXPECT_EQ(corpus_hash({}), "cbf29ce484222325");  // FNV-1a 64's offset basis: nothing hashed
+}
+
+// The fingerprint follows the files' bytes, not the directory's name: a copy matches, one changed
+// byte of a weight file in a sampled block (the first, the last) or of config.json does not.
+TEST(WindowFile, ModelFingerprintFollowsTheFilesNotTheName) {
+  namespace fs = std::filesystem;
+  const fs::path base = fs::path(testing::TempDir()) / "fingerprint";
+  fs::remove_all(base);
+  const auto make_model = [&](const std::string& name, size_t changed_byte, const std::string& config) {
+    const fs::path dir = base / name;
+    fs::create_directories(dir);
+    std::ofstream(dir / "config.json") << config;
+    std::string weights(1 << 20, '\0');
+    for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<char>(i * 7 % 251);
+    if (changed_byte < weights.size()) weights[changed_byte] ^= 1;
+    std::ofstream(dir / "model.safetensors", std::ios::binary) << weights;
+    std::ofstream(dir / "notes.txt") << name;  // not part of the model
+    return model_fingerprint(dir.string());
+  };
+  const std::string config = R"({"hidden_size": 64})";
+  const std::string original = make_model("a", SIZE_MAX, config);
+  EXPECT_EQ(make_model("copy-of-a", SIZE_MAX, config), original);
+  EXPECT_NE(make_model("first-byte", 0, config), original);
+  EXPECT_NE(make_model("last-byte", (1 << 20) - 1, config), original);
+  EXPECT_NE(make_model("config", SIZE_MAX, R"({"hidden_size": 65})"), original);
+  fs::remove_all(base);
 }
 
 }  // namespace
