@@ -417,14 +417,15 @@ TEST_F(Stories, RandomModelConvertsAndRuns) {
   for (const json& rec : records) EXPECT_EQ(rec["completion_tokens"], 8) << rec.dump();
 }
 
-// A Llama-2-7B-shaped checkpoint (a sparse file: headers real, data all zero) needs 27 GB of f32
-// weights on one rank; run must refuse before loading, naming the numbers.
+// A Llama-2-70B-shaped checkpoint (a sparse file: headers real, data all zero) needs 276 GB of f32
+// weights on one rank, more than any test machine has; run must refuse before loading, naming the
+// numbers.
 TEST_F(Stories, AModelTooLargeForMemoryIsRefusedBeforeLoading) {
   const std::string dir = work_ + "/too_large";
   fs::create_directories(dir);
-  const int64_t dim = 4096, hidden = 11008, layers = 32, vocab = 32000;
+  const int64_t dim = 8192, hidden = 28672, layers = 80, vocab = 32000, kv_dim = 8 * 128;
   json config = {{"hidden_size", dim},        {"intermediate_size", hidden}, {"num_hidden_layers", layers},
-                 {"num_attention_heads", 32}, {"num_key_value_heads", 32},   {"vocab_size", vocab},
+                 {"num_attention_heads", 64}, {"num_key_value_heads", 8},    {"vocab_size", vocab},
                  {"max_position_embeddings", 4096}};
   std::ofstream(dir + "/config.json") << config.dump();
   fs::copy_file(stories_ + "/tok512.model", dir + "/tokenizer.model");
@@ -441,7 +442,8 @@ TEST_F(Stories, AModelTooLargeForMemoryIsRefusedBeforeLoading) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     add(p + "input_layernorm.weight", {dim});
     add(p + "post_attention_layernorm.weight", {dim});
-    for (const char* m : {"q_proj", "k_proj", "v_proj", "o_proj"}) add(p + "self_attn." + m + ".weight", {dim, dim});
+    for (const char* m : {"q_proj", "o_proj"}) add(p + "self_attn." + m + ".weight", {dim, dim});
+    for (const char* m : {"k_proj", "v_proj"}) add(p + "self_attn." + m + ".weight", {kv_dim, dim});
     add(p + "mlp.gate_proj.weight", {hidden, dim});
     add(p + "mlp.up_proj.weight", {hidden, dim});
     add(p + "mlp.down_proj.weight", {dim, hidden});

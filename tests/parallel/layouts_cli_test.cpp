@@ -82,6 +82,26 @@ class Distributed : public ::testing::Test {
     return in;
   }
 
+  // Whether pid is a live process (not gone, not a zombie): the ranks are mpirun's children, not
+  // ours, so waitpid cannot tell.
+  static bool alive(pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text;
+    if (!std::getline(stat, text)) return false;
+    const size_t close = text.rfind(')');  // "pid (comm) S ...": the state follows the name
+    return close == std::string::npos || close + 2 >= text.size() || (text[close + 2] != 'Z' && text[close + 2] != 'X');
+  }
+  // Waits up to `seconds` for every pid to be gone; returns those still alive.
+  static std::vector<pid_t> wait_until_gone(const std::vector<pid_t>& pids, double seconds) {
+    std::vector<pid_t> left = pids;
+    const auto start = Clock::now();
+    while (true) {
+      std::erase_if(left, [](pid_t p) { return !alive(p); });
+      if (left.empty() || std::chrono::duration<double>(Clock::now() - start).count() > seconds) return left;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
   // The process among `pids` that Open MPI started as world rank `rank` (its environment says), or 0.
   static pid_t world_rank_process(const std::vector<pid_t>& pids, int rank) {
     const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
@@ -413,10 +433,11 @@ TEST_F(Distributed, KilledJobResumesExactlyOnce) {
   CommandResult ranks = run_shell("pgrep -P " + std::to_string(job));
   ::kill(-job, SIGKILL);
   std::istringstream pids(ranks.output);
-  for (long p; pids >> p;) ::kill(static_cast<pid_t>(p), SIGKILL);
+  std::vector<pid_t> rank_pids;
+  for (long p; pids >> p;) rank_pids.push_back(static_cast<pid_t>(p));
+  for (pid_t p : rank_pids) ::kill(p, SIGKILL);
   ::waitpid(job, nullptr, 0);
-  for (int i = 0; i < 100 && run_shell("pgrep -f " + out).exit_code == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(wait_until_gone(rank_pids, 10).empty()) << "a killed rank is still alive";
   ASSERT_LT(lines, 2000u) << "the job finished before it could be killed";
   CommandResult r = run_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in + " --output " + out +
                               flags + " --resume");
@@ -519,7 +540,7 @@ TEST_F(Distributed, KilledRankEndsTheJobWithinThirtySeconds) {
   EXPECT_TRUE(!WIFEXITED(status) || WEXITSTATUS(status) != 0) << "exit status " << status;
   EXPECT_LT(seconds, 30.0);
   std::printf("job ended %.2f s after SIGKILL of one rank\n", seconds);
-  for (pid_t p : ranks) EXPECT_NE(::kill(p, 0) == 0 && ::waitpid(p, nullptr, WNOHANG) == 0, true) << "rank " << p << " left running";
+  for (pid_t p : wait_until_gone(ranks, 5)) ADD_FAILURE() << "rank " << p << " left running";
 }
 
 }  // namespace
