@@ -12,9 +12,9 @@
 
 #include "app/cli_checks.h"
 #include "app/commands.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/dtype.h"
 #include "io/result_writer.h"
 #include "io/resume.h"
 #include "io/window_file.h"
@@ -80,7 +80,6 @@ class WindowScores : public ResultSink {
   explicit WindowScores(size_t windows) : scores_(windows) {}
 
   void keep(const WindowScore& s) { scores_[static_cast<size_t>(s.window)] = s; }
-  bool has(size_t window) const { return scores_[window].has_value(); }
   void log_to(std::unique_ptr<ResultWriter> file) { file_ = std::move(file); }
 
   void write(const Result& r) override {

@@ -3,9 +3,9 @@
 #include "io/openai_batch.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <iterator>
 
+#include "core/hash.h"
 #include "core/json_text.h"
 #include "io/request_fields.h"
 
@@ -140,11 +140,9 @@ void parse_openai_batch_request(const json& object, Request& req,
 }
 
 std::string openai_request_hex(const json& id) {
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64
-  for (unsigned char c : id_key(id)) h = (h ^ c) * 0x100000001b3ULL;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  Fnv1a h;
+  h.add(id_key(id));
+  return h.hex();
 }
 
 ordered_json logprobs_to_json(const std::vector<TokenLogprob>& logprobs) {

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/json_text.h"
 
 namespace tpllama {
@@ -32,21 +32,19 @@ std::optional<long long> count_field(const ordered_json& object, const char* fie
 }  // namespace
 
 std::string corpus_hash(const std::vector<int>& tokens) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (int t : tokens)
-    for (int byte = 0; byte < 4; ++byte) h = (h ^ ((static_cast<uint32_t>(t) >> (8 * byte)) & 0xffu)) * 0x100000001b3ULL;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  Fnv1a h;
+  for (int t : tokens) {
+    const auto u = static_cast<uint32_t>(t);
+    const unsigned char bytes[4] = {static_cast<unsigned char>(u), static_cast<unsigned char>(u >> 8),
+                                    static_cast<unsigned char>(u >> 16), static_cast<unsigned char>(u >> 24)};
+    h.add(bytes, sizeof bytes);  // little-endian on every machine
+  }
+  return h.hex();
 }
 
 std::string model_fingerprint(const std::string& model_dir) {
   namespace fs = std::filesystem;
-  uint64_t h = 0xcbf29ce484222325ULL;
-  const auto mix = [&h](const void* data, size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
-  };
+  Fnv1a h;
   std::vector<fs::path> weights;
   for (const fs::directory_entry& e : fs::directory_iterator(model_dir))
     if (e.is_regular_file() && e.path().extension() == ".safetensors") weights.push_back(e.path());
@@ -60,21 +58,19 @@ std::string model_fingerprint(const std::string& model_dir) {
     if (!in) fail("cannot read ", file.string(), " to fingerprint the model");
     const std::string name = file.filename().string();
     const uint64_t size = fs::file_size(file);
-    mix(name.data(), name.size() + 1);
-    mix(&size, sizeof size);
+    h.add(name.data(), name.size() + 1);  // with its '\0': no name runs into the next field
+    h.add(&size, sizeof size);
     const bool whole = file.filename() == "config.json" || size <= kBlock * kBlocks;
     const size_t reads = whole ? (size + kBlock - 1) / kBlock : kBlocks;
     for (size_t i = 0; i < reads; ++i) {
       const uint64_t at = whole ? i * kBlock : (size - kBlock) * i / (kBlocks - 1);
       in.seekg(static_cast<std::streamoff>(at));
       in.read(block.data(), static_cast<std::streamsize>(kBlock));
-      mix(block.data(), static_cast<size_t>(in.gcount()));
+      h.add(block.data(), static_cast<size_t>(in.gcount()));
       in.clear();
     }
   }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  return h.hex();
 }
 
 std::string window_run_line(const WindowRun& run) {

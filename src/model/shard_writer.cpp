@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "model/checkpoint.h"
 #include "model/safetensors_writer.h"
@@ -25,16 +26,13 @@ namespace {
 uint64_t fnv1a64_of_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read ", path);
-  uint64_t h = 0xcbf29ce484222325ull;
+  Fnv1a h;
   std::vector<char> chunk(1 << 20);
   while (in) {
     in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    for (std::streamsize i = 0; i < in.gcount(); ++i) {
-      h ^= static_cast<uint8_t>(chunk[static_cast<size_t>(i)]);
-      h *= 0x100000001b3ull;
-    }
+    h.add(chunk.data(), static_cast<size_t>(in.gcount()));
   }
-  return h;
+  return h.value();
 }
 
 RawTensor slice_of(const Checkpoint& ckpt, const ShardEntry& e) {

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/hash.h"
+
 namespace tpllama {
 
 void LatencyHistogram::add(double seconds) {
@@ -33,11 +35,9 @@ double LatencyHistogram::percentile(double p) const {
 namespace {
 
 uint64_t fnv1a64(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
+  Fnv1a fnv;
+  fnv.add(s);
+  uint64_t h = fnv.value();
   h ^= h >> 33;  // finalizer: spreads FNV's low bits over the table index
   h *= 0xff51afd7ed558ccdull;
   h ^= h >> 33;
