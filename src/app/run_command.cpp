@@ -39,8 +39,14 @@ namespace {
 void check_writable(const std::string& path, const char* flag) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::exists(path, ec)) {  // the file (or the device, or a link's target) is there: opening it writes nothing
-    if (!std::ofstream(path, std::ios::app)) fail("cannot write ", flag, " file ", path);
+  const fs::file_status status = fs::status(path, ec);
+  if (fs::exists(status)) {  // the file (or the device, or a link's target) is there
+    if (fs::is_directory(status)) fail("cannot write ", flag, " file ", path, ": it is a directory");
+    if (!fs::is_regular_file(status)) {  // a pipe, a terminal, /dev/stdout: opening a FIFO would wait for a reader
+      if (::access(path.c_str(), W_OK) != 0) fail("cannot write ", flag, " file ", path, ": ", std::strerror(errno));
+      return;
+    }
+    if (!std::ofstream(path, std::ios::app)) fail("cannot write ", flag, " file ", path);  // opening it writes nothing
     return;
   }
   // Not there yet: its directory must take a new file. Nothing is created now, so a failure later in
@@ -59,6 +65,15 @@ void check_writable(const std::string& path, const char* flag) {
 // Whether two paths name one regular file, or would (neither exists yet and they resolve alike,
 // however spelt: "out.json", "./out.json", "$PWD/out.json"). Devices, /dev/stdout and /proc paths
 // are never "the same file" (stdout and stderr may both be one log file).
+// A regular file, or nothing yet (it will be one); not /dev/stdout and its kin, which name the
+// process's own streams even when the shell sent those to a file (perhaps stderr's too).
+bool output_is_a_file(const std::string& path) {
+  if (path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0) return false;
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  return !std::filesystem::exists(status) || std::filesystem::is_regular_file(status);
+}
+
 bool same_file(const std::string& a, const std::string& b) {
   namespace fs = std::filesystem;
   for (const std::string* p : {&a, &b})
@@ -369,6 +384,9 @@ void validate(const RunOptions& o, const RunHooks* hooks, int world_size, int ra
     outputs.emplace_back("--trace", o.trace);
     if (hooks != nullptr) outputs.insert(outputs.end(), hooks->outputs.begin(), hooks->outputs.end());
     check_output_files({o.input}, outputs);
+    if (hooks == nullptr && o.resume && !output_is_a_file(o.output))
+      fail("--resume reads and appends to --output, but ", o.output,
+           " is not a regular file (a pipe, a terminal or a device): give a file, or drop --resume");
     if (synthetic != nullptr) return;
     if (!std::filesystem::exists(s.checkpoint->tokenizer_path()))
       fail("model directory ", o.model, " has no tokenizer.model (a SentencePiece model is required)");
@@ -552,8 +570,10 @@ void open_io(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
     const OutputFormat format =
         reader->format() == InputFormat::kOpenAiBatch ? OutputFormat::kOpenAiBatch : OutputFormat::kJsonl;
     s.source = std::move(reader);
-    const bool had_output = std::filesystem::exists(o.output) && std::filesystem::file_size(o.output) > 0;
-    s.output_lock = std::make_unique<OutputLock>(o.output);
+    // A pipe, a terminal or /dev/stdout is written as it comes: nothing to lock, cut or resume.
+    const bool file = output_is_a_file(o.output);
+    const bool had_output = file && std::filesystem::exists(o.output) && std::filesystem::file_size(o.output) > 0;
+    if (file) s.output_lock = std::make_unique<OutputLock>(o.output);
     if (o.resume) {
       s.resume = std::make_unique<ResumeIndex>(prepare_resume(o.output, format));
       log::info("resume: " + std::to_string(s.resume->records) + " records already in " + o.output +
@@ -564,8 +584,7 @@ void open_io(const RunOptions& o, const RunHooks* hooks, RunSetup& s) {
       log::warn("overwriting " + o.output + " (" + std::to_string(std::filesystem::file_size(o.output)) +
                 " bytes); pass --resume to keep its records and continue after them");
     }
-    s.writer = std::make_unique<ResultWriter>(o.output, format, o.resume,
-                                              model_name(o.model));
+    s.writer = std::make_unique<ResultWriter>(o.output, format, /*append=*/o.resume || !file, model_name(o.model));
     if (std::optional<size_t> lines = count_prompt_lines(o.input)) s.total_requests = static_cast<long long>(*lines);
   });
 }

@@ -53,6 +53,16 @@ std::string result_to_json_line(const Result& r, OutputFormat format,
 ResultWriter::ResultWriter(const std::string& path, OutputFormat format, bool append,
                            std::string model_name)
     : path_(path), format_(format), model_name_(std::move(model_name)) {
+  // The process's own streams are written through their descriptors: opened afresh, a file the
+  // shell sent stdout and stderr to would get a second offset, and log lines would overwrite records.
+  const int stream = path == "/dev/stdout" || path == "/dev/fd/1" || path == "/proc/self/fd/1"   ? STDOUT_FILENO
+                     : path == "/dev/stderr" || path == "/dev/fd/2" || path == "/proc/self/fd/2" ? STDERR_FILENO
+                                                                                                : -1;
+  if (stream >= 0) {
+    fd_ = ::fcntl(stream, F_DUPFD_CLOEXEC, 0);
+    if (fd_ < 0) fail("cannot write to ", path, ": ", std::strerror(errno));
+    return;
+  }
   const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append ? 0 : O_TRUNC);
   fd_ = ::open(path.c_str(), flags, 0644);
   if (fd_ < 0) fail("cannot open output file ", path, ": ", std::strerror(errno));

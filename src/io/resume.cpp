@@ -62,10 +62,10 @@ off_t end_of_last_line(int fd, off_t size, const std::string& path) {
 
 size_t cut_torn_last_line(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
-  if (fd.get() < 0) fail("cannot open output file ", path, " to resume: ", std::strerror(errno));
+  if (fd.get() < 0) fail("cannot open ", path, " to resume: ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0)
-    fail("cannot stat output file ", path, ": ", std::strerror(errno));
+    fail("cannot stat ", path, ": ", std::strerror(errno));
   const off_t keep = end_of_last_line(fd.get(), st.st_size, path);
   if (keep == st.st_size) return 0;
   if (::ftruncate(fd.get(), keep) != 0 || ::fsync(fd.get()) != 0)

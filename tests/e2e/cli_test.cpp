@@ -469,6 +469,47 @@ TEST_F(Stories, AModelTooLargeForMemoryIsRefusedBeforeLoading) {
       << "refused before reading any weight";
 }
 
+// --output /dev/stdout: the records go to the process's own stdout. With stderr sent to the same
+// file (2>&1) no log line may overwrite a record (a reopened /dev/stdout would write at its own
+// offset); with stdout alone the stream holds exactly the records a file gets. --resume onto a
+// stream is refused before the model loads.
+TEST_F(Stories, OutputToStdoutKeepsEveryRecordBesideTheLog) {
+  const std::string in = work_ + "/stdout_in.txt", file = work_ + "/stdout_file.jsonl";
+  {
+    std::ofstream f(in);
+    for (int i = 0; i < 20; ++i) f << "Once upon a time " << i << "\n";
+  }
+  ASSERT_EQ(run(in, file, "--max-tokens 16").exit_code, 0);
+  std::ifstream want_file(file);
+  const std::string want((std::istreambuf_iterator<char>(want_file)), std::istreambuf_iterator<char>());
+
+  CommandResult alone = run_shell("sh -c '" + binary() + " run --model " + model_ + " --input " + in +
+                                  " --output /dev/stdout --max-tokens 16 2>/dev/null'");
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  EXPECT_EQ(alone.output, want);
+
+  CommandResult mixed = run(in, "/dev/stdout", "--max-tokens 16");  // stdout and stderr: one log file
+  ASSERT_EQ(mixed.exit_code, 0) << mixed.output;
+  std::istringstream lines(mixed.output);
+  std::string records;
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line[0] == '{') records.append(line).push_back('\n');
+  EXPECT_EQ(records, want) << mixed.output;
+  EXPECT_NE(mixed.output.find("[tpllama] done: 20 requests"), std::string::npos) << mixed.output;
+
+  CommandResult resume = run(in, "/dev/stdout", "--resume");
+  EXPECT_NE(resume.exit_code, 0);
+  EXPECT_NE(resume.output.find("--resume reads and appends to --output, but /dev/stdout is not a regular file"),
+            std::string::npos)
+      << resume.output;
+  EXPECT_EQ(resume.output.find("weights:"), std::string::npos) << "refused only after loading\n" << resume.output;
+
+  CommandResult directory = run(in, work_);
+  EXPECT_NE(directory.exit_code, 0);
+  EXPECT_NE(directory.output.find("cannot write --output file " + work_ + ": it is a directory"), std::string::npos)
+      << directory.output;
+}
+
 TEST_F(Stories, OutputThatWouldOverwriteTheInputIsRefused) {
   std::string in = work_ + "/same.txt";
   std::ofstream(in) << "hello\n";
