@@ -482,7 +482,7 @@ class Run {
 
   std::string token_text(int id) const {
     if (tok_ == nullptr || id < 0 || id >= tok_->vocab_size()) return "";
-    return tok_->is_control(id) ? tok_->processor().IdToPiece(id) : tok_->token_bytes(id);
+    return tok_->is_control(id) ? tok_->processor().IdToPiece(id) : token_display_text(tok_->token_bytes(id));
   }
 
   void record_logprobs(Sequence& s, const RowLogprobs& l, int token) {

@@ -5,6 +5,7 @@
 #include <sentencepiece_processor.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <utility>
 
 #include "core/error.h"
@@ -101,6 +102,24 @@ void drain_utf8(std::string& buf, std::string& out, bool final) {
 }
 
 }  // namespace
+
+std::string token_display_text(const std::string& bytes) {
+  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const int len = utf8_char_len(data + i, bytes.size() - i);
+    if (len <= 0) break;
+    i += static_cast<size_t>(len);
+  }
+  if (i == bytes.size()) return bytes;
+  std::string out = "bytes:";
+  char hex[5];
+  for (unsigned char c : bytes) {
+    std::snprintf(hex, sizeof hex, "\\x%02x", c);
+    out += hex;
+  }
+  return out;
+}
 
 Tokenizer::Tokenizer(const std::string& model_path)
     : processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {

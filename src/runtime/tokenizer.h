@@ -49,6 +49,11 @@ class Tokenizer {
   friend class IncrementalDetokenizer;
 };
 
+// A token's bytes as JSON text can hold them: the bytes themselves when they are valid UTF-8,
+// else "bytes:" and each byte as \xNN (OpenAI's form for partial characters), so byte-fallback
+// tokens stay distinct instead of all becoming U+FFFD.
+std::string token_display_text(const std::string& bytes);
+
 // Streaming decoder for one sequence: prime() with the prompt ids (their text is not returned),
 // then push() generated ids one at a time; each call returns only newly complete UTF-8 text. A
 // possibly valid incomplete trailing sequence is held back; bytes that can never become valid are

@@ -250,5 +250,19 @@ TEST(TokenizerLoad, BadPathThrowsNamingPath) {
   }
 }
 
+// Valid UTF-8 shows as itself; anything else as OpenAI's "bytes:\xNN" form, one escape per byte,
+// so two byte-fallback tokens never share a top_logprobs key.
+TEST(TokenDisplayText, PartialCharactersBecomeByteEscapes) {
+  EXPECT_EQ(token_display_text("abc"), "abc");
+  EXPECT_EQ(token_display_text("\xc3\xa9"), "\xc3\xa9");  // é
+  EXPECT_EQ(token_display_text("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");  // one 4-byte character
+  EXPECT_EQ(token_display_text(""), "");
+  EXPECT_EQ(token_display_text("\xe4"), "bytes:\\xe4");
+  EXPECT_EQ(token_display_text("\xe4\xbd"), "bytes:\\xe4\\xbd");
+  EXPECT_EQ(token_display_text("a\xff"), "bytes:\\x61\\xff");
+  EXPECT_EQ(token_display_text("\xed\xa0\x80"), "bytes:\\xed\\xa0\\x80");  // a surrogate is not valid UTF-8
+  EXPECT_NE(token_display_text("\xe4"), token_display_text("\xe5"));
+}
+
 }  // namespace
 }  // namespace tpllama
