@@ -14,6 +14,7 @@
 #include "app/commands.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/json_text.h"
 #include "core/log.h"
 #include "io/result_writer.h"
 #include "io/resume.h"
@@ -143,11 +144,16 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
       }
       append = true;
       if (file.torn_bytes > 0) cut_torn_last_line(o.windows);
+    } else if (file.torn_bytes > 0 && !starts_like_a_window_header(file.torn_start)) {
+      fail("cannot resume from ", o.windows, ": it is not a windows file (", file.torn_bytes,
+           " bytes without a newline, starting \"", clip(file.torn_start),
+           "\"); give another --windows file, or drop --resume to overwrite it");
     }
     log::info("resume: " + std::to_string(file.scores.size()) + " of " + std::to_string(windows.size()) +
               " windows already scored in " + o.windows +
-              (file.run && file.torn_bytes > 0 ? "; cut a torn last line of " + std::to_string(file.torn_bytes) + " bytes"
-                                               : ""));
+              (file.torn_bytes == 0 ? ""
+               : file.run       ? "; cut a torn last line of " + std::to_string(file.torn_bytes) + " bytes"
+                                : "; its header was torn (" + std::to_string(file.torn_bytes) + " bytes): starting over"));
   } else if (had_file) {
     log::warn("overwriting " + o.windows + " (" + std::to_string(std::filesystem::file_size(o.windows)) +
               " bytes); pass --resume to keep its windows and continue after them");

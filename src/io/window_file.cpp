@@ -73,6 +73,12 @@ std::string model_fingerprint(const std::string& model_dir) {
   return h.hex();
 }
 
+bool starts_like_a_window_header(const std::string& text) {
+  const std::string start = std::string("{\"") + kRunField + "\":";  // as window_run_line writes it
+  const size_t n = std::min(text.size(), start.size());
+  return text.compare(0, n, start, 0, n) == 0;
+}
+
 std::string window_run_line(const WindowRun& run) {
   ordered_json j;
   j[kRunField] = {{"model", run.model},
@@ -105,6 +111,7 @@ WindowFile read_window_file(const std::string& path) {
   for (size_t line = 1; std::getline(in, text); ++line) {
     if (in.eof()) {  // no '\n' after it: torn
       file.torn_bytes = text.size();
+      file.torn_start = text.substr(0, 64);
       break;
     }
     const auto bad = [&](const std::string& why) {

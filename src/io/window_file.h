@@ -44,7 +44,11 @@ struct WindowFile {
   std::optional<WindowRun> run;  // none: the file is missing or empty
   std::vector<WindowScore> scores;
   size_t torn_bytes = 0;  // after the last '\n': a line a kill cut short (not read)
+  std::string torn_start;  // its first bytes (up to 64)
 };
+
+// Whether `text` can be the start of a header line (a header a kill cut short).
+bool starts_like_a_window_header(const std::string& text);
 
 // Reads a windows file for --resume, changing nothing (the caller cuts the torn last line, with
 // cut_torn_last_line, once it knows the file is this run's). Throws Error naming the file and line

@@ -311,6 +311,15 @@ TEST_F(Scoring, PerplexityResumesFromItsWindowsFile) {
   EXPECT_NE(other.exit_code, 0);
   EXPECT_NE(other.output.find("holds the windows of another run (stride 31 there, 20 here)"), std::string::npos)
       << other.output;
+  // A file of one line with no newline that no header starts like is not taken for a torn header.
+  const std::string junk = work_ + "/junk.txt";
+  std::ofstream(junk) << std::string(5000, 'x');
+  CommandResult not_windows = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + flags +
+                                        " --windows " + junk + " --resume");
+  EXPECT_NE(not_windows.exit_code, 0);
+  EXPECT_NE(not_windows.output.find("it is not a windows file (5000 bytes without a newline"), std::string::npos)
+      << not_windows.output;
+  EXPECT_EQ(fs::file_size(junk), 5000u);
   CommandResult no_file = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + " --resume");
   EXPECT_NE(no_file.exit_code, 0);
   EXPECT_NE(no_file.output.find("--resume requires --windows"), std::string::npos) << no_file.output;

@@ -207,6 +207,22 @@ TEST(WindowFile, ScoresReadBackExactlyAndTheTornLineIsLeftForTheCaller) {
   EXPECT_EQ(read_file(path), kept);
 }
 
+// A file of one unterminated line is a torn header only if that line starts as a header does.
+TEST(WindowFile, ATornHeaderIsToldFromAnotherFile) {
+  const std::string header = window_run_line(a_window_run(10, {1}, 8, 4, 2));
+  const WindowFile torn = read_window_file(write_file("windows_torn_header.jsonl", header.substr(0, 30)));
+  EXPECT_FALSE(torn.run.has_value());
+  EXPECT_EQ(torn.torn_bytes, 30u);
+  EXPECT_EQ(torn.torn_start, header.substr(0, 30));
+  EXPECT_TRUE(starts_like_a_window_header(torn.torn_start));
+  EXPECT_TRUE(starts_like_a_window_header("{\"perp"));
+  EXPECT_FALSE(starts_like_a_window_header("xxxx"));
+  EXPECT_FALSE(starts_like_a_window_header("{\"id\": 1, \"text\": \"a very long line of another output\""));
+  const WindowFile junk = read_window_file(write_file("windows_junk.jsonl", std::string(5000, 'x')));
+  EXPECT_EQ(junk.torn_bytes, 5000u);
+  EXPECT_EQ(junk.torn_start, std::string(64, 'x'));
+}
+
 TEST(WindowFile, MissingOrEmptyNamesNoRun) {
   EXPECT_FALSE(read_window_file(temp_path("windows_missing.jsonl")).run.has_value());
   const WindowFile empty = read_window_file(write_file("windows_empty.jsonl", ""));
