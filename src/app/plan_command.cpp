@@ -1,4 +1,5 @@
 // `tpllama plan`: does this model fit this cluster, in which layout, and how fast — before launch.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -44,25 +45,53 @@ void add_plan_command(CLI::App& app, PlanOptions& o) {
 
 namespace {
 
+// An Open MPI hostfile: a host per line with "slots=N" (spaces around '=' allowed; none: one
+// slot), '#' comments; a host listed again adds its slots, as Open MPI counts them. Every node must
+// have the same number of slots (the layouts assume it).
 void read_hostfile(const std::string& path, int* nodes, int* per_node) {
   std::ifstream in(path);
   if (!in) fail("cannot open hostfile ", path);
+  std::vector<std::pair<std::string, long long>> hosts;  // in order of first appearance
   std::string line;
-  *nodes = 0;
-  *per_node = 0;
-  while (std::getline(in, line)) {
+  for (size_t number = 1; std::getline(in, line); ++number) {
     if (line.find('#') != std::string::npos) line.resize(line.find('#'));
+    std::string joined;  // "slots = 4" is "slots=4"
+    for (size_t i = 0; i < line.size(); ++i) {
+      const bool space = line[i] == ' ' || line[i] == '\t';
+      if (space && ((!joined.empty() && joined.back() == '=') || line.find_first_not_of(" \t", i) == line.find('=', i)))
+        continue;
+      joined += line[i];
+    }
+    line = joined;
     std::istringstream words(line);
     std::string host, word;
     if (!(words >> host)) continue;
-    int slots = 1;
-    while (words >> word)
-      if (word.rfind("slots=", 0) == 0) slots = std::stoi(word.substr(6));
-    if (*nodes > 0 && slots != *per_node) fail(path, ": nodes have different slot counts (", *per_node, " and ", slots, ")");
-    *per_node = slots;
-    ++*nodes;
+    long long slots = 1;
+    while (words >> word) {
+      const size_t eq = word.find('=');
+      const std::string key = word.substr(0, eq), value = eq == std::string::npos ? "" : word.substr(eq + 1);
+      if (key == "slots") {
+        const bool digits = !value.empty() && value.size() <= 7 && value.find_first_not_of("0123456789") == std::string::npos;
+        if (!digits || std::stoll(value) < 1)
+          fail(path, ":", number, ": slots=", value, " is not a number of slots (an integer from 1 to 9999999)");
+        slots = std::stoll(value);
+      } else if (key != "max_slots" && key != "max-slots") {
+        log::warn(path + ":" + std::to_string(number) + ": '" + word + "' is not a hostfile setting plan knows; ignored");
+      }
+    }
+    auto it = std::find_if(hosts.begin(), hosts.end(), [&](const auto& h) { return h.first == host; });
+    if (it == hosts.end())
+      hosts.emplace_back(host, slots);
+    else
+      it->second += slots;
   }
-  if (*nodes == 0) fail(path, " names no host");
+  if (hosts.empty()) fail(path, " names no host");
+  for (const auto& [host, slots] : hosts)
+    if (slots != hosts.front().second)
+      fail(path, ": nodes have different slot counts (", hosts.front().first, " ", hosts.front().second, ", ", host, " ",
+           slots, "); plan assumes as many ranks on every node");
+  *nodes = static_cast<int>(hosts.size());
+  *per_node = static_cast<int>(hosts.front().second);
 }
 
 std::string gib(double bytes) {

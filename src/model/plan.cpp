@@ -155,7 +155,13 @@ std::vector<LayoutPlan> plan_layouts(const PlanRequest& r) {
     if ((r.tp != 0 && tp != r.tp) || (r.pp != 0 && pp != r.pp)) continue;
     plans.push_back(plan_one(r, tp, pp));
   }
-  if (plans.empty()) fail("no layout with tp ", r.tp, " and pp ", r.pp, " uses the ", world, " ranks");
+  if (plans.empty()) {
+    const std::string asked = r.tp != 0 && r.pp != 0 ? "tp " + std::to_string(r.tp) + " x pp " + std::to_string(r.pp) +
+                                                           " = " + std::to_string(static_cast<long long>(r.tp) * r.pp) + " ranks"
+                              : r.tp != 0 ? "tp " + std::to_string(r.tp) + " does not divide them"
+                                          : "pp " + std::to_string(r.pp) + " does not divide them";
+    fail("no layout uses the cluster's ", world, " ranks (", r.nodes, " node(s) x ", r.ranks_per_node, "): ", asked);
+  }
   std::stable_sort(plans.begin(), plans.end(), [](const LayoutPlan& a, const LayoutPlan& b) {
     if (a.fits != b.fits) return a.fits;
     if (a.tp_crosses_nodes != b.tp_crosses_nodes) return !a.tp_crosses_nodes;

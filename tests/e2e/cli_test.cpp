@@ -613,6 +613,35 @@ TEST_F(Stories, PlanKeepsTheWorkloadInsideTheModelsContext) {
   EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
 }
 
+// plan reads a hostfile as Open MPI does: a host listed once per slot is one node with that many
+// slots, "slots = 4" is "slots=4"; a slot count that is not a number is refused naming the file,
+// line and value, and a layout that cannot use the ranks names what was asked.
+TEST_F(Stories, PlanReadsHostfilesAsOpenMpiDoes) {
+  const auto plan = [&](const std::string& name, const std::string& hostfile, const std::string& flags = "") {
+    std::ofstream(work_ + "/" + name) << hostfile;
+    return run_shell(binary() + " plan --shape tiny --hostfile " + work_ + "/" + name + flags);
+  };
+  CommandResult r = plan("hf_repeated", "n1\nn1\nn2\nn2\n");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 node(s) x 2 rank(s)"), std::string::npos) << r.output;
+  r = plan("hf_spaced", "n1 slots = 4   # first\nn2\tslots=4\n");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 node(s) x 4 rank(s)"), std::string::npos) << r.output;
+  for (const char* bad : {"abc", "2x", "0", "99999999999"}) {
+    r = plan("hf_bad", std::string("n1 slots=4\nn2 slots=") + bad + "\n");
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_NE(r.output.find(std::string("hf_bad:2: slots=") + bad + " is not a number of slots"), std::string::npos) << r.output;
+  }
+  r = plan("hf_uneven", "n1 slots=4\nn2 slots=2\n");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("nodes have different slot counts (n1 4, n2 2)"), std::string::npos) << r.output;
+  r = plan("hf_tp3", "n1 slots=4\nn2 slots=4\n", " --tp 3");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("no layout uses the cluster's 8 ranks (2 node(s) x 4): tp 3 does not divide them"),
+            std::string::npos)
+      << r.output;
+}
+
 // Device choices that cannot be met are refused before any weight is read, naming the way out.
 // (On a machine with a GPU the first two would run: tests/gpu covers that side.)
 TEST_F(Stories, ImpossibleDeviceChoicesAreRefusedUpFront) {
