@@ -327,7 +327,7 @@ void add_bench_command(CLI::App& app, BenchOptions& o) {
   c->add_flag("--random-weights", o.random_weights, "Seeded random weights made in memory (with --shape)");
   c->add_option("--seed", o.seed, "Seed of the random weights and of the prompts")
       ->capture_default_str()
-      ->check(at_least(0));
+      ->check(unsigned_64());
   c->add_option("--vocab", o.vocab, "Vocabulary size of the shape (default: the shape's)")->check(at_least(1));
   c->add_option("--prompts", o.prompts, "Requests in the workload")->capture_default_str()->check(at_least(1));
   c->add_option("--input-len", o.input_len, "Prompt tokens per request, BOS included: N or an inclusive range A:B")

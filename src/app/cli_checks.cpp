@@ -34,6 +34,20 @@ CLI::Validator at_least(long long min) {
       min == 1 ? "POSITIVE" : min == 0 ? "NONNEGATIVE" : ">=" + std::to_string(min));
 }
 
+CLI::Validator unsigned_64() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const std::string max = "18446744073709551615";
+        if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+          return "expected an integer from 0 to " + max + ", got '" + s + "'";
+        if (s.size() > 1 && s[0] == '0') return "write " + s + " without leading zeros";
+        if (s.size() > max.size() || (s.size() == max.size() && s > max))
+          return "must be at most " + max + " (2^64 - 1), got " + s;
+        return "";
+      },
+      "0 to 2^64-1");
+}
+
 CLI::Validator finite_in(double lo, double hi) {
   return CLI::Validator(
       [lo, hi](std::string& s) -> std::string {

@@ -27,7 +27,7 @@ void add_convert_command(CLI::App& app, ConvertOptionsCli& o) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   c->add_option("--shape", o.shape, "For --from random: tiny, 110m, llama2-7b, llama3-8b, llama2-70b")
       ->capture_default_str();
-  c->add_option("--seed", o.seed, "For --from random: weight seed")->capture_default_str()->check(at_least(0));
+  c->add_option("--seed", o.seed, "For --from random: weight seed")->capture_default_str()->check(unsigned_64());
   c->add_option("--vocab", o.vocab, "For --from random: vocabulary size (default: the tokenizer's)")
       ->check(at_least(1));
 }

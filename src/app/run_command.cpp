@@ -131,7 +131,7 @@ void add_run_command(CLI::App& app, RunOptions& o) {
       ->check(finite_in(0, 1));
   run->add_option("--seed", o.defaults.seed, "Base seed; each request's stream derives from it and its line number")
       ->capture_default_str()
-      ->check(at_least(0));
+      ->check(unsigned_64());
   run->add_option("--max-seqs", o.max_seqs, "Sequences in flight at once")->capture_default_str()->check(at_least(1));
   run->add_option("--max-batch-tokens", o.max_batch_tokens, "Tokens per forward step (long prompts are chunked)")
       ->capture_default_str()
@@ -617,6 +617,8 @@ int finish_on_rank0(const RunOptions& o, const RunHooks* hooks, const RunSetup& 
     return kExitStoppedEarly;
   }
   log::info("done: " + summary.describe() + (hooks != nullptr ? "" : "; output " + o.output));
+  if (hooks == nullptr && summary.requests == 0 && summary.skipped == 0)
+    log::warn(o.input + " holds no request (every line is blank): is it the right file?");
   if (summary.unmatched_records > 0)
     log::warn(std::to_string(summary.unmatched_records) + " records already in " + o.output + " match no request of " +
               o.input + ": is --output from another job? (they are kept)");

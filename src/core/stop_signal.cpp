@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -113,7 +114,10 @@ void StallWatch::watch(Clock::time_point previous_tick) {
     const double idle = std::chrono::duration<double>(now - last).count();
     if (idle < timeout_seconds_ / 2 || (idle < timeout_seconds_ && warned_at_steps == steps)) continue;
     std::ostringstream os;
-    os << who_ << ": no pipeline step for " << static_cast<int>(idle) << " s (" << steps << " steps done; now "
+    os.setf(std::ios::fixed);
+    os.precision(timeout_seconds_ < 10 ? 1 : 0);  // a short timeout in tenths: not "0 s"
+    os << who_ << ": no pipeline step for " << (timeout_seconds_ < 10 ? idle : std::floor(idle)) << " s (" << steps
+       << " steps done; now "
        << what_.load(std::memory_order_relaxed) << ")";
     std::ostringstream timeout;
     timeout << timeout_seconds_;

@@ -35,7 +35,7 @@ constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ULL;
 constexpr const char* kKnownFields[] = {"id",    "prompt", "max_tokens", "temperature", "top_k",
                                         "top_p", "min_p",  "seed",       "stop",        "logprobs",
                                         "context", "continuation", "ignore_eos", "presence_penalty",
-                                        "frequency_penalty", "repetition_penalty", "logit_bias", "best_of"};
+                                        "frequency_penalty", "repetition_penalty", "logit_bias", "best_of", "n", "echo"};
 constexpr size_t kSniffBytes = size_t{4} << 20;
 constexpr const char* kByteOrderMark = "\xEF\xBB\xBF";
 

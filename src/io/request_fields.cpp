@@ -160,7 +160,8 @@ namespace {
 // The value of a kNeutralOnlyFields field that has no effect.
 json neutral_value(const std::string& key) {
   if (key == "logit_bias") return json::object();
-  return key == "repetition_penalty" || key == "best_of" ? 1 : 0;
+  if (key == "echo") return false;
+  return key == "repetition_penalty" || key == "best_of" || key == "n" ? 1 : 0;
 }
 
 void refuse_unsupported(const json& object, const FieldSite& at) {

@@ -49,7 +49,7 @@ enum class LogprobsSyntax { kIntegerOrBool, kIntegerOnly };
 // Sampling fields of vLLM / OpenAI that tpllama does not implement: each is accepted at its neutral
 // value (no effect) and refused at any other, which would change the text.
 inline constexpr const char* kNeutralOnlyFields[] = {"presence_penalty", "frequency_penalty", "repetition_penalty",
-                                                     "logit_bias", "best_of"};
+                                                     "logit_bias", "best_of", "n", "echo"};
 
 // max_tokens, temperature, top_k, top_p, min_p, seed, stop and logprobs, overriding req's values;
 // the kNeutralOnlyFields checked.

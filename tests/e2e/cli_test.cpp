@@ -510,6 +510,16 @@ TEST_F(Stories, OutputToStdoutKeepsEveryRecordBesideTheLog) {
       << directory.output;
 }
 
+// An input with no request (empty, or blank lines only) is not an error, but it is said.
+TEST_F(Stories, AnInputWithNoRequestIsSaid) {
+  const std::string in = work_ + "/blank.txt";
+  std::ofstream(in) << "\n\n   \n";
+  CommandResult r = run(in, work_ + "/blank.jsonl");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(in + " holds no request (every line is blank)"), std::string::npos) << r.output;
+  EXPECT_EQ(count_lines(work_ + "/blank.jsonl"), 0u);
+}
+
 TEST_F(Stories, OutputThatWouldOverwriteTheInputIsRefused) {
   std::string in = work_ + "/same.txt";
   std::ofstream(in) << "hello\n";

@@ -35,6 +35,18 @@ TEST(AtLeast, RefusesWhatIsNotAnInteger) {
     EXPECT_EQ(verdict(at_least(1), bad), std::string("expected an integer, got '") + bad + "'") << bad;
 }
 
+TEST(Unsigned64, AcceptsEverySeedAndRefusesWhatWouldBeClamped) {
+  EXPECT_EQ(verdict(unsigned_64(), "0"), "");
+  EXPECT_EQ(verdict(unsigned_64(), "18446744073709551615"), "");  // 2^64 - 1
+  EXPECT_EQ(verdict(unsigned_64(), "18446744073709551616"),
+            "must be at most 18446744073709551615 (2^64 - 1), got 18446744073709551616");
+  EXPECT_EQ(verdict(unsigned_64(), "99999999999999999999999"),
+            "must be at most 18446744073709551615 (2^64 - 1), got 99999999999999999999999");
+  EXPECT_EQ(verdict(unsigned_64(), "-1"), "expected an integer from 0 to 18446744073709551615, got '-1'");
+  EXPECT_EQ(verdict(unsigned_64(), "1.5"), "expected an integer from 0 to 18446744073709551615, got '1.5'");
+  EXPECT_EQ(verdict(unsigned_64(), "07"), "write 07 without leading zeros");
+}
+
 TEST(FiniteIn, AcceptsTheClosedInterval) {
   EXPECT_EQ(verdict(finite_in(0, 1), "0"), "");
   EXPECT_EQ(verdict(finite_in(0, 1), "1"), "");

@@ -318,15 +318,15 @@ TEST(PromptReaderJsonl, StopAcceptsStringOrListAndDropsEmptyStrings) {
 TEST(PromptReaderJsonl, UnknownFieldsAreIgnoredAndWarnedOncePerName) {
   testing::internal::CaptureStderr();
   auto reqs = read_jsonl(
-      "{\"prompt\": \"a\", \"n\": 2, \"echo\": true}\n"
-      "{\"prompt\": \"b\", \"n\": 3}\n"
-      "{\"prompt\": \"c\", \"n\": 4, \"echo\": false, \"logprobs\": 2}\n");
+      "{\"prompt\": \"a\", \"user\": \"x\", \"metadata\": {}}\n"
+      "{\"prompt\": \"b\", \"user\": \"y\"}\n"
+      "{\"prompt\": \"c\", \"user\": \"z\", \"metadata\": 1, \"logprobs\": 2}\n");
   std::string err = testing::internal::GetCapturedStderr();
   ASSERT_EQ(reqs.size(), 3u);
   for (const auto& r : reqs) EXPECT_TRUE(r.error.empty()) << r.error;
   auto count = [&](const std::string& needle) { return testing_util::count_occurrences(err, needle); };
-  EXPECT_EQ(count("\"n\""), 1u) << err;
-  EXPECT_EQ(count("\"echo\""), 1u) << err;
+  EXPECT_EQ(count("\"user\""), 1u) << err;
+  EXPECT_EQ(count("\"metadata\""), 1u) << err;
   EXPECT_EQ(count("logprobs"), 0u) << err;  // a known field since logprobs output exists
   EXPECT_EQ(count("\"prompt\""), 0u) << err;
 }
@@ -337,14 +337,16 @@ TEST(PromptReaderJsonl, UnsupportedSamplingFieldsAreRefusedUnlessNeutral) {
   testing::internal::CaptureStderr();
   auto reqs = read_jsonl(
       "{\"prompt\": \"a\", \"presence_penalty\": 0, \"frequency_penalty\": 0.0, \"repetition_penalty\": 1, "
-      "\"logit_bias\": {}, \"best_of\": 1}\n"
+      "\"logit_bias\": {}, \"best_of\": 1, \"n\": 1, \"echo\": false}\n"
       "{\"prompt\": \"b\", \"presence_penalty\": 0.5}\n"
       "{\"prompt\": \"c\", \"repetition_penalty\": 1.1}\n"
       "{\"prompt\": \"d\", \"logit_bias\": {\"5\": 10}}\n"
       "{\"prompt\": \"e\", \"best_of\": 2}\n"
-      "{\"prompt\": \"f\", \"frequency_penalty\": \"0\"}\n");
+      "{\"prompt\": \"f\", \"frequency_penalty\": \"0\"}\n"
+      "{\"prompt\": \"g\", \"n\": 2}\n"
+      "{\"prompt\": \"h\", \"echo\": true}\n");
   const std::string err = testing::internal::GetCapturedStderr();
-  ASSERT_EQ(reqs.size(), 6u);
+  ASSERT_EQ(reqs.size(), 8u);
   EXPECT_TRUE(reqs[0].error.empty()) << reqs[0].error;
   EXPECT_EQ(err.find("ignoring"), std::string::npos) << err;
   EXPECT_EQ(reqs[1].error, "line 2: field 'presence_penalty' is 0.5: tpllama does not support it (only 0, which has no effect)");
@@ -353,6 +355,8 @@ TEST(PromptReaderJsonl, UnsupportedSamplingFieldsAreRefusedUnlessNeutral) {
             "line 4: field 'logit_bias' is {\"5\":10}: tpllama does not support it (only {}, which has no effect)");
   EXPECT_EQ(reqs[4].error, "line 5: field 'best_of' is 2: tpllama does not support it (only 1, which has no effect)");
   EXPECT_NE(reqs[5].error.find("field 'frequency_penalty' is \"0\""), std::string::npos) << reqs[5].error;
+  EXPECT_EQ(reqs[6].error, "line 7: field 'n' is 2: tpllama does not support it (only 1, which has no effect)");
+  EXPECT_EQ(reqs[7].error, "line 8: field 'echo' is true: tpllama does not support it (only false, which has no effect)");
 }
 
 // splitmix64 reference outputs for seed 0 (the published sequence: e220a8397b1dcdaf,
