@@ -82,8 +82,10 @@ int utf8_char_len(const unsigned char* s, size_t avail) {
 }
 
 // Moves complete characters from buf to out; a byte that cannot start a valid character becomes
-// U+FFFD on its own (SentencePiece's rule). A viable incomplete tail stays in buf unless final.
-void drain_utf8(std::string& buf, std::string& out, bool final) {
+// U+FFFD on its own (SentencePiece's rule), except that the first *silent bytes (a prompt's
+// incomplete last character) are dropped instead: they are not the caller's text. A viable
+// incomplete tail stays in buf unless final. *silent shrinks by the bytes that went.
+void drain_utf8(std::string& buf, std::string& out, bool final, size_t* silent) {
   const auto* data = reinterpret_cast<const unsigned char*>(buf.data());
   size_t i = 0;
   while (i < buf.size()) {
@@ -92,12 +94,13 @@ void drain_utf8(std::string& buf, std::string& out, bool final) {
       out.append(buf, i, static_cast<size_t>(len));
       i += static_cast<size_t>(len);
     } else if (len < 0 || final) {
-      out += kReplacementChar;
+      if (i >= *silent) out += kReplacementChar;
       ++i;
     } else {
       break;
     }
   }
+  *silent -= std::min(*silent, i);
   buf.erase(0, i);
 }
 
@@ -210,6 +213,7 @@ void IncrementalDetokenizer::prime(const std::vector<int>& prompt_ids) {
   // have no text: skipped, as generated ones are.
   for (const int id : prompt_ids)
     if (tok_ == nullptr || (id >= 0 && id < tok_->vocab_size())) push(id);
+  prompt_pending_ = pending_.size();
 }
 
 std::string IncrementalDetokenizer::push(int id) {
@@ -225,13 +229,13 @@ std::string IncrementalDetokenizer::push(int id) {
   if (bytes.size() > skip) at_start_ = false;
   pending_.append(bytes, skip, std::string::npos);
   std::string out;
-  drain_utf8(pending_, out, /*final=*/false);
+  drain_utf8(pending_, out, /*final=*/false, &prompt_pending_);
   return out;
 }
 
 std::string IncrementalDetokenizer::flush() {
   std::string out;
-  drain_utf8(pending_, out, /*final=*/true);
+  drain_utf8(pending_, out, /*final=*/true, &prompt_pending_);
   return out;
 }
 
