@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include <csignal>
 #include <cstdlib>
 #include <exception>
 
@@ -41,6 +42,9 @@ int main(int argc, char** argv) {
   widen_launcher_binding(argv);
   MpiSession mpi(&argc, &argv);
   install_stop_handlers();
+  // A closed pipe (--output /dev/stdout | head) is a write error that names the output, not a
+  // silent death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   log::set_rank(mpi.rank(), mpi.world_size());
 
   CLI::App app{"tpllama: offline batch inference of LLaMA-family models under MPI"};

@@ -146,8 +146,8 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
       if (file.torn_bytes > 0) cut_torn_last_line(o.windows);
     } else if (file.torn_bytes > 0 && !starts_like_a_window_header(file.torn_start)) {
       fail("cannot resume from ", o.windows, ": it is not a windows file (", file.torn_bytes,
-           " bytes without a newline, starting \"", clip(file.torn_start),
-           "\"); give another --windows file, or drop --resume to overwrite it");
+           " bytes without a newline, starting ", describe_json(nlohmann::json(file.torn_start)),
+           "); give another --windows file, or drop --resume to overwrite it");
     }
     log::info("resume: " + std::to_string(file.scores.size()) + " of " + std::to_string(windows.size()) +
               " windows already scored in " + o.windows +

@@ -45,13 +45,19 @@ void add_plan_command(CLI::App& app, PlanOptions& o) {
 
 namespace {
 
-// An Open MPI hostfile: a host per line with "slots=N" (spaces around '=' allowed; none: one
-// slot), '#' comments; a host listed again adds its slots, as Open MPI counts them. Every node must
-// have the same number of slots (the layouts assume it).
+// An Open MPI hostfile: a host per line with "slots=N" (or cpu=N, count=N; spaces around '='
+// allowed; none: one slot), '#' comments; a host listed again without slots= adds one slot, as
+// Open MPI counts them (listed again with slots=, Open MPI refuses the file, and so does plan).
+// Every node must have the same number of slots (the layouts assume it).
 void read_hostfile(const std::string& path, int* nodes, int* per_node) {
   std::ifstream in(path);
   if (!in) fail("cannot open hostfile ", path);
-  std::vector<std::pair<std::string, long long>> hosts;  // in order of first appearance
+  struct Host {
+    std::string name;
+    long long slots = 0;
+    bool slots_given = false;
+  };
+  std::vector<Host> hosts;  // in order of first appearance
   std::string line;
   for (size_t number = 1; std::getline(in, line); ++number) {
     if (line.find('#') != std::string::npos) line.resize(line.find('#'));
@@ -67,31 +73,37 @@ void read_hostfile(const std::string& path, int* nodes, int* per_node) {
     std::string host, word;
     if (!(words >> host)) continue;
     long long slots = 1;
+    bool given = false;
     while (words >> word) {
       const size_t eq = word.find('=');
       const std::string key = word.substr(0, eq), value = eq == std::string::npos ? "" : word.substr(eq + 1);
-      if (key == "slots") {
+      if (key == "slots" || key == "cpu" || key == "count") {
         const bool digits = !value.empty() && value.size() <= 7 && value.find_first_not_of("0123456789") == std::string::npos;
         if (!digits || std::stoll(value) < 1)
-          fail(path, ":", number, ": slots=", value, " is not a number of slots (an integer from 1 to 9999999)");
+          fail(path, ":", number, ": ", key, "=", value, " is not a number of slots (an integer from 1 to 9999999)");
         slots = std::stoll(value);
-      } else if (key != "max_slots" && key != "max-slots") {
+        given = true;
+      } else if (key != "max_slots" && key != "max-slots" && key != "slots_max" && key != "slots-max" && key != "cpu_max") {
         log::warn(path + ":" + std::to_string(number) + ": '" + word + "' is not a hostfile setting plan knows; ignored");
       }
     }
-    auto it = std::find_if(hosts.begin(), hosts.end(), [&](const auto& h) { return h.first == host; });
-    if (it == hosts.end())
-      hosts.emplace_back(host, slots);
-    else
-      it->second += slots;
+    auto it = std::find_if(hosts.begin(), hosts.end(), [&](const Host& h) { return h.name == host; });
+    if (it == hosts.end()) {
+      hosts.push_back({host, slots, given});
+    } else {
+      if (given || it->slots_given)
+        fail(path, ":", number, ": ", host, " is listed again, and one of its lines gives slots=: give its slots on one "
+             "line (Open MPI refuses this file too)");
+      it->slots += slots;
+    }
   }
   if (hosts.empty()) fail(path, " names no host");
-  for (const auto& [host, slots] : hosts)
-    if (slots != hosts.front().second)
-      fail(path, ": nodes have different slot counts (", hosts.front().first, " ", hosts.front().second, ", ", host, " ",
-           slots, "); plan assumes as many ranks on every node");
+  for (const Host& h : hosts)
+    if (h.slots != hosts.front().slots)
+      fail(path, ": nodes have different slot counts (", hosts.front().name, " ", hosts.front().slots, ", ", h.name, " ",
+           h.slots, "); plan assumes as many ranks on every node");
   *nodes = static_cast<int>(hosts.size());
-  *per_node = static_cast<int>(hosts.front().second);
+  *per_node = static_cast<int>(hosts.front().slots);
 }
 
 std::string gib(double bytes) {

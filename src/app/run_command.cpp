@@ -62,22 +62,23 @@ void check_writable(const std::string& path, const char* flag) {
     fail("cannot write ", flag, " file ", path, " (", dir.string(), " is not a writable directory)");
 }
 
-// Whether two paths name one regular file, or would (neither exists yet and they resolve alike,
-// however spelt: "out.json", "./out.json", "$PWD/out.json"). Devices, /dev/stdout and /proc paths
-// are never "the same file" (stdout and stderr may both be one log file).
-// A regular file, or nothing yet (it will be one); not /dev/stdout and its kin, which name the
-// process's own streams even when the shell sent those to a file (perhaps stderr's too).
+// A regular file, or nothing yet (it will be one); not this process's stdout or stderr, even when
+// the shell sent those to a file (perhaps both to one).
 bool output_is_a_file(const std::string& path) {
-  if (path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0) return false;
+  if (standard_stream_of(path) >= 0) return false;
   std::error_code ec;
   const std::filesystem::file_status status = std::filesystem::status(path, ec);
   return !std::filesystem::exists(status) || std::filesystem::is_regular_file(status);
 }
 
+// Whether two paths name one regular file, or would (neither exists yet and they resolve alike,
+// however spelt: "out.json", "./out.json", "$PWD/out.json"). Devices, pipes and this process's
+// stdout and stderr are never "the same file" (stdout and stderr may both be one log file, and
+// what goes to them is appended through their descriptors).
 bool same_file(const std::string& a, const std::string& b) {
   namespace fs = std::filesystem;
   for (const std::string* p : {&a, &b})
-    if (p->rfind("/dev/", 0) == 0 || p->rfind("/proc/", 0) == 0) return false;
+    if (standard_stream_of(*p) >= 0) return false;
   std::error_code ea, eb;
   const fs::file_status sa = fs::status(a, ea), sb = fs::status(b, eb);
   const bool a_there = fs::exists(sa), b_there = fs::exists(sb);
@@ -386,7 +387,9 @@ void validate(const RunOptions& o, const RunHooks* hooks, int world_size, int ra
     check_output_files({o.input}, outputs);
     if (hooks == nullptr && o.resume && !output_is_a_file(o.output))
       fail("--resume reads and appends to --output, but ", o.output,
-           " is not a regular file (a pipe, a terminal or a device): give a file, or drop --resume");
+           standard_stream_of(o.output) >= 0 ? " is this process's stdout or stderr"
+                                             : " is not a regular file (a pipe, a terminal or a device)",
+           ": give a file, or drop --resume");
     if (synthetic != nullptr) return;
     if (!std::filesystem::exists(s.checkpoint->tokenizer_path()))
       fail("model directory ", o.model, " has no tokenizer.model (a SentencePiece model is required)");
@@ -618,7 +621,7 @@ int finish_on_rank0(const RunOptions& o, const RunHooks* hooks, const RunSetup& 
   }
   log::info("done: " + summary.describe() + (hooks != nullptr ? "" : "; output " + o.output));
   if (hooks == nullptr && summary.requests == 0 && summary.skipped == 0)
-    log::warn(o.input + " holds no request (every line is blank): is it the right file?");
+    log::warn(o.input + " holds no request (it is empty or every line is blank): is it the right file?");
   if (summary.unmatched_records > 0)
     log::warn(std::to_string(summary.unmatched_records) + " records already in " + o.output + " match no request of " +
               o.input + ": is --output from another job? (they are kept)");

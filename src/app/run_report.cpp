@@ -98,11 +98,7 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
 }  // namespace
 
 void write_json_file(const std::string& path, const nlohmann::json& j, const char* flag) {
-  std::ofstream out(path);
-  if (!out) fail("cannot write ", flag, " file ", path);
-  out << j.dump(2) << '\n';
-  out.close();
-  if (!out) fail("error while writing ", flag, " file ", path);
+  write_text_file(path, j.dump(2) + "\n", flag);
 }
 
 nlohmann::json percentiles(const LatencyHistogram& h) {
@@ -203,9 +199,7 @@ void write_trace(const Topology& t, const TraceRecorder& trace, const std::strin
     labels.push_back("rank " + std::to_string(r) + " (tp " + std::to_string(peer.tp_rank()) + ", pp " +
                      std::to_string(peer.pp_rank()) + ")");
   }
-  std::ofstream out(path);
-  if (!out) fail("cannot write --trace file ", path);
-  out << TraceRecorder::to_chrome_json(per_rank, labels) << '\n';
+  write_text_file(path, TraceRecorder::to_chrome_json(per_rank, labels) + "\n", "--trace");
   log::info("trace written to " + path + " (open it in https://ui.perfetto.dev or chrome://tracing)");
 }
 

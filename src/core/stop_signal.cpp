@@ -115,7 +115,7 @@ void StallWatch::watch(Clock::time_point previous_tick) {
     if (idle < timeout_seconds_ / 2 || (idle < timeout_seconds_ && warned_at_steps == steps)) continue;
     std::ostringstream os;
     os.setf(std::ios::fixed);
-    os.precision(timeout_seconds_ < 10 ? 1 : 0);  // a short timeout in tenths: not "0 s"
+    os.precision(timeout_seconds_ < 1 ? 2 : timeout_seconds_ < 10 ? 1 : 0);  // a short timeout in parts: not "0 s"
     os << who_ << ": no pipeline step for " << (timeout_seconds_ < 10 ? idle : std::floor(idle)) << " s (" << steps
        << " steps done; now "
        << what_.load(std::memory_order_relaxed) << ")";

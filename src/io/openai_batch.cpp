@@ -75,20 +75,6 @@ void parse_body_prompt(const json& body, const FieldSite& at, Request& req) {
          describe_json(*it));
 }
 
-// n and echo have one supported value each; that value is ignored like any unknown field.
-void check_single_choice(const json& body, const FieldSite& at, std::vector<std::string>& ignored) {
-  if (const json* n = find_field(body, "n")) {
-    if (*n != json(1))
-      reject(at, "field 'body.n' is ", describe_json(*n), ": only n = 1 is supported");
-    ignored.push_back("body.n");
-  }
-  if (const json* echo = find_field(body, "echo")) {
-    if (*echo != json(false))
-      reject(at, "field 'body.echo' is ", describe_json(*echo), ": echo is not supported");
-    ignored.push_back("body.echo");
-  }
-}
-
 ordered_json usage_json(const Result& r) {
   ordered_json u;
   u["prompt_tokens"] = r.prompt_tokens;
@@ -131,7 +117,6 @@ void parse_openai_batch_request(const json& object, Request& req,
     collect_ignored(body, kBodyFields, "body.", ignored);
     const FieldSite in_body{req.line, "body."};
     parse_body_prompt(body, in_body, req);
-    check_single_choice(body, in_body, ignored);
     request_fields::parse_generation_fields(body, in_body,
                                             request_fields::LogprobsSyntax::kIntegerOnly, req);
   } catch (const BadLine& bad) {

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,22 +51,69 @@ std::string result_to_json_line(const Result& r, OutputFormat format,
   return line;
 }
 
+int standard_stream_of(const std::string& path) {
+  struct stat named {};
+  if (::stat(path.c_str(), &named) != 0) return -1;
+  for (const int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    struct stat stream {};
+    if (::fstat(fd, &stream) == 0 && stream.st_dev == named.st_dev && stream.st_ino == named.st_ino) return fd;
+  }
+  return -1;
+}
+
+namespace {
+
+// The process's own streams are written through their descriptors: opened afresh, a file the
+// shell sent stdout and stderr to would get a second offset, and log lines would overwrite records
+// (or truncation would wipe them). A FIFO is opened without waiting: with no reader it fails now,
+// naming the cause, instead of blocking the run where no stop signal reaches it.
+// The descriptor, or -1 with `why` set.
+int open_output(const std::string& path, bool append, std::string& why) {
+  if (const int stream = standard_stream_of(path); stream >= 0) {
+    const int fd = ::fcntl(stream, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) why = std::strerror(errno);
+    return fd;
+  }
+  struct stat st {};
+  const bool fifo = ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append || fifo ? 0 : O_TRUNC) | (fifo ? O_NONBLOCK : 0);
+  const int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) {
+    why = fifo && errno == ENXIO ? "no process is reading the FIFO: start its reader first" : std::strerror(errno);
+    return -1;
+  }
+  if (fifo) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // writes wait for the reader
+  return fd;
+}
+
+}  // namespace
+
+void write_text_file(const std::string& path, const std::string& text, const char* flag) {
+  std::string why;
+  const int fd = open_output(path, /*append=*/false, why);
+  if (fd < 0) fail("cannot write ", flag, " file ", path, ": ", why);
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      fail("error while writing ", flag, " file ", path, ": ", std::strerror(err));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) fail("error while writing ", flag, " file ", path, ": ", std::strerror(errno));
+}
+
 ResultWriter::ResultWriter(const std::string& path, OutputFormat format, bool append,
                            std::string model_name)
     : path_(path), format_(format), model_name_(std::move(model_name)) {
-  // The process's own streams are written through their descriptors: opened afresh, a file the
-  // shell sent stdout and stderr to would get a second offset, and log lines would overwrite records.
-  const int stream = path == "/dev/stdout" || path == "/dev/fd/1" || path == "/proc/self/fd/1"   ? STDOUT_FILENO
-                     : path == "/dev/stderr" || path == "/dev/fd/2" || path == "/proc/self/fd/2" ? STDERR_FILENO
-                                                                                                : -1;
-  if (stream >= 0) {
-    fd_ = ::fcntl(stream, F_DUPFD_CLOEXEC, 0);
-    if (fd_ < 0) fail("cannot write to ", path, ": ", std::strerror(errno));
-    return;
-  }
-  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append ? 0 : O_TRUNC);
-  fd_ = ::open(path.c_str(), flags, 0644);
-  if (fd_ < 0) fail("cannot open output file ", path, ": ", std::strerror(errno));
+  std::string why;
+  fd_ = open_output(path, append, why);
+  if (fd_ < 0) fail("cannot open output file ", path, ": ", why);
 }
 
 ResultWriter::~ResultWriter() {

@@ -52,6 +52,15 @@ class ResultWriter : public ResultSink {
   size_t records_written_ = 0;
 };
 
+// STDOUT_FILENO or STDERR_FILENO when `path` names this process's stdout or stderr, however spelt
+// (/dev/stdout, a link to it, the file the shell sent it to: the same inode), else -1.
+int standard_stream_of(const std::string& path);
+
+// Writes `text` as the whole of `path` (a file is truncated first); this process's stdout or
+// stderr is written through its descriptor, after what is already there. Throws Error naming
+// `flag` and the path.
+void write_text_file(const std::string& path, const std::string& text, const char* flag);
+
 // An exclusive advisory lock (flock) on the output file, held for the whole run: a second run
 // on the same file — a resume started while the first is still writing — fails instead of
 // interleaving duplicate records. Creates the file when it does not exist.

@@ -499,7 +499,7 @@ TEST_F(Stories, OutputToStdoutKeepsEveryRecordBesideTheLog) {
 
   CommandResult resume = run(in, "/dev/stdout", "--resume");
   EXPECT_NE(resume.exit_code, 0);
-  EXPECT_NE(resume.output.find("--resume reads and appends to --output, but /dev/stdout is not a regular file"),
+  EXPECT_NE(resume.output.find("--resume reads and appends to --output, but /dev/stdout is this process's stdout"),
             std::string::npos)
       << resume.output;
   EXPECT_EQ(resume.output.find("weights:"), std::string::npos) << "refused only after loading\n" << resume.output;
@@ -516,7 +516,7 @@ TEST_F(Stories, AnInputWithNoRequestIsSaid) {
   std::ofstream(in) << "\n\n   \n";
   CommandResult r = run(in, work_ + "/blank.jsonl");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find(in + " holds no request (every line is blank)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(in + " holds no request (it is empty or every line is blank)"), std::string::npos) << r.output;
   EXPECT_EQ(count_lines(work_ + "/blank.jsonl"), 0u);
 }
 
@@ -642,6 +642,13 @@ TEST_F(Stories, PlanReadsHostfilesAsOpenMpiDoes) {
     EXPECT_NE(r.exit_code, 0) << bad;
     EXPECT_NE(r.output.find(std::string("hf_bad:2: slots=") + bad + " is not a number of slots"), std::string::npos) << r.output;
   }
+  r = plan("hf_cpu", "n1 cpu=4\nn2 count=4\n");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 node(s) x 4 rank(s)"), std::string::npos) << r.output;
+  r = plan("hf_again", "n1 slots=2\nn1 slots=2\nn2 slots=4\n");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("hf_again:2: n1 is listed again, and one of its lines gives slots="), std::string::npos)
+      << r.output;
   r = plan("hf_uneven", "n1 slots=4\nn2 slots=2\n");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("nodes have different slot counts (n1 4, n2 2)"), std::string::npos) << r.output;
