@@ -38,6 +38,15 @@ namespace {
 
 void check_writable(const std::string& path, const char* flag) {
   namespace fs = std::filesystem;
+  if (const int stream = standard_stream_of(path); stream >= 0) {
+    const int mode = ::fcntl(stream, F_GETFL);
+    if (mode < 0 || (mode & O_ACCMODE) == O_RDONLY)
+      fail("cannot write ", flag, " file ", path, ": the process's ", stream == 1 ? "stdout" : "stderr",
+           " is not open for writing");
+    return;
+  }
+  if (path == "/dev/stdout" || path == "/dev/stderr")
+    fail("cannot write ", flag, " file ", path, ": the process's ", path.substr(5), " is closed");
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (fs::exists(status)) {  // the file (or the device, or a link's target) is there

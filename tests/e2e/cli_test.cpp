@@ -504,6 +504,14 @@ TEST_F(Stories, OutputToStdoutKeepsEveryRecordBesideTheLog) {
       << resume.output;
   EXPECT_EQ(resume.output.find("weights:"), std::string::npos) << "refused only after loading\n" << resume.output;
 
+  CommandResult read_only = run_shell("sh -c '" + binary() + " run --model " + model_ + " --input " + in +
+                                      " --output /dev/stdout 1</dev/null'");
+  EXPECT_NE(read_only.exit_code, 0);
+  EXPECT_NE(read_only.output.find("cannot write --output file /dev/stdout: the process's stdout is not open for writing"),
+            std::string::npos)
+      << read_only.output;
+  EXPECT_EQ(read_only.output.find("weights:"), std::string::npos) << "refused only after loading";
+
   CommandResult directory = run(in, work_);
   EXPECT_NE(directory.exit_code, 0);
   EXPECT_NE(directory.output.find("cannot write --output file " + work_ + ": it is a directory"), std::string::npos)
