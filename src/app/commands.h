@@ -154,11 +154,6 @@ struct PlanOptions {
 };
 
 void add_run_command(CLI::App& app, RunOptions& options);
-// Fails now, not after hours of work, when a file a command will write (flag, path; empty paths
-// skipped) is an input file or another of them, or cannot be written. Nothing is created, and an
-// existing file is left as it is.
-void check_output_files(const std::vector<std::string>& inputs,
-                        const std::vector<std::pair<std::string, std::string>>& outputs);
 void add_bench_command(CLI::App& app, BenchOptions& options);
 // --threads, --tp, --pp, --pp-layers, --allow-cross-node-tp, --stall-timeout, --kv-cache-memory,
 // --dtype, --kv-dtype, --device, --comm, --eager and --share-gpus: how a run is laid out over

@@ -8,6 +8,7 @@
 
 #include "app/cli_checks.h"
 #include "app/commands.h"
+#include "app/output_files.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "model/checkpoint.h"

@@ -11,12 +11,11 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
-#include "app/cli_checks.h"
 #include "app/commands.h"
+#include "app/output_files.h"
 #include "app/run_report.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -36,232 +35,8 @@
 namespace tpllama {
 namespace {
 
-void check_writable(const std::string& path, const char* flag) {
-  namespace fs = std::filesystem;
-  if (const int stream = standard_stream_of(path); stream >= 0) {
-    const int mode = ::fcntl(stream, F_GETFL);
-    if (mode < 0 || (mode & O_ACCMODE) == O_RDONLY)
-      fail("cannot write ", flag, " file ", path, ": the process's ", stream == 1 ? "stdout" : "stderr",
-           " is not open for writing");
-    return;
-  }
-  if (path == "/dev/stdout" || path == "/dev/stderr")
-    fail("cannot write ", flag, " file ", path, ": the process's ", path.substr(5), " is closed");
-  std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  if (fs::exists(status)) {  // the file (or the device, or a link's target) is there
-    if (fs::is_directory(status)) fail("cannot write ", flag, " file ", path, ": it is a directory");
-    if (!fs::is_regular_file(status)) {  // a pipe, a terminal, /dev/stdout: opening a FIFO would wait for a reader
-      if (::access(path.c_str(), W_OK) != 0) fail("cannot write ", flag, " file ", path, ": ", std::strerror(errno));
-      return;
-    }
-    if (!std::ofstream(path, std::ios::app)) fail("cannot write ", flag, " file ", path);  // opening it writes nothing
-    return;
-  }
-  // Not there yet: its directory must take a new file. Nothing is created now, so a failure later in
-  // the checks leaves no stray file (a dangling link's file would be made where the link points).
-  fs::path target = path;
-  if (fs::is_symlink(fs::symlink_status(target, ec))) {
-    const fs::path to = fs::read_symlink(target, ec);
-    target = to.is_absolute() ? to : target.parent_path() / to;
-  }
-  fs::path dir = target.parent_path();
-  if (dir.empty()) dir = ".";
-  if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK | X_OK) != 0)
-    fail("cannot write ", flag, " file ", path, " (", dir.string(), " is not a writable directory)");
-}
-
-// A regular file, or nothing yet (it will be one); not this process's stdout or stderr, even when
-// the shell sent those to a file (perhaps both to one).
-bool output_is_a_file(const std::string& path) {
-  if (standard_stream_of(path) >= 0) return false;
-  std::error_code ec;
-  const std::filesystem::file_status status = std::filesystem::status(path, ec);
-  return !std::filesystem::exists(status) || std::filesystem::is_regular_file(status);
-}
-
-// Whether two paths name one regular file, or would (neither exists yet and they resolve alike,
-// however spelt: "out.json", "./out.json", "$PWD/out.json"). Devices, pipes and this process's
-// stdout and stderr are never "the same file" (stdout and stderr may both be one log file, and
-// what goes to them is appended through their descriptors).
-bool same_file(const std::string& a, const std::string& b) {
-  namespace fs = std::filesystem;
-  for (const std::string* p : {&a, &b})
-    if (standard_stream_of(*p) >= 0) return false;
-  std::error_code ea, eb;
-  const fs::file_status sa = fs::status(a, ea), sb = fs::status(b, eb);
-  const bool a_there = fs::exists(sa), b_there = fs::exists(sb);
-  if ((a_there && !fs::is_regular_file(sa)) || (b_there && !fs::is_regular_file(sb))) return false;
-  if (a_there && b_there) return fs::equivalent(a, b);
-  if (a_there != b_there) return false;
-  const fs::path ca = fs::weakly_canonical(fs::absolute(a, ea), ea), cb = fs::weakly_canonical(fs::absolute(b, eb), eb);
-  return !ea && !eb && ca.lexically_normal() == cb.lexically_normal();
-}
-
-}  // namespace
-
-void check_output_files(const std::vector<std::string>& inputs,
-                        const std::vector<std::pair<std::string, std::string>>& outputs) {
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const auto& [flag, path] = outputs[i];
-    if (path.empty()) continue;
-    for (const std::string& input : inputs)
-      if (!input.empty() && same_file(path, input))
-        fail(flag, " ", path, " is the input file itself; refusing to overwrite the input");
-    for (size_t j = 0; j < i; ++j)
-      if (!outputs[j].second.empty() && same_file(path, outputs[j].second))
-        fail(outputs[j].first, " and ", flag, " both name ", path, "; give each its own file");
-    check_writable(path, flag.c_str());
-  }
-}
-
-void add_run_command(CLI::App& app, RunOptions& o) {
-  CLI::App* run = app.add_subcommand("run", "Generate completions for every prompt of a file");
-  run->add_option("--model", o.model, "Hugging Face LLaMA model directory (config.json, *.safetensors, tokenizer.model)")
-      ->required();
-  run->add_option("--input", o.input, "Prompt file: .txt (one prompt per line), .jsonl (objects with 'prompt', or 'context' and "
-                  "'continuation' to score), or an OpenAI batch file")
-      ->required();
-  run->add_option("--output", o.output, "Output JSONL file, one record per request, appended as requests finish")
-      ->required();
-  run->add_option("--max-tokens", o.defaults.max_tokens, "Tokens to generate per request (requests may override)")
-      ->capture_default_str()
-      ->check(at_least(1));
-  run->add_option("--temperature", o.defaults.sampling.temperature, "Sampling temperature; 0 = greedy")
-      ->capture_default_str()
-      ->check(finite_in(0, 1e6));
-  run->add_option("--top-k", o.defaults.sampling.top_k, "Keep the k most probable tokens; 0 or -1 (vLLM's) = off")
-      ->capture_default_str()
-      ->check(at_least(-1));
-  run->add_option("--top-p", o.defaults.sampling.top_p, "Nucleus sampling: smallest set reaching p; 1 = off")
-      ->capture_default_str()
-      ->check(finite_in(1e-12, 1));
-  run->add_option("--min-p", o.defaults.sampling.min_p, "Drop tokens below min_p times the top probability; 0 = off")
-      ->capture_default_str()
-      ->check(finite_in(0, 1));
-  run->add_option("--seed", o.defaults.seed, "Base seed; each request's stream derives from it and its line number")
-      ->capture_default_str()
-      ->check(unsigned_64());
-  run->add_option("--max-seqs", o.max_seqs, "Sequences in flight at once")->capture_default_str()->check(at_least(1));
-  run->add_option("--max-batch-tokens", o.max_batch_tokens, "Tokens per forward step (long prompts are chunked)")
-      ->capture_default_str()
-      ->check(at_least(1));
-  add_log_interval_option(*run, o);
-  run->add_option("--kv-block-size", o.kv_block_size, "Positions per KV cache block")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  run->add_option("--input-format", o.input_format, "auto (from the content and extension), text, jsonl or openai")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "text", "jsonl", "openai"}));
-  run->add_flag("--resume", o.resume,
-                "Keep the records already in --output (a torn last line is cut), skip their ids, append the rest");
-  run->add_flag("--ordered", o.ordered, "Write records in input order (default: as requests finish)");
-  run->add_option("--grace-seconds", o.grace_seconds,
-                  "After SIGTERM/SIGUSR1/SIGINT: seconds in-flight requests may still finish before the run stops "
-                  "(exit status 75; --resume continues)")
-      ->capture_default_str()
-      ->check(finite_in(0, 1e9));
-  run->add_option("--stats", o.stats, "Write run statistics as JSON to this file at the end");
-  run->add_option("--trace", o.trace, "Write a Chrome trace-event JSON (one track group per rank) to this file");
-  run->add_option("--max-model-len", o.max_model_len, "Context per sequence, prompt + completion (default: the model's)")
-      ->check(at_least(1));
-  add_layout_options(*run, o);
-}
-
-void add_log_interval_option(CLI::App& c, RunOptions& o) {
-  c.add_option("--log-interval", o.log_interval,
-               "Seconds between progress lines when stderr is not a terminal (Slurm logs); a terminal gets one "
-               "line updated in place")
-      ->capture_default_str()
-      ->check(finite_in(0, 1e9));
-}
-
-void add_layout_options(CLI::App& c, RunOptions& o) {
-  c.add_option("--threads", o.threads, "CPU threads per rank; default: cores of the node / ranks on the node")
-      ->check(at_least(1));
-  c.add_option("--tp", o.tp, "Tensor-parallel ranks per stage; default: ranks per node (or ranks / --pp)")
-      ->check(at_least(1));
-  c.add_option("--pp", o.pp, "Pipeline stages; default: number of nodes (or ranks / --tp)")->check(at_least(1));
-  c.add_option("--pp-layers", o.pp_layers, "Layers per stage, e.g. 10,12,10 (default: even, remainder to the middle)")
-      ->delimiter(',');
-  c.add_flag("--allow-cross-node-tp", o.allow_cross_node_tp, "Do not warn when a TP group spans nodes");
-  c.add_option("--stall-timeout", o.stall_timeout,
-               "Seconds a rank may go, after its first pipeline step, without finishing another before it ends "
-               "the job (exit status 75): a hung rank or a lost message otherwise holds the job to its time limit. "
-               "It warns at half; it must exceed the longest step (a large prefill on a CPU). 0: never")
-      ->capture_default_str()
-      ->check(finite_in(0, 1e9));
-  c.add_option("--kv-cache-memory", o.kv_cache_memory,
-               "KV cache bytes per rank, e.g. 8GiB (default: 80% of the memory available after the weights, "
-               "shared by the ranks of a node)");
-  c.add_option("--dtype", o.dtype,
-               "How weight matrices are held and read: f32, bf16 (half the memory and bytes per token; "
-               "activations and accumulation stay f32), or auto: bf16 on a GPU, f32 on the CPU")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
-  c.add_option("--kv-dtype", o.kv_dtype,
-               "How the KV cache holds keys and values: f32, bf16 (half the memory and the bytes attention reads), "
-               "or auto: bf16 on a GPU with bf16 weights, else f32")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
-  c.add_option("--device", o.device,
-               "Where each rank computes: cpu, cuda (GPU number = the rank's place on its node), or auto: cuda "
-               "when this build has it and a GPU is visible")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  c.add_option("--comm", o.comm,
-               "How a TP group's tensors and the hidden states between stages move: nccl (GPU memory, on the "
-               "compute stream), mpi (host memory; GPU tensors staged through it), or auto: nccl on GPUs unless "
-               "--share-gpus")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
-  c.add_flag("--eager", o.eager,
-             "On a GPU, launch every kernel of every step (default: a pure-decode step is recorded as a CUDA graph "
-             "once per batch size and replayed, which saves the launch overhead)");
-  c.add_flag("--share-gpus", o.share_gpus,
-             "Allow more ranks on a node than GPUs: ranks then share GPUs round-robin (needs --comm mpi; for tests "
-             "and small models)");
-}
-
-DType weight_dtype(const RunOptions& o, Device device) {
-  if (o.dtype == "auto") return device == Device::kCpu ? DType::kF32 : DType::kBF16;
-  return o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
-}
-
-std::string model_name(const std::string& model_dir) {
-  std::filesystem::path p = std::filesystem::path(model_dir).lexically_normal();
-  if (!p.has_filename()) p = p.parent_path();  // "dir/" ends in an empty name
-  return p.filename().string();
-}
-
-DType kv_cache_dtype(const RunOptions& o, Device device) {
-  if (o.kv_dtype == "auto")
-    return device != Device::kCpu && weight_dtype(o, device) == DType::kBF16 ? DType::kBF16 : DType::kF32;
-  return o.kv_dtype == "bf16" ? DType::kBF16 : DType::kF32;
-}
-
-uint64_t parse_byte_size(const std::string& text) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    fail("cannot read '", text, "' as a size (examples: 8GiB, 512MiB, 2GB, 1000000)");
-  }
-  std::string unit = text.substr(used);
-  const std::pair<const char*, double> units[] = {{"", 1},           {"B", 1},           {"KB", 1e3},
-                                                  {"MB", 1e6},       {"GB", 1e9},        {"TB", 1e12},
-                                                  {"KiB", 1024.0},   {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-                                                  {"TiB", 1099511627776.0}};
-  for (const auto& [name, scale] : units)
-    if (unit == name) {
-      if (!(value > 0) || !std::isfinite(value * scale)) fail("size '", text, "' must be positive");
-      return static_cast<uint64_t>(value * scale);
-    }
-  fail("unknown size unit in '", text, "' (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)");
-}
-
-namespace {
+// Whether a stopped run continues with --resume: run's always does; another command's says.
+bool resumable(const RunHooks* hooks) { return hooks == nullptr || hooks->resumable; }
 
 std::string mib(uint64_t bytes) {
   std::ostringstream os;
@@ -606,7 +381,7 @@ RunSummary run_on_rank0(const RunOptions& o, const RunHooks* hooks, RunSetup& s,
                         s.topology->pp_size(), s.context,         o.kv_block_size, s.n_blocks,
                         max_logit_rows(o)};
   options.grace_seconds = o.grace_seconds;
-  options.resumable = hooks == nullptr || hooks->resumable;
+  options.resumable = resumable(hooks);
   if (hooks != nullptr) options.restart_hint = hooks->restart_hint;
   Engine engine(s.config, s.tokenizer.get(), pipeline, options);
   EngineIo io;
@@ -625,7 +400,7 @@ RunSummary run_on_rank0(const RunOptions& o, const RunHooks* hooks, RunSetup& s,
 int finish_on_rank0(const RunOptions& o, const RunHooks* hooks, const RunSetup& s, const RunSummary& summary) {
   if (summary.stopped_by != 0) {
     log::warn("stopped early: " + summary.describe() + "; exit status " + std::to_string(kExitStoppedEarly) +
-              (hooks == nullptr || hooks->resumable ? ": run again with --resume to continue" : ": " + hooks->restart_hint));
+              (resumable(hooks) ? ": run again with --resume to continue" : ": " + hooks->restart_hint));
     return kExitStoppedEarly;
   }
   log::info("done: " + summary.describe() + (hooks != nullptr ? "" : "; output " + o.output));
@@ -683,7 +458,7 @@ int run_engine(const RunOptions& o, const MpiSession& mpi, const RunHooks* hooks
     StallWatch stall(o.stall_timeout,
                      "rank " + std::to_string(t.rank()) + " (stage " + std::to_string(t.pp_rank()) + ", tp rank " +
                          std::to_string(t.tp_rank()) + ") on " + s.nodes.host_of_rank[static_cast<size_t>(t.rank())],
-                     hooks == nullptr || hooks->resumable ? "--resume continues from what was written"
+                     resumable(hooks) ? "--resume continues from what was written"
                                                           : hooks->restart_hint);
     pipeline.set_stall_watch(&stall);
     if (mpi.rank() == 0)

@@ -21,11 +21,8 @@ using request_fields::reject;
 
 constexpr const char* kCompletionsUrl = "/v1/completions";
 constexpr const char* kTopFields[] = {"custom_id", "method", "url", "body"};
-constexpr const char* kBodyFields[] = {"prompt",   "max_tokens", "temperature", "top_k",
-                                       "top_p",    "min_p",      "seed",        "stop",
-                                       "logprobs", "n",          "echo",        "ignore_eos",
-                                       "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
-                                       "best_of"};
+constexpr const char* kBodyFields[] = {"prompt", "max_tokens", "temperature", "top_k",     "top_p",
+                                       "min_p",  "seed",       "stop",        "logprobs", "ignore_eos"};  // and kNeutralOnlyFields
 
 template <size_t N>
 bool is_one_of(const std::string& key, const char* const (&names)[N]) {
@@ -33,11 +30,13 @@ bool is_one_of(const std::string& key, const char* const (&names)[N]) {
                       [&](const char* k) { return key == k; }) != std::end(names);
 }
 
+// `generation`: the object holds the generation fields, kNeutralOnlyFields among them.
 template <size_t N>
-void collect_ignored(const json& object, const char* const (&known)[N], const std::string& prefix,
+void collect_ignored(const json& object, const char* const (&known)[N], const std::string& prefix, bool generation,
                      std::vector<std::string>& ignored) {
   for (auto it = object.begin(); it != object.end(); ++it)
-    if (!is_one_of(it.key(), known)) ignored.push_back(prefix + it.key());
+    if (!is_one_of(it.key(), known) && !(generation && request_fields::is_neutral_only_field(it.key())))
+      ignored.push_back(prefix + it.key());
 }
 
 void check_envelope(const json& object, const FieldSite& at) {
@@ -106,7 +105,7 @@ void parse_openai_batch_request(const json& object, Request& req,
                                 std::vector<std::string>& ignored) {
   const FieldSite top{req.line, ""};
   try {
-    collect_ignored(object, kTopFields, "", ignored);
+    collect_ignored(object, kTopFields, "", /*generation=*/false, ignored);
     auto id = object.find("custom_id");
     if (id == object.end()) reject(top, "missing required field 'custom_id'");
     if (!id->is_string())
@@ -114,7 +113,7 @@ void parse_openai_batch_request(const json& object, Request& req,
     req.id = *id;
     check_envelope(object, top);
     const json& body = object["body"];
-    collect_ignored(body, kBodyFields, "body.", ignored);
+    collect_ignored(body, kBodyFields, "body.", /*generation=*/true, ignored);
     const FieldSite in_body{req.line, "body."};
     parse_body_prompt(body, in_body, req);
     request_fields::parse_generation_fields(body, in_body,

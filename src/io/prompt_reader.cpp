@@ -34,8 +34,7 @@ using request_fields::reject;
 constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ULL;
 constexpr const char* kKnownFields[] = {"id",    "prompt", "max_tokens", "temperature", "top_k",
                                         "top_p", "min_p",  "seed",       "stop",        "logprobs",
-                                        "context", "continuation", "ignore_eos", "presence_penalty",
-                                        "frequency_penalty", "repetition_penalty", "logit_bias", "best_of", "n", "echo"};
+                                        "context", "continuation", "ignore_eos"};  // and kNeutralOnlyFields
 constexpr size_t kSniffBytes = size_t{4} << 20;
 constexpr const char* kByteOrderMark = "\xEF\xBB\xBF";
 
@@ -279,7 +278,8 @@ void PromptReader::warn_unknown_fields(const json& object) {
   for (auto it = object.begin(); it != object.end(); ++it) {
     const std::string& key = it.key();
     if (std::find_if(std::begin(kKnownFields), std::end(kKnownFields),
-                     [&](const char* k) { return key == k; }) == std::end(kKnownFields))
+                     [&](const char* k) { return key == k; }) == std::end(kKnownFields) &&
+        !request_fields::is_neutral_only_field(key))
       warn_ignored(key);
   }
 }

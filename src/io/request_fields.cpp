@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -176,6 +177,11 @@ void refuse_unsupported(const json& object, const FieldSite& at) {
 }
 
 }  // namespace
+
+bool is_neutral_only_field(const std::string& key) {
+  return std::find_if(std::begin(kNeutralOnlyFields), std::end(kNeutralOnlyFields),
+                      [&](const char* k) { return key == k; }) != std::end(kNeutralOnlyFields);
+}
 
 bool parse_token_ids(const json& v, const FieldSite& at, const char* key, Request& req) {
   if (!v.is_array()) return false;

@@ -51,6 +51,8 @@ enum class LogprobsSyntax { kIntegerOrBool, kIntegerOnly };
 inline constexpr const char* kNeutralOnlyFields[] = {"presence_penalty", "frequency_penalty", "repetition_penalty",
                                                      "logit_bias", "best_of", "n", "echo"};
 
+bool is_neutral_only_field(const std::string& key);
+
 // max_tokens, temperature, top_k, top_p, min_p, seed, stop and logprobs, overriding req's values;
 // the kNeutralOnlyFields checked.
 void parse_generation_fields(const nlohmann::json& object, const FieldSite& at,

@@ -292,7 +292,7 @@ void MpiCommunicator::send_bytes_async(std::vector<uint8_t> bytes, int dest, int
 void MpiCommunicator::isend(std::unique_ptr<std::vector<uint8_t>> bytes, size_t count, bool pooled, int dest,
                             int tag) {
   TPLLAMA_CHECK(count <= INT32_MAX && count <= bytes->size(), "message of ", count, " bytes");
-  PendingSend p{MPI_REQUEST_NULL, std::move(bytes), count, pooled};
+  PendingSend p{MPI_REQUEST_NULL, std::move(bytes), pooled};
   mpi_check(MPI_Isend(p.bytes->data(), static_cast<int>(count), MPI_BYTE, dest, tag, comm_, &p.request), "MPI_Isend");
   pending_.push_back(std::move(p));
 }

@@ -83,8 +83,7 @@ class MpiCommunicator final : public Communicator {
  private:
   struct PendingSend {
     MPI_Request request;
-    std::unique_ptr<std::vector<uint8_t>> bytes;  // the message is its first `count` bytes
-    size_t count;
+    std::unique_ptr<std::vector<uint8_t>> bytes;  // the message is a prefix of them
     bool pooled;  // a tensor message's buffer: back to spare_ once sent
   };
   void reap_sends();

@@ -469,55 +469,6 @@ TEST_F(Stories, AModelTooLargeForMemoryIsRefusedBeforeLoading) {
       << "refused before reading any weight";
 }
 
-// --output /dev/stdout: the records go to the process's own stdout. With stderr sent to the same
-// file (2>&1) no log line may overwrite a record (a reopened /dev/stdout would write at its own
-// offset); with stdout alone the stream holds exactly the records a file gets. --resume onto a
-// stream is refused before the model loads.
-TEST_F(Stories, OutputToStdoutKeepsEveryRecordBesideTheLog) {
-  const std::string in = work_ + "/stdout_in.txt", file = work_ + "/stdout_file.jsonl";
-  {
-    std::ofstream f(in);
-    for (int i = 0; i < 20; ++i) f << "Once upon a time " << i << "\n";
-  }
-  ASSERT_EQ(run(in, file, "--max-tokens 16").exit_code, 0);
-  std::ifstream want_file(file);
-  const std::string want((std::istreambuf_iterator<char>(want_file)), std::istreambuf_iterator<char>());
-
-  CommandResult alone = run_shell("sh -c '" + binary() + " run --model " + model_ + " --input " + in +
-                                  " --output /dev/stdout --max-tokens 16 2>/dev/null'");
-  ASSERT_EQ(alone.exit_code, 0) << alone.output;
-  EXPECT_EQ(alone.output, want);
-
-  CommandResult mixed = run(in, "/dev/stdout", "--max-tokens 16");  // stdout and stderr: one log file
-  ASSERT_EQ(mixed.exit_code, 0) << mixed.output;
-  std::istringstream lines(mixed.output);
-  std::string records;
-  for (std::string line; std::getline(lines, line);)
-    if (!line.empty() && line[0] == '{') records.append(line).push_back('\n');
-  EXPECT_EQ(records, want) << mixed.output;
-  EXPECT_NE(mixed.output.find("[tpllama] done: 20 requests"), std::string::npos) << mixed.output;
-
-  CommandResult resume = run(in, "/dev/stdout", "--resume");
-  EXPECT_NE(resume.exit_code, 0);
-  EXPECT_NE(resume.output.find("--resume reads and appends to --output, but /dev/stdout is this process's stdout"),
-            std::string::npos)
-      << resume.output;
-  EXPECT_EQ(resume.output.find("weights:"), std::string::npos) << "refused only after loading\n" << resume.output;
-
-  CommandResult read_only = run_shell("sh -c '" + binary() + " run --model " + model_ + " --input " + in +
-                                      " --output /dev/stdout 1</dev/null'");
-  EXPECT_NE(read_only.exit_code, 0);
-  EXPECT_NE(read_only.output.find("cannot write --output file /dev/stdout: the process's stdout is not open for writing"),
-            std::string::npos)
-      << read_only.output;
-  EXPECT_EQ(read_only.output.find("weights:"), std::string::npos) << "refused only after loading";
-
-  CommandResult directory = run(in, work_);
-  EXPECT_NE(directory.exit_code, 0);
-  EXPECT_NE(directory.output.find("cannot write --output file " + work_ + ": it is a directory"), std::string::npos)
-      << directory.output;
-}
-
 // An input with no request (empty, or blank lines only) is not an error, but it is said.
 TEST_F(Stories, AnInputWithNoRequestIsSaid) {
   const std::string in = work_ + "/blank.txt";
@@ -526,81 +477,6 @@ TEST_F(Stories, AnInputWithNoRequestIsSaid) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(in + " holds no request (it is empty or every line is blank)"), std::string::npos) << r.output;
   EXPECT_EQ(count_lines(work_ + "/blank.jsonl"), 0u);
-}
-
-TEST_F(Stories, OutputThatWouldOverwriteTheInputIsRefused) {
-  std::string in = work_ + "/same.txt";
-  std::ofstream(in) << "hello\n";
-  CommandResult r = run(in, in);
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("same.txt"), std::string::npos) << r.output;
-  std::ifstream check(in);
-  std::string line;
-  std::getline(check, line);
-  EXPECT_EQ(line, "hello");
-}
-
-// No file a run writes may be its input or another of its outputs: each is refused before any work,
-// and the file it would have overwritten keeps its content.
-TEST_F(Stories, StatsTraceAndJsonFilesThatWouldOverwriteAnotherAreRefused) {
-  const std::string in = work_ + "/clobber.txt", out = work_ + "/clobber_out.jsonl", side = work_ + "/clobber.json";
-  std::ofstream(in) << "hello\n";
-  std::ofstream(out) << "{\"kept\": true}\n";
-  const struct {
-    std::string command, message;
-  } cases[] = {
-      {" run --model " + model_ + " --input " + in + " --output " + out + " --stats " + in,
-       "--stats " + in + " is the input file itself"},
-      {" run --model " + model_ + " --input " + in + " --output " + out + " --trace " + out,
-       "--output and --trace both name " + out},
-      {" run --model " + model_ + " --input " + in + " --output " + side + ".out --stats " + side + " --trace " + side,
-       "--stats and --trace both name " + side},
-      {" perplexity --model " + model_ + " --input " + in + " --output " + in, "--output " + in + " is the input file itself"},
-      {" perplexity --model " + model_ + " --input " + in + " --output " + work_ + "/no/such/dir/p.json",
-       "cannot write --output file " + work_ + "/no/such/dir/p.json"},
-      {" plan --shape llama2-7b --json " + work_ + "/no/such/dir/plan.json",
-       "cannot write --json file " + work_ + "/no/such/dir/plan.json"},
-      // One file not there yet, spelt two ways.
-      {" run --model " + model_ + " --input " + in + " --output " + side + ".o --stats " + work_ + "/./clobber.json" +
-           " --trace " + work_ + "/../" + std::filesystem::path(work_).filename().string() + "/clobber.json",
-       "--stats and --trace both name"},
-      {" plan --model " + model_ + " --json " + model_ + "/config.json",
-       "--json " + model_ + "/config.json is the input file itself"},
-  };
-  for (const auto& c : cases) {
-    const CommandResult r = run_shell(binary() + c.command);
-    EXPECT_NE(r.exit_code, 0) << c.command;
-    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.command << "\n" << r.output;
-    EXPECT_EQ(r.output.find("done:"), std::string::npos) << "it ran: " << c.command;
-  }
-  std::string line;
-  std::getline(std::ifstream(in), line);
-  EXPECT_EQ(line, "hello");
-  std::getline(std::ifstream(out), line);
-  EXPECT_EQ(line, "{\"kept\": true}");
-  EXPECT_FALSE(std::filesystem::exists(side));
-  EXPECT_FALSE(std::filesystem::exists(side + ".out"));
-  EXPECT_FALSE(std::filesystem::exists(side + ".o"));
-}
-
-// The checks create nothing: a dangling link's target is not made, and the link stays a link.
-// /dev/stdout and /dev/stderr may both be one log file: never "the same file".
-TEST_F(Stories, OutputChecksLeaveNoFileBehind) {
-  const std::string in = work_ + "/nothing.txt", link = work_ + "/dangling.json", target = work_ + "/target.json";
-  std::ofstream(in) << "hello\n";
-  std::filesystem::remove(link);
-  std::filesystem::create_symlink(target, link);
-  CommandResult r = run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + work_ +
-                              "/nothing_out.jsonl --stats " + link + " --trace " + link);
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--stats and --trace both name " + link), std::string::npos) << r.output;
-  EXPECT_FALSE(std::filesystem::exists(target));
-  EXPECT_TRUE(std::filesystem::is_symlink(link));
-  EXPECT_FALSE(std::filesystem::exists(work_ + "/nothing_out.jsonl"));
-  r = run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + work_ +
-                "/nothing_out.jsonl --max-tokens 2 --stats /dev/stdout --trace /dev/stderr > " + work_ +
-                "/both.log 2>&1");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST_F(Stories, MaxModelLenBeyondTheModelsContextIsRefused) {

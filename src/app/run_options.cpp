@@ -1,0 +1,159 @@
+// The command-line options of `tpllama run` and those it shares with perplexity and bench, and
+// what they resolve to (dtypes, sizes, the model's name).
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "app/cli_checks.h"
+#include "app/commands.h"
+#include "core/error.h"
+
+namespace tpllama {
+
+void add_run_command(CLI::App& app, RunOptions& o) {
+  CLI::App* run = app.add_subcommand("run", "Generate completions for every prompt of a file");
+  run->add_option("--model", o.model, "Hugging Face LLaMA model directory (config.json, *.safetensors, tokenizer.model)")
+      ->required();
+  run->add_option("--input", o.input, "Prompt file: .txt (one prompt per line), .jsonl (objects with 'prompt', or 'context' and "
+                  "'continuation' to score), or an OpenAI batch file")
+      ->required();
+  run->add_option("--output", o.output, "Output JSONL file, one record per request, appended as requests finish")
+      ->required();
+  run->add_option("--max-tokens", o.defaults.max_tokens, "Tokens to generate per request (requests may override)")
+      ->capture_default_str()
+      ->check(at_least(1));
+  run->add_option("--temperature", o.defaults.sampling.temperature, "Sampling temperature; 0 = greedy")
+      ->capture_default_str()
+      ->check(finite_in(0, 1e6));
+  run->add_option("--top-k", o.defaults.sampling.top_k, "Keep the k most probable tokens; 0 or -1 (vLLM's) = off")
+      ->capture_default_str()
+      ->check(at_least(-1));
+  run->add_option("--top-p", o.defaults.sampling.top_p, "Nucleus sampling: smallest set reaching p; 1 = off")
+      ->capture_default_str()
+      ->check(finite_in(1e-12, 1));
+  run->add_option("--min-p", o.defaults.sampling.min_p, "Drop tokens below min_p times the top probability; 0 = off")
+      ->capture_default_str()
+      ->check(finite_in(0, 1));
+  run->add_option("--seed", o.defaults.seed, "Base seed; each request's stream derives from it and its line number")
+      ->capture_default_str()
+      ->check(unsigned_64());
+  run->add_option("--max-seqs", o.max_seqs, "Sequences in flight at once")->capture_default_str()->check(at_least(1));
+  run->add_option("--max-batch-tokens", o.max_batch_tokens, "Tokens per forward step (long prompts are chunked)")
+      ->capture_default_str()
+      ->check(at_least(1));
+  add_log_interval_option(*run, o);
+  run->add_option("--kv-block-size", o.kv_block_size, "Positions per KV cache block")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  run->add_option("--input-format", o.input_format, "auto (from the content and extension), text, jsonl or openai")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "text", "jsonl", "openai"}));
+  run->add_flag("--resume", o.resume,
+                "Keep the records already in --output (a torn last line is cut), skip their ids, append the rest");
+  run->add_flag("--ordered", o.ordered, "Write records in input order (default: as requests finish)");
+  run->add_option("--grace-seconds", o.grace_seconds,
+                  "After SIGTERM/SIGUSR1/SIGINT: seconds in-flight requests may still finish before the run stops "
+                  "(exit status 75; --resume continues)")
+      ->capture_default_str()
+      ->check(finite_in(0, 1e9));
+  run->add_option("--stats", o.stats, "Write run statistics as JSON to this file at the end");
+  run->add_option("--trace", o.trace, "Write a Chrome trace-event JSON (one track group per rank) to this file");
+  run->add_option("--max-model-len", o.max_model_len, "Context per sequence, prompt + completion (default: the model's)")
+      ->check(at_least(1));
+  add_layout_options(*run, o);
+}
+
+void add_log_interval_option(CLI::App& c, RunOptions& o) {
+  c.add_option("--log-interval", o.log_interval,
+               "Seconds between progress lines when stderr is not a terminal (Slurm logs); a terminal gets one "
+               "line updated in place")
+      ->capture_default_str()
+      ->check(finite_in(0, 1e9));
+}
+
+void add_layout_options(CLI::App& c, RunOptions& o) {
+  c.add_option("--threads", o.threads, "CPU threads per rank; default: cores of the node / ranks on the node")
+      ->check(at_least(1));
+  c.add_option("--tp", o.tp, "Tensor-parallel ranks per stage; default: ranks per node (or ranks / --pp)")
+      ->check(at_least(1));
+  c.add_option("--pp", o.pp, "Pipeline stages; default: number of nodes (or ranks / --tp)")->check(at_least(1));
+  c.add_option("--pp-layers", o.pp_layers, "Layers per stage, e.g. 10,12,10 (default: even, remainder to the middle)")
+      ->delimiter(',');
+  c.add_flag("--allow-cross-node-tp", o.allow_cross_node_tp, "Do not warn when a TP group spans nodes");
+  c.add_option("--stall-timeout", o.stall_timeout,
+               "Seconds a rank may go, after its first pipeline step, without finishing another before it ends "
+               "the job (exit status 75): a hung rank or a lost message otherwise holds the job to its time limit. "
+               "It warns at half; it must exceed the longest step (a large prefill on a CPU). 0: never")
+      ->capture_default_str()
+      ->check(finite_in(0, 1e9));
+  c.add_option("--kv-cache-memory", o.kv_cache_memory,
+               "KV cache bytes per rank, e.g. 8GiB (default: 80% of the memory available after the weights, "
+               "shared by the ranks of a node)");
+  c.add_option("--dtype", o.dtype,
+               "How weight matrices are held and read: f32, bf16 (half the memory and bytes per token; "
+               "activations and accumulation stay f32), or auto: bf16 on a GPU, f32 on the CPU")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
+  c.add_option("--kv-dtype", o.kv_dtype,
+               "How the KV cache holds keys and values: f32, bf16 (half the memory and the bytes attention reads), "
+               "or auto: bf16 on a GPU with bf16 weights, else f32")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
+  c.add_option("--device", o.device,
+               "Where each rank computes: cpu, cuda (GPU number = the rank's place on its node), or auto: cuda "
+               "when this build has it and a GPU is visible")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  c.add_option("--comm", o.comm,
+               "How a TP group's tensors and the hidden states between stages move: nccl (GPU memory, on the "
+               "compute stream), mpi (host memory; GPU tensors staged through it), or auto: nccl on GPUs unless "
+               "--share-gpus")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
+  c.add_flag("--eager", o.eager,
+             "On a GPU, launch every kernel of every step (default: a pure-decode step is recorded as a CUDA graph "
+             "once per batch size and replayed, which saves the launch overhead)");
+  c.add_flag("--share-gpus", o.share_gpus,
+             "Allow more ranks on a node than GPUs: ranks then share GPUs round-robin (needs --comm mpi; for tests "
+             "and small models)");
+}
+
+DType weight_dtype(const RunOptions& o, Device device) {
+  if (o.dtype == "auto") return device == Device::kCpu ? DType::kF32 : DType::kBF16;
+  return o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+}
+
+std::string model_name(const std::string& model_dir) {
+  std::filesystem::path p = std::filesystem::path(model_dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "dir/" ends in an empty name
+  return p.filename().string();
+}
+
+DType kv_cache_dtype(const RunOptions& o, Device device) {
+  if (o.kv_dtype == "auto")
+    return device != Device::kCpu && weight_dtype(o, device) == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  return o.kv_dtype == "bf16" ? DType::kBF16 : DType::kF32;
+}
+
+uint64_t parse_byte_size(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    fail("cannot read '", text, "' as a size (examples: 8GiB, 512MiB, 2GB, 1000000)");
+  }
+  std::string unit = text.substr(used);
+  const std::pair<const char*, double> units[] = {{"", 1},           {"B", 1},           {"KB", 1e3},
+                                                  {"MB", 1e6},       {"GB", 1e9},        {"TB", 1e12},
+                                                  {"KiB", 1024.0},   {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+                                                  {"TiB", 1099511627776.0}};
+  for (const auto& [name, scale] : units)
+    if (unit == name) {
+      if (!(value > 0) || !std::isfinite(value * scale)) fail("size '", text, "' must be positive");
+      return static_cast<uint64_t>(value * scale);
+    }
+  fail("unknown size unit in '", text, "' (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)");
+}
+
+}  // namespace tpllama
