@@ -23,25 +23,17 @@ using namespace tpllama::cli_test;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The converted stories260K model and the reference records, made once for the suite.
-class Stories : public ::testing::Test {
- protected:
+// The converted stories260K model (StoriesSuite) and the reference records, read once for the suite.
+class Stories : public StoriesSuite<Stories> {
+ public:
+  static constexpr const char* kTag = "e2e";
+
   static void SetUpTestSuite() {
-    ConvertedStories c = ConvertedStories::make("e2e");
-    stories_ = c.stories;
-    if (stories_.empty()) return;
-    work_ = c.work;
-    model_ = c.model;
-    convert_ = c.convert;
-    references_ = read_jsonl(stories_ + "/reference_greedy.jsonl");
+    StoriesSuite::SetUpTestSuite();
+    if (!stories_.empty()) references_ = read_jsonl(stories_ + "/reference_greedy.jsonl");
   }
-  static void TearDownTestSuite() {
-    if (!work_.empty()) fs::remove_all(work_);
-  }
-  void SetUp() override {
-    if (stories_.empty()) GTEST_SKIP() << "../shared/models/stories260K not found (set TPLLAMA_SHARED_DIR)";
-    ASSERT_EQ(convert_.exit_code, 0) << convert_.output;
-  }
+
+ protected:
 
   // Reference prompts as JSONL with per-request max_tokens reproducing run.c's step counts.
   static std::string reference_input(const std::string& name, const json& extra = json::object()) {
@@ -75,14 +67,8 @@ class Stories : public ::testing::Test {
     }
   }
 
-  static std::string stories_, work_, model_;
-  static CommandResult convert_;
-  static std::vector<json> references_;
+  static inline std::vector<json> references_;
 };
-
-std::string Stories::stories_, Stories::work_, Stories::model_;
-CommandResult Stories::convert_;
-std::vector<json> Stories::references_;
 
 TEST_F(Stories, ConvertWritesHuggingFaceDirectory) {
   json config;

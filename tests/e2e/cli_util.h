@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 namespace tpllama::cli_test {
@@ -107,6 +108,31 @@ struct ConvertedStories {
                           c.stories + "/tok512.model --out " + c.model);
     return c;
   }
+};
+
+// A suite over the converted stories260K model: converted once before the suite's first test
+// (Derived, the suite's own fixture, names its work directory with kTag and gets its own copy of
+// the members), removed after its last; each test skips when ../shared has no stories260K.
+template <class Derived>
+class StoriesSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ConvertedStories c = ConvertedStories::make(Derived::kTag);
+    stories_ = c.stories;
+    work_ = c.work;
+    model_ = c.model;
+    convert_ = c.convert;
+  }
+  static void TearDownTestSuite() {
+    if (!work_.empty()) fs::remove_all(work_);
+  }
+  void SetUp() override {
+    if (stories_.empty()) GTEST_SKIP() << "../shared/models/stories260K not found (set TPLLAMA_SHARED_DIR)";
+    ASSERT_EQ(convert_.exit_code, 0) << convert_.output;
+  }
+
+  static inline std::string stories_, work_, model_;
+  static inline CommandResult convert_;
 };
 
 // Starts a shell command in the background (exec'd, so the pid is the command's own); with

@@ -23,22 +23,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-class Engine : public ::testing::Test {
+class Engine : public StoriesSuite<Engine> {
+ public:
+  static constexpr const char* kTag = "engine";
+
  protected:
-  static void SetUpTestSuite() {
-    ConvertedStories c = ConvertedStories::make("engine");
-    stories_ = c.stories;
-    work_ = c.work;
-    model_ = c.model;
-    convert_ = c.convert;
-  }
-  static void TearDownTestSuite() {
-    if (!work_.empty()) fs::remove_all(work_);
-  }
-  void SetUp() override {
-    if (stories_.empty()) GTEST_SKIP() << "../shared/models/stories260K not found (set TPLLAMA_SHARED_DIR)";
-    ASSERT_EQ(convert_.exit_code, 0) << convert_.output;
-  }
 
   // n requests over a few prompts, with long enough completions to fill the KV cache.
   static std::string mixed_input(const std::string& name, int n, int max_tokens) {
@@ -72,13 +61,7 @@ class Engine : public ::testing::Test {
     for (const json& r : read_jsonl(path)) m[r["id"].dump()] = r.dump();
     return m;
   }
-
-  static std::string stories_, work_, model_;
-  static CommandResult convert_;
 };
-
-std::string Engine::stories_, Engine::work_, Engine::model_;
-CommandResult Engine::convert_;
 
 TEST_F(Engine, GreedyOutputDoesNotDependOnSchedulingOrCacheSize) {
   const std::string in = mixed_input("sched", 24, 120);

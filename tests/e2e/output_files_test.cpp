@@ -14,34 +14,15 @@ namespace {
 using namespace tpllama::cli_test;
 namespace fs = std::filesystem;
 
-// The converted stories260K model, made once for the suite.
-class OutputFiles : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    ConvertedStories c = ConvertedStories::make("outputs");
-    if (c.stories.empty()) return;
-    work_ = c.work;
-    model_ = c.model;
-    convert_ = c.convert;
-  }
-  static void TearDownTestSuite() {
-    if (!work_.empty()) fs::remove_all(work_);
-  }
-  void SetUp() override {
-    if (work_.empty()) GTEST_SKIP() << "../shared/models/stories260K not found (set TPLLAMA_SHARED_DIR)";
-    ASSERT_EQ(convert_.exit_code, 0) << convert_.output;
-  }
+class OutputFiles : public StoriesSuite<OutputFiles> {
+ public:
+  static constexpr const char* kTag = "outputs";
 
+ protected:
   CommandResult run(const std::string& input, const std::string& output, const std::string& flags = "") {
     return run_shell(binary() + " run --model " + model_ + " --input " + input + " --output " + output + " " + flags);
   }
-
-  static std::string work_, model_;
-  static CommandResult convert_;
 };
-
-std::string OutputFiles::work_, OutputFiles::model_;
-CommandResult OutputFiles::convert_;
 
 // --output /dev/stdout: the records go to the process's own stdout. With stderr sent to the same
 // file (2>&1) no log line may overwrite a record (a reopened /dev/stdout would write at its own
