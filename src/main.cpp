@@ -1,5 +1,5 @@
 // tpllama entry point: MPI session → CLI → command. Any failure becomes one message and, in a
-// multi-rank job, MPI_Abort so that no rank is left waiting on the failed one.
+// multi-rank job, an abort of the whole job so that no rank is left waiting on the failed one.
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,7 +15,7 @@
 #include "core/log.h"
 #include "core/stop_signal.h"
 #include "ops/cpu/threads.h"
-#include "parallel/mpi_comm.h"
+#include "parallel/mpi_session.h"
 
 namespace {
 
@@ -27,10 +27,9 @@ namespace {
 // node's cores / Open MPI's local ranks) widens its mask to that share, by local rank, and starts
 // again. Slurm's and explicit bindings that give a rank its share are left alone.
 void widen_launcher_binding(char** argv) {
-  const char* local_rank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (local_rank == nullptr || local_size == nullptr || std::getenv("TPLLAMA_WIDENED") != nullptr) return;
-  if (!tpllama::ops::cpu::widen_to_node_share(std::atoi(local_rank), std::max(1, std::atoi(local_size)))) return;
+  const std::optional<tpllama::LocalPlacement> place = tpllama::launcher_placement();
+  if (!place || std::getenv("TPLLAMA_WIDENED") != nullptr) return;
+  if (!tpllama::ops::cpu::widen_to_node_share(place->local_rank, place->ranks_on_node)) return;
   ::setenv("TPLLAMA_WIDENED", "1", 1);
   ::execv("/proc/self/exe", argv);  // returns only on failure: then run as bound
 }

@@ -5,7 +5,6 @@
 // GPU a device-to-device copy and a cuBLAS GEMM), summed over the run's devices; the report puts each
 // phase against them: decode as weight + KV bytes moved per second over the bandwidth, prefill as
 // FLOP/s over the GEMM peak.
-#include <mpi.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,10 +19,11 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "model/llama2c.h"
-#include "ops/ops.h"
+#include "ops/roofline.h"
 #include "ops/cpu/threads.h"
-#include "parallel/mpi_comm.h"
+#include "app/output_files.h"
+#include "app/run_report.h"
+#include "model/shapes.h"
 
 namespace tpllama {
 
@@ -119,8 +119,8 @@ struct MachineLimits {
 // The first rank on each device measures it (on the CPU every core of its node; on a GPU the GPU)
 // while the others wait without spinning; rank 0 gets the sums, since a run's work spreads over all
 // of them (a decode step's bytes are every rank's matrices).
-MachineLimits measure_limits(const DeviceContext& ctx, DType dtype, bool first_on_device) {
-  double mine[3] = {0, 0, 0};  // bandwidth, GEMM FLOP/s, devices
+MachineLimits measure_limits(const MpiSession& mpi, const DeviceContext& ctx, DType dtype, bool first_on_device) {
+  std::vector<double> mine = {0, 0, 0};  // bandwidth, GEMM FLOP/s, devices
   int cores = 0;
   if (first_on_device) {
     DeviceContext measured = ctx;
@@ -136,15 +136,10 @@ MachineLimits measure_limits(const DeviceContext& ctx, DType dtype, bool first_o
     mine[1] = ops::measure_gemm_flops(measured, dtype);
     mine[2] = 1;
   }
-  MPI_Request barrier;
-  mpi_check(MPI_Ibarrier(MPI_COMM_WORLD, &barrier), "MPI_Ibarrier");
-  for (int done = 0; !done;) {
-    mpi_check(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (!done) usleep(1000);
-  }
-  double sum[3] = {0, 0, 0};
-  mpi_check(MPI_Reduce(mine, sum, 3, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD), "MPI_Reduce");
+  mpi.quiet_barrier();
+  const std::vector<double> sum = mpi.sum_to_root(mine);
   MachineLimits m;
+  if (sum.empty()) return m;  // not rank 0
   m.read_bandwidth = sum[0];
   m.gemm_flops = sum[1];
   m.devices = static_cast<int>(sum[2]);
@@ -173,15 +168,15 @@ nlohmann::json ratio(double amount, double over) {
 }
 
 // The report: one table on stdout, the same figures as JSON.
-nlohmann::json make_report(const BenchOptions& o, const RunOutcome& r, const MachineLimits& limits,
+nlohmann::json make_report(const BenchOptions& o, const Session& session, const RunSummary& s,
+                           const std::vector<RankFigures>& figures, const MachineLimits& limits,
                            const SyntheticSource& source, LengthRange in, LengthRange out) {
-  const RunSummary& s = r.summary;
-  const LlamaConfig& c = r.config;
+  const LlamaConfig& c = session.config();
   const double layer_params = static_cast<double>(c.n_layers) *
                               (2.0 * c.dim * c.q_dim() + 2.0 * c.dim * c.kv_dim() + 3.0 * c.dim * c.hidden_dim);
   double matrix_bytes = 0;
-  for (const RankFigures& f : r.ranks) matrix_bytes += f.matrix_bytes;
-  const double kv_bytes_per_position = 2.0 * c.kv_dim() * c.n_layers * static_cast<double>(dtype_size(r.kv_dtype));
+  for (const RankFigures& f : figures) matrix_bytes += f.matrix_bytes;
+  const double kv_bytes_per_position = 2.0 * c.kv_dim() * c.n_layers * static_cast<double>(dtype_size(session.kv_dtype()));
   const double decode_bytes = static_cast<double>(s.decode_steps) * matrix_bytes +
                               static_cast<double>(s.decode_context_tokens) * kv_bytes_per_position;
   double prefill_flop = 0, prompt_tokens = 0;
@@ -196,8 +191,8 @@ nlohmann::json make_report(const BenchOptions& o, const RunOutcome& r, const Mac
   const nlohmann::json prefill_flops = ratio(prefill_flop, s.prefill_seconds);
 
   nlohmann::json ranks = nlohmann::json::array();
-  for (size_t i = 0; i < r.ranks.size(); ++i) {
-    const RankFigures& f = r.ranks[i];
+  for (size_t i = 0; i < figures.size(); ++i) {
+    const RankFigures& f = figures[i];
     ranks.push_back({{"rank", i},
                      {"compute_seconds", f.compute_seconds},
                      {"collective_seconds", f.collective_seconds},
@@ -205,7 +200,7 @@ nlohmann::json make_report(const BenchOptions& o, const RunOutcome& r, const Mac
                      {"bubble_fraction", ratio(f.wait_seconds, f.compute_seconds + f.wait_seconds)},
                      {"weight_bytes", f.weight_bytes}});
   }
-  const Topology& t = r.topology;
+  const Topology& t = session.topology();
   const double prompts = static_cast<double>(o.prompts);
   nlohmann::json machine = nullptr;
   if (measured)
@@ -215,11 +210,11 @@ nlohmann::json make_report(const BenchOptions& o, const RunOutcome& r, const Mac
       {"model", o.run.model.empty() ? o.shape + " (random weights)" : o.run.model},
       {"config", {{"dim", c.dim}, {"hidden", c.hidden_dim}, {"layers", c.n_layers}, {"heads", c.n_heads},
                   {"kv_heads", c.n_kv_heads}, {"vocab", c.vocab_size}}},
-      {"dtype", dtype_name(r.dtype)},
-      {"kv_dtype", dtype_name(r.kv_dtype)},
-      {"device", r.device},
-      {"layout", {{"ranks", t.world_size()}, {"tp", t.tp_size()}, {"pp", t.pp_size()}, {"threads_per_rank", r.threads},
-                  {"nodes", r.n_nodes}}},
+      {"dtype", dtype_name(session.dtype())},
+      {"kv_dtype", dtype_name(session.kv_dtype())},
+      {"device", session.device_description()},
+      {"layout", {{"ranks", t.world_size()}, {"tp", t.tp_size()}, {"pp", t.pp_size()},
+                  {"threads_per_rank", session.threads()}, {"nodes", session.nodes().n_nodes}}},
       {"workload", {{"prompts", o.prompts}, {"input_len", o.input_len}, {"output_len", o.output_len},
                     {"input_len_min", in.lo}, {"input_len_max", in.hi}, {"output_len_min", out.lo},
                     {"output_len_max", out.hi}, {"mean_input_len", prompt_tokens / prompts},
@@ -375,35 +370,32 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   });
   if (o.run.max_seqs <= 0) o.run.max_seqs = std::min(o.prompts, 256);
   if (o.run.max_model_len <= 0) o.run.max_model_len = in.hi + out.hi;
-  o.run.output = "/dev/null";
-  o.run.input = "/dev/null";
 
+  SessionOptions options = session_options(o.run);
+  options.synthetic = synthetic;
+  options.context_flag = "--input-len + --output-len";  // they set the context (max_model_len above)
+  Session session(mpi, options, [&](const Session& s) {
+    if (s.is_rank0()) check_output_files({}, {{"--stats", o.run.stats}, {"--trace", o.run.trace}, {"--json", o.json}});
+  });
   MachineLimits limits;
+  session.load([&](const Session& s) {
+    if (!o.skip_limits) limits = measure_limits(mpi, s.device_context(), s.dtype(), s.first_on_device());
+  });
+  SyntheticSource source(o.prompts, in, out, session.config(), o.seed);
   CountingSink sink;
-  SyntheticSource* source = nullptr;
-  RunHooks hooks;
-  hooks.sink = &sink;
-  hooks.synthetic = synthetic;
-  hooks.total_requests = o.prompts;
-  hooks.outputs = {{"--json", o.json}};
-  hooks.context_flag = "--input-len + --output-len";  // they set the context (max_model_len above)
-  hooks.resumable = false;
-  hooks.restart_hint = "run it again";
-  if (!o.skip_limits)
-    hooks.on_device = [&](const DeviceContext& ctx, bool first_on_device) {
-      limits = measure_limits(ctx, weight_dtype(o.run, ctx.device), first_on_device);
-    };
-  hooks.make_source = [&](const Tokenizer*, const LlamaConfig& c, int) {
-    auto s = std::make_unique<SyntheticSource>(o.prompts, in, out, c, o.seed);
-    source = s.get();
-    return s;
-  };
-  hooks.on_finish = [&](const RunOutcome& outcome) {
-    const nlohmann::json report = make_report(o, outcome, limits, *source, in, out);
-    print_report(report);
-    if (!o.json.empty()) write_json_file(o.json, report, "--json");
-  };
-  return run_engine(o.run, mpi, &hooks);
+  EngineIo io;
+  io.reader = &source;
+  io.writer = &sink;
+  io.total_requests = o.prompts;
+  const Continuation continuation{false, "run it again"};
+  TraceRecorder trace(!o.run.trace.empty());
+  const RunSummary summary = session.serve(serve_options(o.run, continuation), io, trace);
+  const std::vector<RankFigures> figures = report_run(session, summary, trace, o.run.stats, o.run.trace);
+  if (!session.is_rank0()) return 0;
+  const nlohmann::json report = make_report(o, session, summary, figures, limits, source, in, out);
+  print_report(report);
+  if (!o.json.empty()) write_json_file(o.json, report, "--json");
+  return finish_run(session, summary, continuation, "");
 }
 
 }  // namespace tpllama

@@ -1,28 +1,19 @@
 // The subcommands: CLI11 definitions fill plain option structs; each command is a function of its
-// options, the MPI session's world and nothing else.
+// options, the MPI session and nothing else. run, bench and perplexity each compose a Session
+// (runtime/session.h) with their own request source, result sink and report.
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
-#include "io/prompt_reader.h"
 #include "io/request.h"
-#include "io/result_writer.h"
-#include "app/run_report.h"
-#include "core/dtype.h"
-#include "model/config.h"
-#include "runtime/engine.h"
-#include "runtime/tokenizer.h"
+#include "parallel/mpi_session.h"
+#include "runtime/session.h"
 
 namespace tpllama {
-
-class MpiSession;
 
 struct RunOptions {
   std::string model;
@@ -55,9 +46,6 @@ struct RunOptions {
   std::string kv_dtype = "auto";  // KV cache: f32, bf16, or auto (bf16 on a GPU with bf16 weights, else f32)
 };
 
-// "8GiB", "512MiB", "1.5GB", "4096" → bytes; throws naming the text.
-uint64_t parse_byte_size(const std::string& text);
-
 struct ConvertOptionsCli {
   std::string from = "llama2c";
   std::string checkpoint;
@@ -75,52 +63,6 @@ struct ShardOptionsCli {
   int tp = 1;
   int pp = 1;
   std::vector<int> pp_layers;
-};
-
-// A model without files: a named shape with seeded random weights (benchmarks).
-struct SyntheticModel {
-  LlamaConfig config;
-  uint64_t seed = 0;
-};
-
-// What rank 0 knows at the end of a run, for the command that started it.
-struct RunOutcome {
-  const RunSummary& summary;
-  const std::vector<RankFigures>& ranks;  // every rank's figures, by world rank
-  const LlamaConfig& config;
-  const Topology& topology;
-  int threads = 1;
-  int n_nodes = 1;
-  std::string device;  // rank 0's device, described
-  DType dtype = DType::kF32;  // how the weight matrices are held
-  DType kv_dtype = DType::kF32;
-};
-
-// What another command (perplexity, bench) puts in place of the prompt file, the output file and
-// (bench) the model directory. The tokenizer given to make_source is null for a synthetic model.
-struct RunHooks {
-  std::function<std::unique_ptr<RequestSource>(const Tokenizer*, const LlamaConfig&, int context)> make_source;
-  ResultSink* sink = nullptr;
-  std::optional<SyntheticModel> synthetic;
-  std::function<void(const RunOutcome&)> on_finish;  // rank 0, after the run's own report
-  // Every rank, once its device is chosen and before weights load (bench measures its limits).
-  // `first_on_device`: this rank is the lowest of the ranks on its device (its node's CPUs, or its
-  // GPU), so one rank per device may measure it.
-  std::function<void(const DeviceContext&, bool first_on_device)> on_device;
-  // Requests the source will give, for the progress line's share done and ETA (0: unknown). Read
-  // after make_source, which may set it.
-  long long total_requests = 0;
-  // Files the command writes besides the run's own, as (flag, path): checked with --stats and
-  // --trace before the run (writable, not the input, not another output).
-  std::vector<std::pair<std::string, std::string>> outputs;
-  // The context the command's requests need (perplexity's window), when below the model's: the KV
-  // cache is sized for it, and a cache too small names `context_flag`.
-  int context_len = 0;
-  std::string context_flag = "--max-model-len";
-  // Whether a stopped run continues with --resume (perplexity without --windows starts over).
-  bool resumable = true;
-  // What a stopped run that is not resumable should do next.
-  std::string restart_hint = "this command has no --resume; run it again to start over";
 };
 
 struct PerplexityOptions {
@@ -162,10 +104,9 @@ void add_layout_options(CLI::App& command, RunOptions& options);
 // --log-interval: seconds between progress lines when stderr is not a terminal (run, perplexity,
 // bench).
 void add_log_interval_option(CLI::App& command, RunOptions& options);
-// The --dtype weights are held in on a device (auto: bf16 on a GPU, f32 on the CPU).
-DType weight_dtype(const RunOptions& options, Device device);
-// The --kv-dtype of the KV cache (auto: bf16 on a GPU with bf16 weights, else f32).
-DType kv_cache_dtype(const RunOptions& options, Device device);
+// The session (layout, device, memory) and serving settings of a run's options.
+SessionOptions session_options(const RunOptions& options);
+ServeOptions serve_options(const RunOptions& options, Continuation continuation);
 // The model directory's own name ("llama-7b" for "/models/llama-7b/"): OpenAI records' "model".
 std::string model_name(const std::string& model_dir);
 void add_plan_command(CLI::App& app, PlanOptions& options);
@@ -174,8 +115,6 @@ void add_convert_command(CLI::App& app, ConvertOptionsCli& options);
 void add_shard_command(CLI::App& app, ShardOptionsCli& options);
 
 int run_command(const RunOptions& options, const MpiSession& mpi);
-// The whole run with the request source and result sink of hooks (nullptr: the files of options).
-int run_engine(const RunOptions& options, const MpiSession& mpi, const RunHooks* hooks);
 int convert_command(const ConvertOptionsCli& options, const MpiSession& mpi);
 int shard_command(const ShardOptionsCli& options, const MpiSession& mpi);
 int perplexity_command(PerplexityOptions options, const MpiSession& mpi);

@@ -9,7 +9,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/llama2c.h"
-#include "parallel/mpi_comm.h"
+#include "model/shapes.h"
+#include "parallel/mpi_session.h"
 #include "runtime/tokenizer.h"
 
 namespace tpllama {
@@ -54,8 +55,8 @@ int convert_command(const ConvertOptionsCli& o, const MpiSession& mpi) {
   c.vocab_size = o.vocab > 0 ? o.vocab : tokenizer.vocab_size();
   if (c.vocab_size < tokenizer.vocab_size())
     fail("--vocab ", c.vocab_size, " is smaller than the tokenizer's ", tokenizer.vocab_size(), " pieces");
-  c.bos_token_id = std::max(0, tokenizer.processor().bos_id());
-  c.eos_token_ids = {std::max(0, tokenizer.processor().eos_id())};
+  c.bos_token_id = std::max(0, tokenizer.bos_id());
+  c.eos_token_ids = {std::max(0, tokenizer.eos_id())};
   write_random_model(c, o.seed, options);
   log::info("wrote random-weight model " + o.out + " (shape " + o.shape + ", seed " + std::to_string(o.seed) +
             ", vocab " + std::to_string(c.vocab_size) + ")");

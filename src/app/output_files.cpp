@@ -1,5 +1,6 @@
 // The checks every command makes on the files it will write, before any work: writable, not the
-// input, not another output; and which outputs are streams (stdout, a pipe) rather than files.
+// input, not another output; which outputs are streams (stdout, a pipe) rather than files; and that
+// its input can be read.
 #include "app/output_files.h"
 
 #include <fcntl.h>
@@ -93,6 +94,16 @@ void check_output_files(const std::vector<std::string>& inputs,
       if (!outputs[j].second.empty() && same_file(path, outputs[j].second))
         fail(outputs[j].first, " and ", flag, " both name ", path, "; give each its own file");
     check_writable(path, flag.c_str());
+  }
+}
+
+void check_input_file(const std::string& path) {
+  if (!std::filesystem::exists(path)) fail("prompt file ", path, " does not exist");
+  if (std::filesystem::is_directory(path)) fail("prompt file ", path, " is a directory");
+  if (std::filesystem::is_regular_file(path)) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail("cannot read prompt file ", path, ": ", std::strerror(errno));
+    ::close(fd);
   }
 }
 

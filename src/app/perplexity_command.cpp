@@ -19,7 +19,8 @@
 #include "io/result_writer.h"
 #include "io/resume.h"
 #include "io/window_file.h"
-#include "parallel/mpi_comm.h"
+#include "app/output_files.h"
+#include "app/run_report.h"
 
 namespace tpllama {
 
@@ -187,24 +188,28 @@ void add_perplexity_command(CLI::App& app, PerplexityOptions& o) {
 }
 
 int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
-  o.run.output = o.json.empty() ? "/dev/null" : o.json;
+  SessionOptions options = session_options(o.run);
+  options.context_len = o.context_len;
+  options.context_flag = "--context-len";
+  Session session(mpi, options, [&](const Session& s) {
+    if (!s.is_rank0()) return;
+    check_output_files({o.run.input}, {{"--output", o.json}, {"--windows", o.windows}});
+    check_input_file(o.run.input);
+  });
+  session.load();
+  // Rank 0: the corpus, its windows and the scores an earlier run left in --windows.
   std::unique_ptr<WindowScores> scores;
   std::unique_ptr<OutputLock> lock;
+  std::unique_ptr<WindowSource> source;
   int window = 0, stride = 0;
-  Device device = Device::kCpu;
-  RunHooks hooks;
-  hooks.on_device = [&](const DeviceContext& ctx, bool) { device = ctx.device; };
-  hooks.outputs = {{"--output", o.json}, {"--windows", o.windows}};
-  hooks.context_len = o.context_len;
-  hooks.context_flag = "--context-len";
-  hooks.resumable = !o.windows.empty();
-  hooks.restart_hint = "without --windows there is nothing to resume: run it again to start over (--windows FILE "
-                       "keeps each window's score for --resume)";
-  hooks.make_source = [&](const Tokenizer* tok, const LlamaConfig& config, int context) {
+  long long remaining = 0;
+  collective_phase([&] {
+    if (!session.is_rank0()) return;
     std::ifstream in(o.run.input, std::ios::binary);
     if (!in) fail("cannot open ", o.run.input);
     std::stringstream text;
     text << in.rdbuf();
+    const int context = session.context();
     if (o.context_len > context)
       log::warn("--context-len " + std::to_string(o.context_len) + " is beyond the model's context: windows of " +
                 std::to_string(context) + " tokens");
@@ -214,15 +219,15 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
     if (o.stride > window)
       log::warn("--stride " + std::to_string(o.stride) + " would skip tokens between windows of " +
                 std::to_string(window) + " text tokens: stride " + std::to_string(window));
-    std::vector<int> tokens = tok->encode(text.str());
+    std::vector<int> tokens = session.tokenizer()->encode(text.str());
     if (tokens.empty()) fail(o.run.input, " holds no tokens");
     std::vector<Window> windows = plan_windows(static_cast<int>(tokens.size()), window, stride);
     WindowRun run;
     if (!o.windows.empty()) {
       run.model = model_name(o.run.model);
       run.model_fingerprint = model_fingerprint(o.run.model);
-      run.dtype = dtype_name(weight_dtype(o.run, device));
-      run.kv_dtype = dtype_name(kv_cache_dtype(o.run, device));
+      run.dtype = dtype_name(session.dtype());
+      run.kv_dtype = dtype_name(session.kv_dtype());
       run.corpus_tokens = static_cast<long long>(tokens.size());
       run.corpus_hash = corpus_hash(tokens);
       run.context_len = window + 1;
@@ -230,19 +235,30 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
       run.windows = static_cast<long long>(windows.size());
     }
     scores = std::make_unique<WindowScores>(windows.size());
-    hooks.sink = scores.get();
     std::vector<bool> done = open_window_file(o, run, windows, *scores, lock);
-    hooks.total_requests = std::count(done.begin(), done.end(), false);
-    return std::make_unique<WindowSource>(std::move(tokens), config.bos_token_id, std::move(windows), std::move(done));
-  };
-  const int rc = run_engine(o.run, mpi, &hooks);
-  if (mpi.rank() != 0 || rc != 0) return rc;
-  const auto [nll, tokens] = scores->total();
-  const double mean = tokens > 0 ? nll / static_cast<double>(tokens) : 0.0;
-  nlohmann::json result = {{"tokens", tokens},          {"mean_nll", mean}, {"perplexity", std::exp(mean)},
+    remaining = std::count(done.begin(), done.end(), false);
+    source = std::make_unique<WindowSource>(std::move(tokens), session.config().bos_token_id, std::move(windows),
+                                            std::move(done));
+  });
+  EngineIo io;
+  io.reader = source.get();
+  io.writer = scores.get();
+  io.total_requests = remaining;
+  const Continuation continuation{
+      !o.windows.empty(),
+      "without --windows there is nothing to resume: run it again to start over (--windows FILE keeps each "
+      "window's score for --resume)"};
+  TraceRecorder trace(false);
+  const RunSummary summary = session.serve(serve_options(o.run, continuation), io, trace);
+  report_run(session, summary, trace, "", "");
+  if (!session.is_rank0()) return 0;
+  if (const int rc = finish_run(session, summary, continuation, ""); rc != 0) return rc;
+  const auto [nll, n_tokens] = scores->total();
+  const double mean = n_tokens > 0 ? nll / static_cast<double>(n_tokens) : 0.0;
+  nlohmann::json result = {{"tokens", n_tokens},        {"mean_nll", mean}, {"perplexity", std::exp(mean)},
                            {"context_len", window + 1}, {"stride", stride}};
   std::printf("perplexity %.6f over %lld tokens (mean NLL %.6f nats; windows of %d tokens, stride %d)\n",
-              std::exp(mean), tokens, mean, window + 1, stride);
+              std::exp(mean), n_tokens, mean, window + 1, stride);
   if (!o.json.empty()) write_json_file(o.json, result, "--output");
   return 0;
 }

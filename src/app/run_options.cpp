@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include "app/cli_checks.h"
 #include "app/commands.h"
@@ -118,42 +119,35 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
              "and small models)");
 }
 
-DType weight_dtype(const RunOptions& o, Device device) {
-  if (o.dtype == "auto") return device == Device::kCpu ? DType::kF32 : DType::kBF16;
-  return o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+SessionOptions session_options(const RunOptions& o) {
+  SessionOptions s;
+  s.model = o.model;
+  s.layout = LayoutRequest{o.tp, o.pp, o.pp_layers};
+  s.allow_cross_node_tp = o.allow_cross_node_tp;
+  s.threads = o.threads;
+  s.device = o.device;
+  s.comm = o.comm;
+  s.share_gpus = o.share_gpus;
+  s.eager = o.eager;
+  s.dtype = o.dtype;
+  s.kv_dtype = o.kv_dtype;
+  s.max_seqs = o.max_seqs;
+  s.max_batch_tokens = o.max_batch_tokens;
+  s.kv_block_size = o.kv_block_size;
+  s.kv_cache_memory = o.kv_cache_memory;
+  s.max_model_len = o.max_model_len;
+  s.grace_seconds = o.grace_seconds;
+  return s;
+}
+
+ServeOptions serve_options(const RunOptions& o, Continuation continuation) {
+  return ServeOptions{o.log_interval, o.grace_seconds, o.stall_timeout, std::move(continuation)};
 }
 
 std::string model_name(const std::string& model_dir) {
   std::filesystem::path p = std::filesystem::path(model_dir).lexically_normal();
   if (!p.has_filename()) p = p.parent_path();  // "dir/" ends in an empty name
   return p.filename().string();
-}
-
-DType kv_cache_dtype(const RunOptions& o, Device device) {
-  if (o.kv_dtype == "auto")
-    return device != Device::kCpu && weight_dtype(o, device) == DType::kBF16 ? DType::kBF16 : DType::kF32;
-  return o.kv_dtype == "bf16" ? DType::kBF16 : DType::kF32;
-}
-
-uint64_t parse_byte_size(const std::string& text) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    fail("cannot read '", text, "' as a size (examples: 8GiB, 512MiB, 2GB, 1000000)");
-  }
-  std::string unit = text.substr(used);
-  const std::pair<const char*, double> units[] = {{"", 1},           {"B", 1},           {"KB", 1e3},
-                                                  {"MB", 1e6},       {"GB", 1e9},        {"TB", 1e12},
-                                                  {"KiB", 1024.0},   {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-                                                  {"TiB", 1099511627776.0}};
-  for (const auto& [name, scale] : units)
-    if (unit == name) {
-      if (!(value > 0) || !std::isfinite(value * scale)) fail("size '", text, "' must be positive");
-      return static_cast<uint64_t>(value * scale);
-    }
-  fail("unknown size unit in '", text, "' (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)");
 }
 
 }  // namespace tpllama

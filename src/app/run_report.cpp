@@ -1,29 +1,32 @@
-// Run reports: per-rank lines, stats JSON (fields modelled on trtllm-bench), Chrome trace.
+// Run reports: per-rank lines, stats JSON (fields modelled on trtllm-bench), Chrome trace, and a
+// run's last lines.
 #include "app/run_report.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/stop_signal.h"
 #include "core/log.h"
-#include "parallel/mpi_comm.h"
+#include "core/byte_size.h"
+#include "parallel/mpi_session.h"
 
 namespace tpllama {
 namespace {
 
-constexpr int kFigureCount = sizeof(RankFigures) / sizeof(double);
-
-std::string mib(double bytes) {
-  std::ostringstream os;
-  os.setf(std::ios::fixed);
-  os.precision(2);
-  os << bytes / (1 << 20) << " MiB";
-  return os.str();
+// A plain struct's bytes, for a gather, and back.
+std::vector<uint8_t> as_bytes(const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  return std::vector<uint8_t>(p, p + n);
+}
+void from_bytes(const std::vector<uint8_t>& bytes, void* data, size_t n) {
+  TPLLAMA_CHECK(bytes.size() == n, "a rank sent ", bytes.size(), " bytes, expected ", n);
+  std::memcpy(data, bytes.data(), n);
 }
 
 double bubble(const RankFigures& f) {
@@ -95,6 +98,19 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
   write_json_file(path, j, "--stats");
 }
 
+void write_trace(const MpiSession& mpi, const Topology& t, const TraceRecorder& trace, const std::string& path) {
+  const std::vector<std::vector<uint8_t>> per_rank = mpi.gather_to_root(trace.serialize());
+  if (t.rank() != 0) return;
+  std::vector<std::string> labels;
+  for (int r = 0; r < t.world_size(); ++r) {
+    Topology peer(t.world_size(), r, t.tp_size(), t.pp_size(), t.n_layers(), {});
+    labels.push_back("rank " + std::to_string(r) + " (tp " + std::to_string(peer.tp_rank()) + ", pp " +
+                     std::to_string(peer.pp_rank()) + ")");
+  }
+  write_text_file(path, TraceRecorder::to_chrome_json(per_rank, labels) + "\n", "--trace");
+  log::info("trace written to " + path + " (open it in https://ui.perfetto.dev or chrome://tracing)");
+}
+
 }  // namespace
 
 void write_json_file(const std::string& path, const nlohmann::json& j, const char* flag) {
@@ -107,100 +123,63 @@ nlohmann::json percentiles(const LatencyHistogram& h) {
           {"count", h.count()}};
 }
 
-RankFigures collect_rank_figures(const ModelWeights& weights, const KvCache& cache, const PipelineStats& pipeline,
-                                 std::initializer_list<const Communicator*> comms) {
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
-  RankFigures f;
-  f.peak_memory_bytes = static_cast<double>(usage.ru_maxrss) * 1024.0;
-  f.weight_bytes = static_cast<double>(weights.bytes_held);
-  f.matrix_bytes = static_cast<double>(weights.matrix_bytes);
-  f.kv_cache_bytes = static_cast<double>(cache.bytes());
-  f.kv_capacity_tokens = static_cast<double>(cache.n_blocks()) * cache.block_size();
-  f.compute_seconds = pipeline.compute_seconds;
-  f.wait_seconds = pipeline.wait_seconds;
-  for (const Communicator* c : comms) {
-    const CommStats& s = c->stats();
-    f.collective_seconds += s.collective_seconds;
-    f.p2p_seconds += s.p2p_seconds;
-    f.all_reduce_seconds += s.all_reduce_seconds;
-    f.all_reduce_bytes += s.all_reduce_bytes;
-    f.all_reduce_calls += static_cast<double>(s.all_reduce_calls);
+std::vector<RankFigures> report_run(const Session& session, const RunSummary& summary, const TraceRecorder& trace,
+                                    const std::string& stats_path, const std::string& trace_path) {
+  const RankFigures mine = session.rank_figures();
+  const std::vector<std::vector<uint8_t>> gathered = session.mpi().gather_to_root(as_bytes(&mine, sizeof mine));
+  const Topology& t = session.topology();
+  std::vector<RankFigures> all;
+  if (t.rank() == 0) {
+    all.resize(static_cast<size_t>(t.world_size()));
+    for (size_t r = 0; r < all.size(); ++r) from_bytes(gathered[r], &all[r], sizeof all[r]);
+    if (t.world_size() > 1)
+      for (int r = 0; r < t.world_size(); ++r) {
+        const RankFigures& f = all[static_cast<size_t>(r)];
+        std::ostringstream os;
+        os.setf(std::ios::fixed);
+        os.precision(3);
+        os << "rank " << r << ": compute " << f.compute_seconds << " s, waiting " << f.wait_seconds << " s (bubble "
+           << 100 * bubble(f) << "%), collectives " << f.collective_seconds << " s, point-to-point " << f.p2p_seconds
+           << " s, peak memory " << mib(f.peak_memory_bytes);
+        log::info(os.str());
+      }
+    if (!stats_path.empty()) write_stats(stats_path, t, session.nodes().n_nodes, all, summary);
   }
-  f.steps = static_cast<double>(pipeline.steps);
-  return f;
-}
-
-void report_weights(const Topology& t, const ModelWeights& w, const Checkpoint* ckpt, const LlamaConfig& config) {
-  uint64_t mine[4] = {w.bytes_read, w.bytes_held, w.elements_unique, w.elements_replicated};
-  std::vector<uint64_t> all(4 * static_cast<size_t>(t.world_size()));
-  mpi_check(MPI_Gather(mine, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Gather");
-  if (t.rank() != 0) return;
-  uint64_t unique = 0, replicated = 0;
-  for (int r = 0; r < t.world_size(); ++r) {
-    const uint64_t* v = all.data() + 4 * r;
-    Topology peer(t.world_size(), r, t.tp_size(), t.pp_size(), t.n_layers(), {});
-    std::ostringstream os;
-    os << "rank " << r << " (tp " << peer.tp_rank() << ", pp " << peer.pp_rank() << ", layers ["
-       << t.stage_layers(peer.pp_rank()).begin << ", " << t.stage_layers(peer.pp_rank()).end << ")): read "
-       << mib(static_cast<double>(v[0])) << ", holds " << mib(static_cast<double>(v[1]));
-    if (t.world_size() > 1) log::info(os.str());
-    unique += v[2];
-    replicated += v[3];
-  }
-  const uint64_t total = ckpt != nullptr ? ckpt->total_elements() : config.parameter_count();
-  std::ostringstream os;
-  os << "weights: " << (ckpt != nullptr ? "checkpoint " : "model (random) ") << total
-     << " elements; held once over all ranks " << unique << (unique == total ? " (all of them)" : " (MISMATCH)")
-     << ", plus " << replicated << " replicated (norms on every TP rank, shared kv heads, tied embedding on two stages)";
-  log::info(os.str());
-  TPLLAMA_CHECK(unique == total, "sharded load holds ", unique, " of ", total, " elements");
-}
-
-std::vector<RankFigures> report_run(const Topology& t, int n_nodes, const RankFigures& mine, const RunSummary* summary,
-                                    const std::string& stats_path) {
-  std::vector<RankFigures> all(static_cast<size_t>(t.world_size()));
-  mpi_check(MPI_Gather(&mine, kFigureCount, MPI_DOUBLE, all.data(), kFigureCount, MPI_DOUBLE, 0, MPI_COMM_WORLD),
-            "MPI_Gather");
-  if (t.rank() != 0) return {};
-  if (t.world_size() > 1)
-    for (int r = 0; r < t.world_size(); ++r) {
-      const RankFigures& f = all[static_cast<size_t>(r)];
-      std::ostringstream os;
-      os.setf(std::ios::fixed);
-      os.precision(3);
-      os << "rank " << r << ": compute " << f.compute_seconds << " s, waiting " << f.wait_seconds << " s (bubble "
-         << 100 * bubble(f) << "%), collectives " << f.collective_seconds << " s, point-to-point " << f.p2p_seconds
-         << " s, peak memory " << mib(f.peak_memory_bytes);
-      log::info(os.str());
-    }
-  if (!stats_path.empty() && summary != nullptr) write_stats(stats_path, t, n_nodes, all, *summary);
+  if (!trace_path.empty()) write_trace(session.mpi(), t, trace, trace_path);
   return all;
 }
 
-void write_trace(const Topology& t, const TraceRecorder& trace, const std::string& path) {
-  std::vector<uint8_t> mine = trace.serialize();
-  int size = static_cast<int>(mine.size());
-  std::vector<int> sizes(static_cast<size_t>(t.world_size()));
-  mpi_check(MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
-  std::vector<int> offsets(sizes.size(), 0);
-  for (size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
-  std::vector<uint8_t> all(t.rank() == 0 ? static_cast<size_t>(offsets.back() + sizes.back()) : 0);
-  mpi_check(MPI_Gatherv(mine.data(), size, MPI_BYTE, all.data(), sizes.data(), offsets.data(), MPI_BYTE, 0,
-                        MPI_COMM_WORLD),
-            "MPI_Gatherv");
-  if (t.rank() != 0) return;
-  std::vector<std::vector<uint8_t>> per_rank;
-  std::vector<std::string> labels;
-  for (int r = 0; r < t.world_size(); ++r) {
-    const auto begin = all.begin() + offsets[static_cast<size_t>(r)];
-    per_rank.emplace_back(begin, begin + sizes[static_cast<size_t>(r)]);
-    Topology peer(t.world_size(), r, t.tp_size(), t.pp_size(), t.n_layers(), {});
-    labels.push_back("rank " + std::to_string(r) + " (tp " + std::to_string(peer.tp_rank()) + ", pp " +
-                     std::to_string(peer.pp_rank()) + ")");
+int finish_run(const Session& session, const RunSummary& summary, const Continuation& continuation,
+               const std::string& done_note, const std::vector<std::string>& warnings) {
+  if (summary.stopped_by != 0) {
+    log::warn("stopped early: " + summary.describe() + "; exit status " + std::to_string(kExitStoppedEarly) +
+              (continuation.resumable ? ": run again with --resume to continue" : ": " + continuation.restart_hint));
+    return kExitStoppedEarly;
   }
-  write_text_file(path, TraceRecorder::to_chrome_json(per_rank, labels) + "\n", "--trace");
-  log::info("trace written to " + path + " (open it in https://ui.perfetto.dev or chrome://tracing)");
+  log::info("done: " + summary.describe() + done_note);
+  for (const std::string& w : warnings) log::warn(w);
+  const long long finished = summary.finished_stop + summary.finished_length;
+  if (summary.errors > 0 && finished == 0 && summary.scored == 0 && summary.skipped == 0) {
+    // The records are written, but a job whose every request failed (a wrong format, prompts all
+    // too long) should not look like a success to Slurm. Not after --resume skipped records: the
+    // earlier part of the job may have answered requests.
+    log::error("every request of this run failed (" + std::to_string(summary.errors) +
+               " error records); exit status " + std::to_string(kExitAllRequestsFailed));
+    return kExitAllRequestsFailed;
+  }
+  if (finished == 0) return 0;
+  const double avg = static_cast<double>(summary.prompt_tokens + summary.generated_tokens) / static_cast<double>(finished);
+  const int block_size = session.options().kv_block_size;
+  const double capacity = static_cast<double>(session.kv_blocks()) * block_size;
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(0);
+  os << "KV capacity " << capacity << " tokens = about "
+     << std::floor(KvCache::sequences_held(session.kv_blocks(), block_size, avg))
+     << " concurrent sequences at this run's average request length of " << avg << " tokens (--max-seqs "
+     << session.options().max_seqs << ")";
+  log::info(os.str());
+  return 0;
 }
 
 }  // namespace tpllama

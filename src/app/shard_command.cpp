@@ -4,7 +4,7 @@
 #include "app/commands.h"
 #include "core/log.h"
 #include "model/shard_writer.h"
-#include "parallel/mpi_comm.h"
+#include "parallel/mpi_session.h"
 
 namespace tpllama {
 

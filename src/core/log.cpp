@@ -8,11 +8,9 @@ namespace tpllama::log {
 namespace {
 int g_rank = 0;
 int g_world = 1;
-Level g_level = Level::kInfo;
 
 const char* level_name(Level level) {
   switch (level) {
-    case Level::kDebug: return "debug";
     case Level::kInfo: return "info";
     case Level::kWarn: return "warning";
     case Level::kError: return "error";
@@ -26,10 +24,7 @@ void set_rank(int rank, int world_size) {
   g_world = world_size;
 }
 
-void set_level(Level level) { g_level = level; }
-
 void write(Level level, const std::string& message) {
-  if (level < g_level) return;
   std::string line = "[tpllama";
   if (g_world > 1) line += " r" + std::to_string(g_rank);
   line += "] ";

@@ -6,13 +6,11 @@
 
 namespace tpllama::log {
 
-enum class Level { kDebug, kInfo, kWarn, kError };
+enum class Level { kInfo, kWarn, kError };
 
 void set_rank(int rank, int world_size);
-void set_level(Level level);
 void write(Level level, const std::string& message);
 
-inline void debug(const std::string& m) { write(Level::kDebug, m); }
 inline void info(const std::string& m) { write(Level::kInfo, m); }
 inline void warn(const std::string& m) { write(Level::kWarn, m); }
 inline void error(const std::string& m) { write(Level::kError, m); }

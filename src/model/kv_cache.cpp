@@ -2,7 +2,7 @@
 #include "model/kv_cache.h"
 
 #include "core/error.h"
-#include "ops/ops.h"
+#include "ops/device.h"
 
 namespace tpllama {
 

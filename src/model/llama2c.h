@@ -1,4 +1,4 @@
-// Import of llama.c checkpoints (.bin, "version 0" float32 export) and seeded random-weight
+// Import of llama2.c checkpoints (.bin, "version 0" float32 export) and seeded random-weight
 // models, both written out as Hugging Face LLaMA directories.
 #pragma once
 
@@ -19,13 +19,6 @@ struct ConvertOptions {
 // Reads a llama2.c checkpoint, permutes Wq/Wk from Meta's interleaved RoPE layout to HF
 // rotate-half, records stop ids {2, 1} (TinyStories models end a story with BOS).
 LlamaConfig convert_llama2c(const std::string& checkpoint_path, const ConvertOptions& options);
-
-// Named shapes for demos and benchmarks ("tiny", "110m", "llama2-7b", "llama3-8b", "llama2-70b").
-LlamaConfig shape_config(const std::string& name);
-// The same with vocab_size = vocab (when vocab > 0); BOS and EOS ids the smaller vocabulary no longer
-// holds become LLaMA-2's, 1 and 2 (so llama3-8b's 128000/128001 still work at --vocab 512); a
-// vocabulary below 3 ids is refused.
-LlamaConfig shape_config(const std::string& name, int vocab);
 
 // A model with seeded random weights and the given config; vocab_size is taken from the
 // tokenizer when the shape's vocabulary is larger than the tokenizer's.

@@ -10,7 +10,13 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "ops/ops.h"
+#include "ops/attention.h"
+#include "ops/device.h"
+#include "ops/elementwise.h"
+#include "ops/graph.h"
+#include "ops/matmul.h"
+#include "ops/rows.h"
+#include "ops/sampling.h"
 
 namespace tpllama {
 

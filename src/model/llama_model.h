@@ -15,7 +15,9 @@
 #include "model/kv_cache.h"
 #include "model/shard_table.h"
 #include "model/weights.h"
-#include "ops/ops.h"
+#include "ops/device.h"
+#include "ops/graph.h"
+#include "ops/matmul.h"
 #include "parallel/communicator.h"
 #include "parallel/topology.h"
 

@@ -43,8 +43,15 @@ HeadLayout head_layout(const LlamaConfig& config, int tp_size, int tp_rank);
 // Vocabulary rows per TP rank (the last one is padded when vocab_size does not divide).
 int vocab_local(const LlamaConfig& config, int tp_size);
 
+// The field of the model a weight fills, whatever the checkpoint calls it (a tied head is read from
+// the embedding's tensor): weights are bound to fields by role, never by their place in the table.
+enum class WeightRole { kEmbed, kAttnNorm, kWq, kWk, kWv, kWo, kFfnNorm, kW1, kW3, kW2, kFinalNorm, kLmHead };
+const char* weight_role_name(WeightRole role);
+
 struct ShardEntry {
-  std::string name;  // HF tensor name
+  std::string name;  // HF tensor name (where it is read)
+  WeightRole role = WeightRole::kEmbed;
+  int layer = -1;  // the layer of a per-layer weight (model numbering), else -1
   Split split = Split::kReplicated;
   int64_t rows = 0;  // full shape [rows][cols]; 1-D tensors have cols == 1
   int64_t cols = 1;
@@ -54,8 +61,11 @@ struct ShardEntry {
   bool replica = false;  // another rank holds the same slice too (norms, replicated kv heads, tied head)
 };
 
-// The entries this rank holds, in a fixed order: embed (first stage), per layer of the stage
-// attn_norm, wq, wk, wv, wo, ffn_norm, w1, w3, w2, then final_norm and lm_head (last stage).
+// The entries this rank holds: embed (first stage), per layer of the stage attn_norm, wq, wk, wv,
+// wo, ffn_norm, w1, w3, w2, then final_norm and lm_head (last stage), each (role, layer) once.
 std::vector<ShardEntry> build_shard_table(const LlamaConfig& config, const Topology& topology);
+
+// The entry of (role, layer) in a rank's table; fails naming it when there is none.
+const ShardEntry& find_entry(const std::vector<ShardEntry>& table, WeightRole role, int layer = -1);
 
 }  // namespace tpllama

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "core/error.h"
+#include "ops/device.h"
 
 namespace tpllama {
 namespace {
@@ -55,12 +56,9 @@ void check_entry(const Checkpoint& ckpt, const ShardEntry& e) {
   if (t.dtype == DType::kI32) fail(file, ": tensor '", e.name, "' has dtype I32; weights must be F32, F16 or BF16");
 }
 
-// How a rank holds entry `index` of its shard table: as it is in f32 (norms, and the embedding
-// table, which is the first entry of a first stage) or packed for matmul (every matrix, the head
-// included, tied or not).
-bool held_plain(const ShardEntry& e, size_t index, const Topology& topo) {
-  return e.is_1d || (index == 0 && topo.is_first_stage());
-}
+// How a rank holds an entry of its shard table: as it is in f32 (norms, and the embedding table)
+// or packed for matmul (every matrix, the head included, tied or not).
+bool held_plain(const ShardEntry& e) { return e.is_1d || e.role == WeightRole::kEmbed; }
 
 // Fills the present rows of a rank's slice (out_rows × out_cols, row-major f32); returns the
 // source bytes it read.
@@ -162,28 +160,32 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
                            SliceFiller fill, UniformSpec uniform = nullptr) {
   TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "weights are held as f32 or bf16, not ",
                 dtype_name(dtype));
-  std::vector<ShardEntry> table = build_shard_table(c, topo);
+  const std::vector<ShardEntry> table = build_shard_table(c, topo);
   ModelWeights w;
   WeightBuilder b(ctx, dtype, std::move(fill), std::move(uniform), &w);
-  size_t i = 0;
+  size_t bound = 0;  // every entry is bound to its field once
+  auto entry = [&](WeightRole role, int layer = -1) -> const ShardEntry& {
+    ++bound;
+    return find_entry(table, role, layer);
+  };
   Tensor embed_host;  // a tied head packs the embedding's slice as read
-  if (topo.is_first_stage()) w.embed = b.plain(table[i++], &embed_host);  // held_plain: entry 0 of a first stage
+  if (topo.is_first_stage()) w.embed = b.plain(entry(WeightRole::kEmbed), &embed_host);
   for (int l = topo.my_layers().begin; l < topo.my_layers().end; ++l) {
     LayerWeights lw;
-    lw.attn_norm = b.plain(table[i++]);
-    lw.wq = b.matrix(table[i++]);
-    lw.wk = b.matrix(table[i++]);
-    lw.wv = b.matrix(table[i++]);
-    lw.wo = b.matrix(table[i++]);
-    lw.ffn_norm = b.plain(table[i++]);
-    lw.w1 = b.matrix(table[i++]);
-    lw.w3 = b.matrix(table[i++]);
-    lw.w2 = b.matrix(table[i++]);
+    lw.attn_norm = b.plain(entry(WeightRole::kAttnNorm, l));
+    lw.wq = b.matrix(entry(WeightRole::kWq, l));
+    lw.wk = b.matrix(entry(WeightRole::kWk, l));
+    lw.wv = b.matrix(entry(WeightRole::kWv, l));
+    lw.wo = b.matrix(entry(WeightRole::kWo, l));
+    lw.ffn_norm = b.plain(entry(WeightRole::kFfnNorm, l));
+    lw.w1 = b.matrix(entry(WeightRole::kW1, l));
+    lw.w3 = b.matrix(entry(WeightRole::kW3, l));
+    lw.w2 = b.matrix(entry(WeightRole::kW2, l));
     w.layers.push_back(lw);
   }
   if (topo.is_last_stage()) {
-    w.final_norm = b.plain(table[i++]);
-    const ShardEntry& head = table[i++];
+    w.final_norm = b.plain(entry(WeightRole::kFinalNorm));
+    const ShardEntry& head = entry(WeightRole::kLmHead);
     // A tied head is the embedding's slice, read once and packed as a second copy for matmul.
     w.lm_head = c.tie_word_embeddings && !w.embed.empty() ? b.tied_head(head, embed_host) : b.matrix(head);
   }
@@ -193,7 +195,7 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
       if (buffer.device() == ctx.device) kept.push_back(std::move(buffer));
     w.storage = std::move(kept);
   }
-  TPLLAMA_CHECK(i == table.size(), "shard table has ", table.size(), " entries, loaded ", i);
+  TPLLAMA_CHECK(bound == table.size(), "shard table has ", table.size(), " entries, bound ", bound);
   return w;
 }
 
@@ -201,11 +203,9 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
 }  // namespace
 
 uint64_t held_weight_bytes(const LlamaConfig& c, const Topology& topo, const DeviceContext& ctx, DType dtype) {
-  const std::vector<ShardEntry> table = build_shard_table(c, topo);
   uint64_t bytes = 0;
-  for (size_t i = 0; i < table.size(); ++i) {
-    const ShardEntry& e = table[i];
-    bytes += held_plain(e, i, topo) ? static_cast<uint64_t>(out_rows(e) * out_cols(e)) * sizeof(float)
+  for (const ShardEntry& e : build_shard_table(c, topo)) {
+    bytes += held_plain(e) ? static_cast<uint64_t>(out_rows(e) * out_cols(e)) * sizeof(float)
                                     : ops::weight_bytes(ctx, out_rows(e), out_cols(e), dtype);
   }
   return bytes;

@@ -10,7 +10,8 @@
 #include "core/tensor.h"
 #include "model/checkpoint.h"
 #include "model/shard_table.h"
-#include "ops/ops.h"
+#include "ops/matmul.h"
+#include "ops/weight.h"
 #include "parallel/topology.h"
 
 namespace tpllama {

@@ -1,5 +1,5 @@
-// MPI session and host-memory communicator. Errors return (MPI_ERRORS_RETURN) and become
-// exceptions, which main turns into one message and MPI_Abort.
+// The host-memory communicator (device tensors staged through the host). Errors return
+// (MPI_ERRORS_RETURN) and become exceptions, which main turns into one message and MPI_Abort.
 #include "parallel/mpi_comm.h"
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "ops/ops.h"
+#include "ops/device.h"
 
 namespace tpllama {
 namespace {
@@ -36,88 +36,6 @@ int byte_count_of(const Tensor& t) {
 }
 
 }  // namespace
-
-void mpi_check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  fail(what, " failed: ", std::string(text, static_cast<size_t>(len)));
-}
-
-MpiSession::MpiSession(int* argc, char*** argv) {
-  int provided = 0;
-  mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-}
-
-MpiSession::~MpiSession() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
-}
-
-void MpiSession::abort(int code) const {
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::_Exit(code);
-}
-
-void collective_phase(const std::function<void()>& fn) {
-  std::string message;
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    message = e.what();
-    if (message.empty()) message = "unknown error";
-  }
-  int world = 1, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const int mine = message.empty() ? world : rank;
-  int first = world;
-  mpi_check(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
-  if (first == world) return;
-  if (rank == first) log::error(message);
-  throw ReportedError(message);
-}
-
-NodeInfo detect_nodes() {
-  NodeInfo info;
-  int world = 1, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm node_comm;
-  mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_comm),
-            "MPI_Comm_split_type");
-  MPI_Comm_rank(node_comm, &info.local_rank);
-  MPI_Comm_size(node_comm, &info.ranks_on_node);
-  // Node ids in order of each node's lowest world rank: count the node leaders before ours.
-  const int leader = info.local_rank == 0 ? 1 : 0;
-  int leaders_before = 0;
-  mpi_check(MPI_Exscan(&leader, &leaders_before, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Exscan");
-  if (rank == 0) leaders_before = 0;  // MPI_Exscan leaves rank 0's result undefined
-  info.node_id = leaders_before;
-  mpi_check(MPI_Bcast(&info.node_id, 1, MPI_INT, 0, node_comm), "MPI_Bcast");
-  MPI_Comm_free(&node_comm);
-  int sizes[2] = {info.ranks_on_node, -info.ranks_on_node};
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
-  info.uniform = sizes[0] == -sizes[1];
-  info.node_of_rank.resize(static_cast<size_t>(world));
-  mpi_check(MPI_Allgather(&info.node_id, 1, MPI_INT, info.node_of_rank.data(), 1, MPI_INT, MPI_COMM_WORLD),
-            "MPI_Allgather");
-  info.n_nodes = *std::max_element(info.node_of_rank.begin(), info.node_of_rank.end()) + 1;
-  char name[MPI_MAX_PROCESSOR_NAME] = {};
-  int len = 0;
-  MPI_Get_processor_name(name, &len);
-  std::vector<char> names(static_cast<size_t>(world) * MPI_MAX_PROCESSOR_NAME);
-  mpi_check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
-                          MPI_COMM_WORLD),
-            "MPI_Allgather");
-  for (int r = 0; r < world; ++r) info.host_of_rank.emplace_back(names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME);
-  return info;
-}
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);

@@ -1,54 +1,19 @@
-// MPI session (init/finalize, world and node queries) and MpiCommunicator: host memory, or device
-// memory staged through the host (--comm mpi, which lets several ranks share one GPU).
+// MpiCommunicator: a group's tensors and messages over MPI, in host memory or device memory
+// staged through the host (--comm mpi, which lets several ranks share one GPU).
 #pragma once
 
 #include <mpi.h>
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "parallel/communicator.h"
+#include "parallel/mpi_session.h"
 #include "parallel/topology.h"
 
 namespace tpllama {
-
-// Throws tpllama::Error with the MPI error string when rc is not MPI_SUCCESS.
-void mpi_check(int rc, const char* what);
-
-// Owns MPI_Init_thread / MPI_Finalize for the process.
-class MpiSession {
- public:
-  MpiSession(int* argc, char*** argv);
-  ~MpiSession();
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
-
-  int world_size() const { return world_size_; }
-  int rank() const { return rank_; }
-  // Ends every rank of the job at once: the only safe exit after a failure on one rank.
-  [[noreturn]] void abort(int code) const;
-
- private:
-  int world_size_ = 1;
-  int rank_ = 0;
-};
-
-// An error whose message the failing rank has already printed; every rank knows of it.
-class ReportedError : public Error {
- public:
-  using Error::Error;
-};
-
-// Runs fn on every rank, then agrees on the outcome: when it threw anywhere, the lowest failing
-// rank prints its message (once for the job, not once per rank) and every rank throws
-// ReportedError. fn must not call collectives: a rank that failed early would never join them.
-void collective_phase(const std::function<void()>& fn);
-
-// Fills NodeInfo from MPI_Comm_split_type(SHARED) and the processor names (collective).
-NodeInfo detect_nodes();
 
 // Move-only owner of an MPI communicator (never MPI_COMM_WORLD itself).
 class MpiCommunicator final : public Communicator {

@@ -2,7 +2,6 @@
 #include "parallel/topology.h"
 
 #include <numeric>
-#include <sstream>
 
 #include "core/error.h"
 
@@ -48,20 +47,6 @@ Topology::Topology(int world_size, int rank, int tp_size, int pp_size, int n_lay
   }
 }
 
-void Topology::set_node(int node_id, int local_rank, int ranks_on_node) {
-  node_id_ = node_id;
-  local_rank_ = local_rank;
-  ranks_on_node_ = ranks_on_node;
-}
-
-std::string Topology::describe() const {
-  std::ostringstream os;
-  os << "world " << world_size_ << " = tp " << tp_size_ << " x pp " << pp_size_ << "; rank " << rank_
-     << " (tp_rank " << tp_rank() << ", pp_rank " << pp_rank() << ", layers [" << my_layers().begin
-     << ", " << my_layers().end << "))";
-  return os.str();
-}
-
 }  // namespace tpllama
 
 namespace tpllama {
@@ -80,9 +65,7 @@ Topology make_topology(const LayoutRequest& request, const NodeInfo& nodes, int 
     if (world % tp != 0) fail("--tp ", tp, " does not divide the number of ranks (", world, ")");
     pp = world / tp;
   }
-  Topology t(world, rank, tp, pp, n_layers, request.pp_layers);
-  t.set_node(nodes.node_id, nodes.local_rank, nodes.ranks_on_node);
-  return t;
+  return Topology(world, rank, tp, pp, n_layers, request.pp_layers);
 }
 
 }  // namespace tpllama

@@ -1,5 +1,6 @@
 // Topology: the parallel layout of the job as a value. TP is the fastest-varying axis so that a
-// by-slot hostfile keeps each TP group on one node. Getters are pure; from_mpi() reads MPI once.
+// by-slot hostfile keeps each TP group on one node. Getters are pure; make_topology() derives the
+// layout from the nodes MPI reports.
 #pragma once
 
 #include <string>
@@ -34,27 +35,15 @@ class Topology {
   LayerRange my_layers() const { return stage_layers(pp_rank()); }
   int n_layers() const { return stages_.back().end; }
 
-  // Node placement, filled in by the MPI factory (defaults describe one node).
-  int node_id() const { return node_id_; }
-  int local_rank() const { return local_rank_; }
-  int ranks_on_node() const { return ranks_on_node_; }
-  int device_id() const { return local_rank_; }  // one GPU per rank, in local-rank order
-  void set_node(int node_id, int local_rank, int ranks_on_node);
-
-  std::string describe() const;
-
  private:
   int world_size_;
   int rank_;
   int tp_size_;
   int pp_size_;
   std::vector<LayerRange> stages_;
-  int node_id_ = 0;
-  int local_rank_ = 0;
-  int ranks_on_node_ = 1;
 };
 
-// Where every rank runs: filled from MPI by detect_nodes() (parallel/mpi_comm.h).
+// Where every rank runs: filled from MPI by MpiSession::detect_nodes() (parallel/mpi_session.h).
 struct NodeInfo {
   int node_id = 0;
   int local_rank = 0;

@@ -1,11 +1,12 @@
 // Pipeline: how one step plan moves through the ranks. Rank 0 (stage 0, TP rank 0) broadcasts a
 // plan to its TP group; each stage runs its layers and sends the plan (host bytes, over MPI) and
 // then its hidden states (over the stage communicator: NCCL device to device, or MPI) to the same
-// TP rank of the next stage; the last stage samples (argmax reduced across TP, or a gathered row
-// for sampling) and its TP rank 0 returns the tokens to rank 0. Several groups may be in flight.
+// TP rank of the next stage; the last stage's vocab-parallel head turns its logits into tokens and
+// its TP rank 0 returns them to rank 0. Several groups may be in flight.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "core/trace.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
+#include "model/vocab_head.h"
 #include "parallel/communicator.h"
 #include "parallel/topology.h"
 #include "runtime/step_plan.h"
@@ -26,7 +28,7 @@ struct PipelineStats {
   long long steps = 0;
 };
 
-class Pipeline {
+class Pipeline final : public StepExecutor {
  public:
   // stage_comm: this TP rank's column through the stages (its rank is the stage), which carries
   // the hidden states; world carries plans and tokens.
@@ -35,13 +37,13 @@ class Pipeline {
 
   // Rank 0: runs the plan on stage 0 and hands it on. Returns the group's tokens (one per logit
   // row) when this rank is also the last stage; otherwise they come from receive_tokens().
-  std::optional<SampledRows> submit(const StepPlan& plan);
+  std::optional<SampledRows> submit(const StepPlan& plan) override;
   // Rank 0: the tokens of the oldest group in flight (groups return in submission order).
-  SampledRows receive_tokens(int64_t expected_group);
+  SampledRows receive_tokens(int64_t expected_group) override;
   // Every rank but 0: executes plans until rank 0 shuts the pipeline down.
   void serve();
   // Rank 0: stops every other rank once no group is in flight.
-  void shutdown();
+  void shutdown() override;
   const PipelineStats& stats() const { return stats_; }
   // Each step this rank finishes resets the watch's clock, and each wait tells it what it waits on;
   // the watch stops when the pipeline shuts down.
@@ -54,13 +56,6 @@ class Pipeline {
   // bytes: the plan as it came, passed on to the next stage as is.
   std::optional<SampledRows> execute(const StepPlan& plan, const std::vector<uint8_t>& bytes);
   void connect_stages();
-  std::vector<int32_t> sample_rows(const StepPlan& plan, const Tensor& logits);
-  // This shard's argmax of every logit row (on the model's device), into local_max_*.
-  void local_argmax(const Tensor& logits);
-  void reduce_argmax(const std::vector<size_t>& rows, std::vector<float>* values, std::vector<int32_t>* indices);
-  // Row r of the logits where the host can read it: in place on the CPU, a copy from a GPU.
-  const float* host_row(const Tensor& logits, int64_t r);
-  std::vector<RowLogprobs> row_logprobs(const StepPlan& plan, const Tensor& logits, const std::vector<int32_t>& tokens);
   int next_stage_rank() const { return topology_.rank() + topology_.tp_size(); }
   int prev_stage_rank() const { return topology_.rank() - topology_.tp_size(); }
   int last_stage_root() const { return (topology_.pp_size() - 1) * topology_.tp_size(); }
@@ -73,24 +68,9 @@ class Pipeline {
   Communicator& world_;
   PipelineStats stats_;
   TraceRecorder* trace_;
-  // Device results the host reads, allocated once: one logit row (top log-probabilities, a host
-  // copy on a GPU), and the argmax of each logit row.
-  Buffer host_row_;
-  Buffer argmax_index_;
-  Buffer argmax_value_;
-  // Log-probabilities: each scored row's index, maximum and chosen column in; its sums out.
-  Buffer logprob_rows_;
-  Buffer logprob_max_;
-  Buffer logprob_chosen_;
-  Buffer logprob_sums_;
-  // Sampling, max_sample_rows rows at a time: row indices, whole rows, the TP group's gather.
-  Buffer sample_index_;
-  Buffer sample_whole_;
-  Buffer sample_gathered_;
+  std::unique_ptr<VocabParallelHead> head_;  // the last stage's
   bool told_of_signal_ = false;  // a stop signal to a rank other than 0 is logged once
   StallWatch* stall_ = nullptr;
-  std::vector<int32_t> local_max_index_;
-  std::vector<float> local_max_value_;
 };
 
 }  // namespace tpllama

@@ -1,8 +1,9 @@
-// LatencyHistogram and IdIndex.
+// LatencyHistogram, IdIndex and the run summary's line.
 #include "runtime/run_metrics.h"
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "core/hash.h"
 
@@ -75,6 +76,24 @@ void IdIndex::grow() {
     hashes_[i] = old_hashes[j];
     lines_[i] = old_lines[j];
   }
+}
+
+std::string RunSummary::describe() const {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(1);
+  os << requests << " requests (" << finished_stop << " stop, " << finished_length << " length, ";
+  if (scored > 0) os << scored << " scored, ";
+  os << errors << " errors) in " << seconds << " s; prompt tokens " << prompt_tokens << ", generated tokens "
+     << generated_tokens << " (" << (seconds > 0 ? static_cast<double>(generated_tokens) / seconds : 0.0)
+     << " tok/s), " << steps << " steps, " << preemptions << " preemptions";
+  if (skipped > 0) os << "; " << skipped << " already in the output, skipped";
+  if (stopped_by != 0)
+    os << "; stopped early by signal " << stopped_by << " (" << abandoned << " unfinished requests abandoned)";
+  if (unwritten > 0)
+    os << "; " << unwritten << " finished results, held back for --ordered behind those, not written (--resume "
+       << "recomputes them, keeping the output in input order)";
+  return os.str();
 }
 
 }  // namespace tpllama

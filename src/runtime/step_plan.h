@@ -4,10 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "model/llama_model.h"
-#include "core/sampling_params.h"
+#include "model/vocab_head.h"
 
 namespace tpllama {
 
@@ -17,26 +18,10 @@ struct CacheOp {
   int32_t block = kRelease;  // >= 0: append this block to the slot's table; kRelease: empty the table
 };
 
-struct RowSampling {
-  SamplingParams params;  // seed unused here: the draw is `uniform`
-  double uniform = 0;     // drawn on rank 0 from the request's own stream
-  int32_t logprobs = -1;  // >= 0: also return the token's logprob and this many top alternatives
-  int32_t target = -1;    // >= 0 (scoring): return this token's logprob instead of the sampled one's
-};
-
-// Log-probabilities (of the model's own distribution: temperature 1, no filtering) of one row.
-struct RowLogprobs {
-  int32_t row = 0;
-  float logprob = 0;  // of the chosen token
-  std::vector<int32_t> top_tokens;
-  std::vector<float> top_logprobs;
-};
-
-// What the last stage sends back to rank 0 for one group.
-struct SampledRows {
+// What the last stage sends back to rank 0 for one group: a token per logit row, and the
+// log-probabilities the rows asked for.
+struct SampledRows : SampledTokens {
   int64_t group = 0;
-  std::vector<int32_t> tokens;  // one per logit row
-  std::vector<RowLogprobs> logprobs;
 };
 
 struct StepPlan {
@@ -54,5 +39,18 @@ SampledRows decode_sampled(const std::vector<uint8_t>& bytes);
 std::vector<uint8_t> encode_plan(const StepPlan& plan);
 // Decodes a whole message of encode_plan; bytes left over are an error.
 StepPlan decode_plan(const std::vector<uint8_t>& bytes);
+
+// Where rank 0's plans go: the pipeline of ranks (Pipeline), or a test's stand-in.
+class StepExecutor {
+ public:
+  virtual ~StepExecutor() = default;
+  // Runs the plan, or hands it on. Returns its group's tokens at once when this rank also samples
+  // them (a pipeline of one stage); otherwise they come from receive_tokens().
+  virtual std::optional<SampledRows> submit(const StepPlan& plan) = 0;
+  // The tokens of the oldest group in flight (groups return in submission order).
+  virtual SampledRows receive_tokens(int64_t expected_group) = 0;
+  // Once no group is in flight: the end of the run.
+  virtual void shutdown() = 0;
+};
 
 }  // namespace tpllama

@@ -182,15 +182,14 @@ bool Tokenizer::is_control(int id) const {
   return kinds_[static_cast<size_t>(id)] == Kind::kControl;
 }
 
-bool Tokenizer::is_byte(int id) const {
+std::string Tokenizer::piece(int id) const {
   check_id(id);
-  return kinds_[static_cast<size_t>(id)] == Kind::kByte;
+  return processor_->IdToPiece(id);
 }
 
-bool Tokenizer::is_unknown(int id) const {
-  check_id(id);
-  return kinds_[static_cast<size_t>(id)] == Kind::kUnknown;
-}
+int Tokenizer::bos_id() const { return processor_->bos_id(); }
+
+int Tokenizer::eos_id() const { return processor_->eos_id(); }
 
 std::string Tokenizer::decode(const std::vector<int>& ids) const {
   IncrementalDetokenizer detok(*this);
@@ -198,10 +197,6 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
   for (const int id : ids) text += detok.push(id);
   text += detok.flush();
   return text;
-}
-
-const sentencepiece::SentencePieceProcessor& Tokenizer::processor() const {
-  return *processor_;
 }
 
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok) : tok_(&tok) {}

@@ -2,12 +2,14 @@
 // decoding exactly as SentencePiece's DecodeIds does (leading-space rule, byte fallback, U+FFFD).
 #pragma once
 
-#include <sentencepiece_processor.h>  // processor() is public API, so callers need the full type
-
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
 
 namespace tpllama {
 
@@ -29,14 +31,15 @@ class Tokenizer {
   // control tokens → "", unknown → " \xE2\x81\x87 ". Throws Error for ids out of range.
   std::string token_bytes(int id) const;
   bool is_control(int id) const;
-  bool is_byte(int id) const;
-  bool is_unknown(int id) const;
+  // The piece as the vocabulary spells it ("<s>", "▁the", "<0x0A>").
+  std::string piece(int id) const;
+  // The model's BOS and EOS ids (-1 when it has none).
+  int bos_id() const;
+  int eos_id() const;
 
   // Full decode matching SentencePiece's DecodeIds byte for byte (invalid or incomplete UTF-8 →
   // U+FFFD per byte), except that unknown tokens always use the real U+2047 surface above.
   std::string decode(const std::vector<int>& ids) const;
-
-  const sentencepiece::SentencePieceProcessor& processor() const;
 
  private:
   enum class Kind : uint8_t { kNormal, kByte, kControl, kUnknown };

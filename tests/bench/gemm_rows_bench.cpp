@@ -14,7 +14,8 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/elementwise.h"
+#include "ops/weight.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/machine_limits.h"
 #include "ops/cpu/threads.h"

@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "cli_util.h"
-#include "ops/ops.h"
+#include "ops/device.h"
+#include "ops/sampling.h"
 
 namespace {
 
@@ -38,7 +39,9 @@ class GpuStories : public ::testing::Test {
   }
   void SetUp() override {
     if (tpllama::ops::gpu_count() == 0) GTEST_SKIP() << "no GPU visible: the GPU end-to-end tests need one (label gpu)";
-    if (stories_.empty()) GTEST_SKIP() << "../shared/models/stories260K not found (set TPLLAMA_SHARED_DIR)";
+    if (stories_.empty())
+      GTEST_FAIL() << "models/stories260K/stories260K.bin is missing: it ships with the project "
+                       "(or set TPLLAMA_MODELS_DIR)";
     ASSERT_EQ(convert_.exit_code, 0) << convert_.output;
   }
 

@@ -15,7 +15,12 @@
 #include "core/tensor.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/cuda_runtime.h"
-#include "ops/ops.h"
+#include "ops/attention.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "ops/rows.h"
+#include "ops/sampling.h"
+#include "ops/weight.h"
 
 namespace tpllama {
 namespace {

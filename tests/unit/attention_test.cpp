@@ -17,7 +17,8 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "ops/cpu/cpu_ops.h"
+#include "ops/attention.h"
+#include "ops/cpu/attention.h"
 #include "ops/cpu/gemm.h"
 
 namespace tpllama {
@@ -135,7 +136,7 @@ TEST_P(AttentionTest, MatchesDoubleSoftmax) {
         }
     const void* keys = kv_dtype == DType::kBF16 ? static_cast<const void*>(keys16.data()) : cache.keys.data();
     const void* values = kv_dtype == DType::kBF16 ? static_cast<const void*>(values16.data()) : cache.values.data();
-    std::vector<ops::KvView> kv;
+    std::vector<ops::cpu::KvView> kv;
     // The tokens of a chunk name one table, as ops::attention's views of a step do.
     for (size_t m = 0; m < c.n_ctx.size(); ++m)
       kv.push_back({keys, values, cache.tables[sequence_of(c, m)].data(), c.n_ctx[m], kv_dtype});

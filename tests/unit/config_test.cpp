@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "llama_reference.h"
 #include "model/config.h"
-#include "model/llama2c.h"
+#include "model/shapes.h"
 
 namespace tpllama {
 namespace {

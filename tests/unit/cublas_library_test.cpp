@@ -10,7 +10,9 @@
 
 #include "core/tensor.h"
 #include "ops/cuda/cublas_library.h"
-#include "ops/ops.h"
+#include "ops/device.h"
+#include "ops/matmul.h"
+#include "ops/weight.h"
 
 namespace tpllama {
 namespace {

@@ -13,7 +13,8 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "ops/cpu/gemm.h"
-#include "ops/ops.h"
+#include "ops/matmul.h"
+#include "ops/weight.h"
 
 namespace tpllama {
 namespace {

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "model/llama2c.h"
-#include "model/plan.h"
+#include "model/shapes.h"
+#include "planner/planner.h"
 
 namespace tpllama {
 namespace {

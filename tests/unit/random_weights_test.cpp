@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "model/llama2c.h"
+#include "model/shapes.h"
 #include "model/shard_table.h"
 #include "model/weights.h"
 

@@ -1,11 +1,14 @@
 // The CPU sampler over one row of logits: greedy argmax, and temperature / top-k / top-p / min-p
-// truncation with the draw given its uniform. ops::sample_rows runs it on the CPU, and the GPU's
-// sampling kernels implement the same definition; runtime/sampler.h adds the random streams.
+// truncation with the draw given its uniform, and the row ops of ops/sampling.h on the CPU. The
+// GPU's sampling kernels implement the same definition; runtime/sampler.h adds the random streams.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "core/sampling_params.h"
+#include "core/tensor.h"
+#include "ops/sampling.h"
 
 namespace tpllama::ops::cpu {
 
@@ -27,5 +30,11 @@ std::vector<Candidate> candidate_set(const float* logits, int n, const SamplingP
 // first that exceeds u in [0, 1) (the scheduler on rank 0 owns every request's random stream and
 // ships u to the rank that holds the logits).
 int sample_with_uniform(const float* logits, int n, const SamplingParams& p, double u);
+
+// The bodies of ops/sampling.h on the CPU, called after validation: sample_with_uniform of each row
+// (over its first n columns), each row's argmax, and the log-softmax sums of the given rows.
+std::vector<int32_t> sample_rows(Tensor logits, int n, const std::vector<SampleRow>& rows);
+void argmax_rows(Tensor index, Tensor value, Tensor logits);
+void logit_sums(Tensor sums, Tensor logits, Tensor rows, Tensor max, Tensor chosen);
 
 }  // namespace tpllama::ops::cpu

@@ -6,7 +6,15 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "ops/ops.h"
+#include "ops/attention.h"
+#include "ops/device.h"
+#include "ops/elementwise.h"
+#include "ops/graph.h"
+#include "ops/matmul.h"
+#include "ops/roofline.h"
+#include "ops/rows.h"
+#include "ops/sampling.h"
+#include "ops/weight.h"
 
 namespace tpllama::ops::cuda {
 

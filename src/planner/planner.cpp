@@ -1,7 +1,7 @@
 // Memory from the shard table; time from a roofline of one decode step per stage plus the
 // all-reduces (2(n-1)/n of the payload over the link, plus its latency, twice a layer) and the
 // stage-to-stage send, with pp micro-batch groups in flight.
-#include "model/plan.h"
+#include "planner/planner.h"
 
 #include <algorithm>
 #include <set>

@@ -1,0 +1,15 @@
+// Sizes in bytes as people write and read them: "8GiB" in, "512.00 MiB" out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tpllama {
+
+// "8GiB", "512MiB", "1.5GB", "4096" → bytes; throws naming the text.
+uint64_t parse_byte_size(const std::string& text);
+
+// "123.45 MiB".
+std::string mib(double bytes);
+
+}  // namespace tpllama

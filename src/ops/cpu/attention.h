@@ -1,0 +1,35 @@
+// CPU bodies of paged attention and the KV-cache write (ops/attention.h), called after validation.
+// f32 queries and outputs; the cache in f32 or bf16.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "ops/attention.h"
+
+namespace tpllama::ops::cpu {
+
+// One token's view of the paged cache: pools of f32 or bf16 elements, its sequence's block table,
+// and how many positions it sees.
+struct KvView {
+  const void* keys = nullptr;
+  const void* values = nullptr;
+  const int32_t* blocks = nullptr;
+  int n_ctx = 0;
+  DType dtype = DType::kF32;
+};
+
+// Each token's attention over its own view: q, out (tokens, n_heads*head_dim). With AVX-512, the
+// per-token kernels (runs of kGemmRun or more tokens of one sequence on the GEMM); elsewhere the
+// portable reference.
+void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& s);
+// The same for a step's KvBatch (its tables in host memory): one view per token, each block id
+// checked against the pool.
+void attention(Tensor out, Tensor q, const KvBatch& kv, const AttentionShape& s);
+
+// pool row rows[m] ← row m of k and of v (rounded once to bf16 for a bf16 cache).
+void kv_write(Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows);
+
+}  // namespace tpllama::ops::cpu

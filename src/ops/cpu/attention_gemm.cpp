@@ -1,0 +1,155 @@
+// The CPU attention of long prefill runs on the project's GEMM (see the comment below).
+#include "ops/cpu/avx512.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/cpu/attention_kernels.h"
+#include "ops/cpu/gemm.h"
+
+namespace tpllama::ops::cpu {
+
+namespace {
+
+using namespace avx512;
+
+// Prefill runs on the GEMM. A run is kGemmRun or more consecutive tokens of one sequence at
+// consecutive positions (token i of the run sees c0 + i positions). Per kv head, its keys are
+// packed as a GEMM weight (positions as rows) and its values as Vᵀ (head dimensions as rows,
+// each panel's positions in order, so any prefix of positions is itself a packed panel); then
+// blocks of the run's queries, all query heads of the group stacked, take S = Q·Kᵀ over the
+// positions the block's last token sees, a causal softmax, and O = P·V panel by panel. The
+// products run at the GEMM's FLOP rate, where the per-token kernels are bound by loads and lane
+// reductions (a 1000-token prompt: 1.16x prefill, see scripts/README.md).
+// Positions a block's earlier tokens do not see enter P·V with probability 0.
+constexpr int64_t kGemmRows = 240;  // stacked query rows per block at most: one GEMM row block
+// Working memory is bounded whatever the context: kv heads are packed in passes of at most
+// kPackFloats, and a thread's scores (rows × positions) take at most kScoreFloats.
+constexpr int64_t kPackFloats = int64_t{16} << 20;  // 64 MiB
+constexpr int64_t kScoreFloats = int64_t{2} << 20;  // 8 MiB a thread
+
+// A float buffer of at least n elements, 64-byte aligned (the GEMM's packed weights), reusing v.
+float* aligned_floats(std::vector<float>& v, int64_t n) {
+  v.resize(static_cast<size_t>(n) + 16);
+  const auto misalign = reinterpret_cast<uintptr_t>(v.data()) % 64;
+  return v.data() + (misalign == 0 ? 0 : (64 - misalign) / sizeof(float));
+}
+
+// row[0, visible) ← e^(scale · (row - max)), row[visible, n) ← 0; returns 1 / the sum.
+__attribute__((target("avx512f"))) float causal_softmax_avx512(float* row, int64_t visible, int64_t n, float scale) {
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int64_t t = 0; t < visible; t += 16)
+    mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, lanes(visible - t), row + t));
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx)), sc = _mm512_set1_ps(scale);
+  __m512 total = _mm512_setzero_ps();
+  for (int64_t t = 0; t < visible; t += 16) {
+    const __mmask16 k = lanes(visible - t);
+    const __m512 x = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + t), m), sc);
+    const __m512 e = _mm512_maskz_mov_ps(k, exp_avx512(x));
+    _mm512_mask_storeu_ps(row + t, k, e);
+    total = _mm512_add_ps(total, e);
+  }
+  for (int64_t t = visible; t < n; t += 16) _mm512_mask_storeu_ps(row + t, lanes(n - t), _mm512_setzero_ps());
+  return 1.0f / _mm512_reduce_add_ps(total);
+}
+
+// Per-thread buffers of the run GEMMs.
+struct RunScratch {
+  std::vector<float> x, scores, o, inv;
+};
+
+// Keys and values of kv head g over positions [0, n) into kp (keys as gemm.h's panels: position
+// t's dimension d at [((t / 32) · hd + d) · 32 + t % 32], positions past n zero) and vp (Vᵀ:
+// position t's dimensions 32p.. at [(p · n + t) · 32, + 32), dimensions past hd zero).
+template <typename KV>
+void pack_head(float* kp, int64_t keys_floats, float* vp, const KvView& first, int64_t n, int g,
+               const AttentionShape& s) {
+  const int hd = s.head_dim;
+  const int64_t panels = (hd + kPanelRows - 1) / kPanelRows;
+  std::fill(kp + n / kPanelRows * kPanelRows * hd, kp + keys_floats, 0.0f);
+  for_each_row<KV>(first, n, s, g, [&](int64_t t, const KV* key, const KV* value) {
+    float* kdst = kp + (t / kPanelRows * hd) * kPanelRows + t % kPanelRows;
+    for (int d = 0; d < hd; ++d) kdst[d * kPanelRows] = as_f32(key[d]);
+    for (int64_t p = 0; p < panels; ++p) {
+      float* vdst = vp + (p * n + t) * kPanelRows;
+      for (int64_t j = 0; j < kPanelRows; ++j)
+        vdst[j] = p * kPanelRows + j < hd ? as_f32(value[p * kPanelRows + j]) : 0.0f;
+    }
+  });
+}
+
+// The run of T tokens whose first token's view is `first` (q and out: the run's first row).
+template <typename KV>
+void attend_run_gemm(float* out, const float* q, const KvView& first, int64_t T, const AttentionShape& s) {
+  const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, threads = omp_get_max_threads();
+  const int64_t q_stride = int64_t{s.n_heads} * hd;
+  const int64_t c0 = first.n_ctx, n = c0 + T - 1;  // the positions the run's last token sees
+  const int64_t panels = (hd + kPanelRows - 1) / kPanelRows;
+  const int64_t keys_floats = static_cast<int64_t>(packed_bytes(n, hd, DType::kF32) / sizeof(float));
+  const int64_t head_floats = keys_floats + panels * kPanelRows * n;
+  const int pass_heads = static_cast<int>(std::clamp<int64_t>(kPackFloats / head_floats, 1, s.n_kv_heads));
+  // Tokens a block: at most kGemmRows rows and kScoreFloats of scores, and small enough that a
+  // pass has work for every thread twice over.
+  int64_t per_block = std::max<int64_t>(1, std::min(kGemmRows, kScoreFloats / n) / group);
+  const int64_t wanted = (2 * threads + pass_heads - 1) / pass_heads;
+  per_block = std::max<int64_t>(1, std::min(per_block, (T + wanted - 1) / wanted));
+  const int64_t blocks = (T + per_block - 1) / per_block;
+  thread_local std::vector<float> packed_store;
+  float* packed = aligned_floats(packed_store, pass_heads * head_floats);
+  const bool parallel = T * n * int64_t{s.n_heads} * hd >= kParallelWork;
+  for (int g0 = 0; g0 < s.n_kv_heads; g0 += pass_heads) {
+    const int heads = std::min(pass_heads, s.n_kv_heads - g0);
+#pragma omp parallel if (parallel)
+    {
+      thread_local RunScratch w;
+#pragma omp for schedule(dynamic, 1)
+      for (int g = g0; g < g0 + heads; ++g) {
+        float* kp = packed + (g - g0) * head_floats;
+        pack_head<KV>(kp, keys_floats, kp + keys_floats, first, n, g, s);
+      }
+      // Items (kv head, block of tokens), the blocks that see most first.
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t item = 0; item < heads * blocks; ++item) {
+        const int g = g0 + static_cast<int>(item % heads);
+        const int64_t b0 = (blocks - 1 - item / heads) * per_block, nt = std::min(per_block, T - b0);
+        const int64_t rows = nt * group, nb = c0 + b0 + nt - 1;  // the positions the block's last token sees
+        const float* kp = packed + (g - g0) * head_floats;
+        const float* vp = kp + keys_floats;
+        float* x = aligned_floats(w.x, rows * hd);
+        float* sc = aligned_floats(w.scores, rows * nb);
+        float* o = aligned_floats(w.o, rows * kPanelRows);
+        w.inv.resize(static_cast<size_t>(rows));
+        for (int hi = 0; hi < group; ++hi)  // row hi · nt + i: token b0 + i, query head g · group + hi
+          for (int64_t i = 0; i < nt; ++i)
+            std::memcpy(x + (hi * nt + i) * hd, q + (b0 + i) * q_stride + int64_t{g * group + hi} * hd,
+                        static_cast<size_t>(hd) * sizeof(float));
+        gemm(sc, x, rows, kp, DType::kF32, nb, hd, 1);
+        for (int64_t r = 0; r < rows; ++r)
+          w.inv[static_cast<size_t>(r)] = causal_softmax_avx512(sc + r * nb, c0 + b0 + r % nt, nb, s.scale);
+        for (int64_t p = 0; p < panels; ++p) {
+          const int64_t width = std::min<int64_t>(kPanelRows, hd - p * kPanelRows);
+          gemm(o, sc, rows, vp + p * n * kPanelRows, DType::kF32, width, nb, 1);  // the panel's first nb positions
+          for (int hi = 0; hi < group; ++hi)
+            for (int64_t i = 0; i < nt; ++i) {
+              const int64_t r = hi * nt + i;
+              float* dst = out + (b0 + i) * q_stride + int64_t{g * group + hi} * hd + p * kPanelRows;
+              for (int64_t j = 0; j < width; ++j) dst[j] = o[r * width + j] * w.inv[static_cast<size_t>(r)];
+            }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void attend_run_on_gemm(float* out, const float* q, const KvView& first, int64_t T, const AttentionShape& s) {
+  const auto run = first.dtype == DType::kBF16 ? &attend_run_gemm<uint16_t> : &attend_run_gemm<float>;
+  run(out, q, first, T, s);
+}
+
+}  // namespace tpllama::ops::cpu

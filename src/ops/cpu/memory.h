@@ -1,0 +1,21 @@
+// CPU bodies of the memory ops: zeroing a buffer, gathering rows, filling columns, and the host's
+// available memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace tpllama::ops::cpu {
+
+// nbytes at data set to 0 by up to `threads` threads (a large buffer gets its pages here).
+void zero(void* data, size_t nbytes, int threads);
+// out row i ← x row rows[i]; rows are checked.
+void gather_rows(Tensor out, Tensor x, Tensor rows);
+// x[r][c] = value for c >= col_begin (f32).
+void fill_columns(Tensor x, int64_t col_begin, float value);
+// MemAvailable of /proc/meminfo in bytes (0 when unknown).
+uint64_t memory_available();
+
+}  // namespace tpllama::ops::cpu

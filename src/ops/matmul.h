@@ -1,0 +1,28 @@
+// Matrix products with packed weights: out = x · wᵀ, one or several of one x.
+#pragma once
+
+#include <initializer_list>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "ops/weight.h"
+
+namespace tpllama::ops {
+
+// out (M, N) = x (M, K) · wᵀ.
+void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w);
+// Several products of one x (the Q, K and V projections; gate and up): outs[i] = x · ws[i]ᵀ, as
+// matmul each. On the CPU one pass over the threads takes all of them (one hand-off, not one per
+// product); on a GPU, one GEMM each.
+struct MatmulOut {
+  Tensor out;
+  const Weight* w;
+};
+void matmuls(const DeviceContext& ctx, Tensor x, std::initializer_list<MatmulOut> products);
+// The dtype of x that matmul with w reads as it is (f32 on the CPU; the weight's on a GPU, whose
+// GEMM takes both inputs alike): an op that writes a GEMM's input writes it in this dtype, and
+// no conversion runs in between.
+DType matmul_input_dtype(const DeviceContext& ctx, const Weight& w);
+
+}  // namespace tpllama::ops

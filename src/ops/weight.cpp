@@ -1,0 +1,67 @@
+// Packing weights for the device's matmul, and the seeded fills of random weights.
+#include "ops/weight.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/cpu/elementwise.h"
+#include "ops/cpu/gemm.h"
+#include "ops/dispatch.h"
+#ifdef TPLLAMA_HAVE_CUDA
+#include "ops/cuda/cuda_ops.h"
+#endif
+
+namespace tpllama::ops {
+
+using namespace check;
+
+size_t weight_bytes(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype) {
+  if (on_gpu("weight_bytes", ctx, {})) TPLLAMA_GPU(weight_bytes(rows, cols, dtype));
+  return cpu::packed_bytes(rows, cols, dtype);
+}
+
+Weight pack_weight(const DeviceContext& ctx, Tensor w, DType dtype, void* dst) {
+  TPLLAMA_CHECK(w.ndim() == 2, "pack_weight: w ", w.shape_string());
+  require_f32("pack_weight", w, "w");
+  TPLLAMA_CHECK(w.device() == Device::kCpu, "pack_weight: w must be host memory (as read from the checkpoint)");
+  TPLLAMA_CHECK(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "pack_weight: destination not 64-byte aligned");
+  if (on_gpu("pack_weight", ctx, {})) TPLLAMA_GPU(pack_weight(ctx, w, dtype, dst));
+  cpu::pack_weight(w.as<float>(), w.size(0), w.size(1), dtype, dst);
+  return Weight{dst, w.size(0), w.size(1), dtype, Device::kCpu, cpu::packed_bytes(w.size(0), w.size(1), dtype)};
+}
+
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void fill_uniform(const DeviceContext& ctx, Tensor out, const UniformFill& f) {
+  TPLLAMA_CHECK(out.ndim() == 1 || out.ndim() == 2, "fill_uniform: out ", out.shape_string());
+  require_f32("fill_uniform", out, "out");
+  const int64_t rows = out.size(0), cols = out.ndim() == 2 ? out.size(1) : 1;
+  if (on_gpu("fill_uniform", ctx, {&out})) TPLLAMA_GPU(fill_uniform(ctx, out, f));
+  cpu::fill_uniform(out.as<float>(), rows, cols, f);
+}
+
+Weight fill_weight_uniform(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype, const UniformFill& f,
+                           void* dst) {
+  TPLLAMA_CHECK(rows > 0 && cols > 0, "fill_weight_uniform: [", rows, ", ", cols, "]");
+  if (on_gpu("fill_weight_uniform", ctx, {})) TPLLAMA_GPU(fill_weight_uniform(ctx, rows, cols, dtype, f, dst));
+  std::vector<float> values(static_cast<size_t>(rows * cols));
+  cpu::fill_uniform(values.data(), rows, cols, f);
+  return pack_weight(ctx, Tensor(values.data(), DType::kF32, {rows, cols}), dtype, dst);
+}
+
+float weight_at(const Weight& w, int64_t row, int64_t col) {
+  TPLLAMA_CHECK(row >= 0 && row < w.rows && col >= 0 && col < w.cols, "weight_at(", row, ", ", col, ") of [",
+                w.rows, ", ", w.cols, "]");
+  DeviceContext where;
+  where.device = w.device;
+  if (on_gpu("weight_at", where, {})) TPLLAMA_GPU(weight_at(w, row, col));
+  return cpu::packed_at(w.data, w.cols, w.dtype, row, col);
+}
+
+}  // namespace tpllama::ops

@@ -1,0 +1,72 @@
+// Writing, counting and timing rank 0's results.
+#include "runtime/result_publisher.h"
+
+#include <utility>
+
+namespace tpllama {
+namespace {
+
+double seconds_between(ResultPublisher::Clock::time_point a, ResultPublisher::Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+void ResultPublisher::CountingSink::write(const Result& r) {
+  inner_.write(r);
+  ++summary_.requests;
+  if (r.finish_reason == "error")
+    ++summary_.errors;
+  else if (r.score)
+    ++summary_.scored;
+  else
+    (r.finish_reason == "stop" ? summary_.finished_stop : summary_.finished_length)++;
+}
+
+ResultPublisher::ResultPublisher(ResultSink& sink, bool ordered, size_t reorder_limit)
+    : sink_(sink, summary_), reorder_limit_(reorder_limit) {
+  if (ordered) ordered_ = std::make_unique<OrderedResultWriter>(sink_);
+}
+
+void ResultPublisher::publish(uint64_t order, Result result) {
+  ++published_;
+  if (ordered_)
+    ordered_->submit(order, std::move(result));
+  else
+    sink_.write(result);
+}
+
+void ResultPublisher::retire(Sequence& s) {
+  const auto now = Clock::now();
+  summary_.generated_tokens += s.n_generated;
+  if (s.n_generated > 0) summary_.ttft.add(seconds_between(s.admitted, s.first_token));
+  if (s.n_generated > 1) summary_.tpot.add(seconds_between(s.first_token, now) / (s.n_generated - 1));
+  if (s.n_generated > 0) summary_.ttft_from_start.add(seconds_between(start_, s.first_token));
+  summary_.latency_from_start.add(seconds_between(start_, now));
+  publish(s.order, s.take_result());
+}
+
+bool ResultPublisher::has_room() const { return !ordered_ || ordered_->buffered() < reorder_limit_; }
+
+void ResultPublisher::step_done(const Group& group) {
+  const auto now = Clock::now();
+  const double dt = seconds_between(step_mark_, now);
+  step_mark_ = now;
+  if (group.prefill_tokens > 0) {
+    summary_.prefill_seconds += dt;
+    summary_.prefill_step_tokens += group.prefill_tokens;
+  } else {
+    summary_.decode_seconds += dt;
+    summary_.decode_step_tokens += group.decode_tokens;
+    summary_.decode_context_tokens += group.decode_context;
+    ++summary_.decode_steps;
+  }
+}
+
+void ResultPublisher::finish() {
+  sink_.sync();
+  if (ordered_) summary_.unwritten = static_cast<long long>(ordered_->buffered());
+  summary_.seconds = seconds_between(start_, Clock::now());
+}
+
+}  // namespace tpllama

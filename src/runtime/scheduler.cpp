@@ -1,0 +1,105 @@
+// Planning micro-batch groups and applying their tokens.
+#include "runtime/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tpllama {
+
+Scheduler::Scheduler(const SchedulerLimits& limits, BlockAllocator& blocks)
+    : limits_(limits), blocks_(blocks), seqs_per_group_((limits.max_seqs + limits.groups - 1) / limits.groups) {
+  TPLLAMA_CHECK(limits.max_batch_tokens > 0 && limits.max_logit_rows > 0 && limits.max_seqs > 0 && limits.groups > 0,
+                "scheduler limits: ", limits.max_batch_tokens, " tokens, ", limits.max_logit_rows, " rows, ",
+                limits.max_seqs, " sequences, ", limits.groups, " groups");
+}
+
+int Scheduler::fit_rows(const Sequence& s, int take, int rows_left) {
+  if (!s.request.scoring) return take == s.pending() && rows_left < 1 ? 0 : take;
+  while (take > 0 && s.scoring_rows(s.n_computed, s.n_computed + take) > rows_left) --take;
+  return take;
+}
+
+std::optional<StepPlan> Scheduler::schedule(const ActiveSequences& active) {
+  if (!has_room()) return std::nullopt;
+  StepPlan plan;
+  Group group;
+  int budget = limits_.max_batch_tokens;
+  int rows_left = limits_.max_logit_rows;
+  for (int pass = 0; pass < 2 && static_cast<int>(group.members.size()) < seqs_per_group_; ++pass) {
+    for (const auto& s : active) {
+      if (s->in_flight || (pass == 0) != s->decoding() || budget == 0) continue;
+      if (static_cast<int>(group.members.size()) >= seqs_per_group_) break;
+      const int pending = s->pending();
+      const int fitting = fit_rows(*s, std::min(pending, budget), rows_left);
+      const int take = fitting == 0 ? 0 : blocks_.reserve(*s, fitting, active);
+      if (take == 0) continue;  // waits for blocks held by sequences in flight, or for rows
+      for (int i = 0; i < take; ++i) {
+        const int p = s->n_computed + i;
+        plan.batch.tokens.push_back(s->tokens[static_cast<size_t>(p)]);
+        plan.batch.positions.push_back(p);
+        plan.batch.slots.push_back(s->slot);
+        if (s->request.scoring && s->scores_position(p)) {
+          plan.batch.logit_rows.push_back(static_cast<int32_t>(plan.batch.positions.size()) - 1);
+          plan.sampling.push_back({SamplingParams{}, 0.0, -1, s->tokens[static_cast<size_t>(p) + 1]});
+          group.rows.push_back(s.get());
+          --rows_left;
+        }
+      }
+      if (take == pending && !s->request.scoring) {
+        plan.batch.logit_rows.push_back(static_cast<int32_t>(plan.batch.positions.size()) - 1);
+        const SamplingParams& p = s->request.sampling;
+        plan.sampling.push_back({p, p.temperature > 0 ? s->rng.uniform() : 0.0, s->request.logprobs, -1});
+        group.rows.push_back(s.get());
+        --rows_left;
+      }
+      if (s->decoding()) {
+        group.decode_tokens += take;
+        group.decode_context += s->n_computed + take;
+      } else {
+        group.prefill_tokens += take;
+      }
+      s->scheduled = take;
+      s->in_flight = true;
+      group.members.push_back(s.get());
+      budget -= take;
+    }
+  }
+  if (group.members.empty()) return std::nullopt;
+  plan.group = group.id = next_group_++;
+  plan.cache_ops = blocks_.take_changes();
+  in_flight_.push_back(std::move(group));
+  return plan;
+}
+
+Group Scheduler::take_oldest() {
+  TPLLAMA_CHECK(!in_flight_.empty(), "no group in flight");
+  Group g = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  return g;
+}
+
+void Scheduler::apply(const Group& group, const SampledRows& rows, const StopRules& rules) {
+  TPLLAMA_CHECK(rows.tokens.size() == group.rows.size(), rows.tokens.size(), " tokens for ", group.rows.size(), " rows");
+  for (Sequence* s : group.members) {
+    s->n_computed += s->scheduled;
+    s->scheduled = 0;
+    s->in_flight = false;
+  }
+  std::vector<const RowLogprobs*> by_row(group.rows.size(), nullptr);
+  for (const RowLogprobs& l : rows.logprobs) by_row.at(static_cast<size_t>(l.row)) = &l;
+  for (size_t r = 0; r < group.rows.size(); ++r) {
+    Sequence& s = *group.rows[r];
+    if (s.request.scoring) {
+      TPLLAMA_CHECK(by_row[r] != nullptr, "scoring row ", r, " came back without its logprob");
+      s.score_token(*by_row[r], rows.tokens[r]);
+      continue;
+    }
+    if (by_row[r] != nullptr) s.record_logprobs(*by_row[r], rows.tokens[r]);
+    s.accept_token(rows.tokens[r], rules);
+  }
+  for (Sequence* s : group.members)
+    if (s->request.scoring && s->n_computed == static_cast<int>(s->tokens.size())) s->finish_reason = "score";
+}
+
+}  // namespace tpllama

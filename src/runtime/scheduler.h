@@ -1,0 +1,69 @@
+// Scheduler: rank 0's plan of each forward step. From the sequences not in flight it packs one
+// micro-batch group — decode tokens first, then prefill chunks — within --max-batch-tokens, the
+// model's logit rows and the KV blocks, keeps up to `groups` of them in flight through the
+// pipeline (one per stage, so no stage idles), and applies each group's sampled tokens when they
+// come back.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "runtime/block_allocator.h"
+#include "runtime/sequence.h"
+#include "runtime/step_plan.h"
+
+namespace tpllama {
+
+struct SchedulerLimits {
+  int max_batch_tokens = 2048;  // tokens per forward step (prefill is chunked to fit)
+  int max_logit_rows = 64;      // logit rows per step (the model's buffer): decodes plus scored tokens
+  int max_seqs = 64;            // sequences in flight at once, spread over the groups
+  int groups = 1;               // micro-batch groups in flight (the pipeline depth)
+};
+
+// A micro-batch group in flight: its sequences, the sequence of each logit row, and its size.
+struct Group {
+  int64_t id = 0;
+  std::vector<Sequence*> members;  // every sequence with tokens in the group
+  std::vector<Sequence*> rows;     // the sequences owning each logit row, in row order
+  int prefill_tokens = 0;          // prompt tokens in the group
+  int decode_tokens = 0;
+  long long decode_context = 0;    // positions its decode tokens attend to
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerLimits& limits, BlockAllocator& blocks);
+
+  // Whether another group may go in flight.
+  bool has_room() const { return static_cast<int>(in_flight_.size()) < limits_.groups; }
+  bool idle() const { return in_flight_.empty(); }
+  size_t in_flight() const { return in_flight_.size(); }
+
+  // Plans one group from the sequences of `active` that are not in flight (see the file comment),
+  // which then is in flight; its plan carries the block table changes made for it and before it.
+  // nullopt when there is no room or no sequence can take a step now.
+  std::optional<StepPlan> schedule(const ActiveSequences& active);
+
+  // The oldest group in flight leaves the pipeline (groups return in the order they were planned).
+  Group take_oldest();
+
+  // Applies a group's sampled rows: its sequences' scheduled positions are computed, each logit row
+  // gives its sequence a token (or a scored token), and a scoring request whose every position is
+  // computed finishes.
+  static void apply(const Group& group, const SampledRows& rows, const StopRules& rules);
+
+ private:
+  // Shrinks a chunk of `take` positions of s so its logit rows fit in rows_left; 0 when none fits.
+  static int fit_rows(const Sequence& s, int take, int rows_left);
+
+  SchedulerLimits limits_;
+  BlockAllocator& blocks_;
+  int seqs_per_group_;
+  std::deque<Group> in_flight_;
+  int64_t next_group_ = 0;
+};
+
+}  // namespace tpllama

@@ -1,0 +1,455 @@
+// The engine's parts without a model: the block allocator, the scheduler and the request intake
+// on hand-made sequences and requests, and the whole engine loop over a stand-in executor whose
+// "model" reads every token back through the block tables it is sent, so that a block handed out
+// twice, a table change lost or a preempted sequence not recomputed changes the tokens. Expected
+// tokens come from the closed form the stand-in implements, computed on the plain token lists.
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "runtime/block_allocator.h"
+#include "runtime/engine.h"
+#include "runtime/request_intake.h"
+#include "runtime/scheduler.h"
+#include "runtime/sequence.h"
+
+namespace tpllama {
+namespace {
+
+constexpr int kVocab = 64;
+constexpr int kEos = 2;
+
+Request token_request(int id, std::vector<int> prompt, int max_tokens) {
+  Request r;
+  r.id = id;
+  r.line = static_cast<size_t>(id) + 1;
+  r.token_ids = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.logprobs = 0;  // the stand-in's logprob of a token is its id: the record then lists the tokens
+  return r;
+}
+
+// A sequence as the engine admits it: its prompt tokens, a slot of `blocks`.
+std::unique_ptr<Sequence> make_sequence(int id, int prompt_len, BlockAllocator& blocks, int max_tokens = 8) {
+  std::vector<int> prompt(static_cast<size_t>(prompt_len));
+  for (int i = 0; i < prompt_len; ++i) prompt[static_cast<size_t>(i)] = 3 + (id * 7 + i) % (kVocab - 3);
+  Request r = token_request(id, prompt, max_tokens);
+  auto s = std::make_unique<Sequence>(r, nullptr, std::vector<int32_t>(prompt.begin(), prompt.end()), 0,
+                                      static_cast<uint64_t>(id));
+  s->slot = blocks.acquire_slot();
+  return s;
+}
+
+std::vector<int32_t> all_held(const BlockAllocator& blocks, int slots) {
+  std::vector<int32_t> held;
+  for (int s = 0; s < slots; ++s) held.insert(held.end(), blocks.table(s).begin(), blocks.table(s).end());
+  return held;
+}
+
+TEST(BlockAllocator, HandsOutEachBlockOnceAndNoMoreThanItHas) {
+  BlockAllocator blocks(/*n_blocks=*/10, /*block_size=*/4, /*max_slots=*/4);
+  ActiveSequences active;
+  for (int i = 0; i < 4; ++i) active.push_back(make_sequence(i, 16, blocks));
+  for (auto& s : active) s->in_flight = true;  // nobody may be preempted
+  std::vector<int> granted;
+  for (auto& s : active) {
+    s->in_flight = false;
+    granted.push_back(blocks.reserve(*s, 16, active));
+    s->in_flight = true;
+  }
+  std::vector<int32_t> held = all_held(blocks, 4);
+  const std::set<int32_t> distinct(held.begin(), held.end());
+  EXPECT_EQ(distinct.size(), held.size()) << "a block was handed out twice";
+  EXPECT_EQ(held.size(), 10u);
+  EXPECT_EQ(blocks.free_blocks(), 0);
+  EXPECT_EQ(granted, (std::vector<int>{16, 16, 8, 0})) << "10 blocks of 4 positions";
+  for (int32_t b : held) EXPECT_TRUE(b >= 0 && b < 10) << b;
+  EXPECT_EQ(blocks.preemptions(), 0);
+}
+
+TEST(BlockAllocator, PreemptsTheYoungestSequenceNotInFlight) {
+  BlockAllocator blocks(6, 4, 4);
+  ActiveSequences active;
+  for (int i = 0; i < 4; ++i) active.push_back(make_sequence(i, 8, blocks));
+  Sequence &oldest = *active[0], &second = *active[1], &third = *active[2], &youngest = *active[3];
+  ASSERT_EQ(blocks.reserve(second, 8, active), 8);
+  ASSERT_EQ(blocks.reserve(third, 8, active), 8);
+  ASSERT_EQ(blocks.reserve(youngest, 8, active), 8);
+  second.n_computed = third.n_computed = youngest.n_computed = 8;
+  youngest.in_flight = true;  // the youngest is in flight: the next youngest gives way
+  (void)blocks.take_changes();
+
+  EXPECT_EQ(blocks.reserve(oldest, 8, active), 8);
+  EXPECT_EQ(blocks.preemptions(), 1);
+  EXPECT_TRUE(blocks.table(third.slot).empty());
+  EXPECT_EQ(third.n_computed, 0) << "a preempted sequence computes its tokens again";
+  EXPECT_EQ(second.n_computed, 8);
+  EXPECT_EQ(blocks.table(youngest.slot).size(), 2u);
+  const std::vector<CacheOp> changes = blocks.take_changes();
+  ASSERT_EQ(changes.size(), 3u);
+  EXPECT_EQ(changes[0].slot, third.slot);
+  EXPECT_EQ(changes[0].block, CacheOp::kRelease) << "the release goes first: its blocks are then reused";
+  EXPECT_EQ(changes[1].slot, oldest.slot);
+  EXPECT_TRUE(blocks.take_changes().empty());
+}
+
+TEST(BlockAllocator, NeverPreemptsAnOlderSequence) {
+  BlockAllocator blocks(4, 4, 2);
+  ActiveSequences active;
+  active.push_back(make_sequence(0, 16, blocks));
+  active.push_back(make_sequence(1, 16, blocks));
+  ASSERT_EQ(blocks.reserve(*active[0], 12, active), 12);
+  EXPECT_EQ(blocks.reserve(*active[1], 16, active), 4) << "only the one free block";
+  EXPECT_EQ(blocks.preemptions(), 0);
+  EXPECT_EQ(blocks.table(active[0]->slot).size(), 3u);
+  EXPECT_EQ(blocks.reserve(*active[1], 16, active), 4) << "nothing free, nobody younger: the block it holds";
+  EXPECT_EQ(blocks.free_blocks(), 0);
+}
+
+TEST(BlockAllocator, SlotsGoLowestFirstAndTakeTheirBlocksBack) {
+  BlockAllocator blocks(8, 2, 3);
+  EXPECT_EQ(blocks.acquire_slot(), 0);
+  EXPECT_EQ(blocks.acquire_slot(), 1);
+  EXPECT_EQ(blocks.acquire_slot(), 2);
+  EXPECT_THROW(blocks.acquire_slot(), Error);
+  ActiveSequences active;
+  auto s = std::make_unique<Sequence>(token_request(0, {5, 6, 7}, 4), nullptr, std::vector<int32_t>{5, 6, 7}, 0, 0);
+  s->slot = 1;
+  active.push_back(std::move(s));
+  ASSERT_EQ(blocks.reserve(*active[0], 3, active), 3);
+  EXPECT_EQ(blocks.free_blocks(), 6);
+  blocks.release_slot(1);
+  EXPECT_EQ(blocks.free_blocks(), 8);
+  EXPECT_EQ(blocks.acquire_slot(), 1);
+  blocks.release_slot(0);
+  EXPECT_THROW(blocks.release_slot(0), Error) << "a free slot cannot be released";
+}
+
+TEST(Scheduler, DecodesGoFirstThenPrefillChunksWithinTheBudget) {
+  BlockAllocator blocks(100, 4, 4);
+  Scheduler scheduler({/*max_batch_tokens=*/10, /*max_logit_rows=*/8, /*max_seqs=*/4, /*groups=*/1}, blocks);
+  ActiveSequences active;
+  active.push_back(make_sequence(0, 25, blocks));  // a long prompt, admitted first
+  active.push_back(make_sequence(1, 3, blocks));
+  active[1]->n_computed = 3;
+  active[1]->tokens.push_back(9);  // decoding: one token pending
+  std::optional<StepPlan> plan = scheduler.schedule(active);
+  ASSERT_TRUE(plan.has_value());
+  ASSERT_EQ(plan->batch.size(), 10u);
+  EXPECT_EQ(plan->batch.slots[0], active[1]->slot) << "the decode token leads the plan";
+  EXPECT_EQ(plan->batch.positions[0], 3);
+  for (size_t i = 1; i < 10; ++i) EXPECT_EQ(plan->batch.positions[i], static_cast<int>(i) - 1) << "a 9-token chunk";
+  ASSERT_EQ(plan->batch.logit_rows.size(), 1u) << "an unfinished prefill chunk wants no logits";
+  EXPECT_EQ(plan->batch.logit_rows[0], 0);
+  EXPECT_EQ(active[0]->scheduled, 9);
+  EXPECT_FALSE(scheduler.schedule(active).has_value()) << "one group in flight at most";
+}
+
+// Sequences of random lengths and states: no plan exceeds the token budget, the logit rows or
+// the sequences per group, and the groups in flight share no sequence and no KV slot.
+TEST(Scheduler, PlansStayWithinTheLimitsAndGroupsInFlightAreDisjoint) {
+  for (int groups : {1, 2, 3}) {
+    for (int budget : {1, 7, 64}) {
+      BlockAllocator blocks(400, 4, 12);
+      const SchedulerLimits limits{budget, 5, 12, groups};
+      Scheduler scheduler(limits, blocks);
+      ActiveSequences active;
+      for (int i = 0; i < 12; ++i) {
+        active.push_back(make_sequence(i, 1 + (i * 37) % 50, blocks));
+        if (i % 3 == 0) {  // decoding
+          active.back()->n_computed = active.back()->n_prompt;
+          active.back()->tokens.push_back(4);
+        }
+      }
+      std::set<int> slots_in_flight;
+      std::vector<int64_t> ids;
+      while (std::optional<StepPlan> plan = scheduler.schedule(active)) {
+        ids.push_back(plan->group);
+        EXPECT_LE(static_cast<int>(plan->batch.size()), budget);
+        EXPECT_LE(static_cast<int>(plan->batch.logit_rows.size()), limits.max_logit_rows);
+        EXPECT_EQ(plan->sampling.size(), plan->batch.logit_rows.size());
+        const std::set<int> slots(plan->batch.slots.begin(), plan->batch.slots.end());
+        EXPECT_LE(static_cast<int>(slots.size()), (limits.max_seqs + groups - 1) / groups);
+        for (int s : slots) EXPECT_TRUE(slots_in_flight.insert(s).second) << "slot " << s << " in two groups";
+      }
+      EXPECT_EQ(static_cast<int>(scheduler.in_flight()), groups) << "budget " << budget;
+      for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(scheduler.take_oldest().id, ids[i]) << "in planning order";
+    }
+  }
+}
+
+// A source of hand-made requests, and a sink that keeps what it is given.
+class Requests : public RequestSource {
+ public:
+  explicit Requests(std::vector<Request> r) : requests_(r.begin(), r.end()) {}
+  std::optional<Request> next() override {
+    if (requests_.empty()) return std::nullopt;
+    Request r = std::move(requests_.front());
+    requests_.pop_front();
+    return r;
+  }
+
+ private:
+  std::deque<Request> requests_;
+};
+
+class Collected : public ResultSink {
+ public:
+  void write(const Result& r) override { results.push_back(r); }
+  std::vector<Result> results;
+};
+
+IntakeOptions intake_options(int context) { return {true, 1, kVocab, context}; }
+
+TEST(RequestIntake, TurnsBadRequestsIntoErrorRecordsInOrder) {
+  Request duplicate = token_request(0, {1, 5}, 4);
+  duplicate.line = 3;
+  Request outside = token_request(2, {1, kVocab}, 4);
+  Request too_long = token_request(3, std::vector<int>(16, 5), 4);
+  Requests source({token_request(0, {1, 5, 6}, 4), token_request(1, {1, 7}, 4), duplicate, outside, too_long});
+  RequestIntake intake(source, nullptr, intake_options(16), nullptr);
+  std::vector<Admission> got;
+  while (std::optional<Admission> a = intake.next()) got.push_back(std::move(*a));
+  ASSERT_EQ(got.size(), 5u);
+  ASSERT_TRUE(got[0].sequence && got[1].sequence);
+  EXPECT_EQ(got[0].sequence->n_prompt, 3);
+  EXPECT_EQ(got[1].order, 1u);
+  for (size_t i = 2; i < 5; ++i) {
+    ASSERT_TRUE(got[i].rejected.has_value()) << i;
+    EXPECT_EQ(got[i].order, i) << "every record is numbered in input order";
+    EXPECT_EQ(got[i].rejected->finish_reason, "error");
+  }
+  EXPECT_NE(got[2].rejected->error.find("duplicate id 0 (first on line 1)"), std::string::npos) << got[2].rejected->error;
+  EXPECT_NE(got[3].rejected->error.find("token id 64 (element 1 of the prompt)"), std::string::npos)
+      << got[3].rejected->error;
+  EXPECT_NE(got[4].rejected->error.find("leaving no room to generate"), std::string::npos) << got[4].rejected->error;
+  EXPECT_TRUE(intake.done());
+}
+
+TEST(RequestIntake, SkipsWhatTheOutputHoldsAndCountsTheRest) {
+  ResumeIndex resume;
+  resume.path = "out.jsonl";
+  resume.done = {{"0", 1}, {"7", 2}};  // id 7 is no request of this input
+  resume.by_id["0"] = {{1, false, 3}};
+  Requests source({token_request(0, {1, 5, 6}, 4), token_request(1, {1, 7}, 4)});
+  RequestIntake intake(source, nullptr, intake_options(16), &resume);
+  std::optional<Admission> first = intake.next();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_FALSE(first->sequence || first->rejected) << "id 0 is answered in the output";
+  std::optional<Admission> second = intake.next();
+  ASSERT_TRUE(second.has_value() && second->sequence);
+  EXPECT_EQ(second->order, 0u) << "skipped requests take no record number";
+  EXPECT_FALSE(intake.next().has_value());
+  EXPECT_EQ(intake.skipped(), 1);
+  EXPECT_EQ(intake.unmatched_records(), 2);
+}
+
+TEST(RequestIntake, RefusesAnOutputWhoseRecordHasAnotherTokenCount) {
+  ResumeIndex resume;
+  resume.path = "out.jsonl";
+  resume.done = {{"0", 1}};
+  resume.by_id["0"] = {{4, false, 9}};  // line 4 of the output says 9 prompt tokens; the request has 3
+  Requests source({token_request(0, {1, 5, 6}, 4)});
+  RequestIntake intake(source, nullptr, intake_options(16), &resume);
+  try {
+    intake.next();
+    FAIL() << "the other input's output was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("line 4 of out.jsonl answers id 0 for a 9-token prompt"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Sequence, StopIdsMaxTokensAndTheContextFinishIt) {
+  const StopRules rules{{kEos}, 8};
+  Sequence stops(token_request(0, {1, 5}, 10), nullptr, {1, 5}, 0, 0);
+  stops.accept_token(7, rules);
+  EXPECT_FALSE(stops.finished());
+  stops.accept_token(kEos, rules);
+  EXPECT_EQ(stops.finish_reason, "stop");
+  EXPECT_EQ(stops.n_generated, 2) << "the stop id counts as generated";
+
+  Request ignoring = token_request(1, {1, 5}, 3);
+  ignoring.ignore_eos = true;
+  Sequence length(ignoring, nullptr, {1, 5}, 0, 0);
+  for (int t : {kEos, kEos}) length.accept_token(t, rules);
+  EXPECT_FALSE(length.finished()) << "ignore_eos";
+  length.accept_token(kEos, rules);
+  EXPECT_EQ(length.finish_reason, "length");
+
+  Sequence context(token_request(2, {1, 5, 5, 5, 5, 5}, 100), nullptr, {1, 5, 5, 5, 5, 5}, 0, 0);
+  context.accept_token(6, rules);
+  EXPECT_FALSE(context.finished());
+  context.accept_token(6, rules);
+  EXPECT_EQ(context.finish_reason, "length") << "prompt + completion reached the context of 8";
+  EXPECT_EQ(context.take_result().completion_tokens, 2);
+}
+
+// The stand-in "model": the next token after position p of a sequence is a hash of the tokens at
+// positions [0, p] as read from its KV store through the slot's block table. closed_form gives the
+// same from a plain token list.
+int next_token(const std::vector<int32_t>& prefix) {
+  Fnv1a h;
+  h.add(prefix.data(), prefix.size() * sizeof(int32_t));
+  return 3 + static_cast<int>(h.value() % (kVocab - 3));  // never BOS or EOS
+}
+
+std::vector<int> closed_form(std::vector<int32_t> tokens, int max_tokens, int context) {
+  std::vector<int> out;
+  while (static_cast<int>(out.size()) < max_tokens && static_cast<int>(tokens.size()) < context) {
+    out.push_back(next_token(tokens));
+    tokens.push_back(out.back());
+  }
+  return out;
+}
+
+// Executes plans as a pipeline of `depth` stages would: with one stage the tokens come back at
+// once, with more when rank 0 asks for them, in order.
+class StandIn : public StepExecutor {
+ public:
+  StandIn(int n_blocks, int block_size, int max_slots, int depth)
+      : store_(static_cast<size_t>(n_blocks * block_size), -1),
+        block_size_(block_size),
+        tables_(static_cast<size_t>(max_slots)),
+        depth_(depth) {}
+
+  std::optional<SampledRows> submit(const StepPlan& plan) override {
+    EXPECT_FALSE(shut_down_);
+    for (const CacheOp& op : plan.cache_ops) {
+      if (op.block == CacheOp::kRelease) {
+        tables_.at(static_cast<size_t>(op.slot)).clear();
+      } else {
+        for (const auto& table : tables_)
+          for (int32_t b : table) EXPECT_NE(b, op.block) << "block " << op.block << " given while held";
+        tables_.at(static_cast<size_t>(op.slot)).push_back(op.block);
+      }
+    }
+    EXPECT_LE(static_cast<int>(plan.batch.size()), max_batch_tokens);
+    for (size_t i = 0; i < plan.batch.size(); ++i) store_.at(row(plan.batch.slots[i], plan.batch.positions[i])) = plan.batch.tokens[i];
+    SampledRows rows;
+    rows.group = plan.group;
+    for (size_t i = 0; i < plan.batch.logit_rows.size(); ++i) {
+      const size_t at = static_cast<size_t>(plan.batch.logit_rows[i]);
+      const int slot = plan.batch.slots[at], pos = plan.batch.positions[at];
+      std::vector<int32_t> prefix;
+      for (int p = 0; p <= pos; ++p) prefix.push_back(store_.at(row(slot, p)));
+      const int token = next_token(prefix);
+      rows.tokens.push_back(token);
+      if (plan.sampling[i].logprobs >= 0) rows.logprobs.push_back({static_cast<int32_t>(i), static_cast<float>(token), {}, {}});
+    }
+    ++steps;
+    if (depth_ == 1) return rows;  // rank 0 is also the last stage
+    held_.push_back(std::move(rows));
+    return std::nullopt;
+  }
+  SampledRows receive_tokens(int64_t expected) override {
+    EXPECT_FALSE(held_.empty());
+    SampledRows rows = std::move(held_.front());
+    held_.pop_front();
+    EXPECT_EQ(rows.group, expected);
+    return rows;
+  }
+  void shutdown() override { shut_down_ = true; }
+
+  int steps = 0;
+  int max_batch_tokens = 1 << 30;
+
+ private:
+  size_t row(int slot, int pos) const {
+    const std::vector<int32_t>& table = tables_.at(static_cast<size_t>(slot));
+    EXPECT_LT(static_cast<size_t>(pos / block_size_), table.size()) << "position " << pos << " of slot " << slot;
+    return static_cast<size_t>(table.at(static_cast<size_t>(pos / block_size_)) * block_size_ + pos % block_size_);
+  }
+
+  std::vector<int32_t> store_;  // the token at each row of the KV pool
+  int block_size_;
+  std::vector<std::vector<int32_t>> tables_;
+  int depth_;
+  std::deque<SampledRows> held_;  // groups in flight
+  bool shut_down_ = false;
+};
+
+struct LoopCase {
+  int n_blocks, block_size, max_seqs, max_batch_tokens, groups;
+  bool ordered;
+};
+
+// 24 requests of prompts of 1 to 40 tokens, 1 to 30 generated, through the whole engine loop.
+std::vector<Result> run_loop(const LoopCase& c, RunSummary* summary) {
+  LlamaConfig config;
+  config.vocab_size = kVocab;
+  config.max_seq_len = 64;
+  std::vector<Request> requests;
+  for (int i = 0; i < 24; ++i) {
+    std::vector<int> prompt{1};
+    for (int k = 1; k < 1 + (i * 13) % 40; ++k) prompt.push_back(3 + (i + k * 5) % 50);
+    requests.push_back(token_request(i, prompt, 1 + (i * 7) % 30));
+  }
+  Requests source(requests);
+  Collected sink;
+  StandIn executor(c.n_blocks, c.block_size, c.max_seqs, c.groups);
+  executor.max_batch_tokens = c.max_batch_tokens;
+  EngineOptions o;
+  o.max_seqs = c.max_seqs;
+  o.max_batch_tokens = c.max_batch_tokens;
+  o.groups = c.groups;
+  o.kv_block_size = c.block_size;
+  o.kv_blocks = c.n_blocks;
+  o.log_interval = 1e9;
+  Engine engine(config, nullptr, executor, o);
+  EngineIo io;
+  io.reader = &source;
+  io.writer = &sink;
+  io.ordered = c.ordered;
+  *summary = engine.run(io);
+  EXPECT_GT(executor.steps, 0);
+  for (const Result& r : sink.results) {
+    const Request& q = requests.at(r.id.get<size_t>());
+    const std::vector<int> expected =
+        closed_form(std::vector<int32_t>(q.token_ids.begin(), q.token_ids.end()), q.max_tokens, config.max_seq_len);
+    EXPECT_EQ(r.finish_reason, "length") << r.error;
+    EXPECT_TRUE(r.logprobs.has_value());
+    std::vector<int> got;
+    for (const TokenLogprob& t : r.logprobs.value_or(std::vector<TokenLogprob>{})) got.push_back(static_cast<int>(t.logprob));
+    EXPECT_EQ(got, expected) << "request " << r.id;
+    EXPECT_EQ(r.completion_tokens, static_cast<int>(expected.size()));
+  }
+  std::set<size_t> ids;
+  for (const Result& r : sink.results) EXPECT_TRUE(ids.insert(r.id.get<size_t>()).second) << "twice: " << r.id;
+  EXPECT_EQ(ids.size(), requests.size());
+  if (c.ordered) {
+    for (size_t i = 0; i < sink.results.size(); ++i) EXPECT_EQ(sink.results[i].id.get<size_t>(), i);
+  }
+  return sink.results;
+}
+
+TEST(EngineLoop, EveryRequestGetsTheClosedFormTokensOnce) {
+  RunSummary s;
+  run_loop({400, 16, 8, 64, 1, false}, &s);
+  EXPECT_EQ(s.requests, 24);
+  EXPECT_EQ(s.preemptions, 0);
+}
+
+TEST(EngineLoop, PreemptedSequencesComeBackWithTheSameTokens) {
+  RunSummary s;
+  run_loop({/*n_blocks=*/4, /*block_size=*/16, /*max_seqs=*/8, 64, 1, false}, &s);  // one full context
+  EXPECT_GT(s.preemptions, 0) << "the case must preempt to prove anything";
+}
+
+TEST(EngineLoop, GroupsInFlightChunkedPrefillAndOrderedOutput) {
+  RunSummary s;
+  run_loop({/*n_blocks=*/16, /*block_size=*/4, /*max_seqs=*/6, /*max_batch_tokens=*/5, /*groups=*/3, true}, &s);
+  EXPECT_GT(s.preemptions, 0);
+  RunSummary two;
+  run_loop({64, 8, 5, 7, 2, false}, &two);
+}
+
+}  // namespace
+}  // namespace tpllama
