@@ -2,8 +2,8 @@
 # Usage: scripts/bench_rss.sh [MODEL_DIR] [LINES] [MAX_TOKENS]
 #
 # Shows that a run's memory stays flat however long the prompt file is: writes LINES prompts
-# (default 200000), runs `tpllama run` over them (default model: stories260K converted from
-# ../shared, else build/demo-model) and samples the process's resident set size every half
+# (default 200000), runs `tpllama run` over them (default model: the shipped stories260K,
+# converted into a temporary directory) and samples the process's resident set size every half
 # second, printing RSS against requests done. Input is streamed and only as many requests as
 # --max-seqs are held, so RSS should not grow with the line count.
 set -euo pipefail
@@ -14,13 +14,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 model=${1:-}
 if [[ -z "$model" ]]; then
-  if [[ -f ../shared/models/stories260K/stories260K.bin ]]; then
-    model=$work/stories260K
-    build/tpllama convert --from llama2c --checkpoint ../shared/models/stories260K/stories260K.bin \
-      --tokenizer ../shared/models/stories260K/tok512.model --out "$model" 2>/dev/null
-  else
-    model=build/demo-model
-  fi
+  model=$work/stories260K
+  build/tpllama convert --from llama2c --checkpoint models/stories260K/stories260K.bin \
+    --tokenizer models/stories260K/tok512.model --out "$model" 2>/dev/null
 fi
 awk -v n="$lines" 'BEGIN { for (i = 0; i < n; i++) printf "Once upon a time there was prompt number %d\n", i }' \
   > "$work/prompts.txt"

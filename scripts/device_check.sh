@@ -120,10 +120,7 @@ gpu_test() {  # name timeout program args...
 echo "== gpu op parity tests"
 gpu_test gpu_tests 120 build-device/tests/gpu_tests
 echo "== gpu end-to-end tests"
-# The stories260K copy carried in .device-shared (scripts/fetch_device_debs.sh), else ../shared.
-shared=$(pwd)/.device-shared
-[ -d "$shared/models/stories260K" ] || shared=$(cd .. && pwd)/shared
-TPLLAMA_SHARED_DIR=$shared gpu_test gpu_cli_tests 180 build-device/tests/gpu_cli_tests
+gpu_test gpu_cli_tests 180 build-device/tests/gpu_cli_tests
 # A skip is a failure here, but for the NCCL layouts on fewer GPUs than ranks (gtest prints each
 # skip's reason on the line after "...: Skipped").
 nccl_skips=$(grep -c "^NCCL needs one GPU per rank" "$work/gpu_cli_tests.log" || true)

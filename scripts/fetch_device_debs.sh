@@ -3,10 +3,8 @@
 #
 # Downloads into .debs/ (ignored by git) the Debian packages the build needs that the bare GPU
 # machine lacks: Open MPI and its libraries, GoogleTest, CLI11, nlohmann-json and SentencePiece
-# (about 9 MB), and copies the stories260K test model (2.4 MB) from ../shared into
-# .device-shared/models/ (also ignored): the ../shared beside a checkout does not travel to the GPU
-# machine. scripts/device_check.sh unpacks the packages there; the device run carries .debs and
-# .device-shared.
+# (about 9 MB). scripts/device_check.sh unpacks them there; the device run carries .debs. (The
+# test model, models/stories260K, is part of the working tree and travels with it.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(libopenmpi3 libopenmpi-dev openmpi-bin openmpi-common libhwloc15 libevent-core-2.1-7
@@ -16,6 +14,3 @@ packages=(libopenmpi3 libopenmpi-dev openmpi-bin openmpi-common libhwloc15 libev
 mkdir -p .debs
 (cd .debs && apt-get download "${packages[@]}")
 du -sh .debs
-mkdir -p .device-shared/models
-cp -r ../shared/models/stories260K .device-shared/models/
-du -sh .device-shared

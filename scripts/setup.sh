@@ -4,9 +4,10 @@
 # One command from a fresh Debian 12 clone to a finished batch job:
 #   1. installs the Debian packages tpllama builds with (apt-get; needs root or sudo),
 #   2. configures and builds Release into build/ (the executable is build/tpllama),
-#   3. makes the demo model build/demo-model (random weights, tokenizer trained on
-#      models/demo/corpus.txt) unless it exists,
-#   4. runs `mpirun -np 1 build/tpllama run` over models/demo/prompts.txt into out/demo.jsonl.
+#   3. converts the shipped TinyStories model (models/stories260K, a llama2.c checkpoint) into the
+#      Hugging Face directory build/stories260K unless it exists,
+#   4. runs `mpirun -np 1 build/tpllama run` over models/demo/prompts.txt into out/demo.jsonl and
+#      prints the stories it wrote.
 # --no-install skips step 1; --no-demo stops after step 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,9 +50,10 @@ cmake --build build --parallel
 
 [[ $demo == 1 ]] || exit 0
 
-if [[ ! -f build/demo-model/config.json ]]; then
-  echo "== making the demo model build/demo-model (random weights: its text is gibberish)"
-  scripts/make_demo_model.sh build/demo-model
+if [[ ! -f build/stories260K/config.json ]]; then
+  echo "== converting models/stories260K (Karpathy's TinyStories 260K, MIT) into build/stories260K"
+  build/tpllama convert --from llama2c --checkpoint models/stories260K/stories260K.bin \
+    --tokenizer models/stories260K/tok512.model --out build/stories260K
 fi
 
 # Open MPI refuses to run as root unless told; containers and CI runners often are root.
@@ -59,8 +61,8 @@ if [[ $EUID -eq 0 ]]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 mkdir -p out
-echo "== running: mpirun -np 1 build/tpllama run --model build/demo-model --input models/demo/prompts.txt --output out/demo.jsonl"
-mpirun -np 1 build/tpllama run --model build/demo-model --input models/demo/prompts.txt \
-  --output out/demo.jsonl --max-tokens 32
+echo "== running: mpirun -np 1 build/tpllama run --model build/stories260K --input models/demo/prompts.txt --output out/demo.jsonl --max-tokens 64"
+mpirun -np 1 build/tpllama run --model build/stories260K --input models/demo/prompts.txt \
+  --output out/demo.jsonl --max-tokens 64
 echo "== out/demo.jsonl:"
 cat out/demo.jsonl

@@ -81,7 +81,7 @@ TEST(Bench, ReportCountsFollowFromTheWorkload) {
 }
 
 TEST(Bench, MeasuresTheMachineAndRunsTwoRanksOfTensorParallelism) {
-  if (run_shell("which mpirun").exit_code != 0) GTEST_SKIP() << "mpirun not found on PATH";
+  if (run_shell("which mpirun").exit_code != 0) GTEST_FAIL() << "mpirun not found on PATH: the tests need Open MPI (openmpi-bin, which scripts/setup.sh installs)";
   const std::string path = temp_path("tp2.json");
   const auto r = run_shell("mpirun -np 2 --oversubscribe " + binary() +
                            " bench --shape tiny --random-weights --vocab 512 --prompts 4 --input-len 16 --output-len 4 "

@@ -1,5 +1,5 @@
 // Helpers for tests that drive the tpllama binary: run a shell command with a time limit and
-// capture its output, find ../shared, read JSONL.
+// capture its output, find the shipped stories260K, read JSONL.
 #pragma once
 
 #include <sys/wait.h>
@@ -56,8 +56,8 @@ inline std::string binary() {
 }
 
 inline std::string stories_dir() {
-  const char* env = std::getenv("TPLLAMA_SHARED_DIR");
-  std::string dir = std::string(env ? env : TPLLAMA_DEFAULT_SHARED_DIR) + "/models/stories260K";
+  const char* env = std::getenv("TPLLAMA_MODELS_DIR");
+  std::string dir = std::string(env ? env : TPLLAMA_DEFAULT_MODELS_DIR) + "/stories260K";
   return fs::exists(dir + "/stories260K.bin") ? dir : "";
 }
 
@@ -91,7 +91,7 @@ inline void write_reference_prompts(const std::string& path, const std::vector<j
 
 // stories260K converted into a fresh work directory, for one test suite.
 struct ConvertedStories {
-  std::string stories;  // ../shared/models/stories260K, "" when absent
+  std::string stories;  // models/stories260K, "" when missing
   std::string work;     // the suite's temporary directory
   std::string model;    // the converted Hugging Face directory inside it
   CommandResult convert;
@@ -112,7 +112,7 @@ struct ConvertedStories {
 
 // A suite over the converted stories260K model: converted once before the suite's first test
 // (Derived, the suite's own fixture, names its work directory with kTag and gets its own copy of
-// the members), removed after its last; each test skips when ../shared has no stories260K.
+// the members), removed after its last; each test fails when models/stories260K is missing.
 template <class Derived>
 class StoriesSuite : public ::testing::Test {
  protected:
@@ -127,7 +127,9 @@ class StoriesSuite : public ::testing::Test {
     if (!work_.empty()) fs::remove_all(work_);
   }
   void SetUp() override {
-    if (stories_.empty()) GTEST_SKIP() << "../shared/models/stories260K not found (set TPLLAMA_SHARED_DIR)";
+    if (stories_.empty())
+      GTEST_FAIL() << "models/stories260K/stories260K.bin is missing: it ships with the project "
+                       "(or set TPLLAMA_MODELS_DIR)";
     ASSERT_EQ(convert_.exit_code, 0) << convert_.output;
   }
 

@@ -26,7 +26,9 @@ class Scoring : public ::testing::Test {
   void SetUp() override {
     ConvertedStories c = ConvertedStories::make("scoring");
     stories_ = c.stories;
-    if (stories_.empty()) GTEST_SKIP() << "../shared/models/stories260K not found (set TPLLAMA_SHARED_DIR)";
+    if (stories_.empty())
+      GTEST_FAIL() << "models/stories260K/stories260K.bin is missing: it ships with the project "
+                       "(or set TPLLAMA_MODELS_DIR)";
     work_ = c.work;
     model_ = c.model;
     ASSERT_EQ(c.convert.exit_code, 0) << c.convert.output;

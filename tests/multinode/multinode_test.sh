@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: tests/multinode/multinode_test.sh BUILD_DIR SHARED_DIR
+# Usage: tests/multinode/multinode_test.sh BUILD_DIR MODELS_DIR
 #
 # Two simulated nodes on this machine: network namespaces tpl-node0/1 joined to the host by veth
 # pairs on a bridge (test addresses 10.77.0.0/24), each with its own hostname (UTS namespace).
@@ -9,11 +9,11 @@
 # (skipped) without root or ip netns.
 set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
-shared=$(cd "${2:?shared dir}" && pwd)
+models=$(cd "${2:?models dir}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 [[ $EUID -eq 0 ]] || { echo "SKIP: needs root for network namespaces"; exit 77; }
 ip netns add tpl-probe 2>/dev/null && ip netns del tpl-probe || { echo "SKIP: ip netns not available"; exit 77; }
-[[ -f $shared/models/stories260K/stories260K.bin ]] || { echo "SKIP: stories260K missing"; exit 77; }
+[[ -f $models/stories260K/stories260K.bin ]] || { echo "FAIL: $models/stories260K missing (it ships with the project)"; exit 1; }
 
 work=$(mktemp -d /tmp/tpllama_multinode.XXXXXX)
 cleanup() {
@@ -43,8 +43,8 @@ for i in 0 1; do
 done
 
 model=$work/stories260K
-"$build/tpllama" convert --from llama2c --checkpoint "$shared/models/stories260K/stories260K.bin" \
-  --tokenizer "$shared/models/stories260K/tok512.model" --out "$model" 2>/dev/null
+"$build/tpllama" convert --from llama2c --checkpoint "$models/stories260K/stories260K.bin" \
+  --tokenizer "$models/stories260K/tok512.model" --out "$model" 2>/dev/null
 printf 'Once upon a time\nThe little dog\nShe said, "Hello!"\n' > "$work/prompts.txt"
 "$build/tpllama" run --model "$model" --input "$work/prompts.txt" --output "$work/single.jsonl" --max-tokens 60 \
   2>/dev/null

@@ -60,7 +60,9 @@ class Distributed : public ::testing::Test {
     if (!work_.empty()) fs::remove_all(work_);
   }
   void SetUp() override {
-    if (stories_.empty()) GTEST_SKIP() << "../shared/models/stories260K not found (set TPLLAMA_SHARED_DIR)";
+    if (stories_.empty())
+      GTEST_FAIL() << "models/stories260K/stories260K.bin is missing: it ships with the project "
+                       "(or set TPLLAMA_MODELS_DIR)";
     ASSERT_EQ(setup_.exit_code, 0) << setup_.output;
     ASSERT_EQ(single_.exit_code, 0) << single_.output;
     ASSERT_EQ(single_sampled_.exit_code, 0) << single_sampled_.output;

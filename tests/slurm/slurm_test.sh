@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: tests/slurm/slurm_test.sh BUILD_DIR SHARED_DIR
+# Usage: tests/slurm/slurm_test.sh BUILD_DIR MODELS_DIR
 #
 # Runs the sbatch template on a real one-node Slurm cluster that this script starts itself
 # (munged, slurmctld, slurmd; proctrack/linuxproc, task/none: no cgroups or systemd needed), as
@@ -9,11 +9,11 @@
 # (skipped) when Slurm is not installed or not root.
 set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
-shared=$(cd "${2:?shared dir}" && pwd)
+models=$(cd "${2:?models dir}" && pwd)
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 command -v slurmctld >/dev/null && command -v munged >/dev/null || { echo "SKIP: slurm-wlm/munge not installed"; exit 77; }
 [[ $EUID -eq 0 ]] || { echo "SKIP: needs root to start the Slurm daemons"; exit 77; }
-[[ -f $shared/models/stories260K/stories260K.bin ]] || { echo "SKIP: $shared/models/stories260K missing"; exit 77; }
+[[ -f $models/stories260K/stories260K.bin ]] || { echo "FAIL: $models/stories260K missing (it ships with the project)"; exit 1; }
 
 work=$(mktemp -d /tmp/tpllama_slurm.XXXXXX)
 chmod 755 "$work"
@@ -69,8 +69,8 @@ done
 [[ "$(sinfo -h -o %T 2>/dev/null)" == idle ]] || fail "the test node never became idle: $(sinfo 2>&1)"
 
 model=$work/stories260K
-"$build/tpllama" convert --from llama2c --checkpoint "$shared/models/stories260K/stories260K.bin" \
-  --tokenizer "$shared/models/stories260K/tok512.model" --out "$model" 2>/dev/null
+"$build/tpllama" convert --from llama2c --checkpoint "$models/stories260K/stories260K.bin" \
+  --tokenizer "$models/stories260K/tok512.model" --out "$model" 2>/dev/null
 export TPLLAMA_BIN=$build/tpllama OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 wait_done() {  # job id, seconds
   for _ in $(seq "$2"); do

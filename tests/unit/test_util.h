@@ -1,4 +1,4 @@
-// Helpers shared by the unit tests: where ../shared is, fresh temporary directories.
+// Helpers shared by the unit tests: where the shipped stories260K is, fresh temporary directories.
 #pragma once
 
 #include <unistd.h>
@@ -11,10 +11,10 @@
 
 namespace tpllama::testing_util {
 
-// ../shared/models/stories260K, or "" when the shared directory is absent.
+// models/stories260K (shipped with the project), or "" when it is missing.
 inline std::string stories_dir() {
-  const char* env = std::getenv("TPLLAMA_SHARED_DIR");
-  std::string dir = std::string(env ? env : TPLLAMA_DEFAULT_SHARED_DIR) + "/models/stories260K";
+  const char* env = std::getenv("TPLLAMA_MODELS_DIR");
+  std::string dir = std::string(env ? env : TPLLAMA_DEFAULT_MODELS_DIR) + "/stories260K";
   return std::filesystem::exists(dir + "/stories260K.bin") ? dir : "";
 }
 
@@ -35,6 +35,8 @@ inline size_t count_occurrences(const std::string& haystack, const std::string& 
 
 }  // namespace tpllama::testing_util
 
-#define TPLLAMA_REQUIRE_STORIES(dir)                                                      \
-  const std::string dir = ::tpllama::testing_util::stories_dir();                        \
-  if (dir.empty()) GTEST_SKIP() << "../shared/models/stories260K not found (set TPLLAMA_SHARED_DIR)"
+#define TPLLAMA_REQUIRE_STORIES(dir)                                                   \
+  const std::string dir = ::tpllama::testing_util::stories_dir();                     \
+  if (dir.empty())                                                                    \
+  GTEST_FAIL() << "models/stories260K/stories260K.bin is missing: it ships with the " \
+                  "project (or set TPLLAMA_MODELS_DIR)"
