@@ -2,8 +2,6 @@
 // multi-rank job, an abort of the whole job so that no rank is left waiting on the failed one.
 #include <unistd.h>
 
-#include <algorithm>
-
 #include <csignal>
 #include <cstdlib>
 #include <exception>

@@ -5,8 +5,6 @@
 // GPU a device-to-device copy and a cuBLAS GEMM), summed over the run's devices; the report puts each
 // phase against them: decode as weight + KV bytes moved per second over the bandwidth, prefill as
 // FLOP/s over the GEMM peak.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -17,13 +15,13 @@
 
 #include "app/cli_checks.h"
 #include "app/commands.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "ops/roofline.h"
-#include "ops/cpu/threads.h"
 #include "app/output_files.h"
 #include "app/run_report.h"
+#include "core/error.h"
+#include "core/log.h"
 #include "model/shapes.h"
+#include "ops/cpu/threads.h"
+#include "ops/roofline.h"
 
 namespace tpllama {
 
@@ -371,6 +369,7 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   if (o.run.max_seqs <= 0) o.run.max_seqs = std::min(o.prompts, 256);
   if (o.run.max_model_len <= 0) o.run.max_model_len = in.hi + out.hi;
 
+  TraceRecorder trace(!o.run.trace.empty());  // before the session: its communicators record into it
   SessionOptions options = session_options(o.run);
   options.synthetic = synthetic;
   options.context_flag = "--input-len + --output-len";  // they set the context (max_model_len above)
@@ -388,7 +387,6 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   io.writer = &sink;
   io.total_requests = o.prompts;
   const Continuation continuation{false, "run it again"};
-  TraceRecorder trace(!o.run.trace.empty());
   const RunSummary summary = session.serve(serve_options(o.run, continuation), io, trace);
   const std::vector<RankFigures> figures = report_run(session, summary, trace, o.run.stats, o.run.trace);
   if (!session.is_rank0()) return 0;

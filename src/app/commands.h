@@ -10,10 +10,13 @@
 #include <CLI/CLI.hpp>
 
 #include "io/request.h"
-#include "parallel/mpi_session.h"
-#include "runtime/session.h"
 
 namespace tpllama {
+
+class MpiSession;
+struct Continuation;
+struct ServeOptions;
+struct SessionOptions;
 
 struct RunOptions {
   std::string model;

@@ -12,6 +12,8 @@
 
 #include "app/cli_checks.h"
 #include "app/commands.h"
+#include "app/output_files.h"
+#include "app/run_report.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/json_text.h"
@@ -19,8 +21,6 @@
 #include "io/result_writer.h"
 #include "io/resume.h"
 #include "io/window_file.h"
-#include "app/output_files.h"
-#include "app/run_report.h"
 
 namespace tpllama {
 
@@ -165,6 +165,56 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
   return done;
 }
 
+// Rank 0's side of a perplexity run: the corpus as windows still to score, and where their scores go.
+struct CorpusWindows {
+  std::unique_ptr<WindowScores> scores;
+  std::unique_ptr<OutputLock> lock;  // the --windows file, held for the run
+  std::unique_ptr<WindowSource> source;
+  int window = 0, stride = 0;  // text tokens per window (BOS comes on top), between window starts
+  long long remaining = 0;     // windows to score in this run
+};
+
+// Reads and tokenizes the corpus, plans its windows within the session's context, and opens
+// --windows (with --resume, the windows it holds are not scored again).
+CorpusWindows prepare_windows(const PerplexityOptions& o, const Session& session) {
+  CorpusWindows c;
+  std::ifstream in(o.run.input, std::ios::binary);
+  if (!in) fail("cannot open ", o.run.input);
+  std::stringstream text;
+  text << in.rdbuf();
+  const int context = session.context();
+  if (o.context_len > context)
+    log::warn("--context-len " + std::to_string(o.context_len) + " is beyond the model's context: windows of " +
+              std::to_string(context) + " tokens");
+  c.window = context - 1;  // the run's context is already --context-len where that is smaller; room for BOS
+  if (c.window < 1) fail("--context-len ", o.context_len, " leaves no room for a token after BOS");
+  c.stride = o.stride > 0 ? std::min(o.stride, c.window) : std::max(1, c.window / 2);
+  if (o.stride > c.window)
+    log::warn("--stride " + std::to_string(o.stride) + " would skip tokens between windows of " +
+              std::to_string(c.window) + " text tokens: stride " + std::to_string(c.window));
+  std::vector<int> tokens = session.tokenizer()->encode(text.str());
+  if (tokens.empty()) fail(o.run.input, " holds no tokens");
+  std::vector<Window> windows = plan_windows(static_cast<int>(tokens.size()), c.window, c.stride);
+  WindowRun run;
+  if (!o.windows.empty()) {
+    run.model = model_name(o.run.model);
+    run.model_fingerprint = model_fingerprint(o.run.model);
+    run.dtype = dtype_name(session.dtype());
+    run.kv_dtype = dtype_name(session.kv_dtype());
+    run.corpus_tokens = static_cast<long long>(tokens.size());
+    run.corpus_hash = corpus_hash(tokens);
+    run.context_len = c.window + 1;
+    run.stride = c.stride;
+    run.windows = static_cast<long long>(windows.size());
+  }
+  c.scores = std::make_unique<WindowScores>(windows.size());
+  std::vector<bool> done = open_window_file(o, run, windows, *c.scores, c.lock);
+  c.remaining = std::count(done.begin(), done.end(), false);
+  c.source = std::make_unique<WindowSource>(std::move(tokens), session.config().bos_token_id, std::move(windows),
+                                            std::move(done));
+  return c;
+}
+
 }  // namespace
 
 void add_perplexity_command(CLI::App& app, PerplexityOptions& o) {
@@ -188,6 +238,7 @@ void add_perplexity_command(CLI::App& app, PerplexityOptions& o) {
 }
 
 int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
+  TraceRecorder trace(false);  // perplexity has no --trace; the session's communicators take one
   SessionOptions options = session_options(o.run);
   options.context_len = o.context_len;
   options.context_flag = "--context-len";
@@ -198,62 +249,24 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
   });
   session.load();
   // Rank 0: the corpus, its windows and the scores an earlier run left in --windows.
-  std::unique_ptr<WindowScores> scores;
-  std::unique_ptr<OutputLock> lock;
-  std::unique_ptr<WindowSource> source;
-  int window = 0, stride = 0;
-  long long remaining = 0;
+  CorpusWindows corpus;
   collective_phase([&] {
-    if (!session.is_rank0()) return;
-    std::ifstream in(o.run.input, std::ios::binary);
-    if (!in) fail("cannot open ", o.run.input);
-    std::stringstream text;
-    text << in.rdbuf();
-    const int context = session.context();
-    if (o.context_len > context)
-      log::warn("--context-len " + std::to_string(o.context_len) + " is beyond the model's context: windows of " +
-                std::to_string(context) + " tokens");
-    window = context - 1;  // the run's context is already --context-len where that is smaller; room for BOS
-    if (window < 1) fail("--context-len ", o.context_len, " leaves no room for a token after BOS");
-    stride = o.stride > 0 ? std::min(o.stride, window) : std::max(1, window / 2);
-    if (o.stride > window)
-      log::warn("--stride " + std::to_string(o.stride) + " would skip tokens between windows of " +
-                std::to_string(window) + " text tokens: stride " + std::to_string(window));
-    std::vector<int> tokens = session.tokenizer()->encode(text.str());
-    if (tokens.empty()) fail(o.run.input, " holds no tokens");
-    std::vector<Window> windows = plan_windows(static_cast<int>(tokens.size()), window, stride);
-    WindowRun run;
-    if (!o.windows.empty()) {
-      run.model = model_name(o.run.model);
-      run.model_fingerprint = model_fingerprint(o.run.model);
-      run.dtype = dtype_name(session.dtype());
-      run.kv_dtype = dtype_name(session.kv_dtype());
-      run.corpus_tokens = static_cast<long long>(tokens.size());
-      run.corpus_hash = corpus_hash(tokens);
-      run.context_len = window + 1;
-      run.stride = stride;
-      run.windows = static_cast<long long>(windows.size());
-    }
-    scores = std::make_unique<WindowScores>(windows.size());
-    std::vector<bool> done = open_window_file(o, run, windows, *scores, lock);
-    remaining = std::count(done.begin(), done.end(), false);
-    source = std::make_unique<WindowSource>(std::move(tokens), session.config().bos_token_id, std::move(windows),
-                                            std::move(done));
+    if (session.is_rank0()) corpus = prepare_windows(o, session);
   });
   EngineIo io;
-  io.reader = source.get();
-  io.writer = scores.get();
-  io.total_requests = remaining;
+  io.reader = corpus.source.get();
+  io.writer = corpus.scores.get();
+  io.total_requests = corpus.remaining;
   const Continuation continuation{
       !o.windows.empty(),
       "without --windows there is nothing to resume: run it again to start over (--windows FILE keeps each "
       "window's score for --resume)"};
-  TraceRecorder trace(false);
   const RunSummary summary = session.serve(serve_options(o.run, continuation), io, trace);
   report_run(session, summary, trace, "", "");
   if (!session.is_rank0()) return 0;
   if (const int rc = finish_run(session, summary, continuation, ""); rc != 0) return rc;
-  const auto [nll, n_tokens] = scores->total();
+  const auto [nll, n_tokens] = corpus.scores->total();
+  const int window = corpus.window, stride = corpus.stride;
   const double mean = n_tokens > 0 ? nll / static_cast<double>(n_tokens) : 0.0;
   nlohmann::json result = {{"tokens", n_tokens},        {"mean_nll", mean}, {"perplexity", std::exp(mean)},
                            {"context_len", window + 1}, {"stride", stride}};

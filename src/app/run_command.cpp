@@ -1,11 +1,6 @@
 // `tpllama run`: a Session over the prompt file. Rank 0 streams the prompts through the pipeline
 // into the output file while every other rank serves step plans.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -82,6 +77,7 @@ std::vector<std::string> run_warnings(const RunOptions& o, const RunSummary& sum
 }  // namespace
 
 int run_command(const RunOptions& o, const MpiSession& mpi) {
+  TraceRecorder trace(!o.trace.empty());  // before the session: its communicators record into it
   Session session(mpi, session_options(o), [&](const Session& s) {
     if (s.is_rank0()) check_files(o);
   });
@@ -98,7 +94,6 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
   io.reorder_limit = static_cast<size_t>(std::max(1024, 4 * o.max_seqs));
   io.total_requests = files.total_requests;
   const Continuation continuation{true, ""};
-  TraceRecorder trace(!o.trace.empty());
   const RunSummary summary = session.serve(serve_options(o, continuation), io, trace);
   report_run(session, summary, trace, o.stats, o.trace);
   if (!session.is_rank0()) return 0;

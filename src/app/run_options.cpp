@@ -8,6 +8,7 @@
 #include "app/cli_checks.h"
 #include "app/commands.h"
 #include "core/error.h"
+#include "runtime/session.h"
 
 namespace tpllama {
 
@@ -141,7 +142,7 @@ SessionOptions session_options(const RunOptions& o) {
 }
 
 ServeOptions serve_options(const RunOptions& o, Continuation continuation) {
-  return ServeOptions{o.log_interval, o.grace_seconds, o.stall_timeout, std::move(continuation)};
+  return ServeOptions{o.log_interval, o.stall_timeout, std::move(continuation)};
 }
 
 std::string model_name(const std::string& model_dir) {

@@ -2,32 +2,20 @@
 // run's last lines.
 #include "app/run_report.h"
 
-#include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
-#include "core/stop_signal.h"
-#include "core/log.h"
 #include "core/byte_size.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/stop_signal.h"
+#include "model/kv_cache.h"
 #include "parallel/mpi_session.h"
 
 namespace tpllama {
 namespace {
-
-// A plain struct's bytes, for a gather, and back.
-std::vector<uint8_t> as_bytes(const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  return std::vector<uint8_t>(p, p + n);
-}
-void from_bytes(const std::vector<uint8_t>& bytes, void* data, size_t n) {
-  TPLLAMA_CHECK(bytes.size() == n, "a rank sent ", bytes.size(), " bytes, expected ", n);
-  std::memcpy(data, bytes.data(), n);
-}
 
 double bubble(const RankFigures& f) {
   const double total = f.compute_seconds + f.wait_seconds;
@@ -46,12 +34,11 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
   double compute = 0, wait = 0;
   for (int r = 0; r < t.world_size(); ++r) {
     const RankFigures& f = all[static_cast<size_t>(r)];
-    Topology peer(t.world_size(), r, t.tp_size(), t.pp_size(), t.n_layers(), {});
     compute += f.compute_seconds;
     wait += f.wait_seconds;
     ranks.push_back({{"rank", r},
-                     {"tp_rank", peer.tp_rank()},
-                     {"pp_rank", peer.pp_rank()},
+                     {"tp_rank", t.tp_rank_of(r)},
+                     {"pp_rank", t.pp_rank_of(r)},
                      {"peak_memory_bytes", f.peak_memory_bytes},
                      {"weight_bytes", f.weight_bytes},
                      {"kv_cache_bytes", f.kv_cache_bytes},
@@ -103,9 +90,8 @@ void write_trace(const MpiSession& mpi, const Topology& t, const TraceRecorder& 
   if (t.rank() != 0) return;
   std::vector<std::string> labels;
   for (int r = 0; r < t.world_size(); ++r) {
-    Topology peer(t.world_size(), r, t.tp_size(), t.pp_size(), t.n_layers(), {});
-    labels.push_back("rank " + std::to_string(r) + " (tp " + std::to_string(peer.tp_rank()) + ", pp " +
-                     std::to_string(peer.pp_rank()) + ")");
+    labels.push_back("rank " + std::to_string(r) + " (tp " + std::to_string(t.tp_rank_of(r)) + ", pp " +
+                     std::to_string(t.pp_rank_of(r)) + ")");
   }
   write_text_file(path, TraceRecorder::to_chrome_json(per_rank, labels) + "\n", "--trace");
   log::info("trace written to " + path + " (open it in https://ui.perfetto.dev or chrome://tracing)");
@@ -126,12 +112,10 @@ nlohmann::json percentiles(const LatencyHistogram& h) {
 std::vector<RankFigures> report_run(const Session& session, const RunSummary& summary, const TraceRecorder& trace,
                                     const std::string& stats_path, const std::string& trace_path) {
   const RankFigures mine = session.rank_figures();
-  const std::vector<std::vector<uint8_t>> gathered = session.mpi().gather_to_root(as_bytes(&mine, sizeof mine));
   const Topology& t = session.topology();
-  std::vector<RankFigures> all;
+  std::vector<RankFigures> all(t.rank() == 0 ? static_cast<size_t>(t.world_size()) : 0);
+  session.mpi().gather_to_root(&mine, sizeof mine, all.data());
   if (t.rank() == 0) {
-    all.resize(static_cast<size_t>(t.world_size()));
-    for (size_t r = 0; r < all.size(); ++r) from_bytes(gathered[r], &all[r], sizeof all[r]);
     if (t.world_size() > 1)
       for (int r = 0; r < t.world_size(); ++r) {
         const RankFigures& f = all[static_cast<size_t>(r)];

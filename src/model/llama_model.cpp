@@ -20,13 +20,6 @@
 
 namespace tpllama {
 
-void StepBatch::clear() {
-  tokens.clear();
-  positions.clear();
-  slots.clear();
-  logit_rows.clear();
-}
-
 LlamaModel::LlamaModel(const Checkpoint& checkpoint, const Topology& topology, Communicator& tp_comm,
                        DeviceContext ctx, ModelLimits limits, DType dtype)
     : LlamaModel(checkpoint.config(), load_weights(checkpoint, topology, ctx, dtype), topology, tp_comm, ctx, limits) {}

@@ -14,6 +14,7 @@
 #include "model/checkpoint.h"
 #include "model/kv_cache.h"
 #include "model/shard_table.h"
+#include "model/step_batch.h"
 #include "model/weights.h"
 #include "ops/device.h"
 #include "ops/graph.h"
@@ -22,17 +23,6 @@
 #include "parallel/topology.h"
 
 namespace tpllama {
-
-// The tokens one forward step computes. Tokens of one sequence appear in position order.
-struct StepBatch {
-  std::vector<int32_t> tokens;      // (n_tokens) token ids (first stage only)
-  std::vector<int32_t> positions;   // (n_tokens) position of each token in its sequence
-  std::vector<int32_t> slots;       // (n_tokens) KV cache slot of each token's sequence
-  std::vector<int32_t> logit_rows;  // indices into tokens whose next-token logits are wanted
-
-  size_t size() const { return positions.size(); }
-  void clear();
-};
 
 struct ModelLimits {
   int max_batch_tokens = 0;  // tokens per forward step

@@ -122,28 +122,14 @@ std::vector<int32_t> VocabParallelHead::draw(const std::vector<RowSampling>& sam
   return tokens;
 }
 
-// Log-softmax across the TP shards without gathering the rows: the maximum and the sum of
-// exponentials are reduced, the chosen token's logit comes from the rank that holds it, and each
-// rank's top-N candidates are gathered (N per rank, not the vocabulary).
-std::vector<RowLogprobs> VocabParallelHead::row_logprobs(const std::vector<RowSampling>& sampling,
-                                                         const Tensor& device_logits,
-                                                         const std::vector<int32_t>& tokens) {
-  std::vector<size_t> rows;
-  int top_n = 0;
-  for (size_t r = 0; r < sampling.size(); ++r)
-    if (sampling[r].logprobs >= 0 || sampling[r].target >= 0) {
-      rows.push_back(r);
-      top_n = std::max(top_n, static_cast<int>(sampling[r].logprobs));
-    }
-  if (rows.empty()) return {};
-  const int v_local = model_.vocab_local(), tp = tp_comm_.size(), begin = model_.vocab_begin();
+// This shard's part of the log-softmax of the given rows, computed where the logits are: [0, n) the
+// sums of exp(logit - max), [n, 2n) the chosen token's logit (0 on ranks without it). Only these 2n
+// numbers reach the host.
+std::vector<float> VocabParallelHead::local_sums(const std::vector<RowSampling>& sampling,
+                                                 const std::vector<size_t>& rows, const std::vector<float>& max_value,
+                                                 const Tensor& device_logits, const std::vector<int32_t>& tokens) {
+  const int v_local = model_.vocab_local(), begin = model_.vocab_begin();
   const int64_t n = static_cast<int64_t>(rows.size());
-  std::vector<float> max_value;
-  std::vector<int32_t> max_index;
-  reduce_argmax(rows, &max_value, &max_index);
-  // [0, n): sum of exp(logit - max); [n, 2n): the chosen token's logit (0 on ranks without it),
-  // computed where the logits are; only these 2n numbers (and the rows asking for top candidates)
-  // reach the host.
   const DeviceContext& ctx = model_.context();
   std::vector<int32_t> row_index(rows.size()), chosen(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -160,8 +146,17 @@ std::vector<RowLogprobs> VocabParallelHead::row_logprobs(const std::vector<RowSa
   ops::logit_sums(ctx, sums_out, device_logits, rows_in, max_in, chosen_in);
   std::vector<float> sums(static_cast<size_t>(2 * n));
   ops::download(ctx, sums.data(), sums_out);
-  std::vector<float> local_top_values(static_cast<size_t>(n * top_n), -INFINITY);
-  std::vector<int32_t> local_top_ids(static_cast<size_t>(n * top_n), -1);
+  return sums;
+}
+
+// This shard's top_n candidates (logit, token id) of each row that asks for top alternatives, at
+// [i * top_n, (i + 1) * top_n) for row i; -inf and -1 where there are none.
+void VocabParallelHead::local_top(const std::vector<RowSampling>& sampling, const std::vector<size_t>& rows, int top_n,
+                                  const Tensor& device_logits, std::vector<float>* values,
+                                  std::vector<int32_t>* ids) {
+  const int v_local = model_.vocab_local(), begin = model_.vocab_begin();
+  values->assign(rows.size() * static_cast<size_t>(top_n), -INFINITY);
+  ids->assign(rows.size() * static_cast<size_t>(top_n), -1);
   const int k = std::min(top_n, v_local);
   std::vector<int32_t> order(static_cast<size_t>(v_local));
   for (size_t i = 0; k > 0 && i < rows.size(); ++i) {
@@ -171,10 +166,35 @@ std::vector<RowLogprobs> VocabParallelHead::row_logprobs(const std::vector<RowSa
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
                       [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
     for (int j = 0; j < k; ++j) {
-      local_top_values[i * static_cast<size_t>(top_n) + static_cast<size_t>(j)] = row[order[static_cast<size_t>(j)]];
-      local_top_ids[i * static_cast<size_t>(top_n) + static_cast<size_t>(j)] = begin + order[static_cast<size_t>(j)];
+      (*values)[i * static_cast<size_t>(top_n) + static_cast<size_t>(j)] = row[order[static_cast<size_t>(j)]];
+      (*ids)[i * static_cast<size_t>(top_n) + static_cast<size_t>(j)] = begin + order[static_cast<size_t>(j)];
     }
   }
+}
+
+// Log-softmax across the TP shards without gathering the rows: the maximum and the sum of
+// exponentials are reduced, the chosen token's logit comes from the rank that holds it, and each
+// rank's top-N candidates are gathered (N per rank, not the vocabulary).
+std::vector<RowLogprobs> VocabParallelHead::row_logprobs(const std::vector<RowSampling>& sampling,
+                                                         const Tensor& device_logits,
+                                                         const std::vector<int32_t>& tokens) {
+  std::vector<size_t> rows;
+  int top_n = 0;
+  for (size_t r = 0; r < sampling.size(); ++r)
+    if (sampling[r].logprobs >= 0 || sampling[r].target >= 0) {
+      rows.push_back(r);
+      top_n = std::max(top_n, static_cast<int>(sampling[r].logprobs));
+    }
+  if (rows.empty()) return {};
+  const int tp = tp_comm_.size();
+  const int64_t n = static_cast<int64_t>(rows.size());
+  std::vector<float> max_value;
+  std::vector<int32_t> max_index;
+  reduce_argmax(rows, &max_value, &max_index);
+  std::vector<float> sums = local_sums(sampling, rows, max_value, device_logits, tokens);
+  std::vector<float> local_top_values;
+  std::vector<int32_t> local_top_ids;
+  local_top(sampling, rows, top_n, device_logits, &local_top_values, &local_top_ids);
   tp_comm_.all_reduce_sum(Tensor(sums.data(), DType::kF32, {2 * n}));
   std::vector<float> all_values(static_cast<size_t>(tp) * local_top_values.size());
   std::vector<int32_t> all_ids(static_cast<size_t>(tp) * local_top_ids.size());

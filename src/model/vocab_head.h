@@ -1,41 +1,17 @@
-// VocabParallelHead: what the last stage makes of its logits. Each TP rank holds the logits of its
-// slice of the vocabulary (Megatron's vocab-parallel lm_head); the head turns them into a token per
-// logit row without gathering the rows where it can: greedy rows take each shard's argmax reduced
-// across the TP group, sampled rows draw from whole rows gathered across it, and log-probabilities
-// come from a reduced maximum and sum of exponentials (plus each shard's top candidates).
+// VocabParallelHead: the last stage's logits, one vocabulary shard per TP rank, made tokens and
+// log-probabilities: argmax reduced across the group, sampled rows gathered whole, log-softmax from
+// reduced maxima and sums.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "core/sampling_params.h"
 #include "core/tensor.h"
 #include "model/llama_model.h"
+#include "model/step_batch.h"
 #include "parallel/communicator.h"
 
 namespace tpllama {
-
-// How one logit row becomes a token.
-struct RowSampling {
-  SamplingParams params;  // seed unused here: the draw is `uniform`
-  double uniform = 0;     // drawn on rank 0 from the request's own stream
-  int32_t logprobs = -1;  // >= 0: also return the token's logprob and this many top alternatives
-  int32_t target = -1;    // >= 0 (scoring): return this token's logprob instead of the sampled one's
-};
-
-// Log-probabilities (of the model's own distribution: temperature 1, no filtering) of one row.
-struct RowLogprobs {
-  int32_t row = 0;
-  float logprob = 0;  // of the chosen token
-  std::vector<int32_t> top_tokens;
-  std::vector<float> top_logprobs;
-};
-
-// A step's tokens, one per logit row, and the log-probabilities of the rows that asked for them.
-struct SampledTokens {
-  std::vector<int32_t> tokens;
-  std::vector<RowLogprobs> logprobs;
-};
 
 class VocabParallelHead {
  public:
@@ -56,6 +32,11 @@ class VocabParallelHead {
   std::vector<int32_t> draw(const std::vector<RowSampling>& rows, const Tensor& logits);
   std::vector<RowLogprobs> row_logprobs(const std::vector<RowSampling>& rows, const Tensor& logits,
                                         const std::vector<int32_t>& tokens);
+  std::vector<float> local_sums(const std::vector<RowSampling>& sampling, const std::vector<size_t>& rows,
+                                const std::vector<float>& max_value, const Tensor& logits,
+                                const std::vector<int32_t>& tokens);
+  void local_top(const std::vector<RowSampling>& sampling, const std::vector<size_t>& rows, int top_n,
+                 const Tensor& logits, std::vector<float>* values, std::vector<int32_t>* ids);
   // Row r of the logits where the host can read it: in place on the CPU, a copy from a GPU.
   const float* host_row(const Tensor& logits, int64_t r);
 

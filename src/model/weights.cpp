@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <set>
 
 #include "core/error.h"
 #include "ops/device.h"
@@ -163,10 +164,11 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
   const std::vector<ShardEntry> table = build_shard_table(c, topo);
   ModelWeights w;
   WeightBuilder b(ctx, dtype, std::move(fill), std::move(uniform), &w);
-  size_t bound = 0;  // every entry is bound to its field once
+  std::set<const ShardEntry*> bound;  // every entry is bound to a field, each once
   auto entry = [&](WeightRole role, int layer = -1) -> const ShardEntry& {
-    ++bound;
-    return find_entry(table, role, layer);
+    const ShardEntry& e = find_entry(table, role, layer);
+    TPLLAMA_CHECK(bound.insert(&e).second, "shard table entry ", e.name, " bound twice");
+    return e;
   };
   Tensor embed_host;  // a tied head packs the embedding's slice as read
   if (topo.is_first_stage()) w.embed = b.plain(entry(WeightRole::kEmbed), &embed_host);
@@ -195,7 +197,7 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
       if (buffer.device() == ctx.device) kept.push_back(std::move(buffer));
     w.storage = std::move(kept);
   }
-  TPLLAMA_CHECK(bound == table.size(), "shard table has ", table.size(), " entries, bound ", bound);
+  TPLLAMA_CHECK(bound.size() == table.size(), "shard table has ", table.size(), " entries, bound ", bound.size());
   return w;
 }
 

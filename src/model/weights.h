@@ -1,7 +1,6 @@
-// The weights one rank holds: its pipeline stage's layers and its TP slice of each tensor. Norms and
-// the embedding table are f32; matrices are packed for ops::matmul in the run's weight dtype (f32
-// or bf16), converted from the checkpoint's F32/F16/BF16 at load — or drawn from a seeded
-// generator for benchmarks of shapes that have no files.
+// The weights one rank holds: its stage's layers, its TP slice of each tensor. Norms and the
+// embedding are f32, matrices packed for ops::matmul in f32 or bf16, converted from the checkpoint
+// at load or drawn from a seeded generator (benchmarks of shapes without files).
 #pragma once
 
 #include <cstdint>

@@ -11,7 +11,6 @@
 #include "core/error.h"
 #include "parallel/communicator.h"
 #include "parallel/mpi_session.h"
-#include "parallel/topology.h"
 
 namespace tpllama {
 

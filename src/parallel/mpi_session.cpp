@@ -98,6 +98,12 @@ std::vector<std::vector<uint8_t>> MpiSession::gather_to_root(const std::vector<u
   return by_rank;
 }
 
+void MpiSession::gather_to_root(const void* mine, size_t n, void* all) const {
+  TPLLAMA_CHECK(n <= INT32_MAX, "gather of ", n, " bytes");
+  const int count = static_cast<int>(n);
+  mpi_check(MPI_Gather(mine, count, MPI_BYTE, all, count, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Gather");
+}
+
 std::vector<std::string> MpiSession::all_gather_text(const std::string& mine) const {
   constexpr size_t kWidth = 64;
   std::vector<char> padded(kWidth, '\0'), all(kWidth * static_cast<size_t>(world_size_));

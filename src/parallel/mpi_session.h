@@ -1,7 +1,5 @@
-// The MPI session: MPI_Init / MPI_Finalize for the process, and the few verbs over the whole world
-// that the commands need (agree on a minimum, gather a report on rank 0, wait for every rank, split
-// the world into groups). With communicator.h, the only doors to MPI: nothing outside src/parallel
-// calls it.
+// The MPI session: MPI's start and end, and the few verbs over the whole world the commands need.
+// With the communicators, the only door to MPI: nothing outside src/parallel calls it.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +49,9 @@ class MpiSession {
   std::vector<double> sum_to_root(const std::vector<double>& mine) const;
   // Every rank's bytes, by rank, on rank 0 (empty elsewhere).
   std::vector<std::vector<uint8_t>> gather_to_root(const std::vector<uint8_t>& mine) const;
+  // Every rank's `n` bytes at `mine` (a plain struct), by rank, into `all` on rank 0 (world_size * n
+  // bytes there; unused elsewhere).
+  void gather_to_root(const void* mine, size_t n, void* all) const;
   // Every rank's text (at most 63 bytes are kept), by rank, on every rank.
   std::vector<std::string> all_gather_text(const std::string& mine) const;
   // A communicator over the whole world of its own (plans and tokens: their messages meet no other).

@@ -27,8 +27,11 @@ class Topology {
   int rank() const { return rank_; }
   int tp_size() const { return tp_size_; }
   int pp_size() const { return pp_size_; }
-  int tp_rank() const { return rank_ % tp_size_; }
-  int pp_rank() const { return rank_ / tp_size_; }
+  int tp_rank() const { return tp_rank_of(rank_); }
+  int pp_rank() const { return pp_rank_of(rank_); }
+  // The place of another rank of the job.
+  int tp_rank_of(int rank) const { return rank % tp_size_; }
+  int pp_rank_of(int rank) const { return rank / tp_size_; }
   bool is_first_stage() const { return pp_rank() == 0; }
   bool is_last_stage() const { return pp_rank() == pp_size_ - 1; }
   LayerRange stage_layers(int pp_rank) const { return stages_[static_cast<size_t>(pp_rank)]; }

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "model/shard_table.h"
+#include "model/step_batch.h"
 #include "parallel/topology.h"
 
 namespace tpllama {
@@ -55,7 +56,7 @@ RankLoad rank_load(const PlanRequest& r, const Topology& t) {
   load.kv_per_token = static_cast<uint64_t>(t.my_layers().count()) * 2 * kv_local * es;
   const uint64_t per_token = 2 * static_cast<uint64_t>(c.dim) + 2 * q_local + 2 * kv_local +
                              2 * static_cast<uint64_t>(h.ffn_local) + static_cast<uint64_t>(c.head_dim);
-  const uint64_t rows = static_cast<uint64_t>(std::max(r.max_seqs, std::min(r.max_batch_tokens, 512)));
+  const uint64_t rows = static_cast<uint64_t>(max_logit_rows(r.max_seqs, r.max_batch_tokens));
   load.activations = static_cast<uint64_t>(r.max_batch_tokens) * per_token * es +
                      rows * static_cast<uint64_t>(vocab_local(c, t.tp_size())) * sizeof(float);
   return load;

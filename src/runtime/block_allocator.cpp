@@ -8,8 +8,7 @@
 namespace tpllama {
 
 BlockAllocator::BlockAllocator(int n_blocks, int block_size, int max_slots)
-    : n_blocks_(n_blocks),
-      block_size_(block_size),
+    : block_size_(block_size),
       tables_(static_cast<size_t>(max_slots)),
       slot_used_(static_cast<size_t>(max_slots), false) {
   TPLLAMA_CHECK(n_blocks >= 0 && block_size > 0 && max_slots > 0, "KV blocks ", n_blocks, " of ", block_size,

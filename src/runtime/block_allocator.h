@@ -1,8 +1,6 @@
-// BlockAllocator: rank 0's bookkeeping of the paged KV cache that every rank holds — the free
-// blocks, the sequence slots and each slot's block table — and the table changes the next step
-// plan carries, so that every rank's tables follow rank 0's. When blocks run out it preempts: the
-// youngest sequence admitted after the one asking that is not in flight gives its blocks back and
-// computes its tokens again later. (Prefix sharing will live here.)
+// BlockAllocator: rank 0's book of the paged KV cache every rank holds (free blocks, sequence slots,
+// block tables, and the changes each plan carries to the other ranks), and preemption when blocks
+// run out. Prefix sharing will live here.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +29,6 @@ class BlockAllocator {
   std::vector<CacheOp> take_changes();
 
   const std::vector<int32_t>& table(int slot) const { return tables_[static_cast<size_t>(slot)]; }
-  int block_size() const { return block_size_; }
-  int n_blocks() const { return n_blocks_; }
   int free_blocks() const { return static_cast<int>(free_.size()); }
   long long preemptions() const { return preemptions_; }
 
@@ -42,7 +38,6 @@ class BlockAllocator {
   // when there is none.
   bool preempt_younger_than(const Sequence& s, const ActiveSequences& active);
 
-  int n_blocks_;
   int block_size_;
   std::vector<int32_t> free_;                 // taken from the back
   std::vector<std::vector<int32_t>> tables_;  // by slot

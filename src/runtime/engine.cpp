@@ -3,10 +3,10 @@
 // otherwise wait for the oldest group's tokens, apply them and retire finished sequences.
 #include "runtime/engine.h"
 
-#include <chrono>
 #include <cmath>
 #include <sstream>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/stop_signal.h"
@@ -19,10 +19,6 @@
 
 namespace tpllama {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // One run: the parts, the sequences between them, and the stop.
 class Run {

@@ -1,13 +1,9 @@
-// Engine: rank 0's request loop, a short loop over the engine's parts. It admits requests from
-// the source (RequestIntake) into free sequence slots, plans micro-batch groups of prefill chunks
-// and decode steps (Scheduler, on the paged KV cache's BlockAllocator), keeps up to `groups` of
-// them in flight through the pipeline (a StepExecutor), applies the sampled tokens, and writes each
-// result as soon as its request finishes (ResultPublisher). A stop signal ends admission; the
-// running requests finish within the grace period.
+// Engine: rank 0's request loop over its parts — RequestIntake admits, Scheduler plans groups on the
+// BlockAllocator's KV blocks for a StepExecutor (the pipeline), ResultPublisher writes each result
+// as its request finishes — and the stop: admission ends, the running finish within the grace.
 #pragma once
 
-#include <cstdint>
-#include <optional>
+#include <cstddef>
 #include <string>
 
 #include "core/trace.h"

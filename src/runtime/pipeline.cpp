@@ -2,23 +2,14 @@
 // that each send forward and finally back to rank 0 cannot deadlock.
 #include "runtime/pipeline.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstring>
-
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/stop_signal.h"
 #include "ops/device.h"
-#include "runtime/sampler.h"
 
 namespace tpllama {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 constexpr int kTagStep = 101;    // plan, stage s → stage s+1 (world)
 constexpr int kTagTokens = 102;  // sampled tokens, last stage → rank 0 (world)

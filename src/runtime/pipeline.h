@@ -1,8 +1,6 @@
-// Pipeline: how one step plan moves through the ranks. Rank 0 (stage 0, TP rank 0) broadcasts a
-// plan to its TP group; each stage runs its layers and sends the plan (host bytes, over MPI) and
-// then its hidden states (over the stage communicator: NCCL device to device, or MPI) to the same
-// TP rank of the next stage; the last stage's vocab-parallel head turns its logits into tokens and
-// its TP rank 0 returns them to rank 0. Several groups may be in flight.
+// Pipeline: the step protocol. Rank 0 broadcasts a plan to its TP group; each stage runs its layers
+// and sends the plan, then its hidden states, to the next; the last stage's vocab-parallel head
+// makes the tokens, which return to rank 0. Several groups may be in flight.
 #pragma once
 
 #include <cstdint>

@@ -15,8 +15,10 @@ std::vector<int> encode(const Tokenizer* tokenizer, const std::string& text) {
   return tokenizer->encode(text);
 }
 
-}  // namespace
-
+// The tokens the model is given for request r: its token ids as given, else BOS (when add_bos) and
+// the prompt's encoding. A scoring request is tokenized as evaluation harnesses do: context and
+// continuation encoded together, split where the context's own encoding ends; n_context is set to
+// the context's tokens (BOS included). tokenizer may be null only for token-id requests.
 std::vector<int32_t> tokenize_request(const Request& r, const Tokenizer* tokenizer, bool add_bos, int bos_token_id,
                                       int* n_context) {
   std::vector<int32_t> tokens;
@@ -31,6 +33,8 @@ std::vector<int32_t> tokenize_request(const Request& r, const Tokenizer* tokeniz
   if (r.scoring) *n_context = static_cast<int>(bos + (r.context.empty() ? 0 : encode(tokenizer, r.context).size()));
   return tokens;
 }
+
+}  // namespace
 
 RequestIntake::RequestIntake(RequestSource& source, const Tokenizer* tokenizer, const IntakeOptions& options,
                              ResumeIndex* resume)
@@ -110,6 +114,7 @@ void RequestIntake::check_resumed(const Request& req, const ResumedRecord& recor
 }
 
 Admission RequestIntake::admit(Request req) {
+  const Clock::time_point admitted = Clock::now();  // time to first token counts from here
   if (!req.error.empty()) {  // its id may be made up from the line number: keep it out of seen_
     if (already_written(error_line_key(req.line))) return {};
     return reject(req, next_order_++, 0, req.error);
@@ -153,6 +158,7 @@ Admission RequestIntake::admit(Request req) {
   Admission a;
   a.order = order;
   a.sequence = std::make_unique<Sequence>(std::move(req), tokenizer_, std::move(tokens), n_context, order);
+  a.sequence->admitted = admitted;
   return a;
 }
 

@@ -1,8 +1,6 @@
-// RequestIntake: how rank 0 takes requests in. It reads them from the source one at a time, checks
-// ids for duplicates, skips what a resumed run's output already answers (and checks, for the first
-// of those, that the record's token count is this request's: else the output is another input's),
-// tokenizes, and validates against the model (ids in its vocabulary, room in its context). A
-// request becomes a sequence to run, an error record, or nothing (already answered).
+// RequestIntake: rank 0 reads each request, checks its id, skips (and spot-checks) what a resumed
+// output already answers, tokenizes and validates it: a sequence to run, an error record, or
+// nothing.
 #pragma once
 
 #include <cstdint>
@@ -34,13 +32,6 @@ struct Admission {
   std::optional<Result> rejected;
   uint64_t order = 0;
 };
-
-// The tokens the model is given for request r: its token ids as given, else BOS (when add_bos) and
-// the prompt's encoding. A scoring request is tokenized as evaluation harnesses do: context and
-// continuation encoded together, split where the context's own encoding ends; n_context is set to
-// the context's tokens (BOS included). tokenizer may be null only for token-id requests.
-std::vector<int32_t> tokenize_request(const Request& r, const Tokenizer* tokenizer, bool add_bos, int bos_token_id,
-                                      int* n_context);
 
 class RequestIntake {
  public:

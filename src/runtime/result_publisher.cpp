@@ -4,13 +4,6 @@
 #include <utility>
 
 namespace tpllama {
-namespace {
-
-double seconds_between(ResultPublisher::Clock::time_point a, ResultPublisher::Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-}  // namespace
 
 void ResultPublisher::CountingSink::write(const Result& r) {
   inner_.write(r);

@@ -1,10 +1,9 @@
-// ResultPublisher: where rank 0's finished requests go. Each record is written at once, or with
-// --ordered held until every earlier one is written (a bounded reorder buffer: admission pauses
-// while it is full); each is counted in the run's summary as it reaches the output, with the
-// request's latency figures and the time of each step.
+// ResultPublisher: rank 0's finished requests, written at once or, with --ordered, after every
+// earlier one (a bounded buffer), each counted in the run's summary as it reaches the output, with
+// the latency figures and each step's time.
 #pragma once
 
-#include <chrono>
+#include "core/clock.h"
 #include <cstdint>
 #include <memory>
 
@@ -17,8 +16,6 @@ namespace tpllama {
 
 class ResultPublisher {
  public:
-  using Clock = std::chrono::steady_clock;
-
   // ordered: write in input order, holding at most about reorder_limit results back.
   ResultPublisher(ResultSink& sink, bool ordered, size_t reorder_limit);
 
@@ -41,7 +38,6 @@ class ResultPublisher {
   const RunSummary& summary() const { return summary_; }
   // Results of this run: written, or held back for --ordered.
   long long published() const { return published_; }
-  Clock::time_point start() const { return start_; }
 
  private:
   // Counts each record as it reaches the output (with --ordered, that can be well after it

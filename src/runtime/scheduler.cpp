@@ -80,7 +80,8 @@ Group Scheduler::take_oldest() {
 }
 
 void Scheduler::apply(const Group& group, const SampledRows& rows, const StopRules& rules) {
-  TPLLAMA_CHECK(rows.tokens.size() == group.rows.size(), rows.tokens.size(), " tokens for ", group.rows.size(), " rows");
+  TPLLAMA_CHECK(rows.group == group.id && rows.tokens.size() == group.rows.size(), rows.tokens.size(),
+                " tokens of group ", rows.group, " for the ", group.rows.size(), " rows of group ", group.id);
   for (Sequence* s : group.members) {
     s->n_computed += s->scheduled;
     s->scheduled = 0;

@@ -1,8 +1,6 @@
-// Scheduler: rank 0's plan of each forward step. From the sequences not in flight it packs one
-// micro-batch group — decode tokens first, then prefill chunks — within --max-batch-tokens, the
-// model's logit rows and the KV blocks, keeps up to `groups` of them in flight through the
-// pipeline (one per stage, so no stage idles), and applies each group's sampled tokens when they
-// come back.
+// Scheduler: rank 0's plan of each step — one micro-batch group of the sequences not in flight,
+// decodes first then prefill chunks, within the token budget, logit rows and KV blocks — with up to
+// `groups` in flight (one per pipeline stage), and each group's sampled tokens applied on return.
 #pragma once
 
 #include <cstdint>

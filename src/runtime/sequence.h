@@ -3,13 +3,13 @@
 // rules that finish it: stop ids, stop strings, max_tokens, the context.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/clock.h"
 #include "io/request.h"
 #include "runtime/sampler.h"
 #include "runtime/step_plan.h"
@@ -24,8 +24,6 @@ struct StopRules {
 };
 
 struct Sequence {
-  using Clock = std::chrono::steady_clock;
-
   // tokens: the request's prompt as the model is given it; n_context: of those, the scoring
   // request's context (BOS included). tokenizer may be null (token-id requests: no text).
   Sequence(Request r, const Tokenizer* tokenizer, std::vector<int32_t> tokens, int n_context, uint64_t order);

@@ -6,9 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,12 +13,22 @@
 #include <nlohmann/json.hpp>
 
 #include "core/byte_size.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/trace.h"
+#include "model/checkpoint.h"
+#include "model/kv_cache.h"
+#include "model/llama_model.h"
 #include "model/weights.h"
 #include "ops/cpu/gemm.h"
+#include "ops/device.h"
+#include "ops/graph.h"
+#include "parallel/communicator.h"
 #include "parallel/group_comm.h"
 #include "parallel/mpi_comm.h"
+#include "runtime/pipeline.h"
+#include "runtime/tokenizer.h"
 
 namespace tpllama {
 namespace {
@@ -77,10 +84,6 @@ void check_weights_fit(const LlamaConfig& config, const Topology& topology, cons
          "--dtype bf16, or use a device with more memory");
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 }  // namespace
 
 DType weight_dtype(const std::string& dtype, Device device) {
@@ -120,9 +123,10 @@ void Session::validate(const std::function<void(const Session&)>& checks) {
     if (o_.max_model_len > config_.max_seq_len)
       fail("--max-model-len ", o_.max_model_len, " exceeds the model's context of ", config_.max_seq_len,
            " tokens (max_position_embeddings)");
-    if (!o_.kv_cache_memory.empty()) parse_byte_size(o_.kv_cache_memory);
+    if (!o_.kv_cache_memory.empty()) parse_byte_size(o_.kv_cache_memory);  // refused before any weight is read
     context_ = o_.max_model_len > 0 ? std::min(o_.max_model_len, config_.max_seq_len) : config_.max_seq_len;
     if (o_.context_len > 0) context_ = std::min(context_, o_.context_len);
+    if (checks) checks(*this);
     if (is_rank0() && checkpoint_) {
       if (!std::filesystem::exists(checkpoint_->tokenizer_path()))
         fail("model directory ", o_.model, " has no tokenizer.model (a SentencePiece model is required)");
@@ -130,9 +134,7 @@ void Session::validate(const std::function<void(const Session&)>& checks) {
       if (tokenizer_->vocab_size() > config_.vocab_size)
         fail(checkpoint_->tokenizer_path(), " has ", tokenizer_->vocab_size(), " pieces but config.json says vocab_size ",
              config_.vocab_size);
-      adds_bos_ = tokenizer_adds_bos(o_.model);
     }
-    if (checks) checks(*this);
   });
 }
 
@@ -232,7 +234,7 @@ CommBackend Session::comm_backend() const {
 
 // Communicators, then this rank's shard of the weights.
 void Session::load_model() {
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   world_ = mpi_.duplicate_world();
   const DeviceContext& ctx = device_->context();
   const CommBackend comm = comm_backend();
@@ -240,7 +242,7 @@ void Session::load_model() {
   stage_comm_ =
       make_group_communicator(mpi_.split(topology_->tp_rank(), topology_->pp_rank()), comm, ctx, "stage group");
   collective_phase([&] {
-    const ModelLimits limits{o_.max_batch_tokens, max_logit_rows()};
+    const ModelLimits limits{o_.max_batch_tokens, max_logit_rows(o_.max_seqs, o_.max_batch_tokens)};
     ModelWeights weights = o_.synthetic ? random_weights(config_, *topology_, ctx, dtype_, o_.synthetic->seed)
                                         : load_weights(*checkpoint_, *topology_, ctx, dtype_);
     model_ = std::make_unique<LlamaModel>(config_, std::move(weights), *topology_, *tp_comm_, ctx, limits);
@@ -266,20 +268,16 @@ void Session::load_model() {
 void Session::report_weights() const {
   const ModelWeights& w = model_->weights();
   const uint64_t mine[4] = {w.bytes_read, w.bytes_held, w.elements_unique, w.elements_replicated};
-  const auto* bytes = reinterpret_cast<const uint8_t*>(mine);
-  const std::vector<std::vector<uint8_t>> all = mpi_.gather_to_root(std::vector<uint8_t>(bytes, bytes + sizeof mine));
-  if (!is_rank0()) return;
   const Topology& t = *topology_;
+  std::vector<uint64_t> all(is_rank0() ? 4 * static_cast<size_t>(t.world_size()) : 0);
+  mpi_.gather_to_root(mine, sizeof mine, all.data());
+  if (!is_rank0()) return;
   uint64_t unique = 0, replicated = 0;
   for (int r = 0; r < t.world_size(); ++r) {
-    uint64_t v[4];
-    TPLLAMA_CHECK(all[static_cast<size_t>(r)].size() == sizeof v, "rank ", r, " sent ", all[static_cast<size_t>(r)].size(),
-                  " bytes of weight figures");
-    std::memcpy(v, all[static_cast<size_t>(r)].data(), sizeof v);
-    Topology peer(t.world_size(), r, t.tp_size(), t.pp_size(), t.n_layers(), {});
+    const uint64_t* v = all.data() + 4 * r;
     std::ostringstream os;
-    os << "rank " << r << " (tp " << peer.tp_rank() << ", pp " << peer.pp_rank() << ", layers ["
-       << t.stage_layers(peer.pp_rank()).begin << ", " << t.stage_layers(peer.pp_rank()).end << ")): read "
+    os << "rank " << r << " (tp " << t.tp_rank_of(r) << ", pp " << t.pp_rank_of(r) << ", layers ["
+       << t.stage_layers(t.pp_rank_of(r)).begin << ", " << t.stage_layers(t.pp_rank_of(r)).end << ")): read "
        << mib(static_cast<double>(v[0])) << ", holds " << mib(static_cast<double>(v[1]));
     if (t.world_size() > 1) log::info(os.str());
     unique += v[2];
@@ -335,8 +333,6 @@ void Session::make_kv_cache() {
               std::to_string(context_) + " tokens: every sequence takes a whole block, most of it unused");
 }
 
-int Session::max_logit_rows() const { return std::max(o_.max_seqs, std::min(o_.max_batch_tokens, 512)); }
-
 RunSummary Session::serve(const ServeOptions& options, EngineIo io, TraceRecorder& trace) {
   TPLLAMA_CHECK(cache_ != nullptr && pipeline_ == nullptr, "serve() once, after load()");
   tp_comm_->set_trace(&trace);
@@ -358,13 +354,13 @@ RunSummary Session::serve(const ServeOptions& options, EngineIo io, TraceRecorde
     e.max_seqs = o_.max_seqs;
     e.max_batch_tokens = o_.max_batch_tokens;
     e.log_interval = options.log_interval;
-    e.add_bos = adds_bos_;
+    e.add_bos = tokenizer_adds_bos(o_.model);
     e.groups = t.pp_size();
     e.context = context_;
     e.kv_block_size = o_.kv_block_size;
     e.kv_blocks = n_blocks_;
-    e.max_logit_rows = max_logit_rows();
-    e.grace_seconds = options.grace_seconds;
+    e.max_logit_rows = max_logit_rows(o_.max_seqs, o_.max_batch_tokens);
+    e.grace_seconds = o_.grace_seconds;
     e.how_to_continue = c.resumable ? "resume with --resume" : c.restart_hint;
     io.terminal = ::isatty(STDERR_FILENO) != 0;
     io.trace = &trace;
@@ -403,6 +399,8 @@ RankFigures Session::rank_figures() const {
   }
   return f;
 }
+
+DType Session::kv_dtype() const { return cache_->dtype(); }
 
 const DeviceContext& Session::device_context() const {
   TPLLAMA_CHECK(device_ != nullptr, "the device is opened by load()");

@@ -1,10 +1,6 @@
-// Session: what every command that runs the model builds once, in order, on every rank: the
-// model's config and the layout of the ranks (Topology), each rank's threads and device, the
-// communicators, its shard of the weights and its KV cache. Each phase finds every mistake on every
-// rank before the next, heavier one begins, and the job reports it once (collective_phase). Then
-// serve() runs the pipeline: rank 0 drives an Engine over the command's requests while every
-// other rank executes step plans. `run`, `bench` and `perplexity` each compose one with their own
-// request source, result sink and report.
+// Session: what run, bench and perplexity build once, in checked phases, on every rank (config and
+// layout, device, communicators, weights, KV cache), and serve(): rank 0 drives the Engine over the
+// command's requests while every other rank executes step plans.
 #pragma once
 
 #include <cstdint>
@@ -12,28 +8,30 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
+#include "core/device.h"
 #include "core/dtype.h"
 #include "core/stop_signal.h"
-#include "core/trace.h"
-#include "model/checkpoint.h"
 #include "model/config.h"
-#include "model/kv_cache.h"
-#include "model/llama_model.h"
 #include "ops/cpu/threads.h"
-#include "ops/device.h"
-#include "parallel/group_comm.h"
-#include "parallel/communicator.h"
 #include "parallel/mpi_session.h"
 #include "parallel/topology.h"
 #include "runtime/engine.h"
-#include "runtime/pipeline.h"
-#include "runtime/tokenizer.h"
 
 namespace tpllama {
 
+class Checkpoint;
+class Communicator;
+class KvCache;
+class LlamaModel;
 class MpiCommunicator;
+class Pipeline;
+class Tokenizer;
+class TraceRecorder;
+enum class CommBackend;
+namespace ops {
+class DeviceRuntime;
+}
 
 // A model without files: a named shape with seeded random weights (benchmarks).
 struct SyntheticModel {
@@ -64,7 +62,9 @@ struct SessionOptions {
   // cache is sized for it, and a cache too small names `context_flag`, the flag that sets it.
   int context_len = 0;
   std::string context_flag = "--max-model-len";
-  double grace_seconds = 90;  // a stop a stalled rank holds up ends the job this long (+10 s) after
+  // After a stop signal: how long running requests may still run; a stop that a stalled rank holds
+  // up ends the job this long (+10 s) after the signal.
+  double grace_seconds = 90;
 };
 
 // The --dtype weights are held in on a device (auto: bf16 on a GPU, f32 on the CPU).
@@ -75,13 +75,12 @@ DType kv_cache_dtype(const std::string& kv_dtype, const std::string& dtype, Devi
 // Whether a stopped run continues with --resume, and what to do next when it cannot.
 struct Continuation {
   bool resumable = true;
-  std::string restart_hint = "this command has no --resume; run it again to start over";
+  std::string restart_hint;  // when not resumable
 };
 
 // How rank 0 serves the requests (a command's own flags beside the session's).
 struct ServeOptions {
   double log_interval = 30.0;  // seconds between progress lines when stderr is not a terminal
-  double grace_seconds = 90;   // after a stop signal: how long running requests may still run
   double stall_timeout = 900;  // seconds without a pipeline step before the job ends; 0: never
   Continuation continuation;
 };
@@ -132,11 +131,8 @@ class Session {
   const LlamaConfig& config() const { return config_; }
   const Topology& topology() const { return *topology_; }
   const NodeInfo& nodes() const { return nodes_; }
-  const Checkpoint* checkpoint() const { return checkpoint_.get(); }
   // Rank 0, a model with files: its tokenizer (null elsewhere and for a synthetic model).
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
-  // Whether a BOS token is prepended to every text prompt (tokenizer_config.json may say no).
-  bool adds_bos() const { return adds_bos_; }
   // Tokens per sequence, prompt + completion: the model's, or less by --max-model-len or the command.
   int context() const { return context_; }
   // After load():
@@ -145,7 +141,7 @@ class Session {
   bool first_on_device() const { return first_on_device_; }
   int threads() const { return threads_; }
   DType dtype() const { return dtype_; }
-  DType kv_dtype() const { return cache_->dtype(); }
+  DType kv_dtype() const;
   int kv_blocks() const { return n_blocks_; }
 
  private:
@@ -156,8 +152,6 @@ class Session {
   void load_model();
   void report_weights() const;
   void make_kv_cache();
-  // Logit rows a step may ask for: a decode row per sequence, and scored continuation tokens.
-  int max_logit_rows() const;
 
   const MpiSession& mpi_;
   SessionOptions o_;
@@ -167,7 +161,6 @@ class Session {
   std::unique_ptr<Checkpoint> checkpoint_;  // null for a synthetic model
   std::unique_ptr<Topology> topology_;
   std::unique_ptr<Tokenizer> tokenizer_;  // rank 0
-  bool adds_bos_ = true;
   int context_ = 0;
   int threads_ = 1;
   ops::cpu::ThreadPlacement placement_;

@@ -7,8 +7,7 @@
 #include <optional>
 #include <vector>
 
-#include "model/llama_model.h"
-#include "model/vocab_head.h"
+#include "model/step_batch.h"
 
 namespace tpllama {
 

@@ -21,6 +21,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "shipped_models.h"
+
 namespace tpllama::cli_test {
 
 namespace fs = std::filesystem;
@@ -55,11 +57,7 @@ inline std::string binary() {
   return b ? b : TPLLAMA_DEFAULT_BIN;
 }
 
-inline std::string stories_dir() {
-  const char* env = std::getenv("TPLLAMA_MODELS_DIR");
-  std::string dir = std::string(env ? env : TPLLAMA_DEFAULT_MODELS_DIR) + "/stories260K";
-  return fs::exists(dir + "/stories260K.bin") ? dir : "";
-}
+using shipped::stories_dir;
 
 inline std::vector<json> read_jsonl(const std::string& path) {
   std::vector<json> out;
@@ -128,8 +126,7 @@ class StoriesSuite : public ::testing::Test {
   }
   void SetUp() override {
     if (stories_.empty())
-      GTEST_FAIL() << "models/stories260K/stories260K.bin is missing: it ships with the project "
-                       "(or set TPLLAMA_MODELS_DIR)";
+      GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
     ASSERT_EQ(convert_.exit_code, 0) << convert_.output;
   }
 

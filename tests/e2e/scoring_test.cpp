@@ -27,8 +27,7 @@ class Scoring : public ::testing::Test {
     ConvertedStories c = ConvertedStories::make("scoring");
     stories_ = c.stories;
     if (stories_.empty())
-      GTEST_FAIL() << "models/stories260K/stories260K.bin is missing: it ships with the project "
-                       "(or set TPLLAMA_MODELS_DIR)";
+      GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
     work_ = c.work;
     model_ = c.model;
     ASSERT_EQ(c.convert.exit_code, 0) << c.convert.output;

@@ -13,7 +13,6 @@
 
 #include "cli_util.h"
 #include "ops/device.h"
-#include "ops/sampling.h"
 
 namespace {
 
@@ -40,8 +39,7 @@ class GpuStories : public ::testing::Test {
   void SetUp() override {
     if (tpllama::ops::gpu_count() == 0) GTEST_SKIP() << "no GPU visible: the GPU end-to-end tests need one (label gpu)";
     if (stories_.empty())
-      GTEST_FAIL() << "models/stories260K/stories260K.bin is missing: it ships with the project "
-                       "(or set TPLLAMA_MODELS_DIR)";
+      GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
     ASSERT_EQ(convert_.exit_code, 0) << convert_.output;
   }
 

@@ -9,7 +9,7 @@
 # (skipped) without root or ip netns.
 set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
-models=$(cd "${2:?models dir}" && pwd)
+models=$(cd "${TPLLAMA_MODELS_DIR:-${2:?models dir}}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 [[ $EUID -eq 0 ]] || { echo "SKIP: needs root for network namespaces"; exit 77; }
 ip netns add tpl-probe 2>/dev/null && ip netns del tpl-probe || { echo "SKIP: ip netns not available"; exit 77; }

@@ -21,6 +21,7 @@
 #include "model/llama_model.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/self_comm.h"
+#include "shipped_models.h"
 
 namespace tpllama {
 namespace {
@@ -31,11 +32,7 @@ struct Layout {
   std::vector<int> pp_layers;
 };
 
-std::string stories_dir() {
-  const char* env = std::getenv("TPLLAMA_MODELS_DIR");
-  std::string dir = std::string(env ? env : TPLLAMA_DEFAULT_MODELS_DIR) + "/stories260K";
-  return std::filesystem::exists(dir + "/stories260K.bin") ? dir : "";
-}
+using shipped::stories_dir;
 
 // Rank 0 converts stories260K once into a directory every rank (one node) can read.
 std::string converted_model() {
@@ -80,8 +77,7 @@ class LayoutParity : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(LayoutParity, LogitsMatchSingleRank) {
   if (stories_dir().empty())
-    GTEST_FAIL() << "models/stories260K/stories260K.bin is missing: it ships with the project "
-                     "(or set TPLLAMA_MODELS_DIR)";
+    GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
   const Layout layout = GetParam();
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);

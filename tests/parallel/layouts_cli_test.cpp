@@ -61,8 +61,7 @@ class Distributed : public ::testing::Test {
   }
   void SetUp() override {
     if (stories_.empty())
-      GTEST_FAIL() << "models/stories260K/stories260K.bin is missing: it ships with the project "
-                       "(or set TPLLAMA_MODELS_DIR)";
+      GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
     ASSERT_EQ(setup_.exit_code, 0) << setup_.output;
     ASSERT_EQ(single_.exit_code, 0) << single_.output;
     ASSERT_EQ(single_sampled_.exit_code, 0) << single_sampled_.output;

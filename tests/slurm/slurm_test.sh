@@ -9,7 +9,7 @@
 # (skipped) when Slurm is not installed or not root.
 set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
-models=$(cd "${2:?models dir}" && pwd)
+models=$(cd "${TPLLAMA_MODELS_DIR:-${2:?models dir}}" && pwd)
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 command -v slurmctld >/dev/null && command -v munged >/dev/null || { echo "SKIP: slurm-wlm/munge not installed"; exit 77; }
 [[ $EUID -eq 0 ]] || { echo "SKIP: needs root to start the Slurm daemons"; exit 77; }

@@ -93,8 +93,8 @@ TEST_P(ElementwiseTest, SiluMulMatchesClosedForm) {
     up[static_cast<size_t>(i)] = u(rng);
     before[static_cast<size_t>(i)] = gate.data()[i];
   }
-  const Tensor g(gate.data(), DType::kF32, {rows, d});
-  ops::cpu::silu_mul(g, g, Tensor(up.data(), DType::kF32, {rows, d}));
+  const Tensor gated(gate.data(), DType::kF32, {rows, d});
+  ops::cpu::silu_mul(gated, gated, Tensor(up.data(), DType::kF32, {rows, d}));
   gate.expect_guards_intact(n);
   for (int64_t i = 0; i < n; ++i) {
     const double g = before[static_cast<size_t>(i)];

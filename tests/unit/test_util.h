@@ -9,14 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include "shipped_models.h"
+
 namespace tpllama::testing_util {
 
-// models/stories260K (shipped with the project), or "" when it is missing.
-inline std::string stories_dir() {
-  const char* env = std::getenv("TPLLAMA_MODELS_DIR");
-  std::string dir = std::string(env ? env : TPLLAMA_DEFAULT_MODELS_DIR) + "/stories260K";
-  return std::filesystem::exists(dir + "/stories260K.bin") ? dir : "";
-}
+using shipped::stories_dir;
 
 // A new empty directory under the system temp dir, removed by the caller's fixture if wanted.
 inline std::string fresh_dir(const std::string& name) {
@@ -35,8 +32,6 @@ inline size_t count_occurrences(const std::string& haystack, const std::string& 
 
 }  // namespace tpllama::testing_util
 
-#define TPLLAMA_REQUIRE_STORIES(dir)                                                   \
-  const std::string dir = ::tpllama::testing_util::stories_dir();                     \
-  if (dir.empty())                                                                    \
-  GTEST_FAIL() << "models/stories260K/stories260K.bin is missing: it ships with the " \
-                  "project (or set TPLLAMA_MODELS_DIR)"
+#define TPLLAMA_REQUIRE_STORIES(dir)                               \
+  const std::string dir = ::tpllama::shipped::stories_dir();      \
+  if (dir.empty()) GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing

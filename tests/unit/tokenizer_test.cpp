@@ -14,14 +14,13 @@
 #include <vector>
 
 #include "core/error.h"
+#include "shipped_models.h"
 
 namespace tpllama {
 namespace {
 
 std::string model_path() {
-  const char* models = std::getenv("TPLLAMA_MODELS_DIR");
-  const std::string dir = models != nullptr ? models : TPLLAMA_DEFAULT_MODELS_DIR;
-  return dir + "/stories260K/tok512.model";
+  return shipped::models_dir() + "/stories260K/tok512.model";
 }
 
 // Independent strict UTF-8 check (RFC 3629: no overlongs, surrogates or values above U+10FFFF).

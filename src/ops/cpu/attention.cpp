@@ -46,6 +46,78 @@ void attend_portable(float* o, const float* qh, const KvView& v, int64_t kv_stri
   }
 }
 
+// Whether tokens a and b of a step read one table of one pool (one sequence).
+bool same_sequence(const std::vector<KvView>& kv, int64_t a, int64_t b) {
+  const KvView &x = kv[static_cast<size_t>(a)], &y = kv[static_cast<size_t>(b)];
+  return x.blocks == y.blocks && x.keys == y.keys && x.values == y.values;
+}
+
+// Runs of kGemmRun or more tokens (one sequence, consecutive positions) attend on the GEMM; returns
+// which tokens they took.
+std::vector<char> attend_runs_on_gemm(Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& s) {
+  const int64_t n_tokens = static_cast<int64_t>(kv.size()), q_stride = int64_t{s.n_heads} * s.head_dim;
+  std::vector<char> on_gemm(static_cast<size_t>(n_tokens), 0);
+  for (int64_t m = 0, e = 0; m < n_tokens; m = e) {
+    for (e = m + 1; e < n_tokens && same_sequence(kv, e - 1, e) &&
+                    kv[static_cast<size_t>(e)].n_ctx == kv[static_cast<size_t>(e - 1)].n_ctx + 1;
+         ++e) {
+    }
+    if (e - m < kGemmRun) continue;
+    attend_run_on_gemm(out.as<float>() + m * q_stride, q.as<float>() + m * q_stride, kv[static_cast<size_t>(m)], e - m,
+                       s);
+    std::fill(on_gemm.begin() + m, on_gemm.begin() + e, 1);
+  }
+  return on_gemm;
+}
+
+// The tokens not on the GEMM, with the AVX-512 kernel (and its pair kernel), as work items in the
+// order that keeps what consecutive items read in each core's L2: for prefill chunks (most tokens
+// continue the previous token's sequence) one kv head's tokens in turn, two tokens of a sequence an
+// item, which share that head's keys and values (a 1000-token prompt: 1.17x for the order); for
+// decode (a sequence per token) one token's kv heads in turn, neighbours in every cache row.
+void attend_tokens(Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& s,
+                   const std::vector<char>& on_gemm, AttendFn kernel, int max_ctx) {
+  const int64_t n_tokens = static_cast<int64_t>(kv.size()), q_stride = int64_t{s.n_heads} * s.head_dim;
+  int64_t rest = 0, continued = 0, work = 0;  // work: multiply-adds, whether threads pay for themselves
+  for (int64_t m = 0; m < n_tokens; ++m) {
+    if (on_gemm[static_cast<size_t>(m)]) continue;
+    ++rest;
+    continued += m > 0 && !on_gemm[static_cast<size_t>(m - 1)] && same_sequence(kv, m - 1, m);
+    work += static_cast<int64_t>(kv[static_cast<size_t>(m)].n_ctx) * s.n_heads * s.head_dim * 2;
+  }
+  if (rest == 0) return;
+  const bool by_head = 2 * continued > rest;
+  const AttendPairFn pair = by_head ? attend_pair_kernel(s.head_dim, kv[0].dtype) : nullptr;
+  std::vector<int64_t> units;  // first token of each unit: one token, or two of one sequence
+  std::vector<char> paired;    // whether the unit is two tokens
+  for (int64_t m = 0; m < n_tokens; ++m) {
+    if (on_gemm[static_cast<size_t>(m)]) continue;
+    units.push_back(m);
+    paired.push_back(pair != nullptr && m + 1 < n_tokens && !on_gemm[static_cast<size_t>(m + 1)] &&
+                     same_sequence(kv, m, m + 1));
+    m += paired.back();
+  }
+  const int64_t n_units = static_cast<int64_t>(units.size()), items = n_units * s.n_kv_heads;
+#pragma omp parallel if (work >= kParallelWork)
+  {
+    const size_t padded = static_cast<size_t>(max_ctx + 15) / 16 * 16;  // scores are written 16 at a time
+    AttendScratch w{std::vector<const void*>(padded), std::vector<const void*>(padded), std::vector<float>(padded),
+                    std::vector<float>(pair != nullptr ? padded : 0)};
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < items; ++i) {
+      const int64_t u = by_head ? i % n_units : i / s.n_kv_heads;
+      const int g = static_cast<int>(by_head ? i / n_units : i % s.n_kv_heads);
+      const int64_t m = units[static_cast<size_t>(u)];
+      float* o = out.as<float>() + m * q_stride;
+      const float* qm = q.as<float>() + m * q_stride;
+      if (paired[static_cast<size_t>(u)])
+        pair(o, o + q_stride, qm, qm + q_stride, kv[static_cast<size_t>(m)], kv[static_cast<size_t>(m + 1)], s, g, w);
+      else
+        kernel(o, qm, kv[static_cast<size_t>(m)], s, g, w);
+    }
+  }
+}
+
 }  // namespace
 
 void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& s) {
@@ -62,71 +134,11 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
   }
   const DType kv_dtype = kv.empty() ? DType::kF32 : kv[0].dtype;
   for (const KvView& v : kv) TPLLAMA_CHECK(v.dtype == kv_dtype, "attention: tokens of one step read one cache");
-  const AttendFn kernel = attend_kernel(hd, kv_dtype);
-  const auto portable = kv_dtype == DType::kBF16 ? &attend_portable<uint16_t> : &attend_portable<float>;
-  if (kernel != nullptr) {
-    // Work items in the order that keeps what consecutive items read in each core's L2: for
-    // prefill chunks (most tokens continue the previous token's sequence) one kv head's tokens in
-    // turn, two tokens of a sequence an item, which share that head's keys and values (a
-    // 1000-token prompt: 1.17x for the order); for decode (a sequence per token) one token's kv
-    // heads in turn, neighbours in every cache row.
-    auto same_sequence = [&kv](int64_t a, int64_t b) {  // one table of one pool
-      const KvView &x = kv[static_cast<size_t>(a)], &y = kv[static_cast<size_t>(b)];
-      return x.blocks == y.blocks && x.keys == y.keys && x.values == y.values;
-    };
-    // Runs of kGemmRun or more tokens (one sequence, consecutive positions) go to the GEMMs.
-    std::vector<char> on_gemm(static_cast<size_t>(n_tokens), 0);
-    for (int64_t m = 0, e = 0; m < n_tokens; m = e) {
-      for (e = m + 1; e < n_tokens && same_sequence(e - 1, e) &&
-                      kv[static_cast<size_t>(e)].n_ctx == kv[static_cast<size_t>(e - 1)].n_ctx + 1;
-           ++e) {
-      }
-      if (e - m < kGemmRun) continue;
-      attend_run_on_gemm(out.as<float>() + m * q_stride, q.as<float>() + m * q_stride, kv[static_cast<size_t>(m)], e - m,
-                         s);
-      std::fill(on_gemm.begin() + m, on_gemm.begin() + e, 1);
-    }
-    int64_t rest = 0, continued = 0;
-    work = 0;
-    for (int64_t m = 0; m < n_tokens; ++m) {
-      if (on_gemm[static_cast<size_t>(m)]) continue;
-      ++rest;
-      continued += m > 0 && !on_gemm[static_cast<size_t>(m - 1)] && same_sequence(m - 1, m);
-      work += static_cast<int64_t>(kv[static_cast<size_t>(m)].n_ctx) * s.n_heads * hd * 2;
-    }
-    if (rest == 0) return;
-    const bool by_head = 2 * continued > rest;
-    const AttendPairFn pair = by_head ? attend_pair_kernel(hd, kv_dtype) : nullptr;
-    std::vector<int64_t> units;  // first token of each unit: one token, or two of one sequence
-    std::vector<char> paired;    // whether the unit is two tokens
-    for (int64_t m = 0; m < n_tokens; ++m) {
-      if (on_gemm[static_cast<size_t>(m)]) continue;
-      units.push_back(m);
-      paired.push_back(pair != nullptr && m + 1 < n_tokens && !on_gemm[static_cast<size_t>(m + 1)] &&
-                       same_sequence(m, m + 1));
-      m += paired.back();
-    }
-    const int64_t n_units = static_cast<int64_t>(units.size()), items = n_units * s.n_kv_heads;
-#pragma omp parallel if (work >= kParallelWork)
-    {
-      const size_t padded = static_cast<size_t>(max_ctx + 15) / 16 * 16;  // scores are written 16 at a time
-      AttendScratch w{std::vector<const void*>(padded), std::vector<const void*>(padded), std::vector<float>(padded),
-                      std::vector<float>(pair != nullptr ? padded : 0)};
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t i = 0; i < items; ++i) {
-        const int64_t u = by_head ? i % n_units : i / s.n_kv_heads;
-        const int g = static_cast<int>(by_head ? i / n_units : i % s.n_kv_heads);
-        const int64_t m = units[static_cast<size_t>(u)];
-        float* o = out.as<float>() + m * q_stride;
-        const float* qm = q.as<float>() + m * q_stride;
-        if (paired[static_cast<size_t>(u)])
-          pair(o, o + q_stride, qm, qm + q_stride, kv[static_cast<size_t>(m)], kv[static_cast<size_t>(m + 1)], s, g, w);
-        else
-          kernel(o, qm, kv[static_cast<size_t>(m)], s, g, w);
-      }
-    }
+  if (const AttendFn kernel = attend_kernel(hd, kv_dtype); kernel != nullptr) {
+    attend_tokens(out, q, kv, s, attend_runs_on_gemm(out, q, kv, s), kernel, max_ctx);
     return;
   }
+  const auto portable = kv_dtype == DType::kBF16 ? &attend_portable<uint16_t> : &attend_portable<float>;
 #pragma omp parallel if (work >= kParallelWork)
   {
     std::vector<float> scores(static_cast<size_t>(max_ctx));

@@ -1,7 +1,5 @@
-// The CPU attention's kernels, shared by ops/cpu/attention*.cpp only: the per-token AVX-512
-// kernels (one token, or two tokens of a sequence, for the query heads of one kv head), the
-// prefill runs that go to the GEMM, and what they share (a work item's scratch, walking a
-// sequence's rows through its block table).
+// The CPU attention's kernels, for ops/cpu/attention*.cpp only: the AVX-512 ones (one token or two
+// of a sequence, per kv head), prefill runs on the GEMM, and what they share.
 #pragma once
 
 #include <cstdint>

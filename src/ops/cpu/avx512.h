@@ -4,9 +4,11 @@
 #pragma once
 
 // GCC 12 warns inside its own AVX-512 headers (the self-initialised "undefined" vectors).
+#pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 
 #include <cmath>
 #include <cstdint>

@@ -1,6 +1,6 @@
-// GPU implementations of the ops, called only from ops.cpp after validation. Activations are f32
-// or bf16 (all tensors of one op alike), weights f32 or bf16, norms' weights, RoPE tables and the
-// KV pools f32; every tensor is device memory.
+// GPU implementations of the ops, called only from the ops/*.cpp dispatch after validation.
+// Activations f32 or bf16 (all tensors of one op alike), weights f32 or bf16, norms' weights, RoPE
+// tables and the KV pools f32; every tensor is device memory.
 #pragma once
 
 #include <vector>

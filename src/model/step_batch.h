@@ -1,0 +1,49 @@
+// What one forward step takes and gives, as plain values: the tokens it computes, and how each
+// logit row becomes a token (with its log-probabilities). The step plan carries them between ranks.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/sampling_params.h"
+
+namespace tpllama {
+
+// The tokens one forward step computes. Tokens of one sequence appear in position order.
+struct StepBatch {
+  std::vector<int32_t> tokens;      // (n_tokens) token ids (first stage only)
+  std::vector<int32_t> positions;   // (n_tokens) position of each token in its sequence
+  std::vector<int32_t> slots;       // (n_tokens) KV cache slot of each token's sequence
+  std::vector<int32_t> logit_rows;  // indices into tokens whose next-token logits are wanted
+
+  size_t size() const { return positions.size(); }
+};
+
+// Logit rows a step may ask for: a decode row per sequence, and scored continuation tokens.
+inline int max_logit_rows(int max_seqs, int max_batch_tokens) { return std::max(max_seqs, std::min(max_batch_tokens, 512)); }
+
+// How one logit row becomes a token.
+struct RowSampling {
+  SamplingParams params;  // seed unused here: the draw is `uniform`
+  double uniform = 0;     // drawn on rank 0 from the request's own stream
+  int32_t logprobs = -1;  // >= 0: also return the token's logprob and this many top alternatives
+  int32_t target = -1;    // >= 0 (scoring): return this token's logprob instead of the sampled one's
+};
+
+// Log-probabilities (of the model's own distribution: temperature 1, no filtering) of one row.
+struct RowLogprobs {
+  int32_t row = 0;
+  float logprob = 0;  // of the chosen token
+  std::vector<int32_t> top_tokens;
+  std::vector<float> top_logprobs;
+};
+
+// A step's tokens, one per logit row, and the log-probabilities of the rows that asked for them.
+struct SampledTokens {
+  std::vector<int32_t> tokens;
+  std::vector<RowLogprobs> logprobs;
+};
+
+}  // namespace tpllama
