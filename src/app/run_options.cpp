@@ -90,7 +90,7 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
       ->check(finite_in(0, 1e9));
   c.add_option("--kv-cache-memory", o.kv_cache_memory,
                "KV cache bytes per rank, e.g. 8GiB (default: 80% of the memory available after the weights, "
-               "shared by the ranks of a node)");
+               "shared by the ranks on the same device; at most --max-seqs full contexts)");
   c.add_option("--dtype", o.dtype,
                "How weight matrices are held and read: f32, bf16 (half the memory and bytes per token; "
                "activations and accumulation stay f32), or auto: bf16 on a GPU, f32 on the CPU")
@@ -102,8 +102,8 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "f32", "bf16"}));
   c.add_option("--device", o.device,
-               "Where each rank computes: cpu, cuda (GPU number = the rank's place on its node), or auto: cuda "
-               "when this build has it and a GPU is visible")
+               "Where each rank computes: cpu, cuda (GPU number = the rank's place on its node, modulo the GPUs "
+               "it sees), or auto: cuda when this build has it and a GPU is visible")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   c.add_option("--comm", o.comm,
@@ -114,7 +114,7 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
       ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
   c.add_flag("--eager", o.eager,
              "On a GPU, launch every kernel of every step (default: a pure-decode step is recorded as a CUDA graph "
-             "once per batch size and replayed, which saves the launch overhead)");
+             "once per step shape (tokens, logit rows) and replayed, which saves the launch overhead)");
   c.add_flag("--share-gpus", o.share_gpus,
              "Allow more ranks on a node than GPUs: ranks then share GPUs round-robin (needs --comm mpi; for tests "
              "and small models)");

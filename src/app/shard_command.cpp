@@ -14,7 +14,7 @@ void add_shard_command(CLI::App& app, ShardOptionsCli& o) {
   c->add_option("--out", o.out, "Output directory")->required();
   c->add_option("--tp", o.tp, "Tensor-parallel ranks per stage")->capture_default_str()->check(at_least(1));
   c->add_option("--pp", o.pp, "Pipeline stages")->capture_default_str()->check(at_least(1));
-  c->add_option("--pp-layers", o.pp_layers, "Layers per stage, e.g. 2,3 (default: even split)")->delimiter(',');
+  c->add_option("--pp-layers", o.pp_layers, "Layers per stage, e.g. 2,3 (default: even, remainder to the middle)")->delimiter(',');
 }
 
 int shard_command(const ShardOptionsCli& o, const MpiSession& mpi) {
