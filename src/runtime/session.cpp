@@ -123,7 +123,7 @@ void Session::validate(const std::function<void(const Session&)>& checks) {
     if (o_.max_model_len > config_.max_seq_len)
       fail("--max-model-len ", o_.max_model_len, " exceeds the model's context of ", config_.max_seq_len,
            " tokens (max_position_embeddings)");
-    if (!o_.kv_cache_memory.empty()) parse_byte_size(o_.kv_cache_memory);  // refused before any weight is read
+    if (!o_.kv_cache_memory.empty()) kv_cache_bytes_ = parse_byte_size(o_.kv_cache_memory);  // before any weight is read
     context_ = o_.max_model_len > 0 ? std::min(o_.max_model_len, config_.max_seq_len) : config_.max_seq_len;
     if (o_.context_len > 0) context_ = std::min(context_, o_.context_len);
     if (checks) checks(*this);
@@ -166,9 +166,8 @@ void Session::load(const std::function<void(const Session&)>& on_device) {
   collective_phase([&] { check_weights_fit(config_, *topology_, device_->context(), dtype_, device_sharers_); });
   if (is_rank0()) {
     const bool gpu = device_->context().device == Device::kCuda;
-    const CommBackend comm = comm_backend();
     log::info("device: rank 0 on " + device_->describe() + "; TP and stage tensors over " +
-              (comm == CommBackend::kNccl ? "NCCL" : !gpu ? "MPI" : "MPI, staged through host memory") +
+              (comm_ == CommBackend::kNccl ? "NCCL" : !gpu ? "MPI" : "MPI, staged through host memory") +
               (device_sharers_ > 1 && gpu ? "; " + std::to_string(device_sharers_) + " ranks share its GPU" : ""));
   }
   load_model();
@@ -221,15 +220,11 @@ void Session::open_device() {
              gpus, " GPUs visible): start one rank per GPU, or pass --share-gpus --comm mpi to let them share");
       if (o_.comm == "nccl") fail("ranks ", list, " share one GPU, which NCCL cannot do: use --comm mpi");
     }
-    if (o_.comm != "auto") parse_comm_backend(o_.comm);
+    comm_ = o_.comm == "auto" ? (device == Device::kCuda && !o_.share_gpus ? CommBackend::kNccl : CommBackend::kMpi)
+                              : parse_comm_backend(o_.comm);
     dtype_ = weight_dtype(o_.dtype, device);
     device_ = std::make_unique<ops::DeviceRuntime>(device, gpu, threads_);
   });
-}
-
-CommBackend Session::comm_backend() const {
-  if (o_.comm != "auto") return parse_comm_backend(o_.comm);
-  return device_context().device == Device::kCuda && !o_.share_gpus ? CommBackend::kNccl : CommBackend::kMpi;
 }
 
 // Communicators, then this rank's shard of the weights.
@@ -237,10 +232,9 @@ void Session::load_model() {
   const auto t0 = Clock::now();
   world_ = mpi_.duplicate_world();
   const DeviceContext& ctx = device_->context();
-  const CommBackend comm = comm_backend();
-  tp_comm_ = make_group_communicator(mpi_.split(topology_->pp_rank(), topology_->tp_rank()), comm, ctx, "TP group");
+  tp_comm_ = make_group_communicator(mpi_.split(topology_->pp_rank(), topology_->tp_rank()), comm_, ctx, "TP group");
   stage_comm_ =
-      make_group_communicator(mpi_.split(topology_->tp_rank(), topology_->pp_rank()), comm, ctx, "stage group");
+      make_group_communicator(mpi_.split(topology_->tp_rank(), topology_->pp_rank()), comm_, ctx, "stage group");
   collective_phase([&] {
     const ModelLimits limits{o_.max_batch_tokens, max_logit_rows(o_.max_seqs, o_.max_batch_tokens)};
     ModelWeights weights = o_.synthetic ? random_weights(config_, *topology_, ctx, dtype_, o_.synthetic->seed)
@@ -302,8 +296,8 @@ void Session::make_kv_cache() {
     const uint64_t per_block =
         KvCache::bytes_per_block(model_->n_layers_local(), model_->kv_dim_local(), o_.kv_block_size, kv);
     const uint64_t budget =
-        !o_.kv_cache_memory.empty()
-            ? parse_byte_size(o_.kv_cache_memory)
+        kv_cache_bytes_ > 0
+            ? kv_cache_bytes_
             : static_cast<uint64_t>(0.8 * static_cast<double>(ops::memory_available(model_->context())) /
                                     std::max(1, device_sharers_));
     const long long most =

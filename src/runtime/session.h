@@ -148,7 +148,6 @@ class Session {
   void validate(const std::function<void(const Session&)>& checks);
   void log_layout() const;
   void open_device();
-  CommBackend comm_backend() const;
   void load_model();
   void report_weights() const;
   void make_kv_cache();
@@ -168,6 +167,8 @@ class Session {
   int device_sharers_ = 1;  // ranks of this node on this rank's device (its memory is theirs)
   bool first_on_device_ = true;
   DType dtype_ = DType::kF32;
+  CommBackend comm_{};           // how tensors move: chosen with the device
+  uint64_t kv_cache_bytes_ = 0;  // --kv-cache-memory; 0: a share of the free memory
   // Members are destroyed in reverse order: the pipeline, cache and model before the communicators
   // they use.
   std::unique_ptr<MpiCommunicator> world_;
