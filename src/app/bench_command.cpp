@@ -17,6 +17,7 @@
 #include "app/commands.h"
 #include "app/output_files.h"
 #include "app/run_report.h"
+#include "io/result_writer.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "model/shapes.h"

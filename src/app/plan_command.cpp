@@ -9,14 +9,14 @@
 #include "app/cli_checks.h"
 #include "app/commands.h"
 #include "app/output_files.h"
-#include "app/run_report.h"
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "io/result_writer.h"
 #include "model/checkpoint.h"
 #include "model/shapes.h"
-#include "planner/planner.h"
 #include "parallel/mpi_session.h"
+#include "planner/planner.h"
 
 namespace tpllama {
 

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/stop_signal.h"
+#include "io/result_writer.h"
 #include "model/kv_cache.h"
 #include "parallel/mpi_session.h"
 
@@ -98,10 +99,6 @@ void write_trace(const MpiSession& mpi, const Topology& t, const TraceRecorder& 
 }
 
 }  // namespace
-
-void write_json_file(const std::string& path, const nlohmann::json& j, const char* flag) {
-  write_text_file(path, j.dump(2) + "\n", flag);
-}
 
 nlohmann::json percentiles(const LatencyHistogram& h) {
   if (h.count() == 0) return nullptr;

@@ -13,8 +13,6 @@
 
 namespace tpllama {
 
-// The JSON, indented, as the whole of the file a flag names; fails naming both when it cannot.
-void write_json_file(const std::string& path, const nlohmann::json& j, const char* flag);
 // p50 / p90 / p99 / mean / count of a latency histogram in seconds; null when it is empty.
 nlohmann::json percentiles(const LatencyHistogram& h);
 

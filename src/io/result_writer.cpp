@@ -88,6 +88,10 @@ int open_output(const std::string& path, bool append, std::string& why) {
 
 }  // namespace
 
+void write_json_file(const std::string& path, const nlohmann::json& j, const char* flag) {
+  write_text_file(path, j.dump(2) + "\n", flag);
+}
+
 void write_text_file(const std::string& path, const std::string& text, const char* flag) {
   std::string why;
   const int fd = open_output(path, /*append=*/false, why);

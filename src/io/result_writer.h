@@ -60,6 +60,8 @@ int standard_stream_of(const std::string& path);
 // stderr is written through its descriptor, after what is already there. Throws Error naming
 // `flag` and the path.
 void write_text_file(const std::string& path, const std::string& text, const char* flag);
+// The JSON, indented, as the whole of the file a flag names (as write_text_file).
+void write_json_file(const std::string& path, const nlohmann::json& j, const char* flag);
 
 // An exclusive advisory lock (flock) on the output file, held for the whole run: a second run
 // on the same file — a resume started while the first is still writing — fails instead of
