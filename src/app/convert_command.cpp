@@ -11,7 +11,7 @@
 #include "model/llama2c.h"
 #include "model/shapes.h"
 #include "parallel/mpi_session.h"
-#include "runtime/tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace tpllama {
 
@@ -21,12 +21,15 @@ void add_convert_command(CLI::App& app, ConvertOptionsCli& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"llama2c", "random"}));
   c->add_option("--checkpoint", o.checkpoint, "llama2.c checkpoint (.bin), for --from llama2c");
-  c->add_option("--tokenizer", o.tokenizer, "SentencePiece tokenizer.model to place in the output")->required();
+  c->add_option("--tokenizer", o.tokenizer,
+                "Tokenizer to place in the output: a SentencePiece tokenizer.model, or a Hugging Face tokenizer.json "
+                "(with the tokenizer_config.json beside it)")
+      ->required();
   c->add_option("--out", o.out, "Output directory")->required();
   c->add_option("--dtype", o.dtype, "Weight dtype in the output: f32, bf16 or f16")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
-  c->add_option("--shape", o.shape, "For --from random: tiny, 110m, llama2-7b, llama3-8b, llama2-70b")
+  c->add_option("--shape", o.shape, "For --from random: tiny, llama3-tiny, 110m, llama2-7b, llama3-8b, llama2-70b")
       ->capture_default_str();
   c->add_option("--seed", o.seed, "For --from random: weight seed")->capture_default_str()->check(unsigned_64());
   c->add_option("--vocab", o.vocab, "For --from random: vocabulary size (default: the tokenizer's)")
@@ -55,8 +58,13 @@ int convert_command(const ConvertOptionsCli& o, const MpiSession& mpi) {
   c.vocab_size = o.vocab > 0 ? o.vocab : tokenizer.vocab_size();
   if (c.vocab_size < tokenizer.vocab_size())
     fail("--vocab ", c.vocab_size, " is smaller than the tokenizer's ", tokenizer.vocab_size(), " pieces");
-  c.bos_token_id = std::max(0, tokenizer.bos_id());
-  c.eos_token_ids = {std::max(0, tokenizer.eos_id())};
+  // A SentencePiece model names its BOS and EOS; a tokenizer.json's shape names them (Llama 3's).
+  if (tokenizer.is_sentencepiece()) {
+    c.bos_token_id = std::max(0, tokenizer.bos_id());
+    c.eos_token_ids = {std::max(0, tokenizer.eos_id())};
+  } else if (tokenizer.bos_id() >= 0) {
+    c.bos_token_id = tokenizer.bos_id();
+  }
   write_random_model(c, o.seed, options);
   log::info("wrote random-weight model " + o.out + " (shape " + o.shape + ", seed " + std::to_string(o.seed) +
             ", vocab " + std::to_string(c.vocab_size) + ")");

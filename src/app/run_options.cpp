@@ -14,10 +14,12 @@ namespace tpllama {
 
 void add_run_command(CLI::App& app, RunOptions& o) {
   CLI::App* run = app.add_subcommand("run", "Generate completions for every prompt of a file");
-  run->add_option("--model", o.model, "Hugging Face LLaMA model directory (config.json, *.safetensors, tokenizer.model)")
+  run->add_option("--model", o.model,
+                  "Hugging Face LLaMA model directory (config.json, *.safetensors, tokenizer.model or tokenizer.json)")
       ->required();
-  run->add_option("--input", o.input, "Prompt file: .txt (one prompt per line), .jsonl (objects with 'prompt', or 'context' and "
-                  "'continuation' to score), or an OpenAI batch file")
+  run->add_option("--input", o.input, "Prompt file: .txt (one prompt per line), .jsonl (objects with 'prompt', 'messages' "
+                  "(chat), or 'context' and 'continuation' to score), or an OpenAI batch file (/v1/completions and "
+                  "/v1/chat/completions lines)")
       ->required();
   run->add_option("--output", o.output, "Output JSONL file, one record per request, appended as requests finish")
       ->required();
@@ -62,7 +64,14 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--trace", o.trace, "Write a Chrome trace-event JSON (one track group per rank) to this file");
   run->add_option("--max-model-len", o.max_model_len, "Context per sequence, prompt + completion (default: the model's)")
       ->check(at_least(1));
+  add_chat_template_option(*run, o.chat_template);
   add_layout_options(*run, o);
+}
+
+void add_chat_template_option(CLI::App& c, std::string& path) {
+  c.add_option("--chat-template", path,
+               "Jinja chat template file for chat requests ('messages'), replacing the model's (chat_template.jinja, "
+               "else tokenizer_config.json's chat_template)");
 }
 
 void add_log_interval_option(CLI::App& c, RunOptions& o) {
@@ -123,6 +132,7 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
 SessionOptions session_options(const RunOptions& o) {
   SessionOptions s;
   s.model = o.model;
+  s.chat_template = o.chat_template;
   s.layout = LayoutRequest{o.tp, o.pp, o.pp_layers};
   s.allow_cross_node_tp = o.allow_cross_node_tp;
   s.threads = o.threads;

@@ -1,9 +1,12 @@
 // OpenAI batch request lines (custom_id, method, url, body) validated into Requests, and Results
-// shaped as batch output lines: a text_completion body on success, a 400 error body otherwise.
+// shaped as batch output lines: a text_completion or chat.completion body on success, a 400 error
+// body otherwise.
 #include "io/openai_batch.h"
 
 #include <algorithm>
 #include <iterator>
+#include <string>
+#include <string_view>
 
 #include "core/hash.h"
 #include "core/json_text.h"
@@ -20,9 +23,13 @@ using request_fields::find_field;
 using request_fields::reject;
 
 constexpr const char* kCompletionsUrl = "/v1/completions";
+constexpr const char* kChatUrl = "/v1/chat/completions";
 constexpr const char* kTopFields[] = {"custom_id", "method", "url", "body"};
 constexpr const char* kBodyFields[] = {"prompt", "max_tokens", "temperature", "top_k",     "top_p",
                                        "min_p",  "seed",       "stop",        "logprobs", "ignore_eos"};  // and kNeutralOnlyFields
+constexpr const char* kChatBodyFields[] = {"messages", "max_tokens", "max_completion_tokens", "temperature", "top_k",
+                                           "top_p", "min_p", "seed", "stop", "logprobs", "top_logprobs", "ignore_eos",
+                                           "tools", "chat_template_kwargs"};  // and kNeutralOnlyFields
 
 template <size_t N>
 bool is_one_of(const std::string& key, const char* const (&names)[N]) {
@@ -39,17 +46,20 @@ void collect_ignored(const json& object, const char* const (&known)[N], const st
       ignored.push_back(prefix + it.key());
 }
 
-void check_envelope(const json& object, const FieldSite& at) {
+// The envelope's checks; true for a chat request (url /v1/chat/completions).
+bool check_envelope(const json& object, const FieldSite& at) {
   if (const json* m = find_field(object, "method"); m && *m != json("POST"))
     reject(at, "field 'method' must be \"POST\", got ", describe_json(*m));
   auto url = object.find("url");
   if (url == object.end() || url->is_null())
-    reject(at, "missing required field 'url' (only ", kCompletionsUrl, " is supported)");
-  if (*url != json(kCompletionsUrl))
-    reject(at, "field 'url' is ", describe_json(*url), ": only ", kCompletionsUrl, " is supported");
+    reject(at, "missing required field 'url' (", kCompletionsUrl, " or ", kChatUrl, ")");
+  if (*url != json(kCompletionsUrl) && *url != json(kChatUrl))
+    reject(at, "field 'url' is ", describe_json(*url), ": only ", kCompletionsUrl, " and ", kChatUrl,
+           " are supported");
   auto body = object.find("body");
   if (body == object.end()) reject(at, "missing required field 'body'");
   if (!body->is_object()) reject(at, "field 'body' must be an object, got ", describe_json(*body));
+  return *url == json(kChatUrl);
 }
 
 // A string, a list of one string, a list of token ids or a list of one such list (the
@@ -82,16 +92,57 @@ ordered_json usage_json(const Result& r) {
   return u;
 }
 
+// A token's bytes from its shown text: "bytes:\xNN..." spells them out, other text is its own bytes.
+ordered_json token_bytes_json(const std::string& shown) {
+  ordered_json bytes = ordered_json::array();
+  constexpr std::string_view kPrefix = "bytes:";
+  if (shown.rfind(kPrefix, 0) == 0 && (shown.size() - kPrefix.size()) % 4 == 0) {
+    for (size_t i = kPrefix.size(); i + 4 <= shown.size(); i += 4)
+      bytes.push_back(std::stoi(shown.substr(i + 2, 2), nullptr, 16));
+    return bytes;
+  }
+  for (unsigned char c : shown) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+ordered_json chat_token_json(const std::string& token, double logprob) {
+  ordered_json t;
+  t["token"] = token;
+  t["logprob"] = logprob;
+  t["bytes"] = token_bytes_json(token);
+  return t;
+}
+
+// The chat layout: {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob",
+// "bytes"}]}]}.
+ordered_json chat_logprobs_json(const std::vector<TokenLogprob>& logprobs) {
+  ordered_json content = ordered_json::array();
+  for (const TokenLogprob& t : logprobs) {
+    ordered_json entry = chat_token_json(t.token, t.logprob);
+    ordered_json top = ordered_json::array();
+    for (const auto& [text, lp] : t.top) top.push_back(chat_token_json(text, lp));
+    entry["top_logprobs"] = std::move(top);
+    content.push_back(std::move(entry));
+  }
+  return {{"content", std::move(content)}};
+}
+
 ordered_json completion_body(const Result& r, const std::string& hex, const std::string& model,
                              int64_t created) {
   ordered_json choice;
   choice["index"] = 0;
-  choice["text"] = r.text;
-  choice["finish_reason"] = r.finish_reason;
-  choice["logprobs"] = r.logprobs ? logprobs_to_json(*r.logprobs) : ordered_json(nullptr);
+  if (r.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+    choice["logprobs"] = r.logprobs ? chat_logprobs_json(*r.logprobs) : ordered_json(nullptr);
+    choice["finish_reason"] = r.finish_reason;
+  } else {
+    choice["text"] = r.text;
+    choice["finish_reason"] = r.finish_reason;
+    choice["logprobs"] = r.logprobs ? logprobs_to_json(*r.logprobs) : ordered_json(nullptr);
+  }
   ordered_json body;
-  body["id"] = "cmpl-" + hex;
-  body["object"] = "text_completion";
+  body["id"] = (r.chat ? "chatcmpl-" : "cmpl-") + hex;
+  body["object"] = r.chat ? "chat.completion" : "text_completion";
   body["created"] = created;
   body["model"] = model;
   body["choices"] = ordered_json::array({choice});
@@ -101,7 +152,7 @@ ordered_json completion_body(const Result& r, const std::string& hex, const std:
 
 }  // namespace
 
-void parse_openai_batch_request(const json& object, Request& req,
+void parse_openai_batch_request(const json& object, const std::string& line, Request& req,
                                 std::vector<std::string>& ignored) {
   const FieldSite top{req.line, ""};
   try {
@@ -111,13 +162,18 @@ void parse_openai_batch_request(const json& object, Request& req,
     if (!id->is_string())
       reject(top, "field 'custom_id' must be a string, got ", describe_json(*id));
     req.id = *id;
-    check_envelope(object, top);
+    const bool chat = check_envelope(object, top);
     const json& body = object["body"];
-    collect_ignored(body, kBodyFields, "body.", /*generation=*/true, ignored);
     const FieldSite in_body{req.line, "body."};
-    parse_body_prompt(body, in_body, req);
-    request_fields::parse_generation_fields(body, in_body,
-                                            request_fields::LogprobsSyntax::kIntegerOnly, req);
+    if (chat) {
+      collect_ignored(body, kChatBodyFields, "body.", /*generation=*/true, ignored);
+      request_fields::parse_chat_fields(ordered_json::parse(line).at("body"), in_body, req);
+    } else {
+      collect_ignored(body, kBodyFields, "body.", /*generation=*/true, ignored);
+      parse_body_prompt(body, in_body, req);
+    }
+    request_fields::parse_generation_fields(
+        body, in_body, chat ? request_fields::LogprobsSyntax::kChat : request_fields::LogprobsSyntax::kIntegerOnly, req);
   } catch (const BadLine& bad) {
     req.error = bad.message;
   }

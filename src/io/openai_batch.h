@@ -1,5 +1,6 @@
 // The OpenAI Batch file convention (as read by `vllm run-batch`): request lines carrying a
-// /v1/completions body, and the response lines written back. Only completions, one choice each.
+// /v1/completions or /v1/chat/completions body, and the response lines written back, one choice
+// each.
 #pragma once
 
 #include <cstdint>
@@ -12,10 +13,11 @@
 
 namespace tpllama {
 
-// Fills req (line, default id and sampling already set) from one parsed batch line; a bad line
-// sets req.error naming the line and field. Names of fields it ignores ("body.model", ...) are
-// appended to ignored, for the caller to warn about once each.
-void parse_openai_batch_request(const nlohmann::json& object, Request& req,
+// Fills req (line, default id and sampling already set) from one parsed batch line (`line` its
+// text, read again for a chat body's keys in order); a bad line sets req.error naming the line and
+// field. Names of fields it ignores ("body.model", ...) are appended to ignored, for the caller to
+// warn about once each.
+void parse_openai_batch_request(const nlohmann::json& object, const std::string& line, Request& req,
                                 std::vector<std::string>& ignored);
 
 // 16 lowercase hex digits derived from the id alone (FNV-1a of id_key), so reruns agree.

@@ -34,7 +34,8 @@ using request_fields::reject;
 constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ULL;
 constexpr const char* kKnownFields[] = {"id",    "prompt", "max_tokens", "temperature", "top_k",
                                         "top_p", "min_p",  "seed",       "stop",        "logprobs",
-                                        "context", "continuation", "ignore_eos"};  // and kNeutralOnlyFields
+                                        "context", "continuation", "ignore_eos", "messages", "tools",
+                                        "chat_template_kwargs", "max_completion_tokens"};  // and kNeutralOnlyFields
 constexpr size_t kSniffBytes = size_t{4} << 20;
 constexpr const char* kByteOrderMark = "\xEF\xBB\xBF";
 
@@ -125,10 +126,16 @@ std::string parse_string(const json& object, const FieldSite& at, const char* ke
   return it->get<std::string>();
 }
 
-void parse_fields(const json& object, size_t line, Request& req) {
-  const FieldSite at{line, ""};
+// `line` is the text of the line: a chat request's fields are read again from it with their keys in
+// order.
+void parse_fields(const json& object, const std::string& line, Request& req) {
+  const FieldSite at{req.line, ""};
   req.id = parse_id(object, at);
-  if (object.contains("context") || object.contains("continuation")) {
+  if (object.contains("messages")) {
+    if (object.contains("prompt") || object.contains("context") || object.contains("continuation"))
+      reject(at, "a chat request has 'messages' only, not 'prompt', 'context' or 'continuation'");
+    request_fields::parse_chat_fields(nlohmann::ordered_json::parse(line), at, req);
+  } else if (object.contains("context") || object.contains("continuation")) {
     if (object.contains("prompt")) reject(at, "a request has either 'prompt' or 'context' and 'continuation', not both");
     req.scoring = true;
     req.context = parse_string(object, at, "context");
@@ -257,7 +264,7 @@ Request PromptReader::parse_jsonl(const std::string& line) {
   if (!request_fields::parse_object_line(line, object, req)) return req;
   warn_unknown_fields(object);
   try {
-    parse_fields(object, req.line, req);
+    parse_fields(object, line, req);
   } catch (const BadLine& bad) {
     req.error = bad.message;
   }
@@ -269,7 +276,7 @@ Request PromptReader::parse_openai(const std::string& line) {
   json object;
   if (!request_fields::parse_object_line(line, object, req)) return req;
   std::vector<std::string> ignored;
-  parse_openai_batch_request(object, req, ignored);
+  parse_openai_batch_request(object, line, req, ignored);
   for (const auto& field : ignored) warn_ignored(field);
   return req;
 }

@@ -41,7 +41,14 @@ struct Request {
   std::string continuation;
   std::vector<int> token_ids;
   int n_context_tokens = 0;
+  // A chat request: the conversation ([{"role", "content", ...}], keys in their given order) that
+  // the model's chat template renders into the prompt, and what else the template is given
+  // ("tools", the keys of "chat_template_kwargs").
+  std::optional<nlohmann::ordered_json> messages;
+  nlohmann::ordered_json chat_variables = nlohmann::ordered_json::object();
   std::string error;  // non-empty: the request is invalid; the message names the line
+
+  bool chat() const { return messages.has_value(); }
 };
 
 // One generated token: its text, its logprob, and the top alternatives (most likely first).
@@ -61,6 +68,7 @@ struct ScoreResult {
 
 struct Result {
   nlohmann::json id;
+  bool chat = false;  // answers a chat request (OpenAI batch: a chat.completion body)
   std::string text;
   int prompt_tokens = 0;
   int completion_tokens = 0;

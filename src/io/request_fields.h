@@ -44,7 +44,16 @@ bool parse_object_line(const std::string& line, nlohmann::json& object, Request&
 // rejected. The engine checks the ids against the vocabulary.
 bool parse_token_ids(const nlohmann::json& v, const FieldSite& at, const char* key, Request& req);
 
-enum class LogprobsSyntax { kIntegerOrBool, kIntegerOnly };
+// A chat request's fields, from its object parsed with keys in order (a template may print a
+// message or a tool with tojson): "messages", a non-empty list of objects, each with a string
+// "role" and a "content" that is a string, null, or a list of {"type": "text", "text"} parts
+// (joined with "\n", as vLLM does); "tools" (a list) and the keys of "chat_template_kwargs" (an
+// object) become template variables.
+void parse_chat_fields(const nlohmann::ordered_json& object, const FieldSite& at, Request& req);
+
+// kIntegerOrBool: JSONL's "logprobs" (true: the chosen token only); kIntegerOnly: the completions
+// body's; kChat: the chat completions body's "logprobs": true with "top_logprobs": n.
+enum class LogprobsSyntax { kIntegerOrBool, kIntegerOnly, kChat };
 
 // Sampling fields of vLLM / OpenAI that tpllama does not implement: each is accepted at its neutral
 // value (no effect) and refused at any other, which would change the text.

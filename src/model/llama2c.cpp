@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -49,9 +51,17 @@ void write_model_dir(const LlamaConfig& config, const NamedArrays& tensors, cons
   fs::create_directories(options.out_dir);
   if (!options.tokenizer_path.empty()) {
     if (!fs::exists(options.tokenizer_path)) fail("tokenizer ", options.tokenizer_path, " does not exist");
-    const std::string dest = options.out_dir + "/tokenizer.model";
-    fs::copy_file(options.tokenizer_path, dest, fs::copy_options::overwrite_existing);
-    fs::permissions(dest, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+    // A tokenizer.json travels with the tokenizer_config.json beside it (BOS, chat template).
+    const bool json = fs::path(options.tokenizer_path).extension() == ".json";
+    std::vector<std::pair<fs::path, std::string>> copies = {
+        {options.tokenizer_path, json ? "tokenizer.json" : "tokenizer.model"}};
+    const fs::path tokenizer_config = fs::path(options.tokenizer_path).parent_path() / "tokenizer_config.json";
+    if (json && fs::exists(tokenizer_config)) copies.emplace_back(tokenizer_config, "tokenizer_config.json");
+    for (const auto& [from, name] : copies) {
+      const std::string dest = options.out_dir + "/" + name;
+      fs::copy_file(from, dest, fs::copy_options::overwrite_existing);
+      fs::permissions(dest, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+    }
   }
   nlohmann::json j = config.to_json();
   j["torch_dtype"] = options.dtype == DType::kF32 ? "float32" : options.dtype == DType::kBF16 ? "bfloat16" : "float16";

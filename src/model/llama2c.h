@@ -12,7 +12,9 @@ namespace tpllama {
 
 struct ConvertOptions {
   std::string out_dir;
-  std::string tokenizer_path;  // copied to out_dir/tokenizer.model
+  // Copied to out_dir/tokenizer.model; a tokenizer.json to out_dir/tokenizer.json, with the
+  // tokenizer_config.json beside it when there is one.
+  std::string tokenizer_path;
   DType dtype = DType::kF32;
 };
 

@@ -31,10 +31,15 @@ LlamaConfig shape_config(const std::string& name) {
     c.rope_theta = 500000.0;
     c.bos_token_id = 128000;
     c.eos_token_ids = {128001, 128009};
+  } else if (name == "llama3-tiny") {  // Llama 3's vocabulary and RoPE on toy dimensions (tests)
+    set(64, 160, 2, 4, 2, 128256, 2048);
+    c.rope_theta = 500000.0;
+    c.bos_token_id = 128000;
+    c.eos_token_ids = {128001};
   } else if (name == "llama2-70b") {
     set(8192, 28672, 80, 64, 8, 32000, 4096);
   } else {
-    fail("unknown shape '", name, "' (known: tiny, 110m, llama2-7b, llama3-8b, llama2-70b)");
+    fail("unknown shape '", name, "' (known: tiny, llama3-tiny, 110m, llama2-7b, llama3-8b, llama2-70b)");
   }
   c.rms_norm_eps = 1e-5;
   return c;

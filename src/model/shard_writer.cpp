@@ -114,7 +114,8 @@ void write_shards(const ShardOptions& o) {
               std::to_string(bytes) + " bytes (tp rank " + std::to_string(t.tp_rank()) + ", pp rank " +
               std::to_string(t.pp_rank()) + ")");
   }
-  for (const char* extra : {"config.json", "tokenizer.model", "tokenizer_config.json", "generation_config.json"})
+  for (const char* extra : {"config.json", "tokenizer.model", "tokenizer.json", "tokenizer_config.json",
+                            "generation_config.json", "chat_template.jinja", "special_tokens_map.json"})
     if (fs::exists(o.model_dir + "/" + extra))
       fs::copy_file(o.model_dir + "/" + extra, o.out_dir + "/" + extra, fs::copy_options::overwrite_existing);
 

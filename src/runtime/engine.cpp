@@ -23,13 +23,13 @@ namespace {
 // One run: the parts, the sequences between them, and the stop.
 class Run {
  public:
-  Run(const LlamaConfig& config, const Tokenizer* tokenizer, StepExecutor& executor, const EngineOptions& o,
+  Run(const LlamaConfig& config, const ModelText* text, StepExecutor& executor, const EngineOptions& o,
       const EngineIo& io)
       : executor_(executor),
         o_(o),
         io_(io),
-        rules_{config.eos_token_ids, o.context},
-        intake_(*io.reader, tokenizer, {o.add_bos, config.bos_token_id, config.vocab_size, o.context}, io.resume),
+        rules_{text ? text->stop_ids() : config.eos_token_ids, o.context},
+        intake_(*io.reader, text, {config.vocab_size, o.context}, io.resume),
         blocks_(o.kv_blocks, o.kv_block_size, o.max_seqs),
         scheduler_({o.max_batch_tokens, o.max_logit_rows, o.max_seqs, o.groups}, blocks_),
         publisher_(*io.writer, io.ordered, io.reorder_limit),
@@ -177,8 +177,8 @@ class Run {
 
 }  // namespace
 
-Engine::Engine(const LlamaConfig& config, const Tokenizer* tokenizer, StepExecutor& executor, EngineOptions options)
-    : config_(config), tokenizer_(tokenizer), executor_(executor), options_(std::move(options)) {
+Engine::Engine(const LlamaConfig& config, const ModelText* text, StepExecutor& executor, EngineOptions options)
+    : config_(config), text_(text), executor_(executor), options_(std::move(options)) {
   if (options_.max_seqs < 1) fail("--max-seqs must be at least 1, got ", options_.max_seqs);
   if (options_.max_batch_tokens < 1) fail("--max-batch-tokens must be at least 1, got ", options_.max_batch_tokens);
   if (options_.groups < 1) fail("micro-batch groups must be at least 1, got ", options_.groups);
@@ -191,7 +191,7 @@ Engine::Engine(const LlamaConfig& config, const Tokenizer* tokenizer, StepExecut
 
 RunSummary Engine::run(const EngineIo& io) {
   TPLLAMA_CHECK(io.reader != nullptr && io.writer != nullptr, "engine without reader or writer");
-  Run run(config_, tokenizer_, executor_, options_, io);
+  Run run(config_, text_, executor_, options_, io);
   return run.run();
 }
 

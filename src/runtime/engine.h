@@ -13,7 +13,7 @@
 #include "model/config.h"
 #include "runtime/run_metrics.h"
 #include "runtime/step_plan.h"
-#include "runtime/tokenizer.h"
+#include "runtime/model_text.h"
 
 namespace tpllama {
 
@@ -21,7 +21,6 @@ struct EngineOptions {
   int max_seqs = 64;            // sequences in flight at once (= KV cache slots)
   int max_batch_tokens = 2048;  // tokens per forward step (prefill is chunked to fit)
   double log_interval = 30.0;   // seconds between progress lines when stderr is not a terminal
-  bool add_bos = true;          // prepend the config's bos_token_id to every prompt
   int groups = 1;               // micro-batch groups in flight (the pipeline depth)
   int context = 0;              // tokens per sequence, prompt + completion (0: the model's)
   int kv_block_size = 16;       // positions per KV block
@@ -46,16 +45,16 @@ struct EngineIo {
 
 class Engine {
  public:
-  // tokenizer may be null when every request carries token ids (benchmarks); results then carry
-  // no text. Throws naming the flag when the options cannot work (a KV cache too small for one
-  // full-context sequence).
-  Engine(const LlamaConfig& config, const Tokenizer* tokenizer, StepExecutor& executor, EngineOptions options);
+  // text may be null when every request carries token ids (benchmarks); results then carry no
+  // text and config.json's eos_token_id ends completions. Throws naming the flag when the options
+  // cannot work (a KV cache too small for one full-context sequence).
+  Engine(const LlamaConfig& config, const ModelText* text, StepExecutor& executor, EngineOptions options);
   // Runs every request of the reader; shuts the executor down at the end.
   RunSummary run(const EngineIo& io);
 
  private:
   const LlamaConfig& config_;
-  const Tokenizer* tokenizer_;
+  const ModelText* text_;
   StepExecutor& executor_;
   EngineOptions options_;
 };

@@ -10,35 +10,21 @@ namespace {
 
 std::string line_prefix(const Request& r) { return "line " + std::to_string(r.line) + ": "; }
 
-std::vector<int> encode(const Tokenizer* tokenizer, const std::string& text) {
-  TPLLAMA_CHECK(tokenizer != nullptr, "a text request reached an engine without a tokenizer");
-  return tokenizer->encode(text);
-}
-
-// The tokens the model is given for request r: its token ids as given, else BOS (when add_bos) and
-// the prompt's encoding. A scoring request is tokenized as evaluation harnesses do: context and
-// continuation encoded together, split where the context's own encoding ends; n_context is set to
-// the context's tokens (BOS included). tokenizer may be null only for token-id requests.
-std::vector<int32_t> tokenize_request(const Request& r, const Tokenizer* tokenizer, bool add_bos, int bos_token_id,
-                                      int* n_context) {
-  std::vector<int32_t> tokens;
-  if (!r.token_ids.empty()) {
-    tokens.assign(r.token_ids.begin(), r.token_ids.end());
+// The tokens of r (ModelText::encode); text may be null only when r carries token ids.
+std::vector<int32_t> tokenize_request(const Request& r, const ModelText* text, int* n_context) {
+  TPLLAMA_CHECK(text != nullptr || !r.token_ids.empty(), "a text request reached an engine without a tokenizer");
+  if (text == nullptr) {
     if (r.scoring) *n_context = r.n_context_tokens;
-    return tokens;
+    return {r.token_ids.begin(), r.token_ids.end()};
   }
-  if (add_bos) tokens.push_back(bos_token_id);
-  const size_t bos = tokens.size();
-  for (int id : encode(tokenizer, r.scoring ? r.context + r.continuation : r.prompt)) tokens.push_back(id);
-  if (r.scoring) *n_context = static_cast<int>(bos + (r.context.empty() ? 0 : encode(tokenizer, r.context).size()));
-  return tokens;
+  return text->encode(r, n_context);
 }
 
 }  // namespace
 
-RequestIntake::RequestIntake(RequestSource& source, const Tokenizer* tokenizer, const IntakeOptions& options,
+RequestIntake::RequestIntake(RequestSource& source, const ModelText* text, const IntakeOptions& options,
                              ResumeIndex* resume)
-    : source_(source), tokenizer_(tokenizer), options_(options) {
+    : source_(source), text_(text), options_(options) {
   if (resume != nullptr) {
     remaining_done_ = std::move(resume->done);
     resumed_records_ = std::move(resume->by_id);
@@ -67,6 +53,7 @@ Admission RequestIntake::reject(const Request& r, uint64_t order, int prompt_tok
   a.order = order;
   Result& res = a.rejected.emplace();
   res.id = r.id;
+  res.chat = r.chat();
   res.prompt_tokens = prompt_tokens;
   res.finish_reason = "error";
   res.error = message;
@@ -98,8 +85,12 @@ bool RequestIntake::already_written(const std::string& key, const Request* by_id
 // a kill, the answered requests lead the input).
 void RequestIntake::check_resumed(const Request& req, const ResumedRecord& record) const {
   int n_context = 0;
-  const std::vector<int32_t> tokens =
-      tokenize_request(req, tokenizer_, options_.add_bos, options_.bos_token_id, &n_context);
+  std::vector<int32_t> tokens;
+  try {
+    tokens = tokenize_request(req, text_, &n_context);
+  } catch (const PromptError&) {
+    return;  // its record says so; a template that refuses it now refused it then
+  }
   const long long mine = static_cast<long long>(tokens.size()) - (req.scoring ? n_context : 0);
   if (record.scoring == req.scoring && record.tokens == mine) return;
   const auto what = [](bool scoring, long long n) {
@@ -131,7 +122,12 @@ Admission RequestIntake::admit(Request req) {
   if (already_written(error_line_key(req.line)) || already_written(key, &req)) return {};
   const uint64_t order = next_order_++;
   int n_context = 0;
-  std::vector<int32_t> tokens = tokenize_request(req, tokenizer_, options_.add_bos, options_.bos_token_id, &n_context);
+  std::vector<int32_t> tokens;
+  try {
+    tokens = tokenize_request(req, text_, &n_context);
+  } catch (const PromptError& e) {
+    return reject(req, order, 0, line_prefix(req) + e.what());
+  }
   const int n = static_cast<int>(tokens.size());
   const std::vector<int>& ids = req.token_ids;
   for (size_t i = 0; i < ids.size(); ++i)
@@ -157,7 +153,8 @@ Admission RequestIntake::admit(Request req) {
                       std::to_string(options_.context) + " tokens, leaving no room to generate");
   Admission a;
   a.order = order;
-  a.sequence = std::make_unique<Sequence>(std::move(req), tokenizer_, std::move(tokens), n_context, order);
+  a.sequence = std::make_unique<Sequence>(std::move(req), text_ ? &text_->tokenizer() : nullptr, std::move(tokens),
+                                          n_context, order);
   a.sequence->admitted = admitted;
   return a;
 }

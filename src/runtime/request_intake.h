@@ -14,13 +14,11 @@
 #include "io/resume.h"
 #include "runtime/run_metrics.h"
 #include "runtime/sequence.h"
-#include "runtime/tokenizer.h"
+#include "runtime/model_text.h"
 
 namespace tpllama {
 
 struct IntakeOptions {
-  bool add_bos = true;   // prepend bos_token_id to a text prompt
-  int bos_token_id = 1;
   int vocab_size = 0;    // token ids must be below it
   int context = 0;       // tokens per sequence, prompt + completion
 };
@@ -36,7 +34,8 @@ struct Admission {
 class RequestIntake {
  public:
   // resume may be null (no --resume); the intake takes its maps.
-  RequestIntake(RequestSource& source, const Tokenizer* tokenizer, const IntakeOptions& options, ResumeIndex* resume);
+  // text may be null when every request carries token ids (benchmarks).
+  RequestIntake(RequestSource& source, const ModelText* text, const IntakeOptions& options, ResumeIndex* resume);
 
   // Reads the next request; nullopt at the end of the input (or once closed).
   std::optional<Admission> next();
@@ -61,7 +60,7 @@ class RequestIntake {
   static constexpr int kCheckedResumes = 1000;  // tokenizing costs
 
   RequestSource& source_;
-  const Tokenizer* tokenizer_;
+  const ModelText* text_;
   IntakeOptions options_;
   std::unordered_map<std::string, int> remaining_done_;  // --resume: records still to skip per id
   std::unordered_map<std::string, std::vector<ResumedRecord>> resumed_records_;  // --resume: by id

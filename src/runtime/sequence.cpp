@@ -85,6 +85,7 @@ void Sequence::score_token(const RowLogprobs& row, int argmax_token) {
 Result Sequence::take_result() {
   Result result;
   result.id = request.id;
+  result.chat = request.chat();
   result.text = std::move(text);
   result.prompt_tokens = n_prompt;
   result.completion_tokens = n_generated;

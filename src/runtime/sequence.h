@@ -13,7 +13,7 @@
 #include "io/request.h"
 #include "runtime/sampler.h"
 #include "runtime/step_plan.h"
-#include "runtime/tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace tpllama {
 

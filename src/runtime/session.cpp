@@ -27,30 +27,11 @@
 #include "parallel/communicator.h"
 #include "parallel/group_comm.h"
 #include "parallel/mpi_comm.h"
+#include "runtime/model_text.h"
 #include "runtime/pipeline.h"
-#include "runtime/tokenizer.h"
 
 namespace tpllama {
 namespace {
-
-// Hugging Face tokenizer_config.json may turn BOS off ("add_bos_token": false); LLaMA default is on.
-bool tokenizer_adds_bos(const std::string& model_dir) {
-  const std::string path = model_dir + "/tokenizer_config.json";
-  std::ifstream in(path);
-  if (!in) return true;
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    log::warn(path + " is not a JSON object: ignored, so a BOS token is prepended to every prompt");
-    return true;
-  }
-  auto add = j.find("add_bos_token");
-  if (add == j.end() || add->is_null()) return true;
-  if (!add->is_boolean()) {
-    log::warn(path + ": add_bos_token is " + add->dump() + ", not true or false: ignored, so a BOS token is prepended");
-    return true;
-  }
-  return add->get<bool>();
-}
 
 void warn_cross_node_tp(const Topology& t, const NodeInfo& nodes) {
   for (int stage = 0; stage < t.pp_size(); ++stage) {
@@ -101,6 +82,11 @@ Session::Session(const MpiSession& mpi, SessionOptions options, const std::funct
     : mpi_(mpi), o_(std::move(options)), deadline_(o_.grace_seconds), nodes_(mpi.detect_nodes()) {
   validate(checks);
   if (is_rank0()) log_layout();
+  if (text_)
+    log::info("tokenizer: " + text_->tokenizer().path() + " (" + std::to_string(text_->tokenizer().vocab_size()) +
+              " tokens); chat template: " +
+              (text_->has_chat_template() ? text_->chat_template_source() : std::string("none")) +
+              "; stop ids: " + text_->stop_ids_origin());
 }
 
 Session::~Session() = default;
@@ -127,14 +113,7 @@ void Session::validate(const std::function<void(const Session&)>& checks) {
     context_ = o_.max_model_len > 0 ? std::min(o_.max_model_len, config_.max_seq_len) : config_.max_seq_len;
     if (o_.context_len > 0) context_ = std::min(context_, o_.context_len);
     if (checks) checks(*this);
-    if (is_rank0() && checkpoint_) {
-      if (!std::filesystem::exists(checkpoint_->tokenizer_path()))
-        fail("model directory ", o_.model, " has no tokenizer.model (a SentencePiece model is required)");
-      tokenizer_ = std::make_unique<Tokenizer>(checkpoint_->tokenizer_path());
-      if (tokenizer_->vocab_size() > config_.vocab_size)
-        fail(checkpoint_->tokenizer_path(), " has ", tokenizer_->vocab_size(), " pieces but config.json says vocab_size ",
-             config_.vocab_size);
-    }
+    if (is_rank0() && checkpoint_) text_ = std::make_unique<ModelText>(o_.model, config_, o_.chat_template);
   });
 }
 
@@ -348,7 +327,6 @@ RunSummary Session::serve(const ServeOptions& options, EngineIo io, TraceRecorde
     e.max_seqs = o_.max_seqs;
     e.max_batch_tokens = o_.max_batch_tokens;
     e.log_interval = options.log_interval;
-    e.add_bos = tokenizer_adds_bos(o_.model);
     e.groups = t.pp_size();
     e.context = context_;
     e.kv_block_size = o_.kv_block_size;
@@ -358,7 +336,7 @@ RunSummary Session::serve(const ServeOptions& options, EngineIo io, TraceRecorde
     e.how_to_continue = c.resumable ? "resume with --resume" : c.restart_hint;
     io.terminal = ::isatty(STDERR_FILENO) != 0;
     io.trace = &trace;
-    Engine engine(config_, tokenizer_.get(), *pipeline_, e);
+    Engine engine(config_, text_.get(), *pipeline_, e);
     summary = engine.run(io);
   } else {
     pipeline_->serve();
@@ -395,6 +373,8 @@ RankFigures Session::rank_figures() const {
 }
 
 DType Session::kv_dtype() const { return cache_->dtype(); }
+
+const Tokenizer* Session::tokenizer() const { return text_ ? &text_->tokenizer() : nullptr; }
 
 const DeviceContext& Session::device_context() const {
   TPLLAMA_CHECK(device_ != nullptr, "the device is opened by load()");

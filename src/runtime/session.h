@@ -26,6 +26,7 @@ class KvCache;
 class LlamaModel;
 class MpiCommunicator;
 class Pipeline;
+class ModelText;
 class Tokenizer;
 class TraceRecorder;
 enum class CommBackend;
@@ -44,6 +45,7 @@ struct SyntheticModel {
 struct SessionOptions {
   std::string model;                        // Hugging Face directory (or a shard set); unused when synthetic
   std::optional<SyntheticModel> synthetic;  // random weights of a named shape instead
+  std::string chat_template;                // --chat-template: a file replacing the model's template
   LayoutRequest layout;
   bool allow_cross_node_tp = false;
   int threads = 0;                // 0: cores of the node / ranks on the node
@@ -131,8 +133,10 @@ class Session {
   const LlamaConfig& config() const { return config_; }
   const Topology& topology() const { return *topology_; }
   const NodeInfo& nodes() const { return nodes_; }
-  // Rank 0, a model with files: its tokenizer (null elsewhere and for a synthetic model).
-  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  // Rank 0, a model with files: its tokenizer and chat template (null elsewhere and for a synthetic
+  // model).
+  const ModelText* text() const { return text_.get(); }
+  const Tokenizer* tokenizer() const;
   // Tokens per sequence, prompt + completion: the model's, or less by --max-model-len or the command.
   int context() const { return context_; }
   // After load():
@@ -159,7 +163,7 @@ class Session {
   LlamaConfig config_;
   std::unique_ptr<Checkpoint> checkpoint_;  // null for a synthetic model
   std::unique_ptr<Topology> topology_;
-  std::unique_ptr<Tokenizer> tokenizer_;  // rank 0
+  std::unique_ptr<ModelText> text_;  // rank 0
   int context_ = 0;
   int threads_ = 1;
   ops::cpu::ThreadPlacement placement_;

@@ -13,7 +13,7 @@
 
 #include "cli_util.h"
 #include "llama_reference.h"
-#include "runtime/tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace {
 

@@ -206,7 +206,7 @@ class Collected : public ResultSink {
   std::vector<Result> results;
 };
 
-IntakeOptions intake_options(int context) { return {true, 1, kVocab, context}; }
+IntakeOptions intake_options(int context) { return {kVocab, context}; }
 
 TEST(RequestIntake, TurnsBadRequestsIntoErrorRecordsInOrder) {
   Request duplicate = token_request(0, {1, 5}, 4);

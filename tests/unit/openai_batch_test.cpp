@@ -93,7 +93,7 @@ TEST(OpenAiBatchInput, UnsupportedRequestsAreErrorRecordsNamingTheLine) {
   auto reqs = read_batch(
       "\n" +
       std::string(
-          R"({"custom_id": "chat", "url": "/v1/chat/completions", "body": {"prompt": "p"}})") +
+          R"({"custom_id": "chat", "url": "/v1/embeddings", "body": {"prompt": "p"}})") +
       "\n" + line_with_body(R"({"prompt": "p", "n": 2})") +
       line_with_body(R"({"prompt": "p", "echo": true})") +
       R"({"url": "/v1/completions", "body": {"prompt": "p"}})"
@@ -105,7 +105,8 @@ TEST(OpenAiBatchInput, UnsupportedRequestsAreErrorRecordsNamingTheLine) {
       line_with_body(ok_body));
   ASSERT_EQ(reqs.size(), 7u);
   EXPECT_EQ(reqs[0].error,
-            "line 2: field 'url' is \"/v1/chat/completions\": only /v1/completions is supported");
+            "line 2: field 'url' is \"/v1/embeddings\": only /v1/completions and /v1/chat/completions are "
+            "supported");
   EXPECT_EQ(reqs[0].id, json("chat"));
   EXPECT_EQ(reqs[1].error, "line 3: field 'body.n' is 2: tpllama does not support it (only 1, which has no effect)");
   EXPECT_EQ(reqs[2].error,
@@ -143,7 +144,7 @@ TEST(OpenAiBatchInput, BadBodyFieldsNameTheBodyPath) {
   EXPECT_EQ(reqs[5].error, "line 6: field 'body.logprobs' must be an integer in [0, 20], got 21");
   EXPECT_EQ(reqs[6].error, "line 7: field 'body' must be an object, got \"p\"");
   EXPECT_EQ(reqs[7].error,
-            "line 8: missing required field 'url' (only /v1/completions is supported)");
+            "line 8: missing required field 'url' (/v1/completions or /v1/chat/completions)");
 }
 
 // The completions API's token-id forms of one prompt: a list of ids, or a list of one such list.

@@ -1,6 +1,6 @@
 // Tokenizer and IncrementalDetokenizer against the real stories260K tokenizer, with SentencePiece's
 // own DecodeIds as the independent oracle for every decode.
-#include "runtime/tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <gtest/gtest.h>
 #include <sentencepiece_processor.h>

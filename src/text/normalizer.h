@@ -1,0 +1,38 @@
+// tokenizer.json's "normalizer": the rewrites applied to each stretch of text between added tokens
+// before it is split into words: Prepend, Replace, NFC, and Sequences of them. Others are refused.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "text/hf_json.h"
+#include "text/hf_regex.h"
+
+namespace tpllama::hf {
+
+class Normalizer {
+ public:
+  Normalizer() = default;
+  // j is the "normalizer" value (null for none); where names it in messages.
+  Normalizer(const Json& j, const std::string& where);
+
+  bool empty() const { return steps_.empty(); }
+
+  // text (valid UTF-8) normalized. Not thread-safe: a Replace regex reuses its match data.
+  std::string apply(std::string_view text) const;
+
+ private:
+  enum class Kind { kPrepend, kReplace, kNfc };
+  struct Step {
+    Kind kind;
+    std::string text;              // Prepend: what to put in front; Replace: the replacement
+    std::vector<Pattern> pattern;  // Replace: one pattern (a vector: Pattern has no empty state)
+  };
+
+  void add(const Json& j, const std::string& where);
+
+  std::vector<Step> steps_;
+};
+
+}  // namespace tpllama::hf
