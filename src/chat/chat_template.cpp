@@ -14,10 +14,12 @@ struct ChatTemplate::Impl {
   jinja::Template tmpl;
 };
 
-ChatTemplate::ChatTemplate(const std::string& text, std::string source) : source_(std::move(source)) {
+ChatTemplate::ChatTemplate(const std::string& text, std::string source)
+    : source_(std::move(source)) {
   jinja::TemplateOptions options;  // trim_blocks and lstrip_blocks on, as transformers sets them
   options.functions = {"raise_exception", "strftime_now"};
-  impl_ = std::make_shared<const Impl>(Impl{jinja::Template(text, source_ + ": chat template", options)});
+  impl_ = std::make_shared<const Impl>(
+      Impl{jinja::Template(text, source_ + ": chat template", options)});
 }
 
 namespace {
@@ -54,8 +56,10 @@ void set_variable(jinja::Variables& vars, const std::string& name, jinja::Value 
 std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                  const std::string& bos_token, const std::string& eos_token,
                                  const nlohmann::ordered_json& extra) const {
-  if (!messages.is_array()) fail(source_, ": chat messages must be a JSON array, got ", messages.type_name());
-  if (!extra.is_object()) fail(source_, ": chat template variables must be a JSON object, got ", extra.type_name());
+  if (!messages.is_array())
+    fail(source_, ": chat messages must be a JSON array, got ", messages.type_name());
+  if (!extra.is_object())
+    fail(source_, ": chat template variables must be a JSON object, got ", extra.type_name());
   using jinja::Value;
   jinja::Variables vars;
   vars.emplace_back("messages", jinja::from_json(messages));
@@ -67,20 +71,26 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
   vars.emplace_back("eos_token", Value::string(eos_token));
   for (const auto& [key, value] : extra.items()) {
     if (key == "messages" || key == "add_generation_prompt")
-      fail(source_, ": chat template variable '", key, "' is set by the chat itself, not by extra variables");
+      fail(source_, ": chat template variable '", key,
+           "' is set by the chat itself, not by extra variables");
     set_variable(vars, key, jinja::from_json(value));
   }
   const std::string& source = source_;
-  vars.emplace_back("raise_exception", Value::callable("raise_exception", [&source](const jinja::CallArgs& args) -> Value {
-    const jinja::BoundArgs a(args, {"message"}, "raise_exception");
-    throw ChatTemplateError(source + ": " + jinja::to_str(a[0]));
-  }));
+  vars.emplace_back(
+      "raise_exception",
+      Value::callable("raise_exception", [&source](const jinja::CallArgs& args) -> Value {
+        const jinja::BoundArgs a(args, {"message"}, "raise_exception");
+        throw ChatTemplateError(source + ": " + jinja::to_str(a[0]));
+      }));
   const std::optional<std::time_t> clock = test_clock_;
-  vars.emplace_back("strftime_now", Value::callable("strftime_now", [clock](const jinja::CallArgs& args) {
-    const jinja::BoundArgs a(args, {"format"}, "strftime_now");
-    if (!a[0].is_string()) throw jinja::EvalError("strftime_now() argument must be str, not " + jinja::type_name(a[0]));
-    return Value::string(format_time(a[0].as_string(), clock));
-  }));
+  vars.emplace_back("strftime_now",
+                    Value::callable("strftime_now", [clock](const jinja::CallArgs& args) {
+                      const jinja::BoundArgs a(args, {"format"}, "strftime_now");
+                      if (!a[0].is_string())
+                        throw jinja::EvalError("strftime_now() argument must be str, not " +
+                                               jinja::type_name(a[0]));
+                      return Value::string(format_time(a[0].as_string(), clock));
+                    }));
   try {
     return impl_->tmpl.render(vars);
   } catch (const jinja::RenderError& e) {
@@ -90,20 +100,24 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
 
 std::optional<std::string> chat_template_from_config(const nlohmann::json& tokenizer_config,
                                                      const std::string& source) {
-  if (!tokenizer_config.is_object()) fail(source, ": tokenizer config is not a JSON object but ", tokenizer_config.type_name());
+  if (!tokenizer_config.is_object())
+    fail(source, ": tokenizer config is not a JSON object but ", tokenizer_config.type_name());
   const auto field = tokenizer_config.find("chat_template");
   if (field == tokenizer_config.end() || field->is_null()) return std::nullopt;
   if (field->is_string()) return field->get<std::string>();
   if (!field->is_array())
-    fail(source, ": chat_template must be a string or a list of {name, template}, got ", field->type_name());
+    fail(source, ": chat_template must be a string or a list of {name, template}, got ",
+         field->type_name());
   if (field->empty()) fail(source, ": chat_template is an empty list");
   const nlohmann::json* chosen = nullptr;
   for (size_t i = 0; i < field->size(); ++i) {
     const nlohmann::json& entry = (*field)[i];
-    const bool well_formed = entry.is_object() && entry.contains("name") && entry["name"].is_string() &&
-                             entry.contains("template") && entry["template"].is_string();
+    const bool well_formed = entry.is_object() && entry.contains("name") &&
+                             entry["name"].is_string() && entry.contains("template") &&
+                             entry["template"].is_string();
     if (!well_formed) {
-      fail(source, ": chat_template[", i, "] is not a {\"name\": string, \"template\": string} object: ",
+      fail(source, ": chat_template[", i,
+           "] is not a {\"name\": string, \"template\": string} object: ",
            entry.dump().substr(0, 120));
     }
     if (!chosen && entry["name"] == "default") chosen = &entry;

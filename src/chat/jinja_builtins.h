@@ -53,7 +53,8 @@ class BoundArgs {
             std::string_view function);
   bool given(size_t i) const { return given_[i]; }
   const Value& operator[](size_t i) const { return values_[i]; }
-  // The argument, or `fallback` when it was not passed. By value: the fallback is often a temporary.
+  // The argument, or `fallback` when it was not passed. By value: the fallback is often a
+  // temporary.
   Value get(size_t i, Value fallback) const;
 
  private:

@@ -1,4 +1,4 @@
-// The filters and tests of the Jinja subset, with Jinja2's semantics on every input type (Undefined
+// The filters of the Jinja subset, with Jinja2's semantics on every input type (Undefined
 // included); `tojson` is Hugging Face's: json.dumps with ensure_ascii=False and no key sorting.
 #include <algorithm>
 #include <cmath>
@@ -24,11 +24,16 @@ Value filter_trim(const Value& in, const CallArgs& args) {
 Value filter_length(const Value& in, const CallArgs& args) {
   BoundArgs a(args, {}, "length");
   switch (in.kind()) {
-    case Value::Kind::kUndefined: return Value::integer(0);
-    case Value::Kind::kString: return Value::integer(static_cast<std::int64_t>(text::code_point_count(in.as_string())));
-    case Value::Kind::kList: return Value::integer(static_cast<std::int64_t>(in.as_list().items.size()));
-    case Value::Kind::kDict: return Value::integer(static_cast<std::int64_t>(in.as_dict().items.size()));
-    default: throw EvalError("object of type '" + type_name(in) + "' has no len()");
+    case Value::Kind::kUndefined:
+      return Value::integer(0);
+    case Value::Kind::kString:
+      return Value::integer(static_cast<std::int64_t>(text::code_point_count(in.as_string())));
+    case Value::Kind::kList:
+      return Value::integer(static_cast<std::int64_t>(in.as_list().items.size()));
+    case Value::Kind::kDict:
+      return Value::integer(static_cast<std::int64_t>(in.as_dict().items.size()));
+    default:
+      throw EvalError("object of type '" + type_name(in) + "' has no len()");
   }
 }
 
@@ -38,7 +43,8 @@ Value filter_tojson(const Value& in, const CallArgs& args) {
   style.ensure_ascii = truthy(a.get(0, Value::boolean(false)));
   const Value indent = a.get(1, Value::none());
   if (indent.is_integral()) {
-    style.indent = std::string(static_cast<size_t>(std::max<std::int64_t>(0, indent.as_int())), ' ');
+    style.indent =
+        std::string(static_cast<size_t>(std::max<std::int64_t>(0, indent.as_int())), ' ');
   } else if (indent.is_string()) {
     style.indent = indent.as_string();
   } else if (!indent.is_none()) {
@@ -49,8 +55,10 @@ Value filter_tojson(const Value& in, const CallArgs& args) {
   const Value separators = a.get(2, Value::none());
   if (!separators.is_none()) {
     const bool pair = separators.is_list() && separators.as_list().items.size() == 2 &&
-                      separators.as_list().items[0].is_string() && separators.as_list().items[1].is_string();
-    if (!pair) throw EvalError("tojson separators must be a pair of strings, got " + to_repr(separators));
+                      separators.as_list().items[0].is_string() &&
+                      separators.as_list().items[1].is_string();
+    if (!pair)
+      throw EvalError("tojson separators must be a pair of strings, got " + to_repr(separators));
     style.item_separator = separators.as_list().items[0].as_string();
     style.key_separator = separators.as_list().items[1].as_string();
   }
@@ -95,7 +103,8 @@ Value filter_title(const Value& in, const CallArgs& args) {
 
 Value filter_default(const Value& in, const CallArgs& args) {
   BoundArgs a(args, {"default_value", "boolean"}, "default");
-  const bool use_default = in.is_undefined() || (truthy(a.get(1, Value::boolean(false))) && !truthy(in));
+  const bool use_default =
+      in.is_undefined() || (truthy(a.get(1, Value::boolean(false))) && !truthy(in));
   return use_default ? a.get(0, Value::string("")) : in;
 }
 
@@ -129,8 +138,8 @@ Value filter_replace(const Value& in, const CallArgs& args) {
   BoundArgs a(args, {"old", "new", "count"}, "replace");
   if (!a.given(0) || !a.given(1)) throw EvalError("replace() needs the old and the new string");
   const Value count = a.get(2, Value::none());
-  return Value::string(text::replace(to_str(in), to_str(a[0]), to_str(a[1]),
-                                     count.is_none() ? -1 : count.as_int()));
+  return Value::string(
+      text::replace(to_str(in), to_str(a[0]), to_str(a[1]), count.is_none() ? -1 : count.as_int()));
 }
 
 Value filter_string(const Value& in, const CallArgs& args) {
@@ -151,11 +160,13 @@ Value filter_int(const Value& in, const CallArgs& args) {
   BoundArgs a(args, {"default", "base"}, "int");
   if (in.is_undefined()) throw EvalError(in.undefined_hint());
   if (in.is_integral()) return Value::integer(in.as_int());
-  if (in.is_float() && std::isfinite(in.as_double())) return Value::integer(static_cast<std::int64_t>(in.as_double()));
+  if (in.is_float() && std::isfinite(in.as_double()))
+    return Value::integer(static_cast<std::int64_t>(in.as_double()));
   if (in.is_string()) {
     const std::string t = text::strip(in.as_string(), true, true);
     char* end = nullptr;
-    const long long v = std::strtoll(t.c_str(), &end, static_cast<int>(a.get(1, Value::integer(10)).as_int()));
+    const long long v =
+        std::strtoll(t.c_str(), &end, static_cast<int>(a.get(1, Value::integer(10)).as_int()));
     if (!t.empty() && end == t.c_str() + t.size()) return Value::integer(v);
     double d = 0;
     if (parse_float(t, d) && std::isfinite(d)) return Value::integer(static_cast<std::int64_t>(d));
@@ -180,7 +191,8 @@ Value filter_list(const Value& in, const CallArgs& args) {
 Value filter_items(const Value& in, const CallArgs& args) {
   BoundArgs a(args, {}, "items");
   if (in.is_undefined()) return Value::list({});
-  if (!in.is_dict()) throw EvalError("Can only get item pairs from a mapping, not " + type_name(in));
+  if (!in.is_dict())
+    throw EvalError("Can only get item pairs from a mapping, not " + type_name(in));
   std::vector<Value> pairs;
   for (const auto& [k, v] : in.as_dict().items) pairs.push_back(Value::list({k, v}, true));
   return Value::list(std::move(pairs));
@@ -189,14 +201,16 @@ Value filter_items(const Value& in, const CallArgs& args) {
 // select / reject / selectattr / rejectattr: keep items whose test (or truth) is `keep`.
 Value select_items(const Value& in, const CallArgs& args, bool keep, bool by_attribute) {
   const size_t skip = by_attribute ? 1 : 0;
-  if (by_attribute && args.positional.empty()) throw EvalError("selectattr/rejectattr need an attribute name");
+  if (by_attribute && args.positional.empty())
+    throw EvalError("selectattr/rejectattr need an attribute name");
   TestFn test = nullptr;
   CallArgs test_args;
   if (args.positional.size() > skip) {
     const std::string name = to_str(args.positional[skip]);
     test = find_test(name);
     if (!test) throw EvalError("no test named '" + name + "'");
-    test_args.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(skip) + 1, args.positional.end());
+    test_args.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(skip) + 1,
+                                args.positional.end());
     test_args.keyword = args.keyword;
   }
   std::vector<Value> out;
@@ -208,10 +222,18 @@ Value select_items(const Value& in, const CallArgs& args, bool keep, bool by_att
   return Value::list(std::move(out));
 }
 
-Value filter_select(const Value& in, const CallArgs& args) { return select_items(in, args, true, false); }
-Value filter_reject(const Value& in, const CallArgs& args) { return select_items(in, args, false, false); }
-Value filter_selectattr(const Value& in, const CallArgs& args) { return select_items(in, args, true, true); }
-Value filter_rejectattr(const Value& in, const CallArgs& args) { return select_items(in, args, false, true); }
+Value filter_select(const Value& in, const CallArgs& args) {
+  return select_items(in, args, true, false);
+}
+Value filter_reject(const Value& in, const CallArgs& args) {
+  return select_items(in, args, false, false);
+}
+Value filter_selectattr(const Value& in, const CallArgs& args) {
+  return select_items(in, args, true, true);
+}
+Value filter_rejectattr(const Value& in, const CallArgs& args) {
+  return select_items(in, args, false, true);
+}
 
 // map(attribute='x', default=...) or map('filter', args...).
 Value filter_map(const Value& in, const CallArgs& args) {
@@ -279,7 +301,8 @@ Value filter_dictsort(const Value& in, const CallArgs& args) {
   BoundArgs a(args, {"case_sensitive", "by", "reverse"}, "dictsort");
   if (!in.is_dict()) throw EvalError("dictsort needs a mapping, not " + type_name(in));
   const std::string by = to_str(a.get(1, Value::string("key")));
-  if (by != "key" && by != "value") throw EvalError("You can only sort by either \"key\" or \"value\"");
+  if (by != "key" && by != "value")
+    throw EvalError("You can only sort by either \"key\" or \"value\"");
   std::vector<Value> items;
   std::vector<Value> keys;
   for (const auto& [k, v] : in.as_dict().items) {
@@ -297,58 +320,6 @@ Value filter_abs(const Value& in, const CallArgs& args) {
   throw EvalError("bad operand type for abs(): '" + type_name(in) + "'");
 }
 
-// ---- tests ----
-
-bool test_defined(const Value& v, const CallArgs&) { return !v.is_undefined(); }
-bool test_undefined(const Value& v, const CallArgs&) { return v.is_undefined(); }
-bool test_none(const Value& v, const CallArgs&) { return v.is_none(); }
-bool test_string(const Value& v, const CallArgs&) { return v.is_string(); }
-bool test_mapping(const Value& v, const CallArgs&) { return v.is_dict(); }
-bool test_number(const Value& v, const CallArgs&) { return v.is_number(); }
-bool test_integer(const Value& v, const CallArgs&) { return v.kind() == Value::Kind::kInt; }
-bool test_float(const Value& v, const CallArgs&) { return v.is_float(); }
-bool test_boolean(const Value& v, const CallArgs&) { return v.kind() == Value::Kind::kBool; }
-bool test_true(const Value& v, const CallArgs&) { return v.kind() == Value::Kind::kBool && v.as_bool(); }
-bool test_false(const Value& v, const CallArgs&) { return v.kind() == Value::Kind::kBool && !v.as_bool(); }
-// Jinja's Undefined iterates (as nothing) and has a length, so it passes both.
-bool test_iterable(const Value& v, const CallArgs&) {
-  return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict() || v.kind() == Value::Kind::kLoop;
-}
-bool test_sequence(const Value& v, const CallArgs&) {
-  return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
-}
-// Undefined is callable in Jinja (calling it raises).
-bool test_callable(const Value& v, const CallArgs&) {
-  return v.kind() == Value::Kind::kCallable || v.is_undefined();
-}
-bool test_lower(const Value& v, const CallArgs&) { return text::is_lower(to_str(v)); }
-bool test_upper(const Value& v, const CallArgs&) { return text::is_upper(to_str(v)); }
-
-// Jinja's tests compute value % divisor as Python does, floats included: `odd` is `% 2 == 1`.
-bool remainder_is(const Value& v, const Value& divisor, std::int64_t expected) {
-  return equals(binary_op("%", v, divisor), Value::integer(expected));
-}
-bool test_even(const Value& v, const CallArgs&) { return remainder_is(v, Value::integer(2), 0); }
-bool test_odd(const Value& v, const CallArgs&) { return remainder_is(v, Value::integer(2), 1); }
-bool test_divisibleby(const Value& v, const CallArgs& args) {
-  BoundArgs a(args, {"num"}, "divisibleby");
-  return remainder_is(v, a.get(0, Value::integer(1)), 0);
-}
-
-const Value& test_operand(const CallArgs& args, const char* test) {
-  BoundArgs a(args, {"other"}, test);
-  if (!a.given(0)) throw EvalError(std::string(test) + " test needs a value to compare with");
-  return args.positional.empty() ? args.keyword[0].second : args.positional[0];
-}
-bool test_eq(const Value& v, const CallArgs& args) { return equals(v, test_operand(args, "eq")); }
-bool test_ne(const Value& v, const CallArgs& args) { return !equals(v, test_operand(args, "ne")); }
-bool test_lt(const Value& v, const CallArgs& args) { return compare(v, test_operand(args, "lt"), "<") < 0; }
-bool test_le(const Value& v, const CallArgs& args) { return compare(v, test_operand(args, "le"), "<=") <= 0; }
-bool test_gt(const Value& v, const CallArgs& args) { return compare(v, test_operand(args, "gt"), ">") > 0; }
-bool test_ge(const Value& v, const CallArgs& args) { return compare(v, test_operand(args, "ge"), ">=") >= 0; }
-bool test_in(const Value& v, const CallArgs& args) { return contains(test_operand(args, "in"), v); }
-bool test_sameas(const Value& v, const CallArgs& args) { return v.same_object(test_operand(args, "sameas")); }
-
 template <typename Fn>
 struct Named {
   std::string_view name;
@@ -356,28 +327,35 @@ struct Named {
 };
 
 constexpr Named<FilterFn> kFilters[] = {
-    {"abs", filter_abs}, {"capitalize", filter_capitalize}, {"count", filter_length},
-    {"d", filter_default}, {"default", filter_default}, {"dictsort", filter_dictsort}, {"first", filter_first},
-    {"float", filter_float}, {"int", filter_int}, {"items", filter_items}, {"join", filter_join},
-    {"last", filter_last}, {"length", filter_length}, {"list", filter_list},
-    {"lower", filter_lower}, {"map", filter_map}, {"reject", filter_reject},
-    {"rejectattr", filter_rejectattr}, {"replace", filter_replace}, {"reverse", filter_reverse},
-    {"safe", filter_safe}, {"select", filter_select}, {"selectattr", filter_selectattr}, {"sort", filter_sort},
-    {"string", filter_string}, {"title", filter_title}, {"tojson", filter_tojson},
-    {"trim", filter_trim}, {"upper", filter_upper},
-};
-
-constexpr Named<TestFn> kTests[] = {
-    {"boolean", test_boolean}, {"callable", test_callable}, {"defined", test_defined},
-    {"divisibleby", test_divisibleby}, {"eq", test_eq}, {"equalto", test_eq}, {"==", test_eq},
-    {"even", test_even}, {"false", test_false}, {"float", test_float}, {"ge", test_ge},
-    {">=", test_ge}, {"gt", test_gt}, {"greaterthan", test_gt}, {">", test_gt}, {"in", test_in},
-    {"integer", test_integer}, {"iterable", test_iterable}, {"le", test_le}, {"<=", test_le},
-    {"lower", test_lower}, {"lt", test_lt}, {"lessthan", test_lt}, {"<", test_lt},
-    {"mapping", test_mapping}, {"ne", test_ne}, {"!=", test_ne}, {"none", test_none},
-    {"number", test_number}, {"odd", test_odd}, {"sameas", test_sameas},
-    {"sequence", test_sequence}, {"string", test_string}, {"true", test_true},
-    {"undefined", test_undefined}, {"upper", test_upper},
+    {"abs", filter_abs},
+    {"capitalize", filter_capitalize},
+    {"count", filter_length},
+    {"d", filter_default},
+    {"default", filter_default},
+    {"dictsort", filter_dictsort},
+    {"first", filter_first},
+    {"float", filter_float},
+    {"int", filter_int},
+    {"items", filter_items},
+    {"join", filter_join},
+    {"last", filter_last},
+    {"length", filter_length},
+    {"list", filter_list},
+    {"lower", filter_lower},
+    {"map", filter_map},
+    {"reject", filter_reject},
+    {"rejectattr", filter_rejectattr},
+    {"replace", filter_replace},
+    {"reverse", filter_reverse},
+    {"safe", filter_safe},
+    {"select", filter_select},
+    {"selectattr", filter_selectattr},
+    {"sort", filter_sort},
+    {"string", filter_string},
+    {"title", filter_title},
+    {"tojson", filter_tojson},
+    {"trim", filter_trim},
+    {"upper", filter_upper},
 };
 
 }  // namespace
@@ -385,19 +363,6 @@ constexpr Named<TestFn> kTests[] = {
 FilterFn find_filter(std::string_view name) {
   for (const auto& f : kFilters)
     if (f.name == name) return f.fn;
-  return nullptr;
-}
-
-bool test_takes_argument(std::string_view name) {
-  static constexpr std::string_view kWithArgument[] = {
-      "divisibleby", "eq", "equalto", "==", "ne", "!=", "lt", "lessthan", "<", "le", "<=",
-      "gt", "greaterthan", ">", "ge", ">=", "in", "sameas"};
-  return std::find(std::begin(kWithArgument), std::end(kWithArgument), name) != std::end(kWithArgument);
-}
-
-TestFn find_test(std::string_view name) {
-  for (const auto& t : kTests)
-    if (t.name == name) return t.fn;
   return nullptr;
 }
 

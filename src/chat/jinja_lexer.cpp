@@ -9,9 +9,15 @@
 namespace tpllama::jinja {
 namespace {
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool is_name_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+bool is_name_char(char c) {
+  return is_name_start(c) || is_digit(c);
+}
 
 // Jinja normalises \r\n and \r to \n and, without keep_trailing_newline, drops one final newline.
 std::string normalize(std::string_view source) {
@@ -94,7 +100,8 @@ class Lexer {
   void lex_text_and_tag() {
     size_t tag = pos_;
     while ((tag = src_.find('{', tag)) != std::string::npos) {
-      if (tag + 1 < src_.size() && (src_[tag + 1] == '%' || src_[tag + 1] == '{' || src_[tag + 1] == '#'))
+      if (tag + 1 < src_.size() &&
+          (src_[tag + 1] == '%' || src_[tag + 1] == '{' || src_[tag + 1] == '#'))
         break;
       ++tag;
     }
@@ -105,7 +112,8 @@ class Lexer {
     }
     const char type = src_[tag + 1];
     size_t after = tag + 2;
-    const char sign = after < src_.size() && (src_[after] == '-' || src_[after] == '+') ? src_[after] : 0;
+    const char sign =
+        after < src_.size() && (src_[after] == '-' || src_[after] == '+') ? src_[after] : 0;
     if (sign) ++after;
     size_t raw_body = 0;
     const bool raw = type == '%' && match_raw_begin(after, raw_body);
@@ -228,7 +236,8 @@ class Lexer {
   // Digits with `_` separators; a float needs digits after its point or an exponent.
   void lex_number() {
     auto digits = [&](size_t p) {
-      while (p < src_.size() && (is_digit(src_[p]) || (src_[p] == '_' && p + 1 < src_.size() && is_digit(src_[p + 1]))))
+      while (p < src_.size() && (is_digit(src_[p]) ||
+                                 (src_[p] == '_' && p + 1 < src_.size() && is_digit(src_[p + 1]))))
         ++p;
       return p;
     };
@@ -250,7 +259,8 @@ class Lexer {
     std::string literal;
     for (size_t i = pos_; i < end; ++i)
       if (src_[i] != '_') literal += src_[i];
-    if (!is_float && literal.size() > 1 && literal[0] == '0' && literal.find_first_not_of('0') != std::string::npos)
+    if (!is_float && literal.size() > 1 && literal[0] == '0' &&
+        literal.find_first_not_of('0') != std::string::npos)
       fail_at(origin_, line_, "leading zeros in an integer literal: ", literal);
     Token t{is_float ? TokenKind::kFloat : TokenKind::kInteger, literal, line_};
     if (is_float) {
@@ -273,7 +283,8 @@ class Lexer {
         value += src_[p++];
       }
     }
-    if (p >= src_.size()) fail_at(origin_, line_, "unterminated string starting with ", src_.substr(pos_, 20));
+    if (p >= src_.size())
+      fail_at(origin_, line_, "unterminated string starting with ", src_.substr(pos_, 20));
     push(TokenKind::kString, std::move(value), line_);
     advance_to(p + 1);
   }
@@ -292,7 +303,8 @@ class Lexer {
     if (e >= '0' && e <= '7') {
       size_t q = p + 1;
       unsigned code = 0;
-      while (q < src_.size() && q < p + 4 && src_[q] >= '0' && src_[q] <= '7') code = code * 8 + (src_[q++] - '0');
+      while (q < src_.size() && q < p + 4 && src_[q] >= '0' && src_[q] <= '7')
+        code = code * 8 + (src_[q++] - '0');
       text::append_utf8(value, code);
       return q;
     }
@@ -307,7 +319,8 @@ class Lexer {
         digits.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
       fail_at(origin_, line_, "truncated \\", e, " escape in string: '\\", e, digits, "'");
     const auto code = static_cast<char32_t>(std::strtoul(digits.c_str(), nullptr, 16));
-    if (code > 0x10ffff) fail_at(origin_, line_, "illegal Unicode character in string: \\", e, digits);
+    if (code > 0x10ffff)
+      fail_at(origin_, line_, "illegal Unicode character in string: \\", e, digits);
     text::append_utf8(value, code);
     return p + 2 + static_cast<size_t>(hex_len);
   }
@@ -327,7 +340,8 @@ class Lexer {
     if (c == '(' || c == '[' || c == '{') closers.push_back(c == '(' ? ')' : c == '[' ? ']' : '}');
     if (c == ')' || c == ']' || c == '}') {
       if (closers.empty()) fail_at(origin_, line_, "unexpected '", c, "'");
-      if (closers.back() != c) fail_at(origin_, line_, "unexpected '", c, "', expected '", closers.back(), "'");
+      if (closers.back() != c)
+        fail_at(origin_, line_, "unexpected '", c, "', expected '", closers.back(), "'");
       closers.pop_back();
     }
     push(TokenKind::kOperator, std::string(1, c), line_);

@@ -18,8 +18,17 @@ struct LexOptions {
 };
 
 enum class TokenKind {
-  kData, kVariableBegin, kVariableEnd, kBlockBegin, kBlockEnd,
-  kName, kString, kInteger, kFloat, kOperator, kEnd
+  kData,
+  kVariableBegin,
+  kVariableEnd,
+  kBlockBegin,
+  kBlockEnd,
+  kName,
+  kString,
+  kInteger,
+  kFloat,
+  kOperator,
+  kEnd
 };
 
 struct Token {

@@ -22,9 +22,11 @@ BoundArgs::BoundArgs(const CallArgs& args, std::initializer_list<std::string_vie
   for (const auto& [key, value] : args.keyword) {
     const auto it = std::find(params.begin(), params.end(), key);
     if (it == params.end())
-      throw EvalError(std::string(function) + "() got an unexpected keyword argument '" + key + "'");
+      throw EvalError(std::string(function) + "() got an unexpected keyword argument '" + key +
+                      "'");
     const auto i = static_cast<size_t>(it - params.begin());
-    if (given_[i]) throw EvalError(std::string(function) + "() got multiple values for argument '" + key + "'");
+    if (given_[i])
+      throw EvalError(std::string(function) + "() got multiple values for argument '" + key + "'");
     values_[i] = value;
     given_[i] = true;
   }
@@ -36,8 +38,10 @@ Value BoundArgs::get(size_t i, Value fallback) const {
 
 std::vector<Value> iterate(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return {};
-    case Value::Kind::kList: return v.as_list().items;
+    case Value::Kind::kUndefined:
+      return {};
+    case Value::Kind::kList:
+      return v.as_list().items;
     case Value::Kind::kDict: {
       std::vector<Value> keys;
       for (const auto& item : v.as_dict().items) keys.push_back(item.first);
@@ -45,16 +49,19 @@ std::vector<Value> iterate(const Value& v) {
     }
     case Value::Kind::kString: {
       std::vector<Value> chars;
-      for (const std::string_view cp : text::code_points(v.as_string())) chars.push_back(Value::string(std::string(cp)));
+      for (const std::string_view cp : text::code_points(v.as_string()))
+        chars.push_back(Value::string(std::string(cp)));
       return chars;
     }
-    default: throw EvalError("'" + type_name(v) + "' object is not iterable");
+    default:
+      throw EvalError("'" + type_name(v) + "' object is not iterable");
   }
 }
 
 bool contains(const Value& container, const Value& item) {
   switch (container.kind()) {
-    case Value::Kind::kUndefined: return false;
+    case Value::Kind::kUndefined:
+      return false;
     case Value::Kind::kString:
       if (!item.is_string())
         throw EvalError("'in <string>' requires string as left operand, not " + type_name(item));
@@ -65,7 +72,8 @@ bool contains(const Value& container, const Value& item) {
     case Value::Kind::kDict:
       check_hashable(item);
       return container.as_dict().find(item) != nullptr;
-    default: throw EvalError("argument of type '" + type_name(container) + "' is not iterable");
+    default:
+      throw EvalError("argument of type '" + type_name(container) + "' is not iterable");
   }
 }
 
@@ -95,10 +103,12 @@ Value loop_attribute(const LoopObj& l, const std::string& name) {
   if (name == "depth") return Value::integer(1);
   if (name == "depth0") return Value::integer(0);
   if (name == "previtem") {
-    return l.index0 > 0 ? items[static_cast<size_t>(l.index0 - 1)] : Value::undefined("there is no previous item");
+    return l.index0 > 0 ? items[static_cast<size_t>(l.index0 - 1)]
+                        : Value::undefined("there is no previous item");
   }
   if (name == "nextitem") {
-    return l.index0 + 1 < n ? items[static_cast<size_t>(l.index0 + 1)] : Value::undefined("there is no next item");
+    return l.index0 + 1 < n ? items[static_cast<size_t>(l.index0 + 1)]
+                            : Value::undefined("there is no next item");
   }
   return Value::undefined("'LoopContext object' has no attribute '" + name + "'");
 }
@@ -113,7 +123,8 @@ bool normalize_index(std::int64_t& i, size_t n) {
 
 Value get_attribute(const Value& object, const std::string& name) {
   switch (object.kind()) {
-    case Value::Kind::kUndefined: throw EvalError(object.undefined_hint());
+    case Value::Kind::kUndefined:
+      throw EvalError(object.undefined_hint());
     case Value::Kind::kDict: {
       const Value* v = object.as_dict().find(name);
       return v ? *v : no_attribute(object, name);
@@ -122,8 +133,10 @@ Value get_attribute(const Value& object, const std::string& name) {
       const Value* v = object.as_namespace().attributes.find(name);
       return v ? *v : no_attribute(object, name);
     }
-    case Value::Kind::kLoop: return loop_attribute(object.as_loop(), name);
-    default: return no_attribute(object, name);
+    case Value::Kind::kLoop:
+      return loop_attribute(object.as_loop(), name);
+    default:
+      return no_attribute(object, name);
   }
 }
 
@@ -138,7 +151,8 @@ Value get_item(const Value& object, const Value& key) {
   } else if (object.is_string() && key.is_integral()) {
     const auto cps = text::code_points(object.as_string());
     std::int64_t i = key.as_int();
-    if (normalize_index(i, cps.size())) return Value::string(std::string(cps[static_cast<size_t>(i)]));
+    if (normalize_index(i, cps.size()))
+      return Value::string(std::string(cps[static_cast<size_t>(i)]));
   } else if (key.is_string()) {
     return get_attribute(object, key.as_string());  // Jinja falls back from item to attribute
   }
@@ -150,12 +164,14 @@ namespace {
 
 std::int64_t slice_bound(const Value& v, std::int64_t fallback) {
   if (v.is_none() || v.is_undefined()) return fallback;
-  if (!v.is_integral()) throw EvalError("slice indices must be integers or None, not " + type_name(v));
+  if (!v.is_integral())
+    throw EvalError("slice indices must be integers or None, not " + type_name(v));
   return v.as_int();
 }
 
 // The indices Python's slice(start, stop, step) picks from a sequence of n.
-std::vector<size_t> slice_indices(const Value& start, const Value& stop, const Value& step, size_t n) {
+std::vector<size_t> slice_indices(const Value& start, const Value& stop, const Value& step,
+                                  size_t n) {
   const std::int64_t s = slice_bound(step, 1);
   if (s == 0) throw EvalError("slice step cannot be zero");
   const auto len = static_cast<std::int64_t>(n);
@@ -170,7 +186,8 @@ std::vector<size_t> slice_indices(const Value& start, const Value& stop, const V
   const std::int64_t first = clamp(start, s > 0 ? lower : upper);
   const std::int64_t last = clamp(stop, s > 0 ? upper : lower);
   std::vector<size_t> out;
-  for (std::int64_t i = first; s > 0 ? i < last : i > last; i += s) out.push_back(static_cast<size_t>(i));
+  for (std::int64_t i = first; s > 0 ? i < last : i > last; i += s)
+    out.push_back(static_cast<size_t>(i));
   return out;
 }
 
@@ -181,7 +198,8 @@ Value get_slice(const Value& object, const Value& start, const Value& stop, cons
   if (object.is_list()) {
     const ListObj& l = object.as_list();
     std::vector<Value> out;
-    for (const size_t i : slice_indices(start, stop, step, l.items.size())) out.push_back(l.items[i]);
+    for (const size_t i : slice_indices(start, stop, step, l.items.size()))
+      out.push_back(l.items[i]);
     return Value::list(std::move(out), l.is_tuple);
   }
   if (object.is_string()) {
@@ -198,8 +216,8 @@ Value get_slice(const Value& object, const Value& start, const Value& stop, cons
 namespace {
 
 constexpr std::string_view kStringMethods[] = {
-    "strip", "lstrip", "rstrip", "split", "startswith", "endswith", "upper", "lower",
-    "title", "capitalize", "replace", "find", "count", "join"};
+    "strip", "lstrip", "rstrip",     "split",   "startswith", "endswith", "upper",
+    "lower", "title",  "capitalize", "replace", "find",       "count",    "join"};
 constexpr std::string_view kDictMethods[] = {"items", "keys", "values", "get"};
 
 bool one_of(std::string_view name, const std::string_view* begin, const std::string_view* end) {
@@ -212,10 +230,13 @@ bool affix_matches(const std::string& s, const Value& affix, bool at_start) {
     return std::any_of(affix.as_list().items.begin(), affix.as_list().items.end(),
                        [&](const Value& a) { return affix_matches(s, a, at_start); });
   }
-  if (!affix.is_string()) throw EvalError("startswith/endswith first arg must be str or a tuple of str, not " + type_name(affix));
+  if (!affix.is_string())
+    throw EvalError("startswith/endswith first arg must be str or a tuple of str, not " +
+                    type_name(affix));
   const std::string& a = affix.as_string();
   if (a.size() > s.size()) return false;
-  return at_start ? s.compare(0, a.size(), a) == 0 : s.compare(s.size() - a.size(), a.size(), a) == 0;
+  return at_start ? s.compare(0, a.size(), a) == 0
+                  : s.compare(s.size() - a.size(), a.size(), a) == 0;
 }
 
 Value string_list(std::vector<std::string> parts) {
@@ -269,18 +290,22 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
   if (name == "find" || name == "count") {
     BoundArgs a(args, {"sub"}, name);
     const std::string& sub = str_argument(a[0], name);
-    if (name == "count" && sub.empty()) return Value::integer(static_cast<std::int64_t>(text::code_point_count(s) + 1));
-    if (name == "count") return Value::integer(static_cast<std::int64_t>(text::split(s, sub, -1).size() - 1));
+    if (name == "count" && sub.empty())
+      return Value::integer(static_cast<std::int64_t>(text::code_point_count(s) + 1));
+    if (name == "count")
+      return Value::integer(static_cast<std::int64_t>(text::split(s, sub, -1).size() - 1));
     const size_t at = s.find(sub);
     if (at == std::string::npos) return Value::integer(-1);
-    return Value::integer(static_cast<std::int64_t>(text::code_point_count(std::string_view(s).substr(0, at))));
+    return Value::integer(
+        static_cast<std::int64_t>(text::code_point_count(std::string_view(s).substr(0, at))));
   }
   // join
   BoundArgs a(args, {"iterable"}, name);
   std::string out;
   bool first = true;
   for (const Value& item : iterate(a[0])) {
-    if (!item.is_string()) throw EvalError("sequence item: expected str instance, " + type_name(item) + " found");
+    if (!item.is_string())
+      throw EvalError("sequence item: expected str instance, " + type_name(item) + " found");
     if (!first) out += s;
     first = false;
     out += item.as_string();
@@ -297,8 +322,10 @@ Value dict_method(const DictObj& d, const std::string& name, const CallArgs& arg
   BoundArgs a(args, {}, name);
   std::vector<Value> out;
   for (const auto& [k, v] : d.items) {
-    if (name == "items") out.push_back(Value::list({k, v}, true));
-    else out.push_back(name == "keys" ? k : v);
+    if (name == "items")
+      out.push_back(Value::list({k, v}, true));
+    else
+      out.push_back(name == "keys" ? k : v);
   }
   return Value::list(std::move(out));
 }
@@ -320,7 +347,8 @@ Value list_method(const ListObj& l, const std::string& name, const CallArgs& arg
 
 bool is_method(std::string_view name) {
   return one_of(name, std::begin(kStringMethods), std::end(kStringMethods)) ||
-         one_of(name, std::begin(kDictMethods), std::end(kDictMethods)) || name == "cycle" || name == "index";
+         one_of(name, std::begin(kDictMethods), std::end(kDictMethods)) || name == "cycle" ||
+         name == "index";
 }
 
 Value call_method(const Value& object, const std::string& name, const CallArgs& args) {
@@ -329,7 +357,8 @@ Value call_method(const Value& object, const std::string& name, const CallArgs& 
     return string_method(object.as_string(), name, args);
   if (object.is_dict() && one_of(name, std::begin(kDictMethods), std::end(kDictMethods)))
     return dict_method(object.as_dict(), name, args);
-  if (object.is_list() && (name == "count" || name == "index")) return list_method(object.as_list(), name, args);
+  if (object.is_list() && (name == "count" || name == "index"))
+    return list_method(object.as_list(), name, args);
   if (object.kind() == Value::Kind::kLoop && name == "cycle") {
     if (args.positional.empty()) throw EvalError("no items for cycling given");
     const auto n = static_cast<std::int64_t>(args.positional.size());
@@ -343,7 +372,8 @@ namespace {
 Value make_namespace(const CallArgs& args) {
   auto ns = std::make_shared<NamespaceObj>();
   for (const Value& v : args.positional) {
-    if (!v.is_dict()) throw EvalError("namespace() takes a dict or keyword arguments, not " + type_name(v));
+    if (!v.is_dict())
+      throw EvalError("namespace() takes a dict or keyword arguments, not " + type_name(v));
     for (const auto& [k, x] : v.as_dict().items) ns->attributes.set(k, x);
   }
   for (const auto& [k, v] : args.keyword) ns->attributes.set(Value::string(k), v);
@@ -354,7 +384,8 @@ Value make_range(const CallArgs& args) {
   BoundArgs a(args, {"start", "stop", "step"}, "range");
   if (!a.given(0)) throw EvalError("range expected at least 1 argument, got 0");
   for (size_t i = 0; i < 3; ++i)
-    if (a.given(i) && !a[i].is_integral()) throw EvalError("range() argument must be an int, not " + type_name(a[i]));
+    if (a.given(i) && !a[i].is_integral())
+      throw EvalError("range() argument must be an int, not " + type_name(a[i]));
   const std::int64_t start = a.given(1) ? a[0].as_int() : 0;
   const std::int64_t stop = a.given(1) ? a[1].as_int() : a[0].as_int();
   const std::int64_t step = a.given(2) ? a[2].as_int() : 1;
@@ -362,7 +393,8 @@ Value make_range(const CallArgs& args) {
   std::vector<Value> out;
   for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
     // The sandbox's limit, so a runaway template fails instead of exhausting memory.
-    if (out.size() >= 100000) throw EvalError("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+    if (out.size() >= 100000)
+      throw EvalError("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     out.push_back(Value::integer(i));
   }
   return Value::list(std::move(out));
@@ -371,7 +403,8 @@ Value make_range(const CallArgs& args) {
 Value make_dict(const CallArgs& args) {
   DictObj d;
   for (const Value& v : args.positional) {
-    if (!v.is_dict()) throw EvalError("dict() takes a dict or keyword arguments, not " + type_name(v));
+    if (!v.is_dict())
+      throw EvalError("dict() takes a dict or keyword arguments, not " + type_name(v));
     for (const auto& [k, x] : v.as_dict().items) d.set(k, x);
   }
   for (const auto& [k, v] : args.keyword) d.set(Value::string(k), v);

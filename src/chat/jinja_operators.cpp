@@ -20,7 +20,8 @@ void check_overflow(bool overflowed) {
 Value repeat(const Value& seq, std::int64_t n) {
   const size_t size = seq.is_string() ? seq.as_string().size() : seq.as_list().items.size();
   if (n > 0 && size * static_cast<size_t>(n) > (size_t{1} << 26))
-    throw EvalError("repetition result too large (" + std::to_string(size) + " x " + std::to_string(n) + ")");
+    throw EvalError("repetition result too large (" + std::to_string(size) + " x " +
+                    std::to_string(n) + ")");
   if (seq.is_string()) {
     std::string out;
     for (std::int64_t i = 0; i < n; ++i) out += seq.as_string();
@@ -115,7 +116,8 @@ Value power(const Value& a, const Value& b) {
     }
     return Value::integer(result);
   }
-  if (a.as_double() == 0 && b.as_double() < 0) throw EvalError("0.0 cannot be raised to a negative power");
+  if (a.as_double() == 0 && b.as_double() < 0)
+    throw EvalError("0.0 cannot be raised to a negative power");
   return Value::number(std::pow(a.as_double(), b.as_double()));
 }
 
@@ -136,14 +138,16 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
     unsupported("-", a, b);
   }
   if (op == "*") return multiply(a, b);
-  if (op == "%" && a.is_string()) throw EvalError("printf-style string formatting ('%' on a str) is not supported");
+  if (op == "%" && a.is_string())
+    throw EvalError("printf-style string formatting ('%' on a str) is not supported");
   if (op == "/" || op == "//" || op == "%") return divide(op, a, b);
   return power(a, b);
 }
 
 Value unary_op(std::string_view op, const Value& v) {
   if (v.is_undefined()) throw EvalError(v.undefined_hint());
-  if (!v.is_number()) throw EvalError("bad operand type for unary " + std::string(op) + ": '" + type_name(v) + "'");
+  if (!v.is_number())
+    throw EvalError("bad operand type for unary " + std::string(op) + ": '" + type_name(v) + "'");
   if (op == "+") return v.is_integral() ? Value::integer(v.as_int()) : v;
   return v.is_integral() ? Value::integer(-v.as_int()) : Value::number(-v.as_double());
 }

@@ -19,7 +19,8 @@ class Renderer {
  public:
   explicit Renderer(const Variables& variables) : root_(variables) {
     for (const std::string& name : global_function_names()) {
-      const bool shadowed = std::any_of(root_.begin(), root_.end(), [&](const auto& v) { return v.first == name; });
+      const bool shadowed =
+          std::any_of(root_.begin(), root_.end(), [&](const auto& v) { return v.first == name; });
       if (!shadowed) root_.emplace_back(name, global_function(name));
     }
     scopes_.push_back(&root_);
@@ -64,7 +65,8 @@ class Renderer {
                       ", got " + std::to_string(items.size()) + ")");
     }
     if (items.size() > targets.size())
-      throw EvalError("too many values to unpack (expected " + std::to_string(targets.size()) + ")");
+      throw EvalError("too many values to unpack (expected " + std::to_string(targets.size()) +
+                      ")");
     for (size_t i = 0; i < targets.size(); ++i) assign(frame, targets[i], items[i]);
   }
 
@@ -87,33 +89,46 @@ class Renderer {
 
   Flow exec_kind(const Stmt& s) {
     switch (s.kind) {
-      case StmtKind::kData: *out_ += s.text; break;
+      case StmtKind::kData:
+        *out_ += s.text;
+        break;
       case StmtKind::kOutput: {
         const Value v = eval(*s.expr);
-        if (v.is_string()) *out_ += v.as_string();
-        else *out_ += to_str(v);
+        if (v.is_string())
+          *out_ += v.as_string();
+        else
+          *out_ += to_str(v);
         break;
       }
       case StmtKind::kIf:
         for (const auto& [condition, body] : s.branches)
           if (!condition || truthy(eval(*condition))) return exec(body);
         break;
-      case StmtKind::kFor: return exec_for(s);
-      case StmtKind::kSet: bind(*scopes_.back(), s.targets, eval(*s.expr)); break;
+      case StmtKind::kFor:
+        return exec_for(s);
+      case StmtKind::kSet:
+        bind(*scopes_.back(), s.targets, eval(*s.expr));
+        break;
       case StmtKind::kSetAttribute: {
         const Value target = lookup(s.targets[0]);
         if (target.kind() != Value::Kind::kNamespace)
-          throw EvalError("cannot assign attribute '" + s.text + "' on non-namespace object '" + s.targets[0] + "'");
+          throw EvalError("cannot assign attribute '" + s.text + "' on non-namespace object '" +
+                          s.targets[0] + "'");
         target.as_namespace().attributes.set(Value::string(s.text), eval(*s.expr));
         break;
       }
-      case StmtKind::kSetBlock: assign(*scopes_.back(), s.targets[0], Value::string(capture(s.body))); break;
-      case StmtKind::kMacro:
-        assign(*scopes_.back(), s.text,
-               Value::callable(s.text, [this, &s](const CallArgs& args) { return call_macro(s, args); }));
+      case StmtKind::kSetBlock:
+        assign(*scopes_.back(), s.targets[0], Value::string(capture(s.body)));
         break;
-      case StmtKind::kBreak: return Flow::kBreak;
-      case StmtKind::kContinue: return Flow::kContinue;
+      case StmtKind::kMacro:
+        assign(*scopes_.back(), s.text, Value::callable(s.text, [this, &s](const CallArgs& args) {
+          return call_macro(s, args);
+        }));
+        break;
+      case StmtKind::kBreak:
+        return Flow::kBreak;
+      case StmtKind::kContinue:
+        return Flow::kContinue;
     }
     return Flow::kNormal;
   }
@@ -181,6 +196,9 @@ class Renderer {
     }
   }
   Value eval_kind(const Expr& e);
+  Value eval_display(const Expr& e);
+  Value eval_call(const Expr& e);
+  Value eval_logic(const Expr& e);
   bool compare_op(const std::string& op, const Value& a, const Value& b);
 
   Frame root_;
@@ -191,15 +209,16 @@ class Renderer {
 
 // A macro sees its parameters, `varargs`, `kwargs` and the template's top level, not its caller.
 Value Renderer::call_macro(const Stmt& m, const CallArgs& args) {
-  if (macro_depth_ >= kMaxMacroDepth) throw EvalError("maximum recursion depth exceeded in macro '" + m.text + "'");
+  if (macro_depth_ >= kMaxMacroDepth)
+    throw EvalError("maximum recursion depth exceeded in macro '" + m.text + "'");
   Frame frame;
   std::vector<Value> varargs;
   std::vector<bool> bound(m.params.size(), false);
   for (size_t i = 0; i < args.positional.size(); ++i) {
     if (i >= m.params.size()) {
       if (!m.uses_varargs) {
-        throw EvalError("macro '" + m.text + "' takes not more than " + std::to_string(m.params.size()) +
-                        " argument(s)");
+        throw EvalError("macro '" + m.text + "' takes not more than " +
+                        std::to_string(m.params.size()) + " argument(s)");
       }
       varargs.push_back(args.positional[i]);
       continue;
@@ -209,14 +228,17 @@ Value Renderer::call_macro(const Stmt& m, const CallArgs& args) {
   }
   DictObj kwargs;
   for (const auto& [key, value] : args.keyword) {
-    const auto it = std::find_if(m.params.begin(), m.params.end(), [&](const auto& p) { return p.first == key; });
+    const auto it = std::find_if(m.params.begin(), m.params.end(),
+                                 [&](const auto& p) { return p.first == key; });
     if (it == m.params.end()) {
-      if (!m.uses_kwargs) throw EvalError("macro '" + m.text + "' takes no keyword argument '" + key + "'");
+      if (!m.uses_kwargs)
+        throw EvalError("macro '" + m.text + "' takes no keyword argument '" + key + "'");
       kwargs.set(Value::string(key), value);
       continue;
     }
     const auto i = static_cast<size_t>(it - m.params.begin());
-    if (bound[i]) throw EvalError("macro '" + m.text + "' got multiple values for argument '" + key + "'");
+    if (bound[i])
+      throw EvalError("macro '" + m.text + "' got multiple values for argument '" + key + "'");
     frame.emplace_back(key, value);
     bound[i] = true;
   }
@@ -228,7 +250,9 @@ Value Renderer::call_macro(const Stmt& m, const CallArgs& args) {
   for (size_t i = 0; i < m.params.size(); ++i) {
     if (bound[i]) continue;
     const auto& [name, fallback] = m.params[i];
-    frame.emplace_back(name, fallback ? eval(*fallback) : Value::undefined("parameter '" + name + "' was not provided"));
+    frame.emplace_back(name, fallback
+                                 ? eval(*fallback)
+                                 : Value::undefined("parameter '" + name + "' was not provided"));
   }
   ++macro_depth_;
   std::string text = capture(m.body);
@@ -240,7 +264,8 @@ Value Renderer::call_macro(const Stmt& m, const CallArgs& args) {
 CallArgs Renderer::eval_args(const Expr& e, size_t first) {
   CallArgs args;
   args.positional.reserve(e.children.size() - first);
-  for (size_t i = first; i < e.children.size(); ++i) args.positional.push_back(eval(*e.children[i]));
+  for (size_t i = first; i < e.children.size(); ++i)
+    args.positional.push_back(eval(*e.children[i]));
   for (const auto& [key, value] : e.kwargs) args.keyword.emplace_back(key, eval(*value));
   return args;
 }
@@ -260,88 +285,112 @@ bool Renderer::compare_op(const std::string& op, const Value& a, const Value& b)
 Value Renderer::eval_kind(const Expr& e) {
   const auto& c = e.children;
   switch (e.kind) {
-    case ExprKind::kLiteral: return e.literal;
-    case ExprKind::kName: return lookup(e.name);
+    case ExprKind::kLiteral:
+      return e.literal;
+    case ExprKind::kName:
+      return lookup(e.name);
     case ExprKind::kList:
-    case ExprKind::kTuple: {
-      std::vector<Value> items;
-      items.reserve(c.size());
-      for (const auto& child : c) items.push_back(eval(*child));
-      return Value::list(std::move(items), e.kind == ExprKind::kTuple);
-    }
-    case ExprKind::kDict: {
-      DictObj d;
-      for (size_t i = 0; i + 1 < c.size(); i += 2) {
-        Value key = eval(*c[i]);
-        check_hashable(key);
-        d.set(std::move(key), eval(*c[i + 1]));
-      }
-      return Value::dict(std::move(d));
-    }
-    case ExprKind::kAttribute: return get_attribute(eval(*c[0]), e.name);
-    case ExprKind::kItem: return get_item(eval(*c[0]), eval(*c[1]));
+    case ExprKind::kTuple:
+    case ExprKind::kDict:
+      return eval_display(e);
+    case ExprKind::kAttribute:
+      return get_attribute(eval(*c[0]), e.name);
+    case ExprKind::kItem:
+      return get_item(eval(*c[0]), eval(*c[1]));
     case ExprKind::kSlice: {
       auto part = [&](size_t i) { return c[i] ? eval(*c[i]) : Value::none(); };
       return get_slice(eval(*c[0]), part(1), part(2), part(3));
     }
-    case ExprKind::kCall: {
-      const Value callee = eval(*c[0]);
-      const CallArgs args = eval_args(e, 1);
-      if (callee.kind() == Value::Kind::kCallable) return callee.as_callable().fn(args);
-      if (callee.is_undefined()) throw EvalError(callee.undefined_hint());
-      throw EvalError("'" + type_name(callee) + "' object is not callable");
-    }
-    case ExprKind::kMethodCall: {
-      const Value object = eval(*c[0]);
-      return call_method(object, e.name, eval_args(e, 1));
-    }
-    case ExprKind::kFilter: {
-      const Value input = eval(*c[0]);
-      return e.filter(input, eval_args(e, 1));
-    }
-    case ExprKind::kTest: {
-      const Value input = eval(*c[0]);
-      return Value::boolean(e.test(input, eval_args(e, 1)) != e.negated);
-    }
-    case ExprKind::kNot: return Value::boolean(!truthy(eval(*c[0])));
-    case ExprKind::kNegate: return unary_op("-", eval(*c[0]));
-    case ExprKind::kPositive: return unary_op("+", eval(*c[0]));
+    case ExprKind::kCall:
+    case ExprKind::kMethodCall:
+    case ExprKind::kFilter:
+    case ExprKind::kTest:
+      return eval_call(e);
+    case ExprKind::kNot:
+      return Value::boolean(!truthy(eval(*c[0])));
+    case ExprKind::kNegate:
+      return unary_op("-", eval(*c[0]));
+    case ExprKind::kPositive:
+      return unary_op("+", eval(*c[0]));
     case ExprKind::kBinary: {
       const Value a = eval(*c[0]);
       return binary_op(e.name, a, eval(*c[1]));
     }
-    case ExprKind::kAnd: {
-      Value a = eval(*c[0]);
-      return truthy(a) ? eval(*c[1]) : a;
-    }
-    case ExprKind::kOr: {
-      Value a = eval(*c[0]);
-      return truthy(a) ? a : eval(*c[1]);
-    }
-    case ExprKind::kCompare: {
-      Value left = eval(*c[0]);
-      for (size_t i = 0; i < e.compare_ops.size(); ++i) {
-        Value right = eval(*c[i + 1]);
-        if (!compare_op(e.compare_ops[i], left, right)) return Value::boolean(false);
-        left = std::move(right);
-      }
-      return Value::boolean(true);
-    }
+    case ExprKind::kAnd:
+    case ExprKind::kOr:
+    case ExprKind::kCompare:
     case ExprKind::kCondition:
-      if (truthy(eval(*c[0]))) return eval(*c[1]);
-      if (c[2]) return eval(*c[2]);
-      return Value::undefined("the inline if-expression on line " + std::to_string(e.line) +
-                              " evaluated to false and no else section was defined.");
+      return eval_logic(e);
   }
   return Value();
+}
+
+// List, tuple and dict literals.
+Value Renderer::eval_display(const Expr& e) {
+  const auto& c = e.children;
+  if (e.kind == ExprKind::kDict) {
+    DictObj d;
+    for (size_t i = 0; i + 1 < c.size(); i += 2) {
+      Value key = eval(*c[i]);
+      check_hashable(key);
+      d.set(std::move(key), eval(*c[i + 1]));
+    }
+    return Value::dict(std::move(d));
+  }
+  std::vector<Value> items;
+  items.reserve(c.size());
+  for (const auto& child : c) items.push_back(eval(*child));
+  return Value::list(std::move(items), e.kind == ExprKind::kTuple);
+}
+
+// Calls of macros and globals, methods, filters and tests.
+Value Renderer::eval_call(const Expr& e) {
+  const Value subject = eval(*e.children[0]);
+  const CallArgs args = eval_args(e, 1);
+  switch (e.kind) {
+    case ExprKind::kMethodCall:
+      return call_method(subject, e.name, args);
+    case ExprKind::kFilter:
+      return e.filter(subject, args);
+    case ExprKind::kTest:
+      return Value::boolean(e.test(subject, args) != e.negated);
+    default:
+      break;
+  }
+  if (subject.kind() == Value::Kind::kCallable) return subject.as_callable().fn(args);
+  if (subject.is_undefined()) throw EvalError(subject.undefined_hint());
+  throw EvalError("'" + type_name(subject) + "' object is not callable");
+}
+
+// and / or (which return an operand, as in Python), chained comparisons, `a if c else b`.
+Value Renderer::eval_logic(const Expr& e) {
+  const auto& c = e.children;
+  if (e.kind == ExprKind::kAnd || e.kind == ExprKind::kOr) {
+    Value a = eval(*c[0]);
+    return truthy(a) == (e.kind == ExprKind::kAnd) ? eval(*c[1]) : a;
+  }
+  if (e.kind == ExprKind::kCompare) {
+    Value left = eval(*c[0]);
+    for (size_t i = 0; i < e.compare_ops.size(); ++i) {
+      Value right = eval(*c[i + 1]);
+      if (!compare_op(e.compare_ops[i], left, right)) return Value::boolean(false);
+      left = std::move(right);
+    }
+    return Value::boolean(true);
+  }
+  if (truthy(eval(*c[0]))) return eval(*c[1]);
+  if (c[2]) return eval(*c[2]);
+  return Value::undefined("the inline if-expression on line " + std::to_string(e.line) +
+                          " evaluated to false and no else section was defined.");
 }
 
 }  // namespace
 
 Template::Template(std::string_view text, std::string origin, TemplateOptions options)
     : origin_(std::move(origin)),
-      body_(std::make_unique<Body>(parse_template(
-          text, origin_, LexOptions{options.trim_blocks, options.lstrip_blocks}, options.functions))) {}
+      body_(std::make_unique<Body>(
+          parse_template(text, origin_, LexOptions{options.trim_blocks, options.lstrip_blocks},
+                         options.functions))) {}
 
 Template::~Template() = default;
 Template::Template(Template&&) noexcept = default;

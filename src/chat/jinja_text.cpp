@@ -143,9 +143,15 @@ char32_t lower_of(char32_t c) {
 }
 
 // Letters that have a case; ß and ĸ are lowercase letters without a single-letter uppercase.
-bool is_cased(char32_t c) { return upper_of(c) != c || lower_of(c) != c || c == 0xdf || c == 0x138; }
-bool is_upper_letter(char32_t c) { return lower_of(c) != c; }
-bool is_lower_letter(char32_t c) { return upper_of(c) != c || c == 0xdf || c == 0x138; }
+bool is_cased(char32_t c) {
+  return upper_of(c) != c || lower_of(c) != c || c == 0xdf || c == 0x138;
+}
+bool is_upper_letter(char32_t c) {
+  return lower_of(c) != c;
+}
+bool is_lower_letter(char32_t c) {
+  return upper_of(c) != c || c == 0xdf || c == 0x138;
+}
 
 // Appends the code point in the case `upper` asks for; ß uppercases to "SS", as in Python.
 void append_cased(std::string& out, char32_t c, bool upper) {
@@ -217,7 +223,8 @@ std::vector<std::string> split_whitespace(std::string_view s, std::int64_t maxsp
 
 std::vector<std::string> split(std::string_view s, std::string_view sep, std::int64_t maxsplit) {
   std::vector<std::string> out;
-  if (sep.empty()) return {std::string(s)};  // Python refuses; callers check, this only avoids a hang
+  if (sep.empty())
+    return {std::string(s)};  // Python refuses; callers check, this only avoids a hang
   size_t start = 0;
   while (maxsplit < 0 || static_cast<std::int64_t>(out.size()) < maxsplit) {
     const size_t at = s.find(sep, start);
@@ -354,9 +361,11 @@ std::string float_repr(double d) {
     if (c != '.') digits += c;
   const int exponent = std::atoi(std::string(sci.substr(e_at + 1)).c_str());
   if (exponent >= -4 && exponent < 16) {
-    if (exponent < 0) return out + "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
+    if (exponent < 0)
+      return out + "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
     const auto int_len = static_cast<size_t>(exponent + 1);
-    if (digits.size() <= int_len) return out + digits + std::string(int_len - digits.size(), '0') + ".0";
+    if (digits.size() <= int_len)
+      return out + digits + std::string(int_len - digits.size(), '0') + ".0";
     return out + digits.substr(0, int_len) + "." + digits.substr(int_len);
   }
   out += digits.substr(0, 1);

@@ -21,7 +21,8 @@ void append_utf8(std::string& out, char32_t c);
 std::vector<std::string_view> code_points(std::string_view s);
 size_t code_point_count(std::string_view s);
 
-// str.strip() / lstrip() / rstrip(): without chars, Python whitespace; with chars, those code points.
+// str.strip() / lstrip() / rstrip(): without chars, Python whitespace; with chars, those code
+// points.
 std::string strip(std::string_view s, bool left, bool right);
 std::string strip_chars(std::string_view s, std::string_view chars, bool left, bool right);
 
@@ -29,7 +30,8 @@ std::string strip_chars(std::string_view s, std::string_view chars, bool left, b
 std::vector<std::string> split_whitespace(std::string_view s, std::int64_t maxsplit);
 std::vector<std::string> split(std::string_view s, std::string_view sep, std::int64_t maxsplit);
 
-// str.replace(old, new, count); count < 0 replaces all, an empty `from` inserts between code points.
+// str.replace(old, new, count); count < 0 replaces all, an empty `from` inserts between code
+// points.
 std::string replace(std::string_view s, std::string_view from, std::string_view to,
                     std::int64_t count);
 

@@ -28,7 +28,8 @@ Value Value::callable(std::string name, std::function<Value(const CallArgs&)> fn
 
 std::int64_t Value::as_int() const {
   if (kind() == Kind::kBool) return as_bool() ? 1 : 0;
-  if (kind() != Kind::kInt) throw EvalError("'" + type_name(*this) + "' object cannot be interpreted as an integer");
+  if (kind() != Kind::kInt)
+    throw EvalError("'" + type_name(*this) + "' object cannot be interpreted as an integer");
   return std::get<std::int64_t>(data_);
 }
 
@@ -39,12 +40,18 @@ double Value::as_double() const {
 bool Value::same_object(const Value& other) const {
   if (kind() != other.kind()) return false;
   switch (kind()) {
-    case Kind::kList: return list_ptr() == other.list_ptr();
-    case Kind::kDict: return &as_dict() == &other.as_dict();
-    case Kind::kNamespace: return &as_namespace() == &other.as_namespace();
-    case Kind::kCallable: return &as_callable() == &other.as_callable();
-    case Kind::kLoop: return &as_loop() == &other.as_loop();
-    default: return equals(*this, other);
+    case Kind::kList:
+      return list_ptr() == other.list_ptr();
+    case Kind::kDict:
+      return &as_dict() == &other.as_dict();
+    case Kind::kNamespace:
+      return &as_namespace() == &other.as_namespace();
+    case Kind::kCallable:
+      return &as_callable() == &other.as_callable();
+    case Kind::kLoop:
+      return &as_loop() == &other.as_loop();
+    default:
+      return equals(*this, other);
   }
 }
 
@@ -72,17 +79,28 @@ void DictObj::set(Value key, Value value) {
 
 std::string type_name(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return "Undefined";
-    case Value::Kind::kNone: return "NoneType";
-    case Value::Kind::kBool: return "bool";
-    case Value::Kind::kInt: return "int";
-    case Value::Kind::kFloat: return "float";
-    case Value::Kind::kString: return "str";
-    case Value::Kind::kList: return v.as_list().is_tuple ? "tuple" : "list";
-    case Value::Kind::kDict: return "dict";
-    case Value::Kind::kNamespace: return "Namespace";
-    case Value::Kind::kCallable: return "function";
-    case Value::Kind::kLoop: return "LoopContext";
+    case Value::Kind::kUndefined:
+      return "Undefined";
+    case Value::Kind::kNone:
+      return "NoneType";
+    case Value::Kind::kBool:
+      return "bool";
+    case Value::Kind::kInt:
+      return "int";
+    case Value::Kind::kFloat:
+      return "float";
+    case Value::Kind::kString:
+      return "str";
+    case Value::Kind::kList:
+      return v.as_list().is_tuple ? "tuple" : "list";
+    case Value::Kind::kDict:
+      return "dict";
+    case Value::Kind::kNamespace:
+      return "Namespace";
+    case Value::Kind::kCallable:
+      return "function";
+    case Value::Kind::kLoop:
+      return "LoopContext";
   }
   return "object";
 }
@@ -110,23 +128,33 @@ std::string dict_repr(const DictObj& d) {
 
 std::string to_str(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return "";
-    case Value::Kind::kNone: return "None";
-    case Value::Kind::kBool: return v.as_bool() ? "True" : "False";
-    case Value::Kind::kInt: return std::to_string(v.as_int());
-    case Value::Kind::kFloat: return text::float_repr(v.as_double());
-    case Value::Kind::kString: return v.as_string();
+    case Value::Kind::kUndefined:
+      return "";
+    case Value::Kind::kNone:
+      return "None";
+    case Value::Kind::kBool:
+      return v.as_bool() ? "True" : "False";
+    case Value::Kind::kInt:
+      return std::to_string(v.as_int());
+    case Value::Kind::kFloat:
+      return text::float_repr(v.as_double());
+    case Value::Kind::kString:
+      return v.as_string();
     case Value::Kind::kList: {
       const ListObj& l = v.as_list();
       if (!l.is_tuple) return "[" + join_repr(l.items) + "]";
       return "(" + join_repr(l.items) + (l.items.size() == 1 ? ",)" : ")");
     }
-    case Value::Kind::kDict: return dict_repr(v.as_dict());
-    case Value::Kind::kNamespace: return "<Namespace " + dict_repr(v.as_namespace().attributes) + ">";
-    case Value::Kind::kCallable: return "<function " + v.as_callable().name + ">";
+    case Value::Kind::kDict:
+      return dict_repr(v.as_dict());
+    case Value::Kind::kNamespace:
+      return "<Namespace " + dict_repr(v.as_namespace().attributes) + ">";
+    case Value::Kind::kCallable:
+      return "<function " + v.as_callable().name + ">";
     case Value::Kind::kLoop: {
       const LoopObj& l = v.as_loop();
-      return "<LoopContext " + std::to_string(l.index0 + 1) + "/" + std::to_string(l.length()) + ">";
+      return "<LoopContext " + std::to_string(l.index0 + 1) + "/" + std::to_string(l.length()) +
+             ">";
     }
   }
   return "";
@@ -141,14 +169,22 @@ std::string to_repr(const Value& v) {
 bool truthy(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kUndefined:
-    case Value::Kind::kNone: return false;
-    case Value::Kind::kBool: return v.as_bool();
-    case Value::Kind::kInt: return v.as_int() != 0;
-    case Value::Kind::kFloat: return v.as_double() != 0.0;
-    case Value::Kind::kString: return !v.as_string().empty();
-    case Value::Kind::kList: return !v.as_list().items.empty();
-    case Value::Kind::kDict: return !v.as_dict().items.empty();
-    default: return true;
+    case Value::Kind::kNone:
+      return false;
+    case Value::Kind::kBool:
+      return v.as_bool();
+    case Value::Kind::kInt:
+      return v.as_int() != 0;
+    case Value::Kind::kFloat:
+      return v.as_double() != 0.0;
+    case Value::Kind::kString:
+      return !v.as_string().empty();
+    case Value::Kind::kList:
+      return !v.as_list().items.empty();
+    case Value::Kind::kDict:
+      return !v.as_dict().items.empty();
+    default:
+      return true;
   }
 }
 
@@ -160,8 +196,10 @@ bool equals(const Value& a, const Value& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case Value::Kind::kUndefined:
-    case Value::Kind::kNone: return true;
-    case Value::Kind::kString: return a.as_string() == b.as_string();
+    case Value::Kind::kNone:
+      return true;
+    case Value::Kind::kString:
+      return a.as_string() == b.as_string();
     case Value::Kind::kList: {
       const ListObj& x = a.as_list();
       const ListObj& y = b.as_list();
@@ -180,7 +218,8 @@ bool equals(const Value& a, const Value& b) {
       }
       return true;
     }
-    default: return a.same_object(b);
+    default:
+      return a.same_object(b);
   }
 }
 
@@ -188,7 +227,8 @@ int compare(const Value& a, const Value& b, std::string_view op) {
   if (a.is_undefined()) throw EvalError(a.undefined_hint());
   if (b.is_undefined()) throw EvalError(b.undefined_hint());
   if (a.is_number() && b.is_number()) {
-    if (a.is_integral() && b.is_integral()) return (a.as_int() > b.as_int()) - (a.as_int() < b.as_int());
+    if (a.is_integral() && b.is_integral())
+      return (a.as_int() > b.as_int()) - (a.as_int() < b.as_int());
     return (a.as_double() > b.as_double()) - (a.as_double() < b.as_double());
   }
   if (a.is_string() && b.is_string()) return a.as_string().compare(b.as_string());
@@ -205,8 +245,10 @@ int compare(const Value& a, const Value& b, std::string_view op) {
 
 Value from_json(const nlohmann::ordered_json& j) {
   switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return Value::none();
-    case nlohmann::ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());
+    case nlohmann::ordered_json::value_t::null:
+      return Value::none();
+    case nlohmann::ordered_json::value_t::boolean:
+      return Value::boolean(j.get<bool>());
     case nlohmann::ordered_json::value_t::number_integer:
       return Value::integer(j.get<std::int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
@@ -216,8 +258,10 @@ Value from_json(const nlohmann::ordered_json& j) {
         return Value::number(static_cast<double>(u));
       return Value::integer(static_cast<std::int64_t>(u));
     }
-    case nlohmann::ordered_json::value_t::number_float: return Value::number(j.get<double>());
-    case nlohmann::ordered_json::value_t::string: return Value::string(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::number_float:
+      return Value::number(j.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+      return Value::string(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
@@ -230,7 +274,8 @@ Value from_json(const nlohmann::ordered_json& j) {
       for (const auto& [k, e] : j.items()) d.items.emplace_back(Value::string(k), from_json(e));
       return Value::dict(std::move(d));
     }
-    default: throw EvalError("JSON value of type " + std::string(j.type_name()) + " has no Jinja value");
+    default:
+      throw EvalError("JSON value of type " + std::string(j.type_name()) + " has no Jinja value");
   }
 }
 
@@ -243,14 +288,29 @@ void append_json_string(std::string& out, const std::string& s, bool ensure_asci
     const size_t start = i;
     const char32_t c = text::decode_utf8(s, i);
     switch (c) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\f': out += "\\f"; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      default:
+        break;
     }
     if (c < 0x20 || (ensure_ascii && c >= 0x7f)) {
       if (c > 0xffff) {
@@ -277,11 +337,16 @@ std::string json_float(double d) {
 // A dict key as json.dumps converts it: str as is, numbers, booleans and None as their JSON text.
 std::string json_key(const Value& k) {
   switch (k.kind()) {
-    case Value::Kind::kString: return k.as_string();
-    case Value::Kind::kNone: return "null";
-    case Value::Kind::kBool: return k.as_bool() ? "true" : "false";
-    case Value::Kind::kInt: return std::to_string(k.as_int());
-    case Value::Kind::kFloat: return json_float(k.as_double());
+    case Value::Kind::kString:
+      return k.as_string();
+    case Value::Kind::kNone:
+      return "null";
+    case Value::Kind::kBool:
+      return k.as_bool() ? "true" : "false";
+    case Value::Kind::kInt:
+      return std::to_string(k.as_int());
+    case Value::Kind::kFloat:
+      return json_float(k.as_double());
     default:
       throw EvalError("keys must be str, int, float, bool or None, not " + type_name(k));
   }
@@ -329,12 +394,24 @@ void dump_dict(const DictObj& d, const JsonStyle& style, int level, std::string&
 
 void dump(const Value& v, const JsonStyle& style, int level, std::string& out) {
   switch (v.kind()) {
-    case Value::Kind::kNone: out += "null"; return;
-    case Value::Kind::kBool: out += v.as_bool() ? "true" : "false"; return;
-    case Value::Kind::kInt: out += std::to_string(v.as_int()); return;
-    case Value::Kind::kFloat: out += json_float(v.as_double()); return;
-    case Value::Kind::kString: append_json_string(out, v.as_string(), style.ensure_ascii); return;
-    case Value::Kind::kDict: dump_dict(v.as_dict(), style, level, out); return;
+    case Value::Kind::kNone:
+      out += "null";
+      return;
+    case Value::Kind::kBool:
+      out += v.as_bool() ? "true" : "false";
+      return;
+    case Value::Kind::kInt:
+      out += std::to_string(v.as_int());
+      return;
+    case Value::Kind::kFloat:
+      out += json_float(v.as_double());
+      return;
+    case Value::Kind::kString:
+      append_json_string(out, v.as_string(), style.ensure_ascii);
+      return;
+    case Value::Kind::kDict:
+      dump_dict(v.as_dict(), style, level, out);
+      return;
     case Value::Kind::kList: {
       const auto& items = v.as_list().items;
       if (items.empty()) {

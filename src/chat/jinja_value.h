@@ -35,7 +35,17 @@ class EvalError : public std::runtime_error {
 class Value {
  public:
   enum class Kind : std::uint8_t {
-    kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kCallable, kLoop
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kDict,
+    kNamespace,
+    kCallable,
+    kLoop
   };
 
   Value() : data_(Undefined{}) {}  // undefined, with no hint

@@ -4,6 +4,7 @@
 
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <filesystem>
@@ -139,6 +140,9 @@ void Tokenizer::load_hf() {
     }
   }
   strip_leading_spaces_ = hf_->strip_leading_spaces();
+  // Byte-fallback pieces are decoded byte by byte (a U+FFFD each); byte-level BPE's bytes are joined
+  // and decoded lossily, a U+FFFD per maximal ill-formed subpart.
+  lossy_per_byte_ = std::any_of(kinds_.begin(), kinds_.end(), [](Kind k) { return k == Kind::kByte; });
 }
 
 Tokenizer::~Tokenizer() = default;
@@ -265,14 +269,18 @@ std::string IncrementalDetokenizer::push(int id) {
   if (bytes.size() > skip) at_start_ = false;
   pending_.append(bytes, skip, std::string::npos);
   std::string out;
-  utf8::drain(pending_, out, /*final=*/false, &prompt_pending_);
+  utf8::drain(pending_, out, /*final=*/false, &prompt_pending_, lossy());
   return out;
 }
 
 std::string IncrementalDetokenizer::flush() {
   std::string out;
-  utf8::drain(pending_, out, /*final=*/true, &prompt_pending_);
+  utf8::drain(pending_, out, /*final=*/true, &prompt_pending_, lossy());
   return out;
+}
+
+utf8::Lossy IncrementalDetokenizer::lossy() const {
+  return tok_ == nullptr || tok_->lossy_per_byte_ ? utf8::Lossy::kPerByte : utf8::Lossy::kPerMaximalSubpart;
 }
 
 }  // namespace tpllama

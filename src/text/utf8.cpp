@@ -5,36 +5,48 @@
 
 namespace tpllama::utf8 {
 
-int char_length(const unsigned char* s, size_t avail) {
+namespace {
+
+// The bytes of s (avail of them) that begin a valid character: 1 for ASCII, up to its length for a
+// lead byte; 0 when s[0] cannot start one. *need gets the character's length.
+int valid_prefix(const unsigned char* s, size_t avail, int* need) {
   const unsigned char c = s[0];
+  *need = 1;
   if (c < 0x80) return 1;
-  int need = 0;
   unsigned char lo = 0x80;
   unsigned char hi = 0xBF;
   if (c >= 0xC2 && c <= 0xDF) {
-    need = 2;
+    *need = 2;
   } else if (c >= 0xE0 && c <= 0xEF) {
-    need = 3;
+    *need = 3;
     if (c == 0xE0) lo = 0xA0;
     if (c == 0xED) hi = 0x9F;
   } else if (c >= 0xF0 && c <= 0xF4) {
-    need = 4;
+    *need = 4;
     if (c == 0xF0) lo = 0x90;
     if (c == 0xF4) hi = 0x8F;
   } else {
-    return -1;
+    return 0;
   }
-  for (int k = 1; k < need; ++k) {
-    if (static_cast<size_t>(k) >= avail) return 0;
+  int k = 1;
+  for (; k < *need && static_cast<size_t>(k) < avail; ++k) {
     const unsigned char b = s[k];
-    const unsigned char k_lo = k == 1 ? lo : 0x80;
-    const unsigned char k_hi = k == 1 ? hi : 0xBF;
-    if (b < k_lo || b > k_hi) return -1;
+    if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) break;
   }
-  return need;
+  return k;
 }
 
-void drain(std::string& buf, std::string& out, bool final, size_t* silent) {
+}  // namespace
+
+int char_length(const unsigned char* s, size_t avail) {
+  int need = 0;
+  const int valid = valid_prefix(s, avail, &need);
+  if (valid == need) return need;
+  if (valid == 0 || static_cast<size_t>(valid) < avail) return -1;  // a byte that cannot continue it
+  return 0;                                                          // a viable prefix, cut short
+}
+
+void drain(std::string& buf, std::string& out, bool final, size_t* silent, Lossy lossy) {
   const auto* data = reinterpret_cast<const unsigned char*>(buf.data());
   size_t i = 0;
   while (i < buf.size()) {
@@ -44,7 +56,9 @@ void drain(std::string& buf, std::string& out, bool final, size_t* silent) {
       i += static_cast<size_t>(len);
     } else if (len < 0 || final) {
       if (i >= *silent) out += kReplacementChar;
-      ++i;
+      int need = 0;
+      const int subpart = valid_prefix(data + i, buf.size() - i, &need);
+      i += lossy == Lossy::kPerMaximalSubpart ? static_cast<size_t>(std::max(1, subpart)) : 1;
     } else {
       break;
     }

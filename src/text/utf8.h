@@ -15,11 +15,16 @@ inline constexpr char kReplacementChar[] = "\xEF\xBF\xBD";  // U+FFFD
 // never become valid is held back waiting for more bytes.
 int char_length(const unsigned char* s, size_t avail);
 
-// Moves complete characters from buf to out; a byte that cannot start a valid character becomes
-// U+FFFD on its own (SentencePiece's and Hugging Face's lossy rule), except that the first *silent
-// bytes are dropped instead (a prompt's incomplete last character: not the caller's text). A viable
-// incomplete tail stays in buf unless final. *silent shrinks by the bytes that went.
-void drain(std::string& buf, std::string& out, bool final, size_t* silent);
+// How ill-formed bytes become U+FFFD: one per byte (SentencePiece, Hugging Face's ByteFallback), or
+// one per maximal subpart, the longest prefix of a valid character (Rust's from_utf8_lossy, which
+// Hugging Face's ByteLevel decoder uses; also the Unicode standard's recommended practice).
+enum class Lossy { kPerByte, kPerMaximalSubpart };
+
+// Moves complete characters from buf to out; ill-formed bytes become U+FFFD as `lossy` says, except
+// that the first *silent bytes are dropped instead (a prompt's incomplete last character: not the
+// caller's text). A viable incomplete tail stays in buf unless final. *silent shrinks by the bytes
+// that went.
+void drain(std::string& buf, std::string& out, bool final, size_t* silent, Lossy lossy = Lossy::kPerByte);
 
 // Whether the whole of s is valid UTF-8.
 bool is_valid(const std::string& s);

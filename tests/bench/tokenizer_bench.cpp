@@ -1,5 +1,6 @@
-// Encode and decode speed of HfTokenizer on one thread. Not a test: a benchmark that prints
-// numbers. Usage: tokenizer_bench TOKENIZER_JSON [TEXT_FILE] The text
+// Encode and decode speed of a Tokenizer (tokenizer.json or a SentencePiece .model) on one thread,
+// as the engine uses it: encode() per prompt, and the streaming detokenizer one id at a time. Not a
+// test: a benchmark that prints numbers. Usage: tokenizer_bench TOKENIZER [TEXT_FILE] The text
 // (tests/data/tokenizer/english_sample.txt is the one to use; without a file an English-like text
 // is generated) is cut into paragraphs, as prompts would be, and repeated to about 10 MB. The first
 // pass over the text runs with a cold word cache and is reported apart.
@@ -12,7 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "text/hf_tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace {
 
@@ -78,7 +79,7 @@ struct Pass {
   size_t tokens = 0;
 };
 
-Pass encode_all(const tpllama::HfTokenizer& tok, const std::vector<std::string>& prompts,
+Pass encode_all(const tpllama::Tokenizer& tok, const std::vector<std::string>& prompts,
                 std::vector<std::vector<int>>* ids) {
   Pass p;
   auto t0 = Clock::now();
@@ -94,11 +95,11 @@ Pass encode_all(const tpllama::HfTokenizer& tok, const std::vector<std::string>&
 
 int run(int argc, char** argv) {
   if (argc < 2 || argc > 3) {
-    std::fprintf(stderr, "usage: tokenizer_bench TOKENIZER_JSON [TEXT_FILE]\n");
+    std::fprintf(stderr, "usage: tokenizer_bench TOKENIZER [TEXT_FILE]\n");
     return 2;
   }
   auto t0 = Clock::now();
-  tpllama::HfTokenizer tok(argv[1]);
+  tpllama::Tokenizer tok(argv[1]);
   std::printf("load: %.2f s (%s, vocab %d)\n", seconds_since(t0), argv[1], tok.vocab_size());
 
   std::string text;
@@ -134,12 +135,12 @@ int run(int argc, char** argv) {
   std::string decoded;
   decoded.reserve(warm.bytes);
   for (const std::vector<int>& v : ids) {
-    for (int id : v) {
-      if (!tok.is_special(id)) decoded += tok.token_bytes(id);
-    }
+    tpllama::IncrementalDetokenizer detok(tok);  // one sequence per prompt, one id at a time
+    for (int id : v) decoded += detok.push(id);
+    decoded += detok.flush();
   }
   double decode_seconds = seconds_since(t1);
-  std::printf("decode (token_bytes joined): %.1f MB/s, %.1f M tokens/s\n",
+  std::printf("decode (streamed, one id at a time): %.1f MB/s, %.1f M tokens/s\n",
               decoded.size() / decode_seconds / 1e6, warm.tokens / decode_seconds / 1e6);
 
   std::string joined;

@@ -1,5 +1,6 @@
 // ChatTemplate against Jinja2: every line of tests/data/chat/renderings.jsonl (written by
-// scripts/oracles/render_chat_templates.py, never by this code) rendered and compared byte for byte.
+// scripts/oracles/render_chat_templates.py, never by this code) rendered and compared byte for
+// byte.
 #include "chat/chat_template.h"
 
 #include <chrono>
@@ -14,7 +15,8 @@
 namespace tpllama {
 namespace {
 
-const std::filesystem::path kChatData = std::filesystem::path(__FILE__).parent_path() / "../data/chat";
+const std::filesystem::path kChatData =
+    std::filesystem::path(__FILE__).parent_path() / "../data/chat";
 
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -27,7 +29,8 @@ std::string read_file(const std::filesystem::path& path) {
 std::vector<nlohmann::ordered_json> renderings() {
   std::ifstream in(kChatData / "renderings.jsonl");
   std::vector<nlohmann::ordered_json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::ordered_json::parse(line));
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(nlohmann::ordered_json::parse(line));
   return lines;
 }
 
@@ -53,7 +56,8 @@ Outcome render_line(const nlohmann::ordered_json& r) {
   Outcome out;
   try {
     out.text = candidate.render(r["messages"], r["add_generation_prompt"].get<bool>(),
-                                r["bos_token"].get<std::string>(), r["eos_token"].get<std::string>(), r["extra"]);
+                                r["bos_token"].get<std::string>(),
+                                r["eos_token"].get<std::string>(), r["extra"]);
   } catch (const ChatTemplateError& e) {
     out.threw = true;
     out.error = e.what();
@@ -62,7 +66,8 @@ Outcome render_line(const nlohmann::ordered_json& r) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 TEST(ChatTemplate, EveryTemplateRendersEveryConversationAsJinja2Does) {
@@ -70,7 +75,8 @@ TEST(ChatTemplate, EveryTemplateRendersEveryConversationAsJinja2Does) {
   ASSERT_GE(lines.size(), 8u * 12 * 2) << "renderings.jsonl is missing or short";
   int compared = 0;
   for (const auto& r : lines) {
-    const std::string what = r["template"].get<std::string>() + " x " + r["conversation"].get<std::string>() +
+    const std::string what = r["template"].get<std::string>() + " x " +
+                             r["conversation"].get<std::string>() +
                              (r["add_generation_prompt"].get<bool>() ? " +gen" : "");
     const Outcome candidate = render_line(r);
     if (r.contains("expected")) {
@@ -91,7 +97,8 @@ TEST(ChatTemplate, EveryTemplateRendersEveryConversationAsJinja2Does) {
 }
 
 TEST(ChatTemplate, RaiseExceptionNamesTheSource) {
-  const ChatTemplate t("{{ raise_exception('roles must alternate') }}", "model/tokenizer_config.json");
+  const ChatTemplate t("{{ raise_exception('roles must alternate') }}",
+                       "model/tokenizer_config.json");
   try {
     t.render(nlohmann::ordered_json::array(), false, "<s>", "</s>");
     FAIL() << "no exception";
@@ -107,27 +114,35 @@ TEST(ChatTemplate, RenderErrorNamesSourceAndLine) {
     t.render(messages, false, "", "");
     FAIL() << "no exception";
   } catch (const ChatTemplateError& e) {
-    EXPECT_STREQ(e.what(), "t.jinja: chat template line 2: 'str object' has no attribute 'missing'");
+    EXPECT_STREQ(e.what(),
+                 "t.jinja: chat template line 2: 'str object' has no attribute 'missing'");
   }
 }
 
 TEST(ChatTemplate, UnsupportedConstructIsRefusedAtLoadWithSourceAndLine) {
   try {
-    ChatTemplate("{{ bos_token }}\n\n{% include 'other.jinja' %}", "tokenizer_config.json chat_template");
+    ChatTemplate("{{ bos_token }}\n\n{% include 'other.jinja' %}",
+                 "tokenizer_config.json chat_template");
     FAIL() << "no exception";
   } catch (const ChatTemplateError&) {
     FAIL() << "a load error is a plain tpllama::Error, not a render error";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "tokenizer_config.json chat_template: chat template line 3: unsupported tag 'include'");
+    EXPECT_STREQ(
+        e.what(),
+        "tokenizer_config.json chat_template: chat template line 3: unsupported tag 'include'");
   }
 }
 
 TEST(ChatTemplate, ExtraVariablesReachTheTemplateAndToolsDefaultToNone) {
-  const ChatTemplate t("{{ date_string }}|{{ tools is none }}|{{ documents is none }}|{{ custom.a }}", "t");
-  const auto extra = nlohmann::ordered_json::parse(R"({"date_string": "1 Jan 2025", "custom": {"a": [1, 2]}})");
-  EXPECT_EQ(t.render(nlohmann::ordered_json::array(), false, "", "", extra), "1 Jan 2025|True|True|[1, 2]");
+  const ChatTemplate t(
+      "{{ date_string }}|{{ tools is none }}|{{ documents is none }}|{{ custom.a }}", "t");
+  const auto extra =
+      nlohmann::ordered_json::parse(R"({"date_string": "1 Jan 2025", "custom": {"a": [1, 2]}})");
+  EXPECT_EQ(t.render(nlohmann::ordered_json::array(), false, "", "", extra),
+            "1 Jan 2025|True|True|[1, 2]");
   const ChatTemplate given("{{ tools is none }}|{{ tools | length }}", "t");
-  EXPECT_EQ(given.render(nlohmann::ordered_json::array(), false, "", "", nlohmann::ordered_json::parse(R"({"tools": []})")),
+  EXPECT_EQ(given.render(nlohmann::ordered_json::array(), false, "", "",
+                         nlohmann::ordered_json::parse(R"({"tools": []})")),
             "False|0");
 }
 
@@ -149,7 +164,8 @@ TEST(ChatTemplate, StrftimeNowWithoutTestClockIsToday) {
   const std::time_t now = std::time(nullptr);
   std::tm local{};
   localtime_r(&now, &local);
-  EXPECT_EQ(t.render(nlohmann::ordered_json::array(), false, "", ""), std::to_string(1900 + local.tm_year));
+  EXPECT_EQ(t.render(nlohmann::ordered_json::array(), false, "", ""),
+            std::to_string(1900 + local.tm_year));
 }
 
 TEST(ChatTemplate, CopiesShareTheParsedTemplate) {
@@ -159,16 +175,19 @@ TEST(ChatTemplate, CopiesShareTheParsedTemplate) {
 }
 
 TEST(ChatTemplate, RendersAFewMessagesWellUnderAMillisecond) {
-  const ChatTemplate t(read_file(kChatData / "templates/meta-llama-Llama-3.1-8B-Instruct.jinja"), "llama31");
+  const ChatTemplate t(read_file(kChatData / "templates/meta-llama-Llama-3.1-8B-Instruct.jinja"),
+                       "llama31");
   const auto messages = nlohmann::ordered_json::parse(
       R"([{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "Hi"},
           {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "How are you?"}])");
   constexpr int kRenders = 200;
   const auto start = std::chrono::steady_clock::now();
   size_t bytes = 0;
-  for (int i = 0; i < kRenders; ++i) bytes += t.render(messages, true, "<|begin_of_text|>", "<|eot_id|>").size();
+  for (int i = 0; i < kRenders; ++i)
+    bytes += t.render(messages, true, "<|begin_of_text|>", "<|eot_id|>").size();
   const double per_render_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / kRenders;
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
+      kRenders;
   EXPECT_GT(bytes, 0u);
   EXPECT_LT(per_render_ms, 1.0) << "one render took " << per_render_ms << " ms";
 }
@@ -179,8 +198,11 @@ TEST(ChatTemplateFromConfig, TakesAStringField) {
 }
 
 TEST(ChatTemplateFromConfig, AbsentOrNullIsNone) {
-  EXPECT_EQ(chat_template_from_config(nlohmann::json::parse(R"({"bos_token": "<s>"})"), "c.json"), std::nullopt);
-  EXPECT_EQ(chat_template_from_config(nlohmann::json::parse(R"({"chat_template": null})"), "c.json"), std::nullopt);
+  EXPECT_EQ(chat_template_from_config(nlohmann::json::parse(R"({"bos_token": "<s>"})"), "c.json"),
+            std::nullopt);
+  EXPECT_EQ(
+      chat_template_from_config(nlohmann::json::parse(R"({"chat_template": null})"), "c.json"),
+      std::nullopt);
 }
 
 TEST(ChatTemplateFromConfig, PicksDefaultFromAList) {
@@ -196,15 +218,16 @@ TEST(ChatTemplateFromConfig, TakesTheFirstWithoutADefault) {
 }
 
 TEST(ChatTemplateFromConfig, RefusesMalformedFields) {
-  const char* malformed[] = {
-      R"({"chat_template": 3})", R"({"chat_template": []})", R"({"chat_template": [{"name": "default"}]})",
-      R"({"chat_template": ["x"]})", R"([1])"};
+  const char* malformed[] = {R"({"chat_template": 3})", R"({"chat_template": []})",
+                             R"({"chat_template": [{"name": "default"}]})",
+                             R"({"chat_template": ["x"]})", R"([1])"};
   for (const char* text : malformed) {
     try {
       chat_template_from_config(nlohmann::json::parse(text), "model/tokenizer_config.json");
       ADD_FAILURE() << "accepted " << text;
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("model/tokenizer_config.json"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("model/tokenizer_config.json"), std::string::npos)
+          << e.what();
     }
   }
 }
