@@ -51,38 +51,16 @@ void set_variable(jinja::Variables& vars, const std::string& name, jinja::Value 
   vars.emplace_back(name, std::move(value));
 }
 
-}  // namespace
-
-std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                                 const std::string& bos_token, const std::string& eos_token,
-                                 const nlohmann::ordered_json& extra) const {
-  if (!messages.is_array())
-    fail(source_, ": chat messages must be a JSON array, got ", messages.type_name());
-  if (!extra.is_object())
-    fail(source_, ": chat template variables must be a JSON object, got ", extra.type_name());
+// The globals transformers adds: raise_exception(message) and strftime_now(format).
+void add_globals(jinja::Variables& vars, const std::string& source,
+                 std::optional<std::time_t> clock) {
   using jinja::Value;
-  jinja::Variables vars;
-  vars.emplace_back("messages", jinja::from_json(messages));
-  // transformers always passes these two, as None when the caller gives none.
-  vars.emplace_back("tools", Value::none());
-  vars.emplace_back("documents", Value::none());
-  vars.emplace_back("add_generation_prompt", Value::boolean(add_generation_prompt));
-  vars.emplace_back("bos_token", Value::string(bos_token));
-  vars.emplace_back("eos_token", Value::string(eos_token));
-  for (const auto& [key, value] : extra.items()) {
-    if (key == "messages" || key == "add_generation_prompt")
-      fail(source_, ": chat template variable '", key,
-           "' is set by the chat itself, not by extra variables");
-    set_variable(vars, key, jinja::from_json(value));
-  }
-  const std::string& source = source_;
   vars.emplace_back(
       "raise_exception",
       Value::callable("raise_exception", [&source](const jinja::CallArgs& args) -> Value {
         const jinja::BoundArgs a(args, {"message"}, "raise_exception");
         throw ChatTemplateError(source + ": " + jinja::to_str(a[0]));
       }));
-  const std::optional<std::time_t> clock = test_clock_;
   vars.emplace_back("strftime_now",
                     Value::callable("strftime_now", [clock](const jinja::CallArgs& args) {
                       const jinja::BoundArgs a(args, {"format"}, "strftime_now");
@@ -91,10 +69,42 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
                                                jinja::type_name(a[0]));
                       return Value::string(format_time(a[0].as_string(), clock));
                     }));
+}
+
+}  // namespace
+
+std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                 const std::string& bos_token, const std::string& eos_token,
+                                 const nlohmann::ordered_json& extra) const {
+  if (!messages.is_array())
+    throw ChatTemplateError(source_ + ": chat messages must be a JSON array, got " +
+                            messages.type_name());
+  if (!extra.is_object())
+    throw ChatTemplateError(source_ + ": chat template variables must be a JSON object, got " +
+                            extra.type_name());
+  using jinja::Value;
   try {
+    jinja::Variables vars;
+    vars.emplace_back("messages", jinja::from_json(messages));
+    // transformers always passes these two, as None when the caller gives none.
+    vars.emplace_back("tools", Value::none());
+    vars.emplace_back("documents", Value::none());
+    vars.emplace_back("add_generation_prompt", Value::boolean(add_generation_prompt));
+    vars.emplace_back("bos_token", Value::string(bos_token));
+    vars.emplace_back("eos_token", Value::string(eos_token));
+    for (const auto& [key, value] : extra.items()) {
+      if (key == "messages" || key == "add_generation_prompt") {
+        throw ChatTemplateError(source_ + ": chat template variable '" + key +
+                                "' is set by the chat itself, not by extra variables");
+      }
+      set_variable(vars, key, jinja::from_json(value));
+    }
+    add_globals(vars, source_, test_clock_);
     return impl_->tmpl.render(vars);
   } catch (const jinja::RenderError& e) {
     throw ChatTemplateError(e.what());
+  } catch (const jinja::EvalError& e) {  // a JSON value with no Jinja counterpart (binary)
+    throw ChatTemplateError(source_ + ": " + e.what());
   }
 }
 

@@ -13,8 +13,9 @@
 
 namespace tpllama {
 
-// A failure while rendering: the template's raise_exception(msg) ("<source>: <msg>") or an error
-// such as an attribute of an undefined value ("<source>: chat template line N: ...").
+// A failure while rendering one chat: the template's raise_exception(msg) ("<source>: <msg>"), an
+// error such as an attribute of an undefined value ("<source>: chat template line N: ..."), or
+// messages / extra variables of the wrong shape.
 class ChatTemplateError : public Error {
  public:
   using Error::Error;

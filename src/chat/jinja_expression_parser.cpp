@@ -372,7 +372,7 @@ ExprPtr ExpressionParser::parse_filter(ExprPtr node) {
   in_.skip();  // |
   const Token& t = in_.peek();
   std::string name = in_.expect_name();
-  while (in_.skip_op(".")) name += "." + in_.expect_name();
+  while (in_.skip_op(".")) name.append(".").append(in_.expect_name());
   ExprPtr e = make(ExprKind::kFilter, t.line);
   e->name = name;
   e->filter = find_filter(name);
@@ -388,7 +388,7 @@ ExprPtr ExpressionParser::parse_test(ExprPtr node) {
   e->negated = in_.skip_name("not");
   const Token& t = in_.peek();
   std::string name = in_.expect_name();
-  while (in_.skip_op(".")) name += "." + in_.expect_name();
+  while (in_.skip_op(".")) name.append(".").append(in_.expect_name());
   e->name = name;
   e->test = find_test(name);
   if (!e->test) in_.error(t, "unknown test '", name, "'");

@@ -87,7 +87,9 @@ void check_hashable(const Value& key) {
 namespace {
 
 Value no_attribute(const Value& object, const std::string& name) {
-  return Value::undefined("'" + object_description(object) + "' has no attribute '" + name + "'");
+  std::string hint = "'";
+  hint.append(object_description(object)).append("' has no attribute '").append(name).append("'");
+  return Value::undefined(std::move(hint));
 }
 
 Value loop_attribute(const LoopObj& l, const std::string& name) {

@@ -369,7 +369,7 @@ std::string float_repr(double d) {
     return out + digits.substr(0, int_len) + "." + digits.substr(int_len);
   }
   out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
+  if (digits.size() > 1) out.append(".").append(digits, 1);
   std::snprintf(buf, sizeof buf, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
   return out + buf;
 }

@@ -146,11 +146,12 @@ TEST(ChatTemplate, ExtraVariablesReachTheTemplateAndToolsDefaultToNone) {
             "False|0");
 }
 
-TEST(ChatTemplate, ExtraMayNotReplaceMessages) {
+TEST(ChatTemplate, MalformedRequestsAreRenderErrors) {
   const ChatTemplate t("{{ messages }}", "t");
   EXPECT_THROW(t.render(nlohmann::ordered_json::array(), false, "", "",
                         nlohmann::ordered_json::parse(R"({"messages": []})")),
-               Error);
+               ChatTemplateError);
+  EXPECT_THROW(t.render(nlohmann::ordered_json::object(), false, "", ""), ChatTemplateError);
 }
 
 TEST(ChatTemplate, StrftimeNowUsesTheTestClockInUtc) {
