@@ -53,44 +53,82 @@ LengthRange parse_range(const std::string& text, const char* flag, int min_value
   return r;
 }
 
+// The workload's shape: prompts of `in` tokens generating `out`; with shared_prefix every prompt
+// starts with one seeded prefix of that many tokens (BOS included) before its own `in` tokens;
+// with continuations each prompt is a context scored with that many continuations of `out` tokens
+// (a few-shot multiple-choice evaluation) instead of generating.
+struct Workload {
+  int prompts = 16;
+  LengthRange in, out;
+  int shared_prefix = 0;
+  int continuations = 0;
+  int requests() const { return continuations > 0 ? prompts * continuations : prompts; }
+};
+
 // Seeded prompts of token ids: BOS, then ids drawn uniformly from those that are neither BOS nor an
-// EOS; greedy; exactly max_tokens generated.
+// EOS; greedy; exactly max_tokens generated (or scoring requests, see Workload).
 class SyntheticSource : public RequestSource {
  public:
-  SyntheticSource(int prompts, LengthRange in, LengthRange out, const LlamaConfig& c, uint64_t seed)
-      : prompts_(prompts), in_(in), out_(out), vocab_(c.vocab_size), bos_(c.bos_token_id), rng_(seed) {
+  SyntheticSource(const Workload& w, const LlamaConfig& c, uint64_t seed)
+      : w_(w), vocab_(c.vocab_size), bos_(c.bos_token_id), rng_(seed) {
     special_.push_back(bos_);
     special_.insert(special_.end(), c.eos_token_ids.begin(), c.eos_token_ids.end());
+    if (w_.shared_prefix > 0) {
+      prefix_.push_back(bos_);
+      append_tokens(prefix_, w_.shared_prefix - 1);
+    }
   }
 
   std::optional<Request> next() override {
-    if (made_ == prompts_) return std::nullopt;
+    if (made_ == w_.requests()) return std::nullopt;
     Request r;
     r.id = made_;
-    r.line = static_cast<size_t>(++made_);
-    const int in = std::uniform_int_distribution<int>(in_.lo, in_.hi)(rng_);
-    r.max_tokens = std::uniform_int_distribution<int>(out_.lo, out_.hi)(rng_);
-    r.ignore_eos = true;
-    r.token_ids.push_back(bos_);
-    std::uniform_int_distribution<int> token(0, vocab_ - 1);
-    const bool ordinary_ids = vocab_ > static_cast<int>(special_.size());
-    while (static_cast<int>(r.token_ids.size()) < in) {
-      int id = token(rng_);
-      while (ordinary_ids && std::find(special_.begin(), special_.end(), id) != special_.end()) id = token(rng_);
-      r.token_ids.push_back(id);
+    r.line = static_cast<size_t>(made_ + 1);
+    const bool scoring = w_.continuations > 0;
+    if (!scoring || made_ % w_.continuations == 0) context_ = new_prompt();
+    ++made_;
+    r.token_ids.assign(context_.begin(), context_.end());
+    const int out = std::uniform_int_distribution<int>(w_.out.lo, w_.out.hi)(rng_);
+    if (scoring) {
+      r.scoring = true;
+      r.n_context_tokens = static_cast<int>(context_.size());
+      append_tokens(r.token_ids, out);
+      r.max_tokens = 1;
+    } else {
+      r.max_tokens = out;
+      r.ignore_eos = true;
+      output_tokens_ += out;
     }
-    lengths_.push_back(in);
-    output_tokens_ += r.max_tokens;
     return r;
   }
   const std::vector<int>& prompt_lengths() const { return lengths_; }
   long long output_tokens() const { return output_tokens_; }
 
  private:
-  int prompts_, made_ = 0;
-  LengthRange in_, out_;
+  void append_tokens(std::vector<int>& ids, int n) {
+    std::uniform_int_distribution<int> token(0, vocab_ - 1);
+    const bool ordinary_ids = vocab_ > static_cast<int>(special_.size());
+    for (int i = 0; i < n; ++i) {
+      int id = token(rng_);
+      while (ordinary_ids && std::find(special_.begin(), special_.end(), id) != special_.end()) id = token(rng_);
+      ids.push_back(id);
+    }
+  }
+  // The shared prefix (or BOS) and the prompt's own tokens.
+  std::vector<int> new_prompt() {
+    std::vector<int> ids = prefix_.empty() ? std::vector<int>{bos_} : prefix_;
+    const int own = std::uniform_int_distribution<int>(w_.in.lo, w_.in.hi)(rng_);
+    append_tokens(ids, own - (prefix_.empty() ? 1 : 0));
+    lengths_.push_back(static_cast<int>(ids.size()));
+    return ids;
+  }
+
+  Workload w_;
+  int made_ = 0;
   int vocab_, bos_;
   std::vector<int> special_;  // BOS and the EOS ids
+  std::vector<int> prefix_;
+  std::vector<int> context_;  // the current prompt (scoring: shared by its continuations)
   std::mt19937_64 rng_;
   std::vector<int> lengths_;
   long long output_tokens_ = 0;
@@ -184,6 +222,10 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
                     2.0 * c.vocab_size * c.dim;
     prompt_tokens += len;
   }
+  // Prompt positions the prefix cache served (and continuations scored) change what was computed:
+  // the estimate is scaled to the prompt tokens the prefill steps computed.
+  if (s.prompt_tokens > 0)
+    prefill_flop *= static_cast<double>(s.prefill_step_tokens) / static_cast<double>(s.prompt_tokens);
   const double decode_tokens = static_cast<double>(s.decode_step_tokens);
   const bool measured = limits.devices > 0, decoded = s.decode_steps > 0 && s.decode_seconds > 0;
   const nlohmann::json decode_bw = decoded ? ratio(decode_bytes, s.decode_seconds) : nullptr;
@@ -214,7 +256,8 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
       {"device", session.device_description()},
       {"layout", {{"ranks", t.world_size()}, {"tp", t.tp_size()}, {"pp", t.pp_size()},
                   {"threads_per_rank", session.threads()}, {"nodes", session.nodes().n_nodes}}},
-      {"workload", {{"prompts", o.prompts}, {"input_len", o.input_len}, {"output_len", o.output_len},
+      {"workload", {{"prompts", o.prompts}, {"shared_prefix", o.shared_prefix}, {"continuations", o.continuations},
+                    {"input_len", o.input_len}, {"output_len", o.output_len},
                     {"input_len_min", in.lo}, {"input_len_max", in.hi}, {"output_len_min", out.lo},
                     {"output_len_max", out.hi}, {"mean_input_len", prompt_tokens / prompts},
                     {"mean_output_len", static_cast<double>(source.output_tokens()) / prompts}, {"seed", o.seed},
@@ -230,6 +273,10 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
       {"output_tokens_per_second", ratio(static_cast<double>(s.generated_tokens), s.seconds)},
       {"total_tokens_per_second", ratio(static_cast<double>(s.prompt_tokens + s.generated_tokens), s.seconds)},
       {"prefill_seconds", s.prefill_seconds},
+      {"prefix_cache", {{"enabled", s.prefix_caching}, {"prompt_tokens", s.prefix_prompt_tokens},
+                        {"hit_tokens", s.prefix_hit_tokens}, {"evicted_blocks", s.prefix_evicted_blocks},
+                        {"hit_rate", ratio(static_cast<double>(s.prefix_hit_tokens),
+                                           static_cast<double>(s.prefix_prompt_tokens))}}},
       {"decode_seconds", s.decode_seconds},
       {"decode_steps", s.decode_steps},
       {"ttft_seconds", percentiles(s.ttft)},
@@ -298,6 +345,13 @@ void print_report(const nlohmann::json& j) {
                             " tok/s, " + num(j["requests_per_second"], 1, 2) + " req/s over " +
                             fixed(j["elapsed_seconds"].get<double>(), 2) + " s, " +
                             std::to_string(j["steps"].get<long long>()) + " steps");
+  const auto& pc = j["prefix_cache"];
+  if (pc["enabled"].get<bool>())
+    row("prefix cache", num(pc["hit_rate"], 100, 1) + "% of prompt tokens (" + std::to_string(pc["hit_tokens"].get<long long>()) +
+                            " of " + std::to_string(pc["prompt_tokens"].get<long long>()) + "), " +
+                            std::to_string(pc["evicted_blocks"].get<long long>()) + " blocks evicted");
+  else
+    row("prefix cache", "off");
   row("TTFT p50 / p90 / p99", pct(j["ttft_seconds"], 1e3) + " ms from admission, " +
                                   pct(j["ttft_from_start_seconds"], 1e3) + " ms from the start");
   row("TPOT p50 / p90 / p99", pct(j["tpot_seconds"], 1e3) + " ms");
@@ -323,7 +377,17 @@ void add_bench_command(CLI::App& app, BenchOptions& o) {
       ->capture_default_str()
       ->check(unsigned_64());
   c->add_option("--vocab", o.vocab, "Vocabulary size of the shape (default: the shape's)")->check(at_least(1));
-  c->add_option("--prompts", o.prompts, "Requests in the workload")->capture_default_str()->check(at_least(1));
+  c->add_option("--prompts", o.prompts, "Prompts in the workload (with --continuations: contexts)")
+      ->capture_default_str()
+      ->check(at_least(1));
+  c->add_option("--shared-prefix", o.shared_prefix,
+                "Every prompt starts with one seeded prefix of N tokens (BOS included) before its own --input-len "
+                "tokens, as few-shot examples or a system prompt do")
+      ->check(at_least(1));
+  c->add_option("--continuations", o.continuations,
+                "Score C continuations of --output-len tokens per prompt instead of generating (multiple-choice "
+                "evaluation): --prompts x C scoring requests")
+      ->check(at_least(1));
   c->add_option("--input-len", o.input_len, "Prompt tokens per request, BOS included: N or an inclusive range A:B")
       ->capture_default_str();
   c->add_option("--output-len", o.output_len, "Tokens generated per request (EOS ignored): N or A:B")
@@ -363,12 +427,14 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
     }
     in = parse_range(o.input_len, "--input-len", 1);
     out = parse_range(o.output_len, "--output-len", 1);
-    if (in.hi + out.hi > config.max_seq_len)
-      fail("--input-len ", in.hi, " + --output-len ", out.hi, " exceeds the model's context of ", config.max_seq_len,
+    if (o.shared_prefix + in.hi + out.hi > config.max_seq_len)
+      fail(o.shared_prefix > 0 ? "--shared-prefix " + std::to_string(o.shared_prefix) + " + " : std::string(),
+           "--input-len ", in.hi, " + --output-len ", out.hi, " exceeds the model's context of ", config.max_seq_len,
            " tokens");
   });
-  if (o.run.max_seqs <= 0) o.run.max_seqs = std::min(o.prompts, 256);
-  if (o.run.max_model_len <= 0) o.run.max_model_len = in.hi + out.hi;
+  const Workload workload{o.prompts, in, out, o.shared_prefix, o.continuations};
+  if (o.run.max_seqs <= 0) o.run.max_seqs = std::min(workload.requests(), 256);
+  if (o.run.max_model_len <= 0) o.run.max_model_len = o.shared_prefix + in.hi + out.hi;
 
   TraceRecorder trace(!o.run.trace.empty());  // before the session: its communicators record into it
   SessionOptions options = session_options(o.run);
@@ -381,12 +447,12 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   session.load([&](const Session& s) {
     if (!o.skip_limits) limits = measure_limits(mpi, s.device_context(), s.dtype(), s.first_on_device());
   });
-  SyntheticSource source(o.prompts, in, out, session.config(), o.seed);
+  SyntheticSource source(workload, session.config(), o.seed);
   CountingSink sink;
   EngineIo io;
   io.reader = &source;
   io.writer = &sink;
-  io.total_requests = o.prompts;
+  io.total_requests = workload.requests();
   const Continuation continuation{false, "run it again"};
   const RunSummary summary = session.serve(serve_options(o.run, continuation), io, trace);
   const std::vector<RankFigures> figures = report_run(session, summary, trace, o.run.stats, o.run.trace);

@@ -48,6 +48,7 @@ struct RunOptions {
   bool share_gpus = false;      // let several ranks use one GPU (with --comm mpi)
   bool eager = false;           // no CUDA graphs: every step launches its kernels
   std::string kv_dtype = "auto";  // KV cache: f32, bf16, or auto (bf16 on a GPU with bf16 weights, else f32)
+  std::string prefix_caching = "on";  // on | off
 };
 
 struct ConvertOptionsCli {
@@ -85,6 +86,8 @@ struct BenchOptions {
   uint64_t seed = 0;
   int vocab = 0;  // overrides the shape's vocabulary
   int prompts = 16;
+  int shared_prefix = 0;  // tokens every prompt starts with (0: none)
+  int continuations = 0;  // > 0: each prompt is a context scored with this many continuations
   std::string input_len = "128";   // N or A:B
   std::string output_len = "128";
   std::string json;
@@ -106,8 +109,8 @@ struct PlanOptions {
 void add_run_command(CLI::App& app, RunOptions& options);
 void add_bench_command(CLI::App& app, BenchOptions& options);
 // --threads, --tp, --pp, --pp-layers, --allow-cross-node-tp, --stall-timeout, --kv-cache-memory,
-// --dtype, --kv-dtype, --device, --comm, --eager and --share-gpus: how a run is laid out over
-// ranks, devices and memory, and watched (run, perplexity and bench).
+// --dtype, --kv-dtype, --device, --comm, --eager, --prefix-caching and --share-gpus: how a run is
+// laid out over ranks, devices and memory, and watched (run, perplexity and bench).
 void add_layout_options(CLI::App& command, RunOptions& options);
 // --log-interval: seconds between progress lines when stderr is not a terminal (run, perplexity,
 // bench).

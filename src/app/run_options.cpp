@@ -124,6 +124,12 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
   c.add_flag("--eager", o.eager,
              "On a GPU, launch every kernel of every step (default: a pure-decode step is recorded as a CUDA graph "
              "once per step shape (tokens, logit rows) and replayed, which saves the launch overhead)");
+  c.add_option("--prefix-caching", o.prefix_caching,
+               "on: a prompt's full KV blocks already computed for another request (a shared few-shot prefix, a "
+               "system prompt, a scored context) are reused, not recomputed; cached blocks no request holds are "
+               "evicted least-recently-used when memory is needed. off: every prompt is computed whole")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   c.add_flag("--share-gpus", o.share_gpus,
              "Allow more ranks on a node than GPUs: ranks then share GPUs round-robin (needs --comm mpi; for tests "
              "and small models)");
@@ -147,6 +153,7 @@ SessionOptions session_options(const RunOptions& o) {
   s.kv_block_size = o.kv_block_size;
   s.kv_cache_memory = o.kv_cache_memory;
   s.max_model_len = o.max_model_len;
+  s.prefix_caching = o.prefix_caching == "on";
   s.grace_seconds = o.grace_seconds;
   return s;
 }

@@ -68,6 +68,15 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
       {"abandoned_requests", s.abandoned},
       {"unwritten_ordered_results", s.unwritten},
       {"preemptions", s.preemptions},
+      {"prefix_cache",
+       {{"enabled", s.prefix_caching},
+        {"prompt_tokens", s.prefix_prompt_tokens},
+        {"hit_tokens", s.prefix_hit_tokens},
+        {"hit_rate", s.prefix_prompt_tokens > 0
+                         ? static_cast<double>(s.prefix_hit_tokens) / static_cast<double>(s.prefix_prompt_tokens)
+                         : 0.0},
+        {"recompute_hit_tokens", s.prefix_recompute_hits},
+        {"evicted_blocks", s.prefix_evicted_blocks}}},
       {"steps", s.steps},
       {"elapsed_seconds", s.seconds},
       {"requests_per_second", static_cast<double>(s.requests) / secs},

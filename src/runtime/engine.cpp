@@ -30,7 +30,7 @@ class Run {
         io_(io),
         rules_{text ? text->stop_ids() : config.eos_token_ids, o.context},
         intake_(*io.reader, text, {config.vocab_size, o.context}, io.resume),
-        blocks_(o.kv_blocks, o.kv_block_size, o.max_seqs),
+        blocks_(o.kv_blocks, o.kv_block_size, o.max_seqs, o.prefix_caching),
         scheduler_({o.max_batch_tokens, o.max_logit_rows, o.max_seqs, o.groups}, blocks_),
         publisher_(*io.writer, io.ordered, io.reorder_limit),
         progress_(io.total_requests, io.terminal, o.log_interval) {}
@@ -72,6 +72,12 @@ class Run {
     RunSummary& s = summary();
     s.skipped = intake_.skipped();
     s.preemptions = blocks_.preemptions();
+    const PrefixCacheStats& p = blocks_.prefix_stats();
+    s.prefix_caching = o_.prefix_caching;
+    s.prefix_prompt_tokens = p.prompt_tokens;
+    s.prefix_hit_tokens = p.hit_tokens;
+    s.prefix_recompute_hits = p.recompute_hits;
+    s.prefix_evicted_blocks = p.evicted_blocks;
     if (intake_.done() && s.stopped_by == 0) s.unmatched_records = intake_.unmatched_records();
     return std::move(s);
   }
@@ -80,8 +86,10 @@ class Run {
   RunSummary& summary() { return publisher_.summary(); }
 
   ProgressCounts counts() const {
+    const PrefixCacheStats& p = blocks_.prefix_stats();
     return {publisher_.published() + intake_.skipped(), publisher_.summary().errors,
-            static_cast<long long>(active_.size()), sampled_tokens_};
+            static_cast<long long>(active_.size()), sampled_tokens_, o_.prefix_caching, p.prompt_tokens, p.hit_tokens,
+            p.evicted_blocks};
   }
 
   // Once the first requests are in: how many sequences of their average length (prompt plus

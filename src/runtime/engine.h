@@ -26,6 +26,7 @@ struct EngineOptions {
   int kv_block_size = 16;       // positions per KV block
   int kv_blocks = 0;            // blocks in every rank's pool
   int max_logit_rows = 64;      // logit rows per step (the model's buffer): decodes plus scored tokens
+  bool prefix_caching = true;   // full KV blocks found again by their tokens and shared (BlockAllocator)
   double grace_seconds = 90;    // after a stop signal: how long in-flight requests may still run
   // What a stopped run's user does next (the stop message says it), e.g. "resume with --resume".
   std::string how_to_continue = "resume with --resume";

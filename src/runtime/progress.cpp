@@ -45,6 +45,9 @@ void Progress::print(const ProgressCounts& c, bool final) {
      << (elapsed > 0 ? static_cast<double>(c.generated_tokens) / elapsed : 0.0) << " tok/s, " << duration_text(elapsed);
   if (total_ > 0 && c.done > 0 && c.done < total_)
     os << ", ETA " << duration_text(elapsed / static_cast<double>(c.done) * static_cast<double>(total_ - c.done));
+  if (c.prefix_caching && c.prefix_prompt_tokens > 0)
+    os << ", prefix cache " << 100.0 * static_cast<double>(c.prefix_hit_tokens) / static_cast<double>(c.prefix_prompt_tokens)
+       << "% (" << c.prefix_evicted_blocks << " evicted)";
   if (!terminal_) {
     log::info(os.str());
     return;

@@ -12,6 +12,10 @@ struct ProgressCounts {
   long long errors = 0;
   long long running = 0;
   long long generated_tokens = 0;  // so far, running requests' tokens included
+  bool prefix_caching = false;
+  long long prefix_prompt_tokens = 0;  // prompt tokens that asked the prefix cache, and its hits
+  long long prefix_hit_tokens = 0;
+  long long prefix_evicted_blocks = 0;
 };
 
 class Progress {

@@ -87,12 +87,26 @@ std::string RunSummary::describe() const {
   os << errors << " errors) in " << seconds << " s; prompt tokens " << prompt_tokens << ", generated tokens "
      << generated_tokens << " (" << (seconds > 0 ? static_cast<double>(generated_tokens) / seconds : 0.0)
      << " tok/s), " << steps << " steps, " << preemptions << " preemptions";
+  if (prefix_caching) os << "; " << describe_prefix_cache();
   if (skipped > 0) os << "; " << skipped << " already in the output, skipped";
   if (stopped_by != 0)
     os << "; stopped early by signal " << stopped_by << " (" << abandoned << " unfinished requests abandoned)";
   if (unwritten > 0)
     os << "; " << unwritten << " finished results, held back for --ordered behind those, not written (--resume "
        << "recomputes them, keeping the output in input order)";
+  return os.str();
+}
+
+std::string RunSummary::describe_prefix_cache() const {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(1);
+  const double rate = prefix_prompt_tokens > 0 ? 100.0 * static_cast<double>(prefix_hit_tokens) /
+                                                     static_cast<double>(prefix_prompt_tokens)
+                                               : 0.0;
+  os << "prefix cache: " << rate << "% of prompt tokens (" << prefix_hit_tokens << " of " << prefix_prompt_tokens
+     << "), " << prefix_evicted_blocks << " blocks evicted";
+  if (prefix_recompute_hits > 0) os << ", " << prefix_recompute_hits << " positions served to recomputes";
   return os.str();
 }
 

@@ -52,6 +52,13 @@ struct RunSummary {
   long long generated_tokens = 0;
   long long steps = 0;
   long long preemptions = 0;
+  // Prefix caching (when on): prompt tokens of the requests that asked the cache, how many of them
+  // it served, positions it served to sequences recomputing after a preemption, blocks evicted.
+  bool prefix_caching = false;
+  long long prefix_prompt_tokens = 0;
+  long long prefix_hit_tokens = 0;
+  long long prefix_recompute_hits = 0;
+  long long prefix_evicted_blocks = 0;
   long long skipped = 0;  // already in the output (--resume)
   // --resume: records already in the output that no request of the input matched (the output may
   // belong to another job); counted only when the whole input was read.
@@ -78,6 +85,8 @@ struct RunSummary {
   LatencyHistogram ttft_from_start;     // to its first token
   LatencyHistogram latency_from_start;  // to its end
   std::string describe() const;
+  // "prefix cache: 87.5% of prompt tokens (3584 of 4096), 12 blocks evicted"
+  std::string describe_prefix_cache() const;
 };
 
 }  // namespace tpllama

@@ -26,9 +26,30 @@ std::optional<StepPlan> Scheduler::schedule(const ActiveSequences& active) {
   Group group;
   int budget = limits_.max_batch_tokens;
   int rows_left = limits_.max_logit_rows;
-  for (int pass = 0; pass < 2 && static_cast<int>(group.members.size()) < seqs_per_group_; ++pass) {
-    for (const auto& s : active) {
-      if (s->in_flight || (pass == 0) != s->decoding() || budget == 0) continue;
+  blocks_.begin_group(next_group_);
+  // Pass 0: decodes. Prefill, with the prefix cache: pass 1 takes sequences already under way,
+  // those whose prompt starts with a cached block, and those passed over kPatience times; pass 2
+  // the rest. Without it, pass 1 takes every prefill in admission order.
+  std::vector<bool> first_choice(active.size());
+  for (size_t k = 0; k < active.size(); ++k) {
+    const Sequence& s = *active[k];
+    first_choice[k] = !blocks_.prefix_caching() || !blocks_.table(s.slot).empty() || s.passed_over >= kPatience ||
+                      blocks_.first_block_cached(s);
+  }
+  for (int pass = 0; pass < 3 && static_cast<int>(group.members.size()) < seqs_per_group_; ++pass) {
+    for (size_t k = 0; k < active.size(); ++k) {
+      const auto& s = active[k];
+      if (s->in_flight || budget == 0) continue;
+      if ((pass == 1 && !first_choice[k]) || (pass == 2 && first_choice[k])) continue;
+      bool starting = false;  // a preempted sequence may come back from the cache already decoding
+      if (pass >= 1 && blocks_.table(s->slot).empty() && s->n_computed == 0) {
+        // A sequence starting (or restarting after a preemption) takes what the prefix cache holds
+        // of it; if this group is writing its first block, it starts in the next group instead.
+        if (blocks_.first_block_being_written(*s)) continue;
+        blocks_.attach_cached_prefix(*s);
+        starting = true;
+      }
+      if ((pass == 0) != s->decoding() && !starting) continue;
       if (static_cast<int>(group.members.size()) >= seqs_per_group_) break;
       const int pending = s->pending();
       const int fitting = fit_rows(*s, std::min(pending, budget), rows_left);
@@ -61,11 +82,14 @@ std::optional<StepPlan> Scheduler::schedule(const ActiveSequences& active) {
       }
       s->scheduled = take;
       s->in_flight = true;
+      blocks_.register_full_blocks(*s);
       group.members.push_back(s.get());
       budget -= take;
     }
   }
   if (group.members.empty()) return std::nullopt;
+  for (const auto& s : active)
+    if (!s->decoding()) s->passed_over = s->in_flight ? 0 : s->passed_over + 1;
   plan.group = group.id = next_group_++;
   plan.cache_ops = blocks_.take_changes();
   in_flight_.push_back(std::move(group));

@@ -33,6 +33,9 @@ struct Group {
 
 class Scheduler {
  public:
+  // Groups a prompt may be passed over for others whose prefix is cached before it goes first.
+  static constexpr int kPatience = 4;
+
   Scheduler(const SchedulerLimits& limits, BlockAllocator& blocks);
 
   // Whether another group may go in flight.

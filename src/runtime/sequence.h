@@ -63,6 +63,8 @@ struct Sequence {
   int slot = -1;       // its KV cache slot (block table), from the BlockAllocator
   int scheduled = 0;   // tokens of this sequence in its group in flight
   bool in_flight = false;
+  bool prefix_looked_up = false;  // the prefix cache was asked for its prompt (counted once)
+  int passed_over = 0;            // groups planned without its pending prompt (Scheduler)
   int n_generated = 0;
   Rng rng;
   std::string text;

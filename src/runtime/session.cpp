@@ -332,6 +332,7 @@ RunSummary Session::serve(const ServeOptions& options, EngineIo io, TraceRecorde
     e.kv_block_size = o_.kv_block_size;
     e.kv_blocks = n_blocks_;
     e.max_logit_rows = max_logit_rows(o_.max_seqs, o_.max_batch_tokens);
+    e.prefix_caching = o_.prefix_caching;
     e.grace_seconds = o_.grace_seconds;
     e.how_to_continue = c.resumable ? "resume with --resume" : c.restart_hint;
     io.terminal = ::isatty(STDERR_FILENO) != 0;

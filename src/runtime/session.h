@@ -58,6 +58,7 @@ struct SessionOptions {
   int max_seqs = 64;
   int max_batch_tokens = 2048;
   int kv_block_size = 16;
+  bool prefix_caching = true;   // reuse computed full KV blocks across requests (BlockAllocator)
   std::string kv_cache_memory;  // bytes per rank, e.g. "8GiB"; empty: a share of free memory
   int max_model_len = 0;        // 0: max_position_embeddings
   // The context the command's requests need (perplexity's window), when below the model's: the KV

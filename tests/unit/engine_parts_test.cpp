@@ -1,8 +1,10 @@
 // The engine's parts without a model: the block allocator, the scheduler and the request intake
 // on hand-made sequences and requests, and the whole engine loop over a stand-in executor whose
 // "model" reads every token back through the block tables it is sent, so that a block handed out
-// twice, a table change lost or a preempted sequence not recomputed changes the tokens. Expected
-// tokens come from the closed form the stand-in implements, computed on the plain token lists.
+// twice, a table change lost, a preempted sequence not recomputed or a cached prefix block shared
+// with other tokens changes the tokens. Expected tokens come from the closed form the stand-in
+// implements, computed on the plain token lists. (The prefix cache's own cases:
+// prefix_cache_test.cpp.)
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -326,13 +328,20 @@ class StandIn : public StepExecutor {
       if (op.block == CacheOp::kRelease) {
         tables_.at(static_cast<size_t>(op.slot)).clear();
       } else {
-        for (const auto& table : tables_)
-          for (int32_t b : table) EXPECT_NE(b, op.block) << "block " << op.block << " given while held";
+        if (!sharing) {
+          for (const auto& table : tables_)
+            for (int32_t b : table) EXPECT_NE(b, op.block) << "block " << op.block << " given while held";
+        }
         tables_.at(static_cast<size_t>(op.slot)).push_back(op.block);
       }
     }
     EXPECT_LE(static_cast<int>(plan.batch.size()), max_batch_tokens);
-    for (size_t i = 0; i < plan.batch.size(); ++i) store_.at(row(plan.batch.slots[i], plan.batch.positions[i])) = plan.batch.tokens[i];
+    for (size_t i = 0; i < plan.batch.size(); ++i) {
+      const int slot = plan.batch.slots[i], pos = plan.batch.positions[i];
+      const int32_t block = tables_.at(static_cast<size_t>(slot)).at(static_cast<size_t>(pos / block_size_));
+      EXPECT_EQ(holders(block), 1) << "block " << block << " written at position " << pos << " while shared";
+      store_.at(row(slot, pos)) = plan.batch.tokens[i];
+    }
     SampledRows rows;
     rows.group = plan.group;
     for (size_t i = 0; i < plan.batch.logit_rows.size(); ++i) {
@@ -360,8 +369,14 @@ class StandIn : public StepExecutor {
 
   int steps = 0;
   int max_batch_tokens = 1 << 30;
+  bool sharing = false;  // prefix caching: one block may sit in several tables, but is never written there
 
  private:
+  int holders(int32_t block) const {
+    int n = 0;
+    for (const auto& table : tables_) n += static_cast<int>(std::count(table.begin(), table.end(), block));
+    return n;
+  }
   size_t row(int slot, int pos) const {
     const std::vector<int32_t>& table = tables_.at(static_cast<size_t>(slot));
     EXPECT_LT(static_cast<size_t>(pos / block_size_), table.size()) << "position " << pos << " of slot " << slot;
@@ -379,16 +394,20 @@ class StandIn : public StepExecutor {
 struct LoopCase {
   int n_blocks, block_size, max_seqs, max_batch_tokens, groups;
   bool ordered;
+  int shared_prefix = 0;        // tokens every prompt starts with (BOS included)
+  bool prefix_caching = false;
 };
 
-// 24 requests of prompts of 1 to 40 tokens, 1 to 30 generated, through the whole engine loop.
+// 24 requests of prompts of 1 to 40 tokens (after a shared prefix), 1 to 30 generated, through
+// the whole engine loop.
 std::vector<Result> run_loop(const LoopCase& c, RunSummary* summary) {
   LlamaConfig config;
   config.vocab_size = kVocab;
-  config.max_seq_len = 64;
+  config.max_seq_len = 64 + c.shared_prefix;
   std::vector<Request> requests;
   for (int i = 0; i < 24; ++i) {
     std::vector<int> prompt{1};
+    for (int k = 1; k < c.shared_prefix; ++k) prompt.push_back(3 + (k * 11) % 50);
     for (int k = 1; k < 1 + (i * 13) % 40; ++k) prompt.push_back(3 + (i + k * 5) % 50);
     requests.push_back(token_request(i, prompt, 1 + (i * 7) % 30));
   }
@@ -396,7 +415,9 @@ std::vector<Result> run_loop(const LoopCase& c, RunSummary* summary) {
   Collected sink;
   StandIn executor(c.n_blocks, c.block_size, c.max_seqs, c.groups);
   executor.max_batch_tokens = c.max_batch_tokens;
+  executor.sharing = c.prefix_caching;
   EngineOptions o;
+  o.prefix_caching = c.prefix_caching;
   o.max_seqs = c.max_seqs;
   o.max_batch_tokens = c.max_batch_tokens;
   o.groups = c.groups;
@@ -449,6 +470,30 @@ TEST(EngineLoop, GroupsInFlightChunkedPrefillAndOrderedOutput) {
   EXPECT_GT(s.preemptions, 0);
   RunSummary two;
   run_loop({64, 8, 5, 7, 2, false}, &two);
+}
+
+TEST(EngineLoop, SharedPrefixesComeFromTheCacheWithTheSameTokens) {
+  RunSummary s;
+  run_loop({/*n_blocks=*/200, /*block_size=*/4, /*max_seqs=*/8, 64, 1, false, /*shared_prefix=*/21, true}, &s);
+  EXPECT_EQ(s.preemptions, 0);
+  EXPECT_EQ(s.prefix_prompt_tokens, s.prompt_tokens);
+  // 5 full blocks of the 21-token prefix for every request but the first: nearly 23 × 20 tokens.
+  EXPECT_GE(s.prefix_hit_tokens, 23 * 20) << s.describe();
+  RunSummary off;
+  run_loop({200, 4, 8, 64, 1, false, 21, false}, &off);
+  EXPECT_EQ(off.prefix_hit_tokens, 0);
+}
+
+TEST(EngineLoop, TheCacheSurvivesPreemptionGroupsInFlightAndChunkedPrefill) {
+  RunSummary small;  // room for about two sequences: preemptions, evictions, recomputes from the cache
+  run_loop({/*n_blocks=*/24, /*block_size=*/4, /*max_seqs=*/6, /*max_batch_tokens=*/9, /*groups=*/3, true, 21, true},
+           &small);
+  EXPECT_GT(small.preemptions, 0);
+  EXPECT_GT(small.prefix_hit_tokens, 0);
+  EXPECT_GT(small.prefix_evicted_blocks, 0);
+  RunSummary two;
+  run_loop({64, 8, 5, 7, 2, false, 17, true}, &two);
+  EXPECT_GT(two.prefix_hit_tokens, 0);
 }
 
 }  // namespace
