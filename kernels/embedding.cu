@@ -21,11 +21,15 @@ __global__ void argmax_kernel(int32_t* index, float* value, const float* logits,
   const float* row = logits + blockIdx.x * cols;
   float best = -INFINITY;  // a row of -inf (a masked shard) gives column 0 and -inf, as on the CPU
   int64_t at = cols;       // nothing seen yet: ties resolve to the lowest index below
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+  int bad = 0;             // a NaN or +inf: no token can be chosen from this row
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     if (row[c] > best || (row[c] == best && c < at)) {
       best = row[c];
       at = c;
     }
+    bad |= !(row[c] < INFINITY);
+  }
+  bad = __syncthreads_or(bad);
   __shared__ float best_of[256];
   __shared__ int64_t at_of[256];
   best_of[threadIdx.x] = best;
@@ -43,8 +47,8 @@ __global__ void argmax_kernel(int32_t* index, float* value, const float* logits,
     __syncthreads();
   }
   if (threadIdx.x == 0) {
-    index[blockIdx.x] = static_cast<int32_t>(at_of[0] < cols ? at_of[0] : 0);
-    value[blockIdx.x] = best_of[0];
+    index[blockIdx.x] = bad ? -1 : static_cast<int32_t>(at_of[0] < cols ? at_of[0] : 0);
+    value[blockIdx.x] = bad ? INFINITY : best_of[0];
   }
 }
 

@@ -29,7 +29,8 @@ cudaError_t rope(void* x, const float* cos, const float* sin, int64_t rows, int 
 // out (rows, d) = table[tokens[r] - vocab_begin] where this rank holds it, else 0 (vocab-parallel).
 cudaError_t embedding(void* out, const void* table, int64_t table_rows, const int32_t* tokens, int64_t rows, int64_t d,
                       int vocab_begin, KernelType t, cudaStream_t stream);
-// index[r], value[r] = argmax over row r of logits (rows, cols, f32); ties to the lowest index.
+// index[r], value[r] = argmax over row r of logits (rows, cols, f32); ties to the lowest index; -1
+// and +inf where the row holds a NaN or +inf.
 cudaError_t argmax_rows(int32_t* index, float* value, const float* logits, int64_t rows, int64_t cols,
                         cudaStream_t stream);
 // For i < n: sums[i] = sum over c of exp(logits[rows[i]][c] - max[i]) (double accumulation), sums[n + i]

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
 #include "io/result_writer.h"
@@ -37,7 +36,9 @@ void check_writable(const std::string& path, const char* flag) {
       if (::access(path.c_str(), W_OK) != 0) fail("cannot write ", flag, " file ", path, ": ", std::strerror(errno));
       return;
     }
-    if (!std::ofstream(path, std::ios::app)) fail("cannot write ", flag, " file ", path);  // opening it writes nothing
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);  // opening it writes nothing
+    if (fd < 0) fail("cannot write ", flag, " file ", path, ": ", std::strerror(errno));
+    ::close(fd);
     return;
   }
   // Not there yet: its directory must take a new file. Nothing is created now, so a failure later in
@@ -49,8 +50,10 @@ void check_writable(const std::string& path, const char* flag) {
   }
   fs::path dir = target.parent_path();
   if (dir.empty()) dir = ".";
-  if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK | X_OK) != 0)
-    fail("cannot write ", flag, " file ", path, " (", dir.string(), " is not a writable directory)");
+  if (!fs::is_directory(dir, ec)) fail("cannot write ", flag, " file ", path, " (", dir.string(), fs::exists(dir, ec) ? " is not a directory)" : " does not exist)");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    fail("cannot write ", flag, " file ", path, " (", dir.string(), " is not a writable directory: ", std::strerror(errno),
+         ")");
 }
 
 // Whether two paths name one regular file, or would (neither exists yet and they resolve alike,
@@ -94,6 +97,11 @@ void check_output_files(const std::vector<std::string>& inputs,
       if (!outputs[j].second.empty() && same_file(path, outputs[j].second))
         fail(outputs[j].first, " and ", flag, " both name ", path, "; give each its own file");
     check_writable(path, flag.c_str());
+    // Checked, not locked: the lock comes when the file is opened (after loading), and taking it
+    // now would create the file. A clash that begins later is caught then.
+    if (locked_by_another_writer(path))
+      fail(flag, " ", path, " is locked by another tpllama process (a running job writes it): wait for it to end, ",
+           "or give another file");
   }
 }
 

@@ -8,8 +8,8 @@
 namespace tpllama {
 
 // Fails now, not after hours of work, when a file a command will write (flag, path; empty paths
-// skipped) is an input file or another of them, or cannot be written. Nothing is created, and an
-// existing file is left as it is.
+// skipped) is an input file or another of them, cannot be written, or is locked by another tpllama
+// process (a running job's output). Nothing is created, and an existing file is left as it is.
 void check_output_files(const std::vector<std::string>& inputs,
                         const std::vector<std::pair<std::string, std::string>>& outputs);
 

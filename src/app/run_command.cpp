@@ -7,11 +7,14 @@
 #include "app/commands.h"
 #include "app/output_files.h"
 #include "app/run_report.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "io/output_sidecar.h"
 #include "io/prompt_reader.h"
 #include "io/result_writer.h"
 #include "io/resume.h"
+#include "io/window_file.h"
 
 namespace tpllama {
 namespace {
@@ -28,7 +31,11 @@ struct RunFiles {
 // The files of a run, checked on rank 0 before any weight is read: the outputs can be written and
 // are not the input, --resume has a file to read, the input can be read.
 void check_files(const RunOptions& o) {
-  check_output_files({o.input}, {{"--output", o.output}, {"--stats", o.stats}, {"--trace", o.trace}});
+  if (o.output.empty()) fail("--output is empty: give the file to write the records to");
+  std::vector<std::pair<std::string, std::string>> outputs = {
+      {"--output", o.output}, {"--stats", o.stats}, {"--trace", o.trace}};
+  if (output_is_a_file(o.output)) outputs.emplace_back("--output's sidecar", sidecar_path(o.output));
+  check_output_files({o.input}, outputs);
   if (o.resume && !output_is_a_file(o.output))
     fail("--resume reads and appends to --output, but ", o.output,
          standard_stream_of(o.output) >= 0 ? " is this process's stdout or stderr"
@@ -37,19 +44,77 @@ void check_files(const RunOptions& o) {
   check_input_file(o.input);
 }
 
+// What made the records: a resume with another model, dtype, sampling default or input would mix
+// two jobs' records in one file.
+OutputJob output_job(const RunOptions& o, const Session& session, InputFormat format) {
+  namespace fs = std::filesystem;
+  const auto absolute = [](const std::string& path) {
+    std::error_code ec;
+    const fs::path p = fs::absolute(path, ec);
+    return ec ? path : p.lexically_normal().string();
+  };
+  const SamplingParams& s = o.defaults.sampling;
+  OutputJob job;
+  job.model = model_name(o.model);
+  job.model_fingerprint = model_fingerprint(o.model);
+  // Not the input's path: resuming with the input moved, or grown by more prompts, is the same job;
+  // another input's records are caught by their content (RequestIntake::check_resumed).
+  job.settings = {{"--dtype", dtype_name(session.dtype())},
+                  {"--kv-dtype", dtype_name(session.kv_dtype())},
+                  {"--temperature", setting_number(s.temperature)},
+                  {"--top-k", std::to_string(s.top_k)},
+                  {"--top-p", setting_number(s.top_p)},
+                  {"--min-p", setting_number(s.min_p)},
+                  {"--seed", std::to_string(o.defaults.seed)},
+                  {"--max-tokens", std::to_string(o.defaults.max_tokens)},
+                  {"--max-model-len", std::to_string(session.context())},
+                  {"--input-format", format == InputFormat::kText    ? "text"
+                                     : format == InputFormat::kJsonl ? "jsonl"
+                                                                     : "openai"},
+                  {"--chat-template", o.chat_template.empty() ? "(the model's)" : absolute(o.chat_template)}};
+  return job;
+}
+
+// --resume onto records another job made is refused, naming every difference; an output without
+// a sidecar (an older tpllama's, another tool's) cannot be checked, which is said.
+void check_resumed_job(const std::string& output, const OutputJob& here) {
+  const std::optional<OutputJob> made = read_sidecar(output);
+  if (!made) {
+    log::warn("--resume: " + output + " has no sidecar " + sidecar_path(output) +
+              " (an older tpllama's output, or another tool's): cannot check that the same job made it");
+    return;
+  }
+  const std::string difference = output_job_difference(output, *made, here);
+  if (!difference.empty())
+    fail("--resume: ", difference, ". Resume with the settings that made it, or write to a new --output");
+}
+
+void warn_duplicates(const ResumeIndex& index) {
+  if (index.duplicates.empty()) return;
+  const DuplicateRecord& d = index.duplicates.front();
+  log::warn("--resume: " + index.path + " holds " + std::to_string(index.duplicates.size()) +
+            " duplicate records (a second record of an id already answered; the first: id " + d.id + " on line " +
+            std::to_string(d.line) + ", first on line " + std::to_string(d.first_line) +
+            "): kept, and not taken as answers");
+}
+
 // The output is opened (and truncated, without --resume) only once everything else is known to
 // work, and locked before anything reads or cuts it.
-RunFiles open_files(const RunOptions& o) {
+RunFiles open_files(const RunOptions& o, const Session& session) {
   RunFiles f;
   f.reader = std::make_unique<PromptReader>(o.input, o.defaults, parse_input_format(o.input_format));
+  f.reader->set_answering_model(model_name(o.model));
   const OutputFormat format =
       f.reader->format() == InputFormat::kOpenAiBatch ? OutputFormat::kOpenAiBatch : OutputFormat::kJsonl;
   // A pipe, a terminal or /dev/stdout is written as it comes: nothing to lock, cut or resume.
   const bool file = output_is_a_file(o.output);
   const bool had_output = file && std::filesystem::exists(o.output) && std::filesystem::file_size(o.output) > 0;
   if (file) f.lock = std::make_unique<OutputLock>(o.output);
+  const OutputJob job = file ? output_job(o, session, f.reader->format()) : OutputJob{};
   if (o.resume) {
+    if (had_output) check_resumed_job(o.output, job);
     f.resume = std::make_unique<ResumeIndex>(prepare_resume(o.output, format));
+    warn_duplicates(*f.resume);
     log::info("resume: " + std::to_string(f.resume->records) + " records already in " + o.output +
               (f.resume->truncated_bytes > 0
                    ? "; cut a torn last line of " + std::to_string(f.resume->truncated_bytes) + " bytes"
@@ -59,6 +124,7 @@ RunFiles open_files(const RunOptions& o) {
               " bytes); pass --resume to keep its records and continue after them");
   }
   f.writer = std::make_unique<ResultWriter>(o.output, format, /*append=*/o.resume || !file, model_name(o.model));
+  if (file && !(o.resume && had_output)) write_sidecar(o.output, job);  // after the cut: a kill between leaves no records
   if (std::optional<size_t> lines = count_prompt_lines(o.input)) f.total_requests = static_cast<long long>(*lines);
   return f;
 }
@@ -84,7 +150,7 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
   session.load();
   RunFiles files;
   collective_phase([&] {
-    if (session.is_rank0()) files = open_files(o);
+    if (session.is_rank0()) files = open_files(o, session);
   });
   EngineIo io;
   io.reader = files.reader.get();

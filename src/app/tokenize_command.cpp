@@ -58,6 +58,7 @@ void add_tokenize_command(CLI::App& app, TokenizeOptions& o) {
 
 int tokenize_command(const TokenizeOptions& o, const MpiSession& mpi) {
   if (mpi.rank() != 0) return 0;  // one process does it all
+  if (o.output.empty()) fail("--output is empty: give the file to write the token ids to");
   check_output_files({o.input}, {{"--output", o.output}});
   check_input_file(o.input);
   const LlamaConfig config = load_llama_config(o.model + "/config.json");

@@ -25,9 +25,10 @@ using request_fields::reject;
 constexpr const char* kCompletionsUrl = "/v1/completions";
 constexpr const char* kChatUrl = "/v1/chat/completions";
 constexpr const char* kTopFields[] = {"custom_id", "method", "url", "body"};
-constexpr const char* kBodyFields[] = {"prompt", "max_tokens", "temperature", "top_k",     "top_p",
-                                       "min_p",  "seed",       "stop",        "logprobs", "ignore_eos"};  // and kNeutralOnlyFields
-constexpr const char* kChatBodyFields[] = {"messages", "max_tokens", "max_completion_tokens", "temperature", "top_k",
+// "model": every batch file names one; the run's own model answers (PromptReader says so once).
+constexpr const char* kBodyFields[] = {"model", "prompt", "max_tokens", "temperature", "top_k",     "top_p",
+                                       "min_p", "seed",   "stop",       "logprobs",    "ignore_eos"};  // and kNeutralOnlyFields
+constexpr const char* kChatBodyFields[] = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_k",
                                            "top_p", "min_p", "seed", "stop", "logprobs", "top_logprobs", "ignore_eos",
                                            "tools", "chat_template_kwargs"};  // and kNeutralOnlyFields
 

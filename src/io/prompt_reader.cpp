@@ -278,7 +278,19 @@ Request PromptReader::parse_openai(const std::string& line) {
   std::vector<std::string> ignored;
   parse_openai_batch_request(object, line, req, ignored);
   for (const auto& field : ignored) warn_ignored(field);
+  note_requested_model(object);
   return req;
+}
+
+void PromptReader::note_requested_model(const json& object) {
+  if (said_model_ || answering_model_.empty()) return;
+  const auto body = object.find("body");
+  if (body == object.end() || !body->is_object()) return;
+  const auto model = body->find("model");
+  if (model == body->end() || !model->is_string() || *model == answering_model_) return;
+  said_model_ = true;
+  log::info(detail::concat(name_, " line ", lines_read_, " asks for model ", describe_json(*model), ": ",
+                           answering_model_, " (--model) answers every request (said once)"));
 }
 
 void PromptReader::warn_unknown_fields(const json& object) {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -58,6 +59,9 @@ class PromptReader : public RequestSource {
   // Lines consumed so far, blank ones included.
   size_t lines_read() const { return lines_read_; }
   InputFormat format() const { return format_; }
+  // The name of the model that answers (OpenAI records' "model"): a batch line whose body.model
+  // names another is said once (log::info), as the requests go to this model all the same.
+  void set_answering_model(std::string name) { answering_model_ = std::move(name); }
 
  private:
   Request start_request() const;
@@ -66,6 +70,7 @@ class PromptReader : public RequestSource {
   Request parse_openai(const std::string& line);
   void warn_unknown_fields(const nlohmann::json& object);
   void warn_ignored(const std::string& field);
+  void note_requested_model(const nlohmann::json& object);
 
   std::unique_ptr<std::istream> owned_;  // set when the reader opened the file itself
   std::istream* in_;
@@ -74,6 +79,8 @@ class PromptReader : public RequestSource {
   std::string name_;
   size_t lines_read_ = 0;
   std::set<std::string> warned_fields_;
+  std::string answering_model_;
+  bool said_model_ = false;
 };
 
 }  // namespace tpllama

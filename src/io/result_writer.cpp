@@ -94,8 +94,25 @@ void write_json_file(const std::string& path, const nlohmann::json& j, const cha
 
 void write_text_file(const std::string& path, const std::string& text, const char* flag) {
   std::string why;
-  const int fd = open_output(path, /*append=*/false, why);
+  // Opened without truncation: a regular file is cut only once its lock is ours, so another job's
+  // output survives a clash that began after the checks.
+  const bool stream = standard_stream_of(path) >= 0;
+  const int fd = open_output(path, /*append=*/true, why);
   if (fd < 0) fail("cannot write ", flag, " file ", path, ": ", why);
+  struct stat st {};
+  if (!stream && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      ::close(fd);
+      if (err == EWOULDBLOCK) fail(flag, " ", path, " is locked by another tpllama process (a running job writes it)");
+      fail("cannot lock ", flag, " file ", path, ": ", std::strerror(err));
+    }
+    if (::ftruncate(fd, 0) != 0) {
+      const int err = errno;
+      ::close(fd);
+      fail("cannot write ", flag, " file ", path, ": ", std::strerror(err));
+    }
+  }
   const char* p = text.data();
   size_t left = text.size();
   while (left > 0) {
@@ -198,6 +215,19 @@ OutputLock::OutputLock(const std::string& path) {
            "then --resume");
     fail("cannot lock output file ", path, ": ", std::strerror(err));
   }
+}
+
+bool locked_by_another_writer(const std::string& path) {
+  if (standard_stream_of(path) >= 0) return false;
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOCTTY: a terminal stays unclaimed.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return false;
+  struct stat st {};
+  // A shared probe: it meets only a writer's exclusive lock, not another job's probe of the file.
+  const bool locked = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_SH | LOCK_NB) != 0 &&
+                      errno == EWOULDBLOCK;
+  ::close(fd);  // drops the probe's lock
+  return locked;
 }
 
 OutputLock::~OutputLock() {

@@ -56,9 +56,9 @@ class ResultWriter : public ResultSink {
 // (/dev/stdout, a link to it, the file the shell sent it to: the same inode), else -1.
 int standard_stream_of(const std::string& path);
 
-// Writes `text` as the whole of `path` (a file is truncated first); this process's stdout or
-// stderr is written through its descriptor, after what is already there. Throws Error naming
-// `flag` and the path.
+// Writes `text` as the whole of `path` (a file is locked, then truncated: a file another process
+// holds locked is refused, not cut); this process's stdout or stderr is written through its
+// descriptor, after what is already there. Throws Error naming `flag` and the path.
 void write_text_file(const std::string& path, const std::string& text, const char* flag);
 // The JSON, indented, as the whole of the file a flag names (as write_text_file).
 void write_json_file(const std::string& path, const nlohmann::json& j, const char* flag);
@@ -76,6 +76,12 @@ class OutputLock {
  private:
   int fd_ = -1;
 };
+
+// Whether `path` is a regular file whose lock (OutputLock's, or write_text_file's while it writes)
+// another open of it holds: another tpllama process's running job writes it. A probe, taken and
+// dropped at once; false for a missing file, this process's stdout or stderr, pipes and devices.
+// Locks are per open file, so a lock this process holds itself counts too: probe before locking.
+bool locked_by_another_writer(const std::string& path);
 
 // kJsonl: {"id","text","prompt_tokens","completion_tokens","finish_reason"} in that order, plus
 // "error" only when finish_reason is "error" and "logprobs" only when r.logprobs is set.

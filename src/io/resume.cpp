@@ -130,11 +130,16 @@ void index_line(const std::string& text, size_t line, const char* id_field, cons
   if (id == record.end() || !(id->is_string() || id->is_number_integer()))
     bad(std::string("has no string or integer '") + id_field + "' field");
   const std::string key = id_key(*id);
-  ++index.done[key];
   ++index.records;
+  std::vector<ResumedRecord>& answers = index.by_id[key];
+  if (!answers.empty()) {
+    index.duplicates.push_back({key, answers.front().line, line});
+    return;
+  }
+  ++index.done[key];
   ResumedRecord r = recorded_tokens(record, openai);
   r.line = line;
-  index.by_id[key].push_back(r);
+  answers.push_back(r);
 }
 
 }  // namespace

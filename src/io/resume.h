@@ -21,19 +21,29 @@ struct ResumedRecord {
   long long tokens = -1;  // -1: the record gives none
 };
 
+// A record of an id the file already answered on an earlier line. An input's ids are unique (a
+// repeated one is an error record, keyed by its line), so a second record is a duplicate — of two
+// runs appended to one file without --resume's skipping, or of a hand edit — not an answer.
+struct DuplicateRecord {
+  std::string id;  // id_key() of it
+  size_t first_line = 0, line = 0;
+};
+
 struct ResumeIndex {
   std::string path;                           // the output file
   std::unordered_map<std::string, int> done;  // id_key(id) -> records already in the file
   // id_key(id) -> every record with that id, in file order (error records keyed by input line are
   // not here; an error record of an id has no count).
   std::unordered_map<std::string, std::vector<ResumedRecord>> by_id;
+  std::vector<DuplicateRecord> duplicates;    // counted in records, not in done
   size_t records = 0;                         // complete records in the file
   size_t truncated_bytes = 0;                 // torn last line cut off the end
 };
 
 // Missing file: an empty index. Otherwise cuts a torn last line (anything after the final '\n')
 // with ftruncate, then reads the file line by line and counts records per id ("id" for kJsonl,
-// "custom_id" for kOpenAiBatch); error records count, as they are final. Throws Error naming the
+// "custom_id" for kOpenAiBatch); error records count, as they are final; a second record of an id
+// is a duplicate (see DuplicateRecord), not a second answer. Throws Error naming the
 // file and line for a complete line that is not a JSON object with that id: the file is not a
 // tpllama output. Also throws for a path that is not a regular file.
 ResumeIndex prepare_resume(const std::string& output_path, OutputFormat format);

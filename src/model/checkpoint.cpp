@@ -8,10 +8,48 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "model/shard_table.h"
 
 namespace tpllama {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// "model.layers.7.*" for a tensor of a layer past the config's last (one entry per such layer),
+// else the tensor's own name.
+std::string unaccounted_group(const std::string& name, int n_layers) {
+  const std::string prefix = "model.layers.";
+  if (name.rfind(prefix, 0) != 0) return name;
+  const size_t dot = name.find('.', prefix.size());
+  const std::string number = name.substr(prefix.size(), dot == std::string::npos ? dot : dot - prefix.size());
+  if (number.empty() || number.find_first_not_of("0123456789") != std::string::npos || number.size() > 9) return name;
+  return std::stoi(number) >= n_layers ? prefix + number + ".*" : name;
+}
+
+// A tensor the shard table does not name would be silently left out (a config with fewer layers
+// than the checkpoint runs a truncated model), so it is refused before any weight is read.
+void check_accounted_for(const std::string& dir, const LlamaConfig& config,
+                         const std::map<std::string, const SafetensorsFile*>& where) {
+  std::set<std::string> expected;
+  for (const ShardEntry& e : build_shard_table(config, Topology::single(config.n_layers))) expected.insert(e.name);
+  std::vector<std::string> groups;
+  for (const auto& [name, file] : where) {
+    if (expected.count(name) != 0) continue;
+    std::string group = unaccounted_group(name, config.n_layers);
+    if (groups.empty() || groups.back() != group) groups.push_back(std::move(group));
+  }
+  if (groups.empty()) return;
+  constexpr size_t kShown = 8;
+  std::string list;
+  for (size_t i = 0; i < groups.size() && i < kShown; ++i) list += (i ? ", " : "") + groups[i];
+  if (groups.size() > kShown) list += ", and " + std::to_string(groups.size() - kShown) + " more";
+  fail("model directory ", dir, ": checkpoint has tensors config.json does not account for: ", list,
+       " (config.json says num_hidden_layers ", config.n_layers, ", tie_word_embeddings ",
+       config.tie_word_embeddings ? "true" : "false", "); fix config.json or the checkpoint");
+}
+
+}  // namespace
 
 std::string layer_tensor_name(int layer, const std::string& suffix) {
   return "model.layers." + std::to_string(layer) + "." + suffix;
@@ -37,11 +75,13 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
          " has neither model.safetensors nor model.safetensors.index.json (only safetensors "
          "checkpoints are read; convert others first)");
   }
+  check_accounted_for(dir_, config_, where_);
 }
 
 void Checkpoint::open_index(const std::string& index_path) {
   nlohmann::json index;
   try {
+    if (!fs::is_regular_file(index_path)) fail(index_path, " is not a regular file (a directory?)");
     std::ifstream in(index_path);
     index = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
@@ -113,6 +153,7 @@ std::string join(const std::vector<int>& v) {
 void Checkpoint::read_manifest(const std::string& path) {
   nlohmann::json m;
   try {
+    if (!std::filesystem::is_regular_file(path)) fail(path, " is not a regular file (a directory?)");
     std::ifstream in(path);
     m = nlohmann::json::parse(in);
     manifest_.tp = m.at("tp").get<int>();

@@ -2,7 +2,11 @@
 // checks with the numbers in the message.
 #include "model/config.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -13,16 +17,48 @@
 namespace tpllama {
 namespace {
 
-int required_int(const nlohmann::json& j, const char* key, const std::string& source) {
-  if (!j.contains(key)) fail(source, ": missing required field '", key, "'");
-  const auto& v = j.at(key);
+// Upper bounds on config.json's sizes. They keep every size product in range: a context of
+// kMaxPositions plus a KV block still fits an int, and a width times a width (a matrix's elements)
+// or a position times a width fits 64 bits with room. Real models sit far below them (Llama 3.1
+// 405B: hidden 16384, intermediate 53248, 126 layers, vocabulary 128256, context 131072).
+constexpr int64_t kMaxWidth = int64_t{1} << 20;       // hidden_size, intermediate_size, head_dim
+constexpr int64_t kMaxLayers = int64_t{1} << 16;      // num_hidden_layers
+constexpr int64_t kMaxHeads = int64_t{1} << 16;       // num_attention_heads, num_key_value_heads
+constexpr int64_t kMaxVocabSize = int64_t{1} << 24;   // vocab_size
+constexpr int64_t kMaxPositions = int64_t{1} << 24;   // max_position_embeddings
+
+
+// JSON integers are read as 64-bit so that a value past 2^31 is refused with its digits, never
+// wrapped into a small one (2^32 + 5 layers read as 5).
+int64_t read_int64(const nlohmann::json& v, const char* key, const std::string& source) {
   if (!v.is_number_integer()) fail(source, ": field '", key, "' must be an integer, got ", describe_json(v));
-  return v.get<int>();
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    fail(source, ": field '", key, "' is ", v.get<uint64_t>(), ", more than tpllama supports");
+  return v.get<int64_t>();
 }
 
-int optional_int(const nlohmann::json& j, const char* key, int fallback, const std::string& source) {
+// An integer field bounded to [lo, hi] (sizes, ids): the bounds keep every product of sizes the
+// model computes inside its integer types.
+int bounded_int(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi, const std::string& source) {
+  if (!j.contains(key)) fail(source, ": missing required field '", key, "'");
+  const int64_t v = read_int64(j.at(key), key, source);
+  if (v < lo) fail(source, ": field '", key, "' must be at least ", lo, ", got ", v);
+  if (v > hi) fail(source, ": field '", key, "' is ", v, ", more than the ", hi, " tpllama supports");
+  return static_cast<int>(v);
+}
+
+int required_size(const nlohmann::json& j, const char* key, int64_t hi, const std::string& source) {
+  return bounded_int(j, key, 1, hi, source);
+}
+
+int optional_size(const nlohmann::json& j, const char* key, int fallback, int64_t hi, const std::string& source) {
   if (!j.contains(key) || j.at(key).is_null()) return fallback;
-  return required_int(j, key, source);
+  return required_size(j, key, hi, source);
+}
+
+int optional_token_id(const nlohmann::json& j, const char* key, int fallback, const std::string& source) {
+  if (!j.contains(key) || j.at(key).is_null()) return fallback;
+  return bounded_int(j, key, 0, kMaxVocabSize - 1, source);
 }
 
 double optional_number(const nlohmann::json& j, const char* key, double fallback,
@@ -47,7 +83,7 @@ RopeScaling parse_rope_scaling(const nlohmann::json& j, const std::string& sourc
   s.low_freq_factor = optional_number(r, "low_freq_factor", 1.0, source);
   s.high_freq_factor = optional_number(r, "high_freq_factor", 4.0, source);
   s.original_max_position_embeddings =
-      optional_int(r, "original_max_position_embeddings", 8192, source);
+      optional_size(r, "original_max_position_embeddings", 8192, kMaxPositions, source);
   if (s.factor <= 0 || s.high_freq_factor <= s.low_freq_factor || s.original_max_position_embeddings <= 0)
     fail(source, ": invalid llama3 rope_scaling (factor ", s.factor, ", low_freq_factor ",
          s.low_freq_factor, ", high_freq_factor ", s.high_freq_factor,
@@ -58,12 +94,18 @@ RopeScaling parse_rope_scaling(const nlohmann::json& j, const std::string& sourc
 std::vector<int> parse_eos(const nlohmann::json& j, const std::string& source) {
   if (!j.contains("eos_token_id") || j.at("eos_token_id").is_null()) return {2};
   const auto& v = j.at("eos_token_id");
-  if (v.is_number_integer()) return {v.get<int>()};
+  auto id = [&](const nlohmann::json& e) {
+    const int64_t value = read_int64(e, "eos_token_id", source);
+    if (value < 0 || value >= kMaxVocabSize)
+      fail(source, ": 'eos_token_id' ", value, " is outside [0, ", kMaxVocabSize, ")");
+    return static_cast<int>(value);
+  };
+  if (v.is_number_integer()) return {id(v)};
   if (v.is_array()) {
     std::vector<int> ids;
     for (const auto& e : v) {
       if (!e.is_number_integer()) fail(source, ": 'eos_token_id' entries must be integers, got ", describe_json(e));
-      ids.push_back(e.get<int>());
+      ids.push_back(id(e));
     }
     return ids;
   }
@@ -78,14 +120,14 @@ LlamaConfig parse_llama_config(const nlohmann::json& j, const std::string& sourc
     fail(source, ": model_type '", j.at("model_type").get<std::string>(),
          "' is not supported (tpllama runs LLaMA-family models, model_type 'llama')");
   LlamaConfig c;
-  c.dim = required_int(j, "hidden_size", source);
-  c.hidden_dim = required_int(j, "intermediate_size", source);
-  c.n_layers = required_int(j, "num_hidden_layers", source);
-  c.n_heads = required_int(j, "num_attention_heads", source);
-  c.n_kv_heads = optional_int(j, "num_key_value_heads", c.n_heads, source);
-  c.vocab_size = required_int(j, "vocab_size", source);
-  c.max_seq_len = optional_int(j, "max_position_embeddings", 2048, source);
-  c.head_dim = optional_int(j, "head_dim", c.n_heads > 0 ? c.dim / c.n_heads : 0, source);
+  c.dim = required_size(j, "hidden_size", kMaxWidth, source);
+  c.hidden_dim = required_size(j, "intermediate_size", kMaxWidth, source);
+  c.n_layers = required_size(j, "num_hidden_layers", kMaxLayers, source);
+  c.n_heads = required_size(j, "num_attention_heads", kMaxHeads, source);
+  c.n_kv_heads = optional_size(j, "num_key_value_heads", c.n_heads, kMaxHeads, source);
+  c.vocab_size = required_size(j, "vocab_size", kMaxVocabSize, source);
+  c.max_seq_len = optional_size(j, "max_position_embeddings", 2048, kMaxPositions, source);
+  c.head_dim = optional_size(j, "head_dim", c.dim / c.n_heads, kMaxWidth, source);
   c.rms_norm_eps = optional_number(j, "rms_norm_eps", 1e-6, source);
   c.rope_theta = optional_number(j, "rope_theta", 10000.0, source);
   c.rope_scaling = parse_rope_scaling(j, source);
@@ -94,7 +136,7 @@ LlamaConfig parse_llama_config(const nlohmann::json& j, const std::string& sourc
       fail(source, ": 'tie_word_embeddings' must be true or false, got ", describe_json(j.at("tie_word_embeddings")));
     c.tie_word_embeddings = j.at("tie_word_embeddings").get<bool>();
   }
-  c.bos_token_id = optional_int(j, "bos_token_id", 1, source);
+  c.bos_token_id = optional_token_id(j, "bos_token_id", 1, source);
   c.eos_token_ids = parse_eos(j, source);
   if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
     fail(source, ": hidden_act ", describe_json(j.at("hidden_act")), " is not supported (LLaMA uses silu)");
@@ -118,6 +160,19 @@ void LlamaConfig::validate() const {
   positive("head_dim", head_dim);
   positive("vocab_size", vocab_size);
   positive("max_position_embeddings", max_seq_len);
+  auto at_most = [](const char* name, int64_t v, int64_t limit) {
+    if (v > limit) fail(name, " is ", v, ", more than the ", limit, " tpllama supports");
+  };
+  at_most("hidden_size", dim, kMaxWidth);
+  at_most("intermediate_size", hidden_dim, kMaxWidth);
+  at_most("num_hidden_layers", n_layers, kMaxLayers);
+  at_most("num_attention_heads", n_heads, kMaxHeads);
+  at_most("num_key_value_heads", n_kv_heads, kMaxHeads);
+  at_most("head_dim", head_dim, kMaxWidth);
+  at_most("vocab_size", vocab_size, kMaxVocabSize);
+  at_most("max_position_embeddings", max_seq_len, kMaxPositions);
+  // q_dim() and kv_dim() are ints, and rows of q_proj.
+  at_most("num_attention_heads × head_dim", static_cast<int64_t>(n_heads) * head_dim, kMaxWidth);
   if (n_heads % n_kv_heads != 0)
     fail("num_attention_heads (", n_heads, ") must be a multiple of num_key_value_heads (", n_kv_heads, ")");
   if (head_dim % 2 != 0) fail("head_dim (", head_dim, ") must be even for RoPE");
@@ -188,8 +243,10 @@ std::vector<double> LlamaConfig::rope_inv_freq() const {
 }
 
 LlamaConfig load_llama_config(const std::string& path) {
+  // A directory opens as a stream and fails on the first read with a message naming no file.
+  if (std::error_code ec; std::filesystem::is_directory(path, ec)) fail("cannot read model config ", path, ": it is a directory");
   std::ifstream in(path);
-  if (!in) fail("cannot open model config ", path);
+  if (!in) fail("cannot open model config ", path, ": ", std::strerror(errno));
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);

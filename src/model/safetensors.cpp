@@ -116,7 +116,10 @@ SafetensorsFile::~SafetensorsFile() {
 }
 
 void SafetensorsFile::parse_header(uint64_t header_len) {
-  if (header_len > size_ - 8 || header_len > kMaxHeaderBytes)
+  if (header_len > kMaxHeaderBytes)
+    fail(path_, ": header length ", header_len, " bytes is over the safetensors limit of ", kMaxHeaderBytes,
+         " bytes (100 MiB): not a safetensors file, or a corrupt one");
+  if (header_len > size_ - 8)
     fail(path_, ": header length ", header_len, " runs past the end of the file (", size_,
          " bytes): the file is truncated or not safetensors");
   data_ = map_ + 8 + header_len;

@@ -40,7 +40,12 @@ struct RowLogprobs {
   std::vector<float> top_logprobs;
 };
 
-// A step's tokens, one per logit row, and the log-probabilities of the rows that asked for them.
+// The token of a logit row holding NaN or +Inf (activations overflowed, or a weight was bad): no
+// token can be chosen from it, and the request it belongs to ends with an error.
+inline constexpr int32_t kNonFiniteRow = -1;
+
+// A step's tokens, one per logit row (kNonFiniteRow where the row is not finite), and the
+// log-probabilities of the rows that asked for them.
 struct SampledTokens {
   std::vector<int32_t> tokens;
   std::vector<RowLogprobs> logprobs;

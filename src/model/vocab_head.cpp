@@ -57,7 +57,8 @@ void VocabParallelHead::reduce_argmax(const std::vector<size_t>& rows, std::vect
   indices->resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     (*values)[i] = local_max_value_[rows[i]];
-    (*indices)[i] = model_.vocab_begin() + local_max_index_[rows[i]];
+    const int32_t local = local_max_index_[rows[i]];
+    (*indices)[i] = local < 0 ? kNonFiniteRow : model_.vocab_begin() + local;
   }
   tp_comm_.all_reduce_argmax(*values, *indices);
 }
@@ -72,18 +73,20 @@ const float* VocabParallelHead::host_row(const Tensor& logits, int64_t r) {
 
 // Greedy rows: argmax of each TP shard, reduced across the group (no logits move). Sampled rows:
 // the shards are gathered into whole rows, then every TP rank draws the same token with the
-// uniform rank 0 drew (ops::sample_rows: on a GPU, sorted and drawn there).
+// uniform rank 0 drew (ops::sample_rows: on a GPU, sorted and drawn there). Every row's argmax is
+// reduced, so that a row with a NaN or +inf on any shard is kNonFiniteRow on every TP rank and is
+// never drawn from (a draw from it would fail the whole job).
 std::vector<int32_t> VocabParallelHead::draw(const std::vector<RowSampling>& sampling, const Tensor& device_logits) {
   const size_t rows = sampling.size();
   const int v_local = model_.vocab_local();
-  std::vector<int32_t> tokens(rows, 0);
-  std::vector<size_t> greedy, sampled;
-  for (size_t r = 0; r < rows; ++r) (sampling[r].params.temperature == 0.0 ? greedy : sampled).push_back(r);
-
+  std::vector<size_t> all(rows);
+  for (size_t r = 0; r < rows; ++r) all[r] = r;
   std::vector<float> values;
-  std::vector<int32_t> indices;
-  reduce_argmax(greedy, &values, &indices);
-  for (size_t i = 0; i < greedy.size(); ++i) tokens[greedy[i]] = indices[i];
+  std::vector<int32_t> tokens;
+  reduce_argmax(all, &values, &tokens);
+  std::vector<size_t> sampled;
+  for (size_t r = 0; r < rows; ++r)
+    if (sampling[r].params.temperature != 0.0 && tokens[r] != kNonFiniteRow) sampled.push_back(r);
 
   // Sampled rows, a chunk at a time: this shard's rows, gathered across the TP group and laid out
   // as whole rows, then drawn on the model's device; only the token ids come back.
@@ -151,16 +154,17 @@ std::vector<float> VocabParallelHead::local_sums(const std::vector<RowSampling>&
 
 // This shard's top_n candidates (logit, token id) of each row that asks for top alternatives, at
 // [i * top_n, (i + 1) * top_n) for row i; -inf and -1 where there are none.
-void VocabParallelHead::local_top(const std::vector<RowSampling>& sampling, const std::vector<size_t>& rows, int top_n,
-                                  const Tensor& device_logits, std::vector<float>* values,
-                                  std::vector<int32_t>* ids) {
+void VocabParallelHead::local_top(const std::vector<RowSampling>& sampling, const std::vector<size_t>& rows,
+                                  const std::vector<int32_t>& max_index, int top_n, const Tensor& device_logits,
+                                  std::vector<float>* values, std::vector<int32_t>* ids) {
   const int v_local = model_.vocab_local(), begin = model_.vocab_begin();
   values->assign(rows.size() * static_cast<size_t>(top_n), -INFINITY);
   ids->assign(rows.size() * static_cast<size_t>(top_n), -1);
   const int k = std::min(top_n, v_local);
   std::vector<int32_t> order(static_cast<size_t>(v_local));
   for (size_t i = 0; k > 0 && i < rows.size(); ++i) {
-    if (sampling[rows[i]].logprobs <= 0) continue;
+    // A non-finite row has no order to sort by (its request ends with an error).
+    if (sampling[rows[i]].logprobs <= 0 || max_index[i] == kNonFiniteRow) continue;
     const float* row = host_row(device_logits, static_cast<int64_t>(rows[i]));
     for (int v = 0; v < v_local; ++v) order[static_cast<size_t>(v)] = v;
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
@@ -194,7 +198,7 @@ std::vector<RowLogprobs> VocabParallelHead::row_logprobs(const std::vector<RowSa
   std::vector<float> sums = local_sums(sampling, rows, max_value, device_logits, tokens);
   std::vector<float> local_top_values;
   std::vector<int32_t> local_top_ids;
-  local_top(sampling, rows, top_n, device_logits, &local_top_values, &local_top_ids);
+  local_top(sampling, rows, max_index, top_n, device_logits, &local_top_values, &local_top_ids);
   tp_comm_.all_reduce_sum(Tensor(sums.data(), DType::kF32, {2 * n}));
   std::vector<float> all_values(static_cast<size_t>(tp) * local_top_values.size());
   std::vector<int32_t> all_ids(static_cast<size_t>(tp) * local_top_ids.size());

@@ -20,8 +20,8 @@ class VocabParallelHead {
   VocabParallelHead(const LlamaModel& model, Communicator& tp_comm);
 
   // The token of each logit row — greedy where its temperature is 0, else drawn with its uniform,
-  // the same on every TP rank — and the log-probabilities the rows ask for. Collective over the TP
-  // group.
+  // the same on every TP rank; kNonFiniteRow where the row holds a NaN or +inf on any shard — and
+  // the log-probabilities the rows ask for. Collective over the TP group.
   SampledTokens sample(const std::vector<RowSampling>& rows, const Tensor& logits);
 
  private:
@@ -35,8 +35,9 @@ class VocabParallelHead {
   std::vector<float> local_sums(const std::vector<RowSampling>& sampling, const std::vector<size_t>& rows,
                                 const std::vector<float>& max_value, const Tensor& logits,
                                 const std::vector<int32_t>& tokens);
-  void local_top(const std::vector<RowSampling>& sampling, const std::vector<size_t>& rows, int top_n,
-                 const Tensor& logits, std::vector<float>* values, std::vector<int32_t>* ids);
+  void local_top(const std::vector<RowSampling>& sampling, const std::vector<size_t>& rows,
+                 const std::vector<int32_t>& max_index, int top_n, const Tensor& logits, std::vector<float>* values,
+                 std::vector<int32_t>* ids);
   // Row r of the logits where the host can read it: in place on the CPU, a copy from a GPU.
   const float* host_row(const Tensor& logits, int64_t r);
 

@@ -213,6 +213,25 @@ uint64_t held_weight_bytes(const LlamaConfig& c, const Topology& topo, const Dev
   return bytes;
 }
 
+namespace {
+
+// A NaN or Inf weight poisons every logit it reaches (greedy text falls to token 0, scores to
+// null), so each rank refuses one in the row it has just converted, while the row is still in
+// cache: the check costs no second pass over the file. The message places the element in the
+// tensor as the checkpoint stores it whole.
+void check_finite_row(const std::string& file, const ShardEntry& e, int64_t r, const float* row, int64_t cols) {
+  for (int64_t c = 0; c < cols; ++c) {
+    if (std::isfinite(row[c])) continue;
+    const int64_t full_row = full_row_begin(e) + r, full_col = full_col_begin(e) + c;
+    const char* what = std::isnan(row[c]) ? "NaN" : row[c] > 0 ? "+Inf" : "-Inf";
+    if (e.is_1d) fail(file, ": ", e.name, " element ", full_row, " is ", what, "; the checkpoint is damaged");
+    fail(file, ": ", e.name, " element ", full_row * e.cols + full_col, " (row ", full_row, ", column ", full_col,
+         ") is ", what, "; the checkpoint is damaged");
+  }
+}
+
+}  // namespace
+
 ModelWeights load_weights(const Checkpoint& ckpt, const Topology& topo, const DeviceContext& ctx, DType dtype) {
   for (const ShardEntry& e : build_shard_table(ckpt.config(), topo)) check_entry(ckpt, e);
   auto fill = [&ckpt](const ShardEntry& e, float* dst) -> uint64_t {
@@ -222,9 +241,11 @@ ModelWeights load_weights(const Checkpoint& ckpt, const Topology& topo, const De
     const int64_t src_cols = src.shape.size() == 2 ? src.shape[1] : 1;
     const size_t es = dtype_size(t.dtype);
     const int64_t cols = out_cols(e), present = present_rows(e);
-    for (int64_t r = 0; r < present; ++r)
+    for (int64_t r = 0; r < present; ++r) {
       convert_to_f32(file.data(t) + static_cast<size_t>((src.row_begin + r) * src_cols + src.col_begin) * es, t.dtype,
                      static_cast<size_t>(cols), dst + r * cols);
+      check_finite_row(file.path(), e, r, dst + r * cols, cols);
+    }
     return static_cast<uint64_t>(present * cols) * es;
   };
   return build_weights(ckpt.config(), topo, ctx, dtype, fill);

@@ -27,7 +27,8 @@ std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n,
 size_t sampling_scratch_bytes(const DeviceContext& ctx, int64_t rows, int64_t cols);
 
 // index[r], value[r] = the largest logit of row r and its column (ties to the lowest column), over
-// logits (rows, cols) f32.
+// logits (rows, cols) f32; -1 and +inf where the row holds a NaN or +inf (-inf is a masked logit,
+// not a fault). Across shards, MAXLOC then keeps the mark: +inf wins and -1 is the lowest index.
 void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor logits);
 
 // The log-softmax pieces of n rows of the logits, without moving the rows off the device: for

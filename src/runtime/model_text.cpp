@@ -3,6 +3,8 @@
 #include "runtime/model_text.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -24,6 +26,10 @@ using nlohmann::json;
 std::optional<json> read_optional_json(const std::string& path, const char* lost) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  if (!std::filesystem::is_regular_file(path, ec)) {  // a directory would throw on the first read, naming no file
+    log::warn(path + " is not a regular file (a directory?): ignored, so " + lost);
+    return std::nullopt;
+  }
   std::ifstream in(path, std::ios::binary);
   json j = in ? json::parse(in, nullptr, /*allow_exceptions=*/false) : json(json::value_t::discarded);
   if (j.is_discarded() || !j.is_object()) {
@@ -65,8 +71,10 @@ std::string join_ids(const std::vector<int>& ids) {
 
 std::string read_text_file(const std::string& path, const char* what) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) fail(what, " ", path, " is not a readable file");
+  if (!std::filesystem::is_regular_file(path, ec))
+    fail(what, " ", path, std::filesystem::is_directory(path, ec) ? " is a directory, not a file" : " is not a readable file");
   std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read ", what, " ", path, ": ", std::strerror(errno));
   std::ostringstream text;
   text << in.rdbuf();
   if (!in && !in.eof()) fail("cannot read ", what, " ", path);

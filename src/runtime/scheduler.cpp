@@ -115,6 +115,12 @@ void Scheduler::apply(const Group& group, const SampledRows& rows, const StopRul
   for (const RowLogprobs& l : rows.logprobs) by_row.at(static_cast<size_t>(l.row)) = &l;
   for (size_t r = 0; r < group.rows.size(); ++r) {
     Sequence& s = *group.rows[r];
+    if (s.finished()) continue;  // an earlier row of its scoring run was not finite
+    if (rows.tokens[r] == kNonFiniteRow) {
+      // Position of the row's logits: the scored one, or the last computed before the next token.
+      s.fail_non_finite(s.request.scoring ? s.first_unscored() : s.n_computed - 1);
+      continue;
+    }
     if (s.request.scoring) {
       TPLLAMA_CHECK(by_row[r] != nullptr, "scoring row ", r, " came back without its logprob");
       s.score_token(*by_row[r], rows.tokens[r]);
@@ -124,7 +130,8 @@ void Scheduler::apply(const Group& group, const SampledRows& rows, const StopRul
     s.accept_token(rows.tokens[r], rules);
   }
   for (Sequence* s : group.members)
-    if (s->request.scoring && s->n_computed == static_cast<int>(s->tokens.size())) s->finish_reason = "score";
+    if (s->request.scoring && !s->finished() && s->n_computed == static_cast<int>(s->tokens.size()))
+      s->finish_reason = "score";
 }
 
 }  // namespace tpllama

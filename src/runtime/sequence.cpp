@@ -82,6 +82,12 @@ void Sequence::score_token(const RowLogprobs& row, int argmax_token) {
   ++score.n_tokens;
 }
 
+void Sequence::fail_non_finite(int position) {
+  finish_reason = "error";
+  error = "the model's logits for this request are not finite (NaN or Inf) at position " + std::to_string(position) +
+          ": its activations overflowed or its weights hold a NaN or Inf";
+}
+
 Result Sequence::take_result() {
   Result result;
   result.id = request.id;
@@ -90,6 +96,10 @@ Result Sequence::take_result() {
   result.prompt_tokens = n_prompt;
   result.completion_tokens = n_generated;
   result.finish_reason = finish_reason;
+  if (finish_reason == "error") {
+    result.error = error;
+    result.line = request.line;
+  }
   if (request.logprobs >= 0 && !request.scoring) result.logprobs = std::move(logprobs);
   if (request.scoring) result.score = std::move(score);
   return result;

@@ -49,6 +49,9 @@ struct Sequence {
   void record_logprobs(const RowLogprobs& row, int token);
   // One continuation token of a scoring request: its logprob, and whether it was the argmax.
   void score_token(const RowLogprobs& row, int argmax_token);
+  // The logits at `position` held a NaN or +inf: the request ends with an error record (the
+  // others of the batch go on).
+  void fail_non_finite(int position);
   // Its blocks were taken back: every position is computed again.
   void preempt() { n_computed = 0; }
   // The record of a finished sequence (moves its text, logprobs and score out).
@@ -69,6 +72,7 @@ struct Sequence {
   Rng rng;
   std::string text;
   std::string finish_reason;  // empty while running
+  std::string error;          // why, when finish_reason is "error"
   std::vector<TokenLogprob> logprobs;
   ScoreResult score;  // scoring: accumulated over the continuation
   Clock::time_point admitted = Clock::now();

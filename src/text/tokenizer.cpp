@@ -68,6 +68,10 @@ std::string Tokenizer::find_in(const std::string& model_dir) {
   namespace fs = std::filesystem;
   const std::string model = model_dir + "/tokenizer.model", json = model_dir + "/tokenizer.json";
   std::error_code ec;
+  for (const std::string& file : {model, json})
+    if (fs::exists(file, ec) && !fs::is_regular_file(file, ec))
+      fail("model directory ", model_dir, ": ", fs::path(file).filename().string(), " is ",
+           fs::is_directory(file, ec) ? "a directory" : "not a regular file", ", not a tokenizer file");
   if (fs::is_regular_file(model, ec)) {
     sentencepiece::SentencePieceProcessor probe;
     const auto status = probe.Load(model);

@@ -131,7 +131,7 @@ TEST_F(Engine, ASecondRunOnTheSameOutputIsRefusedWhileTheFirstWrites) {
   ::kill(first, SIGKILL);
   ::waitpid(first, nullptr, 0);
   EXPECT_NE(second.exit_code, 0);
-  EXPECT_NE(second.output.find("another process is writing to"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("is locked by another tpllama process"), std::string::npos) << second.output;
 }
 
 // SIGTERM: no new requests, the running ones finish, exit status 75, and --resume completes the

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_util.h"
+#include "io/result_writer.h"
 
 namespace {
 
@@ -146,6 +147,82 @@ TEST_F(OutputFiles, OutputChecksLeaveNoFileBehind) {
                 "/nothing_out.jsonl --max-tokens 2 --stats /dev/stdout --trace /dev/stderr > " + work_ +
                 "/both.log 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// Another job's output (this test holds its lock, as a running tpllama would) named as --stats,
+// --trace or --output: refused before the model loads, and the file is left as it was.
+TEST_F(OutputFiles, AFileAnotherJobHoldsIsRefusedBeforeLoading) {
+  const std::string in = work_ + "/locked_in.txt", same = work_ + "/same.jsonl";
+  std::ofstream(in) << "Once upon a time\n";
+  std::ofstream(same) << "{\"id\":1,\"text\":\"a record of job A\"}\n";
+  const tpllama::OutputLock job_a(same);
+  for (const std::string flag : {"--stats", "--trace"}) {
+    CommandResult r = run(in, work_ + "/b.jsonl", flag + " " + same + " --max-tokens 2");
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(flag + " " + same + " is locked by another tpllama process (a running job writes it)"),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find("weights:"), std::string::npos) << "refused only after loading\n" << r.output;
+  }
+  CommandResult r = run(in, same, "--max-tokens 2");
+  EXPECT_NE(r.output.find("--output " + same + " is locked by another tpllama process"), std::string::npos) << r.output;
+  std::ifstream kept(same);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), std::istreambuf_iterator<char>()),
+            "{\"id\":1,\"text\":\"a record of job A\"}\n");
+}
+
+// --resume onto an output another job's settings made is refused naming each difference (from the
+// sidecar written next to it); the same settings resume; an output without a sidecar is warned of.
+TEST_F(OutputFiles, ResumeWithOtherSettingsIsRefusedNamingEachDifference) {
+  const std::string in = work_ + "/job_in.txt", out = work_ + "/job_out.jsonl";
+  std::ofstream(in) << "Once upon a time\nThe cat\n";
+  ASSERT_EQ(run(in, out, "--max-tokens 4").exit_code, 0);
+  ASSERT_TRUE(fs::exists(out + ".tpllama.json"));
+  CommandResult other = run(in, out, "--max-tokens 4 --resume --temperature 1.5 --seed 7");
+  EXPECT_NE(other.exit_code, 0) << other.output;
+  EXPECT_NE(other.output.find("--resume: " + out + " was made with --temperature 0, this run has 1.5"),
+            std::string::npos)
+      << other.output;
+  EXPECT_NE(other.output.find("--seed 0, this run has 7"), std::string::npos) << other.output;
+  EXPECT_EQ(read_jsonl(out).size(), 2u);
+  CommandResult same = run(in, out, "--max-tokens 4 --resume");
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  fs::remove(out + ".tpllama.json");
+  CommandResult unknown = run(in, out, "--max-tokens 4 --resume --temperature 1.5");
+  EXPECT_EQ(unknown.exit_code, 0) << unknown.output;
+  EXPECT_NE(unknown.output.find("has no sidecar " + out + ".tpllama.json"), std::string::npos) << unknown.output;
+}
+
+// A record twice in the output (two runs appended to one file) is reported as a duplicate, not as
+// a record matching no request.
+TEST_F(OutputFiles, ResumeReportsDuplicatedRecords) {
+  const std::string in = work_ + "/dup_in.txt", out = work_ + "/dup_out.jsonl";
+  std::ofstream(in) << "Once upon a time\nThe cat\n";
+  ASSERT_EQ(run(in, out, "--max-tokens 4").exit_code, 0);
+  const std::vector<json> records = read_jsonl(out);
+  ASSERT_EQ(records.size(), 2u);
+  std::ofstream(out, std::ios::app) << records[0].dump() << "\n";
+  CommandResult r = run(in, out, "--max-tokens 4 --resume");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 duplicate records"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("match no request"), std::string::npos) << r.output;
+}
+
+// Files the program reads or writes that are not what they should be are named, with the reason.
+TEST_F(OutputFiles, MisplacedFilesAreNamedWithTheReason) {
+  const std::string in = work_ + "/msg_in.txt", broken = work_ + "/broken_model";
+  std::ofstream(in) << "Once upon a time\n";
+  CommandResult empty = run(in, "''");
+  EXPECT_NE(empty.output.find("--output is empty"), std::string::npos) << empty.output;
+  EXPECT_EQ(empty.output.find("weights:"), std::string::npos) << empty.output;
+  fs::remove_all(broken);
+  fs::create_directories(broken + "/config.json");
+  CommandResult config = run_shell(binary() + " tokenize --model " + broken + " --input " + in + " --output " + work_ +
+                                   "/msg_tokens.jsonl");
+  EXPECT_NE(config.output.find("cannot read model config " + broken + "/config.json: it is a directory"),
+            std::string::npos)
+      << config.output;
+  EXPECT_EQ(config.output.find("basic_filebuf"), std::string::npos) << config.output;
 }
 
 }  // namespace

@@ -178,10 +178,29 @@ TEST(OpenAiBatchInput, IgnoredFieldsAreWarnedOncePerName) {
   ASSERT_EQ(reqs.size(), 2u);
   for (const auto& r : reqs) EXPECT_TRUE(r.error.empty()) << r.error;
   auto count = [&](const std::string& needle) { return testing_util::count_occurrences(err, needle); };
-  EXPECT_EQ(count("\"body.model\""), 1u) << err;
+  EXPECT_EQ(count("\"body.model\""), 0u) << err;  // every batch file names one
   EXPECT_EQ(count("\"body.n\""), 0u) << err;  // a known field at its neutral value
   EXPECT_EQ(count("\"body.user\""), 1u) << err;
   EXPECT_EQ(count("prompt"), 0u) << err;
+}
+
+// body.model names the model a batch was made for; the run's own model answers, which is said once
+// when the names differ, and not at all when they match.
+TEST(OpenAiBatchInput, ARequestedModelOtherThanTheRunsIsSaidOnce) {
+  const std::string batch = line_with_body(R"({"prompt": "a", "model": "gpt-4o"})") +
+                            line_with_body(R"({"prompt": "b", "model": "gpt-4o"})");
+  for (const std::string& answering : {std::string("stories260K"), std::string("gpt-4o")}) {
+    std::istringstream in(batch);
+    PromptReader reader(in, InputFormat::kOpenAiBatch, RequestDefaults{}, "batch.jsonl");
+    reader.set_answering_model(answering);
+    testing::internal::CaptureStderr();
+    while (reader.next()) {
+    }
+    const std::string err = testing::internal::GetCapturedStderr();
+    const size_t said = testing_util::count_occurrences(err, "asks for model \"gpt-4o\": stories260K (--model) answers");
+    EXPECT_EQ(said, answering == "gpt-4o" ? 0u : 1u) << err;
+    EXPECT_EQ(testing_util::count_occurrences(err, "ignoring unknown field"), 0u) << err;
+  }
 }
 
 TEST(InputFormatDetection, OpenAiContentWinsOverJsonlExtension) {

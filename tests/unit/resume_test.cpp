@@ -80,19 +80,38 @@ TEST(PrepareResume, IntactFileIsLeftByteForByte) {
   std::filesystem::remove(path);
 }
 
-TEST(PrepareResume, CountsPerIdIncludingDuplicatesAndErrorRecords) {
+TEST(PrepareResume, CountsPerIdAndErrorRecords) {
   auto path = write_file("resume_counts.jsonl",
                          "{\"id\":\"a\",\"finish_reason\":\"stop\"}\n"
-                         "{\"id\":\"a\",\"finish_reason\":\"length\"}\n"
                          "{\"id\":3,\"finish_reason\":\"error\",\"error\":\"line 3: bad\"}\n"
                          "{\"id\":\"3\",\"finish_reason\":\"stop\"}\n");
   ResumeIndex index = prepare_resume(path, OutputFormat::kJsonl);
-  EXPECT_EQ(index.records, 4u);
+  EXPECT_EQ(index.records, 3u);
   EXPECT_EQ(index.done.size(), 3u);
-  EXPECT_EQ(index.done.at("\"a\""), 2);
+  EXPECT_EQ(index.done.at("\"a\""), 1);
   EXPECT_EQ(index.done.at("3"), 1);      // the error record is a final result
   EXPECT_EQ(index.done.at("\"3\""), 1);  // a string id is not the integer id
-  EXPECT_EQ(index.done.at(id_key(nlohmann::json("a"))), 2);
+  EXPECT_EQ(index.done.at(id_key(nlohmann::json("a"))), 1);
+  EXPECT_TRUE(index.duplicates.empty());
+  std::filesystem::remove(path);
+}
+
+// An input's ids are unique, so a second record of an id is a duplicate: reported with both lines,
+// and not taken as the answer to a second request of that id (nor left over as "unmatched").
+TEST(PrepareResume, ASecondRecordOfAnIdIsReportedAsADuplicate) {
+  auto path = write_file("resume_duplicates.jsonl",
+                         "{\"id\":\"a\",\"finish_reason\":\"stop\",\"prompt_tokens\":2}\n"
+                         "{\"id\":\"b\",\"finish_reason\":\"stop\"}\n"
+                         "{\"id\":\"a\",\"finish_reason\":\"length\"}\n");
+  ResumeIndex index = prepare_resume(path, OutputFormat::kJsonl);
+  EXPECT_EQ(index.records, 3u);
+  EXPECT_EQ(index.done.at("\"a\""), 1);
+  ASSERT_EQ(index.by_id.at("\"a\"").size(), 1u);
+  EXPECT_EQ(index.by_id.at("\"a\"")[0].tokens, 2) << "the first record answers";
+  ASSERT_EQ(index.duplicates.size(), 1u);
+  EXPECT_EQ(index.duplicates[0].id, "\"a\"");
+  EXPECT_EQ(index.duplicates[0].first_line, 1u);
+  EXPECT_EQ(index.duplicates[0].line, 3u);
   std::filesystem::remove(path);
 }
 
@@ -104,7 +123,8 @@ TEST(PrepareResume, OpenAiFormatKeysOnCustomId) {
                  "{\"id\":\"batch_req_1\",\"custom_id\":\"r1\",\"response\":{},\"error\":null}\n");
   ResumeIndex index = prepare_resume(path, OutputFormat::kOpenAiBatch);
   EXPECT_EQ(index.records, 3u);
-  EXPECT_EQ(index.done.at("\"r1\""), 2);
+  EXPECT_EQ(index.done.at("\"r1\""), 1);
+  EXPECT_EQ(index.duplicates.size(), 1u);
   EXPECT_EQ(index.done.at("\"r2\""), 1);
   EXPECT_EQ(index.done.count("\"batch_req_1\""), 0u);
   std::filesystem::remove(path);
@@ -118,18 +138,17 @@ TEST(PrepareResume, RecordsGiveTheirTokenCountsInFileOrder) {
                          "{\"id\":\"s\",\"logprob\":-3.5,\"is_greedy\":false,\"n_tokens\":4}\n"
                          "{\"id\":\"e\",\"text\":\"\",\"prompt_tokens\":9,\"completion_tokens\":0,"
                          "\"finish_reason\":\"error\",\"error\":\"too long\"}\n"
-                         "{\"id\":\"a\",\"text\":\"y\",\"prompt_tokens\":3,\"completion_tokens\":1,\"finish_reason\":\"stop\"}\n");
+                         "{\"id\":\"b\",\"text\":\"y\",\"prompt_tokens\":3,\"completion_tokens\":1,\"finish_reason\":\"stop\"}\n");
   ResumeIndex index = prepare_resume(path, OutputFormat::kJsonl);
   EXPECT_EQ(index.path, path);
-  ASSERT_EQ(index.by_id.at("\"a\"").size(), 2u);
+  ASSERT_EQ(index.by_id.at("\"a\"").size(), 1u);
   EXPECT_EQ(index.by_id.at("\"a\"")[0].tokens, 7);
   EXPECT_EQ(index.by_id.at("\"a\"")[0].line, 1u);
   EXPECT_FALSE(index.by_id.at("\"a\"")[0].scoring);
-  EXPECT_EQ(index.by_id.at("\"a\"")[1].tokens, 3);
-  EXPECT_EQ(index.by_id.at("\"a\"")[1].line, 4u);
   EXPECT_TRUE(index.by_id.at("\"s\"")[0].scoring);
   EXPECT_EQ(index.by_id.at("\"s\"")[0].tokens, 4);
   EXPECT_EQ(index.by_id.at("\"e\"")[0].tokens, -1) << "an error record gives no count";
+  EXPECT_EQ(index.by_id.at("\"b\"")[0].line, 4u);
   std::filesystem::remove(path);
 
   path = write_file("resume_counts_openai.jsonl",

@@ -192,10 +192,13 @@ void argmax_rows(Tensor index, Tensor value, Tensor logits) {
   for (int64_t r = 0; r < logits.size(0); ++r) {
     const float* row = logits.as<float>() + r * cols;
     int64_t best = 0;
-    for (int64_t c = 1; c < cols; ++c)
+    bool bad = !(row[0] < INFINITY);
+    for (int64_t c = 1; c < cols; ++c) {
       if (row[c] > row[best]) best = c;
-    index.as<int32_t>()[r] = static_cast<int32_t>(best);
-    value.as<float>()[r] = row[best];
+      bad |= !(row[c] < INFINITY);
+    }
+    index.as<int32_t>()[r] = bad ? -1 : static_cast<int32_t>(best);
+    value.as<float>()[r] = bad ? INFINITY : row[best];
   }
 }
 

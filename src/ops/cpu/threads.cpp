@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "core/error.h"
+
 namespace tpllama::ops::cpu {
 namespace {
 
@@ -43,6 +45,15 @@ std::vector<int> node_share(int local_rank, int ranks_on_node) {
 ThreadPlacement plan_threads(int requested, int local_rank, int ranks_on_node) {
   const std::vector<int> share = node_share(local_rank, ranks_on_node);
   const std::vector<int> mask = affinity_cpus();
+  // The cores this rank may run on: its affinity mask, or its node share when it would be widened
+  // to that. Threads past the share but within the mask share cores with other ranks (run, with a
+  // note); threads past every core it may use cannot make it faster and, by the thousand, break the
+  // OpenMP runtime (100000 crashed zeroing the KV pool), so they are refused.
+  const size_t may_use = std::max(mask.size(), share.size());
+  if (requested > 0 && static_cast<size_t>(requested) > may_use)
+    fail("--threads ", requested, " is more than the ", may_use, " cores this rank may use (",
+         cpu_list(mask.size() >= share.size() ? mask : share), "); give at most --threads ", may_use,
+         " or leave it out (default: the rank's share of its node, ", share.size(), ")");
   ThreadPlacement p;
   p.threads = requested > 0 ? requested : static_cast<int>(share.size());
   const bool launcher_bound = mask.size() < static_cast<size_t>(node_cores());

@@ -18,7 +18,8 @@ std::vector<int> node_share(int local_rank, int ranks_on_node);
 
 // requested: --threads (0: the rank's share). The rank's cores are its affinity mask when that
 // holds enough of them (srun --cpus-per-task, mpirun --map-by slot:PE=n), else its node share; more
-// threads than that run unpinned, with a note saying they will share cores.
+// threads than that run unpinned, with a note saying they will share cores. Throws, naming both
+// numbers, when requested exceeds every core the rank may use (its mask or its share, the larger).
 ThreadPlacement plan_threads(int requested, int local_rank, int ranks_on_node);
 // Sizes the OpenMP pool and pins thread t to cpus[t].
 void apply_threads(const ThreadPlacement& placement);
