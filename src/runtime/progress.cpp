@@ -1,6 +1,7 @@
 // Progress lines: done/total, errors, running, generated tok/s and an ETA from the request rate.
 #include "runtime/progress.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -21,11 +22,15 @@ std::string duration_text(double seconds) {
 
 }  // namespace
 
-Progress::Progress(long long total, bool terminal, double interval_seconds)
-    : total_(total), terminal_(terminal), interval_(terminal ? 0.5 : interval_seconds) {}
+Progress::Progress(long long total, bool terminal, double interval_seconds, double first_line_seconds)
+    : total_(total),
+      terminal_(terminal),
+      interval_(terminal ? 0.5 : interval_seconds),
+      first_line_(std::min(interval_, first_line_seconds)) {}
 
 void Progress::update(const ProgressCounts& c) {
-  if (std::chrono::duration<double>(Clock::now() - last_).count() < interval_) return;
+  const double wait = printed_ ? interval_ : first_line_;
+  if (std::chrono::duration<double>(Clock::now() - last_).count() < wait) return;
   print(c, false);
 }
 
@@ -50,6 +55,7 @@ void Progress::print(const ProgressCounts& c, bool final) {
        << "% (" << c.prefix_evicted_blocks << " evicted)";
   if (!terminal_) {
     log::info(os.str());
+    printed_ = true;
     return;
   }
   const std::string line = "\r\033[K[tpllama] " + os.str() + (final ? "\n" : "");

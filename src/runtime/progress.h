@@ -20,8 +20,12 @@ struct ProgressCounts {
 
 class Progress {
  public:
-  // total: requests expected (0 when unknown, e.g. reading a pipe).
-  Progress(long long total, bool terminal, double interval_seconds);
+  // total: requests expected (0 when unknown, e.g. reading a pipe). Off a terminal the first line
+  // comes after first_line_seconds (or the interval, when shorter), then one every interval: under
+  // mpirun stderr is a pipe even when a user watches it, and should not wait 30 s for a first sign.
+  Progress(long long total, bool terminal, double interval_seconds, double first_line_seconds = kFirstLineSeconds);
+
+  static constexpr double kFirstLineSeconds = 3.0;
   void update(const ProgressCounts& counts);
   // Ends the in-place line on a terminal.
   void finish(const ProgressCounts& counts);
@@ -33,6 +37,7 @@ class Progress {
   long long total_;
   bool terminal_;
   double interval_;
+  double first_line_;
   Clock::time_point start_ = Clock::now();
   Clock::time_point last_ = Clock::now();
   bool printed_ = false;

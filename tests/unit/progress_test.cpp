@@ -1,0 +1,40 @@
+// The progress line off a terminal (a Slurm log, or stderr piped by mpirun): the first line comes
+// after the short first wait, not after the whole --log-interval, and the next one only after the
+// interval. The waits here are made short so the case takes a fraction of a second.
+#include "runtime/progress.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+namespace tpllama {
+namespace {
+
+std::string printed_by(Progress& p, const ProgressCounts& c) {
+  testing::internal::CaptureStderr();
+  p.update(c);
+  return testing::internal::GetCapturedStderr();
+}
+
+TEST(Progress, TheFirstLineComesSoonThenOneEveryInterval) {
+  Progress p(10, /*terminal=*/false, /*interval_seconds=*/30, /*first_line_seconds=*/0.05);
+  ProgressCounts c;
+  c.done = 1;
+  EXPECT_EQ(printed_by(p, c), "") << "before the first wait";
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  const std::string first = printed_by(p, c);
+  EXPECT_NE(first.find("progress: 1/10"), std::string::npos) << first;
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  EXPECT_EQ(printed_by(p, c), "") << "the second line waits for the 30 s interval";
+}
+
+TEST(Progress, AnIntervalShorterThanTheFirstWaitIsKept) {
+  Progress p(0, false, /*interval_seconds=*/0.01, /*first_line_seconds=*/60);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_NE(printed_by(p, ProgressCounts{}).find("progress: 0 requests"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tpllama
