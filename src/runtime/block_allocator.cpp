@@ -149,16 +149,20 @@ int BlockAllocator::attach_cached_prefix(Sequence& s) {
   return s.n_computed;
 }
 
-bool BlockAllocator::first_block_being_written(const Sequence& s) const {
-  if (!prefix_caching_ || !table(s.slot).empty() || cacheable_positions(s) < block_size_) return false;
+int32_t BlockAllocator::cached_first_block(const Sequence& s) const {
+  if (!prefix_caching_ || !table(s.slot).empty() || cacheable_positions(s) < block_size_) return -1;
   auto it = by_hash_.find(block_hash(0, s, 0));
-  return it != by_hash_.end() && written_by_[static_cast<size_t>(it->second)] == planning_group_;
+  return it == by_hash_.end() ? -1 : it->second;
+}
+
+bool BlockAllocator::first_block_being_written(const Sequence& s) const {
+  const int32_t b = cached_first_block(s);
+  return b >= 0 && written_by_[static_cast<size_t>(b)] == planning_group_;
 }
 
 bool BlockAllocator::first_block_cached(const Sequence& s) const {
-  if (!prefix_caching_ || !table(s.slot).empty() || cacheable_positions(s) < block_size_) return false;
-  auto it = by_hash_.find(block_hash(0, s, 0));
-  return it != by_hash_.end() && block_matches(it->second, 0, s, 0);
+  const int32_t b = cached_first_block(s);
+  return b >= 0 && block_matches(b, 0, s, 0);
 }
 
 void BlockAllocator::register_full_blocks(const Sequence& s) {

@@ -74,6 +74,8 @@ class BlockAllocator {
   int32_t take_block();
   void forget(int32_t block);
   uint64_t block_hash(uint64_t parent, const Sequence& s, int index) const;
+  // The cached block holding the hash of s's first block (s holds no block yet), or -1.
+  int32_t cached_first_block(const Sequence& s) const;
   bool block_matches(int32_t block, uint64_t parent, const Sequence& s, int index) const;
   // Preempts the youngest sequence admitted after s that is not in flight and holds blocks; false
   // when there is none.

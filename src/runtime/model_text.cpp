@@ -84,7 +84,7 @@ std::string read_text_file(const std::string& path, const char* what) {
 }  // namespace
 
 ModelText::ModelText(const std::string& model_dir, const LlamaConfig& config, const std::string& chat_template_file)
-    : tokenizer_(std::make_unique<Tokenizer>(Tokenizer::find_in(model_dir))) {
+    : tokenizer_(Tokenizer::from_model_dir(model_dir)) {
   if (tokenizer_->vocab_size() > config.vocab_size)
     fail(tokenizer_->path(), " has ", tokenizer_->vocab_size(), " tokens but config.json says vocab_size ",
          config.vocab_size);

@@ -64,7 +64,7 @@ std::string token_display_text(const std::string& bytes) {
   return out;
 }
 
-std::string Tokenizer::find_in(const std::string& model_dir) {
+std::unique_ptr<Tokenizer> Tokenizer::from_model_dir(const std::string& model_dir) {
   namespace fs = std::filesystem;
   const std::string model = model_dir + "/tokenizer.model", json = model_dir + "/tokenizer.json";
   std::error_code ec;
@@ -73,17 +73,17 @@ std::string Tokenizer::find_in(const std::string& model_dir) {
       fail("model directory ", model_dir, ": ", fs::path(file).filename().string(), " is ",
            fs::is_directory(file, ec) ? "a directory" : "not a regular file", ", not a tokenizer file");
   if (fs::is_regular_file(model, ec)) {
-    sentencepiece::SentencePieceProcessor probe;
-    const auto status = probe.Load(model);
-    if (status.ok()) return model;
+    auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
+    const auto status = sp->Load(model);
+    if (status.ok()) return std::unique_ptr<Tokenizer>(new Tokenizer(model, std::move(sp)));
     // Llama 3's original/tokenizer.model is tiktoken's format, not SentencePiece's: tokenizer.json
     // is the one to read then.
     if (!fs::is_regular_file(json, ec))
       fail("model directory ", model_dir, ": tokenizer.model is not a SentencePiece model (", status.ToString(),
            ") and there is no tokenizer.json");
-    return json;
+    return std::make_unique<Tokenizer>(json);
   }
-  if (fs::is_regular_file(json, ec)) return json;
+  if (fs::is_regular_file(json, ec)) return std::make_unique<Tokenizer>(json);
   fail("model directory ", model_dir,
        " has no tokenizer: neither tokenizer.model (SentencePiece) nor tokenizer.json (Hugging Face)");
 }
@@ -96,10 +96,18 @@ Tokenizer::Tokenizer(const std::string& path) : path_(path) {
     load_sentencepiece();
 }
 
+Tokenizer::Tokenizer(std::string path, std::unique_ptr<sentencepiece::SentencePieceProcessor> loaded)
+    : path_(std::move(path)), sp_(std::move(loaded)) {
+  load_sentencepiece();
+}
+
+// Builds the tables from sp_, loading it from path_ first unless it is loaded already.
 void Tokenizer::load_sentencepiece() {
-  sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  const auto status = sp_->Load(path_);
-  if (!status.ok()) fail("cannot load SentencePiece model '", path_, "': ", status.ToString());
+  if (!sp_) {
+    sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
+    const auto status = sp_->Load(path_);
+    if (!status.ok()) fail("cannot load SentencePiece model '", path_, "': ", status.ToString());
+  }
   const int n = sp_->GetPieceSize();
   bytes_.resize(static_cast<size_t>(n));
   kinds_.resize(static_cast<size_t>(n));

@@ -31,10 +31,10 @@ class Tokenizer {
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;
 
-  // The tokenizer file of a model directory: tokenizer.model when it is a SentencePiece model,
-  // else tokenizer.json. Throws Error naming the directory when it has neither (or only a
+  // The tokenizer of a model directory: tokenizer.model when it is a SentencePiece model (loaded
+  // once), else tokenizer.json. Throws Error naming the directory when it has neither (or only a
   // tokenizer.model that SentencePiece cannot read and no tokenizer.json).
-  static std::string find_in(const std::string& model_dir);
+  static std::unique_ptr<Tokenizer> from_model_dir(const std::string& model_dir);
 
   bool is_sentencepiece() const { return sp_ != nullptr; }
   const std::string& path() const { return path_; }
@@ -74,6 +74,8 @@ class Tokenizer {
 
  private:
   enum class Kind : uint8_t { kNormal, kByte, kControl, kUnknown };
+  // A SentencePiece model already loaded from path.
+  Tokenizer(std::string path, std::unique_ptr<sentencepiece::SentencePieceProcessor> loaded);
   void check_id(int id) const;
   void load_sentencepiece();
   void load_hf();

