@@ -1,5 +1,7 @@
 // HfTokenizer on small tokenizer.json files written here, whose ids follow by hand from their
 // vocab (id = position in the list) and merges: each component of the format, and the refusals.
+#include <unistd.h>
+
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -55,8 +57,10 @@ Json added(int id, const std::string& content, const Json& flags = Json::object(
 }
 
 std::string write(const Json& j) {
+  // ctest runs each test in its own process, several at once: the pid keeps their files apart.
   static std::atomic<int> counter{0};
-  std::string path = ::testing::TempDir() + "hf_parts_" + std::to_string(counter++) + ".json";
+  std::string path = ::testing::TempDir() + "hf_parts_" + std::to_string(::getpid()) + "_" +
+                     std::to_string(counter++) + ".json";
   std::ofstream(path) << j.dump(1);
   return path;
 }

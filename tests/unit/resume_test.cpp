@@ -133,7 +133,7 @@ TEST(PrepareResume, OpenAiFormatKeysOnCustomId) {
 // Each record's token count, for checking a resumed request against it: a generation's
 // prompt_tokens, a scoring record's n_tokens, OpenAI's usage.prompt_tokens; none for errors.
 TEST(PrepareResume, RecordsGiveTheirTokenCountsInFileOrder) {
-  auto path = write_file("resume_counts.jsonl",
+  auto path = write_file("resume_token_counts.jsonl",
                          "{\"id\":\"a\",\"text\":\"x\",\"prompt_tokens\":7,\"completion_tokens\":1,\"finish_reason\":\"stop\"}\n"
                          "{\"id\":\"s\",\"logprob\":-3.5,\"is_greedy\":false,\"n_tokens\":4}\n"
                          "{\"id\":\"e\",\"text\":\"\",\"prompt_tokens\":9,\"completion_tokens\":0,"
