@@ -75,6 +75,12 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("plan")) return plan_command(plan_options, mpi);
     if (app.got_subcommand("bench")) return bench_command(bench_options, mpi);
     if (app.got_subcommand("tokenize")) return tokenize_command(tokenize_options, mpi);
+  } catch (const StoppedError& e) {  // a stop signal while waiting for or reading an input
+    log::warn(e.what());
+    if (mpi.world_size() > 1) mpi.abort(kExitStoppedEarly);
+    return kExitStoppedEarly;
+  } catch (const ReportedStop&) {
+    return kExitStoppedEarly;  // as ReportedError, for a stop signal
   } catch (const ReportedError&) {
     return 1;  // every rank knows, the failing rank has printed it: a clean exit, no abort
   } catch (const std::exception& e) {

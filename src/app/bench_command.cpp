@@ -79,7 +79,7 @@ class SyntheticSource : public RequestSource {
     }
   }
 
-  std::optional<Request> next() override {
+  std::optional<Request> next(bool /*wait*/) override {
     if (made_ == w_.requests()) return std::nullopt;
     Request r;
     r.id = made_;
@@ -101,6 +101,7 @@ class SyntheticSource : public RequestSource {
     }
     return r;
   }
+  bool ended() const override { return made_ == w_.requests(); }
   const std::vector<int>& prompt_lengths() const { return lengths_; }
   long long output_tokens() const { return output_tokens_; }
 

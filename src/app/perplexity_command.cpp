@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +14,7 @@
 #include "app/run_report.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/file_read.h"
 #include "core/json_text.h"
 #include "core/log.h"
 #include "io/result_writer.h"
@@ -25,6 +24,9 @@
 namespace tpllama {
 
 namespace {
+
+// A corpus is read whole and tokenized at once: a bound on what a wrong path (/dev/zero) costs.
+constexpr uint64_t kMaxCorpusBytes = uint64_t{1} << 30;
 
 // One window over the corpus tokens, as in the Hugging Face strided-perplexity recipe: BOS plus
 // tokens [begin, end); the last `scored` of them are scored, with everything before as context
@@ -51,7 +53,7 @@ class WindowSource : public RequestSource {
   WindowSource(std::vector<int> tokens, int bos, std::vector<Window> windows, std::vector<bool> done)
       : tokens_(std::move(tokens)), bos_(bos), windows_(std::move(windows)), done_(std::move(done)) {}
 
-  std::optional<Request> next() override {
+  std::optional<Request> next(bool /*wait*/) override {
     while (next_ < windows_.size() && done_[next_]) ++next_;
     if (next_ == windows_.size()) return std::nullopt;
     const Window& w = windows_[next_];
@@ -64,6 +66,11 @@ class WindowSource : public RequestSource {
     r.n_context_tokens = static_cast<int>(r.token_ids.size()) - w.scored;
     ++next_;
     return r;
+  }
+  bool ended() const override {
+    size_t n = next_;
+    while (n < windows_.size() && done_[n]) ++n;
+    return n == windows_.size();
   }
 
  private:
@@ -178,10 +185,8 @@ struct CorpusWindows {
 // --windows (with --resume, the windows it holds are not scored again).
 CorpusWindows prepare_windows(const PerplexityOptions& o, const Session& session) {
   CorpusWindows c;
-  std::ifstream in(o.run.input, std::ios::binary);
-  if (!in) fail("cannot open ", o.run.input);
-  std::stringstream text;
-  text << in.rdbuf();
+  // Read as it comes (a corpus may be `<(zcat corpus.gz)`), with a stop signal heard while waiting.
+  const std::string text = read_stream_file(o.run.input, "corpus", kMaxCorpusBytes);
   const int context = session.context();
   if (o.context_len > context)
     log::warn("--context-len " + std::to_string(o.context_len) + " is beyond the model's context: windows of " +
@@ -192,7 +197,7 @@ CorpusWindows prepare_windows(const PerplexityOptions& o, const Session& session
   if (o.stride > c.window)
     log::warn("--stride " + std::to_string(o.stride) + " would skip tokens between windows of " +
               std::to_string(c.window) + " text tokens: stride " + std::to_string(c.window));
-  std::vector<int> tokens = session.tokenizer()->encode(text.str());
+  std::vector<int> tokens = session.tokenizer()->encode(text);
   if (tokens.empty()) fail(o.run.input, " holds no tokens");
   std::vector<Window> windows = plan_windows(static_cast<int>(tokens.size()), c.window, c.stride);
   WindowRun run;

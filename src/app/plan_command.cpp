@@ -1,7 +1,6 @@
 // `tpllama plan`: does this model fit this cluster, in which layout, and how fast — before launch.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +10,7 @@
 #include "app/output_files.h"
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "core/file_read.h"
 #include "core/log.h"
 #include "io/result_writer.h"
 #include "model/checkpoint.h"
@@ -53,8 +53,9 @@ namespace {
 // Open MPI counts them (listed again with slots=, Open MPI refuses the file, and so does plan).
 // Every node must have the same number of slots (the layouts assume it).
 void read_hostfile(const std::string& path, int* nodes, int* per_node) {
-  std::ifstream in(path);
-  if (!in) fail("cannot open hostfile ", path);
+  // Read as it comes (`--hostfile <(...)` is a pipe), with a bound far above any cluster's list.
+  constexpr uint64_t kMaxHostfileBytes = uint64_t{16} << 20;
+  std::istringstream in(read_stream_file(path, "hostfile", kMaxHostfileBytes));
   struct Host {
     std::string name;
     long long slots = 0;

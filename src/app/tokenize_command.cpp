@@ -9,6 +9,7 @@
 #include "app/output_files.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/stop_signal.h"
 #include "io/prompt_reader.h"
 #include "io/result_writer.h"
 #include "model/config.h"
@@ -68,7 +69,11 @@ int tokenize_command(const TokenizeOptions& o, const MpiSession& mpi) {
   if (output_is_a_file(o.output)) lock = std::make_unique<OutputLock>(o.output);
   ResultWriter writer(o.output, OutputFormat::kJsonl, /*append=*/!output_is_a_file(o.output));
   long long requests = 0, errors = 0, tokens = 0;
-  while (std::optional<Request> r = reader.next()) {
+  int stopped_by = 0;
+  while (!reader.ended()) {
+    if ((stopped_by = stop_signal()) != 0) break;
+    std::optional<Request> r = reader.next(/*wait=*/true);
+    if (!r) continue;  // a stream with no whole line yet, or the end
     const nlohmann::ordered_json j = tokenize_record(text, *r);
     writer.write_line(j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + '\n');
     ++requests;
@@ -78,6 +83,11 @@ int tokenize_command(const TokenizeOptions& o, const MpiSession& mpi) {
   writer.sync();
   log::info("tokenize: " + std::to_string(requests) + " requests, " + std::to_string(tokens) + " tokens, " +
             std::to_string(errors) + " errors; output " + o.output);
+  if (stopped_by != 0) {
+    log::warn("received signal " + std::to_string(stopped_by) + ": stopped after line " +
+              std::to_string(reader.lines_read()) + " of " + o.input + "; the records written are complete");
+    return kExitStoppedEarly;
+  }
   return 0;
 }
 

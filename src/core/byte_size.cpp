@@ -25,6 +25,7 @@ uint64_t parse_byte_size(const std::string& text) {
   for (const auto& [name, scale] : units)
     if (unit == name) {
       if (!(value > 0) || !std::isfinite(value * scale)) fail("size '", text, "' must be positive");
+      if (value * scale >= 0x1p63) fail("size '", text, "' is beyond any machine's memory (at most 8 EiB)");
       return static_cast<uint64_t>(value * scale);
     }
   fail("unknown size unit in '", text, "' (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)");
@@ -36,6 +37,14 @@ std::string mib(double bytes) {
   os.precision(2);
   os << bytes / (1 << 20) << " MiB";
   return os.str();
+}
+
+std::string byte_limit_text(uint64_t bytes) {
+  constexpr std::pair<const char*, int> kUnits[] = {{"GiB", 30}, {"MiB", 20}, {"KiB", 10}};
+  for (const auto& [unit, shift] : kUnits)
+    if (bytes >= (uint64_t{1} << shift) && bytes % (uint64_t{1} << shift) == 0)
+      return std::to_string(bytes >> shift) + " " + unit;
+  return std::to_string(bytes) + " bytes";
 }
 
 }  // namespace tpllama

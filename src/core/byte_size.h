@@ -12,4 +12,8 @@ uint64_t parse_byte_size(const std::string& text);
 // "123.45 MiB".
 std::string mib(double bytes);
 
+// A limit as people write it: "64 MiB", "1 GiB", "16 KiB" when a whole number of those, else
+// "1000 bytes".
+std::string byte_limit_text(uint64_t bytes);
+
 }  // namespace tpllama

@@ -10,6 +10,8 @@
 #include <string>
 #include <thread>
 
+#include "core/error.h"
+
 namespace tpllama {
 
 // Exit status of a run stopped early by a signal: finished records are in the output and
@@ -17,6 +19,13 @@ namespace tpllama {
 constexpr int kExitStoppedEarly = 75;
 // A run that answered no request but wrote an error record for each (EX_DATAERR).
 constexpr int kExitAllRequestsFailed = 65;
+
+// A stop signal ended a wait or a read before any work was done: the command exits with
+// kExitStoppedEarly.
+class StoppedError : public Error {
+ public:
+  using Error::Error;
+};
 
 void install_stop_handlers();
 // The signal number received (the latest), or 0.

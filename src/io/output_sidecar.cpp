@@ -9,12 +9,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/file_read.h"
 #include "io/result_writer.h"
 
 namespace tpllama {
@@ -52,14 +51,15 @@ std::optional<OutputJob> read_sidecar(const std::string& output) {
     fail("--resume: cannot read ", path, " (the sidecar naming the job that made ", output, "): ", why,
          "; remove it to resume without the check");
   };
-  if (!std::filesystem::is_regular_file(path, ec)) bad("it is not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) bad(std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
+  std::string text;
+  try {
+    text = read_regular_file(path, "sidecar", kMaxSmallFileBytes);
+  } catch (const Error& e) {
+    bad(e.what());
+  }
   nlohmann::ordered_json j;
   try {
-    j = nlohmann::ordered_json::parse(text.str());
+    j = nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     bad(std::string("not valid JSON (") + e.what() + ")");
   }

@@ -12,13 +12,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/byte_size.h"
 #include "core/error.h"
 #include "core/json_text.h"
 #include "core/log.h"
+#include "core/stop_signal.h"
 #include "io/openai_batch.h"
 #include "io/request_fields.h"
 
@@ -173,6 +176,10 @@ std::optional<size_t> count_prompt_lines(const std::string& path) {
   size_t count = 0;
   bool has_text = false, first_chunk = true;
   for (;;) {
+    if (stop_signal() != 0) {  // a huge file on a slow disk: the run stops before it starts anyway
+      ::close(fd);
+      return std::nullopt;
+    }
     ssize_t n = ::read(fd, chunk.data(), chunk.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
@@ -204,42 +211,51 @@ PromptReader::PromptReader(const std::string& path, RequestDefaults defaults)
 
 PromptReader::PromptReader(const std::string& path, RequestDefaults defaults,
                            std::optional<InputFormat> format)
-    : in_(nullptr),
+    : lines_(path, "prompt file"),
       format_(format.value_or(InputFormat::kText)),
       defaults_(std::move(defaults)),
       name_(path) {
-  // A directory opens fine as an ifstream and then reads as empty; say what is wrong instead.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    fail("cannot open prompt file ", path, ": ", std::strerror(EISDIR));
-  errno = 0;
-  auto file = std::make_unique<std::ifstream>(path, std::ios::binary);
-  if (!*file)
-    fail("cannot open prompt file ", path, ": ", errno ? std::strerror(errno) : "unknown error");
   // Detect only once the path is known to open, so a missing file reports itself as such.
   if (!format) format_ = detect_input_format(path);
-  owned_ = std::move(file);
-  in_ = owned_.get();
 }
+
+namespace {
+std::string read_all(std::istream& in) {
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+}  // namespace
 
 PromptReader::PromptReader(std::istream& in, InputFormat format, RequestDefaults defaults,
                            std::string name)
-    : in_(&in), format_(format), defaults_(std::move(defaults)), name_(std::move(name)) {}
+    : lines_(read_all(in)), format_(format), defaults_(std::move(defaults)), name_(std::move(name)) {}
 
-std::optional<Request> PromptReader::next() {
+std::optional<Request> PromptReader::next(bool wait) {
+  constexpr int kWaitMs = 1000;
   std::string line;
-  while (std::getline(*in_, line)) {
+  for (;;) {
+    switch (lines_.next(&line, wait ? kWaitMs : 0)) {
+      case LineInput::Status::kPending:
+        return std::nullopt;
+      case LineInput::Status::kEnd:
+        ended_ = true;
+        return std::nullopt;
+      case LineInput::Status::kTooLong:
+        ++lines_read_;
+        return too_long();
+      case LineInput::Status::kLine:
+        break;
+    }
     ++lines_read_;
     // Editors on Windows add a byte-order mark; it is not part of the first prompt.
-    if (lines_read_ == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
+    if (lines_read_ == 1 && line.rfind(kByteOrderMark, 0) == 0) line.erase(0, 3);
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (is_blank(line)) continue;
     if (format_ == InputFormat::kText) return parse_text(std::move(line));
     if (format_ == InputFormat::kOpenAiBatch) return parse_openai(line);
     return parse_jsonl(line);
   }
-  if (in_->bad()) fail("error reading prompt file ", name_, " after line ", lines_read_);
-  return std::nullopt;
 }
 
 Request PromptReader::start_request() const {
@@ -255,6 +271,13 @@ Request PromptReader::start_request() const {
 Request PromptReader::parse_text(std::string line) const {
   Request req = start_request();
   req.prompt = std::move(line);
+  return req;
+}
+
+Request PromptReader::too_long() const {
+  Request req = start_request();
+  req.error = detail::concat("line ", lines_read_, " is longer than ", byte_limit_text(lines_.max_line_bytes()),
+                             ", the limit for one request: not read (no context holds that much text)");
   return req;
 }
 

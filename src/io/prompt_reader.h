@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/line_input.h"
 #include "io/request.h"
 
 namespace tpllama {
@@ -39,8 +40,11 @@ std::optional<size_t> count_prompt_lines(const std::string& path);
 class RequestSource {
  public:
   virtual ~RequestSource() = default;
-  // The next request (possibly with error set); nullopt at the end.
-  virtual std::optional<Request> next() = 0;
+  // The next request (possibly with error set), or nullopt: at the end (ended() is then true), or
+  // when a stream has no whole request yet. wait: look for one for up to a second (callers that
+  // loop look at the stop signal between calls); else take only what has already come.
+  virtual std::optional<Request> next(bool wait) = 0;
+  virtual bool ended() const = 0;
 };
 
 class PromptReader : public RequestSource {
@@ -50,12 +54,14 @@ class PromptReader : public RequestSource {
   // As above with the format given; nullopt means detect_input_format(path).
   PromptReader(const std::string& path, RequestDefaults defaults,
                std::optional<InputFormat> format);
-  // Reads from a caller-owned stream, which must outlive the reader; name appears in warnings.
+  // Reads all of in now (tests, small inputs); name appears in warnings.
   PromptReader(std::istream& in, InputFormat format, RequestDefaults defaults, std::string name);
 
-  // The next non-blank line as a request (possibly with error set); nullopt at end of input.
-  // Throws Error only if the stream itself fails to read.
-  std::optional<Request> next() override;
+  // The next non-blank line as a request (possibly with error set; a line over
+  // LineInput::kMaxLineBytes is one, without being read); nullopt at the end of the input or while
+  // a stream has no whole line (RequestSource::next). Throws Error only if reading itself fails.
+  std::optional<Request> next(bool wait) override;
+  bool ended() const override { return ended_; }
   // Lines consumed so far, blank ones included.
   size_t lines_read() const { return lines_read_; }
   InputFormat format() const { return format_; }
@@ -66,14 +72,15 @@ class PromptReader : public RequestSource {
  private:
   Request start_request() const;
   Request parse_text(std::string line) const;
+  Request too_long() const;
   Request parse_jsonl(const std::string& line);
   Request parse_openai(const std::string& line);
   void warn_unknown_fields(const nlohmann::json& object);
   void warn_ignored(const std::string& field);
   void note_requested_model(const nlohmann::json& object);
 
-  std::unique_ptr<std::istream> owned_;  // set when the reader opened the file itself
-  std::istream* in_;
+  LineInput lines_;
+  bool ended_ = false;
   InputFormat format_;
   RequestDefaults defaults_;
   std::string name_;

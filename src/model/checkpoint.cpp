@@ -2,12 +2,12 @@
 #include "model/checkpoint.h"
 
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/file_read.h"
 #include "model/shard_table.h"
 
 namespace tpllama {
@@ -81,9 +81,7 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
 void Checkpoint::open_index(const std::string& index_path) {
   nlohmann::json index;
   try {
-    if (!fs::is_regular_file(index_path)) fail(index_path, " is not a regular file (a directory?)");
-    std::ifstream in(index_path);
-    index = nlohmann::json::parse(in);
+    index = nlohmann::json::parse(read_regular_file(index_path, "checkpoint index", kMaxSmallFileBytes));
   } catch (const nlohmann::json::exception& e) {
     fail(index_path, ": not valid JSON: ", e.what());
   }
@@ -153,9 +151,7 @@ std::string join(const std::vector<int>& v) {
 void Checkpoint::read_manifest(const std::string& path) {
   nlohmann::json m;
   try {
-    if (!std::filesystem::is_regular_file(path)) fail(path, " is not a regular file (a directory?)");
-    std::ifstream in(path);
-    m = nlohmann::json::parse(in);
+    m = nlohmann::json::parse(read_regular_file(path, "shard manifest", kMaxSmallFileBytes));
     manifest_.tp = m.at("tp").get<int>();
     manifest_.pp = m.at("pp").get<int>();
     manifest_.stage_layers = m.at("stage_layers").get<std::vector<int>>();

@@ -2,16 +2,13 @@
 // checks with the numbers in the message.
 #include "model/config.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/file_read.h"
 #include "core/json_text.h"
 
 namespace tpllama {
@@ -243,13 +240,10 @@ std::vector<double> LlamaConfig::rope_inv_freq() const {
 }
 
 LlamaConfig load_llama_config(const std::string& path) {
-  // A directory opens as a stream and fails on the first read with a message naming no file.
-  if (std::error_code ec; std::filesystem::is_directory(path, ec)) fail("cannot read model config ", path, ": it is a directory");
-  std::ifstream in(path);
-  if (!in) fail("cannot open model config ", path, ": ", std::strerror(errno));
+  const std::string text = read_regular_file(path, "model config", kMaxSmallFileBytes);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail(path, ": not valid JSON: ", e.what());
   }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/file_read.h"
 #include "model/checkpoint.h"
 #include "model/safetensors_writer.h"
 #include "ops/weight.h"
@@ -84,6 +85,7 @@ void check_convert_out(const std::string& out_dir) {
 }
 
 LlamaConfig convert_llama2c(const std::string& path, const ConvertOptions& options) {
+  require_regular_file(path, "llama2.c checkpoint");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open llama2.c checkpoint ", path);
   int32_t h[7];

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/file_read.h"
 #include "core/json_text.h"
 
 namespace tpllama {
@@ -81,7 +82,8 @@ int64_t TensorInfo::numel() const {
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  require_regular_file(path, "weights file");
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // never waits, should it become a FIFO meanwhile
   if (fd_ < 0) fail("cannot open ", path, ": ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd_, &st) != 0) {

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "core/stop_signal.h"
 #include "parallel/mpi_comm.h"
 
 namespace tpllama {
@@ -127,20 +128,25 @@ std::unique_ptr<MpiCommunicator> MpiSession::split(int color, int key) const {
 
 void collective_phase(const std::function<void()>& fn) {
   std::string message;
+  bool stopped = false;
   try {
     fn();
   } catch (const std::exception& e) {
     message = e.what();
     if (message.empty()) message = "unknown error";
+    stopped = dynamic_cast<const StoppedError*>(&e) != nullptr;
   }
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const int mine = message.empty() ? world : rank;
-  int first = world;
+  // The lowest failing rank, and whether its failure was a stop: 2 × rank + stopped.
+  const int mine = message.empty() ? 2 * world : 2 * rank + (stopped ? 1 : 0);
+  int first = 2 * world;
   mpi_check(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
-  if (first == world) return;
-  if (rank == first) log::error(message);
+  if (first == 2 * world) return;
+  const bool a_stop = first % 2 == 1;
+  if (rank == first / 2) a_stop ? log::warn(message) : log::error(message);
+  if (a_stop) throw ReportedStop(message);
   throw ReportedError(message);
 }
 

@@ -72,9 +72,16 @@ class ReportedError : public Error {
   using Error::Error;
 };
 
+// A stop signal ended a phase on some rank (StoppedError): reported as ReportedError is, and the
+// command exits with kExitStoppedEarly.
+class ReportedStop : public ReportedError {
+ public:
+  using ReportedError::ReportedError;
+};
+
 // Runs fn on every rank, then agrees on the outcome: when it threw anywhere, the lowest failing
 // rank prints its message (once for the job, not once per rank) and every rank throws
-// ReportedError. fn must not call collectives: a rank that failed early would never join them.
+// ReportedError (ReportedStop when that rank's failure was a StoppedError). fn must not call collectives: a rank that failed early would never join them.
 void collective_phase(const std::function<void()>& fn);
 
 }  // namespace tpllama

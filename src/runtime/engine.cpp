@@ -41,11 +41,18 @@ class Run {
       check_stop();
       if (abandon_) break;
       admit_while_room();
-      if (!estimated) {
+      if (!estimated && !active_.empty()) {
         log_kv_estimate();
         estimated = true;
       }
-      if (active_.empty() && scheduler_.idle()) break;
+      if (active_.empty() && scheduler_.idle()) {
+        if (intake_.done()) break;
+        // A stream with no whole line yet (admit_while_room waited a second for one): nothing to
+        // run until it comes or a stop signal does.
+        executor_.keep_alive();
+        progress_.update(counts());
+        continue;
+      }
       const bool idle = scheduler_.idle();
       std::optional<StepPlan> plan;
       if (scheduler_.has_room()) {
@@ -137,9 +144,11 @@ class Run {
     }
   }
 
+  // Requests already read are run at once: a stream that goes quiet is waited on (a second at a
+  // time) only when nothing else can go on.
   void admit_while_room() {
     while (!intake_.done() && static_cast<int>(active_.size()) < o_.max_seqs && publisher_.has_room()) {
-      std::optional<Admission> a = intake_.next();
+      std::optional<Admission> a = intake_.next(/*wait=*/active_.empty() && scheduler_.idle());
       if (!a) return;
       if (a->rejected) {
         publisher_.publish(a->order, std::move(*a->rejected));

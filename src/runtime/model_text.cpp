@@ -3,16 +3,13 @@
 #include "runtime/model_text.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
+#include "core/file_read.h"
 #include "core/json_text.h"
 #include "core/log.h"
 
@@ -26,12 +23,14 @@ using nlohmann::json;
 std::optional<json> read_optional_json(const std::string& path, const char* lost) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return std::nullopt;
-  if (!std::filesystem::is_regular_file(path, ec)) {  // a directory would throw on the first read, naming no file
-    log::warn(path + " is not a regular file (a directory?): ignored, so " + lost);
+  std::string text;
+  try {
+    text = read_regular_file(path, "model file", kMaxSmallFileBytes);
+  } catch (const Error& e) {
+    log::warn(std::string(e.what()) + ": ignored, so " + lost);
     return std::nullopt;
   }
-  std::ifstream in(path, std::ios::binary);
-  json j = in ? json::parse(in, nullptr, /*allow_exceptions=*/false) : json(json::value_t::discarded);
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     log::warn(path + " is not a JSON object: ignored, so " + lost);
     return std::nullopt;
@@ -69,18 +68,6 @@ std::string join_ids(const std::vector<int>& ids) {
   return s;
 }
 
-std::string read_text_file(const std::string& path, const char* what) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    fail(what, " ", path, std::filesystem::is_directory(path, ec) ? " is a directory, not a file" : " is not a readable file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read ", what, " ", path, ": ", std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in && !in.eof()) fail("cannot read ", what, " ", path);
-  return text.str();
-}
-
 }  // namespace
 
 ModelText::ModelText(const std::string& model_dir, const LlamaConfig& config, const std::string& chat_template_file)
@@ -114,7 +101,7 @@ ModelText::ModelText(const std::string& model_dir, const LlamaConfig& config, co
 
   if (!chat_template_file.empty()) {
     chat_source_ = chat_template_file;
-    chat_ = std::make_unique<ChatTemplate>(read_text_file(chat_template_file, "--chat-template"), chat_source_);
+    chat_ = std::make_unique<ChatTemplate>(read_regular_file(chat_template_file, "--chat-template", kMaxSmallFileBytes), chat_source_);
   } else {
     load_chat_template(model_dir, tc ? &*tc : nullptr);
   }
@@ -133,7 +120,7 @@ void ModelText::load_chat_template(const std::string& model_dir, const json* tok
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {
     chat_source_ = path;
-    chat_ = std::make_unique<ChatTemplate>(read_text_file(path, "chat template"), chat_source_);
+    chat_ = std::make_unique<ChatTemplate>(read_regular_file(path, "chat template", kMaxSmallFileBytes), chat_source_);
     return;
   }
   if (tokenizer_config == nullptr) return;
@@ -198,7 +185,16 @@ std::string ModelText::render_chat(const Request& r) const {
   }
 }
 
-std::vector<int32_t> ModelText::encode(const Request& r, int* n_context) const {
+void ModelText::check_fits(const std::string& text, const char* what, int fit_tokens) const {
+  if (fit_tokens <= 0) return;
+  const std::optional<size_t> least = tokenizer_->min_tokens(text);
+  if (least && *least > static_cast<size_t>(fit_tokens))
+    throw PromptError(detail::concat(what, " is ", text.size(), " bytes, so at least ", *least,
+                                     " tokens with this tokenizer, more than the ", fit_tokens,
+                                     "-token context holds: not tokenized"));
+}
+
+std::vector<int32_t> ModelText::encode(const Request& r, int* n_context, int fit_tokens) const {
   std::vector<int32_t> tokens;
   if (!r.token_ids.empty()) {
     tokens.assign(r.token_ids.begin(), r.token_ids.end());
@@ -206,12 +202,16 @@ std::vector<int32_t> ModelText::encode(const Request& r, int* n_context) const {
     return tokens;
   }
   if (r.chat()) {
-    for (int id : tokenizer_->encode_with_special_tokens(render_chat(r))) tokens.push_back(id);
+    const std::string prompt = render_chat(r);
+    check_fits(prompt, "the rendered chat prompt", fit_tokens);
+    for (int id : tokenizer_->encode_with_special_tokens(prompt)) tokens.push_back(id);
     return tokens;
   }
   tokens.assign(prefix_ids_.begin(), prefix_ids_.end());
   const size_t prefix = tokens.size();
-  for (int id : tokenizer_->encode(r.scoring ? r.context + r.continuation : r.prompt)) tokens.push_back(id);
+  const std::string text = r.scoring ? r.context + r.continuation : r.prompt;
+  check_fits(text, r.scoring ? "context and continuation" : "the prompt", fit_tokens);
+  for (int id : tokenizer_->encode(text)) tokens.push_back(id);
   if (r.scoring) {
     *n_context = static_cast<int>(prefix + (r.context.empty() ? 0 : tokenizer_->encode(r.context).size()));
   } else {

@@ -61,13 +61,16 @@ class ModelText {
   // with its special tokens (no BOS added: the template writes it); else prefix, the prompt's
   // encoding and suffix. A scoring request is tokenized as evaluation harnesses do: context and
   // continuation encoded together, split where the context's own encoding ends; *n_context is set
-  // to the context's tokens (prefix included). Throws PromptError.
-  std::vector<int32_t> encode(const Request& r, int* n_context) const;
+  // to the context's tokens (prefix included). Throws PromptError, and when fit_tokens > 0 refuses
+  // so (untokenized) text too long for any fit_tokens-token encoding (Tokenizer::min_tokens).
+  std::vector<int32_t> encode(const Request& r, int* n_context, int fit_tokens = 0) const;
 
  private:
   void load_chat_template(const std::string& model_dir, const nlohmann::json* tokenizer_config);
   void collect_stop_ids(const std::string& model_dir, const LlamaConfig& config);
   std::optional<int> end_of_turn_id() const;
+  // Throws PromptError when text cannot encode to fit_tokens tokens or fewer (0: no check).
+  void check_fits(const std::string& text, const char* what, int fit_tokens) const;
 
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<int> prefix_ids_;

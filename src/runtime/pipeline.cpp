@@ -104,7 +104,19 @@ void Pipeline::shutdown() {
   if (stall_ != nullptr) stall_->stop();  // no more steps: the output's last sync is not one
 }
 
+void Pipeline::keep_alive() {
+  StepPlan plan;
+  plan.keep_alive = true;
+  submit(plan);
+  doing("in the engine: waiting for input (the input stream has no whole line yet)");
+}
+
 std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::vector<uint8_t>& bytes) {
+  if (plan.keep_alive) {
+    if (!topology_.is_last_stage()) world_.send_bytes_async(bytes, next_stage_rank(), kTagStep);
+    if (stall_ != nullptr) stall_->step_done();
+    return std::nullopt;
+  }
   for (const CacheOp& op : plan.cache_ops) {
     if (op.block == CacheOp::kRelease)
       cache_.release(op.slot);

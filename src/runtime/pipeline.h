@@ -42,6 +42,8 @@ class Pipeline final : public StepExecutor {
   void serve();
   // Rank 0: stops every other rank once no group is in flight.
   void shutdown() override;
+  // Rank 0, with no group in flight: a plan with no work, which resets every rank's stall watch.
+  void keep_alive() override;
   const PipelineStats& stats() const { return stats_; }
   // Each step this rank finishes resets the watch's clock, and each wait tells it what it waits on;
   // the watch stops when the pipeline shuts down.

@@ -10,14 +10,15 @@ namespace {
 
 std::string line_prefix(const Request& r) { return "line " + std::to_string(r.line) + ": "; }
 
-// The tokens of r (ModelText::encode); text may be null only when r carries token ids.
-std::vector<int32_t> tokenize_request(const Request& r, const ModelText* text, int* n_context) {
+// The tokens of r (ModelText::encode); text may be null only when r carries token ids. Text that
+// cannot fit in fit_tokens tokens is refused without being tokenized (0: no such check).
+std::vector<int32_t> tokenize_request(const Request& r, const ModelText* text, int* n_context, int fit_tokens = 0) {
   TPLLAMA_CHECK(text != nullptr || !r.token_ids.empty(), "a text request reached an engine without a tokenizer");
   if (text == nullptr) {
     if (r.scoring) *n_context = r.n_context_tokens;
     return {r.token_ids.begin(), r.token_ids.end()};
   }
-  return text->encode(r, n_context);
+  return text->encode(r, n_context, fit_tokens);
 }
 
 }  // namespace
@@ -32,11 +33,11 @@ RequestIntake::RequestIntake(RequestSource& source, const ModelText* text, const
   }
 }
 
-std::optional<Admission> RequestIntake::next() {
+std::optional<Admission> RequestIntake::next(bool wait) {
   if (done_) return std::nullopt;
-  std::optional<Request> req = source_.next();
+  std::optional<Request> req = source_.next(wait);
   if (!req) {
-    done_ = true;
+    done_ = source_.ended();
     return std::nullopt;
   }
   return admit(std::move(*req));
@@ -124,7 +125,7 @@ Admission RequestIntake::admit(Request req) {
   int n_context = 0;
   std::vector<int32_t> tokens;
   try {
-    tokens = tokenize_request(req, text_, &n_context);
+    tokens = tokenize_request(req, text_, &n_context, options_.context);
   } catch (const PromptError& e) {
     return reject(req, order, 0, line_prefix(req) + e.what());
   }

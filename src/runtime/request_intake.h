@@ -37,8 +37,9 @@ class RequestIntake {
   // text may be null when every request carries token ids (benchmarks).
   RequestIntake(RequestSource& source, const ModelText* text, const IntakeOptions& options, ResumeIndex* resume);
 
-  // Reads the next request; nullopt at the end of the input (or once closed).
-  std::optional<Admission> next();
+  // Reads the next request; nullopt at the end of the input (done() is then true), once closed, or
+  // while a stream has no whole request yet (RequestSource::next: wait looks for up to a second).
+  std::optional<Admission> next(bool wait);
   // No more requests are read (a stop signal).
   void close() { done_ = true; }
   bool done() const { return done_; }

@@ -282,6 +282,13 @@ void Session::make_kv_cache() {
     const long long most =
         static_cast<long long>(o_.max_seqs) * ((context_ + o_.kv_block_size - 1) / o_.kv_block_size);
     blocks = std::min<long long>(most, static_cast<long long>(budget / std::max<uint64_t>(per_block, 1)));
+    // An explicit budget is what the user asked for, but not past what the device has free now.
+    const uint64_t wanted = static_cast<uint64_t>(blocks) * per_block;
+    const uint64_t free = ops::memory_available(model_->context()) / static_cast<uint64_t>(std::max(1, device_sharers_));
+    if (kv_cache_bytes_ > 0 && free > 0 && wanted > free)
+      fail("--kv-cache-memory ", o_.kv_cache_memory, ": rank ", topology_->rank(), " would hold a KV cache of ",
+           mib(static_cast<double>(wanted)), " but has ", mib(static_cast<double>(free)), " of free memory left after ",
+           "the weights: give a smaller --kv-cache-memory, or leave it out to use ", "80% of what is free");
   });
   n_blocks_ = static_cast<int>(std::min<long long>(mpi_.min(blocks), INT32_MAX));
   collective_phase([&] {

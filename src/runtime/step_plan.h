@@ -26,6 +26,9 @@ struct SampledRows : SampledTokens {
 struct StepPlan {
   int64_t group = 0;
   bool shutdown = false;
+  // No work: rank 0 waits for input that has not come (a quiet stream). Each rank counts it as a
+  // step for --stall-timeout, so a wait for input is not taken for a hung rank.
+  bool keep_alive = false;
   std::vector<CacheOp> cache_ops;     // block table changes, applied in order before the step
   StepBatch batch;
   std::vector<RowSampling> sampling;  // one per batch.logit_rows entry
@@ -50,6 +53,8 @@ class StepExecutor {
   virtual SampledRows receive_tokens(int64_t expected_group) = 0;
   // Once no group is in flight: the end of the run.
   virtual void shutdown() = 0;
+  // While rank 0 waits for input with nothing in flight: every rank hears that it is alive.
+  virtual void keep_alive() {}
 };
 
 }  // namespace tpllama

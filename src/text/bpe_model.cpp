@@ -302,4 +302,11 @@ void BpeModel::merge_by_heap(std::vector<int>& symbols) const {
   symbols.erase(std::remove(symbols.begin(), symbols.end(), -1), symbols.end());
 }
 
+bool BpeModel::may_drop_text() const {
+  if (unk_id_ >= 0) return fuse_unk_;
+  const int* spelled = byte_level_ ? initial_ : byte_fallback_ ? byte_token_ : nullptr;
+  if (spelled == nullptr) return true;  // a character outside the vocabulary is dropped
+  return std::any_of(spelled, spelled + 256, [](int id) { return id < 0; });
+}
+
 }  // namespace tpllama::hf

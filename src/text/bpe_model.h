@@ -57,6 +57,9 @@ class BpeModel {
 
   std::optional<int> id_of(std::string_view spelling) const;
 
+  // Whether text can vanish: characters the vocabulary cannot spell dropped (no unk token, no byte
+  // for them), or a run of them, however long, fused into one unk token.
+  bool may_drop_text() const;
   // Spellings by id; ids the vocabulary skips are "".
   const std::vector<std::string>& pieces() const { return pieces_; }
 

@@ -34,6 +34,9 @@ class Pattern {
   // the search resumes one character on, as Oniguruma's find_iter does. Not thread-safe: the match
   // data is reused from call to call.
   void find_all(std::string_view text, std::vector<Span>& out) const;
+  // A {"String": ...} pattern: what it matches, always this text.
+  bool is_literal() const { return compiled_ == nullptr; }
+  const std::string& literal() const { return literal_; }
 
  private:
   struct Compiled;

@@ -2,11 +2,10 @@
 // added_tokens, hf_decoder), the encode pipeline that runs them, and the per-id decode tables.
 #include "text/hf_tokenizer.h"
 
-#include <fstream>
 #include <mutex>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/file_read.h"
 #include "text/added_tokens.h"
 #include "text/bpe_model.h"
 #include "text/hf_decoder.h"
@@ -24,12 +23,9 @@ namespace {
 const std::string kNoToken;  // what piece() and token_bytes() give for an id with no token
 
 Json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open tokenizer.json");
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_regular_file(path, "tokenizer file", kMaxTokenizerFileBytes);
   try {
-    return Json::parse(text.str());
+    return Json::parse(text);
   } catch (const Json::exception& e) {
     fail(path, ": not valid JSON: ", e.what());
   }
@@ -250,6 +246,14 @@ std::optional<int> HfTokenizer::token_id(const std::string& piece) const {
 
 int HfTokenizer::strip_leading_spaces() const {
   return impl_->decoder.strip_leading_spaces();
+}
+
+std::optional<double> HfTokenizer::max_shrink() const {
+  const Impl& m = *impl_;
+  if (m.pre_tokenizer.drops_text() || m.model->may_drop_text()) return std::nullopt;
+  for (const hf::AddedToken& t : m.added.tokens())
+    if (t.lstrip || t.rstrip) return std::nullopt;
+  return m.normalizer.max_shrink();
 }
 
 const std::vector<int>& HfTokenizer::prefix_ids() const {

@@ -50,6 +50,11 @@ class HfTokenizer {
   // after Fuse, or 1 for a Metaspace decoder that prepends): 0 or 1 usually.
   int strip_leading_spaces() const;
 
+  // How many times shorter than the input the text the model's words hold may be (the normalizer's
+  // rewrites); nullopt when text may vanish: a normalizer that drops it, a Split that removes its
+  // delimiters, an added token that takes the whitespace around it, unknown characters fused.
+  std::optional<double> max_shrink() const;
+
   // TemplateProcessing `single`: the special-token ids before and after $A (empty when none).
   const std::vector<int>& prefix_ids() const;
   const std::vector<int>& suffix_ids() const;

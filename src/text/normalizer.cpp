@@ -1,6 +1,8 @@
 // Normalizer steps read from tokenizer.json and applied in order.
 #include "text/normalizer.h"
 
+#include <algorithm>
+
 #include "text/hf_unicode.h"
 
 namespace tpllama::hf {
@@ -27,6 +29,28 @@ void Normalizer::add(const Json& j, const std::string& where) {
   } else {
     refuse_type(where, type, "Prepend, Replace, NFC, Sequence");
   }
+}
+
+std::optional<double> Normalizer::max_shrink() const {
+  double shrink = 1;
+  for (const Step& step : steps_) {
+    switch (step.kind) {
+      case Kind::kPrepend:
+        break;
+      case Kind::kReplace: {
+        const Pattern& p = step.pattern.front();
+        if (!p.is_literal() || step.text.empty()) return std::nullopt;
+        shrink *= std::max(1.0, static_cast<double>(p.literal().size()) / static_cast<double>(step.text.size()));
+        break;
+      }
+      case Kind::kNfc:
+        // Composition joins at most a few characters into one: Hangul's three jamo (9 bytes) into a
+        // 3-byte syllable is the most; 4 leaves room.
+        shrink *= 4;
+        break;
+    }
+  }
+  return shrink;
 }
 
 std::string Normalizer::apply(std::string_view text) const {

@@ -2,6 +2,7 @@
 // before it is split into words: Prepend, Replace, NFC, and Sequences of them. Others are refused.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,9 @@ class Normalizer {
   Normalizer(const Json& j, const std::string& where);
 
   bool empty() const { return steps_.empty(); }
+  // How many times shorter than its input the output may be; nullopt when text may vanish (a
+  // Replace with no content, or with a regex that may match any length).
+  std::optional<double> max_shrink() const;
 
   // text (valid UTF-8) normalized. Not thread-safe: a Replace regex reuses its match data.
   std::string apply(std::string_view text) const;

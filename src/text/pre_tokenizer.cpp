@@ -120,6 +120,11 @@ void PreTokenizer::add_metaspace(const Json& j, const std::string& where) {
   steps_.push_back(std::move(step));
 }
 
+bool PreTokenizer::drops_text() const {
+  return std::any_of(steps_.begin(), steps_.end(),
+                     [](const Step& s) { return s.kind == Kind::kSplit && s.behavior == Behavior::kRemoved; });
+}
+
 void PreTokenizer::split(std::string_view text, bool at_origin, std::vector<Piece>& out) const {
   if (text.empty()) return;
   if (steps_.empty()) {

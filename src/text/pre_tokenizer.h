@@ -26,6 +26,8 @@ class PreTokenizer {
   // Whether the chain ends in ByteLevel: its words are then raw bytes that the model spells in the
   // byte-level alphabet (the mapping itself is left to the BPE model, which works on bytes).
   bool byte_level() const { return byte_level_; }
+  // Whether a Split step removes what it cuts on (behavior Removed): the words then hold less text.
+  bool drops_text() const;
 
   // Appends the words of text (valid UTF-8), empty ones dropped. Not thread-safe (regex state).
   void split(std::string_view text, bool at_origin, std::vector<Piece>& out) const;

@@ -5,12 +5,14 @@
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <filesystem>
 #include <utility>
 
 #include "core/error.h"
+#include "core/file_read.h"
 #include "text/hf_tokenizer.h"
 #include "text/utf8.h"
 
@@ -69,12 +71,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_model_dir(const std::string& model_di
   const std::string model = model_dir + "/tokenizer.model", json = model_dir + "/tokenizer.json";
   std::error_code ec;
   for (const std::string& file : {model, json})
-    if (fs::exists(file, ec) && !fs::is_regular_file(file, ec))
-      fail("model directory ", model_dir, ": ", fs::path(file).filename().string(), " is ",
-           fs::is_directory(file, ec) ? "a directory" : "not a regular file", ", not a tokenizer file");
+    if (fs::exists(file, ec)) require_regular_file(file, "tokenizer file");
   if (fs::is_regular_file(model, ec)) {
     auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
-    const auto status = sp->Load(model);
+    const auto status = sp->LoadFromSerializedProto(read_regular_file(model, "tokenizer file", kMaxTokenizerFileBytes));
     if (status.ok()) return std::unique_ptr<Tokenizer>(new Tokenizer(model, std::move(sp)));
     // Llama 3's original/tokenizer.model is tiktoken's format, not SentencePiece's: tokenizer.json
     // is the one to read then.
@@ -105,7 +105,7 @@ Tokenizer::Tokenizer(std::string path, std::unique_ptr<sentencepiece::SentencePi
 void Tokenizer::load_sentencepiece() {
   if (!sp_) {
     sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
-    const auto status = sp_->Load(path_);
+    const auto status = sp_->LoadFromSerializedProto(read_regular_file(path_, "tokenizer file", kMaxTokenizerFileBytes));
     if (!status.ok()) fail("cannot load SentencePiece model '", path_, "': ", status.ToString());
   }
   const int n = sp_->GetPieceSize();
@@ -132,6 +132,7 @@ void Tokenizer::load_sentencepiece() {
   }
   strip_leading_spaces_ = 1;
   strip_normal_only_ = true;
+  measure_text_per_token();
 }
 
 void Tokenizer::load_hf() {
@@ -155,6 +156,53 @@ void Tokenizer::load_hf() {
   // Byte-fallback pieces are decoded byte by byte (a U+FFFD each); byte-level BPE's bytes are joined
   // and decoded lossily, a U+FFFD per maximal ill-formed subpart.
   lossy_per_byte_ = std::any_of(kinds_.begin(), kinds_.end(), [](Kind k) { return k == Kind::kByte; });
+  measure_text_per_token();
+}
+
+// The SentencePiece API does not show the normalizer, so it is tried. A model that gives back text
+// with tabs, newlines, a zero-width space, a combining accent, a ligature, an ideographic space and
+// a control character exactly as they were, and spells every byte, drops no text (normalization
+// "identity"; NFKC would change the probe) except, with remove_extra_whitespaces (SentencePiece's
+// default, and stories260K's), runs of spaces, which become one space: counted so by min_tokens.
+void Tokenizer::measure_text_per_token() {
+  for (size_t id = 0; id < bytes_.size(); ++id)
+    longest_token_text_ = std::max({longest_token_text_, bytes_[id].size(), piece(static_cast<int>(id)).size()});
+  longest_token_text_ = std::max<size_t>(longest_token_text_, 4);  // an unknown character as one token
+  if (hf_) {
+    max_shrink_ = hf_->max_shrink();
+    return;
+  }
+  const auto byte_pieces = std::count(kinds_.begin(), kinds_.end(), Kind::kByte);
+  const std::string probe = "a b\t\tc\n\nd \xE2\x80\x8B e\xCC\x81 \xEF\xAC\x81 \xE3\x80\x80 \x01 z";
+  if (byte_pieces != 256 || decode(encode(probe)) != probe) return;
+  const std::string runs = decode(encode("a  b   c"));
+  if (runs != "a  b   c" && runs != "a b c") return;
+  max_shrink_ = 1.0;
+  collapses_spaces_ = runs == "a b c";
+}
+
+std::optional<size_t> Tokenizer::min_tokens(std::string_view text) const {
+  if (!max_shrink_) return std::nullopt;
+  size_t bytes = text.size();
+  if (collapses_spaces_) {
+    // Leading and trailing whitespace goes, and each run of it is one space; SentencePiece takes
+    // its own space symbol '▁' in the input for a space too.
+    bytes = 0;
+    bool pending_space = false;
+    for (size_t i = 0; i < text.size();) {
+      const size_t space = text[i] == ' ' ? 1 : text.compare(i, 3, kSpaceSymbol) == 0 ? 3 : 0;
+      if (space > 0) {
+        pending_space = bytes > 0;
+        i += space;
+        continue;
+      }
+      bytes += (pending_space ? 1 : 0) + 1;
+      pending_space = false;
+      ++i;
+    }
+  }
+  const double per_token = static_cast<double>(longest_token_text_) * *max_shrink_;
+  return static_cast<size_t>(std::ceil(static_cast<double>(bytes) / per_token));
 }
 
 Tokenizer::~Tokenizer() = default;

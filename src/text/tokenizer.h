@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -66,6 +67,11 @@ class Tokenizer {
   std::vector<int> prefix_ids() const;
   std::vector<int> suffix_ids() const;
 
+  // A lower bound on the tokens text encodes to (encode), from its bytes alone: far cheaper than
+  // encoding, so that text too long for a context is refused without being tokenized. nullopt when
+  // no bound holds: the normalizer may drop text (characters removed, unknown characters fused).
+  std::optional<size_t> min_tokens(std::string_view text) const;
+
   // Full decode: what the streaming detokenizer gives for ids, flushed. Matches SentencePiece's
   // DecodeIds byte for byte (invalid or incomplete UTF-8 → U+FFFD per byte, unknown tokens as the
   // real U+2047 surface), and Hugging Face's decode(skip_special_tokens=True) (byte-level BPE:
@@ -79,6 +85,7 @@ class Tokenizer {
   void check_id(int id) const;
   void load_sentencepiece();
   void load_hf();
+  void measure_text_per_token();
 
   std::string path_;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;  // one of these two
@@ -93,6 +100,11 @@ class Tokenizer {
   // Ill-formed UTF-8 in decoded text: U+FFFD per byte (SentencePiece, byte-fallback decoders) or per
   // maximal subpart (byte-level BPE, decoded by Hugging Face with from_utf8_lossy).
   bool lossy_per_byte_ = true;
+  // min_tokens: the most input bytes one token can stand for, and how many times shorter the
+  // backend's normalized text may be than its input (nullopt: without bound).
+  size_t longest_token_text_ = 0;
+  std::optional<double> max_shrink_;
+  bool collapses_spaces_ = false;  // SentencePiece's remove_extra_whitespaces: a run of ' ' is one
 
   friend class IncrementalDetokenizer;
 };

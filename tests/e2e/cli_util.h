@@ -2,6 +2,9 @@
 // capture its output, find the shipped stories260K, read JSONL.
 #pragma once
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -146,6 +149,55 @@ inline pid_t spawn_shell(const std::string& command, bool new_group = false) {
   }
   if (pid > 0 && new_group) ::setpgid(pid, pid);
   return pid;
+}
+
+struct ProcessExit {
+  int code = -1;         // the exit status; 128 + n for a signal; -1: still running at the deadline (killed)
+  double seconds = 0;    // from the call until the exit
+  long max_rss_kib = 0;  // the process's peak resident memory
+  std::string log;
+};
+
+// Waits for pid (spawn_shell'd with new_group, its output sent to log) up to `limit`; kills its
+// group past it.
+inline ProcessExit wait_for_exit(pid_t pid, const std::string& log, std::chrono::seconds limit) {
+  ProcessExit e;
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  rusage usage{};
+  for (;;) {
+    const pid_t done = ::wait4(pid, &status, WNOHANG, &usage);
+    if (done == pid) {
+      e.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      break;
+    }
+    if (std::chrono::steady_clock::now() - start > limit) {
+      ::kill(-pid, SIGKILL);
+      ::wait4(pid, &status, 0, &usage);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  e.max_rss_kib = usage.ru_maxrss;
+  std::ifstream in(log);
+  e.log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return e;
+}
+
+// Opens the writing end of a FIFO once a reader has it open (O_NONBLOCK: ENXIO until then), for
+// up to 30 s; -1 if none came.
+inline int open_fifo_writer(const std::string& path) {
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) {
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      return fd;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return -1;
 }
 
 inline size_t count_lines(const std::string& path) {

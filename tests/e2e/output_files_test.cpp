@@ -219,7 +219,7 @@ TEST_F(OutputFiles, MisplacedFilesAreNamedWithTheReason) {
   fs::create_directories(broken + "/config.json");
   CommandResult config = run_shell(binary() + " tokenize --model " + broken + " --input " + in + " --output " + work_ +
                                    "/msg_tokens.jsonl");
-  EXPECT_NE(config.output.find("cannot read model config " + broken + "/config.json: it is a directory"),
+  EXPECT_NE(config.output.find("model config " + broken + "/config.json is a directory, not a regular file"),
             std::string::npos)
       << config.output;
   EXPECT_EQ(config.output.find("basic_filebuf"), std::string::npos) << config.output;

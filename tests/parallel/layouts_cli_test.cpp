@@ -2,6 +2,7 @@
 // output (and so the reference text); shard directories round-trip; bad layouts, missing shards
 // and a killed rank end the job non-zero in bounded time.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -473,6 +474,32 @@ TEST_F(Distributed, SigusrOneStopsTheJobGracefully) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(lines_by_id(out), lines_by_id(full));
   EXPECT_EQ(count_lines(out), 3000u);
+}
+
+// Input from a FIFO that goes quiet for longer than --stall-timeout: rank 0 answers the line it has
+// at once, and while it waits for the next it tells the other stage it is alive, so the wait is
+// not taken for a hung rank; the job ends at the end of the input.
+TEST_F(Distributed, AQuietInputStreamIsNoStallAcrossThePipeline) {
+  const std::string fifo = work_ + "/quiet.fifo", out = work_ + "/quiet.jsonl", log = work_ + "/quiet.log";
+  fs::remove(fifo);
+  fs::remove(out);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const pid_t job = spawn_shell(mpirun(2) + binary() + " run --model " + model_ + " --input " + fifo + " --output " + out +
+                                    " --pp 2 --max-tokens 8 --stall-timeout 3 >" + log + " 2>&1",
+                                /*new_group=*/true);
+  ASSERT_GT(job, 0);
+  const int w = open_fifo_writer(fifo);
+  ASSERT_GE(w, 0) << "the job never opened its input";
+  const std::string first = "Once upon a time\n", second = "The little dog\n";
+  ASSERT_EQ(::write(w, first.data(), first.size()), static_cast<ssize_t>(first.size()));
+  EXPECT_EQ(wait_for_lines(out, 1, std::chrono::seconds(60)), 1u) << "the first line waited for a second one";
+  std::this_thread::sleep_for(std::chrono::seconds(8));  // the stall timeout, over twice
+  ASSERT_EQ(::write(w, second.data(), second.size()), static_cast<ssize_t>(second.size()));
+  ::close(w);
+  const ProcessExit e = wait_for_exit(job, log, std::chrono::seconds(60));
+  EXPECT_EQ(e.code, 0) << e.log;
+  EXPECT_EQ(e.log.find("the job ends at --stall-timeout"), std::string::npos) << e.log;
+  EXPECT_EQ(count_lines(out), 2u);
 }
 
 // A stalled rank (SIGSTOP: a hung node) holds up a USR1 stop: the ranks waiting on it in MPI

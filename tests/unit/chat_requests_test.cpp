@@ -20,7 +20,7 @@ std::vector<Request> read(const std::string& content, InputFormat format) {
   std::istringstream in(content);
   PromptReader reader(in, format, RequestDefaults{}, "chat.jsonl");
   std::vector<Request> out;
-  while (auto r = reader.next()) out.push_back(std::move(*r));
+  while (auto r = reader.next(true)) out.push_back(std::move(*r));
   return out;
 }
 

@@ -191,12 +191,13 @@ TEST(Scheduler, PlansStayWithinTheLimitsAndGroupsInFlightAreDisjoint) {
 class Requests : public RequestSource {
  public:
   explicit Requests(std::vector<Request> r) : requests_(r.begin(), r.end()) {}
-  std::optional<Request> next() override {
+  std::optional<Request> next(bool /*wait*/) override {
     if (requests_.empty()) return std::nullopt;
     Request r = std::move(requests_.front());
     requests_.pop_front();
     return r;
   }
+  bool ended() const override { return requests_.empty(); }
 
  private:
   std::deque<Request> requests_;
@@ -218,7 +219,7 @@ TEST(RequestIntake, TurnsBadRequestsIntoErrorRecordsInOrder) {
   Requests source({token_request(0, {1, 5, 6}, 4), token_request(1, {1, 7}, 4), duplicate, outside, too_long});
   RequestIntake intake(source, nullptr, intake_options(16), nullptr);
   std::vector<Admission> got;
-  while (std::optional<Admission> a = intake.next()) got.push_back(std::move(*a));
+  while (std::optional<Admission> a = intake.next(true)) got.push_back(std::move(*a));
   ASSERT_EQ(got.size(), 5u);
   ASSERT_TRUE(got[0].sequence && got[1].sequence);
   EXPECT_EQ(got[0].sequence->n_prompt, 3);
@@ -242,13 +243,13 @@ TEST(RequestIntake, SkipsWhatTheOutputHoldsAndCountsTheRest) {
   resume.by_id["0"] = {{1, false, 3}};
   Requests source({token_request(0, {1, 5, 6}, 4), token_request(1, {1, 7}, 4)});
   RequestIntake intake(source, nullptr, intake_options(16), &resume);
-  std::optional<Admission> first = intake.next();
+  std::optional<Admission> first = intake.next(true);
   ASSERT_TRUE(first.has_value());
   EXPECT_FALSE(first->sequence || first->rejected) << "id 0 is answered in the output";
-  std::optional<Admission> second = intake.next();
+  std::optional<Admission> second = intake.next(true);
   ASSERT_TRUE(second.has_value() && second->sequence);
   EXPECT_EQ(second->order, 0u) << "skipped requests take no record number";
-  EXPECT_FALSE(intake.next().has_value());
+  EXPECT_FALSE(intake.next(true).has_value());
   EXPECT_EQ(intake.skipped(), 1);
   EXPECT_EQ(intake.unmatched_records(), 2);
 }
@@ -261,7 +262,7 @@ TEST(RequestIntake, RefusesAnOutputWhoseRecordHasAnotherTokenCount) {
   Requests source({token_request(0, {1, 5, 6}, 4)});
   RequestIntake intake(source, nullptr, intake_options(16), &resume);
   try {
-    intake.next();
+    intake.next(true);
     FAIL() << "the other input's output was taken";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("line 4 of out.jsonl answers id 0 for a 9-token prompt"), std::string::npos)

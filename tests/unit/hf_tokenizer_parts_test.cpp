@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 
 #include "core/error.h"
 #include "text/hf_tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace tpllama {
 namespace {
@@ -518,7 +520,7 @@ TEST(HfTokenizerParts, UnreadableFilesAreRefusedWithTheirPath) {
         try {
           HfTokenizer tok(missing);
         } catch (const Error& e) {
-          EXPECT_NE(std::string(e.what()).find(missing + ": cannot open"), std::string::npos);
+          EXPECT_EQ(std::string(e.what()), "cannot read tokenizer file " + missing + ": No such file or directory");
           throw;
         }
       },
@@ -531,6 +533,37 @@ TEST(HfTokenizerParts, UnreadableFilesAreRefusedWithTheirPath) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(broken + ": not valid JSON"), std::string::npos);
   }
+}
+
+// Tokenizer::min_tokens over tokenizer.json: bytes over the longest token's text times how many
+// times shorter the normalizer may make text; none when text may vanish.
+TEST(HfTokenizerParts, MinTokensFollowsTheNormalizerAndWhatDropsText) {
+  const Json unk = {{"unk_token", "<unk>"}};
+  const std::vector<std::string> vocab = {"<unk>", "a", "b", "-", "abcdefgh"};
+  const std::string text(64, '-');
+  const auto least = [&](const Json& parts, const Json& options) {
+    return Tokenizer(write(tokenizer_json(bpe(vocab, Json::array(), options), parts))).min_tokens(text);
+  };
+  const auto replace = [](const Json& pattern, const std::string& content) {
+    return Json{{"normalizer", {{"type", "Replace"}, {"pattern", pattern}, {"content", content}}}};
+  };
+  using Count = std::optional<size_t>;
+  EXPECT_EQ(least(Json::object(), unk), Count(8)) << "64 bytes over the longest token, 'abcdefgh'";
+  EXPECT_EQ(least(replace({{"String", "--"}}, "-"), unk), Count(4)) << "'--' to '-' may halve text";
+  EXPECT_EQ(least(replace({{"String", "-"}}, "--"), unk), Count(8)) << "growing text costs nothing";
+  EXPECT_EQ(least({{"normalizer", {{"type", "NFC"}}}}, unk), Count(2));
+  EXPECT_EQ(least(replace({{"String", "-"}}, ""), unk), std::nullopt) << "text removed";
+  EXPECT_EQ(least(replace({{"Regex", "-+"}}, "-"), unk), std::nullopt) << "a run of any length made one";
+  EXPECT_EQ(least({{"pre_tokenizer", split({{"String", "-"}}, "Removed")}}, unk), std::nullopt);
+  EXPECT_EQ(least({{"added_tokens", {added(5, "<x>", {{"rstrip", true}})}}}, unk), std::nullopt)
+      << "the token takes the whitespace after it";
+  EXPECT_EQ(least(Json::object(), {{"unk_token", "<unk>"}, {"fuse_unk", true}}), std::nullopt)
+      << "a run of unknown characters is one token";
+  EXPECT_EQ(least(Json::object(), Json::object()), std::nullopt) << "no unk token: unknown characters vanish";
+  // The bound holds for the densest text: the longest token over and over, and unknown characters.
+  const Tokenizer plain(write(tokenizer_json(bpe(vocab, Json::array(), unk))));
+  for (const std::string& t : {std::string(64, 'a'), std::string("abcdefgh") + "abcdefgh", std::string(40, '?')})
+    EXPECT_LE(*plain.min_tokens(t), plain.encode(t).size()) << t;
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ std::vector<Request> read_batch(const std::string& content, RequestDefaults defa
   std::istringstream in(content);
   PromptReader reader(in, InputFormat::kOpenAiBatch, defaults, "batch.jsonl");
   std::vector<Request> out;
-  while (auto r = reader.next()) out.push_back(std::move(*r));
+  while (auto r = reader.next(true)) out.push_back(std::move(*r));
   return out;
 }
 
@@ -194,7 +194,7 @@ TEST(OpenAiBatchInput, ARequestedModelOtherThanTheRunsIsSaidOnce) {
     PromptReader reader(in, InputFormat::kOpenAiBatch, RequestDefaults{}, "batch.jsonl");
     reader.set_answering_model(answering);
     testing::internal::CaptureStderr();
-    while (reader.next()) {
+    while (reader.next(true)) {
     }
     const std::string err = testing::internal::GetCapturedStderr();
     const size_t said = testing_util::count_occurrences(err, "asks for model \"gpt-4o\": stories260K (--model) answers");
@@ -209,7 +209,7 @@ TEST(InputFormatDetection, OpenAiContentWinsOverJsonlExtension) {
   EXPECT_EQ(detect_input_format(path), InputFormat::kOpenAiBatch);
   PromptReader reader(path, {});
   EXPECT_EQ(reader.format(), InputFormat::kOpenAiBatch);
-  auto r = reader.next();
+  auto r = reader.next(true);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->prompt, "from batch");
   EXPECT_EQ(r->id, json("c"));
@@ -245,11 +245,11 @@ TEST(InputFormatDetection, ExplicitFormatOverridesDetection) {
   auto path = write_file("explicit.jsonl", line_with_body(R"({"prompt": "p"})"));
   PromptReader as_text(path, {}, InputFormat::kText);
   EXPECT_EQ(as_text.format(), InputFormat::kText);
-  auto t = as_text.next();
+  auto t = as_text.next(true);
   ASSERT_TRUE(t.has_value());
   EXPECT_EQ(t->prompt + "\n", line_with_body(R"({"prompt": "p"})"));
   PromptReader as_jsonl(path, {}, InputFormat::kJsonl);
-  auto j = as_jsonl.next();
+  auto j = as_jsonl.next(true);
   ASSERT_TRUE(j.has_value());
   EXPECT_EQ(j->error, "line 1: missing required field 'prompt'");
   PromptReader detected(path, {}, std::nullopt);

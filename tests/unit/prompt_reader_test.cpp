@@ -27,7 +27,7 @@ std::vector<Request> read_all(const std::string& content, InputFormat format,
   std::istringstream in(content);
   PromptReader reader(in, format, defaults, "test.jsonl");
   std::vector<Request> out;
-  while (auto r = reader.next()) out.push_back(std::move(*r));
+  while (auto r = reader.next(true)) out.push_back(std::move(*r));
   return out;
 }
 
@@ -114,13 +114,13 @@ TEST(PromptReader, LinesReadCountsBlankLinesAndAdvancesOneRequestAtATime) {
   std::istringstream in("a\n\n\nb\n\n");
   PromptReader reader(in, InputFormat::kText, {}, "mem");
   EXPECT_EQ(reader.lines_read(), 0u);
-  ASSERT_TRUE(reader.next().has_value());
+  ASSERT_TRUE(reader.next(true).has_value());
   EXPECT_EQ(reader.lines_read(), 1u);
-  ASSERT_TRUE(reader.next().has_value());
+  ASSERT_TRUE(reader.next(true).has_value());
   EXPECT_EQ(reader.lines_read(), 4u);
-  EXPECT_FALSE(reader.next().has_value());
+  EXPECT_FALSE(reader.next(true).has_value());
   EXPECT_EQ(reader.lines_read(), 5u);
-  EXPECT_FALSE(reader.next().has_value());
+  EXPECT_FALSE(reader.next(true).has_value());
 }
 
 TEST(PromptReaderJsonl, StringNumericAndDefaultIds) {
@@ -417,14 +417,14 @@ TEST(PromptReaderFile, ReadsFileAndPicksFormatFromExtension) {
     std::ofstream(text) << "{\"id\": \"q\", \"prompt\": \"from jsonl\"}\n";
   }
   PromptReader jr(jsonl.string(), {});
-  auto a = jr.next();
+  auto a = jr.next(true);
   ASSERT_TRUE(a.has_value());
   EXPECT_EQ(a->prompt, "from jsonl");
   EXPECT_EQ(a->id, json("q"));
-  EXPECT_FALSE(jr.next().has_value());
+  EXPECT_FALSE(jr.next(true).has_value());
 
   PromptReader tr(text.string(), {});
-  auto b = tr.next();
+  auto b = tr.next(true);
   ASSERT_TRUE(b.has_value());
   EXPECT_EQ(b->prompt, "{\"id\": \"q\", \"prompt\": \"from jsonl\"}");
   EXPECT_EQ(b->id, json(1));
@@ -492,7 +492,7 @@ TEST(CountPromptLines, AgreesWithTheReaderAcrossChunkBoundaries) {
   auto path = write_temp("count_big.txt", content);
   size_t from_reader = 0;
   PromptReader reader(path, {});
-  while (reader.next()) ++from_reader;
+  while (reader.next(true)) ++from_reader;
   EXPECT_EQ(from_reader, 200001u);
   EXPECT_EQ(count_prompt_lines(path), std::optional<size_t>(from_reader));
   std::filesystem::remove(path);

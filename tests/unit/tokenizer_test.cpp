@@ -4,12 +4,16 @@
 
 #include <gtest/gtest.h>
 #include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -287,6 +291,66 @@ TEST(TokenDisplayText, PartialCharactersBecomeByteEscapes) {
   EXPECT_EQ(token_display_text("a\xff"), "bytes:\\x61\\xff");
   EXPECT_EQ(token_display_text("\xed\xa0\x80"), "bytes:\\xed\\xa0\\x80");  // a surrogate is not valid UTF-8
   EXPECT_NE(token_display_text("\xe4"), token_display_text("\xe5"));
+}
+
+// min_tokens: a lower bound on the tokens of a text from its bytes. Checked against SentencePiece's
+// own encodings of ordinary text, space runs (which stories260K's normalizer collapses), and each
+// piece's text repeated (the densest text a vocabulary allows).
+TEST_F(TokenizerTest, MinTokensNeverExceedsSentencePiecesCount) {
+  std::vector<std::string> texts = kSamples;
+  texts.push_back(std::string(300, ' '));
+  texts.push_back("  a" + std::string(200, ' ') + "b \n\t\t\t\t  c   ");
+  texts.push_back("a" + std::string(200, '\n') + "b\t\t\t\tc");
+  for (int id = 0; id < tok_->vocab_size(); ++id) {
+    std::string dense;
+    for (int k = 0; k < 20; ++k) dense += sp_.IdToPiece(id);
+    texts.push_back(dense);
+  }
+  for (const std::string& text : texts) {
+    const std::optional<size_t> least = tok_->min_tokens(text);
+    ASSERT_TRUE(least.has_value()) << "stories260K's tokenizer (identity rules, byte fallback) drops no text but spaces";
+    std::vector<int> ids;
+    ASSERT_TRUE(sp_.Encode(text, &ids).ok());
+    EXPECT_LE(*least, ids.size()) << "'" << text << "' is " << text.size() << " bytes in " << ids.size() << " tokens";
+  }
+  // Not a bound so loose it refuses nothing: ten megabytes are far more than a 512-token context.
+  std::string long_text;
+  for (int i = 0; i < 1000000; ++i) long_text += "Once upon ";
+  EXPECT_GT(tok_->min_tokens(long_text).value_or(0), 100000u);
+  EXPECT_EQ(tok_->min_tokens(std::string(1000000, ' ')), 0u) << "spaces alone collapse to nothing";
+}
+
+// SentencePiece models trained here with each normalizer: identity keeps every byte, identity
+// with remove_extra_whitespaces makes a run of spaces one, and NFKC (which removes control
+// characters, among others) gives no bound.
+TEST(SentencePieceBound, FollowsTheNormalizerOfModelsTrainedHere) {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("tpllama_sp_bound_" + std::to_string(::getpid())))
+                              .string();
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream corpus(dir + "/corpus.txt");
+    for (int i = 0; i < 50; ++i)
+      corpus << "Once upon a time there was a little dog named Tom " << i << ".\nThe cat sat on the mat.\n";
+  }
+  const auto train = [&](const std::string& name, const std::string& options) {
+    const auto status = sentencepiece::SentencePieceTrainer::Train(
+        "--input=" + dir + "/corpus.txt --model_prefix=" + dir + "/" + name +
+        " --vocab_size=320 --model_type=bpe --byte_fallback=true --hard_vocab_limit=false --minloglevel=2 " + options);
+    EXPECT_TRUE(status.ok()) << status.ToString();
+    return Tokenizer(dir + "/" + name + ".model");
+  };
+  const std::string spaced = "a" + std::string(400, ' ') + "b";
+  const Tokenizer identity = train("identity", "--normalization_rule_name=identity --remove_extra_whitespaces=false");
+  const Tokenizer collapse = train("collapse", "--normalization_rule_name=identity --remove_extra_whitespaces=true");
+  const Tokenizer nfkc = train("nfkc", "--normalization_rule_name=nmt_nfkc --remove_extra_whitespaces=false");
+  for (const Tokenizer* tok : {&identity, &collapse}) {
+    ASSERT_TRUE(tok->min_tokens(spaced).has_value());
+    EXPECT_LE(*tok->min_tokens(spaced), tok->encode(spaced).size());
+  }
+  EXPECT_GT(*identity.min_tokens(spaced), 3u) << "400 spaces take tokens";
+  EXPECT_LE(*collapse.min_tokens(spaced), 1u) << "'a b' is all that is left";
+  EXPECT_FALSE(nfkc.min_tokens(spaced).has_value());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
