@@ -186,7 +186,9 @@ std::string ModelText::render_chat(const Request& r) const {
 }
 
 void ModelText::check_fits(const std::string& text, const char* what, int fit_tokens) const {
-  if (fit_tokens <= 0) return;
+  // Shorter text is tokenized, for a message with its exact token count: that costs milliseconds.
+  constexpr size_t kTokenizedAnyway = size_t{256} << 10;
+  if (fit_tokens <= 0 || text.size() <= kTokenizedAnyway) return;
   const std::optional<size_t> least = tokenizer_->min_tokens(text);
   if (least && *least > static_cast<size_t>(fit_tokens))
     throw PromptError(detail::concat(what, " is ", text.size(), " bytes, so at least ", *least,

@@ -69,7 +69,8 @@ class ModelText {
   void load_chat_template(const std::string& model_dir, const nlohmann::json* tokenizer_config);
   void collect_stop_ids(const std::string& model_dir, const LlamaConfig& config);
   std::optional<int> end_of_turn_id() const;
-  // Throws PromptError when text cannot encode to fit_tokens tokens or fewer (0: no check).
+  // Throws PromptError when text cannot encode to fit_tokens tokens or fewer (0: no check), for
+  // text long enough that tokenizing it would cost (shorter text is refused with its token count).
   void check_fits(const std::string& text, const char* what, int fit_tokens) const;
 
   std::unique_ptr<Tokenizer> tokenizer_;
