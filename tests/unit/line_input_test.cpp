@@ -8,7 +8,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -126,30 +125,21 @@ TEST(LineInput, ADirectoryIsRefusedByName) {
   fs::remove_all(dir);
 }
 
-std::string refusal(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(FileRead, ModelFilesMustBeRegularFilesWithinTheLimit) {
   const std::string dir = testing_util::fresh_dir("file_read");
   const std::string fifo = dir + "/config.json", small = dir + "/small.json";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_EQ(refusal([&] { read_regular_file(fifo, "model config", 1024); }),
+  EXPECT_EQ(testing_util::error_of([&] { read_regular_file(fifo, "model config", 1024); }),
             "model config " + fifo +
                 " is a FIFO (named pipe), not a regular file (a FIFO or a device would be waited on or read without "
                 "end): give the file itself");
-  EXPECT_NE(refusal([&] { read_regular_file("/dev/zero", "tokenizer file", 1024); })
+  EXPECT_NE(testing_util::error_of([&] { read_regular_file("/dev/zero", "tokenizer file", 1024); })
                 .find("tokenizer file /dev/zero is a character device, not a regular file"),
             std::string::npos);
-  EXPECT_NE(refusal([&] { read_regular_file(dir, "model config", 1024); }).find(" is a directory, not a regular file"),
+  EXPECT_NE(testing_util::error_of([&] { read_regular_file(dir, "model config", 1024); }).find(" is a directory, not a regular file"),
             std::string::npos);
   std::ofstream(small) << std::string(2000, 'x');
-  EXPECT_EQ(refusal([&] { read_regular_file(small, "model config", 1024); }),
+  EXPECT_EQ(testing_util::error_of([&] { read_regular_file(small, "model config", 1024); }),
             "model config " + small + " is 2000 bytes, over the 1 KiB limit for such a file: is it the right file?");
   EXPECT_EQ(read_regular_file(small, "model config", 2000), std::string(2000, 'x'));
   fs::remove_all(dir);
@@ -162,7 +152,7 @@ TEST(FileRead, StreamsAreReadAsTheyComeUpToTheLimit) {
   ::close(p[1]);
   EXPECT_EQ(read_stream_file(fd_path(p[0]), "hostfile", 1024), "node1 slots=4\nnode2 slots=4\n");
   ::close(p[0]);
-  EXPECT_EQ(refusal([] { read_stream_file("/dev/zero", "hostfile", size_t{1} << 20); }),
+  EXPECT_EQ(testing_util::error_of([] { read_stream_file("/dev/zero", "hostfile", size_t{1} << 20); }),
             "hostfile /dev/zero is over the 1 MiB limit for such a file (read that far and stopped): is it the right "
             "file?");
 }

@@ -18,22 +18,14 @@
 namespace tpllama {
 namespace {
 
+using testing_util::error_of;
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // The message of the Error `f` throws; "" when it throws none.
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // Locks are per open file, so a lock this test holds is "another writer" to a second open of the
 // file: as another process's would be.
 TEST(OutputLocks, AFileAnotherWriterHoldsIsRefusedForEveryFlagAndKept) {

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "shipped_models.h"
 
 namespace tpllama::testing_util {
@@ -22,6 +23,17 @@ inline std::string fresh_dir(const std::string& name) {
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p.string();
+}
+
+// The message of the Error f throws, "" when it throws none.
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 inline size_t count_occurrences(const std::string& haystack, const std::string& needle) {
