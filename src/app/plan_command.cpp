@@ -35,7 +35,9 @@ void add_plan_command(CLI::App& app, PlanOptions& o) {
   c->add_option("--flops", o.flops, "FLOP/s per rank (overrides --gpu's)")->check(finite_in(1, 1e21));
   c->add_option("--intra", o.intra, "Link inside a node: nvlink, pcie or shm")->capture_default_str();
   c->add_option("--inter", o.inter, "Link between nodes: infiniband or ethernet")->capture_default_str();
-  c->add_option("--dtype", o.dtype, "bf16, f16 or f32")->capture_default_str()->check(CLI::IsMember({"bf16", "f16", "f32"}));
+  c->add_option("--dtype", o.dtype, "bf16, f16, f32, or int8 (weights only, on --gpu cpu)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "f16", "f32", "int8"}));
   c->add_option("--input-len", o.input_len, "Expected prompt tokens (default 512, or half of a smaller context)")
       ->check(at_least(1));
   c->add_option("--output-len", o.output_len, "Expected generated tokens (default 256, or what the context leaves)")
@@ -134,7 +136,9 @@ int plan_command(const PlanOptions& o, const MpiSession& mpi) {
   if (o.flops > 0) r.device.flops = o.flops;
   r.intra = link_spec(o.intra);
   r.inter = link_spec(o.inter);
-  r.dtype = o.dtype == "f32" ? DType::kF32 : o.dtype == "f16" ? DType::kF16 : DType::kBF16;
+  r.dtype = o.dtype == "f32" ? DType::kF32 : o.dtype == "f16" ? DType::kF16 : o.dtype == "int8" ? DType::kI8 : DType::kBF16;
+  if (r.dtype == DType::kI8 && o.gpu != "cpu")
+    fail("--dtype int8 is held on the CPU only (no GPU kernels for int8 weights yet): plan it with --gpu cpu");
   // As run treats such requests: a prompt must leave room to generate; generation stops at the
   // context.
   const int context = r.config.max_seq_len;

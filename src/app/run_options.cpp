@@ -102,9 +102,10 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
                "shared by the ranks on the same device; at most --max-seqs full contexts)");
   c.add_option("--dtype", o.dtype,
                "How weight matrices are held and read: f32, bf16 (half the memory and bytes per token; "
-               "activations and accumulation stay f32), or auto: bf16 on a GPU, f32 on the CPU")
+               "activations and accumulation stay f32), int8 (CPU only: a quarter of f32's bytes, quantized at "
+               "load per row and group of k with an f32 scale each), or auto: bf16 on a GPU, f32 on the CPU")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "int8"}));
   c.add_option("--kv-dtype", o.kv_dtype,
                "How the KV cache holds keys and values: f32, bf16 (half the memory and the bytes attention reads), "
                "or auto: bf16 on a GPU with bf16 weights, else f32")

@@ -11,6 +11,7 @@ size_t dtype_size(DType dtype) {
     case DType::kF16: return 2;
     case DType::kBF16: return 2;
     case DType::kI32: return 4;
+    case DType::kI8: return 1;
   }
   return 0;
 }
@@ -21,6 +22,7 @@ std::string dtype_name(DType dtype) {
     case DType::kF16: return "f16";
     case DType::kBF16: return "bf16";
     case DType::kI32: return "i32";
+    case DType::kI8: return "int8";
   }
   return "?";
 }
@@ -30,7 +32,8 @@ DType parse_safetensors_dtype(const std::string& name) {
   if (name == "F16") return DType::kF16;
   if (name == "BF16") return DType::kBF16;
   if (name == "I32") return DType::kI32;
-  fail("unsupported dtype '", name, "' (supported: F32, F16, BF16, I32)");
+  if (name == "I8") return DType::kI8;
+  fail("unsupported dtype '", name, "' (supported: F32, F16, BF16, I32, I8)");
 }
 
 std::string safetensors_dtype_name(DType dtype) {
@@ -39,6 +42,7 @@ std::string safetensors_dtype_name(DType dtype) {
     case DType::kF16: return "F16";
     case DType::kBF16: return "BF16";
     case DType::kI32: return "I32";
+    case DType::kI8: return "I8";
   }
   return "?";
 }
@@ -111,6 +115,8 @@ void convert_to_f32(const void* src, DType dtype, size_t n, float* dst) {
     }
     case DType::kI32:
       fail("cannot convert an i32 tensor to f32 weights");
+    case DType::kI8:
+      fail("cannot convert an int8 tensor to f32 weights without its scales");
   }
 }
 

@@ -8,11 +8,12 @@
 
 namespace tpllama {
 
-enum class DType { kF32, kF16, kBF16, kI32 };
+// kI8: quantized weight values (symmetric, with f32 scales beside them; ops/cpu/gemm.h).
+enum class DType { kF32, kF16, kBF16, kI32, kI8 };
 
 size_t dtype_size(DType dtype);
 std::string dtype_name(DType dtype);
-// Parses a safetensors dtype string ("F32", "F16", "BF16", "I32"); throws naming the value.
+// Parses a safetensors dtype string ("F32", "F16", "BF16", "I32", "I8"); throws naming the value.
 DType parse_safetensors_dtype(const std::string& name);
 std::string safetensors_dtype_name(DType dtype);
 

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "ops/cpu/gemm.h"
 #include "ops/device.h"
 
 namespace tpllama {
@@ -54,7 +55,8 @@ void check_entry(const Checkpoint& ckpt, const ShardEntry& e) {
   if (t.shape != src.shape)
     fail(file, ": tensor '", e.name, "' has shape ", shape_text(t.shape), " but ",
          ckpt.presharded() ? "this rank's slice should be " : "config.json implies ", shape_text(src.shape));
-  if (t.dtype == DType::kI32) fail(file, ": tensor '", e.name, "' has dtype I32; weights must be F32, F16 or BF16");
+  if (t.dtype == DType::kI32 || t.dtype == DType::kI8)
+    fail(file, ": tensor '", e.name, "' has dtype ", safetensors_dtype_name(t.dtype), "; weights must be F32, F16 or BF16");
 }
 
 // How a rank holds an entry of its shard table: as it is in f32 (norms, and the embedding table)
@@ -159,8 +161,9 @@ class WeightBuilder {
 
 ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const DeviceContext& ctx, DType dtype,
                            SliceFiller fill, UniformSpec uniform = nullptr) {
-  TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "weights are held as f32 or bf16, not ",
-                dtype_name(dtype));
+  TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || (dtype == DType::kI8 && ctx.device == Device::kCpu),
+                "weights are held as f32 or bf16 (or int8 on the CPU), not ", dtype_name(dtype));
+  if (dtype == DType::kI8) check_int8_slices(c, topo);  // every layout must hold the same numbers
   const std::vector<ShardEntry> table = build_shard_table(c, topo);
   ModelWeights w;
   WeightBuilder b(ctx, dtype, std::move(fill), std::move(uniform), &w);
@@ -203,6 +206,18 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
 
 
 }  // namespace
+
+void check_int8_slices(const LlamaConfig& config, const Topology& topology) {
+  const int64_t group = ops::cpu::kInt8Group;
+  for (const ShardEntry& e : build_shard_table(config, topology)) {
+    if (e.split != Split::kRow || (e.begin % group == 0 && (e.count % group == 0 || e.begin + e.count == e.cols)))
+      continue;
+    fail("--dtype int8 quantizes ", e.name, " per group of ", group, " of its ", e.cols,
+         " columns (input features), but --tp ", topology.tp_size(), " gives rank ", topology.rank(), " columns ",
+         e.begin, " to ", e.begin + e.count - 1, ", which cut a group: int8 needs a TP size that splits ", e.cols,
+         " into whole groups of ", group, " (--tp 1 always does), or use --dtype bf16");
+  }
+}
 
 uint64_t held_weight_bytes(const LlamaConfig& c, const Topology& topo, const DeviceContext& ctx, DType dtype) {
   uint64_t bytes = 0;

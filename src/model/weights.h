@@ -41,9 +41,14 @@ struct ModelWeights {
 };
 
 // Validates every tensor's presence, dtype and shape before copying anything. `dtype` is how the
-// matrices are held (f32 or bf16).
+// matrices are held (f32, bf16, or int8 on the CPU).
 ModelWeights load_weights(const Checkpoint& checkpoint, const Topology& topology, const DeviceContext& ctx = {},
                           DType dtype = DType::kF32);
+
+// int8 weights are quantized per group of ops::cpu::kInt8Group columns of the whole matrix, so that
+// every layout holds the same numbers: a TP split of the input features (o_proj, down_proj) must
+// fall on group boundaries. Throws naming the first tensor this rank's slice cuts a group of.
+void check_int8_slices(const LlamaConfig& config, const Topology& topology);
 
 // The bytes load_weights / random_weights will hold on this rank, known before any is copied
 // (run's memory check).

@@ -19,6 +19,7 @@ MPI_Datatype mpi_type(DType dtype) {
     case DType::kI32: return MPI_INT;
     case DType::kF16:
     case DType::kBF16: return MPI_UINT16_T;
+    case DType::kI8: return MPI_INT8_T;
   }
   return MPI_BYTE;
 }

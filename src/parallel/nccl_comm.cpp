@@ -29,6 +29,7 @@ ncclDataType_t nccl_type(DType d) {
     case DType::kI32: return ncclInt32;
     case DType::kBF16: return ncclBfloat16;
     case DType::kF16: return ncclFloat16;
+    case DType::kI8: return ncclInt8;
   }
   fail("NCCL has no type for ", dtype_name(d));
 }

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "model/shard_table.h"
+#include "ops/cpu/gemm.h"
 #include "model/step_batch.h"
 #include "parallel/topology.h"
 
@@ -35,6 +36,17 @@ LinkSpec link_spec(const std::string& name) {
 
 namespace {
 
+// Bytes a weight element takes as r.dtype holds it: int8 counts its scales (the CPU layout's own
+// overhead, measured on a large matrix).
+double weight_element_bytes(DType dtype) {
+  if (dtype != DType::kI8) return static_cast<double>(dtype_size(dtype));
+  constexpr int64_t kRows = 4096, kCols = 4096;
+  return static_cast<double>(ops::cpu::packed_bytes(kRows, kCols, DType::kI8)) / static_cast<double>(kRows * kCols);
+}
+
+// Bytes of an activation or KV element: int8 weights keep them in f32.
+size_t activation_element_bytes(DType dtype) { return dtype == DType::kI8 ? sizeof(float) : dtype_size(dtype); }
+
 struct RankLoad {
   uint64_t elements = 0;  // weights held
   uint64_t kv_per_token = 0;
@@ -43,7 +55,7 @@ struct RankLoad {
 
 RankLoad rank_load(const PlanRequest& r, const Topology& t) {
   const LlamaConfig& c = r.config;
-  const size_t es = dtype_size(r.dtype);
+  const size_t es = activation_element_bytes(r.dtype);
   RankLoad load;
   std::set<std::string> counted;
   for (const ShardEntry& e : build_shard_table(c, t)) {
@@ -65,9 +77,10 @@ RankLoad rank_load(const PlanRequest& r, const Topology& t) {
 // Time of one decode step of `batch` sequences on a stage, slowest rank of the stage.
 double stage_seconds(const PlanRequest& r, const RankLoad& load, int layers, int batch, int tp, const LinkSpec& link,
                      double* allreduce) {
-  const double es = static_cast<double>(dtype_size(r.dtype));
+  const double es = static_cast<double>(activation_element_bytes(r.dtype));
   const double ctx = r.input_len + r.output_len / 2.0;  // mean context over a request's decode
-  const double bytes = static_cast<double>(load.elements) * es + batch * ctx * static_cast<double>(load.kv_per_token);
+  const double bytes = static_cast<double>(load.elements) * weight_element_bytes(r.dtype) +
+                       batch * ctx * static_cast<double>(load.kv_per_token);
   const double memory = bytes / r.device.bandwidth;
   const double compute = 2.0 * static_cast<double>(load.elements) * batch / r.device.flops;
   *allreduce = tp > 1 ? 2.0 * layers *
@@ -89,7 +102,7 @@ LayoutPlan plan_one(const PlanRequest& r, int tp, int pp) {
     const double usable = r.device.memory_bytes * (r.device.name == "cpu" ? 1.0 : 0.9);
     uint64_t capacity = UINT64_MAX;
     for (const RankLoad& l : loads) {
-      const double es = static_cast<double>(dtype_size(r.dtype));
+      const double es = weight_element_bytes(r.dtype);
       const double free = usable - static_cast<double>(l.elements) * es - static_cast<double>(l.activations);
       p.weight_bytes = std::max<uint64_t>(p.weight_bytes, static_cast<uint64_t>(static_cast<double>(l.elements) * es));
       p.activation_bytes = std::max(p.activation_bytes, l.activations);
@@ -120,7 +133,7 @@ LayoutPlan plan_one(const PlanRequest& r, int tp, int pp) {
     }
     const bool stages_cross_nodes = pp > 1 && r.nodes > 1;
     const LinkSpec& pp_link = stages_cross_nodes ? r.inter : r.intra;
-    const double es = static_cast<double>(dtype_size(r.dtype));
+    const double es = static_cast<double>(activation_element_bytes(r.dtype));
     p.send_seconds_per_step = pp > 1 ? pp_link.latency + batch * r.config.dim * es / pp_link.bandwidth : 0.0;
     // One cycle: every group makes one step. A group's round trip passes every stage and every
     // send; a stage serves the groups one after another.

@@ -37,7 +37,7 @@ struct PlanRequest {
   DeviceSpec device;
   LinkSpec intra;  // between ranks of a node
   LinkSpec inter;  // between nodes
-  DType dtype = DType::kBF16;  // weights, activations and KV cache
+  DType dtype = DType::kBF16;  // weights, activations and KV cache (int8: weights only; the rest f32)
   int input_len = 512;
   int output_len = 256;
   int max_seqs = 256;

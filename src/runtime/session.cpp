@@ -69,6 +69,7 @@ void check_weights_fit(const LlamaConfig& config, const Topology& topology, cons
 
 DType weight_dtype(const std::string& dtype, Device device) {
   if (dtype == "auto") return device == Device::kCpu ? DType::kF32 : DType::kBF16;
+  if (dtype == "int8") return DType::kI8;
   return dtype == "bf16" ? DType::kBF16 : DType::kF32;
 }
 
@@ -142,7 +143,10 @@ void Session::load(const std::function<void(const Session&)>& on_device) {
     on_device(*this);
     ops::cpu::apply_threads(placement_);  // the hook may have spread this rank over the node to measure it
   }
-  collective_phase([&] { check_weights_fit(config_, *topology_, device_->context(), dtype_, device_sharers_); });
+  collective_phase([&] {
+    if (dtype_ == DType::kI8) check_int8_slices(config_, *topology_);
+    check_weights_fit(config_, *topology_, device_->context(), dtype_, device_sharers_);
+  });
   if (is_rank0()) {
     const bool gpu = device_->context().device == Device::kCuda;
     log::info("device: rank 0 on " + device_->describe() + "; TP and stage tensors over " +
@@ -202,6 +206,9 @@ void Session::open_device() {
     comm_ = o_.comm == "auto" ? (device == Device::kCuda && !o_.share_gpus ? CommBackend::kNccl : CommBackend::kMpi)
                               : parse_comm_backend(o_.comm);
     dtype_ = weight_dtype(o_.dtype, device);
+    if (dtype_ == DType::kI8 && device != Device::kCpu)
+      fail("--dtype int8 runs on the CPU only: there are no GPU kernels for int8 weights yet. On a GPU use "
+           "--dtype bf16 (or auto), or run on the CPU with --device cpu");
     device_ = std::make_unique<ops::DeviceRuntime>(device, gpu, threads_);
   });
 }

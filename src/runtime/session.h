@@ -53,7 +53,7 @@ struct SessionOptions {
   std::string comm = "auto";      // mpi, nccl, or auto (nccl on GPUs unless they are shared)
   bool share_gpus = false;        // let several ranks use one GPU (with --comm mpi)
   bool eager = false;             // no CUDA graphs: every step launches its kernels
-  std::string dtype = "auto";     // weight matrices: f32, bf16, or auto (bf16 on a GPU)
+  std::string dtype = "auto";     // weight matrices: f32, bf16, int8 (CPU), or auto (bf16 on a GPU)
   std::string kv_dtype = "auto";  // KV cache: f32, bf16, or auto (bf16 on a GPU with bf16 weights)
   int max_seqs = 64;
   int max_batch_tokens = 2048;

@@ -476,6 +476,28 @@ TEST_F(Distributed, SigusrOneStopsTheJobGracefully) {
   EXPECT_EQ(count_lines(out), 3000u);
 }
 
+// --dtype int8 quantizes per group of 128 columns of the whole matrix, so every layout holds the
+// same numbers: pipeline layouts give one rank's int8 text byte for byte, and a TP split that cuts
+// a group (stories260K's 64-wide o_proj over 2 ranks) is refused before loading, by name.
+TEST_F(Distributed, Int8PipelineLayoutsMatchOneRankAndGroupCuttingTpIsRefused) {
+  const std::string one = work_ + "/int8_one.jsonl", pp = work_ + "/int8_pp.jsonl";
+  CommandResult single = run_shell(binary() + " run --model " + model_ + " --input " + input_ + " --output " + one +
+                                   " --dtype int8 --ordered");
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  CommandResult staged = run_shell(mpirun(2) + binary() + " run --model " + model_ + " --input " + input_ +
+                                   " --output " + pp + " --dtype int8 --ordered --pp 2");
+  ASSERT_EQ(staged.exit_code, 0) << staged.output;
+  EXPECT_EQ(read_jsonl(pp), read_jsonl(one));
+  CommandResult tp = run_shell(mpirun(2) + binary() + " run --model " + model_ + " --input " + input_ + " --output " +
+                               work_ + "/int8_tp.jsonl --dtype int8 --tp 2");
+  EXPECT_EQ(tp.exit_code, 1) << tp.output;
+  EXPECT_NE(tp.output.find("--dtype int8 quantizes model.layers.0.self_attn.o_proj.weight per group of 128 of its 64 "
+                           "columns (input features), but --tp 2 gives rank 0 columns 0 to 31"),
+            std::string::npos)
+      << tp.output;
+  EXPECT_EQ(count_occurrences(tp.output, "--dtype int8 quantizes"), 1) << "said once, by the lowest failing rank";
+}
+
 // Input from a FIFO that goes quiet for longer than --stall-timeout: rank 0 answers the line it has
 // at once, and while it waits for the next it tells the other stage it is alive, so the wait is
 // not taken for a hung rank; the job ends at the end of the input.

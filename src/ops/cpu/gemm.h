@@ -1,9 +1,27 @@
 // The CPU GEMM behind ops::matmul: out (M, N) = x (M, K) · Wᵀ with W packed once at load into
-// panels of 32 rows stored k-major (panel p holds rows 32p..32p+31; element (n, k) sits at
-// panel(n / 32)[k * 32 + n % 32]), in f32 or bf16. A 12×32 register tile broadcasts x and streams
-// the panel, so decode (M = 1) reads each weight byte once in one contiguous stream per thread and
-// prefill is bound by FMA throughput. AVX-512 kernels are chosen at run time; elsewhere a portable
-// kernel over the same layout runs.
+// panels of 32 rows (panel p holds rows 32p..32p+31; rows past N are zeros), so decode (M = 1)
+// reads each weight byte once in one contiguous stream per thread and prefill is bound by the
+// arithmetic. AVX-512 kernels are chosen at run time; elsewhere portable kernels over the same
+// layouts compute the same thing.
+//
+// f32 and bf16: panel p is k-major, element (n, k) at panel(n / 32)[k * 32 + n % 32]. A 12×32
+// register tile broadcasts x and streams the panel.
+//
+// int8 (DType::kI8): symmetric, one f32 scale per row per group of kInt8Group consecutive k (the
+// last group of a row is shorter when K is not a multiple): scale = max|w| / 127 over the group,
+// q = w / scale rounded to nearest (ties to even) and clamped to [-127, 127]; an all-zero group has
+// scale 0 and q 0. K is padded to a multiple of 4 (kp) with q = 0. Each panel is one contiguous run
+// of panel_bytes = 32·kp + 256·G bytes (G groups), a multiple of 128, so every panel is 64-byte
+// aligned:
+//   for each group g: its values, 4 k × 32 rows at a time (128 bytes: row j's q at k..k+3 are the
+//                     4 bytes at 4j, the operand layout of VNNI's vpdpbusd), then its 32 scales
+//                     (f32, row order);
+//   then for each group g: 32 int32 biases, -128 · Σ q over the group (one per row), the start
+//                     value of a VNNI accumulator (activations go in as bytes q_x + 128).
+// Rows of x fewer than kInt8QuantizedRows widen the weights to f32 and multiply x as it is
+// (decode is bound by reading the weights, so the arithmetic is free). More rows quantize each row
+// of x per group the same way (its own scale per group) and multiply bytes with VNNI, scaling each
+// group's exact integer dot product by s_w · s_x into f32.
 #pragma once
 
 #include <cstddef>
@@ -14,12 +32,18 @@
 namespace tpllama::ops::cpu {
 
 constexpr int64_t kPanelRows = 32;
+// k per int8 scale. 32, 64, 128 and 256 measured (tests/bench/gemm_int8_bench.cpp): see the
+// comment at kInt8Group's measurements in gemm_int8.cpp.
+constexpr int64_t kInt8Group = 128;
+// From this many rows of x on, int8 products quantize x and run the VNNI kernels (see above).
+constexpr int64_t kInt8QuantizedRows = 4;
 
-// Bytes of a packed (n, k) matrix in f32 or bf16 (rows padded to a multiple of 32 with zeros).
+// Bytes of a packed (n, k) matrix (rows padded to a multiple of 32 with zeros; int8 as above).
 size_t packed_bytes(int64_t n, int64_t k, DType dtype);
-// Packs row-major w (n, k) into dst (packed_bytes, 64-byte aligned). bf16 rounds to nearest even.
+// Packs row-major w (n, k), finite, into dst (packed_bytes, 64-byte aligned) as f32, bf16 (rounded
+// to nearest even) or int8 (quantized as above).
 void pack_weight(const float* w, int64_t n, int64_t k, DType dtype, void* dst);
-// Element (row, col) of a packed matrix, as f32 (tests, the embedding of a tied head).
+// Element (row, col) of a packed matrix, as f32 (int8: q × scale, the value the product uses).
 float packed_at(const void* packed, int64_t k, DType dtype, int64_t row, int64_t col);
 
 // out (m, n) = x (m, k) · Wᵀ on up to `threads` threads of the rank's pool.
@@ -34,18 +58,23 @@ struct GemmProduct {
 };
 constexpr int kMaxProducts = 4;
 // Up to kMaxProducts products of one x (m, k) in one parallel pass (the Q, K and V projections;
-// gate and up): their panels share one work queue, so the threads meet once at the end instead of
-// once per product, and one copy of each block of x serves all of them.
+// gate and up), of any mix of dtypes: their panels share one work queue, so the threads meet once
+// at the end instead of once per product, and one copy of each block of x serves all of them.
 void gemm_multi(const float* x, int64_t m, int64_t k, const GemmProduct* products, int count, int threads);
 
 // AVX-512 F and BW are present: the kernels of gemm, attention and the bandwidth probe use them.
 bool cpu_has_avx512();
+// AVX-512 VNNI is present as well (the int8 kernels for kInt8QuantizedRows rows and more).
+bool cpu_has_avx512_vnni();
 
 // Whether gemm and attention run their AVX-512 kernels: the CPU has them and no test forced the
 // portable ones.
 bool avx512_kernels();
 // Which kernel gemm() runs on this CPU: "avx512" or "portable".
 const char* gemm_kernel_name();
+// Which kernel an int8 product of m rows of x runs: "avx512-widen", "avx512-vnni",
+// "portable-widen" or "portable-quantized" (the last two compute what the first two do).
+const char* int8_kernel_name(int64_t m);
 // Test hook: force the portable kernels (GEMM and attention) even where AVX-512 is present.
 void force_portable_gemm(bool on);
 
