@@ -8,8 +8,9 @@
 
 #include "core/error.h"
 #include "model/shard_table.h"
-#include "ops/cpu/gemm.h"
 #include "model/step_batch.h"
+#include "model/weights.h"
+#include "ops/cpu/gemm.h"
 #include "parallel/topology.h"
 
 namespace tpllama {
@@ -98,7 +99,11 @@ LayoutPlan plan_one(const PlanRequest& r, int tp, int pp) {
   try {
     Topology probe(world, 0, tp, pp, r.config.n_layers);
     std::vector<RankLoad> loads;
-    for (int rank = 0; rank < world; ++rank) loads.push_back(rank_load(r, Topology(world, rank, tp, pp, r.config.n_layers)));
+    for (int rank = 0; rank < world; ++rank) {
+      const Topology t(world, rank, tp, pp, r.config.n_layers);
+      if (r.dtype == DType::kI8) check_int8_slices(r.config, t);  // as run refuses it
+      loads.push_back(rank_load(r, t));
+    }
     const double usable = r.device.memory_bytes * (r.device.name == "cpu" ? 1.0 : 0.9);
     uint64_t capacity = UINT64_MAX;
     for (const RankLoad& l : loads) {

@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -73,16 +74,14 @@ StepBatch prefill(const std::vector<int>& tokens) {
   return b;
 }
 
-class LayoutParity : public ::testing::TestWithParam<Layout> {};
-
-TEST_P(LayoutParity, LogitsMatchSingleRank) {
-  if (stories_dir().empty())
-    GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
-  const Layout layout = GetParam();
+// The layout's final logits on the last stage's ranks, candidate held as `dtype`, against the
+// single-rank model held as `reference_dtype` on the same rank: the largest difference (-1 on ranks
+// of other stages, which only pass their hidden states on).
+double worst_logit_difference(const Layout& layout, DType dtype, DType reference_dtype) {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  ASSERT_EQ(layout.tp * layout.pp, world) << "layouts_of_this_world() instantiates only this world's layouts";
+  EXPECT_EQ(layout.tp * layout.pp, world) << "only this world's layouts are instantiated";
   const std::string dir = converted_model();
   const std::vector<int> tokens = reference_tokens(40);
   const StepBatch batch = prefill(tokens);
@@ -93,23 +92,23 @@ TEST_P(LayoutParity, LogitsMatchSingleRank) {
   MPI_Comm dup;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   MpiCommunicator pp_comm(dup);
-  LlamaModel candidate(ckpt, topology, *tp_comm, DeviceContext{}, ModelLimits{64, 64});
-  ASSERT_EQ(candidate.n_layers_local(), topology.my_layers().count()) << "the candidate holds only its stage";
+  LlamaModel candidate(ckpt, topology, *tp_comm, DeviceContext{}, ModelLimits{64, 64}, dtype);
+  EXPECT_EQ(candidate.n_layers_local(), topology.my_layers().count()) << "the candidate holds only its stage";
   KvCache cache(candidate.n_layers_local(), candidate.kv_dim_local(), 16, 4, 1);
   for (int b : {2, 0, 3}) cache.append_block(0, b);
 
   if (!topology.is_first_stage()) {
     std::vector<uint8_t> bytes = pp_comm.recv_bytes(rank - layout.tp, 1);
     Tensor in = candidate.input_hidden(static_cast<int64_t>(tokens.size()));
-    ASSERT_EQ(bytes.size(), in.nbytes());
-    std::memcpy(in.data(), bytes.data(), bytes.size());
+    EXPECT_EQ(bytes.size(), in.nbytes());
+    std::memcpy(in.data(), bytes.data(), std::min(bytes.size(), in.nbytes()));
   }
   Tensor out = candidate.forward(batch, cache);
   if (!topology.is_last_stage()) {
     const auto* p = static_cast<const uint8_t*>(out.data());
     pp_comm.send_bytes_async(std::vector<uint8_t>(p, p + out.nbytes()), rank + layout.tp, 1);
     pp_comm.wait_sends();
-    return;
+    return -1;
   }
   // Whole rows from the vocab shards of the TP group.
   const int64_t rows = out.size(0), v_local = out.size(1);
@@ -118,7 +117,8 @@ TEST_P(LayoutParity, LogitsMatchSingleRank) {
 
   SelfCommunicator self;
   Checkpoint ref_ckpt(dir);
-  LlamaModel reference(ref_ckpt, Topology::single(ref_ckpt.config().n_layers), self, DeviceContext{}, ModelLimits{64, 64});
+  LlamaModel reference(ref_ckpt, Topology::single(ref_ckpt.config().n_layers), self, DeviceContext{}, ModelLimits{64, 64},
+                       reference_dtype);
   KvCache ref_cache(reference.n_layers_local(), reference.kv_dim_local(), 16, 4, 1);
   for (int b : {0, 1, 2}) ref_cache.append_block(0, b);
   Tensor expected = reference.forward(batch, ref_cache);
@@ -129,12 +129,40 @@ TEST_P(LayoutParity, LogitsMatchSingleRank) {
       const float got = gathered[static_cast<size_t>((v / v_local * rows + r) * v_local + v % v_local)];
       worst = std::max(worst, static_cast<double>(std::abs(got - expected.as<float>()[r * vocab + v])));
     }
+  return worst;
+}
+
+class LayoutParity : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(LayoutParity, LogitsMatchSingleRank) {
+  if (stories_dir().empty())
+    GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
+  const Layout layout = GetParam();
+  const double worst = worst_logit_difference(layout, DType::kF32, DType::kF32);
+  if (worst < 0) return;
   // Tolerance: two fp32 summation orders of the same dot products. The issue asked for 1e-5; at
   // |logit| ~ 12 (stories260K's byte tokens) one float ulp is 9.5e-7, and splitting the FFN's
   // 172-term reductions in two (tp 2) moves the logits by up to 13 ulp (1.24e-5, measured). For
   // scale: the single-rank path differs from run.c's own fp32 logits by 1.6e-5.
-  EXPECT_LT(worst, 2e-5) << "tp " << layout.tp << " pp " << layout.pp << " on rank " << rank;
+  EXPECT_LT(worst, 2e-5) << "tp " << layout.tp << " pp " << layout.pp;
   std::printf("tp %d pp %d: max |candidate - reference| logit difference %.3g\n", layout.tp, layout.pp, worst);
+}
+
+// int8 weights: a layout gives one rank's int8 logits (the groups are the whole matrix's, so every
+// layout holds the same numbers), and how far int8 moves the logits from f32 is reported. Only
+// pipeline layouts: stories260K's 64-wide matrices cannot split into whole 128-column groups.
+class Int8LayoutParity : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(Int8LayoutParity, LogitsMatchSingleRankInt8) {
+  if (stories_dir().empty())
+    GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
+  const Layout layout = GetParam();
+  const double same = worst_logit_difference(layout, DType::kI8, DType::kI8);
+  const double from_f32 = worst_logit_difference(layout, DType::kI8, DType::kF32);
+  if (same < 0) return;
+  EXPECT_LT(same, 2e-5) << "tp " << layout.tp << " pp " << layout.pp;
+  std::printf("int8 tp %d pp %d: max logit difference %.3g from one rank's int8, %.3g from one rank's f32\n",
+              layout.tp, layout.pp, same, from_f32);
 }
 
 // The layouts of this job's world size (2, 4, 5 or 8 ranks: tests/CMakeLists.txt), so that no case
@@ -155,6 +183,20 @@ INSTANTIATE_TEST_SUITE_P(Layouts, LayoutParity, ::testing::ValuesIn(layouts_of_t
                            name << "tp" << param_info.param.tp << "_pp" << param_info.param.pp;
                            for (int n : param_info.param.pp_layers) name << "_" << n;
                            return name.str();
+                         });
+
+std::vector<Layout> pipeline_layouts_of_this_world() {
+  std::vector<Layout> layouts;
+  for (const Layout& l : layouts_of_this_world())
+    if (l.tp == 1) layouts.push_back(l);
+  return layouts;
+}
+
+// Filtered out at 5 and 8 ranks (tests/CMakeLists.txt), and empty where no pipeline layout fits.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Int8LayoutParity);
+INSTANTIATE_TEST_SUITE_P(Int8Layouts, Int8LayoutParity, ::testing::ValuesIn(pipeline_layouts_of_this_world()),
+                         [](const auto& param_info) {
+                           return "tp1_pp" + std::to_string(param_info.param.pp);
                          });
 
 }  // namespace

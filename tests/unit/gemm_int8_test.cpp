@@ -2,13 +2,15 @@
 // weights as this test quantizes them itself from gemm.h's rule, within a closed-form bound: the
 // rounding of x where the kernels quantize it (kInt8QuantizedRows rows and more), f32 summation
 // otherwise. Odd sizes, all-zero groups and rows, every height from 1 to 40, mixed products in
-// gemm_multi, one and two threads, the fast and portable kernels, guard regions, and the packed
-// bytes of hand-made rows read through the layout gemm.h documents.
+// gemm_multi, one and two threads, the fast and portable kernels, guard regions (after out, after
+// the packed weights, NaNs after x), and the packed bytes of hand-made rows read through the
+// layout gemm.h documents.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
@@ -51,7 +53,8 @@ Quantized quantize(const float* v, int64_t rows, int64_t k) {
       const float scale = amax / 127.0f;
       out.scale[r * out.groups + g] = scale;
       for (int64_t c = begin; c < end; ++c)
-        out.q[r * k + c] = scale == 0 ? 0 : static_cast<int>(std::clamp(std::nearbyint(v[r * k + c] / scale), -127.0f, 127.0f));
+        out.q[r * k + c] =
+            scale == 0 ? 0 : static_cast<int>(std::clamp(std::nearbyint(v[r * k + c] / scale), -127.0f, 127.0f));
     }
   return out;
 }
@@ -120,6 +123,14 @@ struct Packed {
   }
 };
 
+// x followed by NaNs: a kernel that reads past the end of x (the last quad of a k that is not a
+// multiple of 4) turns an output into NaN even where the weights it meets there are zero.
+std::vector<float> nan_after(const std::vector<float>& x) {
+  std::vector<float> guarded(x);
+  guarded.resize(x.size() + kGuard, std::numeric_limits<float>::quiet_NaN());
+  return guarded;
+}
+
 // An output (m, n) between guard regions.
 struct GuardedOut {
   std::vector<float> data;
@@ -130,7 +141,8 @@ struct GuardedOut {
   // The first guard element written, or -1.
   int64_t first_guard_written() const {
     for (int64_t i = 0; i < kGuard; ++i)
-      if (data[static_cast<size_t>(i)] != kSentinel || data[static_cast<size_t>(kGuard + size + i)] != kSentinel) return i;
+      if (data[static_cast<size_t>(i)] != kSentinel || data[static_cast<size_t>(kGuard + size + i)] != kSentinel)
+        return i;
     return -1;
   }
 };
@@ -140,7 +152,8 @@ struct Case {
 };
 
 // out of gemm against expect(); ties the failure message to the case.
-void check_product(const GuardedOut& out, const Inputs& in, const Quantized& w, const Case& c, const std::string& what) {
+void check_product(const GuardedOut& out, const Inputs& in, const Quantized& w, const Case& c,
+                   const std::string& what) {
   ASSERT_EQ(out.first_guard_written(), -1) << what << ": write outside the output";
   const bool quantized_x = c.m >= cpu::kInt8QuantizedRows;
   for (int64_t r = 0; r < c.m; ++r)
@@ -163,8 +176,9 @@ TEST_P(GemmInt8Test, MatchesDoubleProductOfDequantizedWeights) {
   const Packed packed(in.w, c.n, c.k, DType::kI8);
   ASSERT_TRUE(packed.guard_intact()) << "pack_weight wrote past packed_bytes";
   GuardedOut out(c.m, c.n);
+  const std::vector<float> x = nan_after(in.x);
   cpu::force_portable_gemm(portable);
-  cpu::gemm(out.out(), in.x.data(), c.m, packed.data(), DType::kI8, c.n, c.k, threads);
+  cpu::gemm(out.out(), x.data(), c.m, packed.data(), DType::kI8, c.n, c.k, threads);
   cpu::force_portable_gemm(false);
   ASSERT_TRUE(packed.guard_intact());
   std::ostringstream what;
@@ -196,10 +210,11 @@ TEST(GemmInt8, EveryHeightFrom1To40OnBothKernels) {
   const Packed packed(w, n, k, DType::kI8);
   for (int64_t m = 1; m <= 40; ++m) {
     const Inputs in{make_inputs(m, 1, k, static_cast<unsigned>(m)).x, w};
+    const std::vector<float> x = nan_after(in.x);
     for (bool portable : {false, true}) {
       GuardedOut out(m, n);
       cpu::force_portable_gemm(portable);
-      cpu::gemm(out.out(), in.x.data(), m, packed.data(), DType::kI8, n, k, 2);
+      cpu::gemm(out.out(), x.data(), m, packed.data(), DType::kI8, n, k, 2);
       cpu::force_portable_gemm(false);
       check_product(out, in, w0, {m, n, k}, "m " + std::to_string(m) + (portable ? " portable" : " dispatch"));
       if (HasFatalFailure()) return;
@@ -258,8 +273,9 @@ TEST(GemmInt8Pack, HandMadeRowsHaveTheClosedFormValuesScalesAndBiases) {
   std::vector<float> w(static_cast<size_t>(n * k), 0.0f);
   std::vector<int> q(static_cast<size_t>(k));
   std::vector<float> scale = {0.25f, 0.0f, 0.0625f};
-  // Group 0: ±(i - 127) / 4, largest |w| 127 / 4 (at i = 0), so scale 1/4 and q = ±(i - 127). Group 1: zeros. Group 2: scale 1/16 with ties (0.5 → 0, 1.5 → 2,
-  // 2.5 → 2, -2.5 → -2: to even) and the largest value 127/16.
+  // Group 0: ±(i % 255 - 127) / 4, largest |w| 127 / 4 (at i = 0), so scale 1/4 and q = ±(i % 255 - 127).
+  // Group 1: zeros. Group 2: scale 1/16 with ties (0.5 → 0, 1.5 → 2, 2.5 → 2, -2.5 → -2: to even)
+  // and the largest value 127/16.
   for (int64_t i = 0; i < kG; ++i) q[i] = (i % 2 == 0 ? 1 : -1) * (static_cast<int>(i % 255) - 127);
   const float tail[5] = {0.5f, 1.5f, 2.5f, -2.5f, 127.0f};
   const int tail_q[5] = {0, 2, 2, -2, 127};
@@ -308,10 +324,10 @@ TEST(GemmInt8Pack, PackedAtIsTheDequantizedValue) {
 
 // f32, bf16 and int8 products of one x in one gemm_multi pass, each against its own double
 // product, with guards, and each equal to gemm of it alone.
-class GemmInt8MultiTest : public ::testing::TestWithParam<std::tuple<int64_t, int>> {};
+class GemmInt8MultiTest : public ::testing::TestWithParam<std::tuple<int64_t, int, bool>> {};
 
 TEST_P(GemmInt8MultiTest, MixedProductsMatchTheirReferencesAndGemmAlone) {
-  const auto [m, threads] = GetParam();
+  const auto [m, threads, portable] = GetParam();
   constexpr int64_t k = 520;
   const std::vector<std::pair<int64_t, DType>> shapes = {
       {96, DType::kI8}, {33, DType::kF32}, {70, DType::kBF16}, {101, DType::kI8}};
@@ -328,12 +344,17 @@ TEST_P(GemmInt8MultiTest, MixedProductsMatchTheirReferencesAndGemmAlone) {
   }
   for (size_t i = 0; i < shapes.size(); ++i)
     products.push_back({outs[i].out(), packed[i].data(), shapes[i].second, shapes[i].first});
+  std::vector<std::vector<float>> alone;
+  cpu::force_portable_gemm(portable);
   cpu::gemm_multi(base.x.data(), m, k, products.data(), static_cast<int>(products.size()), threads);
+  for (const auto& [n, dtype] : shapes) {
+    alone.emplace_back(static_cast<size_t>(m * n));
+    cpu::gemm(alone.back().data(), base.x.data(), m, packed[alone.size() - 1].data(), dtype, n, k, threads);
+  }
+  cpu::force_portable_gemm(false);
   for (size_t i = 0; i < shapes.size(); ++i) {
     const auto [n, dtype] = shapes[i];
     const std::string what = "product " + std::to_string(i) + " (" + dtype_name(dtype) + ")";
-    std::vector<float> alone(static_cast<size_t>(m * n));
-    cpu::gemm(alone.data(), base.x.data(), m, packed[i].data(), dtype, n, k, threads);
     ASSERT_TRUE(packed[i].guard_intact()) << what;
     if (dtype == DType::kI8) {
       const Inputs in{base.x, ins[i].w};
@@ -351,15 +372,18 @@ TEST_P(GemmInt8MultiTest, MixedProductsMatchTheirReferencesAndGemmAlone) {
           ASSERT_NEAR(outs[i].at(r * n + j), dot, 4e-6 * std::sqrt(static_cast<double>(k)) + 1e-6) << what;
         }
     }
-    for (int64_t e = 0; e < m * n; ++e) ASSERT_EQ(outs[i].at(e), alone[static_cast<size_t>(e)]) << what << " vs gemm alone";
+    for (int64_t e = 0; e < m * n; ++e)
+      ASSERT_EQ(outs[i].at(e), alone[i][static_cast<size_t>(e)]) << what << " vs gemm alone";
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Heights, GemmInt8MultiTest,
-                         ::testing::Combine(::testing::Values<int64_t>(1, 5, 32, 300), ::testing::Values(1, 2)),
+                         ::testing::Combine(::testing::Values<int64_t>(1, 5, 32, 300), ::testing::Values(1, 2),
+                                            ::testing::Bool()),
                          [](const auto& param_info) {
                            std::ostringstream name;
-                           name << "m" << std::get<0>(param_info.param) << "_t" << std::get<1>(param_info.param);
+                           name << "m" << std::get<0>(param_info.param) << "_t" << std::get<1>(param_info.param)
+                                << (std::get<2>(param_info.param) ? "_portable" : "_dispatch");
                            return name.str();
                          });
 

@@ -117,5 +117,31 @@ TEST(Plan, ClustersBeyondTheRankLimitAreRefusedWithTheirSize) {
   EXPECT_NO_THROW(plan_layouts(llama2_7b(8, 8, "h100-80g")));
 }
 
+// int8 (CPU): 1 byte per weight plus a 4-byte scale and a 4-byte accumulator bias per row and group
+// of 128 (17/16 bytes), and a TP split of 11008 FFN columns into 2752-column parts, not whole
+// groups, is a layout run refuses, so plan says why instead of recommending it.
+TEST(Plan, Int8CountsItsScalesAndRefusesSplitsThatCutGroups) {
+  PlanRequest r = llama2_7b(1, 4, "cpu");
+  r.dtype = DType::kI8;
+  const std::vector<LayoutPlan> plans = plan_layouts(r);
+  const uint64_t d = 4096, h = 11008, v = 32000, l = 32;
+  const uint64_t elements = 2 * v * d + l * (4 * d * d + 3 * d * h + 2 * d) + d;
+  bool saw_tp4 = false;
+  for (const LayoutPlan& p : plans) {
+    if (p.tp == 4) {
+      saw_tp4 = true;
+      EXPECT_FALSE(p.fits);
+      EXPECT_NE(p.problem.find("quantizes model.layers.0.mlp.down_proj.weight per group of 128 of its 11008 columns"),
+                std::string::npos)
+          << p.problem;
+    } else if (p.tp == 1 && p.pp == 4) {
+      EXPECT_NEAR(static_cast<double>(p.weight_bytes), static_cast<double>(elements) * 17.0 / 16.0 / 4.0,
+                  0.05 * static_cast<double>(elements) / 4.0)
+          << "the heaviest stage's share";
+    }
+  }
+  EXPECT_TRUE(saw_tp4);
+}
+
 }  // namespace
 }  // namespace tpllama

@@ -223,7 +223,8 @@ void tile_portable_widen(const Tile& t, int rows) {
       float acc[kPanelRows] = {};
       for (int64_t kk = 0; kk < gk; ++kk) {
         const float xv = t.x[r * t.ldx + k0 + kk];
-        for (int j = 0; j < kPanelRows; ++j) acc[j] += xv * static_cast<float>(v[(kk / 4) * kQuadBytes + 4 * j + kk % 4]);
+        for (int j = 0; j < kPanelRows; ++j)
+          acc[j] += xv * static_cast<float>(v[(kk / 4) * kQuadBytes + 4 * j + kk % 4]);
       }
       for (int j = 0; j < kPanelRows; ++j) total[r][j] = std::fma(acc[j], s[j], total[r][j]);
     }
