@@ -99,14 +99,14 @@ Expected expect(const float* x, const Quantized& w, int64_t j, int64_t k, bool q
     // |x - x̂| ≤ s_x / 2 for each k: s_w · q_w · s_x / 2, summed as gemm.h's bound per group says.
     rounding += static_cast<double>(w.scale_at(j, c)) * (xq.scale_at(0, c) / 2.0) * std::abs(w.q[j * k + c]);
   }
-  // Each f32 rounding of a sum of k products moves it by at most 2^-24 of the magnitudes summed;
-  // twice that, for the per-group scaling and the slots the kernels add at the end.
+  // A sum of k products in f32 is off by at most about k · 2^-24 of the magnitudes summed; twice
+  // that, with room for the per-group scaling and the partial sums the kernels add at the end.
   e.slack = 2.0 * static_cast<double>(k + 2 * groups_of(k) + 8) * std::ldexp(1.0, -24) * magnitude + 1e-30;
   e.bound = (quantized_x ? rounding * (1 + 1e-6) : 0.0) + e.slack;
   return e;
 }
 
-// Weights packed into a buffer with a guard region after it, checked when it goes.
+// Weights packed into a buffer with a guard region after it, which guard_intact() checks.
 struct Packed {
   Buffer buffer;
   size_t bytes;

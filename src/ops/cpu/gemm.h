@@ -11,17 +11,16 @@
 // last group of a row is shorter when K is not a multiple): scale = max|w| / 127 over the group,
 // q = w / scale rounded to nearest (ties to even) and clamped to [-127, 127]; an all-zero group has
 // scale 0 and q 0. K is padded to a multiple of 4 (kp) with q = 0. Each panel is one contiguous run
-// of panel_bytes = 32·kp + 256·G bytes (G groups), a multiple of 128, so every panel is 64-byte
-// aligned:
+// of 32·kp + 256·ng bytes (ng groups), a multiple of 128, so every panel starts 64-byte aligned:
 //   for each group g: its values, 4 k × 32 rows at a time (128 bytes: row j's q at k..k+3 are the
 //                     4 bytes at 4j, the operand layout of VNNI's vpdpbusd), then its 32 scales
 //                     (f32, row order);
 //   then for each group g: 32 int32 biases, -128 · Σ q over the group (one per row), the start
 //                     value of a VNNI accumulator (activations go in as bytes q_x + 128).
-// Rows of x fewer than kInt8QuantizedRows widen the weights to f32 and multiply x as it is
-// (decode is bound by reading the weights, so the arithmetic is free). More rows quantize each row
-// of x per group the same way (its own scale per group) and multiply bytes with VNNI, scaling each
-// group's exact integer dot product by s_w · s_x into f32.
+// Fewer than kInt8QuantizedRows rows of x widen the weights to f32 and multiply x as it is (decode
+// is bound by reading the weights; the widening hides behind it). More rows quantize each row of x
+// per group the same way (its own scale per group) and multiply bytes with VNNI, scaling each
+// group's exact integer dot product by s_w · s_x into f32. packed_at reads values and scales only.
 #pragma once
 
 #include <cstddef>
@@ -32,10 +31,17 @@
 namespace tpllama::ops::cpu {
 
 constexpr int64_t kPanelRows = 32;
-// k per int8 scale. 32, 64, 128 and 256 measured (tests/bench/gemm_int8_bench.cpp): see the
-// comment at kInt8Group's measurements in gemm_int8.cpp.
+// k per int8 scale. Measured with tests/bench/gemm_int8_bench.cpp (the 110m products, two
+// threads): int8 time of all four at m = 1 / 4 / 32 / 128, and the mean error relative to the
+// outputs' RMS at m = 1, k = 768, on Gaussian weights with one value in 200 eight times larger:
+//   32: 725 / 851 / 2545 / 9134 us, 6.0e-3      64: 587 / 672 / 2354 / 7744 us, 8.1e-3
+//   128: 525 / 585 / 1787 / 6445 us, 9.8e-3     256: 574 / 608 / 1696 / 6058 us, 1.28e-2
+// 128 is the fastest at one row (decode, the case bound by reading the weights) and within 6% of
+// 256 at more rows, with three quarters of its error.
 constexpr int64_t kInt8Group = 128;
 // From this many rows of x on, int8 products quantize x and run the VNNI kernels (see above).
+// Measured on the same products, widening against VNNI: 1 row 490 against 520 us, 2 rows 512
+// against 590, 3 rows 578 against 594; at 4 rows VNNI is 25% faster (widening runs out of registers).
 constexpr int64_t kInt8QuantizedRows = 4;
 
 // Bytes of a packed (n, k) matrix (rows padded to a multiple of 32 with zeros; int8 as above).
