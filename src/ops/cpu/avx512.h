@@ -21,6 +21,19 @@ inline __mmask16 lanes(int64_t remaining) {
   return remaining >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << remaining) - 1);
 }
 
+// Stores one row of a GEMM tile: the `valid` (at most 32) columns of lo (0-15) and hi (16-31) at
+// o, added to what o holds when accumulating (a later k block of the same product).
+__attribute__((target("avx512f"))) inline void store_tile_columns(float* o, int valid, bool accumulate, __m512 lo,
+                                                                   __m512 hi) {
+  const __mmask16 m0 = lanes(valid), m1 = lanes(valid - 16 < 0 ? 0 : valid - 16);
+  if (accumulate) {
+    lo = _mm512_add_ps(lo, _mm512_maskz_loadu_ps(m0, o));
+    hi = _mm512_add_ps(hi, _mm512_maskz_loadu_ps(m1, o + 16));
+  }
+  _mm512_mask_storeu_ps(o, m0, lo);
+  _mm512_mask_storeu_ps(o + 16, m1, hi);
+}
+
 // e^x: 2^n · p(r), x = n·ln2 + r, |r| <= ln2/2, p the degree-6 Taylor polynomial (relative error
 // below 2e-7); inputs are clamped to [-87, 88], so e^x stays a finite normal float.
 __attribute__((target("avx512f"))) inline __m512 exp_avx512(__m512 x) {

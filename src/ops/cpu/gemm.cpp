@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ops/cpu/avx512.h"
 #include "ops/cpu/gemm_int8.h"
 
 namespace tpllama::ops::cpu {
@@ -97,16 +98,7 @@ __attribute__((target("avx512f,avx512bw"))) inline void store_tile_row(const Til
     lo = _mm512_permutex2var_ps(even, first, hi);
     hi = _mm512_permutex2var_ps(even, second, hi);
   }
-  const __mmask16 m0 = t.valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << t.valid) - 1);
-  const __mmask16 m1 =
-      t.valid >= 32 ? __mmask16(0xFFFF) : t.valid <= 16 ? __mmask16(0) : __mmask16((1u << (t.valid - 16)) - 1);
-  float* o = t.out + r * t.ldo;
-  if (t.accumulate) {
-    lo = _mm512_add_ps(lo, _mm512_maskz_loadu_ps(m0, o));
-    hi = _mm512_add_ps(hi, _mm512_maskz_loadu_ps(m1, o + 16));
-  }
-  _mm512_mask_storeu_ps(o, m0, lo);
-  _mm512_mask_storeu_ps(o + 16, m1, hi);
+  avx512::store_tile_columns(t.out + r * t.ldo, t.valid, t.accumulate, lo, hi);
 }
 
 // One row of x (decode at batch 1): bound by reading the panel, so it prefetches ahead and keeps

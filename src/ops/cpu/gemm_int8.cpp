@@ -14,6 +14,8 @@
 #include <cstring>
 #include <utility>
 
+#include "ops/cpu/avx512.h"
+
 namespace tpllama::ops::cpu::int8 {
 namespace {
 
@@ -63,16 +65,7 @@ struct Tile {
 };
 
 __attribute__((target("avx512f"))) inline void store_row(const Tile& t, int r, __m512 lo, __m512 hi) {
-  const __mmask16 m0 = t.valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << t.valid) - 1);
-  const __mmask16 m1 =
-      t.valid >= 32 ? __mmask16(0xFFFF) : t.valid <= 16 ? __mmask16(0) : __mmask16((1u << (t.valid - 16)) - 1);
-  float* o = t.out + r * t.ldo;
-  if (t.accumulate) {
-    lo = _mm512_add_ps(lo, _mm512_maskz_loadu_ps(m0, o));
-    hi = _mm512_add_ps(hi, _mm512_maskz_loadu_ps(m1, o + 16));
-  }
-  _mm512_mask_storeu_ps(o, m0, lo);
-  _mm512_mask_storeu_ps(o + 16, m1, hi);
+  avx512::store_tile_columns(t.out + r * t.ldo, t.valid, t.accumulate, lo, hi);
 }
 
 // The widening kernel keeps 4 partial sums a row (one per k of a quad): a, b, c, d hold rows 0-3,
