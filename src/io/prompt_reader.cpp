@@ -232,7 +232,9 @@ PromptReader::PromptReader(std::istream& in, InputFormat format, RequestDefaults
     : lines_(read_all(in)), format_(format), defaults_(std::move(defaults)), name_(std::move(name)) {}
 
 std::optional<Request> PromptReader::next(bool wait) {
-  constexpr int kWaitMs = 1000;
+  // A waiting engine sends its keep-alive between waits: a quarter second keeps it far inside half
+  // of any --stall-timeout a user sets (the watch warns at half).
+  constexpr int kWaitMs = 250;
   std::string line;
   for (;;) {
     switch (lines_.next(&line, wait ? kWaitMs : 0)) {

@@ -41,8 +41,8 @@ class RequestSource {
  public:
   virtual ~RequestSource() = default;
   // The next request (possibly with error set), or nullopt: at the end (ended() is then true), or
-  // when a stream has no whole request yet. wait: look for one for up to a second (callers that
-  // loop look at the stop signal between calls); else take only what has already come.
+  // when a stream has no whole request yet. wait: look for one for up to a quarter second (callers
+  // that loop look at the stop signal between calls); else take only what has already come.
   virtual std::optional<Request> next(bool wait) = 0;
   virtual bool ended() const = 0;
 };

@@ -47,7 +47,7 @@ class Run {
       }
       if (active_.empty() && scheduler_.idle()) {
         if (intake_.done()) break;
-        // A stream with no whole line yet (admit_while_room waited a second for one): nothing to
+        // A stream with no whole line yet (admit_while_room waited a quarter second for one): nothing to
         // run until it comes or a stop signal does.
         executor_.keep_alive();
         progress_.update(counts());
@@ -144,8 +144,8 @@ class Run {
     }
   }
 
-  // Requests already read are run at once: a stream that goes quiet is waited on (a second at a
-  // time) only when nothing else can go on.
+  // Requests already read are run at once: a stream that goes quiet is waited on (a quarter second
+  // at a time) only when nothing else can go on.
   void admit_while_room() {
     while (!intake_.done() && static_cast<int>(active_.size()) < o_.max_seqs && publisher_.has_room()) {
       std::optional<Admission> a = intake_.next(/*wait=*/active_.empty() && scheduler_.idle());

@@ -38,7 +38,7 @@ class RequestIntake {
   RequestIntake(RequestSource& source, const ModelText* text, const IntakeOptions& options, ResumeIndex* resume);
 
   // Reads the next request; nullopt at the end of the input (done() is then true), once closed, or
-  // while a stream has no whole request yet (RequestSource::next: wait looks for up to a second).
+  // while a stream has no whole request yet (RequestSource::next: wait looks for up to a quarter second).
   std::optional<Admission> next(bool wait);
   // No more requests are read (a stop signal).
   void close() { done_ = true; }
