@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,8 +18,7 @@ namespace {
 
 constexpr int kPollSliceMs = 200;  // how often a wait looks at the stop signal
 
-}  // namespace
-
+// What a stat() result names, for messages.
 const char* file_kind(const struct stat& st) {
   if (S_ISREG(st.st_mode)) return "a regular file";
   if (S_ISDIR(st.st_mode)) return "a directory";
@@ -28,6 +28,8 @@ const char* file_kind(const struct stat& st) {
   if (S_ISSOCK(st.st_mode)) return "a socket";
   return "not a regular file";
 }
+
+}  // namespace
 
 void require_regular_file(const std::string& path, const std::string& what) {
   struct stat st {};

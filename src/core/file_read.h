@@ -8,8 +8,6 @@
 #include <cstddef>
 #include <string>
 
-#include <sys/stat.h>
-
 #include "core/error.h"
 
 namespace tpllama {
@@ -20,10 +18,6 @@ namespace tpllama {
 // (Llama 3's tokenizer.json is 9 MB, Gemma 3's 33 MB).
 inline constexpr uint64_t kMaxSmallFileBytes = uint64_t{64} << 20;
 inline constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{512} << 20;
-
-// What a stat() result names, for messages: "a directory", "a FIFO (named pipe)", "a character
-// device", "a block device", "a socket", "a regular file".
-const char* file_kind(const struct stat& st);
 
 // Throws Error "<what> <path> is <kind>, not a regular file" unless path (links followed) is a
 // regular file; "cannot read <what> <path>: <reason>" when it cannot be stat'ed.
@@ -48,8 +42,6 @@ class StreamFile {
   // there to out: kData, or kEnd at the end of the file (a FIFO's writer closed it), or kNothingYet
   // when the time passed first. Throws Error on a read error, naming the file.
   Got read_some(std::string& out, size_t max_bytes, int timeout_ms);
-  bool is_regular() const { return regular_; }
-  const std::string& path() const { return path_; }
 
  private:
   int fd_ = -1;
