@@ -58,6 +58,7 @@ struct ConvertOptionsCli {
   std::string out;
   std::string dtype = "f32";
   std::string shape = "tiny";
+  std::string config;  // a config.json for --from random, instead of --shape
   uint64_t seed = 0;
   int vocab = 0;  // 0: the tokenizer's vocabulary size
 };
@@ -68,6 +69,7 @@ struct ShardOptionsCli {
   int tp = 1;
   int pp = 1;
   std::vector<int> pp_layers;
+  std::string dtype = "keep";  // or int8
 };
 
 struct PerplexityOptions {

@@ -8,6 +8,7 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "model/config.h"
 #include "model/llama2c.h"
 #include "model/shapes.h"
 #include "parallel/mpi_session.h"
@@ -26,11 +27,17 @@ void add_convert_command(CLI::App& app, ConvertOptionsCli& o) {
                 "(with the tokenizer_config.json beside it)")
       ->required();
   c->add_option("--out", o.out, "Output directory")->required();
-  c->add_option("--dtype", o.dtype, "Weight dtype in the output: f32, bf16 or f16")
+  c->add_option("--dtype", o.dtype,
+                "Weight dtype in the output: f32, bf16, f16, or int8 (every matrix but the embedding quantized as "
+                "--dtype int8 runs hold it, with its f32 scales; the rest f32): an int8 checkpoint loads without "
+                "the f32 pass")
       ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+      ->check(CLI::IsMember({"f32", "bf16", "f16", "int8"}));
   c->add_option("--shape", o.shape, "For --from random: tiny, llama3-tiny, 110m, llama2-7b, llama3-8b, llama2-70b")
       ->capture_default_str();
+  c->add_option("--config", o.config,
+                "For --from random: take the architecture from this Hugging Face config.json instead of --shape "
+                "(its vocab_size is kept when at least the tokenizer's)");
   c->add_option("--seed", o.seed, "For --from random: weight seed")->capture_default_str()->check(unsigned_64());
   c->add_option("--vocab", o.vocab, "For --from random: vocabulary size (default: the tokenizer's)")
       ->check(at_least(1));
@@ -41,7 +48,10 @@ int convert_command(const ConvertOptionsCli& o, const MpiSession& mpi) {
   ConvertOptions options;
   options.out_dir = o.out;
   options.tokenizer_path = o.tokenizer;
-  options.dtype = o.dtype == "bf16" ? DType::kBF16 : o.dtype == "f16" ? DType::kF16 : DType::kF32;
+  options.dtype = o.dtype == "bf16"   ? DType::kBF16
+                  : o.dtype == "f16"  ? DType::kF16
+                  : o.dtype == "int8" ? DType::kI8
+                                      : DType::kF32;
   Tokenizer tokenizer(o.tokenizer);  // fails early on a bad tokenizer
   check_convert_out(o.out);          // and on an --out holding another model, before converting
   if (o.from == "llama2c") {
@@ -54,8 +64,10 @@ int convert_command(const ConvertOptionsCli& o, const MpiSession& mpi) {
               std::to_string(c.dim) + ", vocab " + std::to_string(c.vocab_size) + ")");
     return 0;
   }
-  LlamaConfig c = shape_config(o.shape);
-  c.vocab_size = o.vocab > 0 ? o.vocab : tokenizer.vocab_size();
+  LlamaConfig c = o.config.empty() ? shape_config(o.shape) : load_llama_config(o.config);
+  if (!o.config.empty()) c.int8_group_size = 0;  // how the output holds its weights is --dtype's
+  const bool config_vocab = !o.config.empty() && c.vocab_size >= tokenizer.vocab_size();
+  c.vocab_size = o.vocab > 0 ? o.vocab : config_vocab ? c.vocab_size : tokenizer.vocab_size();
   if (c.vocab_size < tokenizer.vocab_size())
     fail("--vocab ", c.vocab_size, " is smaller than the tokenizer's ", tokenizer.vocab_size(), " pieces");
   // A SentencePiece model names its BOS and EOS; a tokenizer.json's shape names them (Llama 3's).
@@ -66,7 +78,7 @@ int convert_command(const ConvertOptionsCli& o, const MpiSession& mpi) {
     c.bos_token_id = tokenizer.bos_id();
   }
   write_random_model(c, o.seed, options);
-  log::info("wrote random-weight model " + o.out + " (shape " + o.shape + ", seed " + std::to_string(o.seed) +
+  log::info("wrote random-weight model " + o.out + " (" + (o.config.empty() ? "shape " + o.shape : "config " + o.config) + ", seed " + std::to_string(o.seed) +
             ", vocab " + std::to_string(c.vocab_size) + ")");
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/file_read.h"
 #include "model/shard_table.h"
+#include "ops/weight.h"
 
 namespace tpllama {
 
@@ -32,7 +33,11 @@ std::string unaccounted_group(const std::string& name, int n_layers) {
 void check_accounted_for(const std::string& dir, const LlamaConfig& config,
                          const std::map<std::string, const SafetensorsFile*>& where) {
   std::set<std::string> expected;
-  for (const ShardEntry& e : build_shard_table(config, Topology::single(config.n_layers))) expected.insert(e.name);
+  for (const ShardEntry& e : build_shard_table(config, Topology::single(config.n_layers))) {
+    expected.insert(e.name);
+    auto it = where.find(e.name);  // an int8 matrix comes with its scales
+    if (it != where.end() && it->second->info(e.name).dtype == DType::kI8) expected.insert(int8_scale_name(e.name));
+  }
   std::vector<std::string> groups;
   for (const auto& [name, file] : where) {
     if (expected.count(name) != 0) continue;
@@ -60,6 +65,10 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   std::string config_path = dir + "/config.json";
   if (!fs::exists(config_path)) fail("model directory ", dir, " has no config.json");
   config_ = load_llama_config(config_path);
+  if (config_.int8_group_size > 0 && config_.int8_group_size != ops::int8_group_size())
+    fail(config_path, ": quantization_config.group_size is ", config_.int8_group_size, ", but tpllama's int8 ",
+         "kernels use groups of ", ops::int8_group_size(), " columns: write the checkpoint again with `tpllama ",
+         "convert` or `tpllama shard --dtype int8` from its f32, f16 or bf16 original");
   if (fs::exists(dir + "/" + kShardManifestName)) {
     read_manifest(dir + "/" + kShardManifestName);
     return;
@@ -106,6 +115,13 @@ void Checkpoint::open_index(const std::string& index_path) {
   }
 }
 
+bool Checkpoint::is_int8_scale(const std::string& name) const {
+  const std::string suffix = int8_scale_name("");
+  if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return false;
+  const std::string weight = name.substr(0, name.size() - suffix.size());
+  return contains(weight) && info(weight).dtype == DType::kI8;
+}
+
 const SafetensorsFile& Checkpoint::file_of(const std::string& name) const {
   auto it = where_.find(name);
   if (it == where_.end()) fail("model directory ", dir_, ": no tensor named '", name, "'");
@@ -128,7 +144,8 @@ namespace tpllama {
 uint64_t Checkpoint::total_elements() const {
   if (presharded()) return manifest_.source_elements;
   uint64_t total = 0;
-  for (const auto& [name, file] : where_) total += static_cast<uint64_t>(file->info(name).numel());
+  for (const auto& [name, file] : where_)
+    if (!is_int8_scale(name)) total += static_cast<uint64_t>(file->info(name).numel());
   return total;
 }
 

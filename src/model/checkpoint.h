@@ -45,8 +45,10 @@ class Checkpoint {
   // The file holding a tensor and its header entry; throws naming the tensor and directory.
   const SafetensorsFile& file_of(const std::string& name) const;
   const TensorInfo& info(const std::string& name) const { return file_of(name).info(name); }
+  // The scales of an int8 matrix (`<name>_scale` beside an I8 `<name>`): not weights of their own.
+  bool is_int8_scale(const std::string& name) const;
   uint64_t total_tensor_bytes() const;
-  uint64_t total_elements() const;
+  uint64_t total_elements() const;  // of the weights (scales not counted)
 
  private:
   void open_index(const std::string& index_path);

@@ -109,6 +109,23 @@ std::vector<int> parse_eos(const nlohmann::json& j, const std::string& source) {
   fail(source, ": 'eos_token_id' must be an integer or a list of integers, got ", describe_json(v));
 }
 
+// The group size of a quantization_config tpllama reads (its own int8); any other is refused by
+// name, before a quantized tensor is misread.
+int parse_quantization(const nlohmann::json& q, const std::string& source) {
+  if (!q.is_object()) fail(source, ": 'quantization_config' must be an object, got ", describe_json(q));
+  const std::string method = q.contains("quant_method") && q.at("quant_method").is_string()
+                                 ? q.at("quant_method").get<std::string>()
+                                 : describe_json(q.contains("quant_method") ? q.at("quant_method") : nlohmann::json());
+  if (method != kInt8QuantMethod)
+    fail(source, ": quantization_config.quant_method '", method,
+         "' is not supported: tpllama reads f32, f16 and bf16 checkpoints (quantizing them with --dtype int8 at "
+         "load) and the int8 checkpoints `tpllama convert/shard --dtype int8` write (quant_method '",
+         kInt8QuantMethod, "')");
+  if (bounded_int(q, "bits", 1, 64, source + " quantization_config") != 8)
+    fail(source, ": quantization_config.bits is ", q.at("bits").dump(), "; ", kInt8QuantMethod, " weights are 8-bit");
+  return bounded_int(q, "group_size", 1, kMaxWidth, source + " quantization_config");
+}
+
 }  // namespace
 
 LlamaConfig parse_llama_config(const nlohmann::json& j, const std::string& source) {
@@ -135,6 +152,8 @@ LlamaConfig parse_llama_config(const nlohmann::json& j, const std::string& sourc
   }
   c.bos_token_id = optional_token_id(j, "bos_token_id", 1, source);
   c.eos_token_ids = parse_eos(j, source);
+  if (j.contains("quantization_config") && !j.at("quantization_config").is_null())
+    c.int8_group_size = parse_quantization(j.at("quantization_config"), source);
   if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
     fail(source, ": hidden_act ", describe_json(j.at("hidden_act")), " is not supported (LLaMA uses silu)");
   try {
@@ -213,6 +232,7 @@ nlohmann::json LlamaConfig::to_json() const {
                          {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings}};
   else
     j["rope_scaling"] = nullptr;
+  if (int8_group_size > 0) j["quantization_config"] = int8_quantization_json(int8_group_size);
   return j;
 }
 
@@ -237,6 +257,15 @@ std::vector<double> LlamaConfig::rope_inv_freq() const {
     }
   }
   return inv;
+}
+
+nlohmann::json int8_quantization_json(int group_size) {
+  return {{"quant_method", kInt8QuantMethod},
+          {"bits", 8},
+          {"group_size", group_size},
+          {"symmetric", true},
+          {"description", "every weight matrix but the embedding is I8 <name> with F32 <name>_scale of shape [rows, "
+                          "ceil(cols / group_size)]: w = q * scale per row and group of group_size columns"}};
 }
 
 LlamaConfig load_llama_config(const std::string& path) {

@@ -33,6 +33,9 @@ struct LlamaConfig {
   bool tie_word_embeddings = false;
   int bos_token_id = 1;
   std::vector<int> eos_token_ids{2};
+  // An int8 checkpoint's group size (config.json's quantization_config, quant_method
+  // kInt8QuantMethod); 0: the weights are f32, f16 or bf16.
+  int int8_group_size = 0;
 
   int q_dim() const { return n_heads * head_dim; }
   // Elements of all weights as a checkpoint stores them (one embedding when tied).
@@ -45,6 +48,14 @@ struct LlamaConfig {
   // RoPE inverse frequencies, head_dim / 2 of them, with rope_scaling applied.
   std::vector<double> rope_inv_freq() const;
 };
+
+// The quantization_config.quant_method of the int8 checkpoints `tpllama convert/shard --dtype int8`
+// write: every weight matrix but the embedding as I8 `<name>` with F32 `<name>_scale` (rows,
+// ceil(cols / group_size)), w = q × scale per row and group of group_size columns.
+inline constexpr const char* kInt8QuantMethod = "tpllama-int8";
+
+// config.json's quantization_config of an int8 checkpoint.
+nlohmann::json int8_quantization_json(int group_size);
 
 // `source` names the file in error messages.
 LlamaConfig parse_llama_config(const nlohmann::json& j, const std::string& source);

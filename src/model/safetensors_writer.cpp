@@ -1,12 +1,15 @@
 // safetensors writer: JSON header padded to 8 bytes, then each tensor's bytes in order.
 #include "model/safetensors_writer.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "model/shard_table.h"
+#include "ops/weight.h"
 
 namespace tpllama {
 namespace {
@@ -62,14 +65,33 @@ void write_safetensors(const std::string& path, const std::vector<RawTensor>& te
   std::filesystem::rename(tmp, path);
 }
 
+void append_int8(std::vector<RawTensor>& out, const std::string& name, int64_t rows, int64_t cols, const float* w) {
+  for (int64_t i = 0; i < rows * cols; ++i)
+    if (!std::isfinite(w[i]))
+      fail("cannot quantize ", name, ": element ", i, " (row ", i / cols, ", column ", i % cols, ") is ",
+           std::isnan(w[i]) ? "NaN" : "infinite", "; the source checkpoint is damaged");
+  const int64_t groups = ops::int8_scale_cols(cols);
+  RawTensor q{name, {rows, cols}, DType::kI8, std::vector<uint8_t>(static_cast<size_t>(rows * cols))};
+  RawTensor scales{int8_scale_name(name), {rows, groups}, DType::kF32,
+                   std::vector<uint8_t>(static_cast<size_t>(rows * groups) * sizeof(float))};
+  ops::quantize_int8_weight(w, rows, cols, reinterpret_cast<int8_t*>(q.bytes.data()),
+                            reinterpret_cast<float*>(scales.bytes.data()));
+  out.push_back(std::move(q));
+  out.push_back(std::move(scales));
+}
+
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors, DType dtype) {
-  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16)
-    fail("cannot write weights as ", dtype_name(dtype), " (use f32, f16 or bf16)");
+  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16 && dtype != DType::kI8)
+    fail("cannot write weights as ", dtype_name(dtype), " (use f32, f16, bf16 or int8)");
   std::vector<RawTensor> raw;
   for (const TensorToWrite& t : tensors) {
     TPLLAMA_CHECK(static_cast<size_t>(numel(t.shape)) == t.count, "tensor '", t.name, "' has ", t.count,
                   " elements for shape of ", numel(t.shape));
-    raw.push_back({t.name, t.shape, dtype, converted(t, dtype)});
+    if (dtype == DType::kI8 && stored_quantized(t.name, t.shape.size()))
+      append_int8(raw, t.name, t.shape[0], t.shape[1], t.data);
+    else
+      raw.push_back({t.name, t.shape, dtype == DType::kI8 ? DType::kF32 : dtype,
+                     converted(t, dtype == DType::kI8 ? DType::kF32 : dtype)});
   }
   write_safetensors(path, raw);
 }

@@ -68,4 +68,13 @@ std::vector<ShardEntry> build_shard_table(const LlamaConfig& config, const Topol
 // The entry of (role, layer) in a rank's table; fails naming it when there is none.
 const ShardEntry& find_entry(const std::vector<ShardEntry>& table, WeightRole role, int layer = -1);
 
+// An int8 checkpoint (config.h's kInt8QuantMethod) stores every matrix but the embedding quantized;
+// a tied head is the embedding's tensor, so it stays as stored (and is quantized at load).
+bool stored_quantized(const ShardEntry& entry);
+bool stored_quantized(const std::string& name, size_t ndim);
+std::string int8_scale_name(const std::string& weight_name);
+// The entry of `<name>_scale` that goes with entry e of a quantized matrix: the same rows (and
+// split), its columns the groups of group_size columns e's slice falls in.
+ShardEntry int8_scale_entry(const ShardEntry& e, int64_t group_size);
+
 }  // namespace tpllama

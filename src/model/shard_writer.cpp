@@ -11,11 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/file_read.h"
 #include "core/hash.h"
 #include "core/log.h"
 #include "model/checkpoint.h"
 #include "model/safetensors_writer.h"
 #include "model/shard_table.h"
+#include "model/weights.h"
+#include "ops/weight.h"
 
 namespace tpllama {
 
@@ -59,6 +62,25 @@ RawTensor slice_of(const Checkpoint& ckpt, const ShardEntry& e) {
   return out;
 }
 
+// The tensors of entry e in a rank's file: its slice as stored, with the scales of an int8 matrix,
+// or quantized when an f32 / f16 / bf16 checkpoint is sharded as int8.
+void append_slice(const Checkpoint& ckpt, const ShardEntry& e, bool int8, std::vector<RawTensor>& out) {
+  if (ckpt.info(e.name).dtype == DType::kI8) {
+    out.push_back(slice_of(ckpt, e));
+    out.push_back(slice_of(ckpt, int8_scale_entry(e, ops::int8_group_size())));
+    return;
+  }
+  RawTensor t = slice_of(ckpt, e);
+  if (!int8 || !stored_quantized(e)) {
+    out.push_back(std::move(t));
+    return;
+  }
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  std::vector<float> values(static_cast<size_t>(rows * cols));
+  convert_to_f32(t.bytes.data(), t.dtype, values.size(), values.data());
+  append_int8(out, t.name, rows, cols, values.data());
+}
+
 std::string rank_file_name(int rank, int world) {
   char name[64];
   std::snprintf(name, sizeof name, "rank-%05d-of-%05d.safetensors", rank, world);
@@ -76,6 +98,14 @@ void write_shards(const ShardOptions& o) {
   for (int r = 0; r < o.tp; ++r) head_layout(c, o.tp, r);
   std::vector<int> stage_layers;
   for (int s = 0; s < o.pp; ++s) stage_layers.push_back(layout.stage_layers(s).count());
+  const bool int8 = o.int8 || c.int8_group_size > 0;
+  for (int rank = 0; rank < world; ++rank) {  // every tensor of every rank, before any file is written
+    const Topology t(world, rank, o.tp, o.pp, c.n_layers, stage_layers);
+    check_checkpoint_tensors(ckpt, t);
+    if (int8)  // an int8 shard holds whole groups
+      check_int8_slices(c, t, c.int8_group_size > 0 ? "this int8 checkpoint" : "--dtype int8",
+                        c.int8_group_size > 0 ? "shard its f32, f16 or bf16 original" : "shard with --dtype keep");
+  }
 
   // The output is a new directory or an earlier shard set, whose rank files this one replaces; never
   // the model itself nor another checkpoint (its weights would mix with the shards).
@@ -104,9 +134,9 @@ void write_shards(const ShardOptions& o) {
     uint64_t bytes = 0;
     for (const ShardEntry& e : build_shard_table(c, t)) {
       if (!written.insert(e.name).second) continue;  // a tied head on a one-stage rank is the embedding
-      tensors.push_back(slice_of(ckpt, e));
-      bytes += tensors.back().bytes.size();
+      append_slice(ckpt, e, int8, tensors);
     }
+    for (const RawTensor& tensor : tensors) bytes += tensor.bytes.size();
     files.push_back(rank_file_name(rank, world));
     write_safetensors(o.out_dir + "/" + files.back(), tensors);
     file_bytes.push_back(fs::file_size(o.out_dir + "/" + files.back()));
@@ -114,7 +144,16 @@ void write_shards(const ShardOptions& o) {
               std::to_string(bytes) + " bytes (tp rank " + std::to_string(t.tp_rank()) + ", pp rank " +
               std::to_string(t.pp_rank()) + ")");
   }
-  for (const char* extra : {"config.json", "tokenizer.model", "tokenizer.json", "tokenizer_config.json",
+  // config.json as it is, with the quantization_config of int8 shards of a float checkpoint.
+  if (o.int8 && c.int8_group_size == 0) {
+    nlohmann::json config = nlohmann::json::parse(read_regular_file(o.model_dir + "/config.json", "model config",
+                                                                    kMaxSmallFileBytes));
+    config["quantization_config"] = int8_quantization_json(static_cast<int>(ops::int8_group_size()));
+    std::ofstream(o.out_dir + "/config.json") << config.dump(2) << '\n';
+  } else {
+    fs::copy_file(o.model_dir + "/config.json", o.out_dir + "/config.json", fs::copy_options::overwrite_existing);
+  }
+  for (const char* extra : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json",
                             "generation_config.json", "chat_template.jinja", "special_tokens_map.json"})
     if (fs::exists(o.model_dir + "/" + extra))
       fs::copy_file(o.model_dir + "/" + extra, o.out_dir + "/" + extra, fs::copy_options::overwrite_existing);

@@ -13,10 +13,11 @@ struct ShardOptions {
   int tp = 1;
   int pp = 1;
   std::vector<int> pp_layers;  // empty: the default split
+  bool int8 = false;           // quantize the matrices of an f32 / f16 / bf16 checkpoint (an int8 one stays int8)
 };
 
-// Writes out_dir/rank-0000R-of-0000N.safetensors, config.json, tokenizer files and
-// tpllama_shards.json (layout, layer ranges, source file sizes and FNV-1a 64 checksums).
+// Writes out_dir/rank-0000R-of-0000N.safetensors, config.json (with the quantization_config of an
+// int8 output), tokenizer files and tpllama_shards.json (layout, layer ranges, source file sizes and FNV-1a 64 checksums).
 void write_shards(const ShardOptions& options);
 
 }  // namespace tpllama

@@ -48,15 +48,49 @@ Source source_of(const ShardEntry& e, bool presharded) {
   return {{e.rows, e.cols}, full_row_begin(e), full_col_begin(e)};
 }
 
-void check_entry(const Checkpoint& ckpt, const ShardEntry& e) {
+void check_shape(const Checkpoint& ckpt, const ShardEntry& e) {
   const TensorInfo& t = ckpt.info(e.name);
-  const std::string& file = ckpt.file_of(e.name).path();
   const Source src = source_of(e, ckpt.presharded());
   if (t.shape != src.shape)
-    fail(file, ": tensor '", e.name, "' has shape ", shape_text(t.shape), " but ",
+    fail(ckpt.file_of(e.name).path(), ": tensor '", e.name, "' has shape ", shape_text(t.shape), " but ",
          ckpt.presharded() ? "this rank's slice should be " : "config.json implies ", shape_text(src.shape));
-  if (t.dtype == DType::kI32 || t.dtype == DType::kI8)
-    fail(file, ": tensor '", e.name, "' has dtype ", safetensors_dtype_name(t.dtype), "; weights must be F32, F16 or BF16");
+}
+
+// An I8 tensor is an int8 checkpoint's matrix: declared by config.json, never the embedding or a
+// norm, and with F32 scales of its shape beside it.
+void check_int8_entry(const Checkpoint& ckpt, const ShardEntry& e) {
+  const std::string& file = ckpt.file_of(e.name).path();
+  if (!stored_quantized(e))
+    fail(file, ": tensor '", e.name, "' is I8, but only weight matrices other than the embedding may be int8 ",
+         "(norms and the embedding are read as f32)");
+  if (ckpt.config().int8_group_size == 0)
+    fail(file, ": tensor '", e.name, "' is I8, but ", ckpt.dir(), "/config.json has no quantization_config ",
+         "(quant_method '", kInt8QuantMethod, "') that says how its scales are laid out");
+  const std::string scale = int8_scale_name(e.name);
+  if (!ckpt.contains(scale))
+    fail(file, ": int8 tensor '", e.name, "' has no scales: '", scale, "' is missing from ", ckpt.dir());
+  if (ckpt.info(scale).dtype != DType::kF32)
+    fail(ckpt.file_of(scale).path(), ": '", scale, "' has dtype ", safetensors_dtype_name(ckpt.info(scale).dtype),
+         "; int8 scales are F32");
+  check_shape(ckpt, int8_scale_entry(e, ops::int8_group_size()));
+}
+
+void check_entry(const Checkpoint& ckpt, const ShardEntry& e) {
+  check_shape(ckpt, e);
+  const TensorInfo& t = ckpt.info(e.name);
+  if (t.dtype == DType::kI8) return check_int8_entry(ckpt, e);
+  if (t.dtype == DType::kI32)
+    fail(ckpt.file_of(e.name).path(), ": tensor '", e.name, "' has dtype ", safetensors_dtype_name(t.dtype),
+         "; weights must be F32, F16 or BF16 (or I8 in an int8 checkpoint)");
+}
+
+// Row r of a rank's slice of entry e as the checkpoint stores it.
+const uint8_t* source_row(const Checkpoint& ckpt, const ShardEntry& e, int64_t r) {
+  const SafetensorsFile& file = ckpt.file_of(e.name);
+  const TensorInfo& t = file.info(e.name);
+  const Source src = source_of(e, ckpt.presharded());
+  const int64_t src_cols = src.shape.size() == 2 ? src.shape[1] : 1;
+  return file.data(t) + static_cast<size_t>((src.row_begin + r) * src_cols + src.col_begin) * dtype_size(t.dtype);
 }
 
 // How a rank holds an entry of its shard table: as it is in f32 (norms, and the embedding table)
@@ -69,11 +103,19 @@ using SliceFiller = std::function<uint64_t(const ShardEntry&, float*)>;
 // Or: the seeded values of an entry (random weights), drawn where they are held, in the dtype
 // they are held in, with no host copy.
 using UniformSpec = std::function<ops::UniformFill(const ShardEntry&)>;
+// Or, for the matrices an int8 checkpoint stores quantized (`stored`), their q (out_rows ×
+// out_cols) and scales (out_rows × int8_scale_cols(out_cols)) as stored, packed as they are when
+// the run holds int8: no f32 pass, and the same bytes as quantizing the original at load.
+struct Int8Source {
+  std::function<bool(const ShardEntry&)> stored;
+  std::function<uint64_t(const ShardEntry&, int8_t* q, float* scales)> fill;
+};
 
 class WeightBuilder {
  public:
-  WeightBuilder(const DeviceContext& ctx, DType dtype, SliceFiller fill, UniformSpec uniform, ModelWeights* w)
-      : ctx_(ctx), dtype_(dtype), fill_(std::move(fill)), uniform_(std::move(uniform)), w_(w) {}
+  WeightBuilder(const DeviceContext& ctx, DType dtype, SliceFiller fill, UniformSpec uniform, Int8Source int8,
+                ModelWeights* w)
+      : ctx_(ctx), dtype_(dtype), fill_(std::move(fill)), uniform_(std::move(uniform)), int8_(std::move(int8)), w_(w) {}
 
   // The slice as f32 (held_plain entries), on the device. keep_host: also return the host copy
   // (a tied head packs it; not made for seeded values, which tied_head draws again).
@@ -107,9 +149,12 @@ class WeightBuilder {
 
   // The slice packed for matmul in the run's dtype.
   ops::Weight matrix(const ShardEntry& e) {
-    if (!uniform_) return pack(slice(e).view(DType::kF32, {out_rows(e), out_cols(e)}));
-    count(e);
-    return drawn(e);
+    if (uniform_) {
+      count(e);
+      return drawn(e);
+    }
+    if (dtype_ == DType::kI8 && int8_.stored && int8_.stored(e)) return quantized(e);
+    return pack(slice(e).view(DType::kF32, {out_rows(e), out_cols(e)}));
   }
 
   // A tied head on the embedding's stage: the embedding's slice (e names it) packed a second time;
@@ -127,6 +172,17 @@ class WeightBuilder {
   ops::Weight drawn(const ShardEntry& e) {
     Buffer packed = ops::allocate(ctx_, ops::weight_bytes(ctx_, out_rows(e), out_cols(e), dtype_));
     ops::Weight weight = ops::fill_weight_uniform(ctx_, out_rows(e), out_cols(e), dtype_, uniform_(e), packed.data());
+    return hold(std::move(packed), weight);
+  }
+
+  ops::Weight quantized(const ShardEntry& e) {
+    const int64_t rows = out_rows(e), cols = out_cols(e);
+    std::vector<int8_t> q(static_cast<size_t>(rows * cols), 0);  // zeros: vocab padding
+    std::vector<float> scales(static_cast<size_t>(rows * ops::int8_scale_cols(cols)), 0.0f);
+    w_->bytes_read += int8_.fill(e, q.data(), scales.data());
+    count(e);
+    Buffer packed = ops::allocate(ctx_, ops::weight_bytes(ctx_, rows, cols, DType::kI8));
+    ops::Weight weight = ops::pack_int8_weight(ctx_, q.data(), scales.data(), rows, cols, packed.data());
     return hold(std::move(packed), weight);
   }
 
@@ -156,17 +212,18 @@ class WeightBuilder {
   DType dtype_;
   SliceFiller fill_;
   UniformSpec uniform_;
+  Int8Source int8_;
   ModelWeights* w_;
 };
 
 ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const DeviceContext& ctx, DType dtype,
-                           SliceFiller fill, UniformSpec uniform = nullptr) {
+                           SliceFiller fill, UniformSpec uniform = nullptr, Int8Source int8 = {}) {
   TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || (dtype == DType::kI8 && ctx.device == Device::kCpu),
                 "weights are held as f32 or bf16 (or int8 on the CPU), not ", dtype_name(dtype));
   if (dtype == DType::kI8) check_int8_slices(c, topo);  // every layout must hold the same numbers
   const std::vector<ShardEntry> table = build_shard_table(c, topo);
   ModelWeights w;
-  WeightBuilder b(ctx, dtype, std::move(fill), std::move(uniform), &w);
+  WeightBuilder b(ctx, dtype, std::move(fill), std::move(uniform), std::move(int8), &w);
   std::set<const ShardEntry*> bound;  // every entry is bound to a field, each once
   auto entry = [&](WeightRole role, int layer = -1) -> const ShardEntry& {
     const ShardEntry& e = find_entry(table, role, layer);
@@ -207,15 +264,16 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
 
 }  // namespace
 
-void check_int8_slices(const LlamaConfig& config, const Topology& topology) {
+void check_int8_slices(const LlamaConfig& config, const Topology& topology, const std::string& held,
+                       const std::string& otherwise) {
   const int64_t group = ops::cpu::kInt8Group;
   for (const ShardEntry& e : build_shard_table(config, topology)) {
     if (e.split != Split::kRow || (e.begin % group == 0 && (e.count % group == 0 || e.begin + e.count == e.cols)))
       continue;
-    fail("--dtype int8 quantizes ", e.name, " per group of ", group, " of its ", e.cols,
+    fail(held, " quantizes ", e.name, " per group of ", group, " of its ", e.cols,
          " columns (input features), but --tp ", topology.tp_size(), " gives rank ", topology.rank(), " columns ",
          e.begin, " to ", e.begin + e.count - 1, ", which cut a group: int8 needs a TP size that splits ", e.cols,
-         " into whole groups of ", group, " (--tp 1 always does), or use --dtype bf16");
+         " into whole groups of ", group, " (--tp 1 always does), or ", otherwise);
   }
 }
 
@@ -247,23 +305,49 @@ void check_finite_row(const std::string& file, const ShardEntry& e, int64_t r, c
 
 }  // namespace
 
-ModelWeights load_weights(const Checkpoint& ckpt, const Topology& topo, const DeviceContext& ctx, DType dtype) {
+void check_checkpoint_tensors(const Checkpoint& ckpt, const Topology& topo) {
   for (const ShardEntry& e : build_shard_table(ckpt.config(), topo)) check_entry(ckpt, e);
-  auto fill = [&ckpt](const ShardEntry& e, float* dst) -> uint64_t {
-    const SafetensorsFile& file = ckpt.file_of(e.name);
-    const TensorInfo& t = file.info(e.name);
-    const Source src = source_of(e, ckpt.presharded());
-    const int64_t src_cols = src.shape.size() == 2 ? src.shape[1] : 1;
-    const size_t es = dtype_size(t.dtype);
+}
+
+ModelWeights load_weights(const Checkpoint& ckpt, const Topology& topo, const DeviceContext& ctx, DType dtype) {
+  check_checkpoint_tensors(ckpt, topo);
+  const int64_t group = ops::int8_group_size();
+  auto is_int8 = [&ckpt](const ShardEntry& e) { return ckpt.info(e.name).dtype == DType::kI8; };
+  // f32 rows: converted from f32 / f16 / bf16, or an int8 matrix's q × scale (a run holding f32 or bf16).
+  auto fill = [&ckpt, is_int8, group](const ShardEntry& e, float* dst) -> uint64_t {
+    const std::string& path = ckpt.file_of(e.name).path();
+    const DType stored = ckpt.info(e.name).dtype;
     const int64_t cols = out_cols(e), present = present_rows(e);
+    const ShardEntry s = is_int8(e) ? int8_scale_entry(e, group) : ShardEntry{};
     for (int64_t r = 0; r < present; ++r) {
-      convert_to_f32(file.data(t) + static_cast<size_t>((src.row_begin + r) * src_cols + src.col_begin) * es, t.dtype,
-                     static_cast<size_t>(cols), dst + r * cols);
-      check_finite_row(file.path(), e, r, dst + r * cols, cols);
+      float* row = dst + r * cols;
+      if (stored == DType::kI8) {
+        const auto* q = reinterpret_cast<const int8_t*>(source_row(ckpt, e, r));
+        const auto* scales = reinterpret_cast<const float*>(source_row(ckpt, s, r));
+        check_finite_row(ckpt.file_of(s.name).path(), s, r, scales, out_cols(s));
+        for (int64_t c = 0; c < cols; ++c)
+          row[c] = static_cast<float>(q[c]) * scales[(full_col_begin(e) + c) / group - full_col_begin(s)];
+      } else {
+        convert_to_f32(source_row(ckpt, e, r), stored, static_cast<size_t>(cols), row);
+      }
+      check_finite_row(path, e, r, row, cols);
     }
-    return static_cast<uint64_t>(present * cols) * es;
+    const uint64_t scale_bytes = stored == DType::kI8 ? static_cast<uint64_t>(present * out_cols(s)) * sizeof(float) : 0;
+    return static_cast<uint64_t>(present * cols) * dtype_size(stored) + scale_bytes;
   };
-  return build_weights(ckpt.config(), topo, ctx, dtype, fill);
+  // An int8 run of an int8 checkpoint: q and scales as stored.
+  auto fill_int8 = [&ckpt, group](const ShardEntry& e, int8_t* q, float* scales) -> uint64_t {
+    const ShardEntry s = int8_scale_entry(e, group);
+    const int64_t cols = out_cols(e), groups = out_cols(s), present = present_rows(e);
+    TPLLAMA_CHECK(groups == ops::int8_scale_cols(cols), e.name, ": a slice of ", cols, " columns cuts a group");
+    for (int64_t r = 0; r < present; ++r) {
+      std::memcpy(q + r * cols, source_row(ckpt, e, r), static_cast<size_t>(cols));
+      std::memcpy(scales + r * groups, source_row(ckpt, s, r), static_cast<size_t>(groups) * sizeof(float));
+      check_finite_row(ckpt.file_of(s.name).path(), s, r, scales + r * groups, groups);
+    }
+    return static_cast<uint64_t>(present * (cols + groups * static_cast<int64_t>(sizeof(float))));
+  };
+  return build_weights(ckpt.config(), topo, ctx, dtype, fill, nullptr, Int8Source{is_int8, fill_int8});
 }
 
 ModelWeights random_weights(const LlamaConfig& config, const Topology& topo, const DeviceContext& ctx, DType dtype,

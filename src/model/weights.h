@@ -40,6 +40,9 @@ struct ModelWeights {
   std::vector<Buffer> storage;
 };
 
+// Checks every tensor a rank reads: presence, shape and dtype (an int8 matrix's scales with it).
+void check_checkpoint_tensors(const Checkpoint& checkpoint, const Topology& topology);
+
 // Validates every tensor's presence, dtype and shape before copying anything. `dtype` is how the
 // matrices are held (f32, bf16, or int8 on the CPU).
 ModelWeights load_weights(const Checkpoint& checkpoint, const Topology& topology, const DeviceContext& ctx = {},
@@ -48,7 +51,9 @@ ModelWeights load_weights(const Checkpoint& checkpoint, const Topology& topology
 // int8 weights are quantized per group of ops::cpu::kInt8Group columns of the whole matrix, so that
 // every layout holds the same numbers: a TP split of the input features (o_proj, down_proj) must
 // fall on group boundaries. Throws naming the first tensor this rank's slice cuts a group of.
-void check_int8_slices(const LlamaConfig& config, const Topology& topology);
+// `held` says what holds int8 (e.g. "--dtype int8"), `otherwise` the way out besides another --tp.
+void check_int8_slices(const LlamaConfig& config, const Topology& topology, const std::string& held = "--dtype int8",
+                       const std::string& otherwise = "use --dtype bf16");
 
 // The bytes load_weights / random_weights will hold on this rank, known before any is copied
 // (run's memory check).

@@ -31,6 +31,21 @@ Weight pack_weight(const DeviceContext& ctx, Tensor w, DType dtype, void* dst) {
   return Weight{dst, w.size(0), w.size(1), dtype, Device::kCpu, cpu::packed_bytes(w.size(0), w.size(1), dtype)};
 }
 
+int64_t int8_group_size() { return cpu::kInt8Group; }
+int64_t int8_scale_cols(int64_t cols) { return cpu::int8_groups(cols); }
+
+void quantize_int8_weight(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scales) {
+  cpu::quantize_int8(w, rows, cols, q, scales);
+}
+
+Weight pack_int8_weight(const DeviceContext& ctx, const int8_t* q, const float* scales, int64_t rows, int64_t cols,
+                        void* dst) {
+  TPLLAMA_CHECK(ctx.device == Device::kCpu, "pack_int8_weight: int8 weights are held on the CPU only");
+  TPLLAMA_CHECK(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "pack_int8_weight: destination not 64-byte aligned");
+  cpu::pack_int8(q, scales, rows, cols, dst);
+  return Weight{dst, rows, cols, DType::kI8, Device::kCpu, cpu::packed_bytes(rows, cols, DType::kI8)};
+}
+
 uint64_t splitmix64(uint64_t z) {
   z += 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -29,6 +29,16 @@ size_t weight_bytes(const DeviceContext& ctx, int64_t rows, int64_t cols, DType 
 // Packs w (rows, cols), f32 row-major as stored in checkpoints, into dst (weight_bytes, 64-byte
 // aligned) as dtype.
 Weight pack_weight(const DeviceContext& ctx, Tensor w, DType dtype, void* dst);
+// The int8 weights of an int8 checkpoint (written by `convert`/`shard --dtype int8`): row-major q
+// (rows, cols) and f32 scales (rows, int8_scale_cols(cols)), w = q × scale per group of
+// int8_group_size() columns. quantize_int8_weight makes them from f32 rows exactly as
+// pack_weight(kI8) quantizes; pack_int8_weight packs them (CPU only) into dst (weight_bytes(kI8)),
+// byte for byte what pack_weight(kI8) makes of the f32 rows they came from.
+int64_t int8_group_size();
+int64_t int8_scale_cols(int64_t cols);
+void quantize_int8_weight(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scales);
+Weight pack_int8_weight(const DeviceContext& ctx, const int8_t* q, const float* scales, int64_t rows, int64_t cols,
+                        void* dst);
 // Element (row, col) of a packed weight, as f32.
 float weight_at(const Weight& w, int64_t row, int64_t col);
 

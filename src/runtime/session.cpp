@@ -67,15 +67,14 @@ void check_weights_fit(const LlamaConfig& config, const Topology& topology, cons
 
 }  // namespace
 
-DType weight_dtype(const std::string& dtype, Device device) {
-  if (dtype == "auto") return device == Device::kCpu ? DType::kF32 : DType::kBF16;
+DType weight_dtype(const std::string& dtype, Device device, bool int8_checkpoint) {
+  if (dtype == "auto") return device != Device::kCpu ? DType::kBF16 : int8_checkpoint ? DType::kI8 : DType::kF32;
   if (dtype == "int8") return DType::kI8;
   return dtype == "bf16" ? DType::kBF16 : DType::kF32;
 }
 
-DType kv_cache_dtype(const std::string& kv_dtype, const std::string& dtype, Device device) {
-  if (kv_dtype == "auto")
-    return device != Device::kCpu && weight_dtype(dtype, device) == DType::kBF16 ? DType::kBF16 : DType::kF32;
+DType kv_cache_dtype(const std::string& kv_dtype, DType weights, Device device) {
+  if (kv_dtype == "auto") return device != Device::kCpu && weights == DType::kBF16 ? DType::kBF16 : DType::kF32;
   return kv_dtype == "bf16" ? DType::kBF16 : DType::kF32;
 }
 
@@ -144,7 +143,11 @@ void Session::load(const std::function<void(const Session&)>& on_device) {
     ops::cpu::apply_threads(placement_);  // the hook may have spread this rank over the node to measure it
   }
   collective_phase([&] {
-    if (dtype_ == DType::kI8) check_int8_slices(config_, *topology_);
+    if (dtype_ == DType::kI8 && config_.int8_group_size > 0)
+      check_int8_slices(config_, *topology_, "this int8 checkpoint",
+                        "run it with --dtype bf16 or f32, which hold its matrices as q x scale");
+    else if (dtype_ == DType::kI8)
+      check_int8_slices(config_, *topology_);
     check_weights_fit(config_, *topology_, device_->context(), dtype_, device_sharers_);
   });
   if (is_rank0()) {
@@ -205,10 +208,15 @@ void Session::open_device() {
     }
     comm_ = o_.comm == "auto" ? (device == Device::kCuda && !o_.share_gpus ? CommBackend::kNccl : CommBackend::kMpi)
                               : parse_comm_backend(o_.comm);
-    dtype_ = weight_dtype(o_.dtype, device);
+    const bool int8_checkpoint = config_.int8_group_size > 0;
+    dtype_ = weight_dtype(o_.dtype, device, int8_checkpoint);
     if (dtype_ == DType::kI8 && device != Device::kCpu)
       fail("--dtype int8 runs on the CPU only: there are no GPU kernels for int8 weights yet. On a GPU use "
-           "--dtype bf16 (or auto), or run on the CPU with --device cpu");
+           "--dtype bf16 (or auto", int8_checkpoint ? ", which holds this int8 checkpoint's weights as bf16" : "",
+           "), or run on the CPU with --device cpu");
+    if (int8_checkpoint && dtype_ != DType::kI8 && is_rank0())
+      log::info("the int8 checkpoint's matrices are held as " + std::string(dtype_name(dtype_)) +
+                ", q x scale" + (device != Device::kCpu ? ": there are no GPU kernels for int8 yet" : ""));
     device_ = std::make_unique<ops::DeviceRuntime>(device, gpu, threads_);
   });
 }
@@ -274,7 +282,7 @@ void Session::report_weights() const {
 
 // The KV pool: the same block count on every rank, refused if one full-context sequence won't fit.
 void Session::make_kv_cache() {
-  const DType kv = kv_cache_dtype(o_.kv_dtype, o_.dtype, device_->context().device);
+  const DType kv = kv_cache_dtype(o_.kv_dtype, dtype_, device_->context().device);
   long long blocks = 0;
   collective_phase([&] {
     // Each rank's budget over its own block size, never more than every slot at full context needs;

@@ -70,10 +70,11 @@ struct SessionOptions {
   double grace_seconds = 90;
 };
 
-// The --dtype weights are held in on a device (auto: bf16 on a GPU, f32 on the CPU).
-DType weight_dtype(const std::string& dtype, Device device);
+// The --dtype weights are held in on a device (auto: bf16 on a GPU, f32 on the CPU; an int8
+// checkpoint int8 on the CPU, bf16 on a GPU).
+DType weight_dtype(const std::string& dtype, Device device, bool int8_checkpoint);
 // The --kv-dtype of the KV cache (auto: bf16 on a GPU with bf16 weights, else f32).
-DType kv_cache_dtype(const std::string& kv_dtype, const std::string& dtype, Device device);
+DType kv_cache_dtype(const std::string& kv_dtype, DType weights, Device device);
 
 // Whether a stopped run continues with --resume, and what to do next when it cannot.
 struct Continuation {

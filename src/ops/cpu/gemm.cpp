@@ -339,10 +339,16 @@ void pack_weight(const float* w, int64_t n, int64_t k, DType dtype, void* dst) {
   const int64_t panels = (n + kPanelRows - 1) / kPanelRows;
   if (dtype == DType::kI8) {
     const size_t bytes = int8::panel_bytes(k);
+    const int64_t groups = int8_groups(k);
 #pragma omp parallel for schedule(static) if (n * k >= (int64_t{1} << 20))
-    for (int64_t p = 0; p < panels; ++p)
-      int8::pack_panel(w + p * kPanelRows * k, std::min(kPanelRows, n - p * kPanelRows), k,
-                       static_cast<char*>(dst) + static_cast<size_t>(p) * bytes);
+    for (int64_t p = 0; p < panels; ++p) {
+      const int64_t rows = std::min(kPanelRows, n - p * kPanelRows);
+      std::vector<int8_t> q(static_cast<size_t>(rows * k));
+      std::vector<float> scales(static_cast<size_t>(rows * groups));
+      for (int64_t j = 0; j < rows; ++j)
+        int8::quantize_weight_row(w + (p * kPanelRows + j) * k, k, q.data() + j * k, scales.data() + j * groups);
+      int8::pack_panel(q.data(), k, scales.data(), groups, rows, k, static_cast<char*>(dst) + static_cast<size_t>(p) * bytes);
+    }
     return;
   }
 #pragma omp parallel for schedule(static) if (n * k >= (int64_t{1} << 20))
@@ -359,6 +365,21 @@ void pack_weight(const float* w, int64_t n, int64_t k, DType dtype, void* dst) {
       }
     }
   }
+}
+
+void quantize_int8(const float* w, int64_t n, int64_t k, int8_t* q, float* scales) {
+  const int64_t groups = int8_groups(k);
+#pragma omp parallel for schedule(static) if (n * k >= (int64_t{1} << 20))
+  for (int64_t r = 0; r < n; ++r) int8::quantize_weight_row(w + r * k, k, q + r * k, scales + r * groups);
+}
+
+void pack_int8(const int8_t* q, const float* scales, int64_t n, int64_t k, void* dst) {
+  const int64_t panels = (n + kPanelRows - 1) / kPanelRows, groups = int8_groups(k);
+  const size_t bytes = int8::panel_bytes(k);
+#pragma omp parallel for schedule(static) if (n * k >= (int64_t{1} << 20))
+  for (int64_t p = 0; p < panels; ++p)
+    int8::pack_panel(q + p * kPanelRows * k, k, scales + p * kPanelRows * groups, groups,
+                     std::min(kPanelRows, n - p * kPanelRows), k, static_cast<char*>(dst) + static_cast<size_t>(p) * bytes);
 }
 
 float packed_at(const void* packed, int64_t k, DType dtype, int64_t row, int64_t col) {

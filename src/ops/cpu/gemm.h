@@ -49,6 +49,14 @@ size_t packed_bytes(int64_t n, int64_t k, DType dtype);
 // Packs row-major w (n, k), finite, into dst (packed_bytes, 64-byte aligned) as f32, bf16 (rounded
 // to nearest even) or int8 (quantized as above).
 void pack_weight(const float* w, int64_t n, int64_t k, DType dtype, void* dst);
+// Scales per row of an int8 matrix k wide: one per group of kInt8Group columns.
+constexpr int64_t int8_groups(int64_t k) { return (k + kInt8Group - 1) / kInt8Group; }
+// The int8 quantization above of row-major w (n, k), finite: q (n, k) and scales (n,
+// int8_groups(k)), both row-major. What pack_weight holds as int8, and what an int8 checkpoint stores.
+void quantize_int8(const float* w, int64_t n, int64_t k, int8_t* q, float* scales);
+// Packs quantized weights (as quantize_int8 writes them) into dst (packed_bytes(n, k, kI8), 64-byte
+// aligned): of quantize_int8(w), byte for byte what pack_weight(w, kI8) writes.
+void pack_int8(const int8_t* q, const float* scales, int64_t n, int64_t k, void* dst);
 // Element (row, col) of a packed matrix, as f32 (int8: q × scale, the value the product uses).
 float packed_at(const void* packed, int64_t k, DType dtype, int64_t row, int64_t col);
 

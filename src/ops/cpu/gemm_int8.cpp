@@ -39,9 +39,8 @@ constexpr int64_t kSliceGroups = 8;
 constexpr int64_t kPrefetchBytes = 8192;
 
 int64_t quads(int64_t k) { return (k + 3) / 4; }
-int64_t groups(int64_t k) { return (k + kInt8Group - 1) / kInt8Group; }
 // Where a panel of k columns keeps its biases (after every group's values and scales).
-int64_t bias_offset(int64_t k) { return quads(k) * kQuadBytes + groups(k) * kRowScalarsBytes; }
+int64_t bias_offset(int64_t k) { return quads(k) * kQuadBytes + int8_groups(k) * kRowScalarsBytes; }
 
 // One tile: rows [0, rows) of x against a k slice of one panel (whole groups, but for the row's last).
 struct Tile {
@@ -307,28 +306,36 @@ __attribute__((target("avx512f,avx512bw"))) void quantize_group_avx512(const flo
 
 }  // namespace
 
-size_t panel_bytes(int64_t k) { return static_cast<size_t>(bias_offset(k) + groups(k) * kRowScalarsBytes); }
+size_t panel_bytes(int64_t k) { return static_cast<size_t>(bias_offset(k) + int8_groups(k) * kRowScalarsBytes); }
 
-void pack_panel(const float* w, int64_t rows, int64_t k, void* dst) {
+void quantize_weight_row(const float* row, int64_t k, int8_t* q, float* scales) {
+  for (int64_t k0 = 0, g = 0; k0 < k; k0 += kInt8Group, ++g) {
+    const int64_t gk = std::min(kInt8Group, k - k0);
+    float amax = 0;
+    for (int64_t i = 0; i < gk; ++i) amax = std::max(amax, std::fabs(row[k0 + i]));
+    const float scale = amax / 127.0f;
+    for (int64_t i = 0; i < gk; ++i)
+      q[k0 + i] = scale > 0 ? static_cast<int8_t>(std::clamp(std::nearbyint(row[k0 + i] / scale), -127.0f, 127.0f)) : 0;
+    scales[g] = scale;
+  }
+}
+
+void pack_panel(const int8_t* q, int64_t ldq, const float* scales, int64_t lds, int64_t rows, int64_t k, void* dst) {
   auto* panel = static_cast<int8_t*>(dst);
   std::memset(panel, 0, panel_bytes(k));
   auto* bias = reinterpret_cast<int32_t*>(panel + bias_offset(k));
   for (int64_t k0 = 0, g = 0; k0 < k; k0 += kInt8Group, ++g) {
     const int64_t gk = std::min(kInt8Group, k - k0);
     int8_t* v = panel + g * kGroupBytes;
-    auto* scales = reinterpret_cast<float*>(v + quads(gk) * kQuadBytes);
+    auto* panel_scales = reinterpret_cast<float*>(v + quads(gk) * kQuadBytes);
     for (int64_t j = 0; j < rows; ++j) {
-      const float* row = w + j * k + k0;
-      float amax = 0;
-      for (int64_t i = 0; i < gk; ++i) amax = std::max(amax, std::fabs(row[i]));
-      const float scale = amax / 127.0f;
+      const int8_t* row = q + j * ldq + k0;
       int32_t sum = 0;
-      for (int64_t i = 0; scale > 0 && i < gk; ++i) {
-        const auto q = static_cast<int8_t>(std::clamp(std::nearbyint(row[i] / scale), -127.0f, 127.0f));
-        v[(i / 4) * kQuadBytes + 4 * j + i % 4] = q;
-        sum += q;
+      for (int64_t i = 0; i < gk; ++i) {
+        v[(i / 4) * kQuadBytes + 4 * j + i % 4] = row[i];
+        sum += row[i];
       }
-      scales[j] = scale;
+      panel_scales[j] = scales[j * lds + g];
       bias[g * kPanelRows + j] = -128 * sum;
     }
   }
@@ -343,7 +350,7 @@ float value_at(const void* packed, int64_t k, int64_t row, int64_t col) {
 }
 
 void quantize_rows(const float* x, int64_t rows, int64_t k, int64_t ldx, QuantizedRows& q) {
-  q.groups = groups(k);
+  q.groups = int8_groups(k);
   // Rows 64 bytes longer than a multiple of 64: a power-of-two stride would put the rows of a tile
   // in the same L1 sets.
   q.ld = (quads(k) * 4 + 63) / 64 * 64 + 64;
@@ -395,8 +402,8 @@ void run_item(const Item& it, int64_t m, Kernels kernels, QuantizedRows& q) {
       const auto* bias = reinterpret_cast<const int32_t*>(base + p * pb + bias_offset(it.k)) + g0 * kPanelRows;
       // The next slice follows this one (the last one of a panel: its biases, then the next panel).
       const char* next = stream ? reinterpret_cast<const char*>(slice) + kPrefetchBytes
-                                : reinterpret_cast<const char*>(slice + groups(depth) * kGroupBytes);
-      const int64_t next_lines = (stream ? pb : groups(depth) * kGroupBytes) / 64;
+                                : reinterpret_cast<const char*>(slice + int8_groups(depth) * kGroupBytes);
+      const int64_t next_lines = (stream ? pb : int8_groups(depth) * kGroupBytes) / 64;
       for (int64_t i = 0; i < n_tiles; ++i) {
         // Tiles of balanced height (8 rows: 4 + 4, not 6 + 2); they share the next slice's prefetch.
         const int64_t r = it.rows * i / n_tiles, r_end = it.rows * (i + 1) / n_tiles;

@@ -12,8 +12,11 @@ namespace tpllama::ops::cpu::int8 {
 
 // Bytes of one packed panel of k columns.
 size_t panel_bytes(int64_t k);
-// Packs rows [0, rows) of row-major w (rows ≤ 32, the rest of the panel zeros) into one panel.
-void pack_panel(const float* w, int64_t rows, int64_t k, void* dst);
+// Quantizes one row of a weight matrix (k wide) as gemm.h says: q (k), scales (one per group).
+void quantize_weight_row(const float* row, int64_t k, int8_t* q, float* scales);
+// Packs rows [0, rows) of quantized weights (rows ≤ 32, the rest of the panel zeros) into one
+// panel: row j's q at q + j * ldq, its scale of group g at scales[j * lds + g].
+void pack_panel(const int8_t* q, int64_t ldq, const float* scales, int64_t lds, int64_t rows, int64_t k, void* dst);
 // q × scale of element (row, col).
 float value_at(const void* packed, int64_t k, int64_t row, int64_t col);
 
