@@ -52,6 +52,32 @@ std::string converted_model() {
   return dir;
 }
 
+// A random model wide enough for TP int8 layouts (o_proj's and down_proj's 512 columns split into
+// whole 128-column groups at tp 2 and 4), with stories260K's 5 layers so that every layout fits,
+// written once by rank 0 beside the converted one.
+std::string aligned_model() {
+  static std::string dir;
+  if (!dir.empty()) return dir;
+  dir = converted_model() + "_wide";
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    LlamaConfig c;
+    c.dim = 512;
+    c.hidden_dim = 512;
+    c.n_layers = 5;
+    c.n_heads = 8;
+    c.n_kv_heads = 4;
+    c.head_dim = 64;
+    c.vocab_size = 512;
+    c.max_seq_len = 256;
+    c.rms_norm_eps = 1e-5;
+    write_random_model(c, 7, ConvertOptions{dir, "", DType::kF32});
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return dir;
+}
+
 std::vector<int> reference_tokens(size_t n) {
   std::ifstream in(stories_dir() + "/reference_greedy.jsonl");
   std::string line;
@@ -77,12 +103,13 @@ StepBatch prefill(const std::vector<int>& tokens) {
 // The layout's final logits on the last stage's ranks, candidate held as `dtype`, against the
 // single-rank model held as `reference_dtype` on the same rank: the largest difference (-1 on ranks
 // of other stages, which only pass their hidden states on).
-double worst_logit_difference(const Layout& layout, DType dtype, DType reference_dtype) {
+double worst_logit_difference(const Layout& layout, DType dtype, DType reference_dtype,
+                              const std::string& model = converted_model()) {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   EXPECT_EQ(layout.tp * layout.pp, world) << "only this world's layouts are instantiated";
-  const std::string dir = converted_model();
+  const std::string& dir = model;
   const std::vector<int> tokens = reference_tokens(40);
   const StepBatch batch = prefill(tokens);
 
@@ -149,20 +176,32 @@ TEST_P(LayoutParity, LogitsMatchSingleRank) {
 }
 
 // int8 weights: a layout gives one rank's int8 logits (the groups are the whole matrix's, so every
-// layout holds the same numbers), and how far int8 moves the logits from f32 is reported. Only
-// pipeline layouts: stories260K's 64-wide matrices cannot split into whole 128-column groups.
+// layout holds the same numbers), and how far int8 moves the logits from f32 is reported. Pipeline
+// layouts on stories260K; TP layouts on a random model 512 wide with 5 layers (stories260K's 64-wide matrices
+// cannot split into whole 128-column groups).
 class Int8LayoutParity : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(Int8LayoutParity, LogitsMatchSingleRankInt8) {
   if (stories_dir().empty())
     GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
   const Layout layout = GetParam();
-  const double same = worst_logit_difference(layout, DType::kI8, DType::kI8);
-  const double from_f32 = worst_logit_difference(layout, DType::kI8, DType::kF32);
+  const std::string model = layout.tp > 1 ? aligned_model() : converted_model();
+  const double same = worst_logit_difference(layout, DType::kI8, DType::kI8, model);
+  const double from_f32 = worst_logit_difference(layout, DType::kI8, DType::kF32, model);
   if (same < 0) return;
-  EXPECT_LT(same, 2e-5) << "tp " << layout.tp << " pp " << layout.pp;
-  std::printf("int8 tp %d pp %d: max logit difference %.3g from one rank's int8, %.3g from one rank's f32\n",
-              layout.tp, layout.pp, same, from_f32);
+  // Pipeline layouts compute what one rank does (same = 0). A TP split adds each rank's partial
+  // sums of o_proj and down_proj in another order, a few f32 ulps as for f32; but where prefill
+  // quantizes those activations for the VNNI kernels, an ulp across a rounding boundary moves a
+  // value by a whole quantization step, and that spreads through the layers. Measured on the
+  // 512-wide model: tp 2 4.2e-7, tp 2 x pp 2 4.2e-7, tp 4 1.0e-2 (against 1.4e-2 from f32). So a
+  // TP layout must stay closer to one rank's int8 than int8 is to f32 (a wrong slice of weights or
+  // scales moves logits by whole units); the CLI test asks its greedy texts to be one rank's.
+  if (layout.tp == 1)
+    EXPECT_LT(same, 2e-5) << "tp " << layout.tp << " pp " << layout.pp;
+  else
+    EXPECT_LT(same, from_f32) << "tp " << layout.tp << " pp " << layout.pp;
+  std::printf("int8 tp %d pp %d (%s): max logit difference %.3g from one rank's int8, %.3g from one rank's f32\n",
+              layout.tp, layout.pp, layout.tp > 1 ? "random 512-wide model" : "stories260K", same, from_f32);
 }
 
 // The layouts of this job's world size (2, 4, 5 or 8 ranks: tests/CMakeLists.txt), so that no case
@@ -185,18 +224,13 @@ INSTANTIATE_TEST_SUITE_P(Layouts, LayoutParity, ::testing::ValuesIn(layouts_of_t
                            return name.str();
                          });
 
-std::vector<Layout> pipeline_layouts_of_this_world() {
-  std::vector<Layout> layouts;
-  for (const Layout& l : layouts_of_this_world())
-    if (l.tp == 1) layouts.push_back(l);
-  return layouts;
-}
-
-// Filtered out at 5 and 8 ranks (tests/CMakeLists.txt), and empty where no pipeline layout fits.
-GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Int8LayoutParity);
-INSTANTIATE_TEST_SUITE_P(Int8Layouts, Int8LayoutParity, ::testing::ValuesIn(pipeline_layouts_of_this_world()),
+// Filtered out at 5 and 8 ranks (tests/CMakeLists.txt): the 2- and 4-rank layouts.
+INSTANTIATE_TEST_SUITE_P(Int8Layouts, Int8LayoutParity, ::testing::ValuesIn(layouts_of_this_world()),
                          [](const auto& param_info) {
-                           return "tp1_pp" + std::to_string(param_info.param.pp);
+                           std::ostringstream name;
+                           name << "tp" << param_info.param.tp << "_pp" << param_info.param.pp;
+                           for (int n : param_info.param.pp_layers) name << "_" << n;
+                           return name.str();
                          });
 
 }  // namespace
