@@ -246,9 +246,17 @@ void Session::load_model() {
      << config_.vocab_size << ", context " << config_.max_seq_len << "; loaded in " << seconds_since(t0) << " s; "
      << threads_ << " threads per rank; weights " << dtype_name(dtype_);
   if (ctx.device == Device::kCpu) os << ", GEMM kernel " << ops::cpu::gemm_kernel_name();
+  if (dtype_ == DType::kI8)
+    os << " (int8: " << ops::cpu::int8_kernel_name(1) << " at decode, "
+       << ops::cpu::int8_kernel_name(ops::cpu::kInt8QuantizedRows) << " from " << ops::cpu::kInt8QuantizedRows << " rows)";
   if (ops::graphs_supported(ctx))
     os << "; decode steps " << (model_->graphs_on() && tp_comm_->graph_capturable() ? "as CUDA graphs" : "launched eagerly");
   log::info(os.str());
+  // Measured with gemm_int8_bench --portable: the portable int8 kernels run 2-50 times slower than
+  // the portable f32 ones; int8 then only saves memory.
+  if (dtype_ == DType::kI8 && !ops::cpu::avx512_kernels())
+    log::warn("this CPU has no AVX-512, so --dtype int8 runs portable kernels, several times slower than --dtype "
+              "f32 or bf16 here: use int8 only to fit the model in memory");
 }
 
 // Every rank's read/held bytes on rank 0, and the check that every element is held once (against

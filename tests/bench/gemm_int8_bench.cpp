@@ -184,7 +184,7 @@ void accuracy(const Options& o) {
 int usage() {
   std::fprintf(stderr,
                "usage: gemm_int8_bench [--threads N (2)] [--repeats N (9)] [--pool-mib N (512)] "
-               "[--rows 1,4,32,128] [--accuracy-only] [--speed-only]\n");
+               "[--rows 1,4,32,128] [--accuracy-only] [--speed-only] [--no-vnni] [--portable]\n");
   return 2;
 }
 
@@ -201,6 +201,14 @@ int main(int argc, char** argv) {
     }
     if (a == "--speed-only") {
       o.accuracy = false;
+      continue;
+    }
+    if (a == "--portable") {  // every kernel portable, as on a CPU without AVX-512
+      cpu::force_portable_gemm(true);
+      continue;
+    }
+    if (a == "--no-vnni") {  // as on AVX-512 without VNNI (Skylake-SP): int8 widens at every height
+      cpu::force_no_vnni(true);
       continue;
     }
     if (i + 1 >= argc) return usage();

@@ -2,6 +2,7 @@
 // perplexity within 1%, and greedy texts that part from f32's only where f32 itself hesitates
 // between two tokens (a near-tie), measured by f32's own log-probabilities.
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -78,6 +79,47 @@ TEST_F(Int8, GreedyTextsPartFromF32OnlyAtNearTies) {
     std::printf("reference %zu: int8 parts at generated token %zu, f32 margin %.4f nats\n", i, at, margin);
   }
   EXPECT_GE(kept, 1) << "int8 kept none of the reference texts";
+}
+
+// An int8 checkpoint through the binary: `convert --dtype int8` writes it a third of the f32 size;
+// `run` (--dtype auto) holds it as int8 and gives, log-probabilities included, what quantizing the
+// f32 model at load gives, and so does `perplexity`; --dtype bf16 holds it dequantized.
+TEST_F(Int8, AnInt8CheckpointRunsAsQuantizingTheF32ModelAtLoadDoes) {
+  const std::string int8 = work_ + "/stories_int8";
+  const CommandResult c = run_shell(binary() + " convert --from llama2c --checkpoint " + stories_ +
+                                    "/stories260K.bin --tokenizer " + stories_ + "/tok512.model --dtype int8 --out " + int8);
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const auto f32_bytes = fs::file_size(model_ + "/model.safetensors"), int8_bytes = fs::file_size(int8 + "/model.safetensors");
+  EXPECT_LT(int8_bytes * 5, f32_bytes * 2) << "int8 " << int8_bytes << " bytes, f32 " << f32_bytes;
+  const std::string in = work_ + "/ckpt_prompts.jsonl";
+  std::ofstream(in) << json({{"id", 0}, {"prompt", "Once upon a time"}, {"max_tokens", 60}, {"logprobs", 3}}).dump() << "\n"
+                    << json({{"id", 1}, {"prompt", "The little dog"}, {"max_tokens", 60}, {"logprobs", 3}}).dump() << "\n";
+  auto run = [&](const std::string& model, const std::string& flags, const std::string& name) {
+    const CommandResult r = run_shell(binary() + " run --model " + model + " --input " + in + " --output " + work_ +
+                                      "/" + name + ".jsonl --ordered" + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return std::pair{read_jsonl(work_ + "/" + name + ".jsonl"), r.output};
+  };
+  const auto [at_load, at_load_log] = run(model_, " --dtype int8", "at_load");
+  const auto [stored, stored_log] = run(int8, "", "stored");
+  ASSERT_EQ(at_load.size(), 2u);
+  EXPECT_EQ(stored, at_load);
+  EXPECT_NE(stored_log.find("weights int8"), std::string::npos) << stored_log;
+  const auto [dequantized, dequantized_log] = run(int8, " --dtype bf16", "dequantized");
+  ASSERT_EQ(dequantized.size(), 2u);
+  EXPECT_NE(dequantized_log.find("the int8 checkpoint's matrices are held as bf16"), std::string::npos) << dequantized_log;
+
+  const std::string corpus = tpllama::shipped::models_dir() + "/demo/corpus.txt";
+  std::string ppl[2];
+  int i = 0;
+  for (const std::string& flags : {" --model " + model_ + " --dtype int8", " --model " + int8}) {
+    const std::string out = work_ + "/ckpt_ppl_" + std::to_string(i) + ".json";
+    const CommandResult r = run_shell(binary() + " perplexity --input " + corpus + " --output " + out + flags);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::ifstream f(out);
+    ppl[i++] = json::parse(f).at("perplexity").dump();
+  }
+  EXPECT_EQ(ppl[1], ppl[0]) << "perplexity of the int8 checkpoint and of the f32 model quantized at load";
 }
 
 }  // namespace

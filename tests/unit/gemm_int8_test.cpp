@@ -151,11 +151,28 @@ struct Case {
   int64_t m, n, k;
 };
 
+// Which kernels a product runs: as dispatched on this CPU, the portable ones, or those of an
+// AVX-512 CPU without VNNI (the portable ones where AVX-512 is missing).
+enum class Kernels { kDispatch, kPortable, kNoVnni };
+const char* kernels_name(Kernels k) {
+  return k == Kernels::kDispatch ? "dispatch" : k == Kernels::kPortable ? "portable" : "no_vnni";
+}
+// Runs f with the kernels chosen, then restores dispatch; returns whether x was quantized (m rows).
+template <class F>
+bool with_kernels(Kernels k, int64_t m, F f) {
+  cpu::force_portable_gemm(k == Kernels::kPortable);
+  cpu::force_no_vnni(k == Kernels::kNoVnni);
+  const std::string kernel = cpu::int8_kernel_name(m);
+  f();
+  cpu::force_portable_gemm(false);
+  cpu::force_no_vnni(false);
+  return kernel == "avx512-vnni" || kernel == "portable-quantized";
+}
+
 // out of gemm against expect(); ties the failure message to the case.
-void check_product(const GuardedOut& out, const Inputs& in, const Quantized& w, const Case& c,
+void check_product(const GuardedOut& out, const Inputs& in, const Quantized& w, const Case& c, bool quantized_x,
                    const std::string& what) {
   ASSERT_EQ(out.first_guard_written(), -1) << what << ": write outside the output";
-  const bool quantized_x = c.m >= cpu::kInt8QuantizedRows;
   for (int64_t r = 0; r < c.m; ++r)
     for (int64_t j = 0; j < c.n; ++j) {
       const Expected e = expect(in.x.data() + r * c.k, w, j, c.k, quantized_x);
@@ -168,22 +185,22 @@ void check_product(const GuardedOut& out, const Inputs& in, const Quantized& w, 
     }
 }
 
-class GemmInt8Test : public ::testing::TestWithParam<std::tuple<Case, bool, int>> {};
+class GemmInt8Test : public ::testing::TestWithParam<std::tuple<Case, Kernels, int>> {};
 
 TEST_P(GemmInt8Test, MatchesDoubleProductOfDequantizedWeights) {
-  const auto [c, portable, threads] = GetParam();
+  const auto [c, kernels, threads] = GetParam();
   const Inputs in = make_inputs(c.m, c.n, c.k, static_cast<unsigned>(c.m * 7919 + c.n * 31 + c.k));
   const Packed packed(in.w, c.n, c.k, DType::kI8);
   ASSERT_TRUE(packed.guard_intact()) << "pack_weight wrote past packed_bytes";
   GuardedOut out(c.m, c.n);
   const std::vector<float> x = nan_after(in.x);
-  cpu::force_portable_gemm(portable);
-  cpu::gemm(out.out(), x.data(), c.m, packed.data(), DType::kI8, c.n, c.k, threads);
-  cpu::force_portable_gemm(false);
+  const bool quantized_x = with_kernels(kernels, c.m, [&, c = c, threads = threads] {
+    cpu::gemm(out.out(), x.data(), c.m, packed.data(), DType::kI8, c.n, c.k, threads);
+  });
   ASSERT_TRUE(packed.guard_intact());
   std::ostringstream what;
-  what << c.m << "x" << c.n << "x" << c.k << (portable ? " portable" : " dispatch") << " t" << threads;
-  check_product(out, in, quantize(in.w.data(), c.n, c.k), c, what.str());
+  what << c.m << "x" << c.n << "x" << c.k << " " << kernels_name(kernels) << " t" << threads;
+  check_product(out, in, quantize(in.w.data(), c.n, c.k), c, quantized_x, what.str());
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -194,16 +211,17 @@ INSTANTIATE_TEST_SUITE_P(
                                          Case{25, 100, 513}, Case{40, 57, 1031},
                                          Case{300, 70, 262},     // two row blocks
                                          Case{247, 33, 777}),
-                       ::testing::Bool(), ::testing::Values(1, 2)),
+                       ::testing::Values(Kernels::kDispatch, Kernels::kPortable, Kernels::kNoVnni),
+                       ::testing::Values(1, 2)),
     [](const auto& param_info) {
       const Case c = std::get<0>(param_info.param);
       std::ostringstream name;
-      name << "m" << c.m << "n" << c.n << "k" << c.k << (std::get<1>(param_info.param) ? "_portable" : "_dispatch")
-           << "_t" << std::get<2>(param_info.param);
+      name << "m" << c.m << "n" << c.n << "k" << c.k << "_" << kernels_name(std::get<1>(param_info.param)) << "_t"
+           << std::get<2>(param_info.param);
       return name.str();
     });
 
-TEST(GemmInt8, EveryHeightFrom1To40OnBothKernels) {
+TEST(GemmInt8, EveryHeightFrom1To40OnEveryKernel) {
   constexpr int64_t n = 65, k = 301;  // three groups, the last 45 long: neither a multiple of 4 nor of 64
   const std::vector<float> w = make_inputs(1, n, k, 1).w;
   const Quantized w0 = quantize(w.data(), n, k);
@@ -211,12 +229,11 @@ TEST(GemmInt8, EveryHeightFrom1To40OnBothKernels) {
   for (int64_t m = 1; m <= 40; ++m) {
     const Inputs in{make_inputs(m, 1, k, static_cast<unsigned>(m)).x, w};
     const std::vector<float> x = nan_after(in.x);
-    for (bool portable : {false, true}) {
+    for (Kernels kernels : {Kernels::kDispatch, Kernels::kPortable, Kernels::kNoVnni}) {
       GuardedOut out(m, n);
-      cpu::force_portable_gemm(portable);
-      cpu::gemm(out.out(), x.data(), m, packed.data(), DType::kI8, n, k, 2);
-      cpu::force_portable_gemm(false);
-      check_product(out, in, w0, {m, n, k}, "m " + std::to_string(m) + (portable ? " portable" : " dispatch"));
+      const bool quantized_x =
+          with_kernels(kernels, m, [&] { cpu::gemm(out.out(), x.data(), m, packed.data(), DType::kI8, n, k, 2); });
+      check_product(out, in, w0, {m, n, k}, quantized_x, "m " + std::to_string(m) + " " + kernels_name(kernels));
       if (HasFatalFailure()) return;
     }
   }
@@ -232,18 +249,25 @@ TEST(GemmInt8, PortableQuantizedPathEqualsVnniBitForBit) {
   cpu::gemm(reference.data(), in.x.data(), c.m, packed.data(), DType::kI8, c.n, c.k, 1);
   cpu::force_portable_gemm(false);
   cpu::gemm(candidate.data(), in.x.data(), c.m, packed.data(), DType::kI8, c.n, c.k, 2);
-  EXPECT_EQ(std::string(cpu::int8_kernel_name(c.m)), cpu::cpu_has_avx512_vnni() ? "avx512-vnni" : "portable-quantized");
+  EXPECT_EQ(std::string(cpu::int8_kernel_name(c.m)),
+            cpu::cpu_has_avx512_vnni() ? "avx512-vnni" : cpu::cpu_has_avx512() ? "avx512-widen" : "portable-quantized");
+  if (!cpu::cpu_has_avx512_vnni() && cpu::cpu_has_avx512()) return;  // no VNNI kernel to compare (widening is checked above)
   for (size_t i = 0; i < reference.size(); ++i) ASSERT_EQ(candidate[i], reference[i]) << "element " << i;
 }
 
 TEST(GemmInt8, KernelsAreNamedForThePathsTheyRun) {
   const int64_t few = cpu::kInt8QuantizedRows - 1, many = cpu::kInt8QuantizedRows;
   EXPECT_STREQ(cpu::int8_kernel_name(few), cpu::cpu_has_avx512() ? "avx512-widen" : "portable-widen");
-  EXPECT_STREQ(cpu::int8_kernel_name(many), cpu::cpu_has_avx512_vnni() ? "avx512-vnni" : "portable-quantized");
+  EXPECT_STREQ(cpu::int8_kernel_name(many), cpu::cpu_has_avx512_vnni() ? "avx512-vnni"
+                                            : cpu::cpu_has_avx512()    ? "avx512-widen"
+                                                                       : "portable-quantized");
   cpu::force_portable_gemm(true);
   EXPECT_STREQ(cpu::int8_kernel_name(few), "portable-widen");
   EXPECT_STREQ(cpu::int8_kernel_name(many), "portable-quantized");
   cpu::force_portable_gemm(false);
+  cpu::force_no_vnni(true);  // AVX-512 without VNNI widens at every height
+  EXPECT_STREQ(cpu::int8_kernel_name(many), cpu::cpu_has_avx512() ? "avx512-widen" : "portable-quantized");
+  cpu::force_no_vnni(false);
 }
 
 // The layout of gemm.h, read here from its text: panel p at p · panel_bytes; in it, group g's values
@@ -345,20 +369,20 @@ TEST_P(GemmInt8MultiTest, MixedProductsMatchTheirReferencesAndGemmAlone) {
   for (size_t i = 0; i < shapes.size(); ++i)
     products.push_back({outs[i].out(), packed[i].data(), shapes[i].second, shapes[i].first});
   std::vector<std::vector<float>> alone;
-  cpu::force_portable_gemm(portable);
-  cpu::gemm_multi(base.x.data(), m, k, products.data(), static_cast<int>(products.size()), threads);
-  for (const auto& [n, dtype] : shapes) {
-    alone.emplace_back(static_cast<size_t>(m * n));
-    cpu::gemm(alone.back().data(), base.x.data(), m, packed[alone.size() - 1].data(), dtype, n, k, threads);
-  }
-  cpu::force_portable_gemm(false);
+  const bool quantized_x = with_kernels(portable ? Kernels::kPortable : Kernels::kDispatch, m, [&, m = m, threads = threads] {
+    cpu::gemm_multi(base.x.data(), m, k, products.data(), static_cast<int>(products.size()), threads);
+    for (const auto& [n, dtype] : shapes) {
+      alone.emplace_back(static_cast<size_t>(m * n));
+      cpu::gemm(alone.back().data(), base.x.data(), m, packed[alone.size() - 1].data(), dtype, n, k, threads);
+    }
+  });
   for (size_t i = 0; i < shapes.size(); ++i) {
     const auto [n, dtype] = shapes[i];
     const std::string what = "product " + std::to_string(i) + " (" + dtype_name(dtype) + ")";
     ASSERT_TRUE(packed[i].guard_intact()) << what;
     if (dtype == DType::kI8) {
       const Inputs in{base.x, ins[i].w};
-      check_product(outs[i], in, quantize(ins[i].w.data(), n, k), {m, n, k}, what);
+      check_product(outs[i], in, quantize(ins[i].w.data(), n, k), {m, n, k}, quantized_x, what);
     } else {
       ASSERT_EQ(outs[i].first_guard_written(), -1) << what;
       for (int64_t r = 0; r < m; ++r)

@@ -38,6 +38,7 @@ constexpr int64_t kParallelWeights = int64_t{1} << 16;
 constexpr int64_t kRunsPerThread = 6;
 
 std::atomic<bool> g_force_portable{false};
+std::atomic<bool> g_force_no_vnni{false};
 
 }  // namespace
 
@@ -438,10 +439,13 @@ const char* gemm_kernel_name() { return avx512_kernels() ? "avx512" : "portable"
 
 const char* int8_kernel_name(int64_t m) {
   const int8::Kernels kernels = int8::kernels();
-  if (m < kInt8QuantizedRows) return kernels.avx512 ? "avx512-widen" : "portable-widen";
+  if (m < kInt8QuantizedRows || (kernels.avx512 && !kernels.vnni)) return kernels.avx512 ? "avx512-widen" : "portable-widen";
   return kernels.vnni ? "avx512-vnni" : "portable-quantized";
 }
 
+bool int8_vnni_kernels() { return cpu_has_avx512_vnni() && !g_force_no_vnni.load(std::memory_order_relaxed); }
+
 void force_portable_gemm(bool on) { g_force_portable = on; }
+void force_no_vnni(bool on) { g_force_no_vnni = on; }
 
 }  // namespace tpllama::ops::cpu

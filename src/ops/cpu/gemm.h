@@ -86,10 +86,15 @@ bool cpu_has_avx512_vnni();
 bool avx512_kernels();
 // Which kernel gemm() runs on this CPU: "avx512" or "portable".
 const char* gemm_kernel_name();
+// Whether int8 products of kInt8QuantizedRows rows and more run the VNNI kernels: AVX-512 VNNI is
+// present and no test turned it off. AVX-512 without VNNI widens at every height instead.
+bool int8_vnni_kernels();
 // Which kernel an int8 product of m rows of x runs: "avx512-widen", "avx512-vnni",
 // "portable-widen" or "portable-quantized" (the last two compute what the first two do).
 const char* int8_kernel_name(int64_t m);
 // Test hook: force the portable kernels (GEMM and attention) even where AVX-512 is present.
 void force_portable_gemm(bool on);
+// Test and benchmark hook: run int8 products as on an AVX-512 machine without VNNI.
+void force_no_vnni(bool on);
 
 }  // namespace tpllama::ops::cpu

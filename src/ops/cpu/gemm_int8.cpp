@@ -371,18 +371,22 @@ void quantize_rows(const float* x, int64_t rows, int64_t k, int64_t ldx, Quantiz
   }
 }
 
-Kernels kernels() { return {avx512_kernels(), avx512_kernels() && cpu_has_avx512_vnni()}; }
+Kernels kernels() { return {avx512_kernels(), avx512_kernels() && int8_vnni_kernels()}; }
 
 void run_item(const Item& it, int64_t m, Kernels kernels, QuantizedRows& q) {
   const auto* base = static_cast<const int8_t*>(it.packed);
   const int64_t pb = static_cast<int64_t>(panel_bytes(it.k));
   auto valid = [&](int64_t p) { return static_cast<int>(std::min<int64_t>(kPanelRows, it.n - p * kPanelRows)); };
-  if (m < kInt8QuantizedRows) {  // widening: one tile of every row, all of k at once (nothing to reuse)
-    for (int64_t p = it.p_begin; p < it.p_end; ++p) {
-      const Tile t{it.x + it.row0 * it.k, it.k,  nullptr, 0, nullptr, 0, base + p * pb, nullptr, it.k,
-                   it.out + it.row0 * it.n + p * kPanelRows, it.n, valid(p), false};
-      run_widen(t, static_cast<int>(it.rows), kernels.avx512);
-    }
+  // Widening: all of k at once, one tile of every row (fewer than kInt8QuantizedRows rows: nothing
+  // to reuse); or, on AVX-512 without VNNI, tiles of kWidenRows rows down the block, the panel
+  // found in L1 or L2 after the first (several times faster than the portable quantized kernels).
+  if (m < kInt8QuantizedRows || (kernels.avx512 && !kernels.vnni)) {
+    for (int64_t p = it.p_begin; p < it.p_end; ++p)
+      for (int64_t r = 0; r < it.rows; r += kWidenRows) {
+        const Tile t{it.x + (it.row0 + r) * it.k, it.k,  nullptr, 0, nullptr, 0, base + p * pb, nullptr, it.k,
+                     it.out + (it.row0 + r) * it.n + p * kPanelRows, it.n, valid(p), false};
+        run_widen(t, static_cast<int>(std::min<int64_t>(kWidenRows, it.rows - r)), kernels.avx512);
+      }
     return;
   }
   if (q.block != it.block) {
