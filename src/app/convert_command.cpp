@@ -78,8 +78,9 @@ int convert_command(const ConvertOptionsCli& o, const MpiSession& mpi) {
     c.bos_token_id = tokenizer.bos_id();
   }
   write_random_model(c, o.seed, options);
-  log::info("wrote random-weight model " + o.out + " (" + (o.config.empty() ? "shape " + o.shape : "config " + o.config) + ", seed " + std::to_string(o.seed) +
-            ", vocab " + std::to_string(c.vocab_size) + ")");
+  const std::string from = o.config.empty() ? "shape " + o.shape : "config " + o.config;
+  log::info("wrote random-weight model " + o.out + " (" + from + ", seed " + std::to_string(o.seed) + ", vocab " +
+            std::to_string(c.vocab_size) + ")");
   return 0;
 }
 

@@ -20,23 +20,14 @@
 #include "parallel/self_comm.h"
 #include "runtime/scheduler.h"
 #include "runtime/sequence.h"
+#include "test_util.h"
 
 namespace tpllama {
 namespace {
 
 namespace fs = std::filesystem;
 
-reference::Config tiny() {
-  reference::Config c{};
-  c.dim = 16;
-  c.hidden_dim = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.vocab_size = 40;
-  c.max_seq_len = 64;
-  return c;
-}
+reference::Config tiny() { return testing_util::tiny_reference_config(); }
 
 class BadWeights : public ::testing::Test {
  protected:

@@ -28,6 +28,7 @@
 #include "model/shard_writer.h"
 #include "model/weights.h"
 #include "ops/weight.h"
+#include "test_util.h"
 
 namespace tpllama {
 namespace {
@@ -326,14 +327,7 @@ TEST_F(Int8Checkpoint, AnI8EmbeddingIsRefused) {
 }
 
 TEST_F(Int8Checkpoint, ANonFiniteWeightIsNotQuantizedIntoAShard) {
-  reference::Config c{};
-  c.dim = 16;
-  c.hidden_dim = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.vocab_size = 40;
-  c.max_seq_len = 64;
+  const reference::Config c = testing_util::tiny_reference_config();
   reference::Weights w = reference::random_weights(c, 3);
   w.layers[1].w2[5 * 32 + 7] = std::numeric_limits<double>::infinity();
   reference::write_hf_model(dir_ + "/bad", c, &w, "F32");

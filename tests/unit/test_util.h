@@ -10,11 +10,26 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "llama_reference.h"
 #include "shipped_models.h"
 
 namespace tpllama::testing_util {
 
 using shipped::stories_dir;
+
+// A two-layer model of toy size (dim 16, 4 heads over 2 kv heads, 40 tokens) for the reference
+// writer: files to damage, or to load in a test.
+inline reference::Config tiny_reference_config() {
+  reference::Config c{};
+  c.dim = 16;
+  c.hidden_dim = 32;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.vocab_size = 40;
+  c.max_seq_len = 64;
+  return c;
+}
 
 // A new empty directory under the system temp dir, removed by the caller's fixture if wanted.
 inline std::string fresh_dir(const std::string& name) {
