@@ -117,7 +117,8 @@ void Checkpoint::open_index(const std::string& index_path) {
 
 bool Checkpoint::is_int8_scale(const std::string& name) const {
   const std::string suffix = int8_scale_name("");
-  if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return false;
+  if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
   const std::string weight = name.substr(0, name.size() - suffix.size());
   return contains(weight) && info(weight).dtype == DType::kI8;
 }

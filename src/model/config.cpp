@@ -264,8 +264,9 @@ nlohmann::json int8_quantization_json(int group_size) {
           {"bits", 8},
           {"group_size", group_size},
           {"symmetric", true},
-          {"description", "every weight matrix but the embedding is I8 <name> with F32 <name>_scale of shape [rows, "
-                          "ceil(cols / group_size)]: w = q * scale per row and group of group_size columns"}};
+          {"description",
+           "every weight matrix but the embedding is I8 <name> with F32 <name>_scale of shape [rows, "
+           "ceil(cols / group_size)]: w = q * scale per row and group of group_size columns"}};
 }
 
 LlamaConfig load_llama_config(const std::string& path) {

@@ -72,7 +72,9 @@ void append_int8(std::vector<RawTensor>& out, const std::string& name, int64_t r
            std::isnan(w[i]) ? "NaN" : "infinite", "; the source checkpoint is damaged");
   const int64_t groups = ops::int8_scale_cols(cols);
   RawTensor q{name, {rows, cols}, DType::kI8, std::vector<uint8_t>(static_cast<size_t>(rows * cols))};
-  RawTensor scales{int8_scale_name(name), {rows, groups}, DType::kF32,
+  RawTensor scales{int8_scale_name(name),
+                   {rows, groups},
+                   DType::kF32,
                    std::vector<uint8_t>(static_cast<size_t>(rows * groups) * sizeof(float))};
   ops::quantize_int8_weight(w, rows, cols, reinterpret_cast<int8_t*>(q.bytes.data()),
                             reinterpret_cast<float*>(scales.bytes.data()));

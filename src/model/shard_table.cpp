@@ -122,10 +122,16 @@ const ShardEntry& find_entry(const std::vector<ShardEntry>& table, WeightRole ro
        " for this rank");
 }
 
-bool stored_quantized(const std::string& name, size_t ndim) { return ndim == 2 && name != "model.embed_tokens.weight"; }
-bool stored_quantized(const ShardEntry& e) { return stored_quantized(e.name, e.is_1d ? 1 : 2); }
+bool stored_quantized(const std::string& name, size_t ndim) {
+  return ndim == 2 && name != "model.embed_tokens.weight";
+}
+bool stored_quantized(const ShardEntry& e) {
+  return stored_quantized(e.name, e.is_1d ? 1 : 2);
+}
 
-std::string int8_scale_name(const std::string& weight_name) { return weight_name + "_scale"; }
+std::string int8_scale_name(const std::string& weight_name) {
+  return weight_name + "_scale";
+}
 
 ShardEntry int8_scale_entry(const ShardEntry& e, int64_t group_size) {
   ShardEntry s = e;

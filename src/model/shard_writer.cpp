@@ -146,15 +146,15 @@ void write_shards(const ShardOptions& o) {
   }
   // config.json as it is, with the quantization_config of int8 shards of a float checkpoint.
   if (o.int8 && c.int8_group_size == 0) {
-    nlohmann::json config = nlohmann::json::parse(read_regular_file(o.model_dir + "/config.json", "model config",
-                                                                    kMaxSmallFileBytes));
+    nlohmann::json config =
+        nlohmann::json::parse(read_regular_file(o.model_dir + "/config.json", "model config", kMaxSmallFileBytes));
     config["quantization_config"] = int8_quantization_json(static_cast<int>(ops::int8_group_size()));
     std::ofstream(o.out_dir + "/config.json") << config.dump(2) << '\n';
   } else {
     fs::copy_file(o.model_dir + "/config.json", o.out_dir + "/config.json", fs::copy_options::overwrite_existing);
   }
-  for (const char* extra : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json",
-                            "generation_config.json", "chat_template.jinja", "special_tokens_map.json"})
+  for (const char* extra : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                            "chat_template.jinja", "special_tokens_map.json"})
     if (fs::exists(o.model_dir + "/" + extra))
       fs::copy_file(o.model_dir + "/" + extra, o.out_dir + "/" + extra, fs::copy_options::overwrite_existing);
 

@@ -17,7 +17,8 @@ struct ShardOptions {
 };
 
 // Writes out_dir/rank-0000R-of-0000N.safetensors, config.json (with the quantization_config of an
-// int8 output), tokenizer files and tpllama_shards.json (layout, layer ranges, source file sizes and FNV-1a 64 checksums).
+// int8 output), tokenizer files and tpllama_shards.json (layout, layer ranges, source file sizes
+// and FNV-1a 64 checksums).
 void write_shards(const ShardOptions& options);
 
 }  // namespace tpllama

@@ -261,7 +261,6 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
   return w;
 }
 
-
 }  // namespace
 
 void check_int8_slices(const LlamaConfig& config, const Topology& topology, const std::string& held,
@@ -332,7 +331,8 @@ ModelWeights load_weights(const Checkpoint& ckpt, const Topology& topo, const De
       }
       check_finite_row(path, e, r, row, cols);
     }
-    const uint64_t scale_bytes = stored == DType::kI8 ? static_cast<uint64_t>(present * out_cols(s)) * sizeof(float) : 0;
+    const uint64_t scale_bytes =
+        stored == DType::kI8 ? static_cast<uint64_t>(present * out_cols(s)) * sizeof(float) : 0;
     return static_cast<uint64_t>(present * cols) * dtype_size(stored) + scale_bytes;
   };
   // An int8 run of an int8 checkpoint: q and scales as stored.

@@ -31,8 +31,12 @@ Weight pack_weight(const DeviceContext& ctx, Tensor w, DType dtype, void* dst) {
   return Weight{dst, w.size(0), w.size(1), dtype, Device::kCpu, cpu::packed_bytes(w.size(0), w.size(1), dtype)};
 }
 
-int64_t int8_group_size() { return cpu::kInt8Group; }
-int64_t int8_scale_cols(int64_t cols) { return cpu::int8_groups(cols); }
+int64_t int8_group_size() {
+  return cpu::kInt8Group;
+}
+int64_t int8_scale_cols(int64_t cols) {
+  return cpu::int8_groups(cols);
+}
 
 void quantize_int8_weight(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scales) {
   cpu::quantize_int8(w, rows, cols, q, scales);

@@ -211,12 +211,14 @@ void Session::open_device() {
     const bool int8_checkpoint = config_.int8_group_size > 0;
     dtype_ = weight_dtype(o_.dtype, device, int8_checkpoint);
     if (dtype_ == DType::kI8 && device != Device::kCpu)
-      fail("--dtype int8 runs on the CPU only: there are no GPU kernels for int8 weights yet. On a GPU use "
-           "--dtype bf16 (or auto", int8_checkpoint ? ", which holds this int8 checkpoint's weights as bf16" : "",
-           "), or run on the CPU with --device cpu");
+      fail(
+          "--dtype int8 runs on the CPU only: there are no GPU kernels for int8 weights yet. On a GPU use "
+          "--dtype bf16 (or auto",
+          int8_checkpoint ? ", which holds this int8 checkpoint's weights as bf16" : "",
+          "), or run on the CPU with --device cpu");
     if (int8_checkpoint && dtype_ != DType::kI8 && is_rank0())
-      log::info("the int8 checkpoint's matrices are held as " + std::string(dtype_name(dtype_)) +
-                ", q x scale" + (device != Device::kCpu ? ": there are no GPU kernels for int8 yet" : ""));
+      log::info("the int8 checkpoint's matrices are held as " + std::string(dtype_name(dtype_)) + ", q x scale" +
+                (device != Device::kCpu ? ": there are no GPU kernels for int8 yet" : ""));
     device_ = std::make_unique<ops::DeviceRuntime>(device, gpu, threads_);
   });
 }
@@ -248,15 +250,17 @@ void Session::load_model() {
   if (ctx.device == Device::kCpu) os << ", GEMM kernel " << ops::cpu::gemm_kernel_name();
   if (dtype_ == DType::kI8)
     os << " (int8: " << ops::cpu::int8_kernel_name(1) << " at decode, "
-       << ops::cpu::int8_kernel_name(ops::cpu::kInt8QuantizedRows) << " from " << ops::cpu::kInt8QuantizedRows << " rows)";
+       << ops::cpu::int8_kernel_name(ops::cpu::kInt8QuantizedRows) << " from " << ops::cpu::kInt8QuantizedRows
+       << " rows)";
   if (ops::graphs_supported(ctx))
     os << "; decode steps " << (model_->graphs_on() && tp_comm_->graph_capturable() ? "as CUDA graphs" : "launched eagerly");
   log::info(os.str());
   // Measured with gemm_int8_bench --portable: the portable int8 kernels run 2-50 times slower than
   // the portable f32 ones; int8 then only saves memory.
   if (dtype_ == DType::kI8 && !ops::cpu::avx512_kernels())
-    log::warn("this CPU has no AVX-512, so --dtype int8 runs portable kernels, several times slower than --dtype "
-              "f32 or bf16 here: use int8 only to fit the model in memory");
+    log::warn(
+        "this CPU has no AVX-512, so --dtype int8 runs portable kernels, several times slower than --dtype "
+        "f32 or bf16 here: use int8 only to fit the model in memory");
 }
 
 // Every rank's read/held bytes on rank 0, and the check that every element is held once (against

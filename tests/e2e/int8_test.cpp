@@ -86,14 +86,18 @@ TEST_F(Int8, GreedyTextsPartFromF32OnlyAtNearTies) {
 // f32 model at load gives, and so does `perplexity`; --dtype bf16 holds it dequantized.
 TEST_F(Int8, AnInt8CheckpointRunsAsQuantizingTheF32ModelAtLoadDoes) {
   const std::string int8 = work_ + "/stories_int8";
-  const CommandResult c = run_shell(binary() + " convert --from llama2c --checkpoint " + stories_ +
-                                    "/stories260K.bin --tokenizer " + stories_ + "/tok512.model --dtype int8 --out " + int8);
+  const CommandResult c =
+      run_shell(binary() + " convert --from llama2c --checkpoint " + stories_ + "/stories260K.bin --tokenizer " +
+                stories_ + "/tok512.model --dtype int8 --out " + int8);
   ASSERT_EQ(c.exit_code, 0) << c.output;
-  const auto f32_bytes = fs::file_size(model_ + "/model.safetensors"), int8_bytes = fs::file_size(int8 + "/model.safetensors");
+  const auto f32_bytes = fs::file_size(model_ + "/model.safetensors"),
+             int8_bytes = fs::file_size(int8 + "/model.safetensors");
   EXPECT_LT(int8_bytes * 5, f32_bytes * 2) << "int8 " << int8_bytes << " bytes, f32 " << f32_bytes;
   const std::string in = work_ + "/ckpt_prompts.jsonl";
-  std::ofstream(in) << json({{"id", 0}, {"prompt", "Once upon a time"}, {"max_tokens", 60}, {"logprobs", 3}}).dump() << "\n"
-                    << json({{"id", 1}, {"prompt", "The little dog"}, {"max_tokens", 60}, {"logprobs", 3}}).dump() << "\n";
+  std::ofstream(in) << json({{"id", 0}, {"prompt", "Once upon a time"}, {"max_tokens", 60}, {"logprobs", 3}}).dump()
+                    << "\n"
+                    << json({{"id", 1}, {"prompt", "The little dog"}, {"max_tokens", 60}, {"logprobs", 3}}).dump()
+                    << "\n";
   auto run = [&](const std::string& model, const std::string& flags, const std::string& name) {
     const CommandResult r = run_shell(binary() + " run --model " + model + " --input " + in + " --output " + work_ +
                                       "/" + name + ".jsonl --ordered" + flags);
@@ -107,7 +111,8 @@ TEST_F(Int8, AnInt8CheckpointRunsAsQuantizingTheF32ModelAtLoadDoes) {
   EXPECT_NE(stored_log.find("weights int8"), std::string::npos) << stored_log;
   const auto [dequantized, dequantized_log] = run(int8, " --dtype bf16", "dequantized");
   ASSERT_EQ(dequantized.size(), 2u);
-  EXPECT_NE(dequantized_log.find("the int8 checkpoint's matrices are held as bf16"), std::string::npos) << dequantized_log;
+  EXPECT_NE(dequantized_log.find("the int8 checkpoint's matrices are held as bf16"), std::string::npos)
+      << dequantized_log;
 
   const std::string corpus = tpllama::shipped::models_dir() + "/demo/corpus.txt";
   std::string ppl[2];

@@ -505,10 +505,15 @@ TEST_F(Distributed, Int8PipelineLayoutsMatchOneRankAndGroupCuttingTpIsRefused) {
 // TP x PP layouts, and the int8 shard files `shard --dtype int8` makes of the f32 original.
 TEST_F(Distributed, Int8CheckpointAndItsTpLayoutsMatchOneRankQuantizingAtLoad) {
   const std::string config = work_ + "/wide_config.json";
-  std::ofstream(config) << json({{"hidden_size", 512}, {"intermediate_size", 1024}, {"num_hidden_layers", 2},
-                                 {"num_attention_heads", 8}, {"num_key_value_heads", 4}, {"vocab_size", 512},
-                                 {"max_position_embeddings", 256}, {"rms_norm_eps", 1e-5}})
-                              .dump();
+  std::ofstream(config) << json({{"hidden_size", 512},
+                                 {"intermediate_size", 1024},
+                                 {"num_hidden_layers", 2},
+                                 {"num_attention_heads", 8},
+                                 {"num_key_value_heads", 4},
+                                 {"vocab_size", 512},
+                                 {"max_position_embeddings", 256},
+                                 {"rms_norm_eps", 1e-5}})
+                               .dump();
   const std::string f32 = work_ + "/wide_f32", int8 = work_ + "/wide_int8", shards = work_ + "/wide_shards";
   for (const auto& [dir, dtype] : {std::pair{f32, "f32"}, std::pair{int8, "int8"}}) {
     CommandResult c = run_shell(binary() + " convert --from random --config " + config + " --seed 7 --tokenizer " +
@@ -521,7 +526,8 @@ TEST_F(Distributed, Int8CheckpointAndItsTpLayoutsMatchOneRankQuantizingAtLoad) {
   std::ofstream(in) << "{\"id\": 0, \"prompt\": \"Once upon a time\", \"max_tokens\": 24, \"logprobs\": 2}\n"
                     << "{\"id\": 1, \"prompt\": \"The little dog\", \"max_tokens\": 24, \"logprobs\": 2}\n";
   auto run = [&](int ranks, const std::string& model, const std::string& flags) {
-    const std::string out = work_ + "/wide_" + std::to_string(ranks) + "_" + std::to_string(std::hash<std::string>()(model + flags)) + ".jsonl";
+    const std::string out = work_ + "/wide_" + std::to_string(ranks) + "_" +
+                            std::to_string(std::hash<std::string>()(model + flags)) + ".jsonl";
     CommandResult r = run_shell(mpirun(ranks) + binary() + " run --model " + model + " --input " + in + " --output " +
                                 out + " --ordered" + flags);
     EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -532,7 +538,8 @@ TEST_F(Distributed, Int8CheckpointAndItsTpLayoutsMatchOneRankQuantizingAtLoad) {
   const auto [stored, stored_log] = run(1, int8, "");
   EXPECT_NE(stored_log.find("weights int8"), std::string::npos) << "--dtype auto holds an int8 checkpoint as int8";
   EXPECT_EQ(stored, at_load) << "texts and log-probabilities";
-  for (const auto& [ranks, flags] : {std::pair{2, " --tp 2"}, std::pair{4, " --tp 4"}, std::pair{4, " --tp 2 --pp 2"}}) {
+  for (const auto& [ranks, flags] :
+       {std::pair{2, " --tp 2"}, std::pair{4, " --tp 4"}, std::pair{4, " --tp 2 --pp 2"}}) {
     const auto [layout, log] = run(ranks, int8, flags);
     ASSERT_EQ(layout.size(), 2u) << flags << "\n" << log;
     for (size_t i = 0; i < 2; ++i) EXPECT_EQ(layout[i]["text"], at_load[i]["text"]) << flags << ", request " << i;

@@ -27,7 +27,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-reference::Config tiny() { return testing_util::tiny_reference_config(); }
+reference::Config tiny() {
+  return testing_util::tiny_reference_config();
+}
 
 class BadWeights : public ::testing::Test {
  protected:

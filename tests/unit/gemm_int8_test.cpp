@@ -208,8 +208,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Case{1, 1, 1}, Case{1, 33, 3}, Case{1, 100, 130}, Case{1, 65, 515},
                                          Case{1, 96, 768}, Case{2, 31, 5}, Case{2, 64, 200}, Case{3, 97, 1030},
                                          Case{4, 33, 257}, Case{7, 40, 2051}, Case{12, 65, 384}, Case{13, 64, 130},
-                                         Case{25, 100, 513}, Case{40, 57, 1031},
-                                         Case{300, 70, 262},     // two row blocks
+                                         Case{25, 100, 513}, Case{40, 57, 1031}, Case{300, 70, 262},  // two row blocks
                                          Case{247, 33, 777}),
                        ::testing::Values(Kernels::kDispatch, Kernels::kPortable, Kernels::kNoVnni),
                        ::testing::Values(1, 2)),
@@ -249,9 +248,11 @@ TEST(GemmInt8, PortableQuantizedPathEqualsVnniBitForBit) {
   cpu::gemm(reference.data(), in.x.data(), c.m, packed.data(), DType::kI8, c.n, c.k, 1);
   cpu::force_portable_gemm(false);
   cpu::gemm(candidate.data(), in.x.data(), c.m, packed.data(), DType::kI8, c.n, c.k, 2);
-  EXPECT_EQ(std::string(cpu::int8_kernel_name(c.m)),
-            cpu::cpu_has_avx512_vnni() ? "avx512-vnni" : cpu::cpu_has_avx512() ? "avx512-widen" : "portable-quantized");
-  if (!cpu::cpu_has_avx512_vnni() && cpu::cpu_has_avx512()) return;  // no VNNI kernel to compare (widening is checked above)
+  EXPECT_EQ(std::string(cpu::int8_kernel_name(c.m)), cpu::cpu_has_avx512_vnni() ? "avx512-vnni"
+                                                     : cpu::cpu_has_avx512()    ? "avx512-widen"
+                                                                                : "portable-quantized");
+  if (!cpu::cpu_has_avx512_vnni() && cpu::cpu_has_avx512())
+    return;  // no VNNI kernel to compare (widening is checked above)
   for (size_t i = 0; i < reference.size(); ++i) ASSERT_EQ(candidate[i], reference[i]) << "element " << i;
 }
 
@@ -369,13 +370,14 @@ TEST_P(GemmInt8MultiTest, MixedProductsMatchTheirReferencesAndGemmAlone) {
   for (size_t i = 0; i < shapes.size(); ++i)
     products.push_back({outs[i].out(), packed[i].data(), shapes[i].second, shapes[i].first});
   std::vector<std::vector<float>> alone;
-  const bool quantized_x = with_kernels(portable ? Kernels::kPortable : Kernels::kDispatch, m, [&, m = m, threads = threads] {
-    cpu::gemm_multi(base.x.data(), m, k, products.data(), static_cast<int>(products.size()), threads);
-    for (const auto& [n, dtype] : shapes) {
-      alone.emplace_back(static_cast<size_t>(m * n));
-      cpu::gemm(alone.back().data(), base.x.data(), m, packed[alone.size() - 1].data(), dtype, n, k, threads);
-    }
-  });
+  const bool quantized_x =
+      with_kernels(portable ? Kernels::kPortable : Kernels::kDispatch, m, [&, m = m, threads = threads] {
+        cpu::gemm_multi(base.x.data(), m, k, products.data(), static_cast<int>(products.size()), threads);
+        for (const auto& [n, dtype] : shapes) {
+          alone.emplace_back(static_cast<size_t>(m * n));
+          cpu::gemm(alone.back().data(), base.x.data(), m, packed[alone.size() - 1].data(), dtype, n, k, threads);
+        }
+      });
   for (size_t i = 0; i < shapes.size(); ++i) {
     const auto [n, dtype] = shapes[i];
     const std::string what = "product " + std::to_string(i) + " (" + dtype_name(dtype) + ")";

@@ -76,8 +76,8 @@ TEST(Int8Quantization, IsSymmetricPerRowAndGroupOf128) {
 }
 
 TEST(Int8Quantization, PackingTheQuantizedRowsIsPackingTheirF32) {
-  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
-           {1, 1}, {31, 5}, {32, 128}, {33, 129}, {70, 300}, {64, 512}}) {
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {31, 5}, {32, 128}, {33, 129}, {70, 300}, {64, 512}}) {
     const std::vector<float> w = gaussian(rows * cols, static_cast<uint32_t>(rows * 1000 + cols));
     const size_t bytes = ops::weight_bytes(DeviceContext{}, rows, cols, DType::kI8);
     std::vector<uint8_t> q(static_cast<size_t>(rows * cols));
@@ -220,7 +220,8 @@ TEST_F(Int8Checkpoint, ShardFilesOfEitherSourceHoldTheSameBytes) {
     char name[64];
     std::snprintf(name, sizeof name, "/rank-%05d-of-00004.safetensors", rank);
     std::ifstream a(dir_ + "/from_f32" + name, std::ios::binary), b(dir_ + "/from_int8" + name, std::ios::binary);
-    const std::string bytes_a((std::istreambuf_iterator<char>(a)), {}), bytes_b((std::istreambuf_iterator<char>(b)), {});
+    const std::string bytes_a((std::istreambuf_iterator<char>(a)), {}),
+        bytes_b((std::istreambuf_iterator<char>(b)), {});
     EXPECT_EQ(bytes_a, bytes_b) << "rank " << rank;
     Checkpoint shard(dir_ + "/from_f32");
     const Topology t(4, rank, 2, 2, 2, {});
@@ -243,7 +244,8 @@ TEST_F(Int8Checkpoint, HeldAsF32ItsMatricesAreQTimesScaleAndItsReadIsTheFileSize
     ASSERT_EQ(mf[i]->dtype, DType::kF32);
     for (int64_t r = 0; r < mq[i]->rows; ++r)
       for (int64_t c = 0; c < mq[i]->cols; ++c)
-        ASSERT_EQ(ops::weight_at(*mf[i], r, c), ops::weight_at(*mq[i], r, c)) << "matrix " << i << " (" << r << ", " << c << ")";
+        ASSERT_EQ(ops::weight_at(*mf[i], r, c), ops::weight_at(*mq[i], r, c))
+            << "matrix " << i << " (" << r << ", " << c << ")";
   }
   // Closed form: every matrix's q (1 byte) and scales (4 bytes per 128 columns), the rest f32.
   const LlamaConfig c = aligned_config(false);

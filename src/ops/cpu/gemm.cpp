@@ -348,7 +348,8 @@ void pack_weight(const float* w, int64_t n, int64_t k, DType dtype, void* dst) {
       std::vector<float> scales(static_cast<size_t>(rows * groups));
       for (int64_t j = 0; j < rows; ++j)
         int8::quantize_weight_row(w + (p * kPanelRows + j) * k, k, q.data() + j * k, scales.data() + j * groups);
-      int8::pack_panel(q.data(), k, scales.data(), groups, rows, k, static_cast<char*>(dst) + static_cast<size_t>(p) * bytes);
+      int8::pack_panel(q.data(), k, scales.data(), groups, rows, k,
+                       static_cast<char*>(dst) + static_cast<size_t>(p) * bytes);
     }
     return;
   }
@@ -380,7 +381,8 @@ void pack_int8(const int8_t* q, const float* scales, int64_t n, int64_t k, void*
 #pragma omp parallel for schedule(static) if (n * k >= (int64_t{1} << 20))
   for (int64_t p = 0; p < panels; ++p)
     int8::pack_panel(q + p * kPanelRows * k, k, scales + p * kPanelRows * groups, groups,
-                     std::min(kPanelRows, n - p * kPanelRows), k, static_cast<char*>(dst) + static_cast<size_t>(p) * bytes);
+                     std::min(kPanelRows, n - p * kPanelRows), k,
+                     static_cast<char*>(dst) + static_cast<size_t>(p) * bytes);
 }
 
 float packed_at(const void* packed, int64_t k, DType dtype, int64_t row, int64_t col) {
@@ -439,13 +441,18 @@ const char* gemm_kernel_name() { return avx512_kernels() ? "avx512" : "portable"
 
 const char* int8_kernel_name(int64_t m) {
   const int8::Kernels kernels = int8::kernels();
-  if (m < kInt8QuantizedRows || (kernels.avx512 && !kernels.vnni)) return kernels.avx512 ? "avx512-widen" : "portable-widen";
+  if (m < kInt8QuantizedRows || (kernels.avx512 && !kernels.vnni))
+    return kernels.avx512 ? "avx512-widen" : "portable-widen";
   return kernels.vnni ? "avx512-vnni" : "portable-quantized";
 }
 
-bool int8_vnni_kernels() { return cpu_has_avx512_vnni() && !g_force_no_vnni.load(std::memory_order_relaxed); }
+bool int8_vnni_kernels() {
+  return cpu_has_avx512_vnni() && !g_force_no_vnni.load(std::memory_order_relaxed);
+}
 
 void force_portable_gemm(bool on) { g_force_portable = on; }
-void force_no_vnni(bool on) { g_force_no_vnni = on; }
+void force_no_vnni(bool on) {
+  g_force_no_vnni = on;
+}
 
 }  // namespace tpllama::ops::cpu

@@ -50,7 +50,9 @@ size_t packed_bytes(int64_t n, int64_t k, DType dtype);
 // to nearest even) or int8 (quantized as above).
 void pack_weight(const float* w, int64_t n, int64_t k, DType dtype, void* dst);
 // Scales per row of an int8 matrix k wide: one per group of kInt8Group columns.
-constexpr int64_t int8_groups(int64_t k) { return (k + kInt8Group - 1) / kInt8Group; }
+constexpr int64_t int8_groups(int64_t k) {
+  return (k + kInt8Group - 1) / kInt8Group;
+}
 // The int8 quantization above of row-major w (n, k), finite: q (n, k) and scales (n,
 // int8_groups(k)), both row-major. What pack_weight holds as int8, and what an int8 checkpoint stores.
 void quantize_int8(const float* w, int64_t n, int64_t k, int8_t* q, float* scales);

@@ -38,9 +38,13 @@ constexpr int64_t kSliceGroups = 8;
 // one row, two threads: 8 KiB beat 4 KiB by 2-4% and 16 KiB by 5%.
 constexpr int64_t kPrefetchBytes = 8192;
 
-int64_t quads(int64_t k) { return (k + 3) / 4; }
+int64_t quads(int64_t k) {
+  return (k + 3) / 4;
+}
 // Where a panel of k columns keeps its biases (after every group's values and scales).
-int64_t bias_offset(int64_t k) { return quads(k) * kQuadBytes + int8_groups(k) * kRowScalarsBytes; }
+int64_t bias_offset(int64_t k) {
+  return quads(k) * kQuadBytes + int8_groups(k) * kRowScalarsBytes;
+}
 
 // One tile: rows [0, rows) of x against a k slice of one panel (whole groups, but for the row's last).
 struct Tile {
@@ -306,7 +310,9 @@ __attribute__((target("avx512f,avx512bw"))) void quantize_group_avx512(const flo
 
 }  // namespace
 
-size_t panel_bytes(int64_t k) { return static_cast<size_t>(bias_offset(k) + int8_groups(k) * kRowScalarsBytes); }
+size_t panel_bytes(int64_t k) {
+  return static_cast<size_t>(bias_offset(k) + int8_groups(k) * kRowScalarsBytes);
+}
 
 void quantize_weight_row(const float* row, int64_t k, int8_t* q, float* scales) {
   for (int64_t k0 = 0, g = 0; k0 < k; k0 += kInt8Group, ++g) {
@@ -371,7 +377,9 @@ void quantize_rows(const float* x, int64_t rows, int64_t k, int64_t ldx, Quantiz
   }
 }
 
-Kernels kernels() { return {avx512_kernels(), avx512_kernels() && int8_vnni_kernels()}; }
+Kernels kernels() {
+  return {avx512_kernels(), avx512_kernels() && int8_vnni_kernels()};
+}
 
 void run_item(const Item& it, int64_t m, Kernels kernels, QuantizedRows& q) {
   const auto* base = static_cast<const int8_t*>(it.packed);
@@ -383,8 +391,19 @@ void run_item(const Item& it, int64_t m, Kernels kernels, QuantizedRows& q) {
   if (m < kInt8QuantizedRows || (kernels.avx512 && !kernels.vnni)) {
     for (int64_t p = it.p_begin; p < it.p_end; ++p)
       for (int64_t r = 0; r < it.rows; r += kWidenRows) {
-        const Tile t{it.x + (it.row0 + r) * it.k, it.k,  nullptr, 0, nullptr, 0, base + p * pb, nullptr, it.k,
-                     it.out + (it.row0 + r) * it.n + p * kPanelRows, it.n, valid(p), false};
+        const Tile t{it.x + (it.row0 + r) * it.k,
+                     it.k,
+                     nullptr,
+                     0,
+                     nullptr,
+                     0,
+                     base + p * pb,
+                     nullptr,
+                     it.k,
+                     it.out + (it.row0 + r) * it.n + p * kPanelRows,
+                     it.n,
+                     valid(p),
+                     false};
         run_widen(t, static_cast<int>(std::min<int64_t>(kWidenRows, it.rows - r)), kernels.avx512);
       }
     return;
