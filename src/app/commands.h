@@ -54,6 +54,7 @@ struct RunOptions {
 struct ConvertOptionsCli {
   std::string from = "llama2c";
   std::string checkpoint;
+  std::string model;  // --from hf
   std::string tokenizer;
   std::string out;
   std::string dtype = "f32";

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "model/config.h"
 #include "model/llama2c.h"
+#include "model/recode.h"
 #include "model/shapes.h"
 #include "parallel/mpi_session.h"
 #include "text/tokenizer.h"
@@ -18,14 +19,16 @@ namespace tpllama {
 
 void add_convert_command(CLI::App& app, ConvertOptionsCli& o) {
   CLI::App* c = app.add_subcommand("convert", "Write a Hugging Face-style model directory");
-  c->add_option("--from", o.from, "Source: llama2c (a .bin checkpoint) or random (seeded random weights)")
+  c->add_option("--from", o.from,
+                "Source: llama2c (a .bin checkpoint), random (seeded random weights), or hf (a Hugging Face "
+                "checkpoint, --model, written again in --dtype one tensor at a time)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"llama2c", "random"}));
+      ->check(CLI::IsMember({"llama2c", "random", "hf"}));
   c->add_option("--checkpoint", o.checkpoint, "llama2.c checkpoint (.bin), for --from llama2c");
+  c->add_option("--model", o.model, "Hugging Face LLaMA directory, for --from hf (its tokenizer goes with it)");
   c->add_option("--tokenizer", o.tokenizer,
-                "Tokenizer to place in the output: a SentencePiece tokenizer.model, or a Hugging Face tokenizer.json "
-                "(with the tokenizer_config.json beside it)")
-      ->required();
+                "For --from llama2c and random (required): the tokenizer to place in the output, a SentencePiece "
+                "tokenizer.model or a Hugging Face tokenizer.json (with the tokenizer_config.json beside it)");
   c->add_option("--out", o.out, "Output directory")->required();
   c->add_option("--dtype", o.dtype,
                 "Weight dtype in the output: f32, bf16, f16, or int8 (every matrix but the embedding quantized as "
@@ -52,6 +55,16 @@ int convert_command(const ConvertOptionsCli& o, const MpiSession& mpi) {
                   : o.dtype == "f16"  ? DType::kF16
                   : o.dtype == "int8" ? DType::kI8
                                       : DType::kF32;
+  if (o.from == "hf") {
+    if (o.model.empty()) fail("convert --from hf needs --model DIR (a Hugging Face LLaMA directory)");
+    if (!o.tokenizer.empty()) fail("convert --from hf takes the model's own tokenizer; --tokenizer is for llama2c and random");
+    check_convert_out(o.out);
+    const LlamaConfig c = convert_checkpoint(o.model, options);
+    log::info("wrote " + o.out + " from " + o.model + " as " + o.dtype + " (" + std::to_string(c.n_layers) +
+              " layers, dim " + std::to_string(c.dim) + ", vocab " + std::to_string(c.vocab_size) + ")");
+    return 0;
+  }
+  if (o.tokenizer.empty()) fail("convert --from ", o.from, " needs --tokenizer (tokenizer.model or tokenizer.json)");
   Tokenizer tokenizer(o.tokenizer);  // fails early on a bad tokenizer
   check_convert_out(o.out);          // and on an --out holding another model, before converting
   if (o.from == "llama2c") {

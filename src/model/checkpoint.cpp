@@ -56,6 +56,13 @@ void check_accounted_for(const std::string& dir, const LlamaConfig& config,
 
 }  // namespace
 
+void copy_model_side_files(const std::string& from_dir, const std::string& to_dir) {
+  for (const char* name : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                           "chat_template.jinja", "special_tokens_map.json"})
+    if (fs::exists(from_dir + "/" + name))
+      fs::copy_file(from_dir + "/" + name, to_dir + "/" + name, fs::copy_options::overwrite_existing);
+}
+
 std::string layer_tensor_name(int layer, const std::string& suffix) {
   return "model.layers." + std::to_string(layer) + "." + suffix;
 }

@@ -61,6 +61,11 @@ class Checkpoint {
   ShardManifest manifest_;
 };
 
+// Copies the files beside the weights a run reads (tokenizer.model or tokenizer.json,
+// tokenizer_config.json, generation_config.json, chat_template.jinja, special_tokens_map.json) that
+// from_dir has, into to_dir; config.json is the caller's.
+void copy_model_side_files(const std::string& from_dir, const std::string& to_dir);
+
 // HF tensor names.
 std::string layer_tensor_name(int layer, const std::string& suffix);
 

@@ -67,7 +67,7 @@ void write_model_dir(const LlamaConfig& config, const NamedArrays& tensors, cons
   LlamaConfig written = config;
   if (options.dtype == DType::kI8) written.int8_group_size = static_cast<int>(ops::int8_group_size());
   nlohmann::json j = written.to_json();
-  j["torch_dtype"] = options.dtype == DType::kBF16 ? "bfloat16" : options.dtype == DType::kF16 ? "float16" : "float32";
+  j["torch_dtype"] = torch_dtype_name(options.dtype);
   std::ofstream(options.out_dir + "/config.json") << j.dump(2) << '\n';
   write_safetensors(options.out_dir + "/model.safetensors", tensors.order, options.dtype);
 }

@@ -34,35 +34,76 @@ std::vector<uint8_t> converted(const TensorToWrite& t, DType dtype) {
 
 }  // namespace
 
-void write_safetensors(const std::string& path, const std::vector<RawTensor>& tensors) {
+RawTensor encode_tensor(const TensorToWrite& t, DType dtype) {
+  TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16, "cannot encode '", t.name,
+                "' as ", dtype_name(dtype));
+  TPLLAMA_CHECK(static_cast<size_t>(numel(t.shape)) == t.count, "tensor '", t.name, "' has ", t.count,
+                " elements for shape of ", numel(t.shape));
+  return {t.name, t.shape, dtype, converted(t, dtype)};
+}
+
+const char* torch_dtype_name(DType dtype) {
+  return dtype == DType::kBF16 ? "bfloat16" : dtype == DType::kF16 ? "float16" : "float32";
+}
+
+SafetensorsStreamWriter::SafetensorsStreamWriter(std::string path, std::vector<Entry> entries)
+    : path_(std::move(path)), entries_(std::move(entries)) {
   nlohmann::json header = nlohmann::json::object();
   header["__metadata__"] = {{"format", "pt"}};
   uint64_t offset = 0;
-  for (const RawTensor& t : tensors) {
-    TPLLAMA_CHECK(t.bytes.size() == static_cast<size_t>(numel(t.shape)) * dtype_size(t.dtype), "tensor '", t.name,
-                  "' has ", t.bytes.size(), " bytes for its shape");
-    header[t.name] = {{"dtype", safetensors_dtype_name(t.dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + t.bytes.size()}}};
-    offset += t.bytes.size();
+  for (const Entry& e : entries_) {
+    const uint64_t bytes = static_cast<uint64_t>(numel(e.shape)) * dtype_size(e.dtype);
+    header[e.name] = {
+        {"dtype", safetensors_dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("cannot write ", tmp);
-    const uint64_t len = text.size();
-    unsigned char le[8];
-    for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(len >> (8 * i));
-    out.write(reinterpret_cast<const char*>(le), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const RawTensor& t : tensors)
-      out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
-    out.flush();
-    if (!out) fail("error while writing ", tmp, " (disk full?)");
+  out_ = std::make_unique<std::ofstream>(path_ + ".tmp", std::ios::binary | std::ios::trunc);
+  if (!*out_) fail("cannot write ", path_, ".tmp");
+  const uint64_t len = text.size();
+  unsigned char le[8];
+  for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(len >> (8 * i));
+  out_->write(reinterpret_cast<const char*>(le), 8);
+  out_->write(text.data(), static_cast<std::streamsize>(text.size()));
+}
+
+SafetensorsStreamWriter::~SafetensorsStreamWriter() {
+  if (!out_) return;
+  out_.reset();
+  std::error_code ignored;
+  std::filesystem::remove(path_ + ".tmp", ignored);
+}
+
+void SafetensorsStreamWriter::write(const RawTensor& t) {
+  TPLLAMA_CHECK(out_ && next_ < entries_.size(), "write of '", t.name, "' past the header's ", entries_.size(),
+                " tensors");
+  const Entry& e = entries_[next_++];
+  TPLLAMA_CHECK(t.name == e.name && t.dtype == e.dtype &&
+                    t.bytes.size() == static_cast<size_t>(numel(e.shape)) * dtype_size(e.dtype),
+                "tensor '", t.name, "' (", t.bytes.size(), " bytes) is not the header's next entry '", e.name, "'");
+  out_->write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+  if (!*out_) fail("error while writing ", path_, ".tmp (disk full?)");
+}
+
+void SafetensorsStreamWriter::finish() {
+  TPLLAMA_CHECK(out_ && next_ == entries_.size(), "finish after ", next_, " of ", entries_.size(), " tensors");
+  out_->flush();
+  if (!*out_) fail("error while writing ", path_, ".tmp (disk full?)");
+  out_.reset();
+  std::filesystem::rename(path_ + ".tmp", path_);
+}
+
+void write_safetensors(const std::string& path, const std::vector<RawTensor>& tensors) {
+  std::vector<SafetensorsStreamWriter::Entry> entries;
+  for (const RawTensor& t : tensors) {
+    TPLLAMA_CHECK(t.bytes.size() == static_cast<size_t>(numel(t.shape)) * dtype_size(t.dtype), "tensor '", t.name,
+                  "' has ", t.bytes.size(), " bytes for its shape");
+    entries.push_back({t.name, t.dtype, t.shape});
   }
-  std::filesystem::rename(tmp, path);
+  SafetensorsStreamWriter writer(path, std::move(entries));
+  for (const RawTensor& t : tensors) writer.write(t);
+  writer.finish();
 }
 
 void append_int8(std::vector<RawTensor>& out, const std::string& name, int64_t rows, int64_t cols, const float* w) {
@@ -92,8 +133,7 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
     if (dtype == DType::kI8 && stored_quantized(t.name, t.shape.size()))
       append_int8(raw, t.name, t.shape[0], t.shape[1], t.data);
     else
-      raw.push_back({t.name, t.shape, dtype == DType::kI8 ? DType::kF32 : dtype,
-                     converted(t, dtype == DType::kI8 ? DType::kF32 : dtype)});
+      raw.push_back(encode_tensor(t, dtype == DType::kI8 ? DType::kF32 : dtype));
   }
   write_safetensors(path, raw);
 }

@@ -153,10 +153,7 @@ void write_shards(const ShardOptions& o) {
   } else {
     fs::copy_file(o.model_dir + "/config.json", o.out_dir + "/config.json", fs::copy_options::overwrite_existing);
   }
-  for (const char* extra : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
-                            "chat_template.jinja", "special_tokens_map.json"})
-    if (fs::exists(o.model_dir + "/" + extra))
-      fs::copy_file(o.model_dir + "/" + extra, o.out_dir + "/" + extra, fs::copy_options::overwrite_existing);
+  copy_model_side_files(o.model_dir, o.out_dir);
 
   nlohmann::json sources = nlohmann::json::array();
   for (const auto& entry : fs::directory_iterator(o.model_dir)) {

@@ -83,7 +83,8 @@ TEST_F(Int8, GreedyTextsPartFromF32OnlyAtNearTies) {
 
 // An int8 checkpoint through the binary: `convert --dtype int8` writes it a third of the f32 size;
 // `run` (--dtype auto) holds it as int8 and gives, log-probabilities included, what quantizing the
-// f32 model at load gives, and so does `perplexity`; --dtype bf16 holds it dequantized.
+// f32 model at load gives, as does the one `convert --from hf` makes of the f32 directory, and so
+// does `perplexity`; --dtype bf16 holds it dequantized.
 TEST_F(Int8, AnInt8CheckpointRunsAsQuantizingTheF32ModelAtLoadDoes) {
   const std::string int8 = work_ + "/stories_int8";
   const CommandResult c =
@@ -109,6 +110,15 @@ TEST_F(Int8, AnInt8CheckpointRunsAsQuantizingTheF32ModelAtLoadDoes) {
   ASSERT_EQ(at_load.size(), 2u);
   EXPECT_EQ(stored, at_load);
   EXPECT_NE(stored_log.find("weights int8"), std::string::npos) << stored_log;
+  // The same from the converted f32 directory (`convert --from hf`).
+  const std::string from_hf = work_ + "/stories_int8_from_hf";
+  const CommandResult h =
+      run_shell(binary() + " convert --from hf --model " + model_ + " --dtype int8 --out " + from_hf);
+  ASSERT_EQ(h.exit_code, 0) << h.output;
+  EXPECT_EQ(run(from_hf, "", "from_hf").first, at_load);
+  const CommandResult no_model = run_shell(binary() + " convert --from hf --dtype int8 --out " + work_ + "/nothing");
+  EXPECT_EQ(no_model.exit_code, 1);
+  EXPECT_NE(no_model.output.find("convert --from hf needs --model DIR"), std::string::npos) << no_model.output;
   const auto [dequantized, dequantized_log] = run(int8, " --dtype bf16", "dequantized");
   ASSERT_EQ(dequantized.size(), 2u);
   EXPECT_NE(dequantized_log.find("the int8 checkpoint's matrices are held as bf16"), std::string::npos)

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "llama_reference.h"
 #include "model/checkpoint.h"
 #include "model/llama2c.h"
+#include "model/recode.h"
 #include "model/safetensors.h"
 #include "model/safetensors_writer.h"
 #include "model/shard_table.h"
@@ -230,6 +232,58 @@ TEST_F(Int8Checkpoint, ShardFilesOfEitherSourceHoldTheSameBytes) {
     expect_same_bytes(load_weights(original, t, DeviceContext{}, DType::kI8),
                       load_weights(shard, t, DeviceContext{}, DType::kI8), "shard of rank " + std::to_string(rank));
   }
+}
+
+// The tensors of a safetensors file by name: dtype, shape and bytes.
+std::map<std::string, RawTensor> tensors_of(const std::string& path) {
+  SafetensorsFile f(path);
+  std::map<std::string, RawTensor> out;
+  for (const auto& [name, t] : f.tensors())
+    out[name] = {name, t.shape, t.dtype, std::vector<uint8_t>(f.data(t), f.data(t) + (t.end - t.begin))};
+  return out;
+}
+
+void expect_same_tensors(const std::string& a, const std::string& b) {
+  const auto ta = tensors_of(a), tb = tensors_of(b);
+  ASSERT_EQ(ta.size(), tb.size()) << a << " and " << b;
+  for (const auto& [name, t] : ta) {
+    ASSERT_EQ(tb.count(name), 1u) << name << " is missing from " << b;
+    const RawTensor& u = tb.at(name);
+    EXPECT_EQ(t.dtype, u.dtype) << name;
+    EXPECT_EQ(t.shape, u.shape) << name;
+    EXPECT_TRUE(t.bytes == u.bytes) << name << ": other bytes";
+  }
+}
+
+// `convert --from hf` writes, tensor by tensor, what `convert --from random` writes of the same
+// model in each dtype; an int8 checkpoint converts to int8 as it is, and to f32 as q × scale.
+TEST_F(Int8Checkpoint, ConvertingAnHfCheckpointWritesWhatConvertingItsSourceWrites) {
+  for (bool tied : {false, true}) {
+    fs::remove_all(dir_);
+    convert_both(tied);
+    write_random_model(aligned_config(tied), 11, ConvertOptions{dir_ + "/bf16", "", DType::kBF16});
+    for (const auto& [dtype, name] : {std::pair{DType::kI8, "int8"}, std::pair{DType::kBF16, "bf16"}}) {
+      convert_checkpoint(dir_ + "/f32", ConvertOptions{dir_ + "/hf_" + name, "", dtype});
+      expect_same_tensors(dir_ + "/" + name + "/model.safetensors", dir_ + "/hf_" + name + "/model.safetensors");
+      const LlamaConfig c = Checkpoint(dir_ + "/hf_" + name).config();
+      EXPECT_EQ(c.int8_group_size, dtype == DType::kI8 ? 128 : 0);
+      EXPECT_EQ(c.tie_word_embeddings, tied);
+    }
+    convert_checkpoint(dir_ + "/int8", ConvertOptions{dir_ + "/int8_again", "", DType::kI8});
+    expect_same_tensors(dir_ + "/int8/model.safetensors", dir_ + "/int8_again/model.safetensors");
+    convert_checkpoint(dir_ + "/int8", ConvertOptions{dir_ + "/dequantized", "", DType::kF32});
+    EXPECT_EQ(Checkpoint(dir_ + "/dequantized").config().int8_group_size, 0) << "no quantization_config is left";
+    const Topology one = Topology::single(2);
+    const ModelWeights q = load_weights(Checkpoint(dir_ + "/int8"), one, DeviceContext{}, DType::kF32);
+    const ModelWeights f = load_weights(Checkpoint(dir_ + "/dequantized"), one, DeviceContext{}, DType::kF32);
+    const auto mq = matrices(q), mf = matrices(f);
+    ASSERT_EQ(mq.size(), mf.size());
+    for (size_t i = 0; i < mq.size(); ++i)
+      EXPECT_EQ(std::memcmp(mq[i]->data, mf[i]->data, mq[i]->nbytes), 0) << "matrix " << i;
+  }
+  EXPECT_NE(testing_util::error_of([&] { convert_checkpoint(dir_ + "/f32", ConvertOptions{dir_ + "/f32", "", DType::kI8}); })
+                .find("is the model directory itself"),
+            std::string::npos);
 }
 
 TEST_F(Int8Checkpoint, HeldAsF32ItsMatricesAreQTimesScaleAndItsReadIsTheFileSize) {
