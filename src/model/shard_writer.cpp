@@ -38,6 +38,13 @@ uint64_t fnv1a64_of_file(const std::string& path) {
   return h.value();
 }
 
+// The shape of a rank's slice of entry e, as its file holds it.
+std::vector<int64_t> slice_shape(const ShardEntry& e) {
+  const int64_t rows = e.split == Split::kRow ? e.rows : e.count;
+  const int64_t cols = e.split == Split::kRow ? e.count : e.cols;
+  return e.is_1d ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols};
+}
+
 RawTensor slice_of(const Checkpoint& ckpt, const ShardEntry& e) {
   const SafetensorsFile& file = ckpt.file_of(e.name);
   const TensorInfo& t = file.info(e.name);
@@ -46,9 +53,8 @@ RawTensor slice_of(const Checkpoint& ckpt, const ShardEntry& e) {
   RawTensor out;
   out.name = e.name;
   out.dtype = t.dtype;
-  const int64_t rows = e.split == Split::kRow ? e.rows : e.count;
-  const int64_t cols = e.split == Split::kRow ? e.count : e.cols;
-  out.shape = e.is_1d ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols};
+  out.shape = slice_shape(e);
+  const int64_t rows = out.shape[0], cols = e.is_1d ? 1 : out.shape[1];
   out.bytes.assign(static_cast<size_t>(rows * cols) * es, 0);  // zeros: vocab padding
   if (e.split == Split::kRow) {
     for (int64_t r = 0; r < rows; ++r)
@@ -62,6 +68,23 @@ RawTensor slice_of(const Checkpoint& ckpt, const ShardEntry& e) {
   return out;
 }
 
+// Whether entry e goes into a rank's file quantized from an f32 / f16 / bf16 checkpoint.
+bool quantizes(const Checkpoint& ckpt, const ShardEntry& e, bool int8) {
+  return int8 && stored_quantized(e) && ckpt.info(e.name).dtype != DType::kI8;
+}
+
+// The header entries of what append_slice writes for e, known before any byte is read.
+void append_header(const Checkpoint& ckpt, const ShardEntry& e, bool int8,
+                   std::vector<SafetensorsStreamWriter::Entry>& out) {
+  const bool stored_int8 = ckpt.info(e.name).dtype == DType::kI8;
+  if (!stored_int8 && !quantizes(ckpt, e, int8)) {
+    out.push_back({e.name, ckpt.info(e.name).dtype, slice_shape(e)});
+    return;
+  }
+  out.push_back({e.name, DType::kI8, slice_shape(e)});
+  out.push_back({int8_scale_name(e.name), DType::kF32, slice_shape(int8_scale_entry(e, ops::int8_group_size()))});
+}
+
 // The tensors of entry e in a rank's file: its slice as stored, with the scales of an int8 matrix,
 // or quantized when an f32 / f16 / bf16 checkpoint is sharded as int8.
 void append_slice(const Checkpoint& ckpt, const ShardEntry& e, bool int8, std::vector<RawTensor>& out) {
@@ -71,7 +94,7 @@ void append_slice(const Checkpoint& ckpt, const ShardEntry& e, bool int8, std::v
     return;
   }
   RawTensor t = slice_of(ckpt, e);
-  if (!int8 || !stored_quantized(e)) {
+  if (!quantizes(ckpt, e, int8)) {
     out.push_back(std::move(t));
     return;
   }
@@ -129,18 +152,27 @@ void write_shards(const ShardOptions& o) {
   std::vector<uint64_t> file_bytes;
   for (int rank = 0; rank < world; ++rank) {
     Topology t(world, rank, o.tp, o.pp, c.n_layers, stage_layers);
-    std::vector<RawTensor> tensors;
+    std::vector<ShardEntry> entries;
     std::set<std::string> written;
-    uint64_t bytes = 0;
-    for (const ShardEntry& e : build_shard_table(c, t)) {
-      if (!written.insert(e.name).second) continue;  // a tied head on a one-stage rank is the embedding
-      append_slice(ckpt, e, int8, tensors);
-    }
-    for (const RawTensor& tensor : tensors) bytes += tensor.bytes.size();
+    for (const ShardEntry& e : build_shard_table(c, t))
+      if (written.insert(e.name).second) entries.push_back(e);  // a tied head on a one-stage rank is the embedding
+    // Tensor by tensor: a rank's file is never whole in memory (one of a 70B model at --tp 1 is 140 GB).
+    std::vector<SafetensorsStreamWriter::Entry> header;
+    for (const ShardEntry& e : entries) append_header(ckpt, e, int8, header);
     files.push_back(rank_file_name(rank, world));
-    write_safetensors(o.out_dir + "/" + files.back(), tensors);
+    SafetensorsStreamWriter writer(o.out_dir + "/" + files.back(), header);
+    uint64_t bytes = 0;
+    for (const ShardEntry& e : entries) {
+      std::vector<RawTensor> tensors;
+      append_slice(ckpt, e, int8, tensors);
+      for (const RawTensor& tensor : tensors) {
+        writer.write(tensor);
+        bytes += tensor.bytes.size();
+      }
+    }
+    writer.finish();
     file_bytes.push_back(fs::file_size(o.out_dir + "/" + files.back()));
-    log::info("wrote " + files.back() + ": " + std::to_string(tensors.size()) + " tensors, " +
+    log::info("wrote " + files.back() + ": " + std::to_string(header.size()) + " tensors, " +
               std::to_string(bytes) + " bytes (tp rank " + std::to_string(t.tp_rank()) + ", pp rank " +
               std::to_string(t.pp_rank()) + ")");
   }
