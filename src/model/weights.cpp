@@ -84,13 +84,20 @@ void check_entry(const Checkpoint& ckpt, const ShardEntry& e) {
          "; weights must be F32, F16 or BF16 (or I8 in an int8 checkpoint)");
 }
 
-// Row r of a rank's slice of entry e as the checkpoint stores it.
-const uint8_t* source_row(const Checkpoint& ckpt, const ShardEntry& e, int64_t r) {
+// The rows of a rank's slice of entry e as the checkpoint stores them (found once per tensor).
+struct SourceRows {
+  const uint8_t* first = nullptr;
+  size_t stride = 0;  // bytes from one row to the next
+  const uint8_t* row(int64_t r) const { return first + static_cast<size_t>(r) * stride; }
+};
+SourceRows source_rows(const Checkpoint& ckpt, const ShardEntry& e) {
   const SafetensorsFile& file = ckpt.file_of(e.name);
   const TensorInfo& t = file.info(e.name);
   const Source src = source_of(e, ckpt.presharded());
   const int64_t src_cols = src.shape.size() == 2 ? src.shape[1] : 1;
-  return file.data(t) + static_cast<size_t>((src.row_begin + r) * src_cols + src.col_begin) * dtype_size(t.dtype);
+  const size_t es = dtype_size(t.dtype);
+  return {file.data(t) + static_cast<size_t>(src.row_begin * src_cols + src.col_begin) * es,
+          static_cast<size_t>(src_cols) * es};
 }
 
 // How a rank holds an entry of its shard table: as it is in f32 (norms, and the embedding table)
@@ -318,16 +325,18 @@ ModelWeights load_weights(const Checkpoint& ckpt, const Topology& topo, const De
     const DType stored = ckpt.info(e.name).dtype;
     const int64_t cols = out_cols(e), present = present_rows(e);
     const ShardEntry s = is_int8(e) ? int8_scale_entry(e, group) : ShardEntry{};
+    const SourceRows rows = source_rows(ckpt, e), scale_rows = is_int8(e) ? source_rows(ckpt, s) : SourceRows{};
+    const std::string scale_rows_file = is_int8(e) ? ckpt.file_of(s.name).path() : std::string();
     for (int64_t r = 0; r < present; ++r) {
       float* row = dst + r * cols;
       if (stored == DType::kI8) {
-        const auto* q = reinterpret_cast<const int8_t*>(source_row(ckpt, e, r));
-        const auto* scales = reinterpret_cast<const float*>(source_row(ckpt, s, r));
-        check_finite_row(ckpt.file_of(s.name).path(), s, r, scales, out_cols(s));
+        const auto* q = reinterpret_cast<const int8_t*>(rows.row(r));
+        const auto* scales = reinterpret_cast<const float*>(scale_rows.row(r));
+        check_finite_row(scale_rows_file, s, r, scales, out_cols(s));
         for (int64_t c = 0; c < cols; ++c)
           row[c] = static_cast<float>(q[c]) * scales[(full_col_begin(e) + c) / group - full_col_begin(s)];
       } else {
-        convert_to_f32(source_row(ckpt, e, r), stored, static_cast<size_t>(cols), row);
+        convert_to_f32(rows.row(r), stored, static_cast<size_t>(cols), row);
       }
       check_finite_row(path, e, r, row, cols);
     }
@@ -340,10 +349,12 @@ ModelWeights load_weights(const Checkpoint& ckpt, const Topology& topo, const De
     const ShardEntry s = int8_scale_entry(e, group);
     const int64_t cols = out_cols(e), groups = out_cols(s), present = present_rows(e);
     TPLLAMA_CHECK(groups == ops::int8_scale_cols(cols), e.name, ": a slice of ", cols, " columns cuts a group");
+    const SourceRows q_rows = source_rows(ckpt, e), scale_rows = source_rows(ckpt, s);
+    const std::string& scale_file = ckpt.file_of(s.name).path();
     for (int64_t r = 0; r < present; ++r) {
-      std::memcpy(q + r * cols, source_row(ckpt, e, r), static_cast<size_t>(cols));
-      std::memcpy(scales + r * groups, source_row(ckpt, s, r), static_cast<size_t>(groups) * sizeof(float));
-      check_finite_row(ckpt.file_of(s.name).path(), s, r, scales + r * groups, groups);
+      std::memcpy(q + r * cols, q_rows.row(r), static_cast<size_t>(cols));
+      std::memcpy(scales + r * groups, scale_rows.row(r), static_cast<size_t>(groups) * sizeof(float));
+      check_finite_row(scale_file, s, r, scales + r * groups, groups);
     }
     return static_cast<uint64_t>(present * (cols + groups * static_cast<int64_t>(sizeof(float))));
   };
