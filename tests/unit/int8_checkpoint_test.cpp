@@ -14,6 +14,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -309,6 +310,34 @@ TEST_F(Int8Checkpoint, HeldAsF32ItsMatricesAreQTimesScaleAndItsReadIsTheFileSize
   const uint64_t expected = v * d * 4 + c.n_layers * per_layer + d * 4 + matrix(v, d);
   EXPECT_EQ(q.bytes_read, expected);
   EXPECT_EQ(f.bytes_read, expected);
+}
+
+// Held as f32, an int8 checkpoint splits like any other: with an FFN 320 wide, --tp 2 and 4 give
+// slices of down_proj that start inside a group and cross into the next (rank 1 of 2: columns
+// 160-319; of 4: 80-159), and o_proj's 64-column slices at --tp 4 are half groups. Each element is
+// still its q × its group's scale: the one-rank value at the same place.
+TEST_F(Int8Checkpoint, HeldAsF32ATpSplitThatCutsGroupsHoldsTheOneRankValues) {
+  LlamaConfig c = aligned_config(false);
+  c.hidden_dim = 320;
+  write_random_model(c, 11, ConvertOptions{dir_ + "/int8", "", DType::kI8});
+  const Checkpoint int8(dir_ + "/int8");
+  const ModelWeights whole = load_weights(int8, Topology::single(2), DeviceContext{}, DType::kF32);
+  for (int tp : {2, 4})
+    for (int rank = 0; rank < tp; ++rank) {
+      const Topology t(tp, rank, tp, 1, 2, {});
+      const ModelWeights part = load_weights(int8, t, DeviceContext{}, DType::kF32);
+      const int64_t ffn_first = balanced_split(c.hidden_dim, tp, rank).begin;
+      for (size_t l = 0; l < 2; ++l)
+        for (const auto& [mine, all, first] :
+             {std::tuple{&part.layers[l].wo, &whole.layers[l].wo, int64_t{rank * c.q_dim() / tp}},
+              std::tuple{&part.layers[l].w2, &whole.layers[l].w2, ffn_first}}) {
+          ASSERT_EQ(mine->rows, all->rows);
+          for (int64_t r = 0; r < mine->rows; r += 7)
+            for (int64_t col = 0; col < mine->cols; ++col)
+              ASSERT_EQ(ops::weight_at(*mine, r, col), ops::weight_at(*all, r, first + col))
+                  << "tp " << tp << " rank " << rank << " layer " << l << " (" << r << ", " << col << ")";
+        }
+    }
 }
 
 TEST_F(Int8Checkpoint, AnI8TensorWithoutQuantizationConfigIsRefused) {
