@@ -255,7 +255,7 @@ void Session::load_model() {
   if (ops::graphs_supported(ctx))
     os << "; decode steps " << (model_->graphs_on() && tp_comm_->graph_capturable() ? "as CUDA graphs" : "launched eagerly");
   log::info(os.str());
-  // Measured with gemm_int8_bench --portable: the portable int8 kernels run 2-50 times slower than
+  // Measured with gemm_int8_bench --portable: the portable int8 kernels run 2-34 times slower than
   // the portable f32 ones; int8 then only saves memory.
   if (dtype_ == DType::kI8 && !ops::cpu::avx512_kernels())
     log::warn(
