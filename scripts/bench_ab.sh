@@ -12,11 +12,6 @@ new=${2:?usage: scripts/bench_ab.sh OLD_BINARY NEW_BINARY [PAIRS]}
 pairs=${3:-5}
 source "$(dirname "$0")/bench_env.sh"
 common=(--shape 110m --vocab 512 --random-weights --seed 1 --no-limits)
-declare -A workload=(
-  [prefill-128]="--prompts 8 --max-seqs 1 --input-len 128 --output-len 1"
-  [decode-1]="--prompts 1 --input-len 128 --output-len 128"
-  [decode-32]="--prompts 32 --input-len 128 --output-len 128"
-)
 for name in prefill-128 decode-1 decode-32; do
   for i in $(seq "$pairs"); do
     for side in old new; do

@@ -10,16 +10,11 @@ set -euo pipefail
 repeats=${1:-1}
 source "$(dirname "$0")/bench_env.sh"
 model=(--shape 110m --vocab 512)
-declare -A workloads=(
-  [decode-1]="--prompts 1 --input-len 128 --output-len 128"
-  [decode-32]="--prompts 32 --input-len 128 --output-len 128"
-  [prefill-128]="--prompts 8 --max-seqs 1 --input-len 128 --output-len 1"
-)
 for name in decode-1 decode-32 prefill-128; do
   for layout in tp pp; do
     for i in $(seq "$repeats"); do
       # shellcheck disable=SC2086
-      mpirun -np 2 "$bin" bench "${model[@]}" --random-weights --threads 1 --$layout 2 ${workloads[$name]} \
+      mpirun -np 2 "$bin" bench "${model[@]}" --random-weights --threads 1 --$layout 2 ${workload[$name]} \
         --json "$out/$name.$layout.$i.json" > /dev/null 2> "$out/log" || { cat "$out/log" >&2; exit 1; }
     done
   done

@@ -216,22 +216,18 @@ std::vector<Layout> layouts_of_this_world() {
   return layouts;
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, LayoutParity, ::testing::ValuesIn(layouts_of_this_world()),
-                         [](const auto& param_info) {
-                           std::ostringstream name;
-                           name << "tp" << param_info.param.tp << "_pp" << param_info.param.pp;
-                           for (int n : param_info.param.pp_layers) name << "_" << n;
-                           return name.str();
-                         });
+// "tp2_pp2_1_4": the layout, and its layers per stage when given.
+std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
+  std::ostringstream name;
+  name << "tp" << info.param.tp << "_pp" << info.param.pp;
+  for (int n : info.param.pp_layers) name << "_" << n;
+  return name.str();
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, LayoutParity, ::testing::ValuesIn(layouts_of_this_world()), layout_name);
 
 // Filtered out at 5 and 8 ranks (tests/CMakeLists.txt): the 2- and 4-rank layouts.
-INSTANTIATE_TEST_SUITE_P(Int8Layouts, Int8LayoutParity, ::testing::ValuesIn(layouts_of_this_world()),
-                         [](const auto& param_info) {
-                           std::ostringstream name;
-                           name << "tp" << param_info.param.tp << "_pp" << param_info.param.pp;
-                           for (int n : param_info.param.pp_layers) name << "_" << n;
-                           return name.str();
-                         });
+INSTANTIATE_TEST_SUITE_P(Int8Layouts, Int8LayoutParity, ::testing::ValuesIn(layouts_of_this_world()), layout_name);
 
 }  // namespace
 }  // namespace tpllama

@@ -167,13 +167,10 @@ class Int8Checkpoint : public ::testing::Test {
     std::ofstream(path) << j.dump();
   }
   std::string load_error(const std::string& model) {
-    try {
+    return testing_util::error_of([&] {
       Checkpoint ckpt(model);
       load_weights(ckpt, Topology::single(ckpt.config().n_layers), DeviceContext{}, DType::kI8);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
+    });
   }
 
   std::string dir_;
@@ -416,30 +413,23 @@ TEST_F(Int8Checkpoint, ANonFiniteWeightIsNotQuantizedIntoAShard) {
   reference::Weights w = reference::random_weights(c, 3);
   w.layers[1].w2[5 * 32 + 7] = std::numeric_limits<double>::infinity();
   reference::write_hf_model(dir_ + "/bad", c, &w, "F32");
-  try {
-    write_shards(ShardOptions{dir_ + "/bad", dir_ + "/shards", 1, 1, {}, /*int8=*/true});
-    ADD_FAILURE() << "an Inf weight was quantized";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot quantize model.layers.1.mlp.down_proj.weight: element 167 (row 5, "
-                                         "column 7) is infinite"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string err = testing_util::error_of(
+      [&] { write_shards(ShardOptions{dir_ + "/bad", dir_ + "/shards", 1, 1, {}, /*int8=*/true}); });
+  EXPECT_NE(err.find("cannot quantize model.layers.1.mlp.down_proj.weight: element 167 (row 5, column 7) is infinite"),
+            std::string::npos)
+      << "an Inf weight was quantized: " << err;
   EXPECT_FALSE(fs::exists(dir_ + "/shards/tpllama_shards.json")) << "no shard set is left behind";
 }
 
 TEST_F(Int8Checkpoint, AShardSplitThatCutsAGroupIsRefusedBeforeAnyWrite) {
   convert_both(false);
-  try {
-    write_shards(ShardOptions{dir_ + "/int8", dir_ + "/shards", 4, 1, {}, false});
-    ADD_FAILURE() << "tp 4 cuts 256 columns into 64";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("this int8 checkpoint quantizes model.layers.0.self_attn.o_proj.weight per "
-                                         "group of 128 of its 256 columns"),
-              std::string::npos)
-        << e.what();
-    EXPECT_NE(std::string(e.what()).find("or shard its f32, f16 or bf16 original"), std::string::npos) << e.what();
-  }
+  const std::string err = testing_util::error_of(
+      [&] { write_shards(ShardOptions{dir_ + "/int8", dir_ + "/shards", 4, 1, {}, false}); });
+  EXPECT_NE(err.find("this int8 checkpoint quantizes model.layers.0.self_attn.o_proj.weight per group of 128 of its "
+                     "256 columns"),
+            std::string::npos)
+      << "tp 4 cuts 256 columns into 64: " << err;
+  EXPECT_NE(err.find("or shard its f32, f16 or bf16 original"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(dir_ + "/shards")) << "nothing was written";
 }
 

@@ -338,19 +338,11 @@ void pack_weight(const float* w, int64_t n, int64_t k, DType dtype, void* dst) {
   TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kI8,
                 "CPU weights are f32, bf16 or int8, not ", dtype_name(dtype));
   const int64_t panels = (n + kPanelRows - 1) / kPanelRows;
-  if (dtype == DType::kI8) {
-    const size_t bytes = int8::panel_bytes(k);
-    const int64_t groups = int8_groups(k);
-#pragma omp parallel for schedule(static) if (n * k >= (int64_t{1} << 20))
-    for (int64_t p = 0; p < panels; ++p) {
-      const int64_t rows = std::min(kPanelRows, n - p * kPanelRows);
-      std::vector<int8_t> q(static_cast<size_t>(rows * k));
-      std::vector<float> scales(static_cast<size_t>(rows * groups));
-      for (int64_t j = 0; j < rows; ++j)
-        int8::quantize_weight_row(w + (p * kPanelRows + j) * k, k, q.data() + j * k, scales.data() + j * groups);
-      int8::pack_panel(q.data(), k, scales.data(), groups, rows, k,
-                       static_cast<char*>(dst) + static_cast<size_t>(p) * bytes);
-    }
+  if (dtype == DType::kI8) {  // what an int8 checkpoint stores, then packed as one is
+    std::vector<int8_t> q(static_cast<size_t>(n * k));
+    std::vector<float> scales(static_cast<size_t>(n * int8_groups(k)));
+    quantize_int8(w, n, k, q.data(), scales.data());
+    pack_int8(q.data(), scales.data(), n, k, dst);
     return;
   }
 #pragma omp parallel for schedule(static) if (n * k >= (int64_t{1} << 20))
@@ -451,8 +443,6 @@ bool int8_vnni_kernels() {
 }
 
 void force_portable_gemm(bool on) { g_force_portable = on; }
-void force_no_vnni(bool on) {
-  g_force_no_vnni = on;
-}
+void force_no_vnni(bool on) { g_force_no_vnni = on; }
 
 }  // namespace tpllama::ops::cpu
