@@ -56,9 +56,16 @@ void check_accounted_for(const std::string& dir, const LlamaConfig& config,
 
 }  // namespace
 
+const std::vector<std::string>& tokenizer_companion_files() {
+  static const std::vector<std::string> names = {"tokenizer_config.json", "generation_config.json",
+                                                 "chat_template.jinja", "special_tokens_map.json"};
+  return names;
+}
+
 void copy_model_side_files(const std::string& from_dir, const std::string& to_dir) {
-  for (const char* name : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
-                           "chat_template.jinja", "special_tokens_map.json"})
+  std::vector<std::string> names = {"tokenizer.model", "tokenizer.json"};
+  names.insert(names.end(), tokenizer_companion_files().begin(), tokenizer_companion_files().end());
+  for (const std::string& name : names)
     if (fs::exists(from_dir + "/" + name))
       fs::copy_file(from_dir + "/" + name, to_dir + "/" + name, fs::copy_options::overwrite_existing);
 }

@@ -61,6 +61,10 @@ class Checkpoint {
   ShardManifest manifest_;
 };
 
+// The files that travel with a tokenizer: its configuration (BOS, chat template), the stop ids of
+// generation_config.json, the chat template file and the special tokens' map.
+const std::vector<std::string>& tokenizer_companion_files();
+
 // Copies the files beside the weights a run reads (tokenizer.model or tokenizer.json,
 // tokenizer_config.json, generation_config.json, chat_template.jinja, special_tokens_map.json) that
 // from_dir has, into to_dir; config.json is the caller's.

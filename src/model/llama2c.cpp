@@ -52,12 +52,14 @@ void write_model_dir(const LlamaConfig& config, const NamedArrays& tensors, cons
   fs::create_directories(options.out_dir);
   if (!options.tokenizer_path.empty()) {
     if (!fs::exists(options.tokenizer_path)) fail("tokenizer ", options.tokenizer_path, " does not exist");
-    // A tokenizer.json travels with the tokenizer_config.json beside it (BOS, chat template).
+    // A tokenizer.json travels with the files of its checkpoint beside it (BOS, chat template, stop ids).
     const bool json = fs::path(options.tokenizer_path).extension() == ".json";
     std::vector<std::pair<fs::path, std::string>> copies = {
         {options.tokenizer_path, json ? "tokenizer.json" : "tokenizer.model"}};
-    const fs::path tokenizer_config = fs::path(options.tokenizer_path).parent_path() / "tokenizer_config.json";
-    if (json && fs::exists(tokenizer_config)) copies.emplace_back(tokenizer_config, "tokenizer_config.json");
+    for (const std::string& name : tokenizer_companion_files()) {
+      const fs::path beside = fs::path(options.tokenizer_path).parent_path() / name;
+      if (json && fs::exists(beside)) copies.emplace_back(beside, name);
+    }
     for (const auto& [from, name] : copies) {
       const std::string dest = options.out_dir + "/" + name;
       fs::copy_file(from, dest, fs::copy_options::overwrite_existing);

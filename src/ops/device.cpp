@@ -85,6 +85,15 @@ Buffer allocate(const DeviceContext& ctx, size_t nbytes) {
   return Buffer(nbytes);
 }
 
+Buffer allocate_zeroed(const DeviceContext& ctx, size_t nbytes) {
+  if (on_gpu("allocate_zeroed", ctx, {})) {
+    Buffer b = allocate(ctx, nbytes);
+    zero(ctx, b.view(DType::kI8, {static_cast<int64_t>(nbytes)}));
+    return b;
+  }
+  return Buffer(cpu::map_zeroed(nbytes), nbytes, Device::kCpu, cpu::unmap_zeroed);
+}
+
 void zero(const DeviceContext& ctx, Tensor t) {
   if (on_gpu("zero", ctx, {&t})) TPLLAMA_GPU(zero(ctx, t));
   cpu::zero(t.data(), t.nbytes(), ctx.threads);

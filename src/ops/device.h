@@ -47,10 +47,11 @@ size_t scratch_bytes(const DeviceContext& ctx, int64_t max_rows, int64_t max_wid
 // Memory on the context's device: aligned host memory on the CPU, cudaMalloc on a GPU (never
 // managed memory). Allocated at start-up, never per step.
 Buffer allocate(const DeviceContext& ctx, size_t nbytes);
-// Every byte of t set to 0, in stream order. On the CPU the rank's threads share the writing, and
-// fresh memory gets its pages here: the KV pool is zeroed at start, so on a machine that cannot
-// back it the out-of-memory killer ends the rank then, right after the memory check's log, not in
-// the middle of a run with output half written.
+// nbytes of zeroed memory on the context's device. On the CPU the pages are supplied as they are
+// first written (the KV pool: a sequence takes the memory of the positions it reaches, and a pool
+// sized for 64 sequences of a 128k context starts at once); on a GPU, allocate then zero.
+Buffer allocate_zeroed(const DeviceContext& ctx, size_t nbytes);
+// Every byte of t set to 0, in stream order. On the CPU the rank's threads share the writing.
 void zero(const DeviceContext& ctx, Tensor t);
 // dst (on the context's device) ← dst.nbytes() bytes of host memory, in stream order; host may be
 // reused once the call returns.

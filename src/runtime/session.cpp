@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -295,6 +296,7 @@ void Session::report_weights() const {
 // The KV pool: the same block count on every rank, refused if one full-context sequence won't fit.
 void Session::make_kv_cache() {
   const DType kv = kv_cache_dtype(o_.kv_dtype, dtype_, device_->context().device);
+  const Clock::time_point t0 = Clock::now();
   long long blocks = 0;
   collective_phase([&] {
     // Each rank's budget over its own block size, never more than every slot at full context needs;
@@ -333,7 +335,9 @@ void Session::make_kv_cache() {
      << " tokens = " << static_cast<long long>(n_blocks_) * o_.kv_block_size << " tokens ("
      << mib(static_cast<double>(cache_->bytes())) << " on rank 0), room for "
      << static_cast<long long>(KvCache::sequences_held(n_blocks_, o_.kv_block_size, context_))
-     << " sequences at the full context of " << context_ << " tokens";
+     << " sequences at the full context of " << context_ << " tokens; set up in " << std::fixed
+     << std::setprecision(2) << seconds_since(t0) << " s"
+     << (device_->context().device == Device::kCpu ? ", its pages taken as blocks are first written" : "");
   log::info(os.str());
   if (o_.kv_block_size > context_)
     log::warn("--kv-block-size " + std::to_string(o_.kv_block_size) + " is larger than the context of " +

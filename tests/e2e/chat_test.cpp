@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -258,6 +259,32 @@ TEST_F(Llama3Chat, RequestsTheTemplateOrModelCannotServeAreRefusedAlone) {
   EXPECT_NE(u.exit_code, 0);
   EXPECT_NE(u.output.find("include"), std::string::npos) << u.output;
   EXPECT_NE(u.output.find(unsupported), std::string::npos) << u.output;
+}
+
+// convert --from random --tokenizer DIR/tokenizer.json takes every file of that checkpoint that
+// shapes a record (tokenizer_config.json, generation_config.json, chat_template.jinja,
+// special_tokens_map.json), so the random model stops and renders as the real one would.
+TEST_F(Llama3Chat, ConvertFromRandomTakesTheTokenizersCompanionFiles) {
+  const std::string src = work_ + "/tokenizer_src", out = work_ + "/random_llama3";
+  fs::create_directories(src);
+  copy_tokenizer(src, false);
+  const std::string generation = R"({"bos_token_id": 128000, "eos_token_id": [128001, 128009]})";
+  const std::string chat = "{% for m in messages %}{{ m['content'] }}<|eot_id|>{% endfor %}";
+  const std::string special = R"({"bos_token": "<|begin_of_text|>"})";
+  std::ofstream(src + "/generation_config.json") << generation;
+  std::ofstream(src + "/chat_template.jinja") << chat;
+  std::ofstream(src + "/special_tokens_map.json") << special;
+  const CommandResult r = run_shell(binary() + " convert --from random --shape llama3-tiny --tokenizer " + src +
+                                    "/tokenizer.json --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto text_of = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(text_of(out + "/generation_config.json"), generation);
+  EXPECT_EQ(text_of(out + "/chat_template.jinja"), chat);
+  EXPECT_EQ(text_of(out + "/special_tokens_map.json"), special);
+  EXPECT_EQ(text_of(out + "/tokenizer_config.json"), text_of(src + "/tokenizer_config.json"));
 }
 
 }  // namespace

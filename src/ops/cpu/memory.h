@@ -9,6 +9,11 @@
 
 namespace tpllama::ops::cpu {
 
+// nbytes of zeroed host memory whose pages the kernel supplies as they are first written (an
+// anonymous mapping, page-aligned): a KV pool sized for the full context costs the memory its
+// sequences reach, not its size, and no time to set up. Freed with unmap_zeroed.
+void* map_zeroed(size_t nbytes);
+void unmap_zeroed(void* data);
 // nbytes at data set to 0 by up to `threads` threads (a large buffer gets its pages here).
 void zero(void* data, size_t nbytes, int threads);
 // out row i ← x row rows[i]; rows are checked.
