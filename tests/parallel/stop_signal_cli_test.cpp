@@ -24,7 +24,7 @@ class MpirunStop : public StoriesSuite<MpirunStop> {
   static constexpr const char* kTag = "mpi_stop";
 
  protected:
-  // N requests of 200 tokens each (ignore_eos: none ends early), so a stop finds 8 running that
+  // N requests of 100 tokens each (ignore_eos: none ends early), so a stop finds 8 running that
   // need many steps more.
   std::string long_requests(const std::string& name, int n) {
     const std::string in = work_ + "/" + name + "_in.jsonl";
@@ -32,7 +32,7 @@ class MpirunStop : public StoriesSuite<MpirunStop> {
     for (int i = 0; i < n; ++i)
       f << json({{"id", i},
                  {"prompt", "Once upon a time " + std::to_string(i)},
-                 {"max_tokens", 200},
+                 {"max_tokens", 100},
                  {"ignore_eos", true}})
                .dump()
         << "\n";
@@ -129,13 +129,13 @@ TEST_F(MpirunStop, StartUpSaysWhatSigtermToMpirunDoes) {
 // odls_base_sigkill_timeout 30 (>= --grace-seconds 20 + 10): the ranks get SIGTERM, finish the
 // running requests and stop; rank 1's "received signal" line is an info line, not a warning.
 TEST_F(MpirunStop, CtrlCAndSigtermToMpirunFinishTheRunningRequestsGivenTheSigkillTimeout) {
-  const std::string in = long_requests("term", 400);
+  const std::string in = long_requests("term", 40);
   for (const auto& [name, ctrl_c] : {std::pair{"sigint", true}, std::pair{"sigterm", false}}) {
     SCOPED_TRACE(name);
     Stopped s = stop_job(name, in, "--mca odls_base_sigkill_timeout 30", [ctrl_c = ctrl_c](pid_t mpirun, auto&) {
       ctrl_c ? ::kill(-mpirun, SIGINT) : ::kill(mpirun, SIGTERM);
     });
-    ASSERT_LT(s.written_at_signal, 400u) << "the job ended before the signal";
+    ASSERT_LT(s.written_at_signal, 40u) << "the job ended before the signal";
     EXPECT_LT(s.ranks_gone_seconds, 40) << s.log;
     EXPECT_NE(s.log.find("stopped early"), std::string::npos) << s.log;
     EXPECT_EQ(s.stats.value("stopped_by_signal", 0), SIGTERM) << s.stats.dump() << s.log;  // mpirun sends SIGTERM
@@ -143,39 +143,39 @@ TEST_F(MpirunStop, CtrlCAndSigtermToMpirunFinishTheRunningRequestsGivenTheSigkil
     EXPECT_NE(s.log.find("[tpllama r1] rank 1 received signal 15; rank 0 decides the stop"), std::string::npos)
         << s.log;
     EXPECT_EQ(s.log.find("warning: rank 1 received"), std::string::npos) << s.log;
-    expect_resume_completes(in, work_ + "/" + name + ".jsonl", 400);
+    expect_resume_completes(in, work_ + "/" + name + ".jsonl", 40);
   }
 }
 
 // scancel under mpirun: Slurm sends SIGTERM to every process of the job, the ranks too, and mpirun
 // sends them SIGTERM again, milliseconds apart. That is one stop, not a second ("stop now").
 TEST_F(MpirunStop, AStopSentToTheRanksAndToMpirunAsScancelDoesIsOneStop) {
-  const std::string in = long_requests("twice", 400);
+  const std::string in = long_requests("twice", 40);
   Stopped s = stop_job("twice", in, "--mca odls_base_sigkill_timeout 30", [](pid_t mpirun, auto& ranks) {
     for (pid_t p : ranks) ::kill(p, SIGTERM);
     ::kill(mpirun, SIGTERM);
   });
-  ASSERT_LT(s.written_at_signal, 400u) << "the job ended before the signal";
+  ASSERT_LT(s.written_at_signal, 40u) << "the job ended before the signal";
   EXPECT_EQ(s.log.find("a second stop signal"), std::string::npos) << s.log;
   EXPECT_EQ(s.stats.value("abandoned_requests", -1), 0) << "the running requests were finished\n" << s.log;
-  expect_resume_completes(in, work_ + "/twice.jsonl", 400);
+  expect_resume_completes(in, work_ + "/twice.jsonl", 40);
 }
 
 // SIGTERM to mpirun with Open MPI's defaults: the ranks are killed within seconds, mpirun exits 1,
 // the records written are whole and --resume completes the output exactly once.
 TEST_F(MpirunStop, SigtermToMpirunByDefaultKillsTheRanksAndResumeCompletes) {
-  const std::string in = long_requests("killed", 400);
+  const std::string in = long_requests("killed", 40);
   const std::string out = work_ + "/killed.jsonl";
   const pid_t launcher = spawn_shell(run_command("", in, out) + " > /dev/null 2>&1", /*new_group=*/true);
   ASSERT_GT(launcher, 0);
-  ASSERT_LT(wait_for_lines(out, 16), 400u);
+  ASSERT_LT(wait_for_lines(out, 16), 40u);
   const std::vector<pid_t> ranks = ranks_of(launcher);
   ::kill(launcher, SIGTERM);
   ProcessExit e = wait_for_exit(launcher, "/dev/null", std::chrono::seconds(60));
   EXPECT_EQ(e.code, 1) << "mpirun's own status after SIGTERM";
   EXPECT_LT(e.seconds, 15) << "Open MPI kills the ranks 1 s after its SIGTERM";
   EXPECT_LT(wait_for_ranks(ranks, 10), 10);
-  expect_resume_completes(in, out, 400);
+  expect_resume_completes(in, out, 40);
 }
 
 }  // namespace
