@@ -57,7 +57,10 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_flag("--ordered", o.ordered, "Write records in input order (default: as requests finish)");
   run->add_option("--grace-seconds", o.grace_seconds,
                   "After SIGTERM/SIGUSR1/SIGINT: seconds in-flight requests may still finish before the run stops "
-                  "(exit status 75; --resume continues)")
+                  "(exit status 75; --resume continues). A second signal, 1 s or more after the first, stops at "
+                  "once. Under mpirun send mpirun SIGUSR1: on SIGTERM or Ctrl-C Open MPI kills the ranks 1 s later "
+                  "(--mca odls_base_sigkill_timeout) and exits 1. Under Slurm: scancel --batch --signal=USR1 JOB "
+                  "(plain scancel stops gracefully only under srun, within KillWait)")
       ->capture_default_str()
       ->check(finite_in(0, 1e9));
   run->add_option("--stats", o.stats, "Write run statistics as JSON to this file at the end");

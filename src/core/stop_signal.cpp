@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include <time.h>
+
 #include "core/log.h"
 
 namespace tpllama {
@@ -18,10 +20,20 @@ namespace {
 
 std::atomic<int> g_stop_signal{0};
 std::atomic<int> g_stop_count{0};
+std::atomic<long long> g_first_signal_ns{0};  // CLOCK_MONOTONIC at the first stop signal; 0: none yet
+
+// One stop often reaches a rank twice within milliseconds: from Slurm and again from srun or
+// mpirun, which relay it. Only a signal this long after the first counts as a second ("stop now").
+constexpr long long kRelayWindowNs = static_cast<long long>(kRelayWindowSeconds * 1e9);
 
 extern "C" void on_stop_signal(int signal) {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+  const long long ns = static_cast<long long>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
   g_stop_signal.store(signal, std::memory_order_relaxed);
-  g_stop_count.fetch_add(1, std::memory_order_relaxed);
+  long long first = 0;
+  if (g_first_signal_ns.compare_exchange_strong(first, ns, std::memory_order_relaxed) || ns - first >= kRelayWindowNs)
+    g_stop_count.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -37,6 +49,26 @@ void install_stop_handlers() {
 int stop_signal() { return g_stop_signal.load(std::memory_order_relaxed); }
 
 int stop_signals_received() { return g_stop_count.load(std::memory_order_relaxed); }
+
+std::string mpirun_stop_note(double grace_seconds, const std::function<const char*(const char*)>& env) {
+  if (env("OMPI_MCA_orte_hnp_uri") == nullptr) return "";  // set for every rank mpirun starts (Open MPI 4)
+  long long timeout = 1;                                    // Open MPI's default
+  if (const char* value = env("OMPI_MCA_odls_base_sigkill_timeout"); value != nullptr) {
+    char* end = nullptr;
+    const long long parsed = std::strtoll(value, &end, 10);
+    if (end != value && *end == '\0') timeout = parsed;
+  }
+  const long long needed = static_cast<long long>(std::ceil(grace_seconds + StopDeadline::kStopMarginSeconds));
+  if (timeout >= needed) return "";
+  const std::string grace = std::to_string(static_cast<long long>(std::ceil(grace_seconds)));
+  return "under mpirun, a SIGTERM or Ctrl-C to mpirun kills the ranks " + std::to_string(timeout) +
+         " s later (Open MPI's odls_base_sigkill_timeout " + std::to_string(timeout) +
+         "), before the running requests can finish (--grace-seconds " + grace +
+         "; the records written stay whole, --resume continues). For the graceful stop (exit status 75) send "
+         "mpirun SIGUSR1 (kill -USR1 <mpirun pid>), or start mpirun with --mca odls_base_sigkill_timeout " +
+         std::to_string(needed) + " (mpirun then still exits 1, " + std::to_string(2 * needed) +
+         " s after the signal)";
+}
 
 StopDeadline::StopDeadline(double grace_seconds) : grace_seconds_(grace_seconds), thread_(&StopDeadline::watch, this) {}
 

@@ -132,7 +132,8 @@ class Run {
       intake_.close();
       log::warn("received signal " + std::to_string(signal) + ": admitting no more requests; finishing the " +
                 std::to_string(active_.size()) + " running within " + std::to_string(static_cast<int>(o_.grace_seconds)) +
-                " s, then stopping (" + o_.how_to_continue + "); a second signal stops at once");
+                " s, then stopping (" + o_.how_to_continue +
+                "); a second signal, 1 s or more after the first, stops at once");
     }
     const bool again = stop_signals_received() > 1;  // a second signal: stop now
     if ((again || seconds_between(stop_time_, Clock::now()) > o_.grace_seconds) && !active_.empty()) {

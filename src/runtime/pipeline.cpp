@@ -86,8 +86,10 @@ void Pipeline::serve() {
     if (plan.shutdown) break;
     if (const int signal = stop_signal(); signal != 0 && !told_of_signal_) {
       told_of_signal_ = true;
-      log::warn("rank " + std::to_string(topology_.rank()) + " received signal " + std::to_string(signal) +
-                ", but only rank 0 stops the run: signal rank 0, or mpirun / srun, which pass it to every rank");
+      // Normal under mpirun / srun, which pass the signal to every rank: not a fault, so not a warning.
+      log::info("rank " + std::to_string(topology_.rank()) + " received signal " + std::to_string(signal) +
+                "; rank 0 decides the stop and this rank follows it (a signal to this rank alone stops nothing: "
+                "signal rank 0, or mpirun / srun, which pass it to every rank)");
     }
   }
   world_.wait_sends();

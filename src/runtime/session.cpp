@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -83,6 +84,9 @@ Session::Session(const MpiSession& mpi, SessionOptions options, const std::funct
     : mpi_(mpi), o_(std::move(options)), deadline_(o_.grace_seconds), nodes_(mpi.detect_nodes()) {
   validate(checks);
   if (is_rank0()) log_layout();
+  if (const std::string note = mpirun_stop_note(o_.grace_seconds, [](const char* name) { return std::getenv(name); });
+      is_rank0() && !note.empty())
+    log::info(note);
   if (text_)
     log::info("tokenizer: " + text_->tokenizer().path() + " (" + std::to_string(text_->tokenizer().vocab_size()) +
               " tokens); chat template: " +

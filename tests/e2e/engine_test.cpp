@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_util.h"
+#include "core/stop_signal.h"
 
 namespace {
 
@@ -163,8 +164,9 @@ TEST_F(Engine, ASecondSignalStopsAtOnce) {
   const std::string in = work_ + "/second_signal_in.jsonl";
   {
     std::ofstream f(in);
-    // The first ten are short, so when they are written six long ones are still running (equal
-    // lengths finish together, and a signal between two batches finds nothing running).
+    // The first ten are short, so when they are written 54 long ones are still running (equal
+    // lengths finish together, and a signal between two batches finds nothing running): 64 at a
+    // time make each step slow enough that they still run when the second signal comes.
     for (int i = 0; i < 100; ++i)
       f << json({{"id", i}, {"prompt", "Once upon a time"}, {"max_tokens", i < 10 ? 20 : 480}, {"ignore_eos", true}})
                .dump()
@@ -172,11 +174,13 @@ TEST_F(Engine, ASecondSignalStopsAtOnce) {
   }
   const std::string out = work_ + "/second_signal.jsonl", log_path = work_ + "/second_signal.log";
   const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out +
-                                " --threads 1 --max-seqs 16 --grace-seconds 600 > " + log_path + " 2>&1");
+                                " --threads 1 --max-seqs 64 --grace-seconds 600 > " + log_path + " 2>&1");
   ASSERT_GT(pid, 0);
   wait_for_lines(out, 10);
   ::kill(pid, SIGTERM);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the running ones need 460 steps more
+  // Past the window within which a second signal is the same stop relayed (Slurm, then mpirun);
+  // the running ones need 460 steps more.
+  std::this_thread::sleep_for(std::chrono::duration<double>(tpllama::kRelayWindowSeconds + 0.3));
   const auto second = Clock::now();
   ::kill(pid, SIGINT);
   int status = 0;
@@ -191,7 +195,7 @@ TEST_F(Engine, ASecondSignalStopsAtOnce) {
   EXPECT_NE(text.str().find("a second stop signal: stopping now"), std::string::npos) << text.str();
   EXPECT_EQ(text.str().find("(0 unfinished requests abandoned)"), std::string::npos) << text.str();
   for (const json& r : read_jsonl(out)) EXPECT_NE(r["finish_reason"], "error") << "every record is complete";
-  CommandResult r = run(in, out, " --threads 1 --max-seqs 16 --resume");
+  CommandResult r = run(in, out, " --threads 1 --max-seqs 64 --resume");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(read_jsonl(out).size(), 100u);
 }

@@ -4,8 +4,9 @@
 # Runs the sbatch template on a real one-node Slurm cluster that this script starts itself
 # (munged, slurmctld, slurmd; proctrack/linuxproc, task/none: no cgroups or systemd needed), as
 # root. Checks (1) a 4-task job on stories260K (tp 2 x pp 2) writes the reference greedy texts,
-# identical to a single-rank run, and (2) USR1 to the batch shell makes tpllama stop early, the
-# template requeue the job, and the requeued job finish with every id exactly once. Exits 77
+# identical to a single-rank run, (2) USR1 to the batch shell makes tpllama stop early, the
+# template requeue the job, and the requeued job finish with every id exactly once, and (3) USR1 to
+# every process of the job (scancel --full) is one stop, not a second. Exits 77
 # (skipped) when Slurm is not installed or not root.
 set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
@@ -114,4 +115,21 @@ wait_done "$job" 300
 grep -q "requeueing job" "$work/job2.out" || fail "the job was not requeued after USR1"
 [[ $(wc -l < "$work/out2.jsonl") -eq 3000 ]] || fail "expected 3000 records, got $(wc -l < "$work/out2.jsonl")"
 cmp <(sort "$work/many_single.jsonl") <(sort "$work/out2.jsonl") || fail "requeued output differs from an uninterrupted run"
-echo "PASS: Slurm 4-task job equals one rank; USR1 -> exit 75 -> requeue -> resume gave 3000 records exactly once"
+
+# (3) scancel --full --signal=USR1: Slurm signals every process of the job, the ranks too, and the
+# launcher passes it on again, within milliseconds. That is one stop, not a second ("stop now"):
+# the running request finishes, and the job is requeued and completes.
+job=$(sbatch --parsable --ntasks=2 --output="$work/job3.out" "$source_dir/scripts/slurm/tpllama.sbatch" \
+  "$model" "$work/many.txt" "$work/out3.jsonl" --pp 2 --max-tokens 40 --max-seqs 1)
+for _ in $(seq 600); do
+  [[ -f $work/out3.jsonl && $(wc -l < "$work/out3.jsonl") -ge 200 ]] && break
+  sleep 0.1
+done
+(( $(wc -l < "$work/out3.jsonl" 2>/dev/null || echo 0) < 3000 )) || fail "job 3 finished before the signal"
+scancel --full --signal=USR1 "$job"
+wait_done "$job" 300
+grep -q "requeueing job" "$work/job3.out" || fail "the job was not requeued after scancel --full --signal=USR1"
+grep -q "a second stop signal" "$work/job3.out" && fail "one stop that reached the ranks twice was taken for a second"
+cmp <(sort "$work/many_single.jsonl") <(sort "$work/out3.jsonl") || fail "job 3's output differs from an uninterrupted run"
+echo "PASS: Slurm 4-task job equals one rank; USR1 -> exit 75 -> requeue -> resume gave 3000 records exactly once;" \
+  "scancel --full --signal=USR1 is one stop"
