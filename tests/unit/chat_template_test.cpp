@@ -212,10 +212,20 @@ TEST(ChatTemplateFromConfig, PicksDefaultFromAList) {
   EXPECT_EQ(chat_template_from_config(config, "c.json"), "D");
 }
 
-TEST(ChatTemplateFromConfig, TakesTheFirstWithoutADefault) {
+// transformers raises for a list without "default" ("multiple chat templates with no default
+// specified"); so does this, naming the templates it has.
+TEST(ChatTemplateFromConfig, RefusesAListWithoutADefault) {
   const auto config = nlohmann::json::parse(
       R"({"chat_template": [{"name": "rag", "template": "R"}, {"name": "tool_use", "template": "T"}]})");
-  EXPECT_EQ(chat_template_from_config(config, "c.json"), "R");
+  try {
+    chat_template_from_config(config, "model/tokenizer_config.json");
+    ADD_FAILURE() << "a list without a default was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    for (const char* part :
+         {"model/tokenizer_config.json", "\"default\"", "\"rag\"", "\"tool_use\""})
+      EXPECT_NE(what.find(part), std::string::npos) << part << " missing from: " << what;
+  }
 }
 
 TEST(ChatTemplateFromConfig, RefusesMalformedFields) {
