@@ -100,7 +100,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
       set_variable(vars, key, jinja::from_json(value));
     }
     add_globals(vars, source_, test_clock_);
-    return impl_->tmpl.render(vars);
+    return impl_->tmpl.render(vars, limits_);
   } catch (const jinja::RenderError& e) {
     throw ChatTemplateError(e.what());
   } catch (const jinja::EvalError& e) {  // a JSON value with no Jinja counterpart (binary)
