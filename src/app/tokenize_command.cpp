@@ -74,7 +74,13 @@ int tokenize_command(const TokenizeOptions& o, const MpiSession& mpi) {
     if ((stopped_by = stop_signal()) != 0) break;
     std::optional<Request> r = reader.next(/*wait=*/true);
     if (!r) continue;  // a stream with no whole line yet, or the end
-    const nlohmann::ordered_json j = tokenize_record(text, *r);
+    nlohmann::ordered_json j;
+    try {
+      j = tokenize_record(text, *r);
+    } catch (const StoppedError&) {  // a stop signal while the chat template rendered it
+      stopped_by = stop_signal();
+      break;
+    }
     writer.write_line(j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + '\n');
     ++requests;
     if (j.contains("error")) ++errors;

@@ -100,7 +100,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
       set_variable(vars, key, jinja::from_json(value));
     }
     add_globals(vars, source_, test_clock_);
-    return impl_->tmpl.render(vars);
+    return impl_->tmpl.render(vars, limits_);
   } catch (const jinja::RenderError& e) {
     throw ChatTemplateError(e.what());
   } catch (const jinja::EvalError& e) {  // a JSON value with no Jinja counterpart (binary)
@@ -120,6 +120,7 @@ std::optional<std::string> chat_template_from_config(const nlohmann::json& token
          field->type_name());
   if (field->empty()) fail(source, ": chat_template is an empty list");
   const nlohmann::json* chosen = nullptr;
+  std::string names;
   for (size_t i = 0; i < field->size(); ++i) {
     const nlohmann::json& entry = (*field)[i];
     const bool well_formed = entry.is_object() && entry.contains("name") &&
@@ -131,8 +132,15 @@ std::optional<std::string> chat_template_from_config(const nlohmann::json& token
            entry.dump().substr(0, 120));
     }
     if (!chosen && entry["name"] == "default") chosen = &entry;
+    names += (names.empty() ? "" : ", ") + entry["name"].dump();
   }
-  return (chosen ? *chosen : field->front())["template"].get<std::string>();
+  // As transformers' apply_chat_template: a list of templates with none named "default" is an
+  // error, not a silent pick of one of them.
+  if (!chosen)
+    fail(source,
+         ": chat_template is a list of named templates with none named \"default\" (it has ", names,
+         "): pass --chat-template FILE to choose one");
+  return (*chosen)["template"].get<std::string>();
 }
 
 }  // namespace tpllama

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/jinja_limits.h"
 #include "core/error.h"
 
 namespace tpllama {
@@ -36,6 +37,9 @@ class ChatTemplate {
                      const std::string& bos_token, const std::string& eos_token,
                      const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
+  // The budget of each render (jinja_limits.h): the defaults unless a test asks for others.
+  void set_render_limits(jinja::RenderLimits limits) { limits_ = limits; }
+
   // Tests only: strftime_now formats this instant in UTC instead of the local current time, so
   // renderings do not depend on the day or the machine's time zone.
   void set_clock_for_tests(std::time_t now) { test_clock_ = now; }
@@ -47,11 +51,13 @@ class ChatTemplate {
   std::shared_ptr<const Impl> impl_;
   std::string source_;
   std::optional<std::time_t> test_clock_;
+  jinja::RenderLimits limits_;
 };
 
 // Picks the template from tokenizer_config.json's chat_template field: a string, or a list of
-// {name, template} (take "default", else the first). Nullopt when the field is absent or null;
-// throws tpllama::Error naming `source` when it is malformed.
+// {name, template} (take "default"). Nullopt when the field is absent or null; throws
+// tpllama::Error naming `source` when it is malformed or a list has no "default" (naming those it
+// has).
 std::optional<std::string> chat_template_from_config(const nlohmann::json& tokenizer_config,
                                                      const std::string& source);
 

@@ -48,6 +48,7 @@ struct Expr {
   FilterFn filter = nullptr;
   TestFn test = nullptr;
   bool negated = false;  // `is not`
+  int depth = 1;         // of this tree, set as children are added (jinja_expression_parser.cpp)
 };
 using ExprPtr = std::unique_ptr<Expr>;
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "chat/jinja_builtins.h"
+#include "chat/jinja_limits.h"
 
 namespace tpllama::jinja {
 namespace {
@@ -36,6 +37,25 @@ std::string TokenCursor::describe(const Token& t) {
     default:
       return "'" + t.text + "'";
   }
+}
+
+void TokenCursor::enter() {
+  if (++nesting_ > kMaxParseNesting)
+    error(peek(), "nesting deeper than ", kMaxParseNesting,
+          " levels (tags, parentheses, brackets, signs and 'not's inside each other)");
+}
+
+// Every child passes here, so a tree deeper than the renderer and the destructor can afford is
+// refused while it is built, chains (`a + b + ...`, `x|f|g...`) as well as nesting.
+void ExpressionParser::adopt(Expr& parent, ExprPtr child) {
+  if (child) {
+    parent.depth = std::max(parent.depth, child->depth + 1);
+    if (parent.depth > kMaxExpressionDepth)
+      in_.error(
+          in_.peek(), "expression nested more than ", kMaxExpressionDepth,
+          " levels deep (operators, filters, subscripts and calls chained or inside each other)");
+  }
+  parent.children.push_back(std::move(child));
 }
 
 ExprPtr ExpressionParser::make(ExprKind kind, int line) {
@@ -81,10 +101,14 @@ ExprPtr ExpressionParser::parse_condition() {
   while (in_.at_name("if")) {
     ExprPtr e = make(ExprKind::kCondition, in_.next().line);
     ExprPtr condition = parse_or();
-    ExprPtr otherwise = in_.skip_name("else") ? parse_condition() : nullptr;
-    e->children.push_back(std::move(condition));
-    e->children.push_back(std::move(value));
-    e->children.push_back(std::move(otherwise));
+    ExprPtr otherwise;
+    if (in_.skip_name("else")) {
+      const NestingGuard nested(in_);  // `a if b else c if d else ...` recurses here
+      otherwise = parse_condition();
+    }
+    adopt(*e, std::move(condition));
+    adopt(*e, std::move(value));
+    adopt(*e, std::move(otherwise));
     value = std::move(e);
   }
   return value;
@@ -94,8 +118,8 @@ ExprPtr ExpressionParser::binary(ExprKind kind, std::string op, int line, ExprPt
                                  ExprPtr right) {
   ExprPtr e = make(kind, line);
   e->name = std::move(op);
-  e->children.push_back(std::move(left));
-  e->children.push_back(std::move(right));
+  adopt(*e, std::move(left));
+  adopt(*e, std::move(right));
   return e;
 }
 
@@ -119,8 +143,9 @@ ExprPtr ExpressionParser::parse_and() {
 
 ExprPtr ExpressionParser::parse_not() {
   if (!in_.at_name("not")) return parse_compare();
+  const NestingGuard nested(in_);
   ExprPtr e = make(ExprKind::kNot, in_.next().line);
-  e->children.push_back(parse_not());
+  adopt(*e, parse_not());
   return e;
 }
 
@@ -144,10 +169,10 @@ ExprPtr ExpressionParser::parse_compare() {
     }
     if (!e) {
       e = make(ExprKind::kCompare, line);
-      e->children.push_back(std::move(first));
+      adopt(*e, std::move(first));
     }
     e->compare_ops.push_back(op);
-    e->children.push_back(parse_math1());
+    adopt(*e, parse_math1());
   }
   return e ? std::move(e) : std::move(first);
 }
@@ -190,11 +215,12 @@ ExprPtr ExpressionParser::parse_pow() {
 
 // Jinja binds a sign tighter than postfix and filters: `-x|abs` is abs(-x), `-2**2` is 4.
 ExprPtr ExpressionParser::parse_unary(bool with_filter) {
+  const NestingGuard nested(in_);  // every nesting of ( [ { and signs passes here
   ExprPtr node;
   if (in_.at_op("-") || in_.at_op("+")) {
     const Token& t = in_.next();
     node = make(t.text == "-" ? ExprKind::kNegate : ExprKind::kPositive, t.line);
-    node->children.push_back(parse_unary(false));
+    adopt(*node, parse_unary(false));
   } else {
     node = parse_primary();
   }
@@ -252,10 +278,10 @@ ExprPtr ExpressionParser::parse_sequence(ExprKind kind, std::string_view close) 
       in_.expect_op(",");
       if (in_.skip_op(close)) break;
     }
-    e->children.push_back(parse_expression(true));
+    adopt(*e, parse_expression(true));
     if (kind == ExprKind::kDict) {
       in_.expect_op(":");
-      e->children.push_back(parse_expression(true));
+      adopt(*e, parse_expression(true));
     }
   }
   return e;
@@ -279,15 +305,15 @@ ExprPtr ExpressionParser::parse_subscript(ExprPtr node) {
     const Token& attr = in_.next();
     if (attr.kind == TokenKind::kInteger) {
       ExprPtr e = make(ExprKind::kItem, attr.line);
-      e->children.push_back(std::move(node));
-      e->children.push_back(literal(Value::integer(attr.int_value), attr.line));
+      adopt(*e, std::move(node));
+      adopt(*e, literal(Value::integer(attr.int_value), attr.line));
       return e;
     }
     if (attr.kind != TokenKind::kName)
       in_.error(attr, "expected an attribute name, got ", TokenCursor::describe(attr));
     ExprPtr e = make(ExprKind::kAttribute, attr.line);
     e->name = attr.text;
-    e->children.push_back(std::move(node));
+    adopt(*e, std::move(node));
     return e;
   }
   // `[`: an index or a slice start:stop:step, any part omitted.
@@ -301,15 +327,15 @@ ExprPtr ExpressionParser::parse_subscript(ExprPtr node) {
   if (!is_slice && parts[0] && in_.at_op(",")) {
     // `x[a, b]` looks up the tuple (a, b), as Python does.
     ExprPtr key = make(ExprKind::kTuple, t.line);
-    key->children.push_back(std::move(parts[0]));
-    while (in_.skip_op(",") && !in_.at_op("]")) key->children.push_back(parse_expression(true));
+    adopt(*key, std::move(parts[0]));
+    while (in_.skip_op(",") && !in_.at_op("]")) adopt(*key, parse_expression(true));
     parts[0] = std::move(key);
   }
   in_.expect_op("]");
   ExprPtr e = make(is_slice ? ExprKind::kSlice : ExprKind::kItem, t.line);
-  e->children.push_back(std::move(node));
+  adopt(*e, std::move(node));
   if (!is_slice && !parts[0]) in_.error(t, "empty subscript");
-  for (int i = 0; i < (is_slice ? 3 : 1); ++i) e->children.push_back(std::move(parts[i]));
+  for (int i = 0; i < (is_slice ? 3 : 1); ++i) adopt(*e, std::move(parts[i]));
   return e;
 }
 
@@ -320,11 +346,11 @@ ExprPtr ExpressionParser::parse_call(ExprPtr node) {
     if (!is_method(node->name)) in_.error(in_.peek(), "unsupported method '", node->name, "'");
     e = make(ExprKind::kMethodCall, line);
     e->name = node->name;
-    e->children.push_back(std::move(node->children[0]));
+    adopt(*e, std::move(node->children[0]));
   } else {
     if (node->kind == ExprKind::kName) called_names_.emplace_back(node->name, line);
     e = make(ExprKind::kCall, line);
-    e->children.push_back(std::move(node));
+    adopt(*e, std::move(node));
   }
   parse_call_args(*e);
   return e;
@@ -345,11 +371,13 @@ void ExpressionParser::parse_call_args(Expr& call) {
     if (in_.peek().kind == TokenKind::kName && TokenCursor::is_op(in_.peek(1), "=")) {
       std::string key = in_.next().text;
       in_.skip();
-      call.kwargs.emplace_back(std::move(key), parse_expression(true));
+      ExprPtr value = parse_expression(true);
+      call.depth = std::max(call.depth, value->depth + 1);
+      call.kwargs.emplace_back(std::move(key), std::move(value));
     } else {
       if (!call.kwargs.empty())
         in_.error(in_.peek(), "positional argument follows keyword argument");
-      call.children.push_back(parse_expression(true));
+      adopt(call, parse_expression(true));
     }
   }
 }
@@ -377,7 +405,7 @@ ExprPtr ExpressionParser::parse_filter(ExprPtr node) {
   e->name = name;
   e->filter = find_filter(name);
   if (!e->filter) in_.error(t, "unknown filter '", name, "'");
-  e->children.push_back(std::move(node));
+  adopt(*e, std::move(node));
   if (in_.at_op("(")) parse_call_args(*e);
   return e;
 }
@@ -392,7 +420,7 @@ ExprPtr ExpressionParser::parse_test(ExprPtr node) {
   e->name = name;
   e->test = find_test(name);
   if (!e->test) in_.error(t, "unknown test '", name, "'");
-  e->children.push_back(std::move(node));
+  adopt(*e, std::move(node));
   const Token& a = in_.peek();
   if (TokenCursor::is_op(a, "(")) {
     parse_call_args(*e);
@@ -403,7 +431,7 @@ ExprPtr ExpressionParser::parse_test(ExprPtr node) {
              !TokenCursor::is_name(a, "and")) {
     // `x is divisibleby 3`: one argument without parentheses.
     if (TokenCursor::is_name(a, "is")) in_.error(a, "cannot chain tests with 'is'");
-    e->children.push_back(parse_postfix(parse_primary()));
+    adopt(*e, parse_postfix(parse_primary()));
   }
   if (!test_takes_argument(name) && (e->children.size() > 1 || !e->kwargs.empty()))
     in_.error(t, "test '", name, "' takes no arguments");

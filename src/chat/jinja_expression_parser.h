@@ -43,11 +43,28 @@ class TokenCursor {
   [[noreturn]] void error(const Token& at, Args&&... args) const {
     fail_at(origin_, at.line, std::forward<Args>(args)...);
   }
+  // One level of parser recursion in (enter) and out (leave): past kMaxParseNesting the template
+  // is refused at the current token's line, before the recursion can take the stack.
+  void enter();
+  void leave() { --nesting_; }
 
  private:
   std::vector<Token> tokens_;
   const std::string& origin_;
   size_t pos_ = 0;
+  int nesting_ = 0;  // statements and expressions, counted together
+};
+
+// Counts one level of TokenCursor nesting while alive.
+class NestingGuard {
+ public:
+  explicit NestingGuard(TokenCursor& in) : in_(in) { in_.enter(); }
+  ~NestingGuard() { in_.leave(); }
+  NestingGuard(const NestingGuard&) = delete;
+  NestingGuard& operator=(const NestingGuard&) = delete;
+
+ private:
+  TokenCursor& in_;
 };
 
 class ExpressionParser {
@@ -66,6 +83,7 @@ class ExpressionParser {
 
  private:
   ExprPtr make(ExprKind kind, int line);
+  void adopt(Expr& parent, ExprPtr child);
   ExprPtr literal(Value v, int line);
   ExprPtr binary(ExprKind kind, std::string op, int line, ExprPtr left, ExprPtr right);
   bool at_tuple_end() const;

@@ -1,12 +1,14 @@
 // The filters of the Jinja subset, with Jinja2's semantics on every input type (Undefined
 // included); `tojson` is Hugging Face's: json.dumps with ensure_ascii=False and no key sorting.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
 #include <utility>
 
 #include "chat/jinja_builtins.h"
+#include "chat/jinja_limits.h"
 #include "chat/jinja_text.h"
 
 namespace tpllama::jinja {
@@ -43,8 +45,9 @@ Value filter_tojson(const Value& in, const CallArgs& args) {
   style.ensure_ascii = truthy(a.get(0, Value::boolean(false)));
   const Value indent = a.get(1, Value::none());
   if (indent.is_integral()) {
-    style.indent =
-        std::string(static_cast<size_t>(std::max<std::int64_t>(0, indent.as_int())), ' ');
+    const auto width = static_cast<size_t>(std::max<std::int64_t>(0, indent.as_int()));
+    check_bytes(width);
+    style.indent = std::string(width, ' ');
   } else if (indent.is_string()) {
     style.indent = indent.as_string();
   } else if (!indent.is_none()) {
@@ -118,6 +121,7 @@ Value filter_join(const Value& in, const CallArgs& args) {
     if (!first) out += separator;
     first = false;
     out += to_str(attribute.is_none() ? item : get_attribute(item, to_str(attribute)));
+    check_bytes(out.size());  // a long separator between many items multiplies its size
   }
   return Value::string(std::move(out));
 }
@@ -156,20 +160,32 @@ bool parse_float(const std::string& s, double& out) {
   return end == t.c_str() + t.size();
 }
 
+// Python's int(float), which is exact for any size; ours refuses what 64 bits cannot hold.
+std::int64_t truncate_to_int(double d) {
+  const double t = std::trunc(d);
+  if (t < -0x1p63 || t >= 0x1p63)
+    throw EvalError("int(): " + to_str(Value::number(d)) + " is beyond 64 bits");
+  return static_cast<std::int64_t>(t);
+}
+
 Value filter_int(const Value& in, const CallArgs& args) {
   BoundArgs a(args, {"default", "base"}, "int");
   if (in.is_undefined()) throw EvalError(in.undefined_hint());
   if (in.is_integral()) return Value::integer(in.as_int());
   if (in.is_float() && std::isfinite(in.as_double()))
-    return Value::integer(static_cast<std::int64_t>(in.as_double()));
+    return Value::integer(truncate_to_int(in.as_double()));
   if (in.is_string()) {
     const std::string t = text::strip(in.as_string(), true, true);
     char* end = nullptr;
+    errno = 0;
     const long long v =
         std::strtoll(t.c_str(), &end, static_cast<int>(a.get(1, Value::integer(10)).as_int()));
-    if (!t.empty() && end == t.c_str() + t.size()) return Value::integer(v);
+    if (!t.empty() && end == t.c_str() + t.size()) {
+      if (errno == ERANGE) throw EvalError("int(): '" + t + "' is beyond 64 bits");
+      return Value::integer(v);
+    }
     double d = 0;
-    if (parse_float(t, d) && std::isfinite(d)) return Value::integer(static_cast<std::int64_t>(d));
+    if (parse_float(t, d) && std::isfinite(d)) return Value::integer(truncate_to_int(d));
   }
   return a.get(0, Value::integer(0));
 }
@@ -315,7 +331,7 @@ Value filter_dictsort(const Value& in, const CallArgs& args) {
 
 Value filter_abs(const Value& in, const CallArgs& args) {
   BoundArgs a(args, {}, "abs");
-  if (in.is_integral()) return Value::integer(std::llabs(in.as_int()));
+  if (in.is_integral()) return in.as_int() < 0 ? unary_op("-", in) : Value::integer(in.as_int());
   if (in.is_float()) return Value::number(std::fabs(in.as_double()));
   throw EvalError("bad operand type for abs(): '" + type_name(in) + "'");
 }

@@ -2,7 +2,9 @@
 #include "chat/jinja_lexer.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <limits>
 
 #include "chat/jinja_text.h"
 
@@ -266,7 +268,13 @@ class Lexer {
     if (is_float) {
       t.float_value = std::strtod(literal.c_str(), nullptr);
     } else {
+      // Python's ints are unbounded; ours are 64-bit, so a literal beyond them is refused rather
+      // than saturated (strtoll's ERANGE).
+      errno = 0;
       t.int_value = std::strtoll(literal.c_str(), nullptr, 10);
+      if (errno == ERANGE)
+        fail_at(origin_, line_, "integer literal ", literal, " is beyond 64 bits (the largest is ",
+                std::numeric_limits<std::int64_t>::max(), ")");
     }
     tokens_.push_back(std::move(t));
     advance_to(end);

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "chat/jinja_builtins.h"
+#include "chat/jinja_limits.h"
 #include "chat/jinja_text.h"
 
 namespace tpllama::jinja {
@@ -188,8 +189,10 @@ std::vector<size_t> slice_indices(const Value& start, const Value& stop, const V
   const std::int64_t first = clamp(start, s > 0 ? lower : upper);
   const std::int64_t last = clamp(stop, s > 0 ? upper : lower);
   std::vector<size_t> out;
-  for (std::int64_t i = first; s > 0 ? i < last : i > last; i += s)
+  for (std::int64_t i = first; s > 0 ? i < last : i > last;) {
     out.push_back(static_cast<size_t>(i));
+    if (__builtin_add_overflow(i, s, &i)) break;  // a step past 64 bits is past the end too
+  }
   return out;
 }
 
@@ -311,6 +314,7 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
     if (!first) out += s;
     first = false;
     out += item.as_string();
+    check_bytes(out.size());  // a long separator between many items multiplies its size
   }
   return Value::string(std::move(out));
 }
@@ -376,9 +380,15 @@ Value make_namespace(const CallArgs& args) {
   for (const Value& v : args.positional) {
     if (!v.is_dict())
       throw EvalError("namespace() takes a dict or keyword arguments, not " + type_name(v));
-    for (const auto& [k, x] : v.as_dict().items) ns->attributes.set(k, x);
+    for (const auto& [k, x] : v.as_dict().items) {
+      check_namespace_attribute(to_str(k), x);
+      ns->attributes.set(k, x);
+    }
   }
-  for (const auto& [k, v] : args.keyword) ns->attributes.set(Value::string(k), v);
+  for (const auto& [k, v] : args.keyword) {
+    check_namespace_attribute(k, v);
+    ns->attributes.set(Value::string(k), v);
+  }
   return Value::name_space(std::move(ns));
 }
 
@@ -393,11 +403,12 @@ Value make_range(const CallArgs& args) {
   const std::int64_t step = a.given(2) ? a[2].as_int() : 1;
   if (step == 0) throw EvalError("range() arg 3 must not be zero");
   std::vector<Value> out;
-  for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (std::int64_t i = start; step > 0 ? i < stop : i > stop;) {
     // The sandbox's limit, so a runaway template fails instead of exhausting memory.
     if (out.size() >= 100000)
       throw EvalError("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     out.push_back(Value::integer(i));
+    if (__builtin_add_overflow(i, step, &i)) break;  // the next value is past the 64-bit stop
   }
   return Value::list(std::move(out));
 }

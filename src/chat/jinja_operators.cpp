@@ -1,8 +1,10 @@
 // Python's arithmetic operators for the Jinja subset, with Python's results and error messages
 // (floor division and modulo round toward negative infinity; bool counts as int).
 #include <cmath>
+#include <limits>
 
 #include "chat/jinja_builtins.h"
+#include "chat/jinja_limits.h"
 
 namespace tpllama::jinja {
 namespace {
@@ -22,6 +24,7 @@ Value repeat(const Value& seq, std::int64_t n) {
   if (n > 0 && size * static_cast<size_t>(n) > (size_t{1} << 26))
     throw EvalError("repetition result too large (" + std::to_string(size) + " x " +
                     std::to_string(n) + ")");
+  if (n > 0) check_bytes(size * static_cast<size_t>(n) * (seq.is_string() ? 1 : sizeof(Value)));
   if (seq.is_string()) {
     std::string out;
     for (std::int64_t i = 0; i < n; ++i) out += seq.as_string();
@@ -76,6 +79,11 @@ Value divide(std::string_view op, const Value& a, const Value& b) {
     const std::int64_t x = a.as_int();
     const std::int64_t y = b.as_int();
     if (y == 0) throw EvalError("integer division or modulo by zero");
+    // The one quotient beyond 64 bits (and a remainder C++ traps on, where Python's is 0).
+    if (x == std::numeric_limits<std::int64_t>::min() && y == -1) {
+      if (op == "%") return Value::integer(0);
+      check_overflow(true);
+    }
     std::int64_t q = x / y;
     std::int64_t r = x % y;
     if (r != 0 && ((r < 0) != (y < 0))) {
@@ -149,7 +157,10 @@ Value unary_op(std::string_view op, const Value& v) {
   if (!v.is_number())
     throw EvalError("bad operand type for unary " + std::string(op) + ": '" + type_name(v) + "'");
   if (op == "+") return v.is_integral() ? Value::integer(v.as_int()) : v;
-  return v.is_integral() ? Value::integer(-v.as_int()) : Value::number(-v.as_double());
+  if (!v.is_integral()) return Value::number(-v.as_double());
+  std::int64_t r = 0;
+  check_overflow(__builtin_sub_overflow(std::int64_t{0}, v.as_int(), &r));
+  return Value::integer(r);
 }
 
 }  // namespace tpllama::jinja

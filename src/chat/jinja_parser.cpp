@@ -85,6 +85,7 @@ class Parser {
 
   void parse_statement(Body& body) {
     const Token& tag = in_.next();
+    const NestingGuard nested(in_);  // a tag's body is parsed inside it
     const std::string& name = tag.text;
     if (name == "if") return body.push_back(parse_if(tag.line));
     if (name == "for") return body.push_back(parse_for(tag.line));

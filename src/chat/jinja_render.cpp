@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "chat/jinja_builtins.h"
+#include "chat/jinja_limits.h"
 #include "chat/jinja_parser.h"
 #include "chat/jinja_template.h"
 
@@ -17,7 +18,7 @@ constexpr int kMaxMacroDepth = 200;
 
 class Renderer {
  public:
-  explicit Renderer(const Variables& variables) : root_(variables) {
+  Renderer(const Variables& variables, RenderLimits limits) : root_(variables), budget_(limits) {
     for (const std::string& name : global_function_names()) {
       const bool shadowed =
           std::any_of(root_.begin(), root_.end(), [&](const auto& v) { return v.first == name; });
@@ -27,6 +28,7 @@ class Renderer {
   }
 
   void run(const Body& body, std::string& out) {
+    BudgetScope scope(budget_);
     out_ = &out;
     exec(body);
   }
@@ -78,8 +80,33 @@ class Renderer {
     return Flow::kNormal;
   }
 
+  // Counts one level of evaluation while alive, and one step of the budget.
+  class Nested {
+   public:
+    explicit Nested(Renderer& r) : r_(r) {
+      r.budget_.step();
+      if (++r.depth_ > kMaxRenderDepth) {
+        --r.depth_;  // the destructor of a constructor that throws does not run
+        throw EvalError("the template nests more than " + std::to_string(kMaxRenderDepth) +
+                        " statements, expressions and macro calls inside each other");
+      }
+    }
+    ~Nested() { --r_.depth_; }
+    Nested(const Nested&) = delete;
+    Nested& operator=(const Nested&) = delete;
+
+   private:
+    Renderer& r_;
+  };
+
+  void write(const std::string& text) {
+    budget_.charge(text.size());
+    *out_ += text;
+  }
+
   Flow exec_stmt(const Stmt& s) {
     try {
+      const Nested nested(*this);  // inside: its errors get this line too
       return exec_kind(s);
     } catch (EvalError& e) {
       if (e.line == 0) e.line = s.line;
@@ -90,14 +117,11 @@ class Renderer {
   Flow exec_kind(const Stmt& s) {
     switch (s.kind) {
       case StmtKind::kData:
-        *out_ += s.text;
+        write(s.text);
         break;
       case StmtKind::kOutput: {
         const Value v = eval(*s.expr);
-        if (v.is_string())
-          *out_ += v.as_string();
-        else
-          *out_ += to_str(v);
+        write(v.is_string() ? v.as_string() : to_str(v));
         break;
       }
       case StmtKind::kIf:
@@ -114,7 +138,9 @@ class Renderer {
         if (target.kind() != Value::Kind::kNamespace)
           throw EvalError("cannot assign attribute '" + s.text + "' on non-namespace object '" +
                           s.targets[0] + "'");
-        target.as_namespace().attributes.set(Value::string(s.text), eval(*s.expr));
+        Value value = eval(*s.expr);
+        check_namespace_attribute(s.text, value);
+        target.as_namespace().attributes.set(Value::string(s.text), std::move(value));
         break;
       }
       case StmtKind::kSetBlock:
@@ -171,6 +197,7 @@ class Renderer {
       return Flow::kNormal;
     }
     for (size_t i = 0; i < items->items.size(); ++i) {
+      budget_.step();  // an empty body costs a step too
       Frame frame;
       bind(frame, s.targets, items->items[i]);
       auto loop = std::make_shared<LoopObj>();
@@ -189,6 +216,7 @@ class Renderer {
   CallArgs eval_args(const Expr& e, size_t first);
   Value eval(const Expr& e) {
     try {
+      const Nested nested(*this);  // inside: its errors get this line too
       return eval_kind(e);
     } catch (EvalError& err) {
       if (err.line == 0) err.line = e.line;
@@ -205,6 +233,8 @@ class Renderer {
   std::vector<Frame*> scopes_;
   std::string* out_ = nullptr;
   int macro_depth_ = 0;
+  int depth_ = 0;
+  RenderBudget budget_;
 };
 
 // A macro sees its parameters, `varargs`, `kwargs` and the template's top level, not its caller.
@@ -396,10 +426,10 @@ Template::~Template() = default;
 Template::Template(Template&&) noexcept = default;
 Template& Template::operator=(Template&&) noexcept = default;
 
-std::string Template::render(const Variables& variables) const {
+std::string Template::render(const Variables& variables, RenderLimits limits) const {
   std::string out;
   try {
-    Renderer(variables).run(*body_, out);
+    Renderer(variables, limits).run(*body_, out);
   } catch (const EvalError& e) {
     throw RenderError(origin_ + " line " + std::to_string(e.line) + ": " + e.what(), e.line);
   }

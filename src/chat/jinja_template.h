@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "chat/jinja_ast.h"
+#include "chat/jinja_limits.h"
 #include "chat/jinja_value.h"
 #include "core/error.h"
 
@@ -43,8 +44,9 @@ class Template {
   Template& operator=(Template&&) noexcept;
 
   // Thread-safe: rendering reads the tree and writes only its own state. Exceptions that the
-  // variables' callables throw pass through unchanged.
-  std::string render(const Variables& variables) const;
+  // variables' callables throw pass through unchanged. A render past `limits` throws RenderError
+  // naming the budget; a stop signal during it throws StoppedError.
+  std::string render(const Variables& variables, RenderLimits limits = {}) const;
 
  private:
   std::string origin_;

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "chat/jinja_limits.h"
+
 namespace tpllama::jinja::text {
 
 bool is_space(char32_t c) {
@@ -244,6 +246,7 @@ std::string replace(std::string_view s, std::string_view from, std::string_view 
     for (const std::string_view cp : code_points(s)) {
       if (count < 0 || done < count) out += to, ++done;
       out += cp;
+      check_bytes(out.size());  // one copy of `to` per character
     }
     if (count < 0 || done < count) out += to;
     return out;
@@ -253,6 +256,7 @@ std::string replace(std::string_view s, std::string_view from, std::string_view 
     const size_t at = s.find(from, start);
     if (at == std::string_view::npos) break;
     out.append(s.substr(start, at - start)).append(to);
+    check_bytes(out.size());  // a long `to` for a short `from` multiplies the size
     start = at + from.size();
     ++done;
   }

@@ -6,19 +6,83 @@
 #include <cstdio>
 #include <limits>
 
+#include "chat/jinja_limits.h"
 #include "chat/jinja_text.h"
 
 namespace tpllama::jinja {
 
+namespace {
+
+// A container's depth and namespace flag, from one of its items.
+void include(int& depth, bool& holds_namespace, const Value& item) {
+  switch (item.kind()) {
+    case Value::Kind::kList:
+      depth = std::max(depth, item.as_list().depth + 1);
+      holds_namespace = holds_namespace || item.as_list().holds_namespace;
+      break;
+    case Value::Kind::kDict:
+      depth = std::max(depth, item.as_dict().depth + 1);
+      holds_namespace = holds_namespace || item.as_dict().holds_namespace;
+      break;
+    case Value::Kind::kNamespace: {
+      // Its attributes hold no namespace, so this looks one level down only. They may change
+      // later; a namespace's contents are at most kMaxValueDepth deep whatever holds it.
+      int inner = 1;
+      bool unused = false;
+      for (const auto& [k, v] : item.as_namespace().attributes.items) include(inner, unused, v);
+      depth = std::max(depth, inner + 1);
+      holds_namespace = true;
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+// Deeper values would take the stack when they are printed, compared or freed.
+void check_depth(int depth) {
+  if (depth > kMaxValueDepth)
+    throw EvalError("lists and dicts nested more than " + std::to_string(kMaxValueDepth) + " deep");
+}
+
+}  // namespace
+
+Value Value::string(std::string s) {
+  charge_bytes(s.size() + sizeof(std::string));
+  return Value(
+      std::shared_ptr<const std::string>(std::make_shared<const std::string>(std::move(s))));
+}
+
 Value Value::list(std::vector<Value> items, bool is_tuple) {
   auto l = std::make_shared<ListObj>();
+  for (const Value& item : items) include(l->depth, l->holds_namespace, item);
+  check_depth(l->depth);
+  charge_bytes(items.size() * sizeof(Value));
   l->items = std::move(items);
   l->is_tuple = is_tuple;
   return Value(std::shared_ptr<const ListObj>(std::move(l)));
 }
 
 Value Value::dict(DictObj d) {
+  d.depth = 1;
+  d.holds_namespace = false;
+  for (const auto& [k, v] : d.items) {
+    include(d.depth, d.holds_namespace, k);
+    include(d.depth, d.holds_namespace, v);
+  }
+  check_depth(d.depth);
+  charge_bytes(d.items.size() * 2 * sizeof(Value));
   return Value(std::shared_ptr<const DictObj>(std::make_shared<DictObj>(std::move(d))));
+}
+
+void check_namespace_attribute(const std::string& name, const Value& value) {
+  int depth = 0;
+  bool holds_namespace = false;
+  include(depth, holds_namespace, value);
+  if (holds_namespace)
+    throw EvalError("namespace attribute '" + name +
+                    "' cannot hold a namespace (nested namespaces are not supported)");
+  check_depth(depth);
 }
 
 Value Value::callable(std::string name, std::function<Value(const CallArgs&)> fn) {
@@ -113,14 +177,19 @@ namespace {
 
 std::string join_repr(const std::vector<Value>& items) {
   std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + to_repr(items[i]);
+  for (size_t i = 0; i < items.size(); ++i) {
+    out += (i ? ", " : "") + to_repr(items[i]);
+    check_bytes(out.size());  // items share their strings: the text can be far larger than they are
+  }
   return out;
 }
 
 std::string dict_repr(const DictObj& d) {
   std::string out = "{";
-  for (size_t i = 0; i < d.items.size(); ++i)
+  for (size_t i = 0; i < d.items.size(); ++i) {
     out += (i ? ", " : "") + to_repr(d.items[i].first) + ": " + to_repr(d.items[i].second);
+    check_bytes(out.size());
+  }
   return out + "}";
 }
 
@@ -356,6 +425,8 @@ void dump(const Value& v, const JsonStyle& style, int level, std::string& out);
 
 // Opens a container's next item: the separator after the first, then a newline and indent.
 void open_item(const JsonStyle& style, int level, bool first, std::string& out) {
+  check_bytes(
+      out.size());  // shared strings and indentation: the text can be far larger than the value
   if (!first) out += style.item_separator;
   if (!style.indent) return;
   out += '\n';

@@ -54,7 +54,9 @@ class Value {
   static Value boolean(bool b) { return Value(b); }
   static Value integer(std::int64_t i) { return Value(i); }
   static Value number(double d) { return Value(d); }
-  static Value string(std::string s) { return Value(std::move(s)); }
+  // Strings are shared between copies of a value: a copy costs no memory, so the bytes a render
+  // builds (jinja_limits.h) bound the memory it holds.
+  static Value string(std::string s);
   static Value list(std::vector<Value> items, bool is_tuple = false);
   static Value dict(DictObj d);
   static Value name_space(std::shared_ptr<NamespaceObj> ns) { return Value(std::move(ns)); }
@@ -78,7 +80,9 @@ class Value {
   // An int, or a bool as 0/1; throws EvalError for other kinds, as Python's index checks do.
   std::int64_t as_int() const;
   double as_double() const;
-  const std::string& as_string() const { return std::get<std::string>(data_); }
+  const std::string& as_string() const {
+    return *std::get<std::shared_ptr<const std::string>>(data_);
+  }
   const ListObj& as_list() const { return *std::get<std::shared_ptr<const ListObj>>(data_); }
   const std::shared_ptr<const ListObj>& list_ptr() const {
     return std::get<std::shared_ptr<const ListObj>>(data_);
@@ -95,10 +99,10 @@ class Value {
     std::string hint;
   };
   struct None {};
-  using Data = std::variant<Undefined, None, bool, std::int64_t, double, std::string,
-                            std::shared_ptr<const ListObj>, std::shared_ptr<const DictObj>,
-                            std::shared_ptr<NamespaceObj>, std::shared_ptr<const Callable>,
-                            std::shared_ptr<const LoopObj>>;
+  using Data = std::variant<Undefined, None, bool, std::int64_t, double,
+                            std::shared_ptr<const std::string>, std::shared_ptr<const ListObj>,
+                            std::shared_ptr<const DictObj>, std::shared_ptr<NamespaceObj>,
+                            std::shared_ptr<const Callable>, std::shared_ptr<const LoopObj>>;
   template <typename T>
   explicit Value(T v) : data_(std::move(v)) {}
   Data data_;
@@ -112,20 +116,29 @@ struct CallArgs {
 struct ListObj {
   std::vector<Value> items;
   bool is_tuple = false;
+  int depth = 1;                 // containers inside each other, this one included
+  bool holds_namespace = false;  // a namespace among the items, or inside them
 };
 
 // Keys compare as Python's do (1 == 1.0 == True); lookup is linear, dicts in chat data are small.
 struct DictObj {
   std::vector<std::pair<Value, Value>> items;
+  int depth = 1;  // as ListObj's, set by Value::dict
+  bool holds_namespace = false;
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
   void set(Value key, Value value);
 };
 
-// namespace(): the one mutable object, so `{% set ns.x = ... %}` is seen outside a loop.
+// namespace(): the one mutable object, so `{% set ns.x = ... %}` is seen outside a loop. It may
+// not hold a namespace (see check_namespace_attribute): no cycles, no chains of unbounded depth.
 struct NamespaceObj {
   DictObj attributes;
 };
+
+// Throws EvalError when `value` may not become a namespace attribute: a namespace itself or a
+// container holding one (no real template nests them), or one nested deeper than kMaxValueDepth.
+void check_namespace_attribute(const std::string& name, const Value& value);
 
 struct Callable {
   std::string name;

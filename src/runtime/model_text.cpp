@@ -12,6 +12,7 @@
 #include "core/file_read.h"
 #include "core/json_text.h"
 #include "core/log.h"
+#include "core/stop_signal.h"
 
 namespace tpllama {
 namespace {
@@ -160,6 +161,8 @@ std::optional<int> ModelText::end_of_turn_id() const {
   std::string text;
   try {
     text = chat_->render(messages, /*add_generation_prompt=*/false, bos_token_, eos_token_);
+  } catch (const StoppedError&) {
+    throw;  // a stop signal while rendering: the load stops
   } catch (const Error&) {
     return std::nullopt;  // a template that wants another conversation shape: no end of turn known
   }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/stop_signal.h"
 
 namespace tpllama {
 namespace {
@@ -40,7 +41,14 @@ std::optional<Admission> RequestIntake::next(bool wait) {
     done_ = source_.ended();
     return std::nullopt;
   }
-  return admit(std::move(*req));
+  try {
+    return admit(std::move(*req));
+  } catch (const StoppedError&) {
+    // A stop signal while a chat template rendered this request: it gets no record (--resume
+    // redoes it) and nothing more is admitted; the engine sees the signal and stops.
+    close();
+    return std::nullopt;
+  }
 }
 
 long long RequestIntake::unmatched_records() const {

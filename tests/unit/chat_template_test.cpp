@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -212,10 +213,20 @@ TEST(ChatTemplateFromConfig, PicksDefaultFromAList) {
   EXPECT_EQ(chat_template_from_config(config, "c.json"), "D");
 }
 
-TEST(ChatTemplateFromConfig, TakesTheFirstWithoutADefault) {
+// transformers raises for a list without "default" ("multiple chat templates with no default
+// specified"); so does this, naming the templates it has.
+TEST(ChatTemplateFromConfig, RefusesAListWithoutADefault) {
   const auto config = nlohmann::json::parse(
       R"({"chat_template": [{"name": "rag", "template": "R"}, {"name": "tool_use", "template": "T"}]})");
-  EXPECT_EQ(chat_template_from_config(config, "c.json"), "R");
+  try {
+    chat_template_from_config(config, "model/tokenizer_config.json");
+    ADD_FAILURE() << "a list without a default was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    for (const char* part :
+         {"model/tokenizer_config.json", "\"default\"", "\"rag\"", "\"tool_use\""})
+      EXPECT_NE(what.find(part), std::string::npos) << part << " missing from: " << what;
+  }
 }
 
 TEST(ChatTemplateFromConfig, RefusesMalformedFields) {
@@ -231,6 +242,88 @@ TEST(ChatTemplateFromConfig, RefusesMalformedFields) {
           << e.what();
     }
   }
+}
+
+}  // namespace
+}  // namespace tpllama
+
+namespace tpllama {
+namespace {
+
+// A 1000-turn conversation of 200-byte messages with 10 tools: longer than real chats get.
+nlohmann::ordered_json long_conversation() {
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  messages.push_back({{"role", "system"}, {"content", "You are a helpful assistant."}});
+  for (int i = 0; i < 1000; ++i) {
+    const std::string content = "Turn " + std::to_string(i) + ": " + std::string(190, 'a' + i % 26);
+    messages.push_back({{"role", i % 2 == 0 ? "user" : "assistant"}, {"content", content}});
+  }
+  return messages;
+}
+
+nlohmann::ordered_json ten_tools() {
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  for (int i = 0; i < 10; ++i) {
+    tools.push_back(nlohmann::ordered_json::parse(
+        R"({"type": "function", "function": {"name": "tool_)" + std::to_string(i) +
+        R"(", "description": "Looks something up.", "parameters": {"type": "object", "properties":
+        {"query": {"type": "string", "description": "What to look up"}}, "required": ["query"]}}})"));
+  }
+  return tools;
+}
+
+// The least budget (steps, or bytes) with which `t` renders, by bisection: renders fail past it.
+template <typename Set>
+std::int64_t least_budget(ChatTemplate& t, const nlohmann::ordered_json& messages,
+                          const nlohmann::ordered_json& extra, std::int64_t high, Set set) {
+  std::int64_t low = 0;  // fails at low, renders at high
+  while (high - low > 1) {
+    const std::int64_t mid = low + (high - low) / 2;
+    set(mid);
+    try {
+      t.render(messages, true, "<s>", "</s>", extra);
+      high = mid;
+    } catch (const ChatTemplateError&) {
+      low = mid;
+    }
+  }
+  return high;
+}
+
+// The render budget is generous for real templates: each shipped one (and those in the
+// workspace's shared/chat_templates, when present) renders a 1000-turn conversation with tools
+// within a hundredth of it. The measured needs are printed for src/README.md.
+TEST(ChatTemplate, RealTemplatesRenderLongConversationsInAHundredthOfTheBudget) {
+  const jinja::RenderLimits defaults;
+  const auto messages = long_conversation();
+  const nlohmann::ordered_json extra = {{"tools", ten_tools()}};
+  int measured = 0;
+  const std::filesystem::path shared = kChatData / "../../../../shared/chat_templates";
+  for (const auto& dir : {kChatData / "templates", shared}) {
+    if (!std::filesystem::is_directory(dir)) continue;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      if (entry.path().extension() != ".jinja") continue;
+      ChatTemplate t(read_file(entry.path()), entry.path().filename().string());
+      jinja::RenderLimits limits = defaults;
+      const std::int64_t steps =
+          least_budget(t, messages, extra, defaults.max_steps, [&](std::int64_t n) {
+            limits.max_steps = n;
+            t.set_render_limits(limits);
+          });
+      limits = defaults;
+      const auto max_bytes = static_cast<std::int64_t>(defaults.max_bytes);
+      const std::int64_t bytes = least_budget(t, messages, extra, max_bytes, [&](std::int64_t n) {
+        limits.max_bytes = static_cast<size_t>(n);
+        t.set_render_limits(limits);
+      });
+      std::cout << entry.path().filename().string() << ": " << steps << " steps, " << bytes
+                << " bytes\n";
+      EXPECT_LE(steps, defaults.max_steps / 100) << entry.path();
+      EXPECT_LE(bytes, max_bytes / 100) << entry.path();
+      ++measured;
+    }
+  }
+  EXPECT_GE(measured, 8);
 }
 
 }  // namespace

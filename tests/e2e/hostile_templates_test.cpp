@@ -1,0 +1,160 @@
+// Hostile chat templates through the binary (issue 28): nesting that used to crash the parser is
+// refused at load naming its line, for chat and plain-prompt jobs alike; renders that would run
+// for hours or take gigabytes become their request's error record naming the budget while the
+// good requests of the file are answered; a stop signal is heard while a template renders.
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "cli_util.h"
+
+namespace {
+
+using namespace tpllama::cli_test;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class HostileTemplates : public StoriesSuite<HostileTemplates> {
+ public:
+  static constexpr const char* kTag = "hostile_templates";
+
+ protected:
+  std::string write_file(const std::string& name, const std::string& text) {
+    const std::string path = work_ + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  // The command in the background, its own process group, output to log_.
+  pid_t start(const std::string& name, const std::string& args) {
+    log_ = work_ + "/" + name + ".log";
+    return spawn_shell(binary() + " " + args + " >" + log_ + " 2>&1", /*new_group=*/true);
+  }
+
+  std::string log_;
+};
+
+std::string repeat(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+json chat(const std::string& id, const std::string& mode) {
+  return {{"id", id},
+          {"messages", json::array({{{"role", "user"}, {"content", "Once upon a time"}}})},
+          {"chat_template_kwargs", {{"mode", mode}}},
+          {"max_tokens", 2}};
+}
+
+// The modes each make one request hostile; every other request renders its messages.
+constexpr const char* kModalTemplate =
+    "{% if mode == 'loops' %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor "
+    "%}{% endfor %}"
+    "{% elif mode == 'indent' %}{{ messages|tojson(indent=1000000000) }}"
+    "{% elif mode == 'string' %}{% set ns = namespace(s='ab') %}"
+    "{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
+    "{% elif mode == 'list' %}{% set ns = namespace(l=[1]) %}"
+    "{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}"
+    "{% elif mode == 'divide' %}{{ (-9223372036854775807 - 1) // -1 }}"
+    "{% elif mode == 'modulo' %}{{ (-9223372036854775807 - 1) % -1 }}"
+    "{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}";
+
+// 10 000 parentheses in a branch that never runs: `tokenize` and `run`, chat and plain-prompt jobs,
+// the template from --chat-template or from tokenizer_config.json, stop at load naming the line
+// (they used to die of SIGSEGV with no record).
+TEST_F(HostileTemplates, DeepNestingIsRefusedAtLoadNamingTheLine) {
+  const std::string deep = "{% if false %}\n\n{{ " + repeat("(", 10000) + "1" + repeat(")", 10000) +
+                           " }}{% endif %}{{ messages }}";
+  const std::string file = write_file("deep.jinja", deep);
+  const std::string model = work_ + "/deep_model";
+  fs::copy(model_, model, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  json config = json::object();
+  if (fs::exists(model + "/tokenizer_config.json"))
+    config = json::parse(std::ifstream(model + "/tokenizer_config.json"));
+  config["chat_template"] = deep;
+  std::ofstream(model + "/tokenizer_config.json") << config.dump();
+  const std::string plain = write_file("plain.txt", "Once upon a time\n");
+  const std::string chats = write_file("chats.jsonl", chat("c", "none").dump() + "\n");
+  const std::string runs[] = {
+      "tokenize --model " + model_ + " --chat-template " + file + " --input " + chats +
+          " --output " + work_ + "/d1.jsonl",
+      "run --model " + model_ + " --chat-template " + file + " --input " + chats + " --output " +
+          work_ + "/d2.jsonl",
+      "tokenize --model " + model + " --input " + plain + " --output " + work_ + "/d3.jsonl",
+      "run --model " + model + " --input " + plain + " --output " + work_ +
+          "/d4.jsonl --max-tokens 2",
+  };
+  for (const std::string& args : runs) {
+    const CommandResult r = run_shell(binary() + " " + args);
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("line 3: nesting deeper than 200 levels"), std::string::npos)
+        << args << "\n"
+        << r.output;
+  }
+}
+
+// One file, good requests between hostile ones: each hostile render is its own error record naming
+// the budget (or the overflow), every good request is answered, and the job stays under 1 GiB.
+TEST_F(HostileTemplates, RendersPastTheBudgetAreErrorRecordsAndTheRestIsAnswered) {
+  const std::string file = write_file("modal.jinja", kModalTemplate);
+  std::string lines;
+  const char* modes[] = {"loops", "indent", "string", "list", "divide", "modulo"};
+  for (const char* mode : modes)
+    lines +=
+        chat(std::string("good-") + mode, "none").dump() + "\n" + chat(mode, mode).dump() + "\n";
+  const std::string input = write_file("modal.jsonl", lines);
+  for (const std::string command : {"tokenize", "run"}) {
+    const std::string out = work_ + "/modal_" + command + ".jsonl";
+    const pid_t pid =
+        start("modal_" + command, command + " --model " + model_ + " --chat-template " + file +
+                                      " --input " + input + " --output " + out);
+    const ProcessExit e = wait_for_exit(pid, log_, std::chrono::seconds(240));
+    ASSERT_EQ(e.code, 0) << command << "\n" << e.log;
+    EXPECT_LT(e.max_rss_kib, 1L << 20) << command << ": peak RSS " << e.max_rss_kib << " KiB";
+    const auto records = by_id(read_jsonl(out));
+    ASSERT_EQ(records.size(), 12u) << command;
+    for (const char* mode : modes) {
+      const json& good = records.at(json(std::string("good-") + mode).dump());
+      EXPECT_FALSE(good.contains("error")) << command << ": " << good.dump();
+      const json& bad = records.at(json(mode).dump());
+      const std::string m = mode;
+      if (m == "modulo") {  // Python's -2**63 % -1 is 0: no error
+        EXPECT_FALSE(bad.contains("error")) << command << ": " << bad.dump();
+        continue;
+      }
+      ASSERT_TRUE(bad.contains("error")) << command << ": " << bad.dump();
+      const std::string error = bad["error"];
+      const std::string expected = m == "loops"    ? "render budget of"
+                                   : m == "divide" ? "integer overflow"
+                                                   : "render budget of 268435456 bytes";
+      EXPECT_NE(error.find(expected), std::string::npos) << command << " " << mode << ": " << error;
+    }
+  }
+}
+
+// `tokenize` and `run` hear SIGTERM while a template renders (tokenize used to render on for hours,
+// run to end only through the stop deadline with no record): exit 75 within seconds.
+TEST_F(HostileTemplates, AStopSignalIsHeardWhileRendering) {
+  const std::string file = write_file("slow.jinja", kModalTemplate);
+  std::string lines;
+  for (int i = 0; i < 50; ++i) lines += chat("slow-" + std::to_string(i), "loops").dump() + "\n";
+  const std::string input = write_file("slow.jsonl", lines);
+  for (const std::string command : {"tokenize", "run"}) {
+    const pid_t pid =
+        start("slow_" + command, command + " --model " + model_ + " --chat-template " + file +
+                                     " --input " + input + " --output " + work_ + "/slow_" +
+                                     command + ".jsonl");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    ::kill(pid, SIGTERM);
+    const ProcessExit e = wait_for_exit(pid, log_, std::chrono::seconds(60));
+    EXPECT_EQ(e.code, 75) << command << "\n" << e.log;
+    EXPECT_LT(e.seconds, 8) << command << "\n" << e.log;
+    EXPECT_NE(e.log.find("received signal 15"), std::string::npos) << command << "\n" << e.log;
+  }
+}
+
+}  // namespace
