@@ -1,7 +1,11 @@
-// Bounded rendering of JSON values for messages.
+// Bounded JSON: the nesting check run before parsing, and bounded rendering of values for messages.
 #include "core/json_text.h"
 
+#include <new>
+
 #include <nlohmann/json.hpp>
+
+#include "core/error.h"
 
 namespace tpllama {
 
@@ -40,6 +44,53 @@ std::string describe_json(const json& v) {
   std::string out;
   describe_into(v, 0, out);
   return clip(std::move(out));
+}
+
+std::optional<std::string> json_depth_error(std::string_view text) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // an escaped quote does not end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        return detail::concat("JSON nested deeper than ", kMaxJsonDepth, " levels (at byte ", i, ")");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+void check_json_depth(std::string_view text, const std::string& what) {
+  if (std::optional<std::string> error = json_depth_error(text)) fail(what, ": ", *error);
+}
+
+namespace {
+template <class Json>
+Json parse_checked(std::string_view text, const std::string& what) {
+  check_json_depth(text, what);
+  try {
+    return Json::parse(text);
+  } catch (const std::bad_alloc&) {
+    fail(what, ": out of memory holding its ", text.size(), " bytes of JSON as values");
+  }
+}
+}  // namespace
+
+json parse_json(std::string_view text, const std::string& what) {
+  return parse_checked<json>(text, what);
+}
+
+nlohmann::ordered_json parse_ordered_json(std::string_view text, const std::string& what) {
+  return parse_checked<nlohmann::ordered_json>(text, what);
 }
 
 }  // namespace tpllama

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/file_read.h"
+#include "core/json_text.h"
 #include "io/result_writer.h"
 
 namespace tpllama {
@@ -59,7 +60,7 @@ std::optional<OutputJob> read_sidecar(const std::string& output) {
   }
   nlohmann::ordered_json j;
   try {
-    j = nlohmann::ordered_json::parse(text);
+    j = parse_ordered_json(text, path);
   } catch (const nlohmann::json::exception& e) {
     bad(std::string("not valid JSON (") + e.what() + ")");
   }

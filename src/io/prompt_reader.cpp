@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -95,7 +96,8 @@ std::optional<json> first_json_object_line(const std::string& path) {
       ++nonblank;
       const char first = *std::find_if_not(line.begin(), line.end(), is_space);
       if (first != '{' && first != '[') return std::nullopt;
-      json object = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      // A line nested too deep is skipped as a malformed one is (the reader refuses it later).
+      json object = json_depth_error(line) ? json() : json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (object.is_object()) return object;
     }
     if (c == std::char_traits<char>::eof()) return std::nullopt;
@@ -255,8 +257,14 @@ std::optional<Request> PromptReader::next(bool wait) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (is_blank(line)) continue;
     if (format_ == InputFormat::kText) return parse_text(std::move(line));
-    if (format_ == InputFormat::kOpenAiBatch) return parse_openai(line);
-    return parse_jsonl(line);
+    try {
+      return format_ == InputFormat::kOpenAiBatch ? parse_openai(line) : parse_jsonl(line);
+    } catch (const std::bad_alloc&) {  // the line's values outgrow memory: that line's error record
+      Request req = start_request();
+      req.error = detail::concat("line ", lines_read_, ": out of memory holding its ", line.size(),
+                                 " bytes of JSON as values: not read");
+      return req;
+    }
   }
 }
 

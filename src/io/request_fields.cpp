@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "core/json_text.h"
@@ -184,6 +185,10 @@ std::string parser_message(const json::exception& e) {
 }
 
 bool parse_object_line(const std::string& line, json& object, Request& req) {
+  if (std::optional<std::string> deep = json_depth_error(line)) {
+    req.error = detail::concat("line ", req.line, ": not read: ", *deep);
+    return false;
+  }
   try {
     object = json::parse(line);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999

@@ -36,7 +36,8 @@ const nlohmann::json* find_field(const nlohmann::json& object, const char* key);
 // The parser's reason without its exception tag, clipped for a message.
 std::string parser_message(const nlohmann::json::exception& e);
 
-// Parses one line as a JSON object; on failure sets req.error and returns false.
+// Parses one line as a JSON object; on failure sets req.error and returns false. A line nested
+// deeper than kMaxJsonDepth is refused unparsed (its fields are walked recursively later on).
 bool parse_object_line(const std::string& line, nlohmann::json& object, Request& req);
 
 // A prompt given as token ids: a non-empty JSON array of integers in [0, 2^31), into req.token_ids

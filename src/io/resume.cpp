@@ -109,7 +109,7 @@ void index_line(const std::string& text, size_t line, const char* id_field, cons
   };
   json record;
   try {
-    record = json::parse(text);
+    record = parse_json(text, detail::concat("cannot resume from ", path, ": line ", line));
   } catch (const json::exception& e) {
     bad("is not valid JSON (" + request_fields::parser_message(e) + ")");
   }

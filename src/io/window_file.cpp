@@ -119,7 +119,7 @@ WindowFile read_window_file(const std::string& path) {
     };
     ordered_json j;
     try {
-      j = ordered_json::parse(text);
+      j = parse_ordered_json(text, detail::concat("cannot resume from ", path, ": line ", line));
     } catch (const ordered_json::exception&) {
       bad("is not JSON: " + clip(text));
     }

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/file_read.h"
+#include "core/json_text.h"
 #include "model/shard_table.h"
 #include "ops/weight.h"
 
@@ -104,7 +105,7 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
 void Checkpoint::open_index(const std::string& index_path) {
   nlohmann::json index;
   try {
-    index = nlohmann::json::parse(read_regular_file(index_path, "checkpoint index", kMaxSmallFileBytes));
+    index = parse_json(read_regular_file(index_path, "checkpoint index", kMaxSmallFileBytes), index_path);
   } catch (const nlohmann::json::exception& e) {
     fail(index_path, ": not valid JSON: ", e.what());
   }
@@ -183,7 +184,7 @@ std::string join(const std::vector<int>& v) {
 void Checkpoint::read_manifest(const std::string& path) {
   nlohmann::json m;
   try {
-    m = nlohmann::json::parse(read_regular_file(path, "shard manifest", kMaxSmallFileBytes));
+    m = parse_json(read_regular_file(path, "shard manifest", kMaxSmallFileBytes), path);
     manifest_.tp = m.at("tp").get<int>();
     manifest_.pp = m.at("pp").get<int>();
     manifest_.stage_layers = m.at("stage_layers").get<std::vector<int>>();

@@ -273,7 +273,7 @@ LlamaConfig load_llama_config(const std::string& path) {
   const std::string text = read_regular_file(path, "model config", kMaxSmallFileBytes);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = parse_json(text, path);
   } catch (const nlohmann::json::exception& e) {
     fail(path, ": not valid JSON: ", e.what());
   }

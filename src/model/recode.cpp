@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/file_read.h"
+#include "core/json_text.h"
 #include "model/checkpoint.h"
 #include "model/safetensors_writer.h"
 #include "model/shard_table.h"
@@ -86,8 +87,8 @@ LlamaConfig convert_checkpoint(const std::string& model_dir, const ConvertOption
   writer.finish();
 
   // config.json as it is, saying how the weights are now held.
-  nlohmann::json config =
-      nlohmann::json::parse(read_regular_file(model_dir + "/config.json", "model config", kMaxSmallFileBytes));
+  const std::string config_path = model_dir + "/config.json";
+  nlohmann::json config = parse_json(read_regular_file(config_path, "model config", kMaxSmallFileBytes), config_path);
   if (int8)
     config["quantization_config"] = int8_quantization_json(static_cast<int>(group));
   else

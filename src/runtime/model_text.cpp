@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <new>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "core/json_text.h"
 #include "core/log.h"
 #include "core/stop_signal.h"
+#include "text/encode_error.h"
 
 namespace tpllama {
 namespace {
@@ -29,6 +31,10 @@ std::optional<json> read_optional_json(const std::string& path, const char* lost
     text = read_regular_file(path, "model file", kMaxSmallFileBytes);
   } catch (const Error& e) {
     log::warn(std::string(e.what()) + ": ignored, so " + lost);
+    return std::nullopt;
+  }
+  if (std::optional<std::string> deep = json_depth_error(text)) {
+    log::warn(path + ": " + *deep + ": ignored, so " + lost);
     return std::nullopt;
   }
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -170,7 +176,12 @@ std::optional<int> ModelText::end_of_turn_id() const {
   if (at == std::string::npos) return std::nullopt;
   size_t from = at + std::char_traits<char>::length(kMarker);
   while (from < text.size() && (text[from] == ' ' || text[from] == '\n')) ++from;
-  const std::vector<int> ids = tokenizer_->encode_with_special_tokens(text.substr(from));
+  std::vector<int> ids;
+  try {
+    ids = tokenizer_->encode_with_special_tokens(text.substr(from));
+  } catch (const hf::EncodeError& e) {
+    fail(tokenizer_->path(), ": the chat template's end of turn cannot be tokenized: ", e.what());
+  }
   if (ids.empty() || !tokenizer_->is_control(ids[0])) return std::nullopt;
   return ids[0];
 }
@@ -200,6 +211,18 @@ void ModelText::check_fits(const std::string& text, const char* what, int fit_to
 }
 
 std::vector<int32_t> ModelText::encode(const Request& r, int* n_context, int fit_tokens) const {
+  // What one request's text costs is that request's fault: its error record, not the job's end.
+  try {
+    return encode_text(r, n_context, fit_tokens);
+  } catch (const hf::EncodeError& e) {
+    throw PromptError(e.what());
+  } catch (const std::bad_alloc&) {
+    throw PromptError("out of memory turning the request into tokens (its text is " +
+                      std::to_string(r.prompt.size() + r.context.size() + r.continuation.size()) + " bytes)");
+  }
+}
+
+std::vector<int32_t> ModelText::encode_text(const Request& r, int* n_context, int fit_tokens) const {
   std::vector<int32_t> tokens;
   if (!r.token_ids.empty()) {
     tokens.assign(r.token_ids.begin(), r.token_ids.end());

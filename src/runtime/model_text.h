@@ -62,13 +62,16 @@ class ModelText {
   // encoding and suffix. A scoring request is tokenized as evaluation harnesses do: context and
   // continuation encoded together, split where the context's own encoding ends; *n_context is set
   // to the context's tokens (prefix included). Throws PromptError, and when fit_tokens > 0 refuses
-  // so (untokenized) text too long for any fit_tokens-token encoding (Tokenizer::min_tokens).
+  // so (untokenized) text too long for any fit_tokens-token encoding (Tokenizer::min_tokens); text
+  // the tokenizer will not encode at a bounded cost (hf::EncodeError) and running out of memory
+  // are PromptErrors too.
   std::vector<int32_t> encode(const Request& r, int* n_context, int fit_tokens = 0) const;
 
  private:
   void load_chat_template(const std::string& model_dir, const nlohmann::json* tokenizer_config);
   void collect_stop_ids(const std::string& model_dir, const LlamaConfig& config);
   std::optional<int> end_of_turn_id() const;
+  std::vector<int32_t> encode_text(const Request& r, int* n_context, int fit_tokens) const;
   // Throws PromptError when text cannot encode to fit_tokens tokens or fewer (0: no check), for
   // text long enough that tokenizing it would cost (shorter text is refused with its token count).
   void check_fits(const std::string& text, const char* what, int fit_tokens) const;

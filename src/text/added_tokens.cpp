@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "text/encode_error.h"
 #include "text/hf_unicode.h"
 #include "text/normalizer.h"
 
@@ -32,8 +33,13 @@ AddedTokens::AddedTokens(const Json& list, const Normalizer& normalizer, const s
     const AddedToken& t = tokens_[i];
     if (t.content.empty()) continue;  // matches nothing
     if (t.normalized) {
-      normalized_.add(normalizer.empty() ? t.content : normalizer.apply(t.content),
-                      static_cast<int>(i));
+      std::string content = t.content;
+      try {
+        if (!normalizer.empty()) content = normalizer.apply(t.content);
+      } catch (const EncodeError& e) {  // the file's own text: the file is at fault
+        fail(where, "[", i, "]: its content normalized: ", e.what());
+      }
+      normalized_.add(content, static_cast<int>(i));
     } else {
       raw_.add(t.content, static_cast<int>(i));
     }

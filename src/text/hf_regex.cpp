@@ -1,15 +1,20 @@
 // PCRE2 behind tokenizer.json patterns: compiled once with JIT, match data and a JIT stack reused.
 #include "text/hf_regex.h"
 
+#include <cstdint>
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
 #include "core/error.h"
+#include "core/json_text.h"
+#include "text/encode_error.h"
 #include "text/hf_unicode.h"
 
 namespace tpllama::hf {
 
 struct Pattern::Compiled {
+  std::string source;  // for messages
   pcre2_code* code = nullptr;
   pcre2_match_data* match_data = nullptr;
   pcre2_match_context* match_context = nullptr;
@@ -28,6 +33,9 @@ Pattern::Pattern(Pattern&&) noexcept = default;
 Pattern& Pattern::operator=(Pattern&&) noexcept = default;
 
 namespace {
+
+constexpr uint32_t kMatchLimit = 10'000'000;   // PCRE2's default step limit per match
+constexpr uint32_t kHeapLimitKib = 64 * 1024;  // the interpreter's backtracking memory per match
 
 std::string pcre2_message(int code) {
   PCRE2_UCHAR buf[256];
@@ -93,12 +101,22 @@ std::string translate_onig(std::string_view source) {
   return out;
 }
 
+// A text the pattern cannot be matched over within PCRE2's limits: that text is refused.
+[[noreturn]] void give_up(const std::string& source, int rc, size_t pos, size_t size) {
+  std::string limit = rc == PCRE2_ERROR_MATCHLIMIT ? detail::concat(" (the limit is ", kMatchLimit, " steps)")
+                      : rc == PCRE2_ERROR_HEAPLIMIT ? detail::concat(" (the limit is ", kHeapLimitKib, " KiB)")
+                                                    : std::string();
+  throw EncodeError(detail::concat("the tokenizer's regex '", clip(source), "' gave up at byte ", pos, " of a ",
+                                   size, "-byte text: ", pcre2_message(rc), limit));
+}
+
 }  // namespace
 
 Pattern Pattern::regex(const std::string& source, const std::string& where) {
   Pattern p;
   p.compiled_ = std::make_unique<Compiled>();
   Compiled& c = *p.compiled_;
+  c.source = source;
   int error = 0;
   PCRE2_SIZE offset = 0;
   std::string translated = translate_onig(source);
@@ -114,6 +132,10 @@ Pattern Pattern::regex(const std::string& source, const std::string& where) {
   c.match_data = pcre2_match_data_create_from_pattern(c.code, nullptr);
   c.match_context = pcre2_match_context_create(nullptr);
   if (!c.match_data || !c.match_context) fail(where, ": out of memory compiling '", source, "'");
+  // Explicit, so messages can name them: PCRE2's default step limit, and far less than its default
+  // 20 GB of backtracking memory for the interpreter (JIT's is its stack below).
+  pcre2_set_match_limit(c.match_context, kMatchLimit);
+  pcre2_set_heap_limit(c.match_context, kHeapLimitKib);
   if (jit) {
     // The default 32 KiB machine stack is too small for a long run of one class in some patterns.
     c.jit_stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
@@ -155,10 +177,7 @@ void Pattern::find_all(std::string_view text, std::vector<Span>& out) const {
     int rc = pcre2_match(c.code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, c.match_data,
                          c.match_context);
     if (rc == PCRE2_ERROR_NOMATCH) return;
-    if (rc < 0) {
-      fail("tokenizer regex failed at byte ", pos, " of a ", text.size(),
-           "-byte text: ", pcre2_message(rc));
-    }
+    if (rc < 0) give_up(c.source, rc, pos, text.size());
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(c.match_data);
     Span m{ovector[0], ovector[1]};
     out.push_back(m);
@@ -172,19 +191,27 @@ void Pattern::find_all(std::string_view text, std::vector<Span>& out) const {
   }
 }
 
-std::string replace_all(std::string_view text, const Pattern& pattern, const std::string& content) {
+bool replace_all(std::string_view text, const Pattern& pattern, const std::string& content, size_t max_bytes,
+                 std::string& out) {
   std::vector<Span> matches;
   pattern.find_all(text, matches);
-  if (matches.empty()) return std::string(text);
-  std::string out;
-  out.reserve(text.size());
+  out.clear();
   size_t from = 0;
   for (const Span& m : matches) {
+    // Checked before appending: a long content over many matches must not be built to be refused.
+    if (out.size() + (m.begin - from) + content.size() > max_bytes) return false;
     out.append(text.substr(from, m.begin - from));
     out.append(content);
     from = m.end;
   }
+  if (out.size() + (text.size() - from) > max_bytes) return false;
   out.append(text.substr(from));
+  return true;
+}
+
+std::string replace_all(std::string_view text, const Pattern& pattern, const std::string& content) {
+  std::string out;
+  replace_all(text, pattern, content, SIZE_MAX, out);
   return out;
 }
 

@@ -47,5 +47,9 @@ class Pattern {
 
 // text with every match of pattern replaced by content.
 std::string replace_all(std::string_view text, const Pattern& pattern, const std::string& content);
+// The same into out, false (out partial) as soon as it would pass max_bytes: the bound is kept
+// while it is built, never checked after.
+bool replace_all(std::string_view text, const Pattern& pattern, const std::string& content, size_t max_bytes,
+                 std::string& out);
 
 }  // namespace tpllama::hf

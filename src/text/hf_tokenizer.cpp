@@ -3,9 +3,11 @@
 #include "text/hf_tokenizer.h"
 
 #include <mutex>
+#include <new>
 
 #include "core/error.h"
 #include "core/file_read.h"
+#include "core/json_text.h"
 #include "text/added_tokens.h"
 #include "text/bpe_model.h"
 #include "text/hf_decoder.h"
@@ -25,7 +27,7 @@ const std::string kNoToken;  // what piece() and token_bytes() give for an id wi
 Json read_json(const std::string& path) {
   const std::string text = read_regular_file(path, "tokenizer file", kMaxTokenizerFileBytes);
   try {
-    return Json::parse(text);
+    return parse_json(text, path);
   } catch (const Json::exception& e) {
     fail(path, ": not valid JSON: ", e.what());
   }
@@ -35,6 +37,30 @@ const Json& field_or_null(const Json& root, const char* key) {
   static const Json null;
   auto it = root.find(key);
   return it == root.end() ? null : *it;
+}
+
+// Tables are sized by the largest id, so ids are checked against the tokens the file holds before
+// any is built: a 300-token file naming id 1e9 would otherwise cost gigabytes, then be refused.
+// A vocabulary may skip ids, kMaxIdGaps of them in all.
+constexpr size_t kMaxIdGaps = 1024;
+
+void check_ids(const Json& root, const std::string& path) {
+  const Json& model = field_or_null(root, "model");
+  const Json& vocab = model.is_object() ? field_or_null(model, "vocab") : model;
+  const Json& added = field_or_null(root, "added_tokens");
+  const size_t tokens = (vocab.is_object() ? vocab.size() : 0) + (added.is_array() ? added.size() : 0);
+  const size_t limit = tokens + kMaxIdGaps;
+  const auto check = [&](const Json& id, const std::string& what) {
+    if (id.is_number_unsigned() && id.get<uint64_t>() >= limit)
+      fail(path, ": ", what, " has id ", id.get<uint64_t>(), ", but the file holds ", tokens,
+           " tokens (vocab and added_tokens): ids must be below ", limit, " (gaps of ", kMaxIdGaps, " ids at most)");
+  };
+  if (vocab.is_object())
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) check(*it, "model: vocab entry '" + clip(it.key()) + "'");
+  if (added.is_array())
+    for (size_t i = 0; i < added.size(); ++i)
+      if (added[i].is_object() && added[i].contains("id"))
+        check(added[i]["id"], "added_tokens[" + std::to_string(i) + "]");
 }
 
 // Ids of a TemplateProcessing special token, by its name in the template.
@@ -71,6 +97,7 @@ struct HfTokenizer::Impl {
   mutable std::mutex mutex;  // encode's scratch, the model's cache and the regex match data
   mutable std::vector<hf::Piece> words;
 
+  void load();  // from path
   void read_post_processor(const Json& j, const std::string& where);
   void build_tables();
   void encode_text(std::string_view text, bool at_origin, std::vector<int>& ids) const;
@@ -142,18 +169,25 @@ void HfTokenizer::Impl::build_tables() {
 HfTokenizer::HfTokenizer(const std::string& tokenizer_json_path) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.path = tokenizer_json_path;
-  Json root = read_json(m.path);
-  if (!root.is_object()) fail(m.path, ": expected a JSON object, got ", root.type_name());
-  const std::string& p = m.path;
-  m.normalizer = hf::Normalizer(field_or_null(root, "normalizer"), p + ": normalizer");
-  m.pre_tokenizer = hf::PreTokenizer(field_or_null(root, "pre_tokenizer"), p + ": pre_tokenizer");
-  m.model = std::make_unique<hf::BpeModel>(hf::member(root, "model", p),
-                                           m.pre_tokenizer.byte_level(), p + ": model");
-  m.added =
-      hf::AddedTokens(field_or_null(root, "added_tokens"), m.normalizer, p + ": added_tokens");
-  m.decoder = hf::Decoder(field_or_null(root, "decoder"), p + ": decoder");
-  m.read_post_processor(field_or_null(root, "post_processor"), p + ": post_processor");
-  m.build_tables();
+  try {
+    m.load();
+  } catch (const std::bad_alloc&) {  // a file whose parts outgrow memory: name it, not just bad_alloc
+    fail(m.path, ": out of memory building the tokenizer it describes");
+  }
+}
+
+void HfTokenizer::Impl::load() {
+  Json root = read_json(path);
+  const std::string& p = path;
+  if (!root.is_object()) fail(p, ": expected a JSON object, got ", root.type_name());
+  check_ids(root, p);
+  normalizer = hf::Normalizer(field_or_null(root, "normalizer"), p + ": normalizer");
+  pre_tokenizer = hf::PreTokenizer(field_or_null(root, "pre_tokenizer"), p + ": pre_tokenizer");
+  model = std::make_unique<hf::BpeModel>(hf::member(root, "model", p), pre_tokenizer.byte_level(), p + ": model");
+  added = hf::AddedTokens(field_or_null(root, "added_tokens"), normalizer, p + ": added_tokens");
+  decoder = hf::Decoder(field_or_null(root, "decoder"), p + ": decoder");
+  read_post_processor(field_or_null(root, "post_processor"), p + ": post_processor");
+  build_tables();
 }
 
 HfTokenizer::~HfTokenizer() = default;

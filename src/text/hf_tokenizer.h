@@ -26,6 +26,7 @@ class HfTokenizer {
   // Ids of text: added tokens matched first, then normalizer -> pre-tokenizer -> BPE. No
   // post-processor tokens. Invalid UTF-8 is first repaired as Rust's from_utf8_lossy does (each
   // maximal invalid sequence becomes U+FFFD), since Hugging Face only ever sees valid strings.
+  // Throws hf::EncodeError for a text past the file's patterns' or normalizer's bounds.
   std::vector<int> encode(const std::string& text) const;
 
   // 1 + the largest id of the vocab and the added tokens.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "text/encode_error.h"
 #include "text/hf_unicode.h"
 
 namespace tpllama::hf {
@@ -54,17 +55,30 @@ std::optional<double> Normalizer::max_shrink() const {
 }
 
 std::string Normalizer::apply(std::string_view text) const {
-  std::string s(text);
-  for (const Step& step : steps_) {
+  const size_t bound = max_output_bytes(text.size());
+  const auto outgrown = [&](size_t step) {
+    static constexpr const char* kNames[] = {"Prepend", "Replace", "NFC"};
+    throw EncodeError(detail::concat("the tokenizer's normalizer (step ", step + 1, " of ", steps_.size(), ", ",
+                                     kNames[static_cast<int>(steps_[step].kind)], ") would make a ", text.size(),
+                                     "-byte text more than ", bound, " bytes (", kMaxGrowth, " times it plus ",
+                                     kGrowthSlack, "): not tokenized"));
+  };
+  std::string s(text), replaced;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Step& step = steps_[i];
     switch (step.kind) {
       case Kind::kPrepend:
-        if (!s.empty()) s.insert(0, step.text);  // Hugging Face leaves empty text empty
+        if (s.empty()) break;  // Hugging Face leaves empty text empty
+        if (s.size() + step.text.size() > bound) outgrown(i);
+        s.insert(0, step.text);
         break;
       case Kind::kReplace:
-        s = replace_all(s, step.pattern.front(), step.text);
+        if (!replace_all(s, step.pattern.front(), step.text, bound, replaced)) outgrown(i);
+        s.swap(replaced);
         break;
       case Kind::kNfc:
-        s = nfc(s);
+        s = nfc(s);  // at most 3 times its input (Unicode's bound for NFC), then checked
+        if (s.size() > bound) outgrown(i);
         break;
     }
   }

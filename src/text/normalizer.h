@@ -23,8 +23,16 @@ class Normalizer {
   // Replace with no content, or with a regex that may match any length).
   std::optional<double> max_shrink() const;
 
-  // text (valid UTF-8) normalized. Not thread-safe: a Replace regex reuses its match data.
+  // text (valid UTF-8) normalized. Not thread-safe: a Replace regex reuses its match data. Throws
+  // EncodeError when the text would grow past max_output_bytes of its size (a Replace with a long
+  // content on a text of many matches), or a regex gives up on it.
   std::string apply(std::string_view text) const;
+
+  // Real normalizers grow text a few times at most (' ' to '▁' is 1 byte to 3, then a prepended
+  // '▁'); these bound what one text may cost, whatever the file asks.
+  static constexpr size_t kMaxGrowth = 16;
+  static constexpr size_t kGrowthSlack = 4096;
+  static size_t max_output_bytes(size_t input_bytes) { return kMaxGrowth * input_bytes + kGrowthSlack; }
 
  private:
   enum class Kind { kPrepend, kReplace, kNfc };
