@@ -7,8 +7,8 @@
 #      npm is there, installs the tokenizer tests' oracle into tests/oracles/node_modules,
 #   3. converts the shipped TinyStories model (models/stories260K, a llama2.c checkpoint) into the
 #      Hugging Face directory build/stories260K unless it exists,
-#   4. runs `mpirun -np 1 build/tpllama run` over models/demo/prompts.txt into out/demo.jsonl and
-#      prints the stories it wrote.
+#   4. runs `mpirun -np 1 build/tpllama run` over models/demo/prompts.txt into out/demo.jsonl (with
+#      --overwrite: a second setup replaces the first one's stories) and prints the stories it wrote.
 # --no-install skips step 1; --no-demo stops after step 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,8 +72,8 @@ if [[ $EUID -eq 0 ]]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 mkdir -p out
-echo "== running: mpirun -np 1 build/tpllama run --model build/stories260K --input models/demo/prompts.txt --output out/demo.jsonl --max-tokens 64"
+echo "== running: mpirun -np 1 build/tpllama run --model build/stories260K --input models/demo/prompts.txt --output out/demo.jsonl --max-tokens 64 --overwrite"
 mpirun -np 1 build/tpllama run --model build/stories260K --input models/demo/prompts.txt \
-  --output out/demo.jsonl --max-tokens 64
+  --output out/demo.jsonl --max-tokens 64 --overwrite
 echo "== out/demo.jsonl:"
 cat out/demo.jsonl

@@ -20,6 +20,7 @@
 #include "io/result_writer.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "io/output_holds.h"
 #include "model/shapes.h"
 #include "ops/cpu/threads.h"
 #include "ops/roofline.h"
@@ -441,8 +442,14 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   SessionOptions options = session_options(o.run);
   options.synthetic = synthetic;
   options.context_flag = "--input-len + --output-len";  // they set the context (max_model_len above)
+  OutputHolds holds;  // rank 0's: --stats, --trace and --json, from the run's start
   Session session(mpi, options, [&](const Session& s) {
-    if (s.is_rank0()) check_output_files({}, {{"--stats", o.run.stats}, {"--trace", o.run.trace}, {"--json", o.json}});
+    if (!s.is_rank0()) return;
+    const std::vector<std::pair<std::string, std::string>> outputs = {
+        {"--stats", o.run.stats}, {"--trace", o.run.trace}, {"--json", o.json}};
+    check_output_files({}, outputs, model_files(o.run.model));
+    for (const auto& [flag, path] : outputs)
+      if (output_is_a_file(path)) holds.hold(flag, path);
   });
   MachineLimits limits;
   session.load([&](const Session& s) {
@@ -456,6 +463,7 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   io.total_requests = workload.requests();
   const Continuation continuation{false, "run it again"};
   const RunSummary summary = session.serve(serve_options(o.run, continuation), io, trace);
+  for (const std::string& path : {o.run.stats, o.run.trace, o.json}) holds.release(path);  // write_text_file locks them
   const std::vector<RankFigures> figures = report_run(session, summary, trace, o.run.stats, o.run.trace);
   if (!session.is_rank0()) return 0;
   const nlohmann::json report = make_report(o, session, summary, figures, limits, source, in, out);

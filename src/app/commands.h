@@ -37,6 +37,7 @@ struct RunOptions {
   int max_model_len = 0;        // 0: max_position_embeddings
   std::string input_format = "auto";
   bool resume = false;
+  bool overwrite = false;  // replace the records an earlier run left in --output
   bool ordered = false;
   double grace_seconds = 90;
   double stall_timeout = 900;  // seconds without a pipeline step before the job ends; 0: never
@@ -80,6 +81,7 @@ struct PerplexityOptions {
   int stride = 0;       // 0: half the window
   std::string windows;  // --windows: each window's score, for --resume
   bool resume = false;
+  bool overwrite = false;  // replace what an earlier run left in --windows and --output
 };
 
 struct BenchOptions {
@@ -100,6 +102,7 @@ struct BenchOptions {
 
 struct TokenizeOptions {
   std::string model, input, output, chat_template, input_format = "auto";
+  bool overwrite = false;  // replace the records an earlier run left in --output
 };
 
 struct PlanOptions {

@@ -6,6 +6,7 @@
 
 #include "app/cli_checks.h"
 #include "app/commands.h"
+#include "app/output_files.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "model/config.h"
@@ -48,6 +49,10 @@ void add_convert_command(CLI::App& app, ConvertOptionsCli& o) {
 
 int convert_command(const ConvertOptionsCli& o, const MpiSession& mpi) {
   if (mpi.rank() != 0) return 0;  // a file conversion needs one writer
+  check_out_directory(o.out, {{"the model directory", o.from == "hf" ? o.model : ""},
+                              {"the llama2.c checkpoint", o.from == "llama2c" ? o.checkpoint : ""},
+                              {"the tokenizer", o.tokenizer},
+                              {"the --config file", o.config}});
   ConvertOptions options;
   options.out_dir = o.out;
   options.tokenizer_path = o.tokenizer;

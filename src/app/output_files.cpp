@@ -1,6 +1,6 @@
 // The checks every command makes on the files it will write, before any work: writable, not the
-// input, not another output; which outputs are streams (stdout, a pipe) rather than files; and that
-// its input can be read.
+// input nor the model's files, not another output, not an earlier run's records; which outputs are
+// streams (stdout, a pipe) rather than files; and that its input can be read.
 #include "app/output_files.h"
 
 #include <fcntl.h>
@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "io/result_writer.h"
+#include "model/checkpoint.h"
 
 namespace tpllama {
 
@@ -74,7 +75,68 @@ bool same_file(const std::string& a, const std::string& b) {
   return !ea && !eb && ca.lexically_normal() == cb.lexically_normal();
 }
 
+// The path with links resolved as far as it exists, absolute and normal ("" when it cannot be).
+std::filesystem::path resolved(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  if (ec) return {};
+  p = p.lexically_normal();
+  return p.has_filename() ? p : p.parent_path();  // "dir/" ends in an empty name
+}
+
+// Whether `inner` is `outer` or lies under it, component by component ("/a/bc" is not under "/a/b").
+bool is_within(const std::filesystem::path& inner, const std::filesystem::path& outer) {
+  auto i = inner.begin();
+  for (auto o = outer.begin(); o != outer.end(); ++o, ++i)
+    if (i == inner.end() || *i != *o) return false;
+  return true;
+}
+
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> model_files(const std::string& model_dir,
+                                                             const std::string& chat_template) {
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!chat_template.empty()) files.emplace_back("the --chat-template file", chat_template);
+  if (model_dir.empty()) return files;
+  const std::string dir = model_dir + "/";
+  for (const char* name : {"config.json", "model.safetensors", "model.safetensors.index.json", kShardManifestName,
+                           "tokenizer.model", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+                           "generation_config.json", "special_tokens_map.json"})
+    files.emplace_back("a file of the model", dir + name);
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(model_dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".safetensors" && it->path().filename() != "model.safetensors")
+      files.emplace_back("a file of the model", it->path().string());  // the index's parts, shards
+  return files;
+}
+
+void check_not_replacing(const std::string& flag, const std::string& path, bool allowed, const std::string& how) {
+  if (allowed || path.empty() || standard_stream_of(path) >= 0) return;
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (!std::filesystem::is_regular_file(status)) return;  // nothing there yet, or a stream
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  if (ec || bytes == 0) return;
+  fail(flag, " ", path, " already holds ", bytes, " bytes (an earlier run's records?): ", how,
+       "; or give another file");
+}
+
+void check_out_directory(const std::string& out, const std::vector<std::pair<std::string, std::string>>& sources) {
+  namespace fs = std::filesystem;
+  const fs::path to = resolved(out);
+  for (const auto& [what, source] : sources) {
+    const fs::path from = source.empty() ? fs::path() : resolved(source);
+    if (to.empty() || from.empty()) continue;
+    std::error_code ec;
+    if (to == from || fs::equivalent(out, source, ec))
+      fail("--out ", out, " is ", what, " itself (", source, "): write into a new directory");
+    if (is_within(from, to))  // its files would be replaced, or read beside the new ones
+      fail("--out ", out, " holds ", what, " ", source, ": write into a directory apart from it");
+    if (fs::is_directory(from, ec) && is_within(to, from))  // a model directory holding another model
+      fail("--out ", out, " lies inside ", what, " ", source, ": write into a directory apart from it");
+  }
+}
 
 // A regular file, or nothing yet (it will be one); not this process's stdout or stderr, even when
 // the shell sent those to a file (perhaps both to one).
@@ -86,19 +148,23 @@ bool output_is_a_file(const std::string& path) {
 }
 
 void check_output_files(const std::vector<std::string>& inputs,
-                        const std::vector<std::pair<std::string, std::string>>& outputs) {
+                        const std::vector<std::pair<std::string, std::string>>& outputs,
+                        const std::vector<std::pair<std::string, std::string>>& read_files) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     const auto& [flag, path] = outputs[i];
     if (path.empty()) continue;
     for (const std::string& input : inputs)
       if (!input.empty() && same_file(path, input))
         fail(flag, " ", path, " is the input file itself; refusing to overwrite the input");
+    for (const auto& [what, file] : read_files)
+      if (same_file(path, file))
+        fail(flag, " ", path, " is ", what, " (", file, "); refusing to overwrite it: give another file");
     for (size_t j = 0; j < i; ++j)
       if (!outputs[j].second.empty() && same_file(path, outputs[j].second))
         fail(outputs[j].first, " and ", flag, " both name ", path, "; give each its own file");
     check_writable(path, flag.c_str());
-    // Checked, not locked: the lock comes when the file is opened (after loading), and taking it
-    // now would create the file. A clash that begins later is caught then.
+    // Checked, not locked: the command holds its files (OutputHolds) once every check has passed,
+    // so that a refused command creates none. A clash that begins in between is caught then.
     if (locked_by_another_writer(path))
       fail(flag, " ", path, " is locked by another tpllama process (a running job writes it): wait for it to end, ",
            "or give another file");

@@ -17,6 +17,7 @@
 #include "core/file_read.h"
 #include "core/json_text.h"
 #include "core/log.h"
+#include "io/output_holds.h"
 #include "io/result_writer.h"
 #include "io/resume.h"
 #include "io/window_file.h"
@@ -119,11 +120,11 @@ class WindowScores : public ResultSink {
   std::unique_ptr<ResultWriter> file_;
 };
 
-// Opens --windows (locked for the run). With --resume, the scores it holds for this same run go
-// into `scores` and are marked done; without, or when it is missing or empty, it starts over with
-// a header naming this run.
+// Opens --windows (held for the run from its start). With --resume, the scores it holds for this
+// same run go into `scores` and are marked done; without, or when it is missing or empty, it starts
+// over with a header naming this run.
 std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& run, const std::vector<Window>& windows,
-                                   WindowScores& scores, std::unique_ptr<OutputLock>& lock) {
+                                   WindowScores& scores) {
   std::vector<bool> done(windows.size(), false);
   if (o.windows.empty()) return done;
   namespace fs = std::filesystem;
@@ -132,7 +133,6 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
   if (status.type() != fs::file_type::not_found && status.type() != fs::file_type::regular)
     fail("--windows ", o.windows, " is not a regular file: the windows file is cut and appended to");
   const bool had_file = status.type() == fs::file_type::regular && fs::file_size(o.windows) > 0;
-  lock = std::make_unique<OutputLock>(o.windows);
   bool append = false;
   if (o.resume) {
     const WindowFile file = read_window_file(o.windows);
@@ -140,7 +140,7 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
       const std::string difference = window_run_difference(*file.run, run);
       if (!difference.empty())
         fail("cannot resume from ", o.windows, ": it holds the windows of another run (", difference,
-             "); give another --windows file, or drop --resume to overwrite it");
+             "); give another --windows file, or --overwrite instead of --resume to replace it");
       for (const WindowScore& s : file.scores) {
         const size_t i = static_cast<size_t>(s.window);
         if (s.window >= static_cast<long long>(windows.size()) || s.n_tokens != windows[i].scored)
@@ -155,7 +155,7 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
     } else if (file.torn_bytes > 0 && !starts_like_a_window_header(file.torn_start)) {
       fail("cannot resume from ", o.windows, ": it is not a windows file (", file.torn_bytes,
            " bytes without a newline, starting ", describe_json(nlohmann::json(file.torn_start)),
-           "); give another --windows file, or drop --resume to overwrite it");
+           "); give another --windows file, or --overwrite instead of --resume to replace it");
     }
     log::info("resume: " + std::to_string(file.scores.size()) + " of " + std::to_string(windows.size()) +
               " windows already scored in " + o.windows +
@@ -163,8 +163,8 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
                : file.run       ? "; cut a torn last line of " + std::to_string(file.torn_bytes) + " bytes"
                                 : "; its header was torn (" + std::to_string(file.torn_bytes) + " bytes): starting over"));
   } else if (had_file) {
-    log::warn("overwriting " + o.windows + " (" + std::to_string(std::filesystem::file_size(o.windows)) +
-              " bytes); pass --resume to keep its windows and continue after them");
+    log::info("--overwrite: replacing the " + std::to_string(std::filesystem::file_size(o.windows)) +
+              " bytes of windows in " + o.windows);
   }
   auto file = std::make_unique<ResultWriter>(o.windows, OutputFormat::kJsonl, append);
   if (!append) file->write_line(window_run_line(run));
@@ -175,7 +175,6 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
 // Rank 0's side of a perplexity run: the corpus as windows still to score, and where their scores go.
 struct CorpusWindows {
   std::unique_ptr<WindowScores> scores;
-  std::unique_ptr<OutputLock> lock;  // the --windows file, held for the run
   std::unique_ptr<WindowSource> source;
   int window = 0, stride = 0;  // text tokens per window (BOS comes on top), between window starts
   long long remaining = 0;     // windows to score in this run
@@ -213,7 +212,7 @@ CorpusWindows prepare_windows(const PerplexityOptions& o, const Session& session
     run.windows = static_cast<long long>(windows.size());
   }
   c.scores = std::make_unique<WindowScores>(windows.size());
-  std::vector<bool> done = open_window_file(o, run, windows, *c.scores, c.lock);
+  std::vector<bool> done = open_window_file(o, run, windows, *c.scores);
   c.remaining = std::count(done.begin(), done.end(), false);
   c.source = std::make_unique<WindowSource>(std::move(tokens), session.config().bos_token_id, std::move(windows),
                                             std::move(done));
@@ -233,9 +232,14 @@ void add_perplexity_command(CLI::App& app, PerplexityOptions& o) {
   c->add_option("--windows", o.windows,
                 "Also append each window's score to this JSONL file as it is scored, so --resume can continue a "
                 "stopped run");
-  c->add_flag("--resume", o.resume,
-              "Keep the windows already scored in --windows (a torn last line is cut) and score only the rest")
-      ->needs("--windows");
+  CLI::Option* resume =
+      c->add_flag("--resume", o.resume,
+                  "Keep the windows already scored in --windows (a torn last line is cut) and score only the rest")
+          ->needs("--windows");
+  c->add_flag("--overwrite", o.overwrite,
+              "Replace what an earlier run left in --windows and --output (without it, or --resume, a non-empty "
+              "one is refused)")
+      ->excludes(resume);
   c->add_option("--max-seqs", o.run.max_seqs, "Windows in flight at once")->capture_default_str()->check(at_least(1));
   c->add_option("--max-batch-tokens", o.run.max_batch_tokens, "Tokens per forward step")->capture_default_str()->check(at_least(1));
   add_log_interval_option(*c, o.run);
@@ -247,10 +251,17 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
   SessionOptions options = session_options(o.run);
   options.context_len = o.context_len;
   options.context_flag = "--context-len";
+  OutputHolds holds;  // rank 0's: --output and --windows, from the run's start
   Session session(mpi, options, [&](const Session& s) {
     if (!s.is_rank0()) return;
-    check_output_files({o.run.input}, {{"--output", o.json}, {"--windows", o.windows}});
+    check_output_files({o.run.input}, {{"--output", o.json}, {"--windows", o.windows}},
+                       model_files(o.run.model));
+    const std::string how = "pass --resume (with --windows) to continue the run, or --overwrite to replace it";
+    check_not_replacing("--windows", o.windows, o.resume || o.overwrite, how);
+    check_not_replacing("--output", o.json, o.resume || o.overwrite, how);
     check_input_file(o.run.input);
+    if (output_is_a_file(o.json)) holds.hold("--output", o.json);
+    if (output_is_a_file(o.windows)) holds.hold("--windows", o.windows);
   });
   session.load();
   // Rank 0: the corpus, its windows and the scores an earlier run left in --windows.
@@ -269,7 +280,10 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
   const RunSummary summary = session.serve(serve_options(o.run, continuation), io, trace);
   report_run(session, summary, trace, "", "");
   if (!session.is_rank0()) return 0;
-  if (const int rc = finish_run(session, summary, continuation, ""); rc != 0) return rc;
+  if (const int rc = finish_run(session, summary, continuation, ""); rc != 0) {
+    holds.drop_if_unwritten(o.json);  // a stopped run has no result: no empty file in its place
+    return rc;
+  }
   const auto [nll, n_tokens] = corpus.scores->total();
   const int window = corpus.window, stride = corpus.stride;
   const double mean = n_tokens > 0 ? nll / static_cast<double>(n_tokens) : 0.0;
@@ -277,6 +291,7 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
                            {"context_len", window + 1}, {"stride", stride}};
   std::printf("perplexity %.6f over %lld tokens (mean NLL %.6f nats; windows of %d tokens, stride %d)\n",
               std::exp(mean), n_tokens, mean, window + 1, stride);
+  holds.release(o.json);  // write_json_file locks it itself
   if (!o.json.empty()) write_json_file(o.json, result, "--output");
   return 0;
 }

@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "io/output_holds.h"
 #include "io/output_sidecar.h"
 #include "io/prompt_reader.h"
 #include "io/result_writer.h"
@@ -23,25 +24,30 @@ namespace {
 struct RunFiles {
   std::unique_ptr<PromptReader> reader;
   std::unique_ptr<ResumeIndex> resume;
-  std::unique_ptr<OutputLock> lock;
   std::unique_ptr<ResultWriter> writer;
   long long total_requests = 0;  // 0: unknown (a pipe)
 };
 
 // The files of a run, checked on rank 0 before any weight is read: the outputs can be written and
-// are not the input, --resume has a file to read, the input can be read.
-void check_files(const RunOptions& o) {
+// are not the input nor the model's files, an earlier run's records are kept unless --overwrite,
+// --resume has a file to read, the input can be read. Then every file the run will write is held
+// for it, so that another job naming one is refused from now on.
+void check_files(const RunOptions& o, OutputHolds& holds) {
   if (o.output.empty()) fail("--output is empty: give the file to write the records to");
   std::vector<std::pair<std::string, std::string>> outputs = {
       {"--output", o.output}, {"--stats", o.stats}, {"--trace", o.trace}};
   if (output_is_a_file(o.output)) outputs.emplace_back("--output's sidecar", sidecar_path(o.output));
-  check_output_files({o.input}, outputs);
+  check_output_files({o.input}, outputs, model_files(o.model, o.chat_template));
   if (o.resume && !output_is_a_file(o.output))
     fail("--resume reads and appends to --output, but ", o.output,
          standard_stream_of(o.output) >= 0 ? " is this process's stdout or stderr"
                                            : " is not a regular file (a pipe, a terminal or a device)",
          ": give a file, or drop --resume");
+  check_not_replacing("--output", o.output, o.resume || o.overwrite,
+                      "pass --resume to keep its records and continue after them, or --overwrite to replace them");
   check_input_file(o.input);
+  for (const auto& [flag, path] : outputs)
+    if (output_is_a_file(path)) holds.hold(flag, path);
 }
 
 // What made the records: a resume with another model, dtype, sampling default or input would mix
@@ -57,6 +63,8 @@ OutputJob output_job(const RunOptions& o, const Session& session, InputFormat fo
   OutputJob job;
   job.model = model_name(o.model);
   job.model_fingerprint = model_fingerprint(o.model);
+  job.files = shaping_files(o.model, o.chat_template);
+  job.model_dir = o.model;
   // Not the input's path: resuming with the input moved, or grown by more prompts, is the same job;
   // another input's records are caught by their content (RequestIntake::check_resumed).
   job.settings = {{"--dtype", dtype_name(session.dtype())},
@@ -99,8 +107,8 @@ void warn_duplicates(const ResumeIndex& index) {
 }
 
 // The output is opened (and truncated, without --resume) only once everything else is known to
-// work, and locked before anything reads or cuts it.
-RunFiles open_files(const RunOptions& o, const Session& session) {
+// work; it is held (locked) from the run's start, before anything reads or cuts it.
+RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& holds) {
   RunFiles f;
   f.reader = std::make_unique<PromptReader>(o.input, o.defaults, parse_input_format(o.input_format));
   f.reader->set_answering_model(model_name(o.model));
@@ -109,7 +117,6 @@ RunFiles open_files(const RunOptions& o, const Session& session) {
   // A pipe, a terminal or /dev/stdout is written as it comes: nothing to lock, cut or resume.
   const bool file = output_is_a_file(o.output);
   const bool had_output = file && std::filesystem::exists(o.output) && std::filesystem::file_size(o.output) > 0;
-  if (file) f.lock = std::make_unique<OutputLock>(o.output);
   const OutputJob job = file ? output_job(o, session, f.reader->format()) : OutputJob{};
   if (o.resume) {
     if (had_output) check_resumed_job(o.output, job);
@@ -120,11 +127,14 @@ RunFiles open_files(const RunOptions& o, const Session& session) {
                    ? "; cut a torn last line of " + std::to_string(f.resume->truncated_bytes) + " bytes"
                    : ""));
   } else if (had_output) {
-    log::warn("overwriting " + o.output + " (" + std::to_string(std::filesystem::file_size(o.output)) +
-              " bytes); pass --resume to keep its records and continue after them");
+    log::info("--overwrite: replacing the " + std::to_string(std::filesystem::file_size(o.output)) +
+              " bytes of records in " + o.output);
   }
   f.writer = std::make_unique<ResultWriter>(o.output, format, /*append=*/o.resume || !file, model_name(o.model));
-  if (file && !(o.resume && had_output)) write_sidecar(o.output, job);  // after the cut: a kill between leaves no records
+  if (file && !(o.resume && had_output))
+    write_sidecar(o.output, job, &holds);  // after the cut: a kill between leaves no records
+  else if (file)
+    holds.drop_if_unwritten(sidecar_path(o.output));  // an older tpllama's records get none
   if (std::optional<size_t> lines = count_prompt_lines(o.input)) f.total_requests = static_cast<long long>(*lines);
   return f;
 }
@@ -144,13 +154,14 @@ std::vector<std::string> run_warnings(const RunOptions& o, const RunSummary& sum
 
 int run_command(const RunOptions& o, const MpiSession& mpi) {
   TraceRecorder trace(!o.trace.empty());  // before the session: its communicators record into it
+  OutputHolds holds;                      // rank 0's: every file the run writes, from its start
   Session session(mpi, session_options(o), [&](const Session& s) {
-    if (s.is_rank0()) check_files(o);
+    if (s.is_rank0()) check_files(o, holds);
   });
   session.load();
   RunFiles files;
   collective_phase([&] {
-    if (session.is_rank0()) files = open_files(o, session);
+    if (session.is_rank0()) files = open_files(o, session, holds);
   });
   EngineIo io;
   io.reader = files.reader.get();
@@ -161,6 +172,8 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
   io.total_requests = files.total_requests;
   const Continuation continuation{true, ""};
   const RunSummary summary = session.serve(serve_options(o, continuation), io, trace);
+  holds.release(o.stats);  // write_text_file locks them itself
+  holds.release(o.trace);
   report_run(session, summary, trace, o.stats, o.trace);
   if (!session.is_rank0()) return 0;
   return finish_run(session, summary, continuation, "; output " + o.output, run_warnings(o, summary));

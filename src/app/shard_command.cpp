@@ -2,6 +2,7 @@
 // maps only its own file.
 #include "app/cli_checks.h"
 #include "app/commands.h"
+#include "app/output_files.h"
 #include "core/log.h"
 #include "model/shard_writer.h"
 #include "parallel/mpi_session.h"
@@ -25,6 +26,7 @@ void add_shard_command(CLI::App& app, ShardOptionsCli& o) {
 
 int shard_command(const ShardOptionsCli& o, const MpiSession& mpi) {
   if (mpi.rank() != 0) return 0;  // one writer
+  check_out_directory(o.out, {{"the model directory", o.model}});
   write_shards(ShardOptions{o.model, o.out, o.tp, o.pp, o.pp_layers, o.dtype == "int8"});
   std::string layers;  // the run must split the stages as the shards do
   for (size_t i = 0; i < o.pp_layers.size(); ++i) layers += (i == 0 ? " --pp-layers " : ",") + std::to_string(o.pp_layers[i]);

@@ -1,7 +1,6 @@
 // `tpllama tokenize`: the tokens each request of a prompt file would give the model, and the rendered
 // prompt of a chat request, written as JSON lines, so a user can check the template and the lengths
 // before a long job (as llama.cpp's llama-tokenize). Reads the tokenizer files only, no weights.
-#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/stop_signal.h"
+#include "io/output_holds.h"
 #include "io/prompt_reader.h"
 #include "io/result_writer.h"
 #include "model/config.h"
@@ -54,19 +54,22 @@ void add_tokenize_command(CLI::App& app, TokenizeOptions& o) {
   c->add_option("--input-format", o.input_format, "auto (from the content and extension), text, jsonl or openai")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "text", "jsonl", "openai"}));
+  c->add_flag("--overwrite", o.overwrite,
+              "Replace the records an earlier run left in --output (without it, a non-empty --output is refused)");
   add_chat_template_option(*c, o.chat_template);
 }
 
 int tokenize_command(const TokenizeOptions& o, const MpiSession& mpi) {
   if (mpi.rank() != 0) return 0;  // one process does it all
   if (o.output.empty()) fail("--output is empty: give the file to write the token ids to");
-  check_output_files({o.input}, {{"--output", o.output}});
+  check_output_files({o.input}, {{"--output", o.output}}, model_files(o.model, o.chat_template));
+  check_not_replacing("--output", o.output, o.overwrite, "pass --overwrite to replace them");
   check_input_file(o.input);
+  OutputHolds holds;
+  if (output_is_a_file(o.output)) holds.hold("--output", o.output);
   const LlamaConfig config = load_llama_config(o.model + "/config.json");
   const ModelText text(o.model, config, o.chat_template);
   PromptReader reader(o.input, RequestDefaults{}, parse_input_format(o.input_format));
-  std::unique_ptr<OutputLock> lock;
-  if (output_is_a_file(o.output)) lock = std::make_unique<OutputLock>(o.output);
   ResultWriter writer(o.output, OutputFormat::kJsonl, /*append=*/!output_is_a_file(o.output));
   long long requests = 0, errors = 0, tokens = 0;
   int stopped_by = 0;

@@ -196,7 +196,7 @@ TEST_F(Stories, Bf16WeightsFollowReferenceTextUntilANearTie) {
 TEST_F(Stories, GreedyOutputDoesNotDependOnBatching) {
   for (std::string flags : {"--max-seqs 1", "--max-seqs 2 --max-batch-tokens 3", "--max-seqs 64 --max-batch-tokens 7"}) {
     std::string out = work_ + "/batching.jsonl";
-    CommandResult r = run(reference_input("batching"), out, flags);
+    CommandResult r = run(reference_input("batching"), out, flags + " --overwrite");  // one file for each batching
     ASSERT_EQ(r.exit_code, 0) << r.output;
     SCOPED_TRACE(flags);
     expect_reference_output(out);
@@ -318,7 +318,7 @@ TEST_F(Stories, ARunWhoseEveryRequestFailedExitsWithDataError) {
   ASSERT_EQ(records.size(), 2u);
   for (const json& rec : records) EXPECT_EQ(rec["finish_reason"], "error") << rec.dump();
   std::ofstream(in, std::ios::app) << R"({"id": "z", "prompt": "Once upon a time", "max_tokens": 2})" << "\n";
-  r = run(in, out);
+  r = run(in, out, "--overwrite");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   // Resumed, with only a bad line left to do: the job answered a request earlier, so not a failure.
   std::ofstream(in, std::ios::app) << R"({"id": "w", "prompt": 4})" << "\n";

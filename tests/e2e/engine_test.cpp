@@ -75,7 +75,7 @@ TEST_F(Engine, GreedyOutputDoesNotDependOnSchedulingOrCacheSize) {
                             "--kv-cache-memory 700KB --stats " + work_ + "/sched_stats.json"}) {
     SCOPED_TRACE(flags);
     const std::string out = work_ + "/sched.jsonl";
-    CommandResult r = run(in, out, flags);
+    CommandResult r = run(in, out, flags + " --overwrite");  // one file for each schedule
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(text_by_id(out), expected);
   }
