@@ -6,6 +6,7 @@
 // phase against them: decode as weight + KV bytes moved per second over the bandwidth, prefill as
 // FLOP/s over the GEMM peak.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <sstream>
@@ -241,7 +242,7 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
                      {"collective_seconds", f.collective_seconds},
                      {"wait_seconds", f.wait_seconds},
                      {"bubble_fraction", ratio(f.wait_seconds, f.compute_seconds + f.wait_seconds)},
-                     {"weight_bytes", f.weight_bytes}});
+                     {"weight_bytes", std::llround(f.weight_bytes)}});  // a count: an integer in JSON
   }
   const Topology& t = session.topology();
   const double prompts = static_cast<double>(o.prompts);

@@ -273,6 +273,7 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
   io.reader = corpus.source.get();
   io.writer = corpus.scores.get();
   io.total_requests = corpus.remaining;
+  io.progress_unit = "windows";
   const Continuation continuation{
       !o.windows.empty(),
       "without --windows there is nothing to resume: run it again to start over (--windows FILE keeps each "

@@ -29,6 +29,10 @@ double bus_bandwidth(const RankFigures& f, int tp) {
   return f.all_reduce_bytes / f.all_reduce_seconds * 2.0 * (tp - 1) / tp;
 }
 
+// A count that crossed the gather as a double, written back as the integer it is (JSON "3072", not
+// "3072.0"): exact up to 2^53, beyond any byte or step count of a run.
+long long as_count(double x) { return std::llround(x); }
+
 void write_stats(const std::string& path, const Topology& t, int n_nodes, const std::vector<RankFigures>& all,
                  const RunSummary& s) {
   nlohmann::json ranks = nlohmann::json::array();
@@ -40,18 +44,18 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
     ranks.push_back({{"rank", r},
                      {"tp_rank", t.tp_rank_of(r)},
                      {"pp_rank", t.pp_rank_of(r)},
-                     {"peak_memory_bytes", f.peak_memory_bytes},
-                     {"weight_bytes", f.weight_bytes},
-                     {"kv_cache_bytes", f.kv_cache_bytes},
-                     {"kv_capacity_tokens", f.kv_capacity_tokens},
-                     {"steps", f.steps},
+                     {"peak_memory_bytes", as_count(f.peak_memory_bytes)},
+                     {"weight_bytes", as_count(f.weight_bytes)},
+                     {"kv_cache_bytes", as_count(f.kv_cache_bytes)},
+                     {"kv_capacity_tokens", as_count(f.kv_capacity_tokens)},
+                     {"steps", as_count(f.steps)},
                      {"compute_seconds", f.compute_seconds},
                      {"wait_seconds", f.wait_seconds},
                      {"collective_seconds", f.collective_seconds},
                      {"p2p_seconds", f.p2p_seconds},
                      {"bubble_fraction", bubble(f)},
-                     {"all_reduce_calls", f.all_reduce_calls},
-                     {"all_reduce_bytes", f.all_reduce_bytes},
+                     {"all_reduce_calls", as_count(f.all_reduce_calls)},
+                     {"all_reduce_bytes", as_count(f.all_reduce_bytes)},
                      {"all_reduce_bus_bandwidth_bytes_per_second", bus_bandwidth(f, t.tp_size())}});
   }
   const double secs = s.seconds > 0 ? s.seconds : 1e-9;

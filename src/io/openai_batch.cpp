@@ -10,6 +10,7 @@
 
 #include "core/hash.h"
 #include "core/json_text.h"
+#include "io/request_field_policy.h"
 #include "io/request_fields.h"
 
 namespace tpllama {
@@ -25,26 +26,19 @@ using request_fields::reject;
 constexpr const char* kCompletionsUrl = "/v1/completions";
 constexpr const char* kChatUrl = "/v1/chat/completions";
 constexpr const char* kTopFields[] = {"custom_id", "method", "url", "body"};
-// "model": every batch file names one; the run's own model answers (PromptReader says so once).
-constexpr const char* kBodyFields[] = {"model", "prompt", "max_tokens", "temperature", "top_k",     "top_p",
-                                       "min_p", "seed",   "stop",       "logprobs",    "ignore_eos"};  // and kNeutralOnlyFields
-constexpr const char* kChatBodyFields[] = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_k",
+// What each body reads; request_field_policy decides on any other field ("model" among them).
+constexpr const char* kBodyFields[] = {"prompt", "max_tokens", "temperature", "top_k", "top_p",
+                                       "min_p",  "seed",       "stop",        "logprobs", "ignore_eos"};
+constexpr const char* kChatBodyFields[] = {"messages", "max_tokens", "max_completion_tokens", "temperature", "top_k",
                                            "top_p", "min_p", "seed", "stop", "logprobs", "top_logprobs", "ignore_eos",
-                                           "tools", "chat_template_kwargs"};  // and kNeutralOnlyFields
+                                           "tools", "chat_template_kwargs"};
 
-template <size_t N>
-bool is_one_of(const std::string& key, const char* const (&names)[N]) {
-  return std::find_if(std::begin(names), std::end(names),
-                      [&](const char* k) { return key == k; }) != std::end(names);
-}
-
-// `generation`: the object holds the generation fields, kNeutralOnlyFields among them.
-template <size_t N>
-void collect_ignored(const json& object, const char* const (&known)[N], const std::string& prefix, bool generation,
-                     std::vector<std::string>& ignored) {
+// A batch line is its four fields: anything else beside them is no part of the convention.
+void refuse_unknown_envelope_fields(const json& object, const FieldSite& at) {
   for (auto it = object.begin(); it != object.end(); ++it)
-    if (!is_one_of(it.key(), known) && !(generation && request_fields::is_neutral_only_field(it.key())))
-      ignored.push_back(prefix + it.key());
+    if (std::find(std::begin(kTopFields), std::end(kTopFields), it.key()) == std::end(kTopFields))
+      reject(at, "unknown field '", it.key(), "' in a batch line (it has custom_id, method, url and body; the request's ",
+             "fields go in body)");
 }
 
 // The envelope's checks; true for a chat request (url /v1/chat/completions).
@@ -153,25 +147,31 @@ ordered_json completion_body(const Result& r, const std::string& hex, const std:
 
 }  // namespace
 
-void parse_openai_batch_request(const json& object, const std::string& line, Request& req,
-                                std::vector<std::string>& ignored) {
+void parse_openai_batch_request(const json& object, const std::string& line, Request& req) {
   const FieldSite top{req.line, ""};
-  try {
-    collect_ignored(object, kTopFields, "", /*generation=*/false, ignored);
+  bool chat = false;
+  try {  // the envelope: a line that fails here is no request
     auto id = object.find("custom_id");
     if (id == object.end()) reject(top, "missing required field 'custom_id'");
-    if (!id->is_string())
-      reject(top, "field 'custom_id' must be a string, got ", describe_json(*id));
+    if (!id->is_string()) reject(top, "field 'custom_id' must be a string, got ", describe_json(*id));
     req.id = *id;
-    const bool chat = check_envelope(object, top);
-    const json& body = object["body"];
+    refuse_unknown_envelope_fields(object, top);
+    chat = check_envelope(object, top);
+  } catch (const BadLine& bad) {
+    req.error = bad.message;
+    req.line_failed = true;
+    return;
+  }
+  try {  // the body: a request the endpoint refuses
+    const json& body = object.at("body");
     const FieldSite in_body{req.line, "body."};
+    // What the request is for first (a missing prompt is the error to report), then the other fields.
     if (chat) {
-      collect_ignored(body, kChatBodyFields, "body.", /*generation=*/true, ignored);
       request_fields::parse_chat_fields(ordered_json::parse(line).at("body"), in_body, req);
+      request_fields::refuse_unread_fields(body, in_body, kChatBodyFields, request_fields::RequestKind::kChat);
     } else {
-      collect_ignored(body, kBodyFields, "body.", /*generation=*/true, ignored);
       parse_body_prompt(body, in_body, req);
+      request_fields::refuse_unread_fields(body, in_body, kBodyFields, request_fields::RequestKind::kPrompt);
     }
     request_fields::parse_generation_fields(
         body, in_body, chat ? request_fields::LogprobsSyntax::kChat : request_fields::LogprobsSyntax::kIntegerOnly, req);
@@ -180,9 +180,10 @@ void parse_openai_batch_request(const json& object, const std::string& line, Req
   }
 }
 
-std::string openai_request_hex(const json& id) {
+std::string openai_request_hex(const Result& r) {
   Fnv1a h;
-  h.add(id_key(id));
+  // A record without a custom_id (its line could not be read) is told apart by its line.
+  h.add(r.id.is_null() && r.line > 0 ? error_line_key(r.line) : id_key(r.id));
   return h.hex();
 }
 
@@ -206,14 +207,16 @@ ordered_json logprobs_to_json(const std::vector<TokenLogprob>& logprobs) {
 }
 
 ordered_json openai_batch_record(const Result& r, const std::string& model_name, int64_t created) {
-  const std::string hex = openai_request_hex(r.id);
-  ordered_json response;
+  const std::string hex = openai_request_hex(r);
+  ordered_json response(nullptr);
   ordered_json error(nullptr);
-  if (r.finish_reason == "error") {
+  if (r.finish_reason == "error" && r.line_failed) {
+    error = {{"code", "invalid_request"}, {"message", r.error}};  // the line never reached an endpoint
+  } else if (r.finish_reason == "error") {
     response["status_code"] = 400;
     response["request_id"] = hex;
-    response["body"]["error"] = {{"message", r.error}, {"type", "invalid_request_error"}};
-    error = {{"code", "invalid_request"}, {"message", r.error}};
+    response["body"]["error"] = {
+        {"message", r.error}, {"type", "invalid_request_error"}, {"param", nullptr}, {"code", nullptr}};
   } else {
     response["status_code"] = 200;
     response["request_id"] = hex;

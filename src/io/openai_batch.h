@@ -13,21 +13,23 @@
 
 namespace tpllama {
 
-// Fills req (line, default id and sampling already set) from one parsed batch line (`line` its
-// text, read again for a chat body's keys in order); a bad line sets req.error naming the line and
-// field. Names of fields it ignores ("body.model", ...) are appended to ignored, for the caller to
-// warn about once each.
-void parse_openai_batch_request(const nlohmann::json& object, const std::string& line, Request& req,
-                                std::vector<std::string>& ignored);
+// Fills req (line and sampling defaults already set, id null) from one parsed batch line (`line`
+// its text, read again for a chat body's keys in order). A bad line sets req.error naming the line
+// and field: a wrong envelope (custom_id, method, url, body) also sets req.line_failed, a body
+// field the request cannot have (request_field_policy.h) does not.
+void parse_openai_batch_request(const nlohmann::json& object, const std::string& line, Request& req);
 
-// 16 lowercase hex digits derived from the id alone (FNV-1a of id_key), so reruns agree.
-std::string openai_request_hex(const nlohmann::json& id);
+// 16 lowercase hex digits derived from the id alone (FNV-1a of id_key), so reruns agree; from the
+// input line for a record without an id.
+std::string openai_request_hex(const Result& r);
 
 // The legacy completions layout: {"tokens", "token_logprobs", "top_logprobs": [{token: lp}]}.
 nlohmann::ordered_json logprobs_to_json(const std::vector<TokenLogprob>& logprobs);
 
-// One output line's object: {"id", "custom_id", "response": {...}, "error"}; created is the
-// unix time stamped into a successful response body.
+// One output line's object: {"id", "custom_id", "response", "error"}; created is the unix time
+// stamped into a successful response body. A refused request's response is a 400 whose body holds
+// the error, and "error" is null (as OpenAI writes a request its endpoint refused); a line that was
+// no request (Result::line_failed) has a null response and the error (code "invalid_request").
 nlohmann::ordered_json openai_batch_record(const Result& r, const std::string& model_name,
                                            int64_t created);
 

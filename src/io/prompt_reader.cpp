@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <new>
+#include <span>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -24,6 +25,7 @@
 #include "core/log.h"
 #include "core/stop_signal.h"
 #include "io/openai_batch.h"
+#include "io/request_field_policy.h"
 #include "io/request_fields.h"
 
 namespace tpllama {
@@ -34,12 +36,19 @@ using request_fields::BadLine;
 using request_fields::FieldSite;
 using request_fields::find_field;
 using request_fields::reject;
+using request_fields::RequestKind;
 
 constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ULL;
-constexpr const char* kKnownFields[] = {"id",    "prompt", "max_tokens", "temperature", "top_k",
-                                        "top_p", "min_p",  "seed",       "stop",        "logprobs",
-                                        "context", "continuation", "ignore_eos", "messages", "tools",
-                                        "chat_template_kwargs", "max_completion_tokens"};  // and kNeutralOnlyFields
+// The fields a JSONL line reads, by kind of request; request_field_policy decides on any other.
+constexpr const char* kPromptFields[] = {"id",    "prompt", "max_tokens", "max_completion_tokens", "temperature",
+                                         "top_k", "top_p",  "min_p",      "seed",                  "stop",
+                                         "logprobs", "ignore_eos"};
+constexpr const char* kScoringFields[] = {"id",    "context", "continuation", "max_tokens", "max_completion_tokens",
+                                          "temperature", "top_k", "top_p", "min_p", "seed", "stop", "logprobs",
+                                          "ignore_eos"};
+constexpr const char* kChatFields[] = {"id", "messages", "tools", "chat_template_kwargs", "max_tokens",
+                                       "max_completion_tokens", "temperature", "top_k", "top_p", "min_p", "seed",
+                                       "stop", "logprobs", "ignore_eos"};
 constexpr size_t kSniffBytes = size_t{4} << 20;
 constexpr const char* kByteOrderMark = "\xEF\xBB\xBF";
 
@@ -131,17 +140,42 @@ std::string parse_string(const json& object, const FieldSite& at, const char* ke
   return it->get<std::string>();
 }
 
+// The kind of request a line makes, from the fields that set it: 'messages', 'context' and
+// 'continuation', or 'prompt' (a line that mixes them is refused).
+RequestKind request_kind(const json& object, const FieldSite& at) {
+  if (object.contains("messages")) {
+    if (object.contains("prompt") || object.contains("context") || object.contains("continuation"))
+      reject(at, "a chat request has 'messages' only, not 'prompt', 'context' or 'continuation'");
+    return RequestKind::kChat;
+  }
+  if (object.contains("context") || object.contains("continuation")) {
+    if (object.contains("prompt")) reject(at, "a request has either 'prompt' or 'context' and 'continuation', not both");
+    return RequestKind::kScoring;
+  }
+  return RequestKind::kPrompt;
+}
+
+std::span<const char* const> fields_read(RequestKind kind) {
+  switch (kind) {
+    case RequestKind::kChat:
+      return kChatFields;
+    case RequestKind::kScoring:
+      return kScoringFields;
+    case RequestKind::kPrompt:
+      break;
+  }
+  return kPromptFields;
+}
+
 // `line` is the text of the line: a chat request's fields are read again from it with their keys in
 // order.
 void parse_fields(const json& object, const std::string& line, Request& req) {
   const FieldSite at{req.line, ""};
   req.id = parse_id(object, at);
-  if (object.contains("messages")) {
-    if (object.contains("prompt") || object.contains("context") || object.contains("continuation"))
-      reject(at, "a chat request has 'messages' only, not 'prompt', 'context' or 'continuation'");
+  const RequestKind kind = request_kind(object, at);
+  if (kind == RequestKind::kChat) {
     request_fields::parse_chat_fields(nlohmann::ordered_json::parse(line), at, req);
-  } else if (object.contains("context") || object.contains("continuation")) {
-    if (object.contains("prompt")) reject(at, "a request has either 'prompt' or 'context' and 'continuation', not both");
+  } else if (kind == RequestKind::kScoring) {
     req.scoring = true;
     req.context = parse_string(object, at, "context");
     req.continuation = parse_string(object, at, "continuation");
@@ -149,6 +183,8 @@ void parse_fields(const json& object, const std::string& line, Request& req) {
   } else {
     parse_prompt(object, at, req);
   }
+  // After what the request is for (a missing 'prompt' is the error to report), before the rest.
+  request_fields::refuse_unread_fields(object, at, fields_read(kind), kind);
   request_fields::parse_generation_fields(object, at,
                                           request_fields::LogprobsSyntax::kIntegerOrBool, req);
 }
@@ -286,6 +322,8 @@ Request PromptReader::parse_text(std::string line) const {
 
 Request PromptReader::too_long() const {
   Request req = start_request();
+  if (format_ != InputFormat::kText) req.id = json(nullptr);  // its id, if it gives one, is not read
+  req.line_failed = true;
   req.error = detail::concat("line ", lines_read_, " is longer than ", byte_limit_text(lines_.max_line_bytes()),
                              ", the limit for one request: not read (no context holds that much text)");
   return req;
@@ -293,53 +331,41 @@ Request PromptReader::too_long() const {
 
 Request PromptReader::parse_jsonl(const std::string& line) {
   Request req = start_request();
+  req.id = json(nullptr);  // an id comes from the line, or from its number once the line is an object
   json object;
-  if (!request_fields::parse_object_line(line, object, req)) return req;
-  warn_unknown_fields(object);
+  if (!request_fields::parse_object_line(line, object, req)) {
+    req.line_failed = true;
+    return req;
+  }
   try {
     parse_fields(object, line, req);
   } catch (const BadLine& bad) {
     req.error = bad.message;
   }
+  note_requested_model(object);
   return req;
 }
 
 Request PromptReader::parse_openai(const std::string& line) {
   Request req = start_request();
+  req.id = json(nullptr);  // the custom_id, once read
   json object;
-  if (!request_fields::parse_object_line(line, object, req)) return req;
-  std::vector<std::string> ignored;
-  parse_openai_batch_request(object, line, req, ignored);
-  for (const auto& field : ignored) warn_ignored(field);
-  note_requested_model(object);
+  if (!request_fields::parse_object_line(line, object, req)) {
+    req.line_failed = true;
+    return req;
+  }
+  parse_openai_batch_request(object, line, req);
+  if (const auto body = object.find("body"); body != object.end()) note_requested_model(*body);
   return req;
 }
 
-void PromptReader::note_requested_model(const json& object) {
-  if (said_model_ || answering_model_.empty()) return;
-  const auto body = object.find("body");
-  if (body == object.end() || !body->is_object()) return;
-  const auto model = body->find("model");
-  if (model == body->end() || !model->is_string() || *model == answering_model_) return;
+void PromptReader::note_requested_model(const json& fields) {
+  if (said_model_ || answering_model_.empty() || !fields.is_object()) return;
+  const auto model = fields.find("model");
+  if (model == fields.end() || !model->is_string() || *model == answering_model_) return;
   said_model_ = true;
   log::info(detail::concat(name_, " line ", lines_read_, " asks for model ", describe_json(*model), ": ",
                            answering_model_, " (--model) answers every request (said once)"));
-}
-
-void PromptReader::warn_unknown_fields(const json& object) {
-  for (auto it = object.begin(); it != object.end(); ++it) {
-    const std::string& key = it.key();
-    if (std::find_if(std::begin(kKnownFields), std::end(kKnownFields),
-                     [&](const char* k) { return key == k; }) == std::end(kKnownFields) &&
-        !request_fields::is_neutral_only_field(key))
-      warn_ignored(key);
-  }
-}
-
-void PromptReader::warn_ignored(const std::string& field) {
-  if (!warned_fields_.insert(field).second) return;
-  log::warn(detail::concat(name_, " line ", lines_read_, ": ignoring unknown field ",
-                           describe_json(json(field)), " (reported once per field name)"));
 }
 
 }  // namespace tpllama

@@ -7,7 +7,6 @@
 #include <istream>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 
@@ -65,8 +64,9 @@ class PromptReader : public RequestSource {
   // Lines consumed so far, blank ones included.
   size_t lines_read() const { return lines_read_; }
   InputFormat format() const { return format_; }
-  // The name of the model that answers (OpenAI records' "model"): a batch line whose body.model
-  // names another is said once (log::info), as the requests go to this model all the same.
+  // The name of the model that answers (OpenAI records' "model"): a JSONL line's "model" or a batch
+  // line's body.model that names another is said once (log::info), as the requests go to this
+  // model all the same.
   void set_answering_model(std::string name) { answering_model_ = std::move(name); }
 
  private:
@@ -75,9 +75,8 @@ class PromptReader : public RequestSource {
   Request too_long() const;
   Request parse_jsonl(const std::string& line);
   Request parse_openai(const std::string& line);
-  void warn_unknown_fields(const nlohmann::json& object);
-  void warn_ignored(const std::string& field);
-  void note_requested_model(const nlohmann::json& object);
+  // `fields`: the object that holds the request's "model" (a JSONL line, a batch line's body).
+  void note_requested_model(const nlohmann::json& fields);
 
   LineInput lines_;
   bool ended_ = false;
@@ -85,7 +84,6 @@ class PromptReader : public RequestSource {
   RequestDefaults defaults_;
   std::string name_;
   size_t lines_read_ = 0;
-  std::set<std::string> warned_fields_;
   std::string answering_model_;
   bool said_model_ = false;
 };

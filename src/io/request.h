@@ -25,8 +25,10 @@ struct RequestDefaults {
 constexpr int kMaxLogprobs = 20;
 
 struct Request {
-  nlohmann::json id;  // as given (string or number); default: the 1-based line number
-  size_t line = 0;    // 1-based line number in the input file
+  // As given (string or number); default: the 1-based line number. Null for a JSON line whose id
+  // could not be read (not JSON, not an object, an id of the wrong type or none in a batch line).
+  nlohmann::json id;
+  size_t line = 0;  // 1-based line number in the input file
   std::string prompt;
   int max_tokens = 256;
   SamplingParams sampling;  // resolved: request fields override defaults
@@ -47,6 +49,10 @@ struct Request {
   std::optional<nlohmann::ordered_json> messages;
   nlohmann::ordered_json chat_variables = nlohmann::ordered_json::object();
   std::string error;  // non-empty: the request is invalid; the message names the line
+  // With error: the line is no request at all (not a JSON object, too long, a batch line's envelope
+  // wrong, a repeated id), as against a request refused for its fields (an HTTP 400 in OpenAI's
+  // terms). OpenAI's batch output answers such a line with an error and no response.
+  bool line_failed = false;
 
   bool chat() const { return messages.has_value(); }
 };
@@ -79,6 +85,7 @@ struct Result {
   // initialisations that stop at error free of -Wmissing-field-initializers.
   std::optional<std::vector<TokenLogprob>> logprobs = std::nullopt;
   std::optional<ScoreResult> score = std::nullopt;  // set for scoring requests
+  bool line_failed = false;  // an error record of a line that is no request (Request::line_failed)
 };
 
 // Canonical text of an id (its compact JSON), so "7" and 7 stay distinct and an id read back from

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <iterator>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -203,33 +202,6 @@ bool parse_object_line(const std::string& line, json& object, Request& req) {
   return true;
 }
 
-namespace {
-
-// The value of a kNeutralOnlyFields field that has no effect.
-json neutral_value(const std::string& key) {
-  if (key == "logit_bias") return json::object();
-  if (key == "echo") return false;
-  return key == "repetition_penalty" || key == "best_of" || key == "n" ? 1 : 0;
-}
-
-void refuse_unsupported(const json& object, const FieldSite& at) {
-  for (const char* key : kNeutralOnlyFields) {
-    const json* v = find_field(object, key);
-    if (v == nullptr) continue;
-    const json neutral = neutral_value(key);
-    if (v->is_number() ? neutral.is_number() && v->get<double>() == neutral.get<double>() : *v == neutral) continue;
-    reject(at, "field '", at.name(key), "' is ", describe_json(*v), ": tpllama does not support it (only ",
-           neutral.dump(), ", which has no effect)");
-  }
-}
-
-}  // namespace
-
-bool is_neutral_only_field(const std::string& key) {
-  return std::find_if(std::begin(kNeutralOnlyFields), std::end(kNeutralOnlyFields),
-                      [&](const char* k) { return key == k; }) != std::end(kNeutralOnlyFields);
-}
-
 bool parse_token_ids(const json& v, const FieldSite& at, const char* key, Request& req) {
   if (!v.is_array()) return false;
   if (v.empty()) reject(at, "field '", at.name(key), "' is an empty list: no token to start from");
@@ -275,7 +247,6 @@ void parse_chat_fields(const nlohmann::ordered_json& object, const FieldSite& at
 
 void parse_generation_fields(const json& object, const FieldSite& at,
                              LogprobsSyntax logprobs_syntax, Request& req) {
-  refuse_unsupported(object, at);
   parse_max_tokens(object, at, req);
   SamplingParams& s = req.sampling;
   parse_number(

@@ -56,15 +56,8 @@ void parse_chat_fields(const nlohmann::ordered_json& object, const FieldSite& at
 // body's; kChat: the chat completions body's "logprobs": true with "top_logprobs": n.
 enum class LogprobsSyntax { kIntegerOrBool, kIntegerOnly, kChat };
 
-// Sampling fields of vLLM / OpenAI that tpllama does not implement: each is accepted at its neutral
-// value (no effect) and refused at any other, which would change the text.
-inline constexpr const char* kNeutralOnlyFields[] = {"presence_penalty", "frequency_penalty", "repetition_penalty",
-                                                     "logit_bias", "best_of", "n", "echo"};
-
-bool is_neutral_only_field(const std::string& key);
-
-// max_tokens, temperature, top_k, top_p, min_p, seed, stop and logprobs, overriding req's values;
-// the kNeutralOnlyFields checked.
+// max_tokens, temperature, top_k, top_p, min_p, seed, stop and logprobs, overriding req's values
+// (fields it does not read are refuse_unread_fields's, request_field_policy.h).
 void parse_generation_fields(const nlohmann::json& object, const FieldSite& at,
                              LogprobsSyntax logprobs_syntax, Request& req);
 

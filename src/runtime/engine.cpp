@@ -33,7 +33,7 @@ class Run {
         blocks_(o.kv_blocks, o.kv_block_size, o.max_seqs, o.prefix_caching),
         scheduler_({o.max_batch_tokens, o.max_logit_rows, o.max_seqs, o.groups}, blocks_),
         publisher_(*io.writer, io.ordered, io.reorder_limit),
-        progress_(io.total_requests, io.terminal, o.log_interval) {}
+        progress_(io.total_requests, io.terminal, o.log_interval, Progress::kFirstLineSeconds, io.progress_unit) {}
 
   RunSummary run() {
     bool estimated = false;
@@ -95,8 +95,8 @@ class Run {
   ProgressCounts counts() const {
     const PrefixCacheStats& p = blocks_.prefix_stats();
     return {publisher_.published() + intake_.skipped(), publisher_.summary().errors,
-            static_cast<long long>(active_.size()), sampled_tokens_, o_.prefix_caching, p.prompt_tokens, p.hit_tokens,
-            p.evicted_blocks};
+            static_cast<long long>(active_.size()), sampled_tokens_, scored_tokens_, o_.prefix_caching, p.prompt_tokens,
+            p.hit_tokens, p.evicted_blocks};
   }
 
   // Once the first requests are in: how many sequences of their average length (prompt plus
@@ -164,7 +164,8 @@ class Run {
   void apply(const Group& group, const SampledRows& rows) {
     TraceSpan span(io_.trace, "apply tokens", TraceTrack::kSchedule);
     publisher_.step_done(group);
-    for (size_t r = 0; r < group.rows.size(); ++r) sampled_tokens_ += group.rows[r]->request.scoring ? 0 : 1;
+    // A scoring request's logit row scores one continuation token; any other samples one.
+    for (const Sequence* row : group.rows) (row->request.scoring ? scored_tokens_ : sampled_tokens_) += 1;
     Scheduler::apply(group, rows, rules_);
     for (auto it = active_.begin(); it != active_.end();) {
       Sequence& s = **it;
@@ -189,6 +190,7 @@ class Run {
   Progress progress_;
   ActiveSequences active_;
   long long sampled_tokens_ = 0;  // generated so far, running requests' included (progress)
+  long long scored_tokens_ = 0;   // continuation tokens scored so far (progress)
   bool abandon_ = false;
   Clock::time_point stop_time_;
 };

@@ -1,10 +1,12 @@
-// Progress lines: done/total, errors, running, generated tok/s and an ETA from the request rate.
+// Progress lines: done/total, errors, running, generated (and scored) tok/s and an ETA from the
+// request rate.
 #include "runtime/progress.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "core/log.h"
 
@@ -22,11 +24,13 @@ std::string duration_text(double seconds) {
 
 }  // namespace
 
-Progress::Progress(long long total, bool terminal, double interval_seconds, double first_line_seconds)
+Progress::Progress(long long total, bool terminal, double interval_seconds, double first_line_seconds,
+                   std::string unit)
     : total_(total),
       terminal_(terminal),
       interval_(terminal ? 0.5 : interval_seconds),
-      first_line_(std::min(interval_, first_line_seconds)) {}
+      first_line_(std::min(interval_, first_line_seconds)),
+      unit_(std::move(unit)) {}
 
 void Progress::update(const ProgressCounts& c) {
   const double wait = printed_ ? interval_ : first_line_;
@@ -46,8 +50,12 @@ void Progress::print(const ProgressCounts& c, bool final) {
   os.precision(1);
   os << "progress: " << c.done;
   if (total_ > 0) os << "/" << total_ << " (" << 100.0 * static_cast<double>(c.done) / static_cast<double>(total_) << "%)";
-  os << " requests, " << c.errors << " errors, " << c.running << " running, "
-     << (elapsed > 0 ? static_cast<double>(c.generated_tokens) / elapsed : 0.0) << " tok/s, " << duration_text(elapsed);
+  os << " " << unit_ << ", " << c.errors << " errors, " << c.running << " running, ";
+  const auto rate = [&](long long tokens) { return elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0; };
+  // Scoring generates nothing: its rate is of the tokens it scores, said apart from generation's.
+  if (c.generated_tokens > 0 || c.scored_tokens == 0) os << rate(c.generated_tokens) << " tok/s, ";
+  if (c.scored_tokens > 0) os << rate(c.scored_tokens) << " scored tok/s, ";
+  os << duration_text(elapsed);
   if (total_ > 0 && c.done > 0 && c.done < total_)
     os << ", ETA " << duration_text(elapsed / static_cast<double>(c.done) * static_cast<double>(total_ - c.done));
   if (c.prefix_caching && c.prefix_prompt_tokens > 0)

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 namespace tpllama {
 
@@ -12,6 +13,7 @@ struct ProgressCounts {
   long long errors = 0;
   long long running = 0;
   long long generated_tokens = 0;  // so far, running requests' tokens included
+  long long scored_tokens = 0;     // scoring requests' continuation tokens scored so far
   bool prefix_caching = false;
   long long prefix_prompt_tokens = 0;  // prompt tokens that asked the prefix cache, and its hits
   long long prefix_hit_tokens = 0;
@@ -23,7 +25,9 @@ class Progress {
   // total: requests expected (0 when unknown, e.g. reading a pipe). Off a terminal the first line
   // comes after first_line_seconds (or the interval, when shorter), then one every interval: under
   // mpirun stderr is a pipe even when a user watches it, and should not wait 30 s for a first sign.
-  Progress(long long total, bool terminal, double interval_seconds, double first_line_seconds = kFirstLineSeconds);
+  // unit: what the requests are to the user ("windows" for perplexity).
+  Progress(long long total, bool terminal, double interval_seconds, double first_line_seconds = kFirstLineSeconds,
+           std::string unit = "requests");
 
   static constexpr double kFirstLineSeconds = 3.0;
   void update(const ProgressCounts& counts);
@@ -38,6 +42,7 @@ class Progress {
   bool terminal_;
   double interval_;
   double first_line_;
+  std::string unit_;
   Clock::time_point start_ = Clock::now();
   Clock::time_point last_ = Clock::now();
   bool printed_ = false;

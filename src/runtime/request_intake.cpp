@@ -67,6 +67,7 @@ Admission RequestIntake::reject(const Request& r, uint64_t order, int prompt_tok
   res.finish_reason = "error";
   res.error = message;
   res.line = r.line;
+  res.line_failed = r.line_failed;
   return a;
 }
 
@@ -115,14 +116,20 @@ void RequestIntake::check_resumed(const Request& req, const ResumedRecord& recor
 
 Admission RequestIntake::admit(Request req) {
   const Clock::time_point admitted = Clock::now();  // time to first token counts from here
-  if (!req.error.empty()) {  // its id may be made up from the line number: keep it out of seen_
-    if (already_written(error_line_key(req.line))) return {};
-    return reject(req, next_order_++, 0, req.error);
-  }
+  // An id the line gives (or defaults to) is taken even when the line is an error, so no two
+  // records share one; an id that could not be read is null and takes none.
   const std::string key = id_key(req.id);
-  const uint32_t first_line = seen_.insert(key, static_cast<uint32_t>(req.line));
+  const uint32_t first_line = req.id.is_null() ? 0 : seen_.insert(key, static_cast<uint32_t>(req.line));
+  if (!req.error.empty()) {
+    if (already_written(error_line_key(req.line))) return {};
+    if (first_line == 0) return reject(req, next_order_++, 0, req.error);
+    return reject(req, next_order_++, 0,
+                  req.error + "; and its id " + key + " repeats line " + std::to_string(first_line) +
+                      "'s (ids must be unique)");
+  }
   if (first_line != 0) {
     if (already_written(error_line_key(req.line))) return {};
+    req.line_failed = true;  // no request: its id is another's
     return reject(req, next_order_++, 0, line_prefix(req) + "duplicate id " + key + " (first on line " +
                                              std::to_string(first_line) + "); ids must be unique");
   }

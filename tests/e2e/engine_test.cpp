@@ -400,8 +400,9 @@ TEST_F(Engine, OpenAiBatchRoundTrip) {
   EXPECT_EQ(body["choices"][0]["text"], read_jsonl(jsonl_out)[0]["text"]);
   const json& bad = by_custom["req-2"];
   EXPECT_EQ(bad["response"]["status_code"], 400);
+  EXPECT_EQ(bad["error"], nullptr) << "OpenAI's record of a refused request: the 400 response says it";
   // A chat line with no messages: refused alone, naming the field.
-  EXPECT_NE(bad["error"]["message"].get<std::string>().find("'body.messages' must be a non-empty list"),
+  EXPECT_NE(bad["response"]["body"]["error"]["message"].get<std::string>().find("'body.messages' must be a non-empty list"),
             std::string::npos)
       << bad.dump();
 }
@@ -468,6 +469,12 @@ TEST_F(Engine, StatsAndTraceFilesHoldPlausibleFigures) {
   // the zero rows that pad w1 and w3 (172 rows) to the GEMM's 32-row panels, in 5 layers.
   EXPECT_EQ(rank["weight_bytes"].get<double>(), (260032.0 + 512 * 64 + 5 * 2 * (192 - 172) * 64) * 4);
   EXPECT_GT(rank["compute_seconds"].get<double>(), 0);
+  // Counts are JSON integers ("steps": 12, not 12.0), as the run-wide ones are.
+  for (const char* k : {"peak_memory_bytes", "weight_bytes", "kv_cache_bytes", "kv_capacity_tokens", "steps",
+                        "all_reduce_calls", "all_reduce_bytes"})
+    EXPECT_TRUE(rank[k].is_number_integer()) << k << " is " << rank[k].dump();
+  EXPECT_TRUE(stats["steps"].is_number_integer());
+  EXPECT_EQ(rank["steps"], stats["steps"]) << "one rank takes every step of the run";
   EXPECT_GE(rank["bubble_fraction"].get<double>(), 0);
   EXPECT_LE(rank["bubble_fraction"].get<double>(), 1);
   std::set<std::string> names;

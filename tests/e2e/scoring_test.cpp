@@ -163,10 +163,20 @@ TEST_F(Scoring, PerplexityMatchesTheReferenceForward) {
   EXPECT_EQ(got["tokens"].get<long long>(), scored);
   EXPECT_NEAR(got["mean_nll"].get<double>(), nll / static_cast<double>(scored), 1e-5);
   EXPECT_NEAR(got["perplexity"].get<double>(), std::exp(nll / static_cast<double>(scored)), 1e-4);
-  // Progress lines count the windows out of their total (every update at --log-interval 0).
-  EXPECT_NE(r.output.find("progress: " + std::to_string(windows) + "/" + std::to_string(windows) + " (100.0%)"),
-            std::string::npos)
-      << r.output;
+  // Progress lines count the windows out of their total (every update at --log-interval 0), as
+  // windows, at the rate of the tokens scored: scoring generates none, so a generation rate would
+  // read 0.0 throughout.
+  const std::string done = "progress: " + std::to_string(windows) + "/" + std::to_string(windows) + " (100.0%) ";
+  const size_t last = r.output.find(done);
+  ASSERT_NE(last, std::string::npos) << r.output;
+  const std::string line = r.output.substr(last, r.output.find('\n', last) - last);
+  EXPECT_EQ(line.rfind(done + "windows, 0 errors, ", 0), 0u) << line;
+  const size_t rate_end = line.find(" scored tok/s");
+  ASSERT_NE(rate_end, std::string::npos) << line;
+  const size_t rate_begin = line.rfind(' ', rate_end - 1) + 1;
+  EXPECT_GT(std::stod(line.substr(rate_begin, rate_end - rate_begin)), 0.0) << line;
+  EXPECT_EQ(line.find(" tok/s, "), line.find(" scored tok/s") + std::string(" scored").size())
+      << "no generation rate beside it: " << line;
   // A window the cache cannot hold names perplexity's own flag.
   r = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + " --context-len 64 --kv-cache-memory 48KiB");
   EXPECT_NE(r.exit_code, 0);

@@ -112,11 +112,14 @@ TEST(OpenAiBatchInput, UnsupportedRequestsAreErrorRecordsNamingTheLine) {
   EXPECT_EQ(reqs[2].error,
             "line 4: field 'body.echo' is true: tpllama does not support it (only false, which has no effect)");
   EXPECT_EQ(reqs[3].error, "line 5: missing required field 'custom_id'");
-  EXPECT_EQ(reqs[3].id, json(5));  // the line number stands in for the missing custom_id
+  EXPECT_TRUE(reqs[3].id.is_null()) << "no custom_id: none is made up";
   EXPECT_EQ(reqs[4].error, "line 6: field 'custom_id' must be a string, got 5");
-  EXPECT_EQ(reqs[4].id, json(6));
+  EXPECT_TRUE(reqs[4].id.is_null());
   EXPECT_EQ(reqs[5].error, "line 7: field 'method' must be \"POST\", got \"GET\"");
   EXPECT_EQ(reqs[5].id, json("g"));
+  // A wrong envelope makes the line no request; a body field the endpoint refuses does not.
+  for (size_t i : {0u, 3u, 4u, 5u}) EXPECT_TRUE(reqs[i].line_failed) << i;
+  for (size_t i : {1u, 2u}) EXPECT_FALSE(reqs[i].line_failed) << i;
   EXPECT_TRUE(reqs[6].error.empty()) << reqs[6].error;  // bad lines do not end the stream
   EXPECT_EQ(reqs[6].line, 8u);
 }
@@ -168,20 +171,6 @@ TEST(OpenAiBatchInput, PenaltiesAreRefusedUnlessNeutral) {
   EXPECT_EQ(reqs[0].error,
             "line 1: field 'body.frequency_penalty' is 0.3: tpllama does not support it (only 0, which has no effect)");
   EXPECT_TRUE(reqs[1].error.empty()) << reqs[1].error;
-}
-
-TEST(OpenAiBatchInput, IgnoredFieldsAreWarnedOncePerName) {
-  testing::internal::CaptureStderr();
-  auto reqs = read_batch(line_with_body(R"({"prompt": "a", "model": "m", "n": 1})") +
-                         line_with_body(R"({"prompt": "b", "model": "m", "user": "u"})"));
-  std::string err = testing::internal::GetCapturedStderr();
-  ASSERT_EQ(reqs.size(), 2u);
-  for (const auto& r : reqs) EXPECT_TRUE(r.error.empty()) << r.error;
-  auto count = [&](const std::string& needle) { return testing_util::count_occurrences(err, needle); };
-  EXPECT_EQ(count("\"body.model\""), 0u) << err;  // every batch file names one
-  EXPECT_EQ(count("\"body.n\""), 0u) << err;  // a known field at its neutral value
-  EXPECT_EQ(count("\"body.user\""), 1u) << err;
-  EXPECT_EQ(count("prompt"), 0u) << err;
 }
 
 // body.model names the model a batch was made for; the run's own model answers, which is said once
@@ -307,7 +296,9 @@ TEST(OpenAiBatchOutput, SuccessRecordHasEveryKey) {
             json::parse(R"({"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7})"));
 }
 
-TEST(OpenAiBatchOutput, ErrorRecordCarriesA400AndTheMessage) {
+// OpenAI's record of a request its endpoint refused: the 400 is the response, and "error" (kept for
+// failures that never reached an endpoint) is null.
+TEST(OpenAiBatchOutput, ARefusedRequestIsA400ResponseWithANullError) {
   Result r = finished("bad");
   r.finish_reason = "error";
   r.error = "line 3: field 'body.n' is 2: only n = 1 is supported";
@@ -316,9 +307,23 @@ TEST(OpenAiBatchOutput, ErrorRecordCarriesA400AndTheMessage) {
   EXPECT_EQ(j, json::parse(R"({"id": "batch_req_618074ccf1d290ee", "custom_id": "bad",
       "response": {"status_code": 400, "request_id": ")" +
                            hex + R"(", "body": {"error": {"message": ")" + r.error +
-                           R"(", "type": "invalid_request_error"}}},
-      "error": {"code": "invalid_request", "message": ")" +
-                           r.error + R"("}})"));
+                           R"(", "type": "invalid_request_error", "param": null, "code": null}}},
+      "error": null})"));
+}
+
+// A line that never became a request (here, one whose custom_id could not be read): no response,
+// the error object, custom_id null; its line keeps it apart (and tells --resume which line it is).
+TEST(OpenAiBatchOutput, ALineThatIsNoRequestHasANullResponseAndTheError) {
+  Result r;
+  r.id = json(nullptr);
+  r.finish_reason = "error";
+  r.error = "line 4: not valid JSON: parse error";
+  r.line = 4;
+  r.line_failed = true;
+  json j = json::parse(result_to_json_line(r, OutputFormat::kOpenAiBatch, "m"));
+  // FNV-1a 64 of "line:4", the key of an error record by its line.
+  EXPECT_EQ(j, json::parse(R"({"id": "batch_req_aba659c5ec503fc9", "custom_id": null, "response": null,
+      "error": {"code": "invalid_request", "message": "line 4: not valid JSON: parse error"}, "line": 4})"));
 }
 
 TEST(OpenAiBatchOutput, IntegerIdFromALineNumberIsKeptAsCustomId) {
