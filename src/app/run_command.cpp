@@ -46,8 +46,12 @@ void check_files(const RunOptions& o, OutputHolds& holds) {
   check_not_replacing("--output", o.output, o.resume || o.overwrite,
                       "pass --resume to keep its records and continue after them, or --overwrite to replace them");
   check_input_file(o.input);
+  // A resume onto records without a sidecar (an older tpllama's) writes none: nothing to hold there.
+  std::error_code ec;
+  const bool kept = o.resume && output_is_a_file(o.output) && std::filesystem::file_size(o.output, ec) > 0 && !ec;
+  const bool no_sidecar = kept && !std::filesystem::exists(std::filesystem::symlink_status(sidecar_path(o.output), ec));
   for (const auto& [flag, path] : outputs)
-    if (output_is_a_file(path)) holds.hold(flag, path);
+    if (output_is_a_file(path) && !(no_sidecar && flag == "--output's sidecar")) holds.hold(flag, path);
 }
 
 // What made the records: a resume with another model, dtype, sampling default or input would mix
@@ -133,8 +137,6 @@ RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& ho
   f.writer = std::make_unique<ResultWriter>(o.output, format, /*append=*/o.resume || !file, model_name(o.model));
   if (file && !(o.resume && had_output))
     write_sidecar(o.output, job, &holds);  // after the cut: a kill between leaves no records
-  else if (file)
-    holds.drop_if_unwritten(sidecar_path(o.output));  // an older tpllama's records get none
   if (std::optional<size_t> lines = count_prompt_lines(o.input)) f.total_requests = static_cast<long long>(*lines);
   return f;
 }
