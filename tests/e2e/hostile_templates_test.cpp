@@ -148,7 +148,7 @@ TEST_F(HostileTemplates, AStopSignalIsHeardWhileRendering) {
         start("slow_" + command, command + " --model " + model_ + " --chat-template " + file +
                                      " --input " + input + " --output " + work_ + "/slow_" +
                                      command + ".jsonl");
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(4000));  // past MPI start-up and the handlers
     ::kill(pid, SIGTERM);
     const ProcessExit e = wait_for_exit(pid, log_, std::chrono::seconds(60));
     EXPECT_EQ(e.code, 75) << command << "\n" << e.log;
