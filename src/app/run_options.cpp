@@ -63,8 +63,8 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--grace-seconds", o.grace_seconds,
                   "After SIGTERM/SIGUSR1/SIGINT: seconds in-flight requests may still finish before the run stops "
                   "(exit status 75; --resume continues). A second signal, 1 s or more after the first, stops at "
-                  "once. Under mpirun send mpirun SIGUSR1: on SIGTERM or Ctrl-C Open MPI kills the ranks 1 s later "
-                  "(--mca odls_base_sigkill_timeout) and exits 1. Under Slurm: scancel --batch --signal=USR1 JOB "
+                  "once. Under mpirun send mpirun SIGUSR1: on SIGTERM or Ctrl-C Open MPI ends the ranks (SIGKILL 1 s "
+                  "after its SIGTERM) and exits 1. Under Slurm: scancel --batch --signal=USR1 JOB "
                   "(plain scancel stops gracefully only under srun, within KillWait)")
       ->capture_default_str()
       ->check(finite_in(0, 1e9));

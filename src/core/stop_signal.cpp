@@ -50,24 +50,15 @@ int stop_signal() { return g_stop_signal.load(std::memory_order_relaxed); }
 
 int stop_signals_received() { return g_stop_count.load(std::memory_order_relaxed); }
 
-std::string mpirun_stop_note(double grace_seconds, const std::function<const char*(const char*)>& env) {
+std::string mpirun_stop_note(const std::function<const char*(const char*)>& env) {
   if (env("OMPI_MCA_orte_hnp_uri") == nullptr) return "";  // set for every rank mpirun starts (Open MPI 4)
-  long long timeout = 1;                                    // Open MPI's default
-  if (const char* value = env("OMPI_MCA_odls_base_sigkill_timeout"); value != nullptr) {
-    char* end = nullptr;
-    const long long parsed = std::strtoll(value, &end, 10);
-    if (end != value && *end == '\0') timeout = parsed;
-  }
-  const long long needed = static_cast<long long>(std::ceil(grace_seconds + StopDeadline::kStopMarginSeconds));
-  if (timeout >= needed) return "";
-  const std::string grace = std::to_string(static_cast<long long>(std::ceil(grace_seconds)));
-  return "under mpirun, a SIGTERM or Ctrl-C to mpirun kills the ranks " + std::to_string(timeout) +
-         " s later (Open MPI's odls_base_sigkill_timeout " + std::to_string(timeout) +
-         "), before the running requests can finish (--grace-seconds " + grace +
-         "; the records written stay whole, --resume continues). For the graceful stop (exit status 75) send "
-         "mpirun SIGUSR1 (kill -USR1 <mpirun pid>), or start mpirun with --mca odls_base_sigkill_timeout " +
-         std::to_string(needed) + " (mpirun then still exits 1, " + std::to_string(2 * needed) +
-         " s after the signal)";
+  std::string timeout = "1";                                // Open MPI's default
+  const char* value = env("OMPI_MCA_odls_base_sigkill_timeout");
+  if (value != nullptr && *value != '\0') timeout = value;
+  return "under mpirun, a SIGTERM or Ctrl-C to mpirun does not give the graceful stop: Open MPI ends the ranks "
+         "(SIGTERM, then SIGKILL " + timeout + " s later: odls_base_sigkill_timeout) and exits 1, abandoning the "
+         "running requests (the records written stay whole, --resume continues). For the graceful stop (exit status "
+         "75) send mpirun SIGUSR1 (kill -USR1 <mpirun pid>)";
 }
 
 StopDeadline::StopDeadline(double grace_seconds) : grace_seconds_(grace_seconds), thread_(&StopDeadline::watch, this) {}

@@ -38,12 +38,11 @@ int stop_signal();
 // How many stop signals arrived: a second one means "stop now".
 int stop_signals_received();
 
-// Open MPI's mpirun answers SIGTERM or SIGINT (Ctrl-C) by sending the ranks SIGTERM and, after
-// odls_base_sigkill_timeout seconds (default 1), SIGKILL; only SIGUSR1 and SIGUSR2 it merely
-// passes on. Returns what rank 0 says at start-up when that kill would cut short a stop of
-// `grace_seconds` (+ StopDeadline's margin), or "" (not under mpirun, or the timeout is long
-// enough). `env` reads the environment: getenv, or a stand-in in tests.
-std::string mpirun_stop_note(double grace_seconds, const std::function<const char*(const char*)>& env);
+// Open MPI's mpirun answers SIGTERM or SIGINT (Ctrl-C) by ending the job: the ranks get SIGTERM,
+// then SIGKILL after odls_base_sigkill_timeout seconds (default 1); only SIGUSR1 and SIGUSR2 it
+// merely passes on. Returns what rank 0 says at start-up under mpirun, or "" elsewhere. `env`
+// reads the environment: getenv, or a stand-in in tests.
+std::string mpirun_stop_note(const std::function<const char*(const char*)>& env);
 
 // While alive, ends the process when a stop signal is not carried out in time: grace_seconds plus
 // kStopMarginSeconds after the first signal, or kStopMarginSeconds after a second. A rank that

@@ -84,7 +84,7 @@ Session::Session(const MpiSession& mpi, SessionOptions options, const std::funct
     : mpi_(mpi), o_(std::move(options)), deadline_(o_.grace_seconds), nodes_(mpi.detect_nodes()) {
   validate(checks);
   if (is_rank0()) log_layout();
-  if (const std::string note = mpirun_stop_note(o_.grace_seconds, [](const char* name) { return std::getenv(name); });
+  if (const std::string note = mpirun_stop_note([](const char* name) { return std::getenv(name); });
       is_rank0() && !note.empty())
     log::info(note);
   if (text_)
