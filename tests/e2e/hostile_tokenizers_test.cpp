@@ -142,9 +142,9 @@ TEST_F(HostileTokenizers, ASequenceNestedThirtyThousandDeepIsRefusedAtOnce) {
   deep += R"({"type":"Split","pattern":{"String":" "},"behavior":"Isolated","invert":false})";
   for (int i = 0; i < 30000; ++i) deep += "]}";
   json tok = ascii_tokenizer();
-  tok["pre_tokenizer"] = "@";
+  tok["pre_tokenizer"] = "DEEP_SEQUENCE";
   std::string text = tok.dump();
-  text.replace(text.find("\"@\""), 3, deep);
+  text.replace(text.find("\"DEEP_SEQUENCE\""), 15, deep);
   const std::string model = model_with("deep_sequence", text);
   const ProcessExit e = run(model, three_lines("deep_sequence", R"({"id": "bad", "prompt": "x"})"));
   EXPECT_EQ(e.code, 1) << e.log;

@@ -95,10 +95,10 @@ TEST(HfTokenizerLimits, ASequenceNestedPastTheJsonLimitIsRefusedAsRead) {
   deep += inner;
   for (int i = 0; i < 30000; ++i) deep += "]}";
   Json j = ascii_tokenizer();
-  j["pre_tokenizer"] = "@";
+  j["pre_tokenizer"] = "DEEP_SEQUENCE";
   std::string text = j.dump();
-  const std::string head = text.substr(0, text.find("\"@\""));
-  text.replace(text.find("\"@\""), 3, deep);
+  const std::string head = text.substr(0, text.find("\"DEEP_SEQUENCE\""));
+  text.replace(text.find("\"DEEP_SEQUENCE\""), 15, deep);
   const std::string path = write_text(text);
   // The file's object is level 1; each Sequence adds two (its object, its list): level 257 is the
   // 128th Sequence's list, the last byte of the 128th opening.
