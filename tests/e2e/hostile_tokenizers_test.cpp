@@ -70,7 +70,9 @@ class HostileTokenizers : public StoriesSuite<HostileTokenizers> {
     EXPECT_EQ(records.size(), 3u) << e.log;
     for (const char* id : {"\"good1\"", "\"good2\""}) {
       EXPECT_EQ(records.count(id), 1u) << id << " not answered:\n" << e.log;
-      if (records.count(id)) EXPECT_NE(records[id]["finish_reason"], "error") << records[id];
+      if (records.count(id)) {
+        EXPECT_NE(records[id]["finish_reason"], "error") << records[id];
+      }
     }
     if (!records.count("\"bad\"")) return "no record for the bad request";
     EXPECT_EQ(records["\"bad\""]["finish_reason"], "error");
