@@ -249,12 +249,13 @@ TEST(PromptReaderJsonl, HugeOffendingValuesAreClippedInTheMessage) {
   EXPECT_LT(r.error.size(), 300u);
 }
 
+// A line nesting past the limit is refused unread: its values are walked recursively later on.
+// The 256th '[' opens level 257: the object is level 1, so the error is at the 256th bracket,
+// byte 24 + 255.
 TEST(PromptReaderJsonl, DeeplyNestedValueDoesNotCrashTheMessage) {
   std::string nested = std::string(100000, '[') + std::string(100000, ']');
   Request r = one("{\"prompt\": \"x\", \"stop\": " + nested + "}");
-  EXPECT_EQ(r.error.rfind("line 1: field 'stop' must be a string or a list of strings, got [[[", 0),
-            0u)
-      << r.error.substr(0, 200);
+  EXPECT_EQ(r.error, "line 1: not read: JSON nested deeper than 256 levels (at byte 279)");
 }
 
 TEST(PromptReaderJsonl, RequestFieldsOverrideDefaults) {
