@@ -160,7 +160,12 @@ Value get_item(const Value& object, const Value& key) {
     return get_attribute(object, key.as_string());  // Jinja falls back from item to attribute
   }
   if (key.is_string()) return no_attribute(object, key.as_string());
-  return Value::undefined("'" + object_description(object) + "' has no element " + to_repr(key));
+  // Built by appending: GCC 12 takes the chained operator+ here for an overlapping copy (-Wrestrict).
+  std::string message = "'";
+  message += object_description(object);
+  message += "' has no element ";
+  message += to_repr(key);
+  return Value::undefined(message);
 }
 
 namespace {

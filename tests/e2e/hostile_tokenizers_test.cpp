@@ -63,7 +63,7 @@ class HostileTokenizers : public StoriesSuite<HostileTokenizers> {
     return wait_for_exit(pid, log, std::chrono::seconds(120));
   }
   // The three records of three_lines: the good ones answered, the bad one's error returned (its id
-  // `bad` as JSON: a line refused unread has its line number for id).
+  // `bad` as JSON: a line refused unread has a null id, as OpenAI gives it).
   std::string bad_record_error(const ProcessExit& e, const std::string& bad = "\"bad\"") {
     EXPECT_EQ(e.code, 0) << e.log;
     EXPECT_LT(e.max_rss_kib, kOneGibInKib) << "peak memory " << e.max_rss_kib << " KiB";
@@ -89,7 +89,7 @@ TEST_F(HostileTokenizers, ADeepChatMessageIsItsLinesErrorRecord) {
   std::ofstream(tmpl) << "{% for m in messages %}{{ m.content }}{% endfor %}";
   const std::string head = R"({"id": "bad", "messages": [{"role": "user", "content": "Hi", "extra": )";
   const std::string in = three_lines("deep", head + std::string(20000, '[') + std::string(20000, ']') + "}]}");
-  const std::string error = bad_record_error(run(model_, in, " --chat-template " + tmpl), "2");
+  const std::string error = bad_record_error(run(model_, in, " --chat-template " + tmpl), "null");
   // The line, "messages" and the message are levels 1-3: the 254th '[' opens level 257.
   EXPECT_EQ(error, "line 2: not read: JSON nested deeper than 256 levels (at byte " +
                        std::to_string(head.size() + 253) + ")");
