@@ -46,7 +46,10 @@ class Run {
         estimated = true;
       }
       if (active_.empty() && scheduler_.idle()) {
-        if (intake_.done()) break;
+        if (intake_.done()) {
+          check_stop();  // a stop heard while a request was read (a template's render) closed the intake
+          break;
+        }
         // A stream with no whole line yet (admit_while_room waited a quarter second for one): nothing to
         // run until it comes or a stop signal does.
         executor_.keep_alive();

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "cli_util.h"
 
@@ -132,6 +133,37 @@ TEST_F(HostileTemplates, RendersPastTheBudgetAreErrorRecordsAndTheRestIsAnswered
                                                    : "render budget of 268435456 bytes";
       EXPECT_NE(error.find(expected), std::string::npos) << command << " " << mode << ": " << error;
     }
+  }
+}
+
+// SIGTERM while a template renders: the render hears it within a few thousand steps, the command
+// exits 75 (stopped early, --resume continues) and the records written stay. Each request here
+// renders until the step budget ends it, so the first record shows the job is running; before the
+// budget and the signal check, no record ever came and tokenize ignored SIGTERM for hours.
+TEST_F(HostileTemplates, AStopSignalEndsALongRenderAndTheJobExits75) {
+  const std::string file = write_file("loops.jinja", kModalTemplate);
+  std::string lines;
+  constexpr int kRequests = 40;
+  for (int i = 0; i < kRequests; ++i) lines += chat("loops-" + std::to_string(i), "loops").dump() + "\n";
+  const std::string input = write_file("loops.jsonl", lines);
+  for (const std::string command : {"tokenize", "run"}) {
+    const std::string out = work_ + "/loops_" + command + ".jsonl";
+    log_ = work_ + "/loops_" + command + ".log";
+    const pid_t pid = spawn_shell(binary() + " " + command + " --model " + model_ + " --chat-template " +
+                                      file + " --input " + input + " --output " + out + " >" + log_ + " 2>&1",
+                                  /*new_group=*/true);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (read_jsonl(out).empty() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const size_t before = read_jsonl(out).size();
+    ::kill(-pid, SIGTERM);
+    const ProcessExit e = wait_for_exit(pid, log_, std::chrono::seconds(60));
+    ASSERT_GE(before, 1u) << command << ": no render ended within 120 s\n" << e.log;
+    EXPECT_EQ(e.code, 75) << command << "\n" << e.log;
+    EXPECT_LT(e.seconds, 30) << command;
+    const auto records = read_jsonl(out);
+    EXPECT_LT(records.size(), static_cast<size_t>(kRequests)) << command << ": the stop came after every render";
+    for (const json& r : records) EXPECT_NE(r.value("error", ""), "") << command << ": " << r.dump();
   }
 }
 
