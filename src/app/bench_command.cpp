@@ -18,10 +18,10 @@
 #include "app/commands.h"
 #include "app/output_files.h"
 #include "app/run_report.h"
-#include "io/result_writer.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "io/output_holds.h"
+#include "io/result_writer.h"
 #include "model/shapes.h"
 #include "ops/cpu/threads.h"
 #include "ops/roofline.h"
@@ -237,12 +237,13 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
   nlohmann::json ranks = nlohmann::json::array();
   for (size_t i = 0; i < figures.size(); ++i) {
     const RankFigures& f = figures[i];
-    ranks.push_back({{"rank", i},
-                     {"compute_seconds", f.compute_seconds},
-                     {"collective_seconds", f.collective_seconds},
-                     {"wait_seconds", f.wait_seconds},
-                     {"bubble_fraction", ratio(f.wait_seconds, f.compute_seconds + f.wait_seconds)},
-                     {"weight_bytes", std::llround(f.weight_bytes)}});  // a count: an integer in JSON
+    ranks.push_back(
+        {{"rank", i},
+         {"compute_seconds", f.compute_seconds},
+         {"collective_seconds", f.collective_seconds},
+         {"wait_seconds", f.wait_seconds},
+         {"bubble_fraction", ratio(f.wait_seconds, f.compute_seconds + f.wait_seconds)},
+         {"weight_bytes", std::llround(f.weight_bytes)}});  // a count: an integer in JSON
   }
   const Topology& t = session.topology();
   const double prompts = static_cast<double>(o.prompts);
@@ -464,7 +465,8 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   io.total_requests = workload.requests();
   const Continuation continuation{false, "run it again"};
   const RunSummary summary = session.serve(serve_options(o.run, continuation), io, trace);
-  for (const std::string& path : {o.run.stats, o.run.trace, o.json}) holds.release(path);  // write_text_file locks them
+  for (const std::string& path : {o.run.stats, o.run.trace, o.json})
+    holds.release(path);  // write_text_file locks them
   const std::vector<RankFigures> figures = report_run(session, summary, trace, o.run.stats, o.run.trace);
   if (!session.is_rank0()) return 0;
   const nlohmann::json report = make_report(o, session, summary, figures, limits, source, in, out);

@@ -78,13 +78,15 @@ bool same_file(const std::string& a, const std::string& b) {
 // The path with links resolved as far as it exists, absolute and normal ("" when it cannot be).
 std::filesystem::path resolved(const std::string& path) {
   std::error_code ec;
-  std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  std::filesystem::path p =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
   if (ec) return {};
   p = p.lexically_normal();
   return p.has_filename() ? p : p.parent_path();  // "dir/" ends in an empty name
 }
 
-// Whether `inner` is `outer` or lies under it, component by component ("/a/bc" is not under "/a/b").
+// Whether `inner` is `outer` or lies under it, component by component ("/a/bc" is not under
+// "/a/b").
 bool is_within(const std::filesystem::path& inner, const std::filesystem::path& outer) {
   auto i = inner.begin();
   for (auto o = outer.begin(); o != outer.end(); ++o, ++i)
@@ -100,18 +102,21 @@ std::vector<std::pair<std::string, std::string>> model_files(const std::string& 
   if (!chat_template.empty()) files.emplace_back("the --chat-template file", chat_template);
   if (model_dir.empty()) return files;
   const std::string dir = model_dir + "/";
-  for (const char* name : {"config.json", "model.safetensors", "model.safetensors.index.json", kShardManifestName,
-                           "tokenizer.model", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
-                           "generation_config.json", "special_tokens_map.json"})
+  for (const char* name :
+       {"config.json", "model.safetensors", "model.safetensors.index.json", kShardManifestName,
+        "tokenizer.model", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+        "generation_config.json", "special_tokens_map.json"})
     files.emplace_back("a file of the model", dir + name);
   std::error_code ec;
-  for (std::filesystem::directory_iterator it(model_dir, ec), end; !ec && it != end; it.increment(ec))
+  for (std::filesystem::directory_iterator it(model_dir, ec), end; !ec && it != end;
+       it.increment(ec))
     if (it->path().extension() == ".safetensors" && it->path().filename() != "model.safetensors")
       files.emplace_back("a file of the model", it->path().string());  // the index's parts, shards
   return files;
 }
 
-void check_not_replacing(const std::string& flag, const std::string& path, bool allowed, const std::string& how) {
+void check_not_replacing(const std::string& flag, const std::string& path, bool allowed,
+                         const std::string& how) {
   if (allowed || path.empty() || standard_stream_of(path) >= 0) return;
   std::error_code ec;
   const std::filesystem::file_status status = std::filesystem::status(path, ec);
@@ -122,7 +127,8 @@ void check_not_replacing(const std::string& flag, const std::string& path, bool 
        "; or give another file");
 }
 
-void check_out_directory(const std::string& out, const std::vector<std::pair<std::string, std::string>>& sources) {
+void check_out_directory(const std::string& out,
+                         const std::vector<std::pair<std::string, std::string>>& sources) {
   namespace fs = std::filesystem;
   const fs::path to = resolved(out);
   for (const auto& [what, source] : sources) {
@@ -133,8 +139,10 @@ void check_out_directory(const std::string& out, const std::vector<std::pair<std
       fail("--out ", out, " is ", what, " itself (", source, "): write into a new directory");
     if (is_within(from, to))  // its files would be replaced, or read beside the new ones
       fail("--out ", out, " holds ", what, " ", source, ": write into a directory apart from it");
-    if (fs::is_directory(from, ec) && is_within(to, from))  // a model directory holding another model
-      fail("--out ", out, " lies inside ", what, " ", source, ": write into a directory apart from it");
+    if (fs::is_directory(from, ec) &&
+        is_within(to, from))  // a model directory holding another model
+      fail("--out ", out, " lies inside ", what, " ", source,
+           ": write into a directory apart from it");
   }
 }
 
@@ -158,7 +166,8 @@ void check_output_files(const std::vector<std::string>& inputs,
         fail(flag, " ", path, " is the input file itself; refusing to overwrite the input");
     for (const auto& [what, file] : read_files)
       if (same_file(path, file))
-        fail(flag, " ", path, " is ", what, " (", file, "); refusing to overwrite it: give another file");
+        fail(flag, " ", path, " is ", what, " (", file,
+             "); refusing to overwrite it: give another file");
     for (size_t j = 0; j < i; ++j)
       if (!outputs[j].second.empty() && same_file(path, outputs[j].second))
         fail(outputs[j].first, " and ", flag, " both name ", path, "; give each its own file");

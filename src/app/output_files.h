@@ -22,14 +22,16 @@ void check_output_files(const std::vector<std::string>& inputs,
 std::vector<std::pair<std::string, std::string>> model_files(const std::string& model_dir,
                                                              const std::string& chat_template = "");
 
-// A records file an earlier run filled (a regular file, not empty) is replaced only when the command
-// is told to (`allowed`: --overwrite, or --resume, which keeps the records): else fails naming the
-// file, its size and `how` ("pass --resume to ..., or --overwrite to ...").
-void check_not_replacing(const std::string& flag, const std::string& path, bool allowed, const std::string& how);
+// A records file an earlier run filled (a regular file, not empty) is replaced only when the
+// command is told to (`allowed`: --overwrite, or --resume, which keeps the records): else fails
+// naming the file, its size and `how` ("pass --resume to ..., or --overwrite to ...").
+void check_not_replacing(const std::string& flag, const std::string& path, bool allowed,
+                         const std::string& how);
 
 // The directory shard or convert fills (--out) may not be, hold or lie inside a source it reads
 // (what, path: "the model directory", a checkpoint or tokenizer file): fails naming both.
-void check_out_directory(const std::string& out, const std::vector<std::pair<std::string, std::string>>& sources);
+void check_out_directory(const std::string& out,
+                         const std::vector<std::pair<std::string, std::string>>& sources);
 
 // A regular file, or nothing yet (it will be one); not this process's stdout or stderr, even when
 // the shell sent those to a file (perhaps both to one), nor a pipe or a device.

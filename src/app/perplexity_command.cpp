@@ -123,8 +123,8 @@ class WindowScores : public ResultSink {
 // Opens --windows (held for the run from its start). With --resume, the scores it holds for this
 // same run go into `scores` and are marked done; without, or when it is missing or empty, it starts
 // over with a header naming this run.
-std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& run, const std::vector<Window>& windows,
-                                   WindowScores& scores) {
+std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& run,
+                                   const std::vector<Window>& windows, WindowScores& scores) {
   std::vector<bool> done(windows.size(), false);
   if (o.windows.empty()) return done;
   namespace fs = std::filesystem;
@@ -139,7 +139,8 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
     if (file.run) {
       const std::string difference = window_run_difference(*file.run, run);
       if (!difference.empty())
-        fail("cannot resume from ", o.windows, ": it holds the windows of another run (", difference,
+        fail("cannot resume from ", o.windows, ": it holds the windows of another run (",
+             difference,
              "); give another --windows file, or --overwrite instead of --resume to replace it");
       for (const WindowScore& s : file.scores) {
         const size_t i = static_cast<size_t>(s.window);
@@ -163,8 +164,9 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
                : file.run       ? "; cut a torn last line of " + std::to_string(file.torn_bytes) + " bytes"
                                 : "; its header was torn (" + std::to_string(file.torn_bytes) + " bytes): starting over"));
   } else if (had_file) {
-    log::info("--overwrite: replacing the " + std::to_string(std::filesystem::file_size(o.windows)) +
-              " bytes of windows in " + o.windows);
+    log::info("--overwrite: replacing the " +
+              std::to_string(std::filesystem::file_size(o.windows)) + " bytes of windows in " +
+              o.windows);
   }
   auto file = std::make_unique<ResultWriter>(o.windows, OutputFormat::kJsonl, append);
   if (!append) file->write_line(window_run_line(run));
@@ -232,12 +234,13 @@ void add_perplexity_command(CLI::App& app, PerplexityOptions& o) {
   c->add_option("--windows", o.windows,
                 "Also append each window's score to this JSONL file as it is scored, so --resume can continue a "
                 "stopped run");
-  CLI::Option* resume =
-      c->add_flag("--resume", o.resume,
-                  "Keep the windows already scored in --windows (a torn last line is cut) and score only the rest")
-          ->needs("--windows");
+  CLI::Option* resume = c->add_flag("--resume", o.resume,
+                                    "Keep the windows already scored in --windows (a torn last "
+                                    "line is cut) and score only the rest")
+                            ->needs("--windows");
   c->add_flag("--overwrite", o.overwrite,
-              "Replace what an earlier run left in --windows and --output (without it, or --resume, a non-empty "
+              "Replace what an earlier run left in --windows and --output (without it, or "
+              "--resume, a non-empty "
               "one is refused)")
       ->excludes(resume);
   c->add_option("--max-seqs", o.run.max_seqs, "Windows in flight at once")->capture_default_str()->check(at_least(1));
@@ -256,7 +259,8 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
     if (!s.is_rank0()) return;
     check_output_files({o.run.input}, {{"--output", o.json}, {"--windows", o.windows}},
                        model_files(o.run.model));
-    const std::string how = "pass --resume (with --windows) to continue the run, or --overwrite to replace it";
+    const std::string how =
+        "pass --resume (with --windows) to continue the run, or --overwrite to replace it";
     check_not_replacing("--windows", o.windows, o.resume || o.overwrite, how);
     check_not_replacing("--output", o.json, o.resume || o.overwrite, how);
     check_input_file(o.run.input);

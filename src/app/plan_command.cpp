@@ -125,8 +125,8 @@ int plan_command(const PlanOptions& o, const MpiSession& mpi) {
   PlanRequest r;
   if (o.model.empty() == o.shape.empty()) fail("give exactly one of --model and --shape");
   if (o.vocab > 0 && o.shape.empty()) fail("--vocab applies to --shape only");
-  check_output_files({o.model.empty() ? "" : o.model + "/config.json", o.hostfile}, {{"--json", o.json}},
-                     model_files(o.model));
+  check_output_files({o.model.empty() ? "" : o.model + "/config.json", o.hostfile},
+                     {{"--json", o.json}}, model_files(o.model));
   r.config = o.model.empty() ? shape_config(o.shape, o.vocab) : load_llama_config(o.model + "/config.json");
   r.nodes = o.nodes;
   r.ranks_per_node = o.per_node;

@@ -43,15 +43,20 @@ void check_files(const RunOptions& o, OutputHolds& holds) {
          standard_stream_of(o.output) >= 0 ? " is this process's stdout or stderr"
                                            : " is not a regular file (a pipe, a terminal or a device)",
          ": give a file, or drop --resume");
-  check_not_replacing("--output", o.output, o.resume || o.overwrite,
-                      "pass --resume to keep its records and continue after them, or --overwrite to replace them");
+  check_not_replacing(
+      "--output", o.output, o.resume || o.overwrite,
+      "pass --resume to keep its records and continue after them, or --overwrite to replace them");
   check_input_file(o.input);
-  // A resume onto records without a sidecar (an older tpllama's) writes none: nothing to hold there.
+  // A resume onto records without a sidecar (an older tpllama's) writes none: nothing to hold
+  // there.
   std::error_code ec;
-  const bool kept = o.resume && output_is_a_file(o.output) && std::filesystem::file_size(o.output, ec) > 0 && !ec;
-  const bool no_sidecar = kept && !std::filesystem::exists(std::filesystem::symlink_status(sidecar_path(o.output), ec));
+  const bool kept =
+      o.resume && output_is_a_file(o.output) && std::filesystem::file_size(o.output, ec) > 0 && !ec;
+  const bool no_sidecar =
+      kept && !std::filesystem::exists(std::filesystem::symlink_status(sidecar_path(o.output), ec));
   for (const auto& [flag, path] : outputs)
-    if (output_is_a_file(path) && !(no_sidecar && flag == "--output's sidecar")) holds.hold(flag, path);
+    if (output_is_a_file(path) && !(no_sidecar && flag == "--output's sidecar"))
+      holds.hold(flag, path);
 }
 
 // What made the records: a resume with another model, dtype, sampling default or input would mix
@@ -120,7 +125,8 @@ RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& ho
       f.reader->format() == InputFormat::kOpenAiBatch ? OutputFormat::kOpenAiBatch : OutputFormat::kJsonl;
   // A pipe, a terminal or /dev/stdout is written as it comes: nothing to lock, cut or resume.
   const bool file = output_is_a_file(o.output);
-  const bool had_output = file && std::filesystem::exists(o.output) && std::filesystem::file_size(o.output) > 0;
+  const bool had_output =
+      file && std::filesystem::exists(o.output) && std::filesystem::file_size(o.output) > 0;
   const OutputJob job = file ? output_job(o, session, f.reader->format()) : OutputJob{};
   if (o.resume) {
     if (had_output) check_resumed_job(o.output, job);

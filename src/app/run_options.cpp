@@ -52,18 +52,22 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--input-format", o.input_format, "auto (from the content and extension), text, jsonl or openai")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "text", "jsonl", "openai"}));
-  CLI::Option* resume = run->add_flag(
-      "--resume", o.resume,
-      "Keep the records already in --output (a torn last line is cut), skip their ids, append the rest");
+  CLI::Option* resume = run->add_flag("--resume", o.resume,
+                                      "Keep the records already in --output (a torn last line is "
+                                      "cut), skip their ids, append the rest");
   run->add_flag("--overwrite", o.overwrite,
-                "Replace the records an earlier run left in --output (without it, or --resume, a non-empty "
+                "Replace the records an earlier run left in --output (without it, or --resume, a "
+                "non-empty "
                 "--output is refused)")
       ->excludes(resume);
   run->add_flag("--ordered", o.ordered, "Write records in input order (default: as requests finish)");
   run->add_option("--grace-seconds", o.grace_seconds,
-                  "After SIGTERM/SIGUSR1/SIGINT: seconds in-flight requests may still finish before the run stops "
-                  "(exit status 75; --resume continues). A second signal, 1 s or more after the first, stops at "
-                  "once. Under mpirun send mpirun SIGUSR1: on SIGTERM or Ctrl-C Open MPI ends the ranks (SIGKILL 1 s "
+                  "After SIGTERM/SIGUSR1/SIGINT: seconds in-flight requests may still finish "
+                  "before the run stops "
+                  "(exit status 75; --resume continues). A second signal, 1 s or more after the "
+                  "first, stops at "
+                  "once. Under mpirun send mpirun SIGUSR1: on SIGTERM or Ctrl-C Open MPI ends the "
+                  "ranks (SIGKILL 1 s "
                   "after its SIGTERM) and exits 1. Under Slurm: scancel --batch --signal=USR1 JOB "
                   "(plain scancel stops gracefully only under srun, within KillWait)")
       ->capture_default_str()

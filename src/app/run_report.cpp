@@ -31,7 +31,9 @@ double bus_bandwidth(const RankFigures& f, int tp) {
 
 // A count that crossed the gather as a double, written back as the integer it is (JSON "3072", not
 // "3072.0"): exact up to 2^53, beyond any byte or step count of a run.
-long long as_count(double x) { return std::llround(x); }
+long long as_count(double x) {
+  return std::llround(x);
+}
 
 void write_stats(const std::string& path, const Topology& t, int n_nodes, const std::vector<RankFigures>& all,
                  const RunSummary& s) {

@@ -1,6 +1,7 @@
-// `tpllama tokenize`: the tokens each request of a prompt file would give the model, and the rendered
-// prompt of a chat request, written as JSON lines, so a user can check the template and the lengths
-// before a long job (as llama.cpp's llama-tokenize). Reads the tokenizer files only, no weights.
+// `tpllama tokenize`: the tokens each request of a prompt file would give the model, and the
+// rendered prompt of a chat request, written as JSON lines, so a user can check the template and
+// the lengths before a long job (as llama.cpp's llama-tokenize). Reads the tokenizer files only, no
+// weights.
 
 #include <nlohmann/json.hpp>
 
@@ -55,7 +56,8 @@ void add_tokenize_command(CLI::App& app, TokenizeOptions& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "text", "jsonl", "openai"}));
   c->add_flag("--overwrite", o.overwrite,
-              "Replace the records an earlier run left in --output (without it, a non-empty --output is refused)");
+              "Replace the records an earlier run left in --output (without it, a non-empty "
+              "--output is refused)");
   add_chat_template_option(*c, o.chat_template);
 }
 

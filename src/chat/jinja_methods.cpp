@@ -160,7 +160,8 @@ Value get_item(const Value& object, const Value& key) {
     return get_attribute(object, key.as_string());  // Jinja falls back from item to attribute
   }
   if (key.is_string()) return no_attribute(object, key.as_string());
-  // Built by appending: GCC 12 takes the chained operator+ here for an overlapping copy (-Wrestrict).
+  // Built by appending: GCC 12 takes the chained operator+ here for an overlapping copy
+  // (-Wrestrict).
   std::string message = "'";
   message += object_description(object);
   message += "' has no element ";

@@ -61,7 +61,8 @@ std::optional<std::string> json_depth_error(std::string_view text) {
       in_string = true;
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxJsonDepth)
-        return detail::concat("JSON nested deeper than ", kMaxJsonDepth, " levels (at byte ", i, ")");
+        return detail::concat("JSON nested deeper than ", kMaxJsonDepth, " levels (at byte ", i,
+                              ")");
     } else if (c == ']' || c == '}') {
       --depth;
     }

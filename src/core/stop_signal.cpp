@@ -20,7 +20,8 @@ namespace {
 
 std::atomic<int> g_stop_signal{0};
 std::atomic<int> g_stop_count{0};
-std::atomic<long long> g_first_signal_ns{0};  // CLOCK_MONOTONIC at the first stop signal; 0: none yet
+std::atomic<long long> g_first_signal_ns{
+    0};  // CLOCK_MONOTONIC at the first stop signal; 0: none yet
 
 // One stop often reaches a rank twice within milliseconds: from Slurm and again from srun or
 // mpirun, which relay it. Only a signal this long after the first counts as a second ("stop now").
@@ -32,7 +33,8 @@ extern "C" void on_stop_signal(int signal) {
   const long long ns = static_cast<long long>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
   g_stop_signal.store(signal, std::memory_order_relaxed);
   long long first = 0;
-  if (g_first_signal_ns.compare_exchange_strong(first, ns, std::memory_order_relaxed) || ns - first >= kRelayWindowNs)
+  if (g_first_signal_ns.compare_exchange_strong(first, ns, std::memory_order_relaxed) ||
+      ns - first >= kRelayWindowNs)
     g_stop_count.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -51,13 +53,18 @@ int stop_signal() { return g_stop_signal.load(std::memory_order_relaxed); }
 int stop_signals_received() { return g_stop_count.load(std::memory_order_relaxed); }
 
 std::string mpirun_stop_note(const std::function<const char*(const char*)>& env) {
-  if (env("OMPI_MCA_orte_hnp_uri") == nullptr) return "";  // set for every rank mpirun starts (Open MPI 4)
-  std::string timeout = "1";                                // Open MPI's default
+  if (env("OMPI_MCA_orte_hnp_uri") == nullptr)
+    return "";                // set for every rank mpirun starts (Open MPI 4)
+  std::string timeout = "1";  // Open MPI's default
   const char* value = env("OMPI_MCA_odls_base_sigkill_timeout");
   if (value != nullptr && *value != '\0') timeout = value;
-  return "under mpirun, a SIGTERM or Ctrl-C to mpirun does not give the graceful stop: Open MPI ends the ranks "
-         "(SIGTERM, then SIGKILL " + timeout + " s later: odls_base_sigkill_timeout) and exits 1, abandoning the "
-         "running requests (the records written stay whole, --resume continues). For the graceful stop (exit status "
+  return "under mpirun, a SIGTERM or Ctrl-C to mpirun does not give the graceful stop: Open MPI "
+         "ends the ranks "
+         "(SIGTERM, then SIGKILL " +
+         timeout +
+         " s later: odls_base_sigkill_timeout) and exits 1, abandoning the "
+         "running requests (the records written stay whole, --resume continues). For the graceful "
+         "stop (exit status "
          "75) send mpirun SIGUSR1 (kill -USR1 <mpirun pid>)";
 }
 

@@ -27,17 +27,30 @@ constexpr const char* kCompletionsUrl = "/v1/completions";
 constexpr const char* kChatUrl = "/v1/chat/completions";
 constexpr const char* kTopFields[] = {"custom_id", "method", "url", "body"};
 // What each body reads; request_field_policy decides on any other field ("model" among them).
-constexpr const char* kBodyFields[] = {"prompt", "max_tokens", "temperature", "top_k", "top_p",
-                                       "min_p",  "seed",       "stop",        "logprobs", "ignore_eos"};
-constexpr const char* kChatBodyFields[] = {"messages", "max_tokens", "max_completion_tokens", "temperature", "top_k",
-                                           "top_p", "min_p", "seed", "stop", "logprobs", "top_logprobs", "ignore_eos",
-                                           "tools", "chat_template_kwargs"};
+constexpr const char* kBodyFields[] = {"prompt",   "max_tokens", "temperature", "top_k",
+                                       "top_p",    "min_p",      "seed",        "stop",
+                                       "logprobs", "ignore_eos"};
+constexpr const char* kChatBodyFields[] = {"messages",
+                                           "max_tokens",
+                                           "max_completion_tokens",
+                                           "temperature",
+                                           "top_k",
+                                           "top_p",
+                                           "min_p",
+                                           "seed",
+                                           "stop",
+                                           "logprobs",
+                                           "top_logprobs",
+                                           "ignore_eos",
+                                           "tools",
+                                           "chat_template_kwargs"};
 
 // A batch line is its four fields: anything else beside them is no part of the convention.
 void refuse_unknown_envelope_fields(const json& object, const FieldSite& at) {
   for (auto it = object.begin(); it != object.end(); ++it)
     if (std::find(std::begin(kTopFields), std::end(kTopFields), it.key()) == std::end(kTopFields))
-      reject(at, "unknown field '", it.key(), "' in a batch line (it has custom_id, method, url and body; the request's ",
+      reject(at, "unknown field '", it.key(),
+             "' in a batch line (it has custom_id, method, url and body; the request's ",
              "fields go in body)");
 }
 
@@ -153,7 +166,8 @@ void parse_openai_batch_request(const json& object, const std::string& line, Req
   try {  // the envelope: a line that fails here is no request
     auto id = object.find("custom_id");
     if (id == object.end()) reject(top, "missing required field 'custom_id'");
-    if (!id->is_string()) reject(top, "field 'custom_id' must be a string, got ", describe_json(*id));
+    if (!id->is_string())
+      reject(top, "field 'custom_id' must be a string, got ", describe_json(*id));
     req.id = *id;
     refuse_unknown_envelope_fields(object, top);
     chat = check_envelope(object, top);
@@ -165,13 +179,16 @@ void parse_openai_batch_request(const json& object, const std::string& line, Req
   try {  // the body: a request the endpoint refuses
     const json& body = object.at("body");
     const FieldSite in_body{req.line, "body."};
-    // What the request is for first (a missing prompt is the error to report), then the other fields.
+    // What the request is for first (a missing prompt is the error to report), then the other
+    // fields.
     if (chat) {
       request_fields::parse_chat_fields(ordered_json::parse(line).at("body"), in_body, req);
-      request_fields::refuse_unread_fields(body, in_body, kChatBodyFields, request_fields::RequestKind::kChat);
+      request_fields::refuse_unread_fields(body, in_body, kChatBodyFields,
+                                           request_fields::RequestKind::kChat);
     } else {
       parse_body_prompt(body, in_body, req);
-      request_fields::refuse_unread_fields(body, in_body, kBodyFields, request_fields::RequestKind::kPrompt);
+      request_fields::refuse_unread_fields(body, in_body, kBodyFields,
+                                           request_fields::RequestKind::kPrompt);
     }
     request_fields::parse_generation_fields(
         body, in_body, chat ? request_fields::LogprobsSyntax::kChat : request_fields::LogprobsSyntax::kIntegerOnly, req);
@@ -211,12 +228,15 @@ ordered_json openai_batch_record(const Result& r, const std::string& model_name,
   ordered_json response(nullptr);
   ordered_json error(nullptr);
   if (r.finish_reason == "error" && r.line_failed) {
-    error = {{"code", "invalid_request"}, {"message", r.error}};  // the line never reached an endpoint
+    error = {{"code", "invalid_request"},
+             {"message", r.error}};  // the line never reached an endpoint
   } else if (r.finish_reason == "error") {
     response["status_code"] = 400;
     response["request_id"] = hex;
-    response["body"]["error"] = {
-        {"message", r.error}, {"type", "invalid_request_error"}, {"param", nullptr}, {"code", nullptr}};
+    response["body"]["error"] = {{"message", r.error},
+                                 {"type", "invalid_request_error"},
+                                 {"param", nullptr},
+                                 {"code", nullptr}};
   } else {
     response["status_code"] = 200;
     response["request_id"] = hex;

@@ -17,7 +17,8 @@ namespace tpllama {
 // its text, read again for a chat body's keys in order). A bad line sets req.error naming the line
 // and field: a wrong envelope (custom_id, method, url, body) also sets req.line_failed, a body
 // field the request cannot have (request_field_policy.h) does not.
-void parse_openai_batch_request(const nlohmann::json& object, const std::string& line, Request& req);
+void parse_openai_batch_request(const nlohmann::json& object, const std::string& line,
+                                Request& req);
 
 // 16 lowercase hex digits derived from the id alone (FNV-1a of id_key), so reruns agree; from the
 // input line for a record without an id.

@@ -32,9 +32,10 @@ int open_for_hold(const std::string& path, bool& created) {
 }
 
 bool same_inode(int fd, const std::string& path) {
-  struct stat held {}, named {};
-  return ::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
-         held.st_ino == named.st_ino;
+  struct stat held {
+  }, named{};
+  return ::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
+         held.st_dev == named.st_dev && held.st_ino == named.st_ino;
 }
 
 }  // namespace
@@ -48,9 +49,11 @@ void OutputHolds::hold(const std::string& flag, const std::string& path) {
   if (path.empty() || standard_stream_of(path) >= 0 || holds(path)) return;
   bool created = false;
   const int fd = open_for_hold(path, created);
-  if (fd < 0) fail("cannot open ", flag, " file ", path, " to hold it for this job: ", std::strerror(errno));
+  if (fd < 0)
+    fail("cannot open ", flag, " file ", path, " to hold it for this job: ", std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // a pipe or a device: written as it comes, not held
+  if (::fstat(fd, &st) != 0 ||
+      !S_ISREG(st.st_mode)) {  // a pipe or a device: written as it comes, not held
     ::close(fd);
     return;
   }
@@ -64,7 +67,8 @@ void OutputHolds::hold(const std::string& flag, const std::string& path) {
     const int err = errno;
     ::close(fd);  // a file made just now that another process locks at once is that process's
     if (err == EWOULDBLOCK)
-      fail(flag, " ", path, " is locked by another tpllama process (a running job writes it): wait for it to end, ",
+      fail(flag, " ", path,
+           " is locked by another tpllama process (a running job writes it): wait for it to end, ",
            "or give another file");
     fail("cannot lock ", flag, " file ", path, ": ", std::strerror(err));
   }
@@ -76,8 +80,8 @@ void OutputHolds::let_go(Held& h, bool remove_if_empty) {
   struct stat st {};
   // Removed only while still locked, and only the very file made: a link put in its place since, or
   // a file another job wrote, is not ours to remove.
-  const bool remove = remove_if_empty && !h.created.empty() && ::fstat(h.fd, &st) == 0 && st.st_size == 0 &&
-                      same_inode(h.fd, h.created);
+  const bool remove = remove_if_empty && !h.created.empty() && ::fstat(h.fd, &st) == 0 &&
+                      st.st_size == 0 && same_inode(h.fd, h.created);
   if (remove) ::unlink(h.created.c_str());
   ::close(h.fd);
   h.fd = -1;
@@ -91,7 +95,8 @@ void OutputHolds::release(const std::string& path) {
 void OutputHolds::drop_if_unwritten(const std::string& path) {
   for (Held& h : held_) {
     struct stat st {};
-    if (h.path == path && h.fd >= 0 && !h.created.empty() && ::fstat(h.fd, &st) == 0 && st.st_size == 0)
+    if (h.path == path && h.fd >= 0 && !h.created.empty() && ::fstat(h.fd, &st) == 0 &&
+        st.st_size == 0)
       let_go(h, true);
   }
 }

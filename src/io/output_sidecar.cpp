@@ -39,7 +39,9 @@ std::string content_hash(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return "none";
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read ", path, " to fingerprint the files that shape the records: ", std::strerror(errno));
+  if (!in)
+    fail("cannot read ", path,
+         " to fingerprint the files that shape the records: ", std::strerror(errno));
   Fnv1a h;
   std::vector<char> block(size_t{1} << 16);
   while (in.read(block.data(), static_cast<std::streamsize>(block.size())) || in.gcount() > 0)
@@ -79,7 +81,8 @@ int write_temporary(const std::string& temporary, const std::string& text, bool 
 std::vector<std::pair<std::string, std::string>> shaping_files(const std::string& model_dir,
                                                                const std::string& chat_template) {
   std::vector<std::pair<std::string, std::string>> files;
-  for (const char* name : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+  for (const char* name :
+       {"tokenizer.model", "tokenizer.json", "tokenizer_config.json", "generation_config.json"})
     files.emplace_back(name, content_hash(model_dir + "/" + name));
   // The template used: --chat-template's file replaces the model's (whose own file is then unread).
   if (chat_template.empty())
@@ -91,7 +94,8 @@ std::vector<std::pair<std::string, std::string>> shaping_files(const std::string
 
 void write_sidecar(const std::string& output, const OutputJob& job, OutputHolds* holds) {
   const std::string path = sidecar_path(output);
-  nlohmann::ordered_json settings = nlohmann::ordered_json::object(), files = nlohmann::ordered_json::object();
+  nlohmann::ordered_json settings = nlohmann::ordered_json::object(),
+                         files = nlohmann::ordered_json::object();
   for (const auto& [flag, value] : job.settings) settings[flag] = value;
   for (const auto& [name, hash] : job.files) files[name] = hash;
   const nlohmann::ordered_json j = {{"tpllama_output",
@@ -168,7 +172,8 @@ std::string file_difference(const OutputJob& here, const std::string& name, cons
   const std::string file = name == "--chat-template" ? "the --chat-template file"
                            : here.model_dir.empty()  ? name
                                                      : here.model_dir + "/" + name;
-  if (then == "none") return "no " + name + ", this run reads " + file + ": the file was added since";
+  if (then == "none")
+    return "no " + name + ", this run reads " + file + ": the file was added since";
   if (now == "none") return file + " of content " + then + ", which is gone now";
   return file + " of content " + then + ", this run reads " + now + ": the file changed since";
 }
@@ -186,7 +191,8 @@ std::string output_job_difference(const std::string& output, const OutputJob& fi
         differences.push_back(flag + " " + file_value + ", this run has " + value);
   for (const auto& [name, hash] : here.files)
     for (const auto& [file_name, file_hash] : file.files)
-      if (file_name == name && file_hash != hash) differences.push_back(file_difference(here, name, file_hash, hash));
+      if (file_name == name && file_hash != hash)
+        differences.push_back(file_difference(here, name, file_hash, hash));
   std::string text;
   for (const std::string& d : differences) text += (text.empty() ? output + " was made with " : "; with ") + d;
   return text;

@@ -40,15 +40,21 @@ using request_fields::RequestKind;
 
 constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ULL;
 // The fields a JSONL line reads, by kind of request; request_field_policy decides on any other.
-constexpr const char* kPromptFields[] = {"id",    "prompt", "max_tokens", "max_completion_tokens", "temperature",
-                                         "top_k", "top_p",  "min_p",      "seed",                  "stop",
-                                         "logprobs", "ignore_eos"};
-constexpr const char* kScoringFields[] = {"id",    "context", "continuation", "max_tokens", "max_completion_tokens",
-                                          "temperature", "top_k", "top_p", "min_p", "seed", "stop", "logprobs",
-                                          "ignore_eos"};
-constexpr const char* kChatFields[] = {"id", "messages", "tools", "chat_template_kwargs", "max_tokens",
-                                       "max_completion_tokens", "temperature", "top_k", "top_p", "min_p", "seed",
-                                       "stop", "logprobs", "ignore_eos"};
+constexpr const char* kPromptFields[] = {
+    "id",          "prompt", "max_tokens", "max_completion_tokens",
+    "temperature", "top_k",  "top_p",      "min_p",
+    "seed",        "stop",   "logprobs",   "ignore_eos"};
+constexpr const char* kScoringFields[] = {
+    "id",          "context",  "continuation", "max_tokens", "max_completion_tokens",
+    "temperature", "top_k",    "top_p",        "min_p",      "seed",
+    "stop",        "logprobs", "ignore_eos"};
+constexpr const char* kChatFields[] = {"id",          "messages",
+                                       "tools",       "chat_template_kwargs",
+                                       "max_tokens",  "max_completion_tokens",
+                                       "temperature", "top_k",
+                                       "top_p",       "min_p",
+                                       "seed",        "stop",
+                                       "logprobs",    "ignore_eos"};
 constexpr size_t kSniffBytes = size_t{4} << 20;
 constexpr const char* kByteOrderMark = "\xEF\xBB\xBF";
 
@@ -106,7 +112,8 @@ std::optional<json> first_json_object_line(const std::string& path) {
       const char first = *std::find_if_not(line.begin(), line.end(), is_space);
       if (first != '{' && first != '[') return std::nullopt;
       // A line nested too deep is skipped as a malformed one is (the reader refuses it later).
-      json object = json_depth_error(line) ? json() : json::parse(line, nullptr, /*allow_exceptions=*/false);
+      json object =
+          json_depth_error(line) ? json() : json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (object.is_object()) return object;
     }
     if (c == std::char_traits<char>::eof()) return std::nullopt;
@@ -149,7 +156,8 @@ RequestKind request_kind(const json& object, const FieldSite& at) {
     return RequestKind::kChat;
   }
   if (object.contains("context") || object.contains("continuation")) {
-    if (object.contains("prompt")) reject(at, "a request has either 'prompt' or 'context' and 'continuation', not both");
+    if (object.contains("prompt"))
+      reject(at, "a request has either 'prompt' or 'context' and 'continuation', not both");
     return RequestKind::kScoring;
   }
   return RequestKind::kPrompt;
@@ -322,7 +330,8 @@ Request PromptReader::parse_text(std::string line) const {
 
 Request PromptReader::too_long() const {
   Request req = start_request();
-  if (format_ != InputFormat::kText) req.id = json(nullptr);  // its id, if it gives one, is not read
+  if (format_ != InputFormat::kText)
+    req.id = json(nullptr);  // its id, if it gives one, is not read
   req.line_failed = true;
   req.error = detail::concat("line ", lines_read_, " is longer than ", byte_limit_text(lines_.max_line_bytes()),
                              ", the limit for one request: not read (no context holds that much text)");
@@ -331,7 +340,8 @@ Request PromptReader::too_long() const {
 
 Request PromptReader::parse_jsonl(const std::string& line) {
   Request req = start_request();
-  req.id = json(nullptr);  // an id comes from the line, or from its number once the line is an object
+  req.id =
+      json(nullptr);  // an id comes from the line, or from its number once the line is an object
   json object;
   if (!request_fields::parse_object_line(line, object, req)) {
     req.line_failed = true;

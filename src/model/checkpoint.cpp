@@ -105,7 +105,8 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
 void Checkpoint::open_index(const std::string& index_path) {
   nlohmann::json index;
   try {
-    index = parse_json(read_regular_file(index_path, "checkpoint index", kMaxSmallFileBytes), index_path);
+    index = parse_json(read_regular_file(index_path, "checkpoint index", kMaxSmallFileBytes),
+                       index_path);
   } catch (const nlohmann::json::exception& e) {
     fail(index_path, ": not valid JSON: ", e.what());
   }

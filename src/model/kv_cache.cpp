@@ -29,7 +29,8 @@ KvCache::KvCache(int n_layers_local, int kv_dim_local, int block_size, int n_blo
   TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "the KV cache is f32 or bf16, not ", dtype_name(dtype));
   // Zeroed, and on the CPU paged in as blocks are first written: the pool costs what the workload
   // reaches, not the full-context size it is planned for.
-  pool_ = ops::allocate_zeroed(ctx_, static_cast<size_t>(n_layers_local) * layer_stride_ * dtype_size(dtype));
+  pool_ = ops::allocate_zeroed(
+      ctx_, static_cast<size_t>(n_layers_local) * layer_stride_ * dtype_size(dtype));
   device_tables_ = ops::allocate(ctx_, static_cast<size_t>(max_slots) * static_cast<size_t>(max_blocks_per_slot_) *
                                            sizeof(int32_t));
 }

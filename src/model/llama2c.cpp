@@ -52,7 +52,8 @@ void write_model_dir(const LlamaConfig& config, const NamedArrays& tensors, cons
   fs::create_directories(options.out_dir);
   if (!options.tokenizer_path.empty()) {
     if (!fs::exists(options.tokenizer_path)) fail("tokenizer ", options.tokenizer_path, " does not exist");
-    // A tokenizer.json travels with the files of its checkpoint beside it (BOS, chat template, stop ids).
+    // A tokenizer.json travels with the files of its checkpoint beside it (BOS, chat template, stop
+    // ids).
     const bool json = fs::path(options.tokenizer_path).extension() == ".json";
     std::vector<std::pair<fs::path, std::string>> copies = {
         {options.tokenizer_path, json ? "tokenizer.json" : "tokenizer.model"}};

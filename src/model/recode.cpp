@@ -88,7 +88,8 @@ LlamaConfig convert_checkpoint(const std::string& model_dir, const ConvertOption
 
   // config.json as it is, saying how the weights are now held.
   const std::string config_path = model_dir + "/config.json";
-  nlohmann::json config = parse_json(read_regular_file(config_path, "model config", kMaxSmallFileBytes), config_path);
+  nlohmann::json config =
+      parse_json(read_regular_file(config_path, "model config", kMaxSmallFileBytes), config_path);
   if (int8)
     config["quantization_config"] = int8_quantization_json(static_cast<int>(group));
   else

@@ -128,7 +128,8 @@ void SafetensorsFile::parse_header(uint64_t header_len) {
   data_size_ = size_ - 8 - header_len;
   nlohmann::json header;
   try {
-    header = parse_json(std::string_view(reinterpret_cast<const char*>(map_ + 8), header_len), path_ + " header");
+    header = parse_json(std::string_view(reinterpret_cast<const char*>(map_ + 8), header_len),
+                        path_ + " header");
   } catch (const nlohmann::json::exception& e) {
     fail(path_, ": header is not valid JSON: ", e.what());
   }

@@ -180,7 +180,8 @@ void write_shards(const ShardOptions& o) {
   // config.json as it is, with the quantization_config of int8 shards of a float checkpoint.
   if (o.int8 && c.int8_group_size == 0) {
     const std::string config_path = o.model_dir + "/config.json";
-    nlohmann::json config = parse_json(read_regular_file(config_path, "model config", kMaxSmallFileBytes), config_path);
+    nlohmann::json config =
+        parse_json(read_regular_file(config_path, "model config", kMaxSmallFileBytes), config_path);
     config["quantization_config"] = int8_quantization_json(static_cast<int>(ops::int8_group_size()));
     std::ofstream(o.out_dir + "/config.json") << config.dump(2) << '\n';
   } else {

@@ -23,8 +23,8 @@ namespace {
 // One run: the parts, the sequences between them, and the stop.
 class Run {
  public:
-  Run(const LlamaConfig& config, const ModelText* text, StepExecutor& executor, const EngineOptions& o,
-      const EngineIo& io)
+  Run(const LlamaConfig& config, const ModelText* text, StepExecutor& executor,
+      const EngineOptions& o, const EngineIo& io)
       : executor_(executor),
         o_(o),
         io_(io),
@@ -33,7 +33,8 @@ class Run {
         blocks_(o.kv_blocks, o.kv_block_size, o.max_seqs, o.prefix_caching),
         scheduler_({o.max_batch_tokens, o.max_logit_rows, o.max_seqs, o.groups}, blocks_),
         publisher_(*io.writer, io.ordered, io.reorder_limit),
-        progress_(io.total_requests, io.terminal, o.log_interval, Progress::kFirstLineSeconds, io.progress_unit) {}
+        progress_(io.total_requests, io.terminal, o.log_interval, Progress::kFirstLineSeconds,
+                  io.progress_unit) {}
 
   RunSummary run() {
     bool estimated = false;
@@ -47,7 +48,8 @@ class Run {
       }
       if (active_.empty() && scheduler_.idle()) {
         if (intake_.done()) {
-          check_stop();  // a stop heard while a request was read (a template's render) closed the intake
+          check_stop();  // a stop heard while a request was read (a template's render) closed the
+                         // intake
           break;
         }
         // A stream with no whole line yet (admit_while_room waited a quarter second for one): nothing to
@@ -97,9 +99,15 @@ class Run {
 
   ProgressCounts counts() const {
     const PrefixCacheStats& p = blocks_.prefix_stats();
-    return {publisher_.published() + intake_.skipped(), publisher_.summary().errors,
-            static_cast<long long>(active_.size()), sampled_tokens_, scored_tokens_, o_.prefix_caching, p.prompt_tokens,
-            p.hit_tokens, p.evicted_blocks};
+    return {publisher_.published() + intake_.skipped(),
+            publisher_.summary().errors,
+            static_cast<long long>(active_.size()),
+            sampled_tokens_,
+            scored_tokens_,
+            o_.prefix_caching,
+            p.prompt_tokens,
+            p.hit_tokens,
+            p.evicted_blocks};
   }
 
   // Once the first requests are in: how many sequences of their average length (prompt plus
@@ -133,8 +141,9 @@ class Run {
       s.stopped_by = signal;
       stop_time_ = Clock::now();
       intake_.close();
-      log::warn("received signal " + std::to_string(signal) + ": admitting no more requests; finishing the " +
-                std::to_string(active_.size()) + " running within " + std::to_string(static_cast<int>(o_.grace_seconds)) +
+      log::warn("received signal " + std::to_string(signal) +
+                ": admitting no more requests; finishing the " + std::to_string(active_.size()) +
+                " running within " + std::to_string(static_cast<int>(o_.grace_seconds)) +
                 " s, then stopping (" + o_.how_to_continue +
                 "); a second signal, 1 s or more after the first, stops at once");
     }
@@ -168,7 +177,8 @@ class Run {
     TraceSpan span(io_.trace, "apply tokens", TraceTrack::kSchedule);
     publisher_.step_done(group);
     // A scoring request's logit row scores one continuation token; any other samples one.
-    for (const Sequence* row : group.rows) (row->request.scoring ? scored_tokens_ : sampled_tokens_) += 1;
+    for (const Sequence* row : group.rows)
+      (row->request.scoring ? scored_tokens_ : sampled_tokens_) += 1;
     Scheduler::apply(group, rows, rules_);
     for (auto it = active_.begin(); it != active_.end();) {
       Sequence& s = **it;

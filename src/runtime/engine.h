@@ -40,7 +40,8 @@ struct EngineIo {
   bool ordered = false;                 // write in input order (bounded reorder buffer)
   size_t reorder_limit = 1024;          // results held back before admission pauses
   long long total_requests = 0;         // for progress; 0 when unknown
-  std::string progress_unit = "requests";  // what the progress line counts ("windows" for perplexity)
+  std::string progress_unit =
+      "requests";                       // what the progress line counts ("windows" for perplexity)
   bool terminal = false;                // stderr is a terminal
   TraceRecorder* trace = nullptr;       // the scheduler's spans (planning a group, applying tokens)
 };

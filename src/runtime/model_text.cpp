@@ -218,11 +218,13 @@ std::vector<int32_t> ModelText::encode(const Request& r, int* n_context, int fit
     throw PromptError(e.what());
   } catch (const std::bad_alloc&) {
     throw PromptError("out of memory turning the request into tokens (its text is " +
-                      std::to_string(r.prompt.size() + r.context.size() + r.continuation.size()) + " bytes)");
+                      std::to_string(r.prompt.size() + r.context.size() + r.continuation.size()) +
+                      " bytes)");
   }
 }
 
-std::vector<int32_t> ModelText::encode_text(const Request& r, int* n_context, int fit_tokens) const {
+std::vector<int32_t> ModelText::encode_text(const Request& r, int* n_context,
+                                            int fit_tokens) const {
   std::vector<int32_t> tokens;
   if (!r.token_ids.empty()) {
     tokens.assign(r.token_ids.begin(), r.token_ids.end());

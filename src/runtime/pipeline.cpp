@@ -86,9 +86,12 @@ void Pipeline::serve() {
     if (plan.shutdown) break;
     if (const int signal = stop_signal(); signal != 0 && !told_of_signal_) {
       told_of_signal_ = true;
-      // Normal under mpirun / srun, which pass the signal to every rank: not a fault, so not a warning.
-      log::info("rank " + std::to_string(topology_.rank()) + " received signal " + std::to_string(signal) +
-                "; rank 0 decides the stop and this rank follows it (a signal to this rank alone stops nothing: "
+      // Normal under mpirun / srun, which pass the signal to every rank: not a fault, so not a
+      // warning.
+      log::info("rank " + std::to_string(topology_.rank()) + " received signal " +
+                std::to_string(signal) +
+                "; rank 0 decides the stop and this rank follows it (a signal to this rank alone "
+                "stops nothing: "
                 "signal rank 0, or mpirun / srun, which pass it to every rank)");
     }
   }

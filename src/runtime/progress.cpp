@@ -24,8 +24,8 @@ std::string duration_text(double seconds) {
 
 }  // namespace
 
-Progress::Progress(long long total, bool terminal, double interval_seconds, double first_line_seconds,
-                   std::string unit)
+Progress::Progress(long long total, bool terminal, double interval_seconds,
+                   double first_line_seconds, std::string unit)
     : total_(total),
       terminal_(terminal),
       interval_(terminal ? 0.5 : interval_seconds),
@@ -51,7 +51,9 @@ void Progress::print(const ProgressCounts& c, bool final) {
   os << "progress: " << c.done;
   if (total_ > 0) os << "/" << total_ << " (" << 100.0 * static_cast<double>(c.done) / static_cast<double>(total_) << "%)";
   os << " " << unit_ << ", " << c.errors << " errors, " << c.running << " running, ";
-  const auto rate = [&](long long tokens) { return elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0; };
+  const auto rate = [&](long long tokens) {
+    return elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0;
+  };
   // Scoring generates nothing: its rate is of the tokens it scores, said apart from generation's.
   if (c.generated_tokens > 0 || c.scored_tokens == 0) os << rate(c.generated_tokens) << " tok/s, ";
   if (c.scored_tokens > 0) os << rate(c.scored_tokens) << " scored tok/s, ";

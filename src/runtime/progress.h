@@ -26,8 +26,8 @@ class Progress {
   // comes after first_line_seconds (or the interval, when shorter), then one every interval: under
   // mpirun stderr is a pipe even when a user watches it, and should not wait 30 s for a first sign.
   // unit: what the requests are to the user ("windows" for perplexity).
-  Progress(long long total, bool terminal, double interval_seconds, double first_line_seconds = kFirstLineSeconds,
-           std::string unit = "requests");
+  Progress(long long total, bool terminal, double interval_seconds,
+           double first_line_seconds = kFirstLineSeconds, std::string unit = "requests");
 
   static constexpr double kFirstLineSeconds = 3.0;
   void update(const ProgressCounts& counts);

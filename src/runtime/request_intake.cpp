@@ -119,13 +119,14 @@ Admission RequestIntake::admit(Request req) {
   // An id the line gives (or defaults to) is taken even when the line is an error, so no two
   // records share one; an id that could not be read is null and takes none.
   const std::string key = id_key(req.id);
-  const uint32_t first_line = req.id.is_null() ? 0 : seen_.insert(key, static_cast<uint32_t>(req.line));
+  const uint32_t first_line =
+      req.id.is_null() ? 0 : seen_.insert(key, static_cast<uint32_t>(req.line));
   if (!req.error.empty()) {
     if (already_written(error_line_key(req.line))) return {};
     if (first_line == 0) return reject(req, next_order_++, 0, req.error);
     return reject(req, next_order_++, 0,
-                  req.error + "; and its id " + key + " repeats line " + std::to_string(first_line) +
-                      "'s (ids must be unique)");
+                  req.error + "; and its id " + key + " repeats line " +
+                      std::to_string(first_line) + "'s (ids must be unique)");
   }
   if (first_line != 0) {
     if (already_written(error_line_key(req.line))) return {};

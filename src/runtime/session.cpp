@@ -335,13 +335,14 @@ void Session::make_kv_cache() {
   });
   if (!is_rank0()) return;
   std::ostringstream os;
-  os << "KV cache (" << dtype_name(cache_->dtype()) << "): " << n_blocks_ << " blocks of " << o_.kv_block_size
-     << " tokens = " << static_cast<long long>(n_blocks_) * o_.kv_block_size << " tokens ("
-     << mib(static_cast<double>(cache_->bytes())) << " on rank 0), room for "
+  os << "KV cache (" << dtype_name(cache_->dtype()) << "): " << n_blocks_ << " blocks of "
+     << o_.kv_block_size << " tokens = " << static_cast<long long>(n_blocks_) * o_.kv_block_size
+     << " tokens (" << mib(static_cast<double>(cache_->bytes())) << " on rank 0), room for "
      << static_cast<long long>(KvCache::sequences_held(n_blocks_, o_.kv_block_size, context_))
      << " sequences at the full context of " << context_ << " tokens; set up in " << std::fixed
      << std::setprecision(2) << seconds_since(t0) << " s"
-     << (device_->context().device == Device::kCpu ? ", its pages taken as blocks are first written" : "");
+     << (device_->context().device == Device::kCpu ? ", its pages taken as blocks are first written"
+                                                   : "");
   log::info(os.str());
   if (o_.kv_block_size > context_)
     log::warn("--kv-block-size " + std::to_string(o_.kv_block_size) + " is larger than the context of " +

@@ -103,11 +103,12 @@ std::string translate_onig(std::string_view source) {
 
 // A text the pattern cannot be matched over within PCRE2's limits: that text is refused.
 [[noreturn]] void give_up(const std::string& source, int rc, size_t pos, size_t size) {
-  std::string limit = rc == PCRE2_ERROR_MATCHLIMIT ? detail::concat(" (the limit is ", kMatchLimit, " steps)")
-                      : rc == PCRE2_ERROR_HEAPLIMIT ? detail::concat(" (the limit is ", kHeapLimitKib, " KiB)")
-                                                    : std::string();
-  throw EncodeError(detail::concat("the tokenizer's regex '", clip(source), "' gave up at byte ", pos, " of a ",
-                                   size, "-byte text: ", pcre2_message(rc), limit));
+  std::string limit =
+      rc == PCRE2_ERROR_MATCHLIMIT  ? detail::concat(" (the limit is ", kMatchLimit, " steps)")
+      : rc == PCRE2_ERROR_HEAPLIMIT ? detail::concat(" (the limit is ", kHeapLimitKib, " KiB)")
+                                    : std::string();
+  throw EncodeError(detail::concat("the tokenizer's regex '", clip(source), "' gave up at byte ",
+                                   pos, " of a ", size, "-byte text: ", pcre2_message(rc), limit));
 }
 
 }  // namespace
@@ -191,8 +192,8 @@ void Pattern::find_all(std::string_view text, std::vector<Span>& out) const {
   }
 }
 
-bool replace_all(std::string_view text, const Pattern& pattern, const std::string& content, size_t max_bytes,
-                 std::string& out) {
+bool replace_all(std::string_view text, const Pattern& pattern, const std::string& content,
+                 size_t max_bytes, std::string& out) {
   std::vector<Span> matches;
   pattern.find_all(text, matches);
   out.clear();

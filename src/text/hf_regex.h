@@ -49,7 +49,7 @@ class Pattern {
 std::string replace_all(std::string_view text, const Pattern& pattern, const std::string& content);
 // The same into out, false (out partial) as soon as it would pass max_bytes: the bound is kept
 // while it is built, never checked after.
-bool replace_all(std::string_view text, const Pattern& pattern, const std::string& content, size_t max_bytes,
-                 std::string& out);
+bool replace_all(std::string_view text, const Pattern& pattern, const std::string& content,
+                 size_t max_bytes, std::string& out);
 
 }  // namespace tpllama::hf

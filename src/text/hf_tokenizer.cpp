@@ -48,15 +48,18 @@ void check_ids(const Json& root, const std::string& path) {
   const Json& model = field_or_null(root, "model");
   const Json& vocab = model.is_object() ? field_or_null(model, "vocab") : model;
   const Json& added = field_or_null(root, "added_tokens");
-  const size_t tokens = (vocab.is_object() ? vocab.size() : 0) + (added.is_array() ? added.size() : 0);
+  const size_t tokens =
+      (vocab.is_object() ? vocab.size() : 0) + (added.is_array() ? added.size() : 0);
   const size_t limit = tokens + kMaxIdGaps;
   const auto check = [&](const Json& id, const std::string& what) {
     if (id.is_number_unsigned() && id.get<uint64_t>() >= limit)
       fail(path, ": ", what, " has id ", id.get<uint64_t>(), ", but the file holds ", tokens,
-           " tokens (vocab and added_tokens): ids must be below ", limit, " (gaps of ", kMaxIdGaps, " ids at most)");
+           " tokens (vocab and added_tokens): ids must be below ", limit, " (gaps of ", kMaxIdGaps,
+           " ids at most)");
   };
   if (vocab.is_object())
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) check(*it, "model: vocab entry '" + clip(it.key()) + "'");
+    for (auto it = vocab.begin(); it != vocab.end(); ++it)
+      check(*it, "model: vocab entry '" + clip(it.key()) + "'");
   if (added.is_array())
     for (size_t i = 0; i < added.size(); ++i)
       if (added[i].is_object() && added[i].contains("id"))
@@ -171,7 +174,8 @@ HfTokenizer::HfTokenizer(const std::string& tokenizer_json_path) : impl_(std::ma
   m.path = tokenizer_json_path;
   try {
     m.load();
-  } catch (const std::bad_alloc&) {  // a file whose parts outgrow memory: name it, not just bad_alloc
+  } catch (
+      const std::bad_alloc&) {  // a file whose parts outgrow memory: name it, not just bad_alloc
     fail(m.path, ": out of memory building the tokenizer it describes");
   }
 }
@@ -183,7 +187,8 @@ void HfTokenizer::Impl::load() {
   check_ids(root, p);
   normalizer = hf::Normalizer(field_or_null(root, "normalizer"), p + ": normalizer");
   pre_tokenizer = hf::PreTokenizer(field_or_null(root, "pre_tokenizer"), p + ": pre_tokenizer");
-  model = std::make_unique<hf::BpeModel>(hf::member(root, "model", p), pre_tokenizer.byte_level(), p + ": model");
+  model = std::make_unique<hf::BpeModel>(hf::member(root, "model", p), pre_tokenizer.byte_level(),
+                                         p + ": model");
   added = hf::AddedTokens(field_or_null(root, "added_tokens"), normalizer, p + ": added_tokens");
   decoder = hf::Decoder(field_or_null(root, "decoder"), p + ": decoder");
   read_post_processor(field_or_null(root, "post_processor"), p + ": post_processor");

@@ -58,10 +58,11 @@ std::string Normalizer::apply(std::string_view text) const {
   const size_t bound = max_output_bytes(text.size());
   const auto outgrown = [&](size_t step) {
     static constexpr const char* kNames[] = {"Prepend", "Replace", "NFC"};
-    throw EncodeError(detail::concat("the tokenizer's normalizer (step ", step + 1, " of ", steps_.size(), ", ",
-                                     kNames[static_cast<int>(steps_[step].kind)], ") would make a ", text.size(),
-                                     "-byte text more than ", bound, " bytes (", kMaxGrowth, " times it plus ",
-                                     kGrowthSlack, "): not tokenized"));
+    throw EncodeError(
+        detail::concat("the tokenizer's normalizer (step ", step + 1, " of ", steps_.size(), ", ",
+                       kNames[static_cast<int>(steps_[step].kind)], ") would make a ", text.size(),
+                       "-byte text more than ", bound, " bytes (", kMaxGrowth, " times it plus ",
+                       kGrowthSlack, "): not tokenized"));
   };
   std::string s(text), replaced;
   for (size_t i = 0; i < steps_.size(); ++i) {

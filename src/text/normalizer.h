@@ -32,7 +32,9 @@ class Normalizer {
   // '▁'); these bound what one text may cost, whatever the file asks.
   static constexpr size_t kMaxGrowth = 16;
   static constexpr size_t kGrowthSlack = 4096;
-  static size_t max_output_bytes(size_t input_bytes) { return kMaxGrowth * input_bytes + kGrowthSlack; }
+  static size_t max_output_bytes(size_t input_bytes) {
+    return kMaxGrowth * input_bytes + kGrowthSlack;
+  }
 
  private:
   enum class Kind { kPrepend, kReplace, kNfc };

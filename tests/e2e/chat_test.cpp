@@ -274,8 +274,9 @@ TEST_F(Llama3Chat, ConvertFromRandomTakesTheTokenizersCompanionFiles) {
   std::ofstream(src + "/generation_config.json") << generation;
   std::ofstream(src + "/chat_template.jinja") << chat;
   std::ofstream(src + "/special_tokens_map.json") << special;
-  const CommandResult r = run_shell(binary() + " convert --from random --shape llama3-tiny --tokenizer " + src +
-                                    "/tokenizer.json --out " + out);
+  const CommandResult r =
+      run_shell(binary() + " convert --from random --shape llama3-tiny --tokenizer " + src +
+                "/tokenizer.json --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto text_of = [](const std::string& path) {
     std::ifstream in(path);

@@ -196,7 +196,8 @@ TEST_F(Stories, Bf16WeightsFollowReferenceTextUntilANearTie) {
 TEST_F(Stories, GreedyOutputDoesNotDependOnBatching) {
   for (std::string flags : {"--max-seqs 1", "--max-seqs 2 --max-batch-tokens 3", "--max-seqs 64 --max-batch-tokens 7"}) {
     std::string out = work_ + "/batching.jsonl";
-    CommandResult r = run(reference_input("batching"), out, flags + " --overwrite");  // one file for each batching
+    CommandResult r = run(reference_input("batching"), out,
+                          flags + " --overwrite");  // one file for each batching
     ASSERT_EQ(r.exit_code, 0) << r.output;
     SCOPED_TRACE(flags);
     expect_reference_output(out);
@@ -289,7 +290,9 @@ TEST_F(Stories, BadLinesBecomeErrorRecordsAndTheRunGoesOn) {
   std::map<std::string, json> m;
   // A line whose id cannot be read has a null id: its record is known by its line.
   for (const json& rec : records)
-    m[rec["id"].is_null() ? "line " + rec["line"].dump() : rec["id"].is_string() ? rec["id"].get<std::string>() : rec["id"].dump()] = rec;
+    m[rec["id"].is_null()     ? "line " + rec["line"].dump()
+      : rec["id"].is_string() ? rec["id"].get<std::string>()
+                              : rec["id"].dump()] = rec;
   EXPECT_EQ(m["a"]["finish_reason"], "length");
   EXPECT_EQ(m["g"]["finish_reason"], "length");
   auto expect_error = [&](const std::string& id, const std::string& line, const std::string& needle) {

@@ -173,8 +173,9 @@ TEST_F(Engine, ASecondSignalStopsAtOnce) {
         << "\n";
   }
   const std::string out = work_ + "/second_signal.jsonl", log_path = work_ + "/second_signal.log";
-  const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out +
-                                " --threads 1 --max-seqs 64 --grace-seconds 600 > " + log_path + " 2>&1");
+  const pid_t pid =
+      spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out +
+                  " --threads 1 --max-seqs 64 --grace-seconds 600 > " + log_path + " 2>&1");
   ASSERT_GT(pid, 0);
   wait_for_lines(out, 10);
   ::kill(pid, SIGTERM);
@@ -400,9 +401,11 @@ TEST_F(Engine, OpenAiBatchRoundTrip) {
   EXPECT_EQ(body["choices"][0]["text"], read_jsonl(jsonl_out)[0]["text"]);
   const json& bad = by_custom["req-2"];
   EXPECT_EQ(bad["response"]["status_code"], 400);
-  EXPECT_EQ(bad["error"], nullptr) << "OpenAI's record of a refused request: the 400 response says it";
+  EXPECT_EQ(bad["error"], nullptr)
+      << "OpenAI's record of a refused request: the 400 response says it";
   // A chat line with no messages: refused alone, naming the field.
-  EXPECT_NE(bad["response"]["body"]["error"]["message"].get<std::string>().find("'body.messages' must be a non-empty list"),
+  EXPECT_NE(bad["response"]["body"]["error"]["message"].get<std::string>().find(
+                "'body.messages' must be a non-empty list"),
             std::string::npos)
       << bad.dump();
 }
@@ -470,8 +473,8 @@ TEST_F(Engine, StatsAndTraceFilesHoldPlausibleFigures) {
   EXPECT_EQ(rank["weight_bytes"].get<double>(), (260032.0 + 512 * 64 + 5 * 2 * (192 - 172) * 64) * 4);
   EXPECT_GT(rank["compute_seconds"].get<double>(), 0);
   // Counts are JSON integers ("steps": 12, not 12.0), as the run-wide ones are.
-  for (const char* k : {"peak_memory_bytes", "weight_bytes", "kv_cache_bytes", "kv_capacity_tokens", "steps",
-                        "all_reduce_calls", "all_reduce_bytes"})
+  for (const char* k : {"peak_memory_bytes", "weight_bytes", "kv_cache_bytes", "kv_capacity_tokens",
+                        "steps", "all_reduce_calls", "all_reduce_bytes"})
     EXPECT_TRUE(rank[k].is_number_integer()) << k << " is " << rank[k].dump();
   EXPECT_TRUE(stats["steps"].is_number_integer());
   EXPECT_EQ(rank["steps"], stats["steps"]) << "one rank takes every step of the run";

@@ -144,14 +144,16 @@ TEST_F(HostileTemplates, AStopSignalEndsALongRenderAndTheJobExits75) {
   const std::string file = write_file("loops.jinja", kModalTemplate);
   std::string lines;
   constexpr int kRequests = 40;
-  for (int i = 0; i < kRequests; ++i) lines += chat("loops-" + std::to_string(i), "loops").dump() + "\n";
+  for (int i = 0; i < kRequests; ++i)
+    lines += chat("loops-" + std::to_string(i), "loops").dump() + "\n";
   const std::string input = write_file("loops.jsonl", lines);
   for (const std::string command : {"tokenize", "run"}) {
     const std::string out = work_ + "/loops_" + command + ".jsonl";
     log_ = work_ + "/loops_" + command + ".log";
-    const pid_t pid = spawn_shell(binary() + " " + command + " --model " + model_ + " --chat-template " +
-                                      file + " --input " + input + " --output " + out + " >" + log_ + " 2>&1",
-                                  /*new_group=*/true);
+    const pid_t pid =
+        spawn_shell(binary() + " " + command + " --model " + model_ + " --chat-template " + file +
+                        " --input " + input + " --output " + out + " >" + log_ + " 2>&1",
+                    /*new_group=*/true);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (read_jsonl(out).empty() && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -162,8 +164,10 @@ TEST_F(HostileTemplates, AStopSignalEndsALongRenderAndTheJobExits75) {
     EXPECT_EQ(e.code, 75) << command << "\n" << e.log;
     EXPECT_LT(e.seconds, 30) << command;
     const auto records = read_jsonl(out);
-    EXPECT_LT(records.size(), static_cast<size_t>(kRequests)) << command << ": the stop came after every render";
-    for (const json& r : records) EXPECT_NE(r.value("error", ""), "") << command << ": " << r.dump();
+    EXPECT_LT(records.size(), static_cast<size_t>(kRequests))
+        << command << ": the stop came after every render";
+    for (const json& r : records)
+      EXPECT_NE(r.value("error", ""), "") << command << ": " << r.dump();
   }
 }
 

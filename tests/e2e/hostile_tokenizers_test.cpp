@@ -19,11 +19,13 @@ using nlohmann::json;
 
 constexpr long kOneGibInKib = 1L << 20;
 
-// A BPE model over the printable ASCII characters ("<unk>" and 95 more: ids below stories260K's 512).
+// A BPE model over the printable ASCII characters ("<unk>" and 95 more: ids below stories260K's
+// 512).
 json ascii_tokenizer() {
   json vocab = {{"<unk>", 0}};
   for (int c = 0x20; c < 0x7F; ++c) vocab[std::string(1, static_cast<char>(c))] = c - 0x1F;
-  json model = {{"type", "BPE"}, {"unk_token", "<unk>"}, {"vocab", vocab}, {"merges", json::array()}};
+  json model = {
+      {"type", "BPE"}, {"unk_token", "<unk>"}, {"vocab", vocab}, {"merges", json::array()}};
   return {{"added_tokens", json::array()}, {"normalizer", nullptr}, {"pre_tokenizer", nullptr},
           {"post_processor", nullptr},     {"decoder", nullptr},    {"model", model}};
 }
@@ -38,16 +40,19 @@ class HostileTokenizers : public StoriesSuite<HostileTokenizers> {
     const std::string dir = work_ + "/" + name;
     fs::remove_all(dir);
     fs::create_directories(dir);
-    for (const char* file : {"config.json", "model.safetensors"}) fs::copy_file(model_ + "/" + file, dir + "/" + file);
+    for (const char* file : {"config.json", "model.safetensors"})
+      fs::copy_file(model_ + "/" + file, dir + "/" + file);
     std::ofstream(dir + "/tokenizer.json") << text;
     return dir;
   }
   // Three requests: good, `bad`, good.
   std::string three_lines(const std::string& name, const std::string& bad_line) {
     const std::string path = work_ + "/" + name + ".jsonl";
-    std::ofstream(path) << R"({"id": "good1", "prompt": "Once upon"})" << "\n"
+    std::ofstream(path) << R"({"id": "good1", "prompt": "Once upon"})"
+                        << "\n"
                         << bad_line << "\n"
-                        << R"({"id": "good2", "prompt": "The dog"})" << "\n";
+                        << R"({"id": "good2", "prompt": "The dog"})"
+                        << "\n";
     return path;
   }
   // tpllama run, its peak memory measured; `limit_kib` > 0 runs it under that address-space limit.
@@ -56,10 +61,11 @@ class HostileTokenizers : public StoriesSuite<HostileTokenizers> {
     out_ = input + ".out.jsonl";
     const std::string log = input + ".log";
     fs::remove(out_);
-    const std::string cmd = binary() + " run --model " + model + " --input " + input + " --output " + out_ +
-                            " --max-tokens 4 --log-interval 0" + flags;
+    const std::string cmd = binary() + " run --model " + model + " --input " + input +
+                            " --output " + out_ + " --max-tokens 4 --log-interval 0" + flags;
     const std::string ulimit = limit_kib > 0 ? "ulimit -v " + std::to_string(limit_kib) + "; " : "";
-    const pid_t pid = spawn_shell("sh -c '" + ulimit + "exec " + cmd + "' >" + log + " 2>&1", /*new_group=*/true);
+    const pid_t pid =
+        spawn_shell("sh -c '" + ulimit + "exec " + cmd + "' >" + log + " 2>&1", /*new_group=*/true);
     return wait_for_exit(pid, log, std::chrono::seconds(120));
   }
   // The three records of three_lines: the good ones answered, the bad one's error returned (its id
@@ -87,8 +93,10 @@ class HostileTokenizers : public StoriesSuite<HostileTokenizers> {
 TEST_F(HostileTokenizers, ADeepChatMessageIsItsLinesErrorRecord) {
   const std::string tmpl = work_ + "/concat.jinja";
   std::ofstream(tmpl) << "{% for m in messages %}{{ m.content }}{% endfor %}";
-  const std::string head = R"({"id": "bad", "messages": [{"role": "user", "content": "Hi", "extra": )";
-  const std::string in = three_lines("deep", head + std::string(20000, '[') + std::string(20000, ']') + "}]}");
+  const std::string head =
+      R"({"id": "bad", "messages": [{"role": "user", "content": "Hi", "extra": )";
+  const std::string in =
+      three_lines("deep", head + std::string(20000, '[') + std::string(20000, ']') + "}]}");
   const std::string error = bad_record_error(run(model_, in, " --chat-template " + tmpl), "null");
   // The line, "messages" and the message are levels 1-3: the 254th '[' opens level 257.
   EXPECT_EQ(error, "line 2: not read: JSON nested deeper than 256 levels (at byte " +
@@ -98,11 +106,14 @@ TEST_F(HostileTokenizers, ADeepChatMessageIsItsLinesErrorRecord) {
 // (a+)+$ over 5,000 'a' and a 'b' hits PCRE2's match limit: it aborted the job, no record written.
 TEST_F(HostileTokenizers, ARegexPastTheMatchLimitIsThatRequestsErrorRecord) {
   json tok = ascii_tokenizer();
-  tok["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(a+)+$"}}}, {"behavior", "Isolated"}};
+  tok["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "(a+)+$"}}}, {"behavior", "Isolated"}};
   const std::string model = model_with("regex", tok.dump());
-  const std::string in = three_lines("regex", json{{"id", "bad"}, {"prompt", std::string(5000, 'a') + "b"}}.dump());
+  const std::string in =
+      three_lines("regex", json{{"id", "bad"}, {"prompt", std::string(5000, 'a') + "b"}}.dump());
   EXPECT_EQ(bad_record_error(run(model, in)),
-            "line 2: the tokenizer's regex '(a+)+$' gave up at byte 0 of a 5001-byte text: match limit exceeded (the "
+            "line 2: the tokenizer's regex '(a+)+$' gave up at byte 0 of a 5001-byte text: match "
+            "limit exceeded (the "
             "limit is 10000000 steps)");
 }
 
@@ -110,11 +121,14 @@ TEST_F(HostileTokenizers, ARegexPastTheMatchLimitIsThatRequestsErrorRecord) {
 // Its bound is 16 * 5001 + 4096 = 84,112 bytes.
 TEST_F(HostileTokenizers, ANormalizerOutgrowingItsBoundIsThatRequestsErrorRecord) {
   json tok = ascii_tokenizer();
-  tok["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(100000, 'x')}};
+  tok["normalizer"] = {
+      {"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(100000, 'x')}};
   const std::string model = model_with("normalizer", tok.dump());
-  const std::string in = three_lines("normalizer", json{{"id", "bad"}, {"prompt", std::string(5000, 'a') + "b"}}.dump());
+  const std::string in = three_lines(
+      "normalizer", json{{"id", "bad"}, {"prompt", std::string(5000, 'a') + "b"}}.dump());
   EXPECT_EQ(bad_record_error(run(model, in)),
-            "line 2: the tokenizer's normalizer (step 1 of 1, Replace) would make a 5001-byte text more than 84112 "
+            "line 2: the tokenizer's normalizer (step 1 of 1, Replace) would make a 5001-byte text "
+            "more than 84112 "
             "bytes (16 times it plus 4096): not tokenized");
 }
 
@@ -130,15 +144,18 @@ TEST_F(HostileTokenizers, IdsFarPastTheFilesTokensAreRefusedAtOnce) {
       {added_id, "added_tokens[0] has id 1000000000, but the file holds 97 tokens"}};
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string model = model_with("ids" + std::to_string(i), cases[i].first.dump());
-    const ProcessExit e = run(model, three_lines("ids" + std::to_string(i), R"({"id": "bad", "prompt": "x"})"));
+    const ProcessExit e =
+        run(model, three_lines("ids" + std::to_string(i), R"({"id": "bad", "prompt": "x"})"));
     EXPECT_EQ(e.code, 1) << e.log;
     EXPECT_LT(e.seconds, 20) << e.log;
     EXPECT_LT(e.max_rss_kib, kOneGibInKib) << "peak memory " << e.max_rss_kib << " KiB";
-    EXPECT_NE(e.log.find(model + "/tokenizer.json: " + cases[i].second), std::string::npos) << e.log;
+    EXPECT_NE(e.log.find(model + "/tokenizer.json: " + cases[i].second), std::string::npos)
+        << e.log;
   }
 }
 
-// A pre_tokenizer Sequence nested 30,000 deep took 5.1 GB: the JSON nesting limit refuses it as read.
+// A pre_tokenizer Sequence nested 30,000 deep took 5.1 GB: the JSON nesting limit refuses it as
+// read.
 TEST_F(HostileTokenizers, ASequenceNestedThirtyThousandDeepIsRefusedAtOnce) {
   std::string deep;
   for (int i = 0; i < 30000; ++i) deep += R"({"type":"Sequence","pretokenizers":[)";
@@ -153,7 +170,9 @@ TEST_F(HostileTokenizers, ASequenceNestedThirtyThousandDeepIsRefusedAtOnce) {
   EXPECT_EQ(e.code, 1) << e.log;
   EXPECT_LT(e.seconds, 20) << e.log;
   EXPECT_LT(e.max_rss_kib, kOneGibInKib) << "peak memory " << e.max_rss_kib << " KiB";
-  EXPECT_NE(e.log.find(model + "/tokenizer.json: JSON nested deeper than 256 levels"), std::string::npos) << e.log;
+  EXPECT_NE(e.log.find(model + "/tokenizer.json: JSON nested deeper than 256 levels"),
+            std::string::npos)
+      << e.log;
 }
 
 // A 40 MB prompt tokenized (`tokenize` fits no context) under a 1.2 GB address-space limit: the
@@ -161,20 +180,24 @@ TEST_F(HostileTokenizers, ASequenceNestedThirtyThousandDeepIsRefusedAtOnce) {
 // line's error record now, and the line after it is tokenized.
 TEST_F(HostileTokenizers, RunningOutOfMemoryOnALineNamesTheLine) {
   const std::string model = model_with("oom", ascii_tokenizer().dump());
-  const std::string in = three_lines("oom", json{{"id", "bad"}, {"prompt", std::string(40000000, 'x')}}.dump());
+  const std::string in =
+      three_lines("oom", json{{"id", "bad"}, {"prompt", std::string(40000000, 'x')}}.dump());
   const std::string out = in + ".tokens.jsonl", log = in + ".tokenize.log";
-  const std::string cmd = binary() + " tokenize --model " + model + " --input " + in + " --output " + out;
-  const ProcessExit e = wait_for_exit(
-      spawn_shell("sh -c 'ulimit -v 1200000; exec " + cmd + "' >" + log + " 2>&1", /*new_group=*/true), log,
-      std::chrono::seconds(240));
+  const std::string cmd =
+      binary() + " tokenize --model " + model + " --input " + in + " --output " + out;
+  const ProcessExit e =
+      wait_for_exit(spawn_shell("sh -c 'ulimit -v 1200000; exec " + cmd + "' >" + log + " 2>&1",
+                                /*new_group=*/true),
+                    log, std::chrono::seconds(240));
   EXPECT_EQ(e.code, 0) << e.log;
   EXPECT_EQ(e.log.find("std::bad_alloc"), std::string::npos) << e.log;
   std::map<std::string, json> records = by_id(read_jsonl(out));
   ASSERT_EQ(records.size(), 3u) << e.log;
   EXPECT_EQ(records["\"bad\""]["error"],
             "line 2: out of memory turning the request into tokens (its text is 40000000 bytes)");
-  EXPECT_EQ(records["\"good2\""]["tokens"], json::array({'T' - 0x1F, 'h' - 0x1F, 'e' - 0x1F, ' ' - 0x1F, 'd' - 0x1F,
-                                                        'o' - 0x1F, 'g' - 0x1F}));
+  EXPECT_EQ(records["\"good2\""]["tokens"],
+            json::array({'T' - 0x1F, 'h' - 0x1F, 'e' - 0x1F, ' ' - 0x1F, 'd' - 0x1F, 'o' - 0x1F,
+                         'g' - 0x1F}));
 }
 
 }  // namespace

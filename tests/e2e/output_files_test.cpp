@@ -228,56 +228,72 @@ TEST_F(OutputFiles, ResumeReportsDuplicatedRecords) {
 // refused before any work, naming the model's file; shard and convert fill no directory that is,
 // holds or lies inside their source. The model's files keep their bytes, and nothing is added.
 TEST_F(OutputFiles, AFileOfTheModelIsNeverAnOutput) {
-  const std::string m = copy_of_model("victim"), in = work_ + "/victim_in.txt", o = work_ + "/victim_out";
+  const std::string m = copy_of_model("victim"), in = work_ + "/victim_in.txt",
+                    o = work_ + "/victim_out";
   std::ofstream(in) << "Once upon a time\n";
   std::map<std::string, std::string> before;
-  for (const auto& e : fs::directory_iterator(m)) before[e.path().filename().string()] = file_text(e.path().string());
+  for (const auto& e : fs::directory_iterator(m))
+    before[e.path().filename().string()] = file_text(e.path().string());
   const std::string run_m = binary() + " run --model " + m + " --input " + in + " --max-tokens 2 ";
   const struct {
     std::string command, message;
   } cases[] = {
-      {run_m + "--output " + m + "/model.safetensors", "--output " + m + "/model.safetensors is a file of the model"},
+      {run_m + "--output " + m + "/model.safetensors",
+       "--output " + m + "/model.safetensors is a file of the model"},
       {run_m + "--output " + o + "1.jsonl --stats " + m + "/model.safetensors",
        "--stats " + m + "/model.safetensors is a file of the model (" + m + "/model.safetensors)"},
-      {run_m + "--output " + m + "/config.json", "--output " + m + "/config.json is a file of the model"},
+      {run_m + "--output " + m + "/config.json",
+       "--output " + m + "/config.json is a file of the model"},
       {run_m + "--output " + o + "2.jsonl --trace " + m + "/../victim/tokenizer.model",
-       "--trace " + m + "/../victim/tokenizer.model is a file of the model (" + m + "/tokenizer.model)"},
-      {binary() + " tokenize --model " + m + " --input " + in + " --output " + m + "/tokenizer.model",
+       "--trace " + m + "/../victim/tokenizer.model is a file of the model (" + m +
+           "/tokenizer.model)"},
+      {binary() + " tokenize --model " + m + " --input " + in + " --output " + m +
+           "/tokenizer.model",
        "--output " + m + "/tokenizer.model is a file of the model"},
-      {binary() + " perplexity --model " + m + " --input " + in + " --windows " + m + "/config.json",
+      {binary() + " perplexity --model " + m + " --input " + in + " --windows " + m +
+           "/config.json",
        "--windows " + m + "/config.json is a file of the model"},
-      {binary() + " bench --model " + m + " --prompts 1 --input-len 4 --output-len 2 --no-limits --json " + m +
+      {binary() + " bench --model " + m +
+           " --prompts 1 --input-len 4 --output-len 2 --no-limits --json " + m +
            "/model.safetensors",
        "--json " + m + "/model.safetensors is a file of the model"},
       {binary() + " plan --model " + m + " --json " + m + "/model.safetensors",
        "--json " + m + "/model.safetensors is a file of the model"},
-      {binary() + " shard --model " + m + " --tp 2 --out " + m + "/shards", "lies inside the model directory " + m},
-      {binary() + " shard --model " + m + " --tp 2 --out " + work_, "holds the model directory " + m},
-      {binary() + " convert --from hf --model " + m + " --out " + m, "is the model directory itself (" + m + ")"},
+      {binary() + " shard --model " + m + " --tp 2 --out " + m + "/shards",
+       "lies inside the model directory " + m},
+      {binary() + " shard --model " + m + " --tp 2 --out " + work_,
+       "holds the model directory " + m},
+      {binary() + " convert --from hf --model " + m + " --out " + m,
+       "is the model directory itself (" + m + ")"},
   };
   for (const auto& c : cases) {
     const CommandResult r = run_shell(c.command);
     EXPECT_NE(r.exit_code, 0) << c.command << "\n" << r.output;
     EXPECT_NE(r.output.find(c.message), std::string::npos) << c.command << "\n" << r.output;
-    EXPECT_EQ(r.output.find("weights:"), std::string::npos) << "refused only after loading: " << c.command;
+    EXPECT_EQ(r.output.find("weights:"), std::string::npos)
+        << "refused only after loading: " << c.command;
   }
   std::map<std::string, std::string> after;
-  for (const auto& e : fs::directory_iterator(m)) after[e.path().filename().string()] = file_text(e.path().string());
+  for (const auto& e : fs::directory_iterator(m))
+    after[e.path().filename().string()] = file_text(e.path().string());
   EXPECT_TRUE(after == before) << "the model's files changed";
   EXPECT_FALSE(fs::exists(o + "1.jsonl")) << "a refused run created its output";
 }
 
 // Every file a running job will write is held from its start (item 8): while job A runs, job B may
-// name neither A's sidecar nor the trace A writes at its end; A ends with both its own, and resumes.
+// name neither A's sidecar nor the trace A writes at its end; A ends with both its own, and
+// resumes.
 TEST_F(OutputFiles, ARunningJobsSidecarAndTraceAreHeldFromItsStart) {
-  const std::string fifo = work_ + "/held.fifo", a = work_ + "/held_a.jsonl", trace = work_ + "/held_a.trace.json";
+  const std::string fifo = work_ + "/held.fifo", a = work_ + "/held_a.jsonl",
+                    trace = work_ + "/held_a.trace.json";
   const std::string in = work_ + "/held_in.txt", log = work_ + "/held_a.log";
   std::ofstream(in) << "Once upon a time\n";
   fs::remove(fifo);
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  const pid_t job_a = spawn_shell(binary() + " run --model " + model_ + " --input " + fifo + " --output " + a +
-                                      " --trace " + trace + " --max-tokens 4 > " + log + " 2>&1",
-                                  /*new_group=*/true);
+  const pid_t job_a =
+      spawn_shell(binary() + " run --model " + model_ + " --input " + fifo + " --output " + a +
+                      " --trace " + trace + " --max-tokens 4 > " + log + " 2>&1",
+                  /*new_group=*/true);
   const int writer = open_fifo_writer(fifo);
   ASSERT_GE(writer, 0) << "job A never read its input";
   const std::string line = "Once upon a time\n";
@@ -287,15 +303,18 @@ TEST_F(OutputFiles, ARunningJobsSidecarAndTraceAreHeldFromItsStart) {
   for (const std::string& taken : {a + ".tpllama.json", trace}) {
     const CommandResult b = run(in, taken, "--max-tokens 2");
     EXPECT_NE(b.exit_code, 0) << b.output;
-    EXPECT_NE(b.output.find("--output " + taken + " is locked by another tpllama process"), std::string::npos)
+    EXPECT_NE(b.output.find("--output " + taken + " is locked by another tpllama process"),
+              std::string::npos)
         << b.output;
-    EXPECT_EQ(b.output.find("weights:"), std::string::npos) << "refused only after loading\n" << b.output;
+    EXPECT_EQ(b.output.find("weights:"), std::string::npos) << "refused only after loading\n"
+                                                            << b.output;
   }
   EXPECT_EQ(file_text(a + ".tpllama.json"), sidecar) << "job B replaced job A's sidecar";
   ::close(writer);
   const ProcessExit exit_a = wait_for_exit(job_a, log, std::chrono::seconds(60));
   ASSERT_EQ(exit_a.code, 0) << exit_a.log;
-  EXPECT_NE(file_text(trace).find("\"traceEvents\""), std::string::npos) << "job A's trace is not its own";
+  EXPECT_NE(file_text(trace).find("\"traceEvents\""), std::string::npos)
+      << "job A's trace is not its own";
   const CommandResult resume = run(in, a, "--max-tokens 4 --resume");
   EXPECT_EQ(resume.exit_code, 0) << resume.output;
   EXPECT_EQ(read_jsonl(a).size(), 1u);
@@ -305,16 +324,21 @@ TEST_F(OutputFiles, ARunningJobsSidecarAndTraceAreHeldFromItsStart) {
 // in tokenizer_config.json, a generation_config.json added, a --chat-template file edited in place.
 // Restored, the same files resume.
 TEST_F(OutputFiles, ResumeAfterAFileThatShapesTheRecordsChangedIsRefusedNamingIt) {
-  const std::string m = copy_of_model("shaping"), in = work_ + "/shaping_in.txt", out = work_ + "/shaping.jsonl";
+  const std::string m = copy_of_model("shaping"), in = work_ + "/shaping_in.txt",
+                    out = work_ + "/shaping.jsonl";
   std::ofstream(in) << "Once upon a time\nThe cat\n";
   const std::string config = R"({"chat_template": "{{ messages[0]['content'] }}"})";
   std::ofstream(m + "/tokenizer_config.json") << config;
-  const std::string run_m = binary() + " run --model " + m + " --input " + in + " --max-tokens 4 --output ";
+  const std::string run_m =
+      binary() + " run --model " + m + " --input " + in + " --max-tokens 4 --output ";
   ASSERT_EQ(run_shell(run_m + out).exit_code, 0);
-  std::ofstream(m + "/tokenizer_config.json") << R"({"chat_template": "Story: {{ messages[0]['content'] }}"})";
+  std::ofstream(m + "/tokenizer_config.json")
+      << R"({"chat_template": "Story: {{ messages[0]['content'] }}"})";
   CommandResult r = run_shell(run_m + out + " --resume");
   EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("was made with " + m + "/tokenizer_config.json of content "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("was made with " + m + "/tokenizer_config.json of content "),
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find(": the file changed since"), std::string::npos) << r.output;
   std::ofstream(m + "/tokenizer_config.json") << config;
   std::ofstream(m + "/generation_config.json") << R"({"eos_token_id": 2})";
@@ -347,12 +371,15 @@ TEST_F(OutputFiles, ARerunKeepsAFinishedOutputUnlessOverwrite) {
   const std::string records = file_text(out);
   CommandResult again = run(in, out, "--max-tokens 8");
   EXPECT_NE(again.exit_code, 0) << again.output;
-  EXPECT_NE(again.output.find("--output " + out + " already holds " + std::to_string(records.size()) + " bytes"),
+  EXPECT_NE(again.output.find("--output " + out + " already holds " +
+                              std::to_string(records.size()) + " bytes"),
             std::string::npos)
       << again.output;
-  const std::string flags = "pass --resume to keep its records and continue after them, or --overwrite to replace them";
+  const std::string flags =
+      "pass --resume to keep its records and continue after them, or --overwrite to replace them";
   EXPECT_NE(again.output.find(flags), std::string::npos) << again.output;
-  EXPECT_EQ(again.output.find("weights:"), std::string::npos) << "refused only after loading\n" << again.output;
+  EXPECT_EQ(again.output.find("weights:"), std::string::npos) << "refused only after loading\n"
+                                                              << again.output;
   EXPECT_EQ(file_text(out), records);
   EXPECT_NE(run(in, out, "--overwrite --resume").exit_code, 0);
   const CommandResult overwrite = run(in, out, "--max-tokens 8 --overwrite");
@@ -360,16 +387,20 @@ TEST_F(OutputFiles, ARerunKeepsAFinishedOutputUnlessOverwrite) {
   ASSERT_EQ(read_jsonl(out).size(), 2u);
   EXPECT_EQ(read_jsonl(out)[0]["completion_tokens"], 8) << "the records were not replaced";
 
-  const std::string tokens = work_ + "/rerun_tokens.jsonl", windows = work_ + "/rerun_windows.jsonl";
-  const std::string tokenize = binary() + " tokenize --model " + model_ + " --input " + in + " --output " + tokens;
-  const std::string perplexity =
-      binary() + " perplexity --model " + model_ + " --input " + in + " --context-len 8 --windows " + windows;
-  for (const auto& [command, file] : {std::pair{tokenize, tokens}, std::pair{perplexity, windows}}) {
+  const std::string tokens = work_ + "/rerun_tokens.jsonl",
+                    windows = work_ + "/rerun_windows.jsonl";
+  const std::string tokenize =
+      binary() + " tokenize --model " + model_ + " --input " + in + " --output " + tokens;
+  const std::string perplexity = binary() + " perplexity --model " + model_ + " --input " + in +
+                                 " --context-len 8 --windows " + windows;
+  for (const auto& [command, file] :
+       {std::pair{tokenize, tokens}, std::pair{perplexity, windows}}) {
     ASSERT_EQ(run_shell(command).exit_code, 0) << command;
     const std::string kept = file_text(file);
     const CommandResult r = run_shell(command);
     EXPECT_NE(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find(file + " already holds " + std::to_string(kept.size()) + " bytes"), std::string::npos)
+    EXPECT_NE(r.output.find(file + " already holds " + std::to_string(kept.size()) + " bytes"),
+              std::string::npos)
         << r.output;
     EXPECT_EQ(file_text(file), kept);
     EXPECT_EQ(run_shell(command + " --overwrite").exit_code, 0) << command;

@@ -166,7 +166,8 @@ TEST_F(Scoring, PerplexityMatchesTheReferenceForward) {
   // Progress lines count the windows out of their total (every update at --log-interval 0), as
   // windows, at the rate of the tokens scored: scoring generates none, so a generation rate would
   // read 0.0 throughout.
-  const std::string done = "progress: " + std::to_string(windows) + "/" + std::to_string(windows) + " (100.0%) ";
+  const std::string done =
+      "progress: " + std::to_string(windows) + "/" + std::to_string(windows) + " (100.0%) ";
   const size_t last = r.output.find(done);
   ASSERT_NE(last, std::string::npos) << r.output;
   const std::string line = r.output.substr(last, r.output.find('\n', last) - last);

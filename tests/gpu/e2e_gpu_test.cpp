@@ -178,12 +178,13 @@ class GpuLayouts : public GpuStories, public ::testing::WithParamInterface<Layou
 // rank on the GPU, record for record.
 TEST_P(GpuLayouts, SharingOneGpuMatchesTheSingleRank) {
   const Layout l = GetParam();
-  const std::string single = work_ + "/single.jsonl", shared = work_ + "/layout.jsonl";  // each layout's, in turn
+  const std::string single = work_ + "/single.jsonl",
+                    shared = work_ + "/layout.jsonl";  // each layout's, in turn
   CommandResult r1 = run(single, "--dtype f32 --overwrite");
   ASSERT_EQ(r1.exit_code, 0) << r1.output;
   CommandResult r = run(shared,
-                        "--dtype f32 --comm mpi --share-gpus --overwrite --tp " + std::to_string(l.tp) + " --pp " +
-                            std::to_string(l.pp),
+                        "--dtype f32 --comm mpi --share-gpus --overwrite --tp " +
+                            std::to_string(l.tp) + " --pp " + std::to_string(l.pp),
                         l.tp * l.pp);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("ranks share its GPU"), std::string::npos) << r.output;
@@ -199,11 +200,13 @@ TEST_P(GpuLayouts, OneRankPerGpuOverNcclMatchesTheSingleRank) {
   const int gpus = tpllama::ops::gpu_count();
   if (gpus < l.tp * l.pp)
     GTEST_SKIP() << "NCCL needs one GPU per rank: " << l.tp * l.pp << " ranks, " << gpus << " GPU(s) visible";
-  const std::string single = work_ + "/single_nccl.jsonl", spread = work_ + "/nccl.jsonl";  // each layout's, in turn
+  const std::string single = work_ + "/single_nccl.jsonl",
+                    spread = work_ + "/nccl.jsonl";  // each layout's, in turn
   CommandResult r1 = run(single, "--dtype f32 --overwrite");
   ASSERT_EQ(r1.exit_code, 0) << r1.output;
-  CommandResult r = run(spread, "--dtype f32 --comm nccl --overwrite --tp " + std::to_string(l.tp) + " --pp " +
-                                    std::to_string(l.pp),
+  CommandResult r = run(spread,
+                        "--dtype f32 --comm nccl --overwrite --tp " + std::to_string(l.tp) +
+                            " --pp " + std::to_string(l.pp),
                         l.tp * l.pp);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("tensors over NCCL"), std::string::npos) << r.output;

@@ -207,7 +207,8 @@ class EveryLayout : public Distributed, public ::testing::WithParamInterface<Lay
 TEST_P(EveryLayout, GreedyAndSampledOutputAreByteIdenticalToOneRank) {
   const Layout l = GetParam();
   const std::string out = work_ + "/layout.jsonl";
-  std::string flags = " --tp " + std::to_string(l.tp) + " --pp " + std::to_string(l.pp) + " --overwrite";  // one file
+  std::string flags = " --tp " + std::to_string(l.tp) + " --pp " + std::to_string(l.pp) +
+                      " --overwrite";  // one file
   if (!l.pp_layers.empty()) flags += " --pp-layers " + l.pp_layers;
   CommandResult r = run_shell(mpirun(l.tp * l.pp) + binary() + " run --model " + model_ + " --input " + input_ +
                               " --output " + out + flags);
@@ -344,8 +345,9 @@ TEST_F(Distributed, SchedulingAndLogprobsMatchOneRankAtEveryDepth) {
                                 "--tp 4 --pp 1 --kv-block-size 5"}) {
     SCOPED_TRACE(flags);
     const std::string out = work_ + "/sched.jsonl";
-    CommandResult r = run_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in + " --output " +
-                                out + " --overwrite " + flags);  // one file for each schedule
+    CommandResult r =
+        run_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in +
+                  " --output " + out + " --overwrite " + flags);  // one file for each schedule
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const auto got = lines_by_id(out);
     ASSERT_EQ(got.size(), expected.size());
@@ -401,7 +403,8 @@ TEST_F(Distributed, ScoringAndPerplexityDoNotDependOnLayout) {
   for (const auto& [np, flags] : std::vector<std::pair<int, std::string>>{
            {4, " --tp 2 --pp 2 --max-batch-tokens 37"}, {4, " --tp 4 --pp 1 --max-seqs 2 --max-batch-tokens 5"}}) {
     SCOPED_TRACE(flags);
-    const auto [got, got_ppl] = score(mpirun(np), flags, "layout_" + std::to_string(std::hash<std::string>()(flags)));
+    const auto [got, got_ppl] =
+        score(mpirun(np), flags, "layout_" + std::to_string(std::hash<std::string>()(flags)));
     ASSERT_EQ(got.size(), one.size());
     for (const auto& [id, want] : one) {
       const json& have = got.at(id);

@@ -38,9 +38,11 @@ class MpirunStop : public StoriesSuite<MpirunStop> {
         << "\n";
     return in;
   }
-  static std::string run_command(const std::string& mca, const std::string& in, const std::string& out) {
-    return "mpirun -np 2 --oversubscribe " + mca + " " + binary() + " run --model " + model_ + " --input " + in +
-           " --output " + out + " --pp 2 --max-seqs 8 --threads 1 --grace-seconds 20 --stats " + out + ".stats";
+  static std::string run_command(const std::string& mca, const std::string& in,
+                                 const std::string& out) {
+    return "mpirun -np 2 --oversubscribe " + mca + " " + binary() + " run --model " + model_ +
+           " --input " + in + " --output " + out +
+           " --pp 2 --max-seqs 8 --threads 1 --grace-seconds 20 --stats " + out + ".stats";
   }
   // mpirun's children (the ranks), from /proc.
   static std::vector<pid_t> ranks_of(pid_t launcher) {
@@ -54,7 +56,8 @@ class MpirunStop : public StoriesSuite<MpirunStop> {
     std::string text;
     if (!std::getline(stat, text)) return false;
     const size_t close = text.rfind(')');
-    return close == std::string::npos || close + 2 >= text.size() || (text[close + 2] != 'Z' && text[close + 2] != 'X');
+    return close == std::string::npos || close + 2 >= text.size() ||
+           (text[close + 2] != 'Z' && text[close + 2] != 'X');
   }
   // Seconds until every rank is gone (up to `limit`; more: one is still alive).
   static double wait_for_ranks(const std::vector<pid_t>& ranks, double limit) {
@@ -83,7 +86,9 @@ TEST_F(MpirunStop, StartUpSaysWhatSigtermToMpirunDoes) {
   const std::string in = long_requests("note", 2);
   CommandResult plain = run_shell(run_command("", in, work_ + "/note.jsonl"));
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  EXPECT_EQ(count_occurrences(plain.output, "a SIGTERM or Ctrl-C to mpirun does not give the graceful stop"), 1)
+  EXPECT_EQ(count_occurrences(plain.output,
+                              "a SIGTERM or Ctrl-C to mpirun does not give the graceful stop"),
+            1)
       << plain.output;
   EXPECT_NE(plain.output.find("kill -USR1"), std::string::npos) << plain.output;
 }
@@ -95,7 +100,8 @@ TEST_F(MpirunStop, StartUpSaysWhatSigtermToMpirunDoes) {
 TEST_F(MpirunStop, AStopThatReachesEachRankTwiceIsOneStop) {
   const std::string in = long_requests("twice", 40);
   const std::string out = work_ + "/twice.jsonl", log = work_ + "/twice.log";
-  const pid_t launcher = spawn_shell(run_command("", in, out) + " > " + log + " 2>&1", /*new_group=*/true);
+  const pid_t launcher =
+      spawn_shell(run_command("", in, out) + " > " + log + " 2>&1", /*new_group=*/true);
   ASSERT_GT(launcher, 0);
   ASSERT_LT(wait_for_lines(out, 16), 40u) << "the job ended before the signal";
   const std::vector<pid_t> ranks = ranks_of(launcher);
@@ -107,8 +113,11 @@ TEST_F(MpirunStop, AStopThatReachesEachRankTwiceIsOneStop) {
   EXPECT_EQ(e.log.find("a second stop signal"), std::string::npos) << e.log;
   std::ifstream stats_file(out + ".stats");
   const json stats = json::parse(stats_file, nullptr, /*allow_exceptions=*/false);
-  EXPECT_EQ(stats.value("abandoned_requests", -1), 0) << "the running requests were finished\n" << e.log;
-  EXPECT_NE(e.log.find("[tpllama r1] rank 1 received signal 15; rank 0 decides the stop"), std::string::npos) << e.log;
+  EXPECT_EQ(stats.value("abandoned_requests", -1), 0) << "the running requests were finished\n"
+                                                      << e.log;
+  EXPECT_NE(e.log.find("[tpllama r1] rank 1 received signal 15; rank 0 decides the stop"),
+            std::string::npos)
+      << e.log;
   EXPECT_EQ(e.log.find("warning: rank 1 received"), std::string::npos) << e.log;
   expect_resume_completes(in, out, 40);
 }
@@ -121,7 +130,8 @@ TEST_F(MpirunStop, CtrlCAndSigtermToMpirunEndTheJobAndResumeCompletes) {
   for (const auto& [name, ctrl_c] : {std::pair{"sigint", true}, std::pair{"sigterm", false}}) {
     SCOPED_TRACE(name);
     const std::string out = work_ + "/" + name + ".jsonl";
-    const pid_t launcher = spawn_shell(run_command("", in, out) + " > /dev/null 2>&1", /*new_group=*/true);
+    const pid_t launcher =
+        spawn_shell(run_command("", in, out) + " > /dev/null 2>&1", /*new_group=*/true);
     ASSERT_GT(launcher, 0);
     ASSERT_LT(wait_for_lines(out, 16), 40u);
     const std::vector<pid_t> ranks = ranks_of(launcher);

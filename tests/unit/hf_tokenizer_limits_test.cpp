@@ -27,7 +27,8 @@ using Ids = std::vector<int>;
 Json ascii_tokenizer() {
   Json vocab = {{"<unk>", 0}};
   for (int c = 0x20; c < 0x7F; ++c) vocab[std::string(1, static_cast<char>(c))] = c - 0x1F;
-  Json model = {{"type", "BPE"}, {"unk_token", "<unk>"}, {"vocab", vocab}, {"merges", Json::array()}};
+  Json model = {
+      {"type", "BPE"}, {"unk_token", "<unk>"}, {"vocab", vocab}, {"merges", Json::array()}};
   return {{"added_tokens", Json::array()}, {"normalizer", nullptr}, {"pre_tokenizer", nullptr},
           {"post_processor", nullptr},     {"decoder", nullptr},    {"model", model}};
 }
@@ -67,20 +68,26 @@ TEST(HfTokenizerLimits, IdsFarPastTheTokensHeldAreRefusedBeforeTablesAreBuilt) {
   vocab_id["model"]["vocab"]["~"] = 50000000;
   const std::string path = write_text(vocab_id.dump());
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(refusal(path), path + ": model: vocab entry '~' has id 50000000, but the file holds 96 tokens (vocab and "
-                                  "added_tokens): ids must be below 1120 (gaps of 1024 ids at most)");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "tables were built first";
+  EXPECT_EQ(refusal(path),
+            path +
+                ": model: vocab entry '~' has id 50000000, but the file holds 96 tokens (vocab and "
+                "added_tokens): ids must be below 1120 (gaps of 1024 ids at most)");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5))
+      << "tables were built first";
 
   Json added_id = ascii_tokenizer();
   added_id["added_tokens"] = {{{"id", 1000000000}, {"content", "<s>"}, {"special", true}}};
   const std::string added_path = write_text(added_id.dump());
-  EXPECT_EQ(refusal(added_path), added_path + ": added_tokens[0] has id 1000000000, but the file holds 97 tokens (vocab "
-                                              "and added_tokens): ids must be below 1121 (gaps of 1024 ids at most)");
+  EXPECT_EQ(refusal(added_path),
+            added_path +
+                ": added_tokens[0] has id 1000000000, but the file holds 97 tokens (vocab "
+                "and added_tokens): ids must be below 1121 (gaps of 1024 ids at most)");
 }
 
 TEST(HfTokenizerLimits, IdsMayLeaveGapsUpToTheLimit) {
   Json j = ascii_tokenizer();
-  j["added_tokens"] = {{{"id", 96 + 1024}, {"content", "<s>"}, {"special", true}}};  // 97 held: below 1121
+  j["added_tokens"] = {
+      {{"id", 96 + 1024}, {"content", "<s>"}, {"special", true}}};  // 97 held: below 1121
   HfTokenizer tok(write_text(j.dump()));
   EXPECT_EQ(tok.vocab_size(), 1121);
   EXPECT_TRUE(tok.is_special(1120));
@@ -89,7 +96,8 @@ TEST(HfTokenizerLimits, IdsMayLeaveGapsUpToTheLimit) {
 
 // A Sequence nested 30,000 deep (it took 5.1 GB): refused by the JSON nesting limit as read.
 TEST(HfTokenizerLimits, ASequenceNestedPastTheJsonLimitIsRefusedAsRead) {
-  const std::string inner = R"({"type":"Split","pattern":{"String":" "},"behavior":"Isolated","invert":false})";
+  const std::string inner =
+      R"({"type":"Split","pattern":{"String":" "},"behavior":"Isolated","invert":false})";
   std::string deep;
   for (int i = 0; i < 30000; ++i) deep += R"({"type":"Sequence","pretokenizers":[)";
   deep += inner;
@@ -102,18 +110,22 @@ TEST(HfTokenizerLimits, ASequenceNestedPastTheJsonLimitIsRefusedAsRead) {
   const std::string path = write_text(text);
   // The file's object is level 1; each Sequence adds two (its object, its list): level 257 is the
   // 128th Sequence's list, the last byte of the 128th opening.
-  const size_t at = head.size() + 128 * std::string(R"({"type":"Sequence","pretokenizers":[)").size() - 1;
-  EXPECT_EQ(refusal(path), path + ": JSON nested deeper than 256 levels (at byte " + std::to_string(at) + ")");
+  const size_t at =
+      head.size() + 128 * std::string(R"({"type":"Sequence","pretokenizers":[)").size() - 1;
+  EXPECT_EQ(refusal(path),
+            path + ": JSON nested deeper than 256 levels (at byte " + std::to_string(at) + ")");
 }
 
 // Issue 28's case: (a+)+$ over 5,000 'a' and a 'b' backtracks without end; PCRE2 stops at its
 // default limit of 10,000,000 steps. That text is refused; the next is encoded.
 TEST(HfTokenizerLimits, ARegexPastTheMatchLimitRefusesThatTextOnly) {
   Json j = ascii_tokenizer();
-  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(a+)+$"}}}, {"behavior", "Isolated"}};
+  j["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "(a+)+$"}}}, {"behavior", "Isolated"}};
   HfTokenizer tok(write_text(j.dump()));
   EXPECT_EQ(encode_refusal(tok, std::string(5000, 'a') + "b"),
-            "the tokenizer's regex '(a+)+$' gave up at byte 0 of a 5001-byte text: match limit exceeded (the limit is "
+            "the tokenizer's regex '(a+)+$' gave up at byte 0 of a 5001-byte text: match limit "
+            "exceeded (the limit is "
             "10000000 steps)");
   EXPECT_EQ(tok.encode("ab"), (Ids{'a' - 0x1F, 'b' - 0x1F}));
 }
@@ -122,10 +134,12 @@ TEST(HfTokenizerLimits, ARegexPastTheMatchLimitRefusesThatTextOnly) {
 // text plus 4096 bytes = 84,112 bytes at the first match, so refused before it is built.
 TEST(HfTokenizerLimits, ANormalizerOutgrowingItsBoundRefusesThatTextOnly) {
   Json j = ascii_tokenizer();
-  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(100000, 'x')}};
+  j["normalizer"] = {
+      {"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(100000, 'x')}};
   HfTokenizer tok(write_text(j.dump()));
   EXPECT_EQ(encode_refusal(tok, std::string(5000, 'a') + "b"),
-            "the tokenizer's normalizer (step 1 of 1, Replace) would make a 5001-byte text more than 84112 bytes (16 "
+            "the tokenizer's normalizer (step 1 of 1, Replace) would make a 5001-byte text more "
+            "than 84112 bytes (16 "
             "times it plus 4096): not tokenized");
   EXPECT_EQ(tok.encode("bc"), (Ids{'b' - 0x1F, 'c' - 0x1F}));
 }
@@ -133,7 +147,8 @@ TEST(HfTokenizerLimits, ANormalizerOutgrowingItsBoundRefusesThatTextOnly) {
 // The bound refuses only what passes it: a text made 16 times longer is encoded.
 TEST(HfTokenizerLimits, ANormalizerUpToItsBoundEncodes) {
   Json j = ascii_tokenizer();
-  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(16, 'b')}};
+  j["normalizer"] = {
+      {"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(16, 'b')}};
   HfTokenizer tok(write_text(j.dump()));
   EXPECT_EQ(tok.encode(std::string(300, 'a')), Ids(300 * 16, 'b' - 0x1F));
 }
@@ -141,12 +156,16 @@ TEST(HfTokenizerLimits, ANormalizerUpToItsBoundEncodes) {
 // An added token's content is normalized at load: past the bound it is the file's fault, named so.
 TEST(HfTokenizerLimits, AnAddedTokenOutgrowingTheNormalizerIsTheFilesFault) {
   Json j = ascii_tokenizer();
-  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(100000, 'x')}};
+  j["normalizer"] = {
+      {"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(100000, 'x')}};
   j["added_tokens"] = {{{"id", 96}, {"content", "aa"}, {"special", false}, {"normalized", true}}};
   const std::string path = write_text(j.dump());
-  EXPECT_EQ(refusal(path), path + ": added_tokens[0]: its content normalized: the tokenizer's normalizer (step 1 of "
-                                  "1, Replace) would make a 2-byte text more than 4128 bytes (16 times it plus 4096): "
-                                  "not tokenized");
+  EXPECT_EQ(
+      refusal(path),
+      path +
+          ": added_tokens[0]: its content normalized: the tokenizer's normalizer (step 1 of "
+          "1, Replace) would make a 2-byte text more than 4128 bytes (16 times it plus 4096): "
+          "not tokenized");
 }
 
 }  // namespace

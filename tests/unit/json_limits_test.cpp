@@ -25,7 +25,8 @@ std::string nested(size_t levels) {
 TEST(JsonDepth, LevelsPastTheLimitAreRefusedWhereTheyStart) {
   EXPECT_EQ(json_depth_error(nested(256)), std::nullopt);
   EXPECT_EQ(json_depth_error(nested(257)), "JSON nested deeper than 256 levels (at byte 256)");
-  EXPECT_EQ(json_depth_error("{\"a\": " + nested(300) + "}"), "JSON nested deeper than 256 levels (at byte 261)");
+  EXPECT_EQ(json_depth_error("{\"a\": " + nested(300) + "}"),
+            "JSON nested deeper than 256 levels (at byte 261)");
   // Closed levels do not count: 300 arrays one after another are one level each.
   std::string flat;
   for (int i = 0; i < 300; ++i) flat += "[],";
@@ -37,7 +38,8 @@ TEST(JsonDepth, BracketsInsideStringsAreText) {
   EXPECT_EQ(json_depth_error("{\"k\": \"" + brackets + "\"}"), std::nullopt);
   // An escaped quote does not end the string; an escaped backslash before the quote does.
   EXPECT_EQ(json_depth_error("[\"\\\"" + brackets + "\"]"), std::nullopt);
-  EXPECT_EQ(json_depth_error("[\"\\\\\"" + nested(256) + "]"), "JSON nested deeper than 256 levels (at byte 260)");
+  EXPECT_EQ(json_depth_error("[\"\\\\\"" + nested(256) + "]"),
+            "JSON nested deeper than 256 levels (at byte 260)");
 }
 
 std::vector<Request> read_lines(const std::string& content, InputFormat format) {
@@ -51,8 +53,10 @@ std::vector<Request> read_lines(const std::string& content, InputFormat format) 
 // Issue 28's line: a message with an extra key nested 20,000 deep (40 KB) killed the job, records
 // before it lost. It is its own line's error record; the lines around it are read.
 TEST(JsonDepth, ADeepChatMessageIsItsLinesErrorRecord) {
-  const std::string head = R"({"id": "deep", "messages": [{"role": "user", "content": "Hi", "extra": )";
-  const std::string jsonl = "{\"prompt\": \"a\"}\n" + head + nested(20000) + "}]}\n{\"prompt\": \"b\"}\n";
+  const std::string head =
+      R"({"id": "deep", "messages": [{"role": "user", "content": "Hi", "extra": )";
+  const std::string jsonl =
+      "{\"prompt\": \"a\"}\n" + head + nested(20000) + "}]}\n{\"prompt\": \"b\"}\n";
   std::vector<Request> r = read_lines(jsonl, InputFormat::kJsonl);
   ASSERT_EQ(r.size(), 3u);
   EXPECT_EQ(r[0].error, "");
@@ -68,7 +72,8 @@ TEST(JsonDepth, ADeepBatchLineIsItsLinesErrorRecord) {
       R"({"custom_id": "deep", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "Hi", "x": )";
   const std::string good =
       R"({"custom_id": "good", "method": "POST", "url": "/v1/completions", "body": {"prompt": "b", "max_tokens": 2}})";
-  std::vector<Request> r = read_lines(head + nested(20000) + "}]}}\n" + good + "\n", InputFormat::kOpenAiBatch);
+  std::vector<Request> r =
+      read_lines(head + nested(20000) + "}]}}\n" + good + "\n", InputFormat::kOpenAiBatch);
   ASSERT_EQ(r.size(), 2u);
   // Levels: the line, "body", "messages", the message: the 253rd '[' opens level 257.
   EXPECT_EQ(r[0].error, "line 1: not read: JSON nested deeper than 256 levels (at byte " +
@@ -78,15 +83,16 @@ TEST(JsonDepth, ADeepBatchLineIsItsLinesErrorRecord) {
 }
 
 TEST(JsonDepth, ADeepModelConfigIsRefusedByName) {
-  const std::string path = ::testing::TempDir() + "deep_config_" + std::to_string(::getpid()) + ".json";
+  const std::string path =
+      ::testing::TempDir() + "deep_config_" + std::to_string(::getpid()) + ".json";
   const std::string head = R"({"vocab_size": 32, "extra": )";
   std::ofstream(path) << head << nested(100000) << "}";
   try {
     load_llama_config(path);
     ADD_FAILURE() << "a config nested 100000 deep was read";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              path + ": JSON nested deeper than 256 levels (at byte " + std::to_string(head.size() + 255) + ")");
+    EXPECT_EQ(std::string(e.what()), path + ": JSON nested deeper than 256 levels (at byte " +
+                                         std::to_string(head.size() + 255) + ")");
   }
 }
 

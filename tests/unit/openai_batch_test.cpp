@@ -322,7 +322,8 @@ TEST(OpenAiBatchOutput, ALineThatIsNoRequestHasANullResponseAndTheError) {
   r.line_failed = true;
   json j = json::parse(result_to_json_line(r, OutputFormat::kOpenAiBatch, "m"));
   // FNV-1a 64 of "line:4", the key of an error record by its line.
-  EXPECT_EQ(j, json::parse(R"({"id": "batch_req_aba659c5ec503fc9", "custom_id": null, "response": null,
+  EXPECT_EQ(j,
+            json::parse(R"({"id": "batch_req_aba659c5ec503fc9", "custom_id": null, "response": null,
       "error": {"code": "invalid_request", "message": "line 4: not valid JSON: parse error"}, "line": 4})"));
 }
 

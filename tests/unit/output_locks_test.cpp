@@ -103,9 +103,14 @@ TEST(OutputLocks, AHeldFileIsRefusedToAnotherJobFromTheJobsStart) {
   EXPECT_TRUE(locked_by_another_writer(trace));
   for (const std::string& path : {trace, records}) {
     const std::string what = error_of([&] { check_output_files({}, {{"--output", path}}); });
-    EXPECT_NE(what.find("--output " + path + " is locked by another tpllama process"), std::string::npos) << what;
+    EXPECT_NE(what.find("--output " + path + " is locked by another tpllama process"),
+              std::string::npos)
+        << what;
   }
-  EXPECT_NE(error_of([&] { OutputHolds job_b; job_b.hold("--stats", trace); }).find("is locked by another tpllama"),
+  EXPECT_NE(error_of([&] {
+              OutputHolds job_b;
+              job_b.hold("--stats", trace);
+            }).find("is locked by another tpllama"),
             std::string::npos);
   job_a.release(trace);
   EXPECT_FALSE(locked_by_another_writer(trace));
@@ -131,7 +136,8 @@ TEST(OutputLocks, ASidecarWrittenAnewStaysHeld) {
 // into, stays. A job that ends well keeps even an empty one (a run of no requests).
 TEST(OutputLocks, AFailedJobRemovesOnlyTheEmptyFilesItCreated) {
   const std::string dir = testing_util::fresh_dir("holds_failed");
-  const std::string made = dir + "/made.json", written = dir + "/written.jsonl", there = dir + "/there.json";
+  const std::string made = dir + "/made.json", written = dir + "/written.jsonl",
+                    there = dir + "/there.json";
   std::ofstream(there).flush();
   try {
     OutputHolds job;
@@ -153,7 +159,8 @@ TEST(OutputLocks, AFailedJobRemovesOnlyTheEmptyFilesItCreated) {
 // Every file a command writes is checked against the model's files, whichever spelling names them
 // (a link to the directory included), and those not there yet that a run would read.
 TEST(OutputLocks, AFileOfTheModelIsRefusedAsAnOutput) {
-  const std::string dir = testing_util::fresh_dir("model_outputs"), model = dir + "/m", link = dir + "/m_link";
+  const std::string dir = testing_util::fresh_dir("model_outputs"), model = dir + "/m",
+                    link = dir + "/m_link";
   std::filesystem::create_directories(model);
   for (const char* name : {"config.json", "model-00001-of-00002.safetensors", "tokenizer.model"})
     std::ofstream(model + "/" + name) << "x";
@@ -161,21 +168,29 @@ TEST(OutputLocks, AFileOfTheModelIsRefusedAsAnOutput) {
   const struct {
     std::string flag, path, file;
   } cases[] = {{"--output", link + "/config.json", model + "/config.json"},
-               {"--stats", model + "/model-00001-of-00002.safetensors", model + "/model-00001-of-00002.safetensors"},
+               {"--stats", model + "/model-00001-of-00002.safetensors",
+                model + "/model-00001-of-00002.safetensors"},
                {"--trace", model + "/./tokenizer.model", model + "/tokenizer.model"},
                {"--json", model + "/generation_config.json", model + "/generation_config.json"}};
   for (const auto& c : cases) {
-    const std::string what = error_of([&] { check_output_files({}, {{c.flag, c.path}}, model_files(model)); });
-    EXPECT_NE(what.find(c.flag + " " + c.path + " is a file of the model (" + c.file + "); refusing to overwrite it"),
+    const std::string what = error_of([&] {
+      check_output_files({}, {{c.flag, c.path}}, model_files(model));
+    });
+    EXPECT_NE(what.find(c.flag + " " + c.path + " is a file of the model (" + c.file +
+                        "); refusing to overwrite it"),
               std::string::npos)
         << what;
   }
   const std::string tmpl = dir + "/t.jinja";
   std::ofstream(tmpl) << "{{ x }}";
-  EXPECT_NE(error_of([&] { check_output_files({}, {{"--output", tmpl}}, model_files(model, tmpl)); })
-                .find("is the --chat-template file (" + tmpl + ")"),
+  EXPECT_NE(error_of([&] {
+              check_output_files({}, {{"--output", tmpl}}, model_files(model, tmpl));
+            }).find("is the --chat-template file (" + tmpl + ")"),
             std::string::npos);
-  EXPECT_EQ(error_of([&] { check_output_files({}, {{"--output", model + "/out.jsonl"}}, model_files(model)); }), "");
+  EXPECT_EQ(error_of([&] {
+              check_output_files({}, {{"--output", model + "/out.jsonl"}}, model_files(model));
+            }),
+            "");
 }
 
 // A records file an earlier run filled is kept unless the command is told otherwise; an empty or
@@ -203,10 +218,14 @@ TEST(OutputLocks, AnOutDirectoryOverItsSourceIsRefused) {
   const auto refusal = [&](const std::string& out, const std::string& source) {
     return error_of([&] { check_out_directory(out, {{"the model directory", source}}); });
   };
-  EXPECT_NE(refusal(model + "/", model).find("is the model directory itself (" + model + ")"), std::string::npos);
-  EXPECT_NE(refusal(model + "/shards", model).find("lies inside the model directory " + model), std::string::npos);
-  EXPECT_NE(refusal(dir, model).find("--out " + dir + " holds the model directory " + model), std::string::npos);
-  EXPECT_NE(refusal(dir, dir + "/ckpt.bin").find("holds the model directory " + dir + "/ckpt.bin"), std::string::npos);
+  EXPECT_NE(refusal(model + "/", model).find("is the model directory itself (" + model + ")"),
+            std::string::npos);
+  EXPECT_NE(refusal(model + "/shards", model).find("lies inside the model directory " + model),
+            std::string::npos);
+  EXPECT_NE(refusal(dir, model).find("--out " + dir + " holds the model directory " + model),
+            std::string::npos);
+  EXPECT_NE(refusal(dir, dir + "/ckpt.bin").find("holds the model directory " + dir + "/ckpt.bin"),
+            std::string::npos);
   EXPECT_EQ(refusal(model + "2", model), "");
   EXPECT_EQ(refusal(dir + "/other", dir + "/ckpt.bin"), "");
 }

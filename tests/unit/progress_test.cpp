@@ -45,12 +45,14 @@ TEST(Progress, ScoringShowsItsUnitAndTheRateOfScoredTokens) {
   c.done = 2;
   c.scored_tokens = 500;
   const std::string line = printed_by(p, c);
-  EXPECT_NE(line.find("progress: 2/10 (20.0%) windows, 0 errors, 0 running, "), std::string::npos) << line;
+  EXPECT_NE(line.find("progress: 2/10 (20.0%) windows, 0 errors, 0 running, "), std::string::npos)
+      << line;
   const size_t end = line.find(" scored tok/s");
   ASSERT_NE(end, std::string::npos) << line;
   const size_t begin = line.rfind(' ', end - 1) + 1;
   EXPECT_GT(std::stod(line.substr(begin, end - begin)), 0.0) << line;
-  EXPECT_EQ(line.find(" 0.0 tok/s"), std::string::npos) << "no generation rate of a run that generates nothing";
+  EXPECT_EQ(line.find(" 0.0 tok/s"), std::string::npos)
+      << "no generation rate of a run that generates nothing";
 
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   c.generated_tokens = 40;

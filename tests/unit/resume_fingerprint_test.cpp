@@ -104,15 +104,20 @@ TEST(OutputSidecar, TheFilesThatShapeARecordAreHashedWhole) {
 TEST(OutputSidecar, AChangedFileIsNamed) {
   OutputJob here = greedy_job();
   here.model_dir = "/models/m";
-  here.files = {{"tokenizer.model", "85944171f73967e8"}, {"chat_template.jinja", "cbf29ce484222325"}};
+  here.files = {{"tokenizer.model", "85944171f73967e8"},
+                {"chat_template.jinja", "cbf29ce484222325"}};
   const std::string difference = output_job_difference("out.jsonl", greedy_job(), here);
-  EXPECT_NE(difference.find("out.jsonl was made with /models/m/tokenizer.model of content af63dc4c8601ec8c, this run "
-                            "reads 85944171f73967e8: the file changed since"),
-            std::string::npos)
+  EXPECT_NE(
+      difference.find(
+          "out.jsonl was made with /models/m/tokenizer.model of content af63dc4c8601ec8c, this run "
+          "reads 85944171f73967e8: the file changed since"),
+      std::string::npos)
       << difference;
-  EXPECT_NE(difference.find("with no chat_template.jinja, this run reads /models/m/chat_template.jinja: the file was "
-                            "added since"),
-            std::string::npos)
+  EXPECT_NE(
+      difference.find(
+          "with no chat_template.jinja, this run reads /models/m/chat_template.jinja: the file was "
+          "added since"),
+      std::string::npos)
       << difference;
   OutputJob older = greedy_job();
   older.files.clear();

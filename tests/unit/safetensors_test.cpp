@@ -103,8 +103,10 @@ TEST(Safetensors, ShapeWhoseByteSizeWrapsIsAnError) {
 
 TEST(Safetensors, DeeplyNestedHeaderValueIsAnErrorNotACrash) {
   std::string deep = std::string(200000, '[') + std::string(200000, ']');
-  expect_error(write_file("deep", R"({"w":{"dtype":"F32","shape":)" + deep + R"(,"data_offsets":[0,4]}})", 8),
-               {"header: JSON nested deeper than 256 levels (at byte 282)"});
+  expect_error(
+      write_file("deep", R"({"w":{"dtype":"F32","shape":)" + deep + R"(,"data_offsets":[0,4]}})",
+                 8),
+      {"header: JSON nested deeper than 256 levels (at byte 282)"});
 }
 
 TEST(Safetensors, SizeNotMatchingShapeIsAnError) {

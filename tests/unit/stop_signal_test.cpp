@@ -74,13 +74,16 @@ const std::string kHnp = "OMPI_MCA_orte_hnp_uri", kTimeout = "OMPI_MCA_odls_base
 
 TEST(MpirunStopNote, NothingOutsideMpirun) {
   EXPECT_EQ(mpirun_stop_note(environment({})), "");
-  EXPECT_EQ(mpirun_stop_note(environment({{kTimeout, "1"}})), "") << "srun or a single process: no mpirun";
+  EXPECT_EQ(mpirun_stop_note(environment({{kTimeout, "1"}})), "")
+      << "srun or a single process: no mpirun";
 }
 
 // Open MPI 4.1's default odls_base_sigkill_timeout is 1 s (ompi_info --all).
 TEST(MpirunStopNote, UnderMpirunItSaysWhatSigtermDoesAndToSendUsr1) {
   const std::string note = mpirun_stop_note(environment({{kHnp, "1.0;tcp://10.0.0.1:4000"}}));
-  EXPECT_NE(note.find("a SIGTERM or Ctrl-C to mpirun does not give the graceful stop"), std::string::npos) << note;
+  EXPECT_NE(note.find("a SIGTERM or Ctrl-C to mpirun does not give the graceful stop"),
+            std::string::npos)
+      << note;
   EXPECT_NE(note.find("SIGKILL 1 s later"), std::string::npos) << note;
   EXPECT_NE(note.find("kill -USR1"), std::string::npos) << note;
   const std::string longer = mpirun_stop_note(environment({{kHnp, "x"}, {kTimeout, "30"}}));

@@ -17,13 +17,17 @@ namespace tpllama::ops::cpu {
 namespace {
 // The mapping's length is kept in the page before the one handed out, so that the Buffer's release
 // (a plain function pointer) can unmap it.
-size_t page_size() { return static_cast<size_t>(::sysconf(_SC_PAGESIZE)); }
+size_t page_size() {
+  return static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
 }  // namespace
 
 void* map_zeroed(size_t nbytes) {
   const size_t page = page_size(), length = page + (nbytes + page - 1) / page * page;
-  void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) fail("out of host memory mapping ", nbytes, " bytes: ", std::strerror(errno));
+  void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    fail("out of host memory mapping ", nbytes, " bytes: ", std::strerror(errno));
   *static_cast<size_t*>(p) = length;
   return static_cast<char*>(p) + page;
 }
