@@ -103,9 +103,9 @@ std::vector<std::pair<std::string, std::string>> model_files(const std::string& 
   if (model_dir.empty()) return files;
   const std::string dir = model_dir + "/";
   for (const char* name :
-       {"config.json", "model.safetensors", "model.safetensors.index.json", kShardManifestName,
-        "tokenizer.model", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
-        "generation_config.json", "special_tokens_map.json"})
+       {"config.json", "model.safetensors", "model.safetensors.index.json", kShardManifestName})
+    files.emplace_back("a file of the model", dir + name);
+  for (const std::string& name : model_side_files())
     files.emplace_back("a file of the model", dir + name);
   std::error_code ec;
   for (std::filesystem::directory_iterator it(model_dir, ec), end; !ec && it != end;

@@ -1,5 +1,5 @@
-// Holding a job's output files from its start: each is opened (created when missing) and locked as
-// OutputLock locks the records file, which is what locked_by_another_writer probes for.
+// Holding a job's output files from its start: each is opened (created when missing) and locked
+// exclusively, which is what locked_by_another_writer probes for.
 #include "io/output_holds.h"
 
 #include <fcntl.h>

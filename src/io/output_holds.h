@@ -1,4 +1,4 @@
-// The files a running job will write, each held (an exclusive flock, as OutputLock's) from the
+// The files a running job will write, each held (an exclusive flock) from the
 // job's start to its end, so that another tpllama job's checks refuse them before it does any work:
 // the records, their sidecar, --stats and --trace alike. Not the writing itself (ResultWriter).
 #pragma once

@@ -203,20 +203,6 @@ void OrderedResultWriter::submit(uint64_t order, Result r) {
   }
 }
 
-OutputLock::OutputLock(const std::string& path) {
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) fail("cannot open output file ", path, ": ", std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    ::close(fd_);
-    fd_ = -1;
-    if (err == EWOULDBLOCK)
-      fail("another process is writing to ", path, " (it holds the file's lock): wait for it to end or stop it, ",
-           "then --resume");
-    fail("cannot lock output file ", path, ": ", std::strerror(err));
-  }
-}
-
 bool locked_by_another_writer(const std::string& path) {
   if (standard_stream_of(path) >= 0) return false;
   // O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOCTTY: a terminal stays unclaimed.
@@ -228,10 +214,6 @@ bool locked_by_another_writer(const std::string& path) {
                       errno == EWOULDBLOCK;
   ::close(fd);  // drops the probe's lock
   return locked;
-}
-
-OutputLock::~OutputLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing releases the lock
 }
 
 }  // namespace tpllama

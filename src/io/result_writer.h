@@ -63,21 +63,7 @@ void write_text_file(const std::string& path, const std::string& text, const cha
 // The JSON, indented, as the whole of the file a flag names (as write_text_file).
 void write_json_file(const std::string& path, const nlohmann::json& j, const char* flag);
 
-// An exclusive advisory lock (flock) on the output file, held for the whole run: a second run
-// on the same file — a resume started while the first is still writing — fails instead of
-// interleaving duplicate records. Creates the file when it does not exist.
-class OutputLock {
- public:
-  explicit OutputLock(const std::string& path);  // throws Error naming the path (and why)
-  ~OutputLock();
-  OutputLock(const OutputLock&) = delete;
-  OutputLock& operator=(const OutputLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
-// Whether `path` is a regular file whose lock (OutputLock's, or write_text_file's while it writes)
+// Whether `path` is a regular file whose lock (OutputHolds', or write_text_file's while it writes)
 // another open of it holds: another tpllama process's running job writes it. A probe, taken and
 // dropped at once; false for a missing file, this process's stdout or stderr, pipes and devices.
 // Locks are per open file, so a lock this process holds itself counts too: probe before locking.

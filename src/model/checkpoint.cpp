@@ -63,10 +63,17 @@ const std::vector<std::string>& tokenizer_companion_files() {
   return names;
 }
 
+const std::vector<std::string>& model_side_files() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all = {"tokenizer.model", "tokenizer.json"};
+    all.insert(all.end(), tokenizer_companion_files().begin(), tokenizer_companion_files().end());
+    return all;
+  }();
+  return names;
+}
+
 void copy_model_side_files(const std::string& from_dir, const std::string& to_dir) {
-  std::vector<std::string> names = {"tokenizer.model", "tokenizer.json"};
-  names.insert(names.end(), tokenizer_companion_files().begin(), tokenizer_companion_files().end());
-  for (const std::string& name : names)
+  for (const std::string& name : model_side_files())
     if (fs::exists(from_dir + "/" + name))
       fs::copy_file(from_dir + "/" + name, to_dir + "/" + name, fs::copy_options::overwrite_existing);
 }

@@ -65,6 +65,10 @@ class Checkpoint {
 // generation_config.json, the chat template file and the special tokens' map.
 const std::vector<std::string>& tokenizer_companion_files();
 
+// The files beside the weights a run reads: the tokenizer (tokenizer.model or tokenizer.json) and
+// its companion files.
+const std::vector<std::string>& model_side_files();
+
 // Copies the files beside the weights a run reads (tokenizer.model or tokenizer.json,
 // tokenizer_config.json, generation_config.json, chat_template.jinja, special_tokens_map.json) that
 // from_dir has, into to_dir; config.json is the caller's.

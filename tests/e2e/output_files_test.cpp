@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_util.h"
-#include "io/result_writer.h"
+#include "io/output_holds.h"
 
 namespace {
 
@@ -171,7 +171,8 @@ TEST_F(OutputFiles, AFileAnotherJobHoldsIsRefusedBeforeLoading) {
   const std::string in = work_ + "/locked_in.txt", same = work_ + "/same.jsonl";
   std::ofstream(in) << "Once upon a time\n";
   std::ofstream(same) << "{\"id\":1,\"text\":\"a record of job A\"}\n";
-  const tpllama::OutputLock job_a(same);
+  tpllama::OutputHolds job_a;
+  job_a.hold("--output", same);
   for (const std::string flag : {"--stats", "--trace"}) {
     CommandResult r = run(in, work_ + "/b.jsonl", flag + " " + same + " --max-tokens 2");
     EXPECT_NE(r.exit_code, 0) << r.output;

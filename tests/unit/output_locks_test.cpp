@@ -1,4 +1,4 @@
-// The output checks against another job's lock: a file a running tpllama holds (OutputLock, or
+// The output checks against another job's lock: a file a running tpllama holds (OutputHolds, or
 // OutputHolds from the job's start) is refused before any work and never cut, whichever flag names
 // it; files nobody holds, and streams, pass. Also the reasons the checks give for a file that
 // cannot be written, is the model's, holds an earlier run's records, or is a directory over its
@@ -35,7 +35,8 @@ std::string read_file(const std::string& path) {
 TEST(OutputLocks, AFileAnotherWriterHoldsIsRefusedForEveryFlagAndKept) {
   const std::string path = testing_util::fresh_dir("locks_held") + "/same.jsonl";
   std::ofstream(path) << "{\"id\":1}\n";
-  const OutputLock other_job(path);
+  OutputHolds other_job;
+  other_job.hold("--output", path);
   for (const char* flag : {"--output", "--stats", "--trace", "--json", "--windows"}) {
     const std::string what = error_of([&] { check_output_files({}, {{flag, path}}); });
     EXPECT_NE(what.find(std::string(flag) + " " + path + " is locked by another tpllama process"), std::string::npos)
@@ -48,7 +49,8 @@ TEST(OutputLocks, AFileAnotherWriterHoldsIsRefusedForEveryFlagAndKept) {
 TEST(OutputLocks, WritingAFileAnotherWriterHoldsIsRefusedWithoutCuttingIt) {
   const std::string path = testing_util::fresh_dir("locks_write") + "/same.json";
   std::ofstream(path) << "{\"id\":1}\n";
-  const OutputLock other_job(path);
+  OutputHolds other_job;
+  other_job.hold("--output", path);
   const std::string what = error_of([&] { write_json_file(path, nlohmann::json::object(), "--stats"); });
   EXPECT_NE(what.find("--stats " + path + " is locked by another tpllama process"), std::string::npos) << what;
   EXPECT_EQ(read_file(path), "{\"id\":1}\n");
@@ -58,7 +60,10 @@ TEST(OutputLocks, FilesNobodyHoldsAndStreamsPass) {
   const std::string dir = testing_util::fresh_dir("locks_free");
   const std::string held_before = dir + "/done.json", missing = dir + "/new.json";
   std::ofstream(held_before) << "{}\n";
-  { const OutputLock finished_job(held_before); }  // a job that has ended holds nothing
+  {
+    OutputHolds finished_job;  // a job that has ended holds nothing
+    finished_job.hold("--output", held_before);
+  }
   EXPECT_FALSE(locked_by_another_writer(held_before));
   EXPECT_FALSE(locked_by_another_writer(missing));
   EXPECT_FALSE(locked_by_another_writer("/dev/null"));
