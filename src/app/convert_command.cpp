@@ -1,6 +1,5 @@
 // `tpllama convert`: write a Hugging Face-style model directory from a llama2.c checkpoint, or a
 // seeded random-weight model of a named shape (the demo default and benchmark fixtures).
-#include <sentencepiece_processor.h>
 
 #include <algorithm>
 

@@ -9,8 +9,8 @@
 #include <set>
 
 #include "core/error.h"
-#include "ops/cpu/gemm.h"
 #include "ops/device.h"
+#include "ops/weight.h"
 
 namespace tpllama {
 namespace {
@@ -272,7 +272,7 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
 
 void check_int8_slices(const LlamaConfig& config, const Topology& topology, const std::string& held,
                        const std::string& otherwise) {
-  const int64_t group = ops::cpu::kInt8Group;
+  const int64_t group = ops::int8_group_size();
   for (const ShardEntry& e : build_shard_table(config, topology)) {
     if (e.split != Split::kRow || (e.begin % group == 0 && (e.count % group == 0 || e.begin + e.count == e.cols)))
       continue;

@@ -10,7 +10,7 @@
 #include "model/shard_table.h"
 #include "model/step_batch.h"
 #include "model/weights.h"
-#include "ops/cpu/gemm.h"
+#include "ops/weight.h"
 #include "parallel/topology.h"
 
 namespace tpllama {
@@ -42,7 +42,7 @@ namespace {
 double weight_element_bytes(DType dtype) {
   if (dtype != DType::kI8) return static_cast<double>(dtype_size(dtype));
   constexpr int64_t kRows = 4096, kCols = 4096;
-  return static_cast<double>(ops::cpu::packed_bytes(kRows, kCols, DType::kI8)) / static_cast<double>(kRows * kCols);
+  return static_cast<double>(ops::weight_bytes(DeviceContext{}, kRows, kCols, DType::kI8)) / static_cast<double>(kRows * kCols);
 }
 
 // Bytes of an activation or KV element: int8 weights keep them in f32.
