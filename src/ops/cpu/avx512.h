@@ -103,6 +103,12 @@ __attribute__((target("avx512f"))) inline void softmax_avx512(float* s, int n) {
   }
 }
 
+// 128-bit lanes (x0+x1, x2+x3, y0+y1, y2+y3). A function, not a lambda in sum_lanes16: GCC does
+// not give a lambda its enclosing function's target, so without -march=native it had no AVX-512.
+__attribute__((target("avx512f"))) inline __m512 fold_lanes(__m512 x, __m512 y) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
+}
+
 // The lane sums of 16 vectors as one vector (lane j: the sum of a[j]): a transpose folded into the
 // additions, 15 shuffle pairs for 16 sums instead of a full reduction each.
 __attribute__((target("avx512f"))) inline __m512 sum_lanes16(const __m512 (&a)[16]) {
@@ -113,10 +119,7 @@ __attribute__((target("avx512f"))) inline __m512 sum_lanes16(const __m512 (&a)[1
     const __m512d x = _mm512_castps_pd(pairs[2 * i]), y = _mm512_castps_pd(pairs[2 * i + 1]);
     quads[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
   }
-  auto fold = [](__m512 x, __m512 y) {  // 128-bit lanes (x0+x1, x2+x3, y0+y1, y2+y3)
-    return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
-  };
-  return fold(fold(quads[0], quads[1]), fold(quads[2], quads[3]));
+  return fold_lanes(fold_lanes(quads[0], quads[1]), fold_lanes(quads[2], quads[3]));
 }
 
 // 16 cache elements as f32: an f32 load, or bf16 widened (its bits are the top half of an f32).
