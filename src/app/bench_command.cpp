@@ -217,8 +217,9 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
   double matrix_bytes = 0;
   for (const RankFigures& f : figures) matrix_bytes += f.matrix_bytes;
   const double kv_bytes_per_position = 2.0 * c.kv_dim() * c.n_layers * static_cast<double>(dtype_size(session.kv_dtype()));
-  const double decode_bytes = static_cast<double>(s.decode_steps) * matrix_bytes +
-                              static_cast<double>(s.decode_context_tokens) * kv_bytes_per_position;
+  const double decode_bytes =
+      static_cast<double>(s.phases.decode_steps) * matrix_bytes +
+      static_cast<double>(s.phases.decode_context_tokens) * kv_bytes_per_position;
   double prefill_flop = 0, prompt_tokens = 0;
   for (int len : source.prompt_lengths()) {
     prefill_flop += 2.0 * len * layer_params + 2.0 * static_cast<double>(len) * len * c.q_dim() * c.n_layers +
@@ -228,11 +229,13 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
   // Prompt positions the prefix cache served (and continuations scored) change what was computed:
   // the estimate is scaled to the prompt tokens the prefill steps computed.
   if (s.prompt_tokens > 0)
-    prefill_flop *= static_cast<double>(s.prefill_step_tokens) / static_cast<double>(s.prompt_tokens);
-  const double decode_tokens = static_cast<double>(s.decode_step_tokens);
-  const bool measured = limits.devices > 0, decoded = s.decode_steps > 0 && s.decode_seconds > 0;
-  const nlohmann::json decode_bw = decoded ? ratio(decode_bytes, s.decode_seconds) : nullptr;
-  const nlohmann::json prefill_flops = ratio(prefill_flop, s.prefill_seconds);
+    prefill_flop *=
+        static_cast<double>(s.phases.prefill_step_tokens) / static_cast<double>(s.prompt_tokens);
+  const double decode_tokens = static_cast<double>(s.phases.decode_step_tokens);
+  const bool measured = limits.devices > 0,
+             decoded = s.phases.decode_steps > 0 && s.phases.decode_seconds > 0;
+  const nlohmann::json decode_bw = decoded ? ratio(decode_bytes, s.phases.decode_seconds) : nullptr;
+  const nlohmann::json prefill_flops = ratio(prefill_flop, s.phases.prefill_seconds);
 
   nlohmann::json ranks = nlohmann::json::array();
   for (size_t i = 0; i < figures.size(); ++i) {
@@ -268,25 +271,31 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
                     {"max_seqs", o.run.max_seqs}, {"max_batch_tokens", o.run.max_batch_tokens}}},
       {"elapsed_seconds", s.seconds},
       {"steps", s.steps},
-      {"requests", s.requests},
-      {"requests_per_second", ratio(static_cast<double>(s.requests), s.seconds)},
+      {"requests", s.records.requests},
+      {"requests_per_second", ratio(static_cast<double>(s.records.requests), s.seconds)},
       {"prompt_tokens", s.prompt_tokens},
       {"generated_tokens", s.generated_tokens},
-      {"prefill_tokens_per_second", ratio(static_cast<double>(s.prefill_step_tokens), s.prefill_seconds)},
-      {"decode_tokens_per_second", decoded ? ratio(decode_tokens, s.decode_seconds) : nullptr},
+      {"prefill_tokens_per_second",
+       ratio(static_cast<double>(s.phases.prefill_step_tokens), s.phases.prefill_seconds)},
+      {"decode_tokens_per_second",
+       decoded ? ratio(decode_tokens, s.phases.decode_seconds) : nullptr},
       {"output_tokens_per_second", ratio(static_cast<double>(s.generated_tokens), s.seconds)},
-      {"total_tokens_per_second", ratio(static_cast<double>(s.prompt_tokens + s.generated_tokens), s.seconds)},
-      {"prefill_seconds", s.prefill_seconds},
-      {"prefix_cache", {{"enabled", s.prefix_caching}, {"prompt_tokens", s.prefix_prompt_tokens},
-                        {"hit_tokens", s.prefix_hit_tokens}, {"evicted_blocks", s.prefix_evicted_blocks},
-                        {"hit_rate", ratio(static_cast<double>(s.prefix_hit_tokens),
-                                           static_cast<double>(s.prefix_prompt_tokens))}}},
-      {"decode_seconds", s.decode_seconds},
-      {"decode_steps", s.decode_steps},
-      {"ttft_seconds", percentiles(s.ttft)},
-      {"ttft_from_start_seconds", percentiles(s.ttft_from_start)},
-      {"latency_from_start_seconds", percentiles(s.latency_from_start)},
-      {"tpot_seconds", percentiles(s.tpot)},
+      {"total_tokens_per_second",
+       ratio(static_cast<double>(s.prompt_tokens + s.generated_tokens), s.seconds)},
+      {"prefill_seconds", s.phases.prefill_seconds},
+      {"prefix_cache",
+       {{"enabled", s.prefix_caching},
+        {"prompt_tokens", s.prefix.prompt_tokens},
+        {"hit_tokens", s.prefix.hit_tokens},
+        {"evicted_blocks", s.prefix.evicted_blocks},
+        {"hit_rate", ratio(static_cast<double>(s.prefix.hit_tokens),
+                           static_cast<double>(s.prefix.prompt_tokens))}}},
+      {"decode_seconds", s.phases.decode_seconds},
+      {"decode_steps", s.phases.decode_steps},
+      {"ttft_seconds", percentiles(s.latency.ttft)},
+      {"ttft_from_start_seconds", percentiles(s.latency.ttft_from_start)},
+      {"latency_from_start_seconds", percentiles(s.latency.latency_from_start)},
+      {"tpot_seconds", percentiles(s.latency.tpot)},
       {"machine", machine},
       {"decode_bytes_per_token", decoded ? ratio(decode_bytes, decode_tokens) : nullptr},
       {"decode_bandwidth_bytes_per_second", decode_bw},

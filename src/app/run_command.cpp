@@ -150,7 +150,7 @@ RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& ho
 // What the last lines add for a run over a prompt file.
 std::vector<std::string> run_warnings(const RunOptions& o, const RunSummary& summary) {
   std::vector<std::string> warnings;
-  if (summary.requests == 0 && summary.skipped == 0)
+  if (summary.records.requests == 0 && summary.skipped == 0)
     warnings.push_back(o.input + " holds no request (it is empty or every line is blank): is it the right file?");
   if (summary.unmatched_records > 0)
     warnings.push_back(std::to_string(summary.unmatched_records) + " records already in " + o.output +

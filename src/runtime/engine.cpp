@@ -84,12 +84,8 @@ class Run {
     RunSummary& s = summary();
     s.skipped = intake_.skipped();
     s.preemptions = blocks_.preemptions();
-    const PrefixCacheStats& p = blocks_.prefix_stats();
     s.prefix_caching = o_.prefix_caching;
-    s.prefix_prompt_tokens = p.prompt_tokens;
-    s.prefix_hit_tokens = p.hit_tokens;
-    s.prefix_recompute_hits = p.recompute_hits;
-    s.prefix_evicted_blocks = p.evicted_blocks;
+    s.prefix = blocks_.prefix_stats();
     if (intake_.done() && s.stopped_by == 0) s.unmatched_records = intake_.unmatched_records();
     return std::move(s);
   }
@@ -100,7 +96,7 @@ class Run {
   ProgressCounts counts() const {
     const PrefixCacheStats& p = blocks_.prefix_stats();
     return {publisher_.published() + intake_.skipped(),
-            publisher_.summary().errors,
+            publisher_.summary().records.errors,
             static_cast<long long>(active_.size()),
             sampled_tokens_,
             scored_tokens_,
