@@ -93,7 +93,8 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
       {"prompt_tokens", s.prompt_tokens},
       {"generated_tokens", s.generated_tokens},
       {"output_tokens_per_second", static_cast<double>(s.generated_tokens) / secs},
-      {"output_tokens_per_second_per_rank", static_cast<double>(s.generated_tokens) / secs / t.world_size()},
+      {"output_tokens_per_second_per_rank",
+       static_cast<double>(s.generated_tokens) / secs / t.world_size()},
       {"total_tokens_per_second", static_cast<double>(s.generated_tokens + s.prompt_tokens) / secs},
       {"ttft_seconds", percentiles(s.latency.ttft)},
       {"tpot_seconds", percentiles(s.latency.tpot)},
@@ -170,15 +171,15 @@ int finish_run(const Session& session, const RunSummary& summary, const Continua
   }
   if (finished == 0) return 0;
   const double avg = static_cast<double>(summary.prompt_tokens + summary.generated_tokens) / static_cast<double>(finished);
-  const int block_size = session.options().kv_block_size;
+  const int block_size = session.options().engine.kv_block_size;
   const double capacity = static_cast<double>(session.kv_blocks()) * block_size;
   std::ostringstream os;
   os.setf(std::ios::fixed);
   os.precision(0);
   os << "KV capacity " << capacity << " tokens = about "
      << std::floor(KvCache::sequences_held(session.kv_blocks(), block_size, avg))
-     << " concurrent sequences at this run's average request length of " << avg << " tokens (--max-seqs "
-     << session.options().max_seqs << ")";
+     << " concurrent sequences at this run's average request length of " << avg
+     << " tokens (--max-seqs " << session.options().engine.max_seqs << ")";
   log::info(os.str());
   return 0;
 }
