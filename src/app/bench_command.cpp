@@ -217,8 +217,9 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
   double matrix_bytes = 0;
   for (const RankFigures& f : figures) matrix_bytes += f.matrix_bytes;
   const double kv_bytes_per_position = 2.0 * c.kv_dim() * c.n_layers * static_cast<double>(dtype_size(session.kv_dtype()));
-  const double decode_bytes = static_cast<double>(s.decode_steps) * matrix_bytes +
-                              static_cast<double>(s.decode_context_tokens) * kv_bytes_per_position;
+  const double decode_bytes =
+      static_cast<double>(s.phases.decode_steps) * matrix_bytes +
+      static_cast<double>(s.phases.decode_context_tokens) * kv_bytes_per_position;
   double prefill_flop = 0, prompt_tokens = 0;
   for (int len : source.prompt_lengths()) {
     prefill_flop += 2.0 * len * layer_params + 2.0 * static_cast<double>(len) * len * c.q_dim() * c.n_layers +
@@ -228,11 +229,13 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
   // Prompt positions the prefix cache served (and continuations scored) change what was computed:
   // the estimate is scaled to the prompt tokens the prefill steps computed.
   if (s.prompt_tokens > 0)
-    prefill_flop *= static_cast<double>(s.prefill_step_tokens) / static_cast<double>(s.prompt_tokens);
-  const double decode_tokens = static_cast<double>(s.decode_step_tokens);
-  const bool measured = limits.devices > 0, decoded = s.decode_steps > 0 && s.decode_seconds > 0;
-  const nlohmann::json decode_bw = decoded ? ratio(decode_bytes, s.decode_seconds) : nullptr;
-  const nlohmann::json prefill_flops = ratio(prefill_flop, s.prefill_seconds);
+    prefill_flop *=
+        static_cast<double>(s.phases.prefill_step_tokens) / static_cast<double>(s.prompt_tokens);
+  const double decode_tokens = static_cast<double>(s.phases.decode_step_tokens);
+  const bool measured = limits.devices > 0,
+             decoded = s.phases.decode_steps > 0 && s.phases.decode_seconds > 0;
+  const nlohmann::json decode_bw = decoded ? ratio(decode_bytes, s.phases.decode_seconds) : nullptr;
+  const nlohmann::json prefill_flops = ratio(prefill_flop, s.phases.prefill_seconds);
 
   nlohmann::json ranks = nlohmann::json::array();
   for (size_t i = 0; i < figures.size(); ++i) {
@@ -252,41 +255,65 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
     machine = {{"measured_on", limits.where}, {"devices", limits.devices},
                {"read_bandwidth_bytes_per_second", limits.read_bandwidth}, {"gemm_flops_per_second", limits.gemm_flops}};
   nlohmann::json j = {
-      {"model", o.run.model.empty() ? o.shape + " (random weights)" : o.run.model},
-      {"config", {{"dim", c.dim}, {"hidden", c.hidden_dim}, {"layers", c.n_layers}, {"heads", c.n_heads},
-                  {"kv_heads", c.n_kv_heads}, {"vocab", c.vocab_size}}},
+      {"model", o.run.session.model.empty() ? o.shape + " (random weights)" : o.run.session.model},
+      {"config",
+       {{"dim", c.dim},
+        {"hidden", c.hidden_dim},
+        {"layers", c.n_layers},
+        {"heads", c.n_heads},
+        {"kv_heads", c.n_kv_heads},
+        {"vocab", c.vocab_size}}},
       {"dtype", dtype_name(session.dtype())},
       {"kv_dtype", dtype_name(session.kv_dtype())},
       {"device", session.device_description()},
-      {"layout", {{"ranks", t.world_size()}, {"tp", t.tp_size()}, {"pp", t.pp_size()},
-                  {"threads_per_rank", session.threads()}, {"nodes", session.nodes().n_nodes}}},
-      {"workload", {{"prompts", o.prompts}, {"shared_prefix", o.shared_prefix}, {"continuations", o.continuations},
-                    {"input_len", o.input_len}, {"output_len", o.output_len},
-                    {"input_len_min", in.lo}, {"input_len_max", in.hi}, {"output_len_min", out.lo},
-                    {"output_len_max", out.hi}, {"mean_input_len", prompt_tokens / prompts},
-                    {"mean_output_len", static_cast<double>(source.output_tokens()) / prompts}, {"seed", o.seed},
-                    {"max_seqs", o.run.max_seqs}, {"max_batch_tokens", o.run.max_batch_tokens}}},
+      {"layout",
+       {{"ranks", t.world_size()},
+        {"tp", t.tp_size()},
+        {"pp", t.pp_size()},
+        {"threads_per_rank", session.threads()},
+        {"nodes", session.nodes().n_nodes}}},
+      {"workload",
+       {{"prompts", o.prompts},
+        {"shared_prefix", o.shared_prefix},
+        {"continuations", o.continuations},
+        {"input_len", o.input_len},
+        {"output_len", o.output_len},
+        {"input_len_min", in.lo},
+        {"input_len_max", in.hi},
+        {"output_len_min", out.lo},
+        {"output_len_max", out.hi},
+        {"mean_input_len", prompt_tokens / prompts},
+        {"mean_output_len", static_cast<double>(source.output_tokens()) / prompts},
+        {"seed", o.seed},
+        {"max_seqs", o.run.session.engine.max_seqs},
+        {"max_batch_tokens", o.run.session.engine.max_batch_tokens}}},
       {"elapsed_seconds", s.seconds},
       {"steps", s.steps},
-      {"requests", s.requests},
-      {"requests_per_second", ratio(static_cast<double>(s.requests), s.seconds)},
+      {"requests", s.records.requests},
+      {"requests_per_second", ratio(static_cast<double>(s.records.requests), s.seconds)},
       {"prompt_tokens", s.prompt_tokens},
       {"generated_tokens", s.generated_tokens},
-      {"prefill_tokens_per_second", ratio(static_cast<double>(s.prefill_step_tokens), s.prefill_seconds)},
-      {"decode_tokens_per_second", decoded ? ratio(decode_tokens, s.decode_seconds) : nullptr},
+      {"prefill_tokens_per_second",
+       ratio(static_cast<double>(s.phases.prefill_step_tokens), s.phases.prefill_seconds)},
+      {"decode_tokens_per_second",
+       decoded ? ratio(decode_tokens, s.phases.decode_seconds) : nullptr},
       {"output_tokens_per_second", ratio(static_cast<double>(s.generated_tokens), s.seconds)},
-      {"total_tokens_per_second", ratio(static_cast<double>(s.prompt_tokens + s.generated_tokens), s.seconds)},
-      {"prefill_seconds", s.prefill_seconds},
-      {"prefix_cache", {{"enabled", s.prefix_caching}, {"prompt_tokens", s.prefix_prompt_tokens},
-                        {"hit_tokens", s.prefix_hit_tokens}, {"evicted_blocks", s.prefix_evicted_blocks},
-                        {"hit_rate", ratio(static_cast<double>(s.prefix_hit_tokens),
-                                           static_cast<double>(s.prefix_prompt_tokens))}}},
-      {"decode_seconds", s.decode_seconds},
-      {"decode_steps", s.decode_steps},
-      {"ttft_seconds", percentiles(s.ttft)},
-      {"ttft_from_start_seconds", percentiles(s.ttft_from_start)},
-      {"latency_from_start_seconds", percentiles(s.latency_from_start)},
-      {"tpot_seconds", percentiles(s.tpot)},
+      {"total_tokens_per_second",
+       ratio(static_cast<double>(s.prompt_tokens + s.generated_tokens), s.seconds)},
+      {"prefill_seconds", s.phases.prefill_seconds},
+      {"prefix_cache",
+       {{"enabled", s.prefix_caching},
+        {"prompt_tokens", s.prefix.prompt_tokens},
+        {"hit_tokens", s.prefix.hit_tokens},
+        {"evicted_blocks", s.prefix.evicted_blocks},
+        {"hit_rate", ratio(static_cast<double>(s.prefix.hit_tokens),
+                           static_cast<double>(s.prefix.prompt_tokens))}}},
+      {"decode_seconds", s.phases.decode_seconds},
+      {"decode_steps", s.phases.decode_steps},
+      {"ttft_seconds", percentiles(s.latency.ttft)},
+      {"ttft_from_start_seconds", percentiles(s.latency.ttft_from_start)},
+      {"latency_from_start_seconds", percentiles(s.latency.latency_from_start)},
+      {"tpot_seconds", percentiles(s.latency.tpot)},
       {"machine", machine},
       {"decode_bytes_per_token", decoded ? ratio(decode_bytes, decode_tokens) : nullptr},
       {"decode_bandwidth_bytes_per_second", decode_bw},
@@ -295,8 +322,9 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
       {"decode_roofline_tokens_per_second",
        decoded && measured ? ratio(limits.read_bandwidth, decode_bytes / decode_tokens) : nullptr},
       {"prefill_flops_per_second", prefill_flops},
-      {"prefill_gemm_fraction",
-       measured && !prefill_flops.is_null() ? ratio(prefill_flops.get<double>(), limits.gemm_flops) : nullptr},
+      {"prefill_gemm_fraction", measured && !prefill_flops.is_null()
+                                    ? ratio(prefill_flops.get<double>(), limits.gemm_flops)
+                                    : nullptr},
       {"ranks", ranks},
   };
   return j;
@@ -374,7 +402,8 @@ void print_report(const nlohmann::json& j) {
 void add_bench_command(CLI::App& app, BenchOptions& o) {
   CLI::App* c = app.add_subcommand("bench", "Throughput and latency of a synthetic workload on the real engine, "
                                             "against this machine's measured bandwidth and GEMM peak");
-  c->add_option("--model", o.run.model, "Hugging Face LLaMA model directory (or --shape with --random-weights)");
+  c->add_option("--model", o.run.session.model,
+                "Hugging Face LLaMA model directory (or --shape with --random-weights)");
   c->add_option("--shape", o.shape, "Named shape: tiny, llama3-tiny, 110m, llama2-7b, llama3-8b, llama2-70b");
   c->add_flag("--random-weights", o.random_weights, "Seeded random weights made in memory (with --shape)");
   c->add_option("--seed", o.seed, "Seed of the random weights and of the prompts")
@@ -396,12 +425,15 @@ void add_bench_command(CLI::App& app, BenchOptions& o) {
       ->capture_default_str();
   c->add_option("--output-len", o.output_len, "Tokens generated per request (EOS ignored): N or A:B")
       ->capture_default_str();
-  c->add_option("--max-seqs", o.run.max_seqs, "Sequences in flight at once (default: --prompts, at most 256)")
+  c->add_option("--max-seqs", o.run.session.engine.max_seqs,
+                "Sequences in flight at once (default: --prompts, at most 256)")
       ->check(at_least(1));
-  c->add_option("--max-batch-tokens", o.run.max_batch_tokens, "Tokens per forward step")
+  c->add_option("--max-batch-tokens", o.run.session.engine.max_batch_tokens,
+                "Tokens per forward step")
       ->capture_default_str()
       ->check(at_least(1));
-  c->add_option("--kv-block-size", o.run.kv_block_size, "Positions per KV cache block")
+  c->add_option("--kv-block-size", o.run.session.engine.kv_block_size,
+                "Positions per KV cache block")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   add_log_interval_option(*c, o.run);
@@ -417,7 +449,7 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   LlamaConfig config;
   LengthRange in, out;
   collective_phase([&] {
-    if (o.run.model.empty() == o.shape.empty())
+    if (o.run.session.model.empty() == o.shape.empty())
       fail("bench needs either --model DIR or --shape NAME --random-weights", o.shape.empty() ? "" : ", not both");
     if (!o.shape.empty() && !o.random_weights)
       fail("--shape ", o.shape, " has no weight files: add --random-weights");
@@ -427,7 +459,7 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
       config = shape_config(o.shape, o.vocab);
       synthetic = SyntheticModel{config, o.seed};
     } else {
-      config = load_llama_config(o.run.model + "/config.json");
+      config = load_llama_config(o.run.session.model + "/config.json");
     }
     in = parse_range(o.input_len, "--input-len", 1);
     out = parse_range(o.output_len, "--output-len", 1);
@@ -437,11 +469,13 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
            " tokens");
   });
   const Workload workload{o.prompts, in, out, o.shared_prefix, o.continuations};
-  if (o.run.max_seqs <= 0) o.run.max_seqs = std::min(workload.requests(), 256);
-  if (o.run.max_model_len <= 0) o.run.max_model_len = o.shared_prefix + in.hi + out.hi;
+  if (o.run.session.engine.max_seqs <= 0)
+    o.run.session.engine.max_seqs = std::min(workload.requests(), 256);
+  if (o.run.session.max_model_len <= 0)
+    o.run.session.max_model_len = o.shared_prefix + in.hi + out.hi;
 
   TraceRecorder trace(!o.run.trace.empty());  // before the session: its communicators record into it
-  SessionOptions options = session_options(o.run);
+  SessionOptions options = o.run.session;
   options.synthetic = synthetic;
   options.context_flag = "--input-len + --output-len";  // they set the context (max_model_len above)
   OutputHolds holds;  // rank 0's: --stats, --trace and --json, from the run's start
@@ -449,7 +483,7 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
     if (!s.is_rank0()) return;
     const std::vector<std::pair<std::string, std::string>> outputs = {
         {"--stats", o.run.stats}, {"--trace", o.run.trace}, {"--json", o.json}};
-    check_output_files({}, outputs, model_files(o.run.model));
+    check_output_files({}, outputs, model_files(o.run.session.model));
     for (const auto& [flag, path] : outputs)
       if (output_is_a_file(path)) holds.hold(flag, path);
   });

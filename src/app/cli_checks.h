@@ -3,6 +3,10 @@
 // printing the mistake).
 #pragma once
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <CLI/CLI.hpp>
 
 namespace tpllama {
@@ -15,5 +19,27 @@ CLI::Validator at_least(long long min);
 CLI::Validator unsigned_64();
 // A finite number in [lo, hi].
 CLI::Validator finite_in(double lo, double hi);
+
+// An option whose value is one of `choices`' spellings, parsed once into the value the spelling
+// maps to. Help and mistakes read as CLI::IsMember over the spellings writes them
+// ("--comm: tcp not in {auto,mpi,nccl}"); the default shown is the spelling of value's default.
+template <typename T>
+CLI::Option* add_choice(CLI::App& command, const std::string& flag, T& value,
+                        const std::vector<std::pair<std::string, T>>& choices,
+                        const std::string& help) {
+  std::vector<std::string> spellings;
+  std::string default_spelling;
+  for (const auto& [spelling, choice] : choices) {
+    spellings.push_back(spelling);
+    if (choice == value && default_spelling.empty()) default_spelling = spelling;
+  }
+  auto parse = [&value, choices](const std::string& given) {
+    for (const auto& [spelling, choice] : choices)
+      if (spelling == given) value = choice;
+  };
+  return command.add_option_function<std::string>(flag, parse, help)
+      ->default_str(default_spelling)
+      ->check(CLI::IsMember(spellings));
+}
 
 }  // namespace tpllama

@@ -10,46 +10,26 @@
 #include <CLI/CLI.hpp>
 
 #include "io/request.h"
+#include "runtime/session.h"
 
 namespace tpllama {
 
 class MpiSession;
-struct Continuation;
-struct ServeOptions;
-struct SessionOptions;
 
+// run's flags, and those perplexity and bench share with it. The session's (model, layout, device,
+// memory, engine) are parsed straight into their typed fields.
 struct RunOptions {
-  std::string model;
-  std::string chat_template;  // --chat-template file; empty: the model's
+  SessionOptions session;
   std::string input;
   std::string output;
   RequestDefaults defaults;
-  int max_seqs = 64;
-  int max_batch_tokens = 2048;
-  int threads = 0;  // 0: cores of this node / ranks on this node
-  double log_interval = 30.0;
-  int tp = 0;  // 0: derived (ranks per node, or world / pp)
-  int pp = 0;  // 0: derived (number of nodes, or world / tp)
-  std::vector<int> pp_layers;
-  bool allow_cross_node_tp = false;
-  int kv_block_size = 16;
-  std::string kv_cache_memory;  // bytes per rank, e.g. "8GiB"; empty: a share of free memory
-  int max_model_len = 0;        // 0: max_position_embeddings
   std::string input_format = "auto";
   bool resume = false;
   bool overwrite = false;  // replace the records an earlier run left in --output
   bool ordered = false;
-  double grace_seconds = 90;
   double stall_timeout = 900;  // seconds without a pipeline step before the job ends; 0: never
-  std::string stats;            // --stats JSON path
-  std::string trace;            // --trace Chrome trace path
-  std::string dtype = "auto";   // how weight matrices are held: f32, bf16, or auto (bf16 on a GPU)
-  std::string device = "auto";  // cpu, cuda, or auto (cuda when built in and a GPU is visible)
-  std::string comm = "auto";    // mpi, nccl, or auto (nccl on GPUs unless they are shared)
-  bool share_gpus = false;      // let several ranks use one GPU (with --comm mpi)
-  bool eager = false;           // no CUDA graphs: every step launches its kernels
-  std::string kv_dtype = "auto";  // KV cache: f32, bf16, or auto (bf16 on a GPU with bf16 weights, else f32)
-  std::string prefix_caching = "on";  // on | off
+  std::string stats;           // --stats JSON path
+  std::string trace;           // --trace Chrome trace path
 };
 
 struct ConvertOptionsCli {
@@ -97,7 +77,7 @@ struct BenchOptions {
   std::string output_len = "128";
   std::string json;
   bool skip_limits = false;
-  BenchOptions() { run.max_seqs = 0; }  // 0: as many as --prompts (at most 256)
+  BenchOptions() { run.session.engine.max_seqs = 0; }  // 0: as many as --prompts (at most 256)
 };
 
 struct TokenizeOptions {
@@ -123,8 +103,7 @@ void add_layout_options(CLI::App& command, RunOptions& options);
 void add_log_interval_option(CLI::App& command, RunOptions& options);
 // --chat-template FILE (run and tokenize).
 void add_chat_template_option(CLI::App& command, std::string& path);
-// The session (layout, device, memory) and serving settings of a run's options.
-SessionOptions session_options(const RunOptions& options);
+// The serving settings of a run's options.
 ServeOptions serve_options(const RunOptions& options, Continuation continuation);
 // The model directory's own name ("llama-7b" for "/models/llama-7b/"): OpenAI records' "model".
 std::string model_name(const std::string& model_dir);

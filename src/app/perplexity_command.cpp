@@ -203,8 +203,8 @@ CorpusWindows prepare_windows(const PerplexityOptions& o, const Session& session
   std::vector<Window> windows = plan_windows(static_cast<int>(tokens.size()), c.window, c.stride);
   WindowRun run;
   if (!o.windows.empty()) {
-    run.model = model_name(o.run.model);
-    run.model_fingerprint = model_fingerprint(o.run.model);
+    run.model = model_name(o.run.session.model);
+    run.model_fingerprint = model_fingerprint(o.run.session.model);
     run.dtype = dtype_name(session.dtype());
     run.kv_dtype = dtype_name(session.kv_dtype());
     run.corpus_tokens = static_cast<long long>(tokens.size());
@@ -225,7 +225,7 @@ CorpusWindows prepare_windows(const PerplexityOptions& o, const Session& session
 
 void add_perplexity_command(CLI::App& app, PerplexityOptions& o) {
   CLI::App* c = app.add_subcommand("perplexity", "Perplexity of a text file (sliding window)");
-  c->add_option("--model", o.run.model, "Hugging Face LLaMA model directory")->required();
+  c->add_option("--model", o.run.session.model, "Hugging Face LLaMA model directory")->required();
   c->add_option("--input", o.run.input, "Text file (read whole, tokenized as one text)")->required();
   c->add_option("--output", o.json, "Also write the result as JSON to this file");
   c->add_option("--context-len", o.context_len, "Tokens per window, BOS included (default: the model's context)")
@@ -243,22 +243,27 @@ void add_perplexity_command(CLI::App& app, PerplexityOptions& o) {
               "--resume, a non-empty "
               "one is refused)")
       ->excludes(resume);
-  c->add_option("--max-seqs", o.run.max_seqs, "Windows in flight at once")->capture_default_str()->check(at_least(1));
-  c->add_option("--max-batch-tokens", o.run.max_batch_tokens, "Tokens per forward step")->capture_default_str()->check(at_least(1));
+  c->add_option("--max-seqs", o.run.session.engine.max_seqs, "Windows in flight at once")
+      ->capture_default_str()
+      ->check(at_least(1));
+  c->add_option("--max-batch-tokens", o.run.session.engine.max_batch_tokens,
+                "Tokens per forward step")
+      ->capture_default_str()
+      ->check(at_least(1));
   add_log_interval_option(*c, o.run);
   add_layout_options(*c, o.run);
 }
 
 int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
   TraceRecorder trace(false);  // perplexity has no --trace; the session's communicators take one
-  SessionOptions options = session_options(o.run);
+  SessionOptions options = o.run.session;
   options.context_len = o.context_len;
   options.context_flag = "--context-len";
   OutputHolds holds;  // rank 0's: --output and --windows, from the run's start
   Session session(mpi, options, [&](const Session& s) {
     if (!s.is_rank0()) return;
     check_output_files({o.run.input}, {{"--output", o.json}, {"--windows", o.windows}},
-                       model_files(o.run.model));
+                       model_files(o.run.session.model));
     const std::string how =
         "pass --resume (with --windows) to continue the run, or --overwrite to replace it";
     check_not_replacing("--windows", o.windows, o.resume || o.overwrite, how);

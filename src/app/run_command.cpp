@@ -37,7 +37,7 @@ void check_files(const RunOptions& o, OutputHolds& holds) {
   std::vector<std::pair<std::string, std::string>> outputs = {
       {"--output", o.output}, {"--stats", o.stats}, {"--trace", o.trace}};
   if (output_is_a_file(o.output)) outputs.emplace_back("--output's sidecar", sidecar_path(o.output));
-  check_output_files({o.input}, outputs, model_files(o.model, o.chat_template));
+  check_output_files({o.input}, outputs, model_files(o.session.model, o.session.chat_template));
   if (o.resume && !output_is_a_file(o.output))
     fail("--resume reads and appends to --output, but ", o.output,
          standard_stream_of(o.output) >= 0 ? " is this process's stdout or stderr"
@@ -70,25 +70,27 @@ OutputJob output_job(const RunOptions& o, const Session& session, InputFormat fo
   };
   const SamplingParams& s = o.defaults.sampling;
   OutputJob job;
-  job.model = model_name(o.model);
-  job.model_fingerprint = model_fingerprint(o.model);
-  job.files = shaping_files(o.model, o.chat_template);
-  job.model_dir = o.model;
+  job.model = model_name(o.session.model);
+  job.model_fingerprint = model_fingerprint(o.session.model);
+  job.files = shaping_files(o.session.model, o.session.chat_template);
+  job.model_dir = o.session.model;
   // Not the input's path: resuming with the input moved, or grown by more prompts, is the same job;
   // another input's records are caught by their content (RequestIntake::check_resumed).
-  job.settings = {{"--dtype", dtype_name(session.dtype())},
-                  {"--kv-dtype", dtype_name(session.kv_dtype())},
-                  {"--temperature", setting_number(s.temperature)},
-                  {"--top-k", std::to_string(s.top_k)},
-                  {"--top-p", setting_number(s.top_p)},
-                  {"--min-p", setting_number(s.min_p)},
-                  {"--seed", std::to_string(o.defaults.seed)},
-                  {"--max-tokens", std::to_string(o.defaults.max_tokens)},
-                  {"--max-model-len", std::to_string(session.context())},
-                  {"--input-format", format == InputFormat::kText    ? "text"
-                                     : format == InputFormat::kJsonl ? "jsonl"
-                                                                     : "openai"},
-                  {"--chat-template", o.chat_template.empty() ? "(the model's)" : absolute(o.chat_template)}};
+  job.settings = {
+      {"--dtype", dtype_name(session.dtype())},
+      {"--kv-dtype", dtype_name(session.kv_dtype())},
+      {"--temperature", setting_number(s.temperature)},
+      {"--top-k", std::to_string(s.top_k)},
+      {"--top-p", setting_number(s.top_p)},
+      {"--min-p", setting_number(s.min_p)},
+      {"--seed", std::to_string(o.defaults.seed)},
+      {"--max-tokens", std::to_string(o.defaults.max_tokens)},
+      {"--max-model-len", std::to_string(session.context())},
+      {"--input-format", format == InputFormat::kText    ? "text"
+                         : format == InputFormat::kJsonl ? "jsonl"
+                                                         : "openai"},
+      {"--chat-template",
+       o.session.chat_template.empty() ? "(the model's)" : absolute(o.session.chat_template)}};
   return job;
 }
 
@@ -120,7 +122,7 @@ void warn_duplicates(const ResumeIndex& index) {
 RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& holds) {
   RunFiles f;
   f.reader = std::make_unique<PromptReader>(o.input, o.defaults, parse_input_format(o.input_format));
-  f.reader->set_answering_model(model_name(o.model));
+  f.reader->set_answering_model(model_name(o.session.model));
   const OutputFormat format =
       f.reader->format() == InputFormat::kOpenAiBatch ? OutputFormat::kOpenAiBatch : OutputFormat::kJsonl;
   // A pipe, a terminal or /dev/stdout is written as it comes: nothing to lock, cut or resume.
@@ -140,7 +142,8 @@ RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& ho
     log::info("--overwrite: replacing the " + std::to_string(std::filesystem::file_size(o.output)) +
               " bytes of records in " + o.output);
   }
-  f.writer = std::make_unique<ResultWriter>(o.output, format, /*append=*/o.resume || !file, model_name(o.model));
+  f.writer = std::make_unique<ResultWriter>(o.output, format, /*append=*/o.resume || !file,
+                                            model_name(o.session.model));
   if (file && !(o.resume && had_output))
     write_sidecar(o.output, job, &holds);  // after the cut: a kill between leaves no records
   if (std::optional<size_t> lines = count_prompt_lines(o.input)) f.total_requests = static_cast<long long>(*lines);
@@ -150,7 +153,7 @@ RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& ho
 // What the last lines add for a run over a prompt file.
 std::vector<std::string> run_warnings(const RunOptions& o, const RunSummary& summary) {
   std::vector<std::string> warnings;
-  if (summary.requests == 0 && summary.skipped == 0)
+  if (summary.records.requests == 0 && summary.skipped == 0)
     warnings.push_back(o.input + " holds no request (it is empty or every line is blank): is it the right file?");
   if (summary.unmatched_records > 0)
     warnings.push_back(std::to_string(summary.unmatched_records) + " records already in " + o.output +
@@ -163,7 +166,7 @@ std::vector<std::string> run_warnings(const RunOptions& o, const RunSummary& sum
 int run_command(const RunOptions& o, const MpiSession& mpi) {
   TraceRecorder trace(!o.trace.empty());  // before the session: its communicators record into it
   OutputHolds holds;                      // rank 0's: every file the run writes, from its start
-  Session session(mpi, session_options(o), [&](const Session& s) {
+  Session session(mpi, o.session, [&](const Session& s) {
     if (s.is_rank0()) check_files(o, holds);
   });
   session.load();
@@ -176,7 +179,7 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
   io.writer = files.writer.get();
   io.resume = files.resume.get();
   io.ordered = o.ordered;
-  io.reorder_limit = static_cast<size_t>(std::max(1024, 4 * o.max_seqs));
+  io.reorder_limit = static_cast<size_t>(std::max(1024, 4 * o.session.engine.max_seqs));
   io.total_requests = files.total_requests;
   const Continuation continuation{true, ""};
   const RunSummary summary = session.serve(serve_options(o, continuation), io, trace);

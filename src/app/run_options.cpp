@@ -14,8 +14,9 @@ namespace tpllama {
 
 void add_run_command(CLI::App& app, RunOptions& o) {
   CLI::App* run = app.add_subcommand("run", "Generate completions for every prompt of a file");
-  run->add_option("--model", o.model,
-                  "Hugging Face LLaMA model directory (config.json, *.safetensors, tokenizer.model or tokenizer.json)")
+  run->add_option("--model", o.session.model,
+                  "Hugging Face LLaMA model directory (config.json, *.safetensors, tokenizer.model "
+                  "or tokenizer.json)")
       ->required();
   run->add_option("--input", o.input, "Prompt file: .txt (one prompt per line), .jsonl (objects with 'prompt', 'messages' "
                   "(chat), or 'context' and 'continuation' to score), or an OpenAI batch file (/v1/completions and "
@@ -41,12 +42,15 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--seed", o.defaults.seed, "Base seed; each request's stream derives from it and its line number")
       ->capture_default_str()
       ->check(unsigned_64());
-  run->add_option("--max-seqs", o.max_seqs, "Sequences in flight at once")->capture_default_str()->check(at_least(1));
-  run->add_option("--max-batch-tokens", o.max_batch_tokens, "Tokens per forward step (long prompts are chunked)")
+  run->add_option("--max-seqs", o.session.engine.max_seqs, "Sequences in flight at once")
+      ->capture_default_str()
+      ->check(at_least(1));
+  run->add_option("--max-batch-tokens", o.session.engine.max_batch_tokens,
+                  "Tokens per forward step (long prompts are chunked)")
       ->capture_default_str()
       ->check(at_least(1));
   add_log_interval_option(*run, o);
-  run->add_option("--kv-block-size", o.kv_block_size, "Positions per KV cache block")
+  run->add_option("--kv-block-size", o.session.engine.kv_block_size, "Positions per KV cache block")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   run->add_option("--input-format", o.input_format, "auto (from the content and extension), text, jsonl or openai")
@@ -61,7 +65,7 @@ void add_run_command(CLI::App& app, RunOptions& o) {
                 "--output is refused)")
       ->excludes(resume);
   run->add_flag("--ordered", o.ordered, "Write records in input order (default: as requests finish)");
-  run->add_option("--grace-seconds", o.grace_seconds,
+  run->add_option("--grace-seconds", o.session.engine.grace_seconds,
                   "After SIGTERM/SIGUSR1/SIGINT: seconds in-flight requests may still finish "
                   "before the run stops "
                   "(exit status 75; --resume continues). A second signal, 1 s or more after the "
@@ -74,9 +78,10 @@ void add_run_command(CLI::App& app, RunOptions& o) {
       ->check(finite_in(0, 1e9));
   run->add_option("--stats", o.stats, "Write run statistics as JSON to this file at the end");
   run->add_option("--trace", o.trace, "Write a Chrome trace-event JSON (one track group per rank) to this file");
-  run->add_option("--max-model-len", o.max_model_len, "Context per sequence, prompt + completion (default: the model's)")
+  run->add_option("--max-model-len", o.session.max_model_len,
+                  "Context per sequence, prompt + completion (default: the model's)")
       ->check(at_least(1));
-  add_chat_template_option(*run, o.chat_template);
+  add_chat_template_option(*run, o.session.chat_template);
   add_layout_options(*run, o);
 }
 
@@ -87,92 +92,81 @@ void add_chat_template_option(CLI::App& c, std::string& path) {
 }
 
 void add_log_interval_option(CLI::App& c, RunOptions& o) {
-  c.add_option("--log-interval", o.log_interval,
-               "Seconds between progress lines when stderr is not a terminal (Slurm logs); a terminal gets one "
-               "line updated in place")
+  c.add_option("--log-interval", o.session.engine.log_interval,
+               "Seconds between progress lines when stderr is not a terminal (Slurm logs); a "
+               "terminal gets one line updated in place")
       ->capture_default_str()
       ->check(finite_in(0, 1e9));
 }
 
 void add_layout_options(CLI::App& c, RunOptions& o) {
-  c.add_option("--threads", o.threads, "CPU threads per rank; default: cores of the node / ranks on the node")
+  c.add_option("--threads", o.session.placement.threads,
+               "CPU threads per rank; default: cores of the node / ranks on the node")
       ->check(at_least(1));
-  c.add_option("--tp", o.tp, "Tensor-parallel ranks per stage; default: ranks per node (or ranks / --pp)")
+  c.add_option("--tp", o.session.layout.tp,
+               "Tensor-parallel ranks per stage; default: ranks per node (or ranks / --pp)")
       ->check(at_least(1));
-  c.add_option("--pp", o.pp, "Pipeline stages; default: number of nodes (or ranks / --tp)")->check(at_least(1));
-  c.add_option("--pp-layers", o.pp_layers, "Layers per stage, e.g. 10,12,10 (default: even, remainder to the middle)")
+  c.add_option("--pp", o.session.layout.pp,
+               "Pipeline stages; default: number of nodes (or ranks / --tp)")
+      ->check(at_least(1));
+  c.add_option("--pp-layers", o.session.layout.pp_layers,
+               "Layers per stage, e.g. 10,12,10 (default: even, remainder to the middle)")
       ->delimiter(',');
-  c.add_flag("--allow-cross-node-tp", o.allow_cross_node_tp, "Do not warn when a TP group spans nodes");
+  c.add_flag("--allow-cross-node-tp", o.session.allow_cross_node_tp,
+             "Do not warn when a TP group spans nodes");
   c.add_option("--stall-timeout", o.stall_timeout,
                "Seconds a rank may go, after its first pipeline step, without finishing another before it ends "
                "the job (exit status 75): a hung rank or a lost message otherwise holds the job to its time limit. "
                "It warns at half; it must exceed the longest step (a large prefill on a CPU). 0: never")
       ->capture_default_str()
       ->check(finite_in(0, 1e9));
-  c.add_option("--kv-cache-memory", o.kv_cache_memory,
-               "KV cache bytes per rank, e.g. 8GiB (default: 80% of the memory available after the weights, "
-               "shared by the ranks on the same device; at most --max-seqs full contexts)");
-  c.add_option("--dtype", o.dtype,
-               "How weight matrices are held and read: f32, bf16 (half the memory and bytes per token; "
-               "activations and accumulation stay f32), int8 (CPU only: a quarter of f32's bytes, quantized at "
-               "load per row and group of k with an f32 scale each), or auto: bf16 on a GPU, f32 on the CPU")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "f32", "bf16", "int8"}));
-  c.add_option("--kv-dtype", o.kv_dtype,
-               "How the KV cache holds keys and values: f32, bf16 (half the memory and the bytes attention reads), "
-               "or auto: bf16 on a GPU with bf16 weights, else f32")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
-  c.add_option("--device", o.device,
-               "Where each rank computes: cpu, cuda (GPU number = the rank's place on its node, modulo the GPUs "
-               "it sees), or auto: cuda when this build has it and a GPU is visible")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  c.add_option("--comm", o.comm,
-               "How a TP group's tensors and the hidden states between stages move: nccl (GPU memory, on the "
-               "compute stream), mpi (host memory; GPU tensors staged through it), or auto: nccl on GPUs unless "
-               "--share-gpus")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
-  c.add_flag("--eager", o.eager,
-             "On a GPU, launch every kernel of every step (default: a pure-decode step is recorded as a CUDA graph "
-             "once per step shape (tokens, logit rows) and replayed, which saves the launch overhead)");
-  c.add_option("--prefix-caching", o.prefix_caching,
-               "on: a prompt's full KV blocks already computed for another request (a shared few-shot prefix, a "
-               "system prompt, a scored context) are reused, not recomputed; cached blocks no request holds are "
-               "evicted least-recently-used when memory is needed. off: every prompt is computed whole")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}));
-  c.add_flag("--share-gpus", o.share_gpus,
-             "Allow more ranks on a node than GPUs: ranks then share GPUs round-robin (needs --comm mpi; for tests "
-             "and small models)");
-}
-
-SessionOptions session_options(const RunOptions& o) {
-  SessionOptions s;
-  s.model = o.model;
-  s.chat_template = o.chat_template;
-  s.layout = LayoutRequest{o.tp, o.pp, o.pp_layers};
-  s.allow_cross_node_tp = o.allow_cross_node_tp;
-  s.threads = o.threads;
-  s.device = o.device;
-  s.comm = o.comm;
-  s.share_gpus = o.share_gpus;
-  s.eager = o.eager;
-  s.dtype = o.dtype;
-  s.kv_dtype = o.kv_dtype;
-  s.max_seqs = o.max_seqs;
-  s.max_batch_tokens = o.max_batch_tokens;
-  s.kv_block_size = o.kv_block_size;
-  s.kv_cache_memory = o.kv_cache_memory;
-  s.max_model_len = o.max_model_len;
-  s.prefix_caching = o.prefix_caching == "on";
-  s.grace_seconds = o.grace_seconds;
-  return s;
+  c.add_option("--kv-cache-memory", o.session.kv_cache_memory,
+               "KV cache bytes per rank, e.g. 8GiB (default: 80% of the memory available after "
+               "the weights, shared by the ranks on the same device; at most --max-seqs full "
+               "contexts)");
+  add_choice<DTypeChoice>(
+      c, "--dtype", o.session.placement.dtype,
+      {{"auto", DTypeChoice::kAuto},
+       {"f32", DTypeChoice::kF32},
+       {"bf16", DTypeChoice::kBF16},
+       {"int8", DTypeChoice::kInt8}},
+      "How weight matrices are held and read: f32, bf16 (half the memory and bytes per token; "
+      "activations and accumulation stay f32), int8 (CPU only: a quarter of f32's bytes, quantized "
+      "at load per row and group of k with an f32 scale each), or auto: bf16 on a GPU, f32 on the "
+      "CPU");
+  add_choice<DTypeChoice>(
+      c, "--kv-dtype", o.session.kv_dtype,
+      {{"auto", DTypeChoice::kAuto}, {"f32", DTypeChoice::kF32}, {"bf16", DTypeChoice::kBF16}},
+      "How the KV cache holds keys and values: f32, bf16 (half the memory and the bytes attention "
+      "reads), or auto: bf16 on a GPU with bf16 weights, else f32");
+  add_choice<DeviceChoice>(
+      c, "--device", o.session.placement.device,
+      {{"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"cuda", DeviceChoice::kCuda}},
+      "Where each rank computes: cpu, cuda (GPU number = the rank's place on its node, modulo the "
+      "GPUs it sees), or auto: cuda when this build has it and a GPU is visible");
+  add_choice<CommChoice>(
+      c, "--comm", o.session.placement.comm,
+      {{"auto", CommChoice::kAuto}, {"mpi", CommChoice::kMpi}, {"nccl", CommChoice::kNccl}},
+      "How a TP group's tensors and the hidden states between stages move: nccl (GPU memory, on "
+      "the compute stream), mpi (host memory; GPU tensors staged through it), or auto: nccl on "
+      "GPUs unless --share-gpus");
+  c.add_flag("--eager", o.session.eager,
+             "On a GPU, launch every kernel of every step (default: a pure-decode step is recorded "
+             "as a CUDA graph once per step shape (tokens, logit rows) and replayed, which saves "
+             "the launch overhead)");
+  add_choice<bool>(
+      c, "--prefix-caching", o.session.engine.prefix_caching, {{"on", true}, {"off", false}},
+      "on: a prompt's full KV blocks already computed for another request (a shared few-shot "
+      "prefix, a system prompt, a scored context) are reused, not recomputed; cached blocks no "
+      "request holds are evicted least-recently-used when memory is needed. off: every prompt is "
+      "computed whole");
+  c.add_flag("--share-gpus", o.session.placement.share_gpus,
+             "Allow more ranks on a node than GPUs: ranks then share GPUs round-robin (needs "
+             "--comm mpi; for tests and small models)");
 }
 
 ServeOptions serve_options(const RunOptions& o, Continuation continuation) {
-  return ServeOptions{o.log_interval, o.stall_timeout, std::move(continuation)};
+  return ServeOptions{o.stall_timeout, std::move(continuation)};
 }
 
 std::string model_name(const std::string& model_dir) {

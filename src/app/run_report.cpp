@@ -62,12 +62,16 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
   }
   const double secs = s.seconds > 0 ? s.seconds : 1e-9;
   nlohmann::json j = {
-      {"layout", {{"world_size", t.world_size()}, {"tp", t.tp_size()}, {"pp", t.pp_size()}, {"nodes", n_nodes}}},
-      {"requests", s.requests},
-      {"finished_stop", s.finished_stop},
-      {"finished_length", s.finished_length},
-      {"scored", s.scored},
-      {"errors", s.errors},
+      {"layout",
+       {{"world_size", t.world_size()},
+        {"tp", t.tp_size()},
+        {"pp", t.pp_size()},
+        {"nodes", n_nodes}}},
+      {"requests", s.records.requests},
+      {"finished_stop", s.records.finished_stop},
+      {"finished_length", s.records.finished_length},
+      {"scored", s.records.scored},
+      {"errors", s.records.errors},
       {"skipped_already_done", s.skipped},
       {"unmatched_resumed_records", s.unmatched_records},
       {"stopped_by_signal", s.stopped_by},
@@ -76,25 +80,26 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
       {"preemptions", s.preemptions},
       {"prefix_cache",
        {{"enabled", s.prefix_caching},
-        {"prompt_tokens", s.prefix_prompt_tokens},
-        {"hit_tokens", s.prefix_hit_tokens},
-        {"hit_rate", s.prefix_prompt_tokens > 0
-                         ? static_cast<double>(s.prefix_hit_tokens) / static_cast<double>(s.prefix_prompt_tokens)
-                         : 0.0},
-        {"recompute_hit_tokens", s.prefix_recompute_hits},
-        {"evicted_blocks", s.prefix_evicted_blocks}}},
+        {"prompt_tokens", s.prefix.prompt_tokens},
+        {"hit_tokens", s.prefix.hit_tokens},
+        {"hit_rate", s.prefix.prompt_tokens > 0 ? static_cast<double>(s.prefix.hit_tokens) /
+                                                      static_cast<double>(s.prefix.prompt_tokens)
+                                                : 0.0},
+        {"recompute_hit_tokens", s.prefix.recompute_hits},
+        {"evicted_blocks", s.prefix.evicted_blocks}}},
       {"steps", s.steps},
       {"elapsed_seconds", s.seconds},
-      {"requests_per_second", static_cast<double>(s.requests) / secs},
+      {"requests_per_second", static_cast<double>(s.records.requests) / secs},
       {"prompt_tokens", s.prompt_tokens},
       {"generated_tokens", s.generated_tokens},
       {"output_tokens_per_second", static_cast<double>(s.generated_tokens) / secs},
-      {"output_tokens_per_second_per_rank", static_cast<double>(s.generated_tokens) / secs / t.world_size()},
+      {"output_tokens_per_second_per_rank",
+       static_cast<double>(s.generated_tokens) / secs / t.world_size()},
       {"total_tokens_per_second", static_cast<double>(s.generated_tokens + s.prompt_tokens) / secs},
-      {"ttft_seconds", percentiles(s.ttft)},
-      {"tpot_seconds", percentiles(s.tpot)},
-      {"ttft_from_start_seconds", percentiles(s.ttft_from_start)},
-      {"latency_from_start_seconds", percentiles(s.latency_from_start)},
+      {"ttft_seconds", percentiles(s.latency.ttft)},
+      {"tpot_seconds", percentiles(s.latency.tpot)},
+      {"ttft_from_start_seconds", percentiles(s.latency.ttft_from_start)},
+      {"latency_from_start_seconds", percentiles(s.latency.latency_from_start)},
       {"bubble_fraction", compute + wait > 0 ? wait / (compute + wait) : 0.0},
       {"ranks", ranks},
   };
@@ -154,26 +159,27 @@ int finish_run(const Session& session, const RunSummary& summary, const Continua
   }
   log::info("done: " + summary.describe() + done_note);
   for (const std::string& w : warnings) log::warn(w);
-  const long long finished = summary.finished_stop + summary.finished_length;
-  if (summary.errors > 0 && finished == 0 && summary.scored == 0 && summary.skipped == 0) {
+  const long long finished = summary.records.finished_stop + summary.records.finished_length;
+  if (summary.records.errors > 0 && finished == 0 && summary.records.scored == 0 &&
+      summary.skipped == 0) {
     // The records are written, but a job whose every request failed (a wrong format, prompts all
     // too long) should not look like a success to Slurm. Not after --resume skipped records: the
     // earlier part of the job may have answered requests.
-    log::error("every request of this run failed (" + std::to_string(summary.errors) +
+    log::error("every request of this run failed (" + std::to_string(summary.records.errors) +
                " error records); exit status " + std::to_string(kExitAllRequestsFailed));
     return kExitAllRequestsFailed;
   }
   if (finished == 0) return 0;
   const double avg = static_cast<double>(summary.prompt_tokens + summary.generated_tokens) / static_cast<double>(finished);
-  const int block_size = session.options().kv_block_size;
+  const int block_size = session.options().engine.kv_block_size;
   const double capacity = static_cast<double>(session.kv_blocks()) * block_size;
   std::ostringstream os;
   os.setf(std::ios::fixed);
   os.precision(0);
   os << "KV capacity " << capacity << " tokens = about "
      << std::floor(KvCache::sequences_held(session.kv_blocks(), block_size, avg))
-     << " concurrent sequences at this run's average request length of " << avg << " tokens (--max-seqs "
-     << session.options().max_seqs << ")";
+     << " concurrent sequences at this run's average request length of " << avg
+     << " tokens (--max-seqs " << session.options().engine.max_seqs << ")";
   log::info(os.str());
   return 0;
 }

@@ -59,4 +59,20 @@ DType matmul_input_dtype(const DeviceContext& ctx, const Weight& w) {
   return DType::kF32;
 }
 
+const char* cpu_gemm_kernel_name() {
+  return cpu::gemm_kernel_name();
+}
+
+const char* cpu_int8_kernel_name(int64_t m) {
+  return cpu::int8_kernel_name(m);
+}
+
+int64_t cpu_int8_quantized_rows() {
+  return cpu::kInt8QuantizedRows;
+}
+
+bool cpu_avx512_kernels() {
+  return cpu::avx512_kernels();
+}
+
 }  // namespace tpllama::ops

@@ -14,6 +14,18 @@ namespace tpllama::ops {
 
 using namespace check;
 
+int argmax(const float* logits, int n) {
+  return cpu::argmax(logits, n);
+}
+
+std::vector<Candidate> candidate_set(const float* logits, int n, const SamplingParams& p) {
+  return cpu::candidate_set(logits, n, p);
+}
+
+int sample_with_uniform(const float* logits, int n, const SamplingParams& p, double u) {
+  return cpu::sample_with_uniform(logits, n, p, u);
+}
+
 std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n, const std::vector<SampleRow>& rows) {
   TPLLAMA_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && logits.size(0) == static_cast<int64_t>(rows.size()),
                 "sample_rows: logits ", logits.shape_string(), " for ", rows.size(), " rows");

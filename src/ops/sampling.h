@@ -13,6 +13,18 @@
 
 namespace tpllama::ops {
 
+// The host's sampler over one row of logits (ops/cpu/sampling.h has the definitions): argmax
+// (ties to the lowest index); candidate_set, the survivors of temperature, top-k, top-p and min-p
+// by probability, renormalised (temperature > 0); sample_with_uniform, the token that u in [0, 1)
+// draws from them (argmax when temperature == 0).
+struct Candidate {
+  int token;
+  double prob;
+};
+int argmax(const float* logits, int n);
+std::vector<Candidate> candidate_set(const float* logits, int n, const SamplingParams& p);
+int sample_with_uniform(const float* logits, int n, const SamplingParams& p, double u);
+
 // One row to sample: its settings (temperature > 0) and the uniform in [0, 1) of its draw.
 struct SampleRow {
   SamplingParams params;

@@ -1,19 +1,14 @@
-// make_group_communicator: the communicator factory (the only code outside ops/ that knows whether
-// CUDA is built in).
+// make_group_communicator, make_rank_communicators: the communicator factory (the only code
+// outside ops/ that knows whether CUDA is built in).
 #include "parallel/group_comm.h"
 
 #include "core/error.h"
+#include "parallel/mpi_comm.h"
 #ifdef TPLLAMA_HAVE_CUDA
 #include "parallel/nccl_comm.h"
 #endif
 
 namespace tpllama {
-
-CommBackend parse_comm_backend(const std::string& name) {
-  if (name == "mpi") return CommBackend::kMpi;
-  if (name == "nccl") return CommBackend::kNccl;
-  fail("unknown communication backend '", name, "' (mpi or nccl)");
-}
 
 std::unique_ptr<Communicator> make_group_communicator(std::unique_ptr<MpiCommunicator> mpi, CommBackend backend,
                                                       const DeviceContext& ctx, const std::string& group) {
@@ -27,6 +22,17 @@ std::unique_ptr<Communicator> make_group_communicator(std::unique_ptr<MpiCommuni
 #else
   fail("--comm nccl asked for, but this build has no CUDA (configure with -DTPLLAMA_CUDA=ON where nvcc is installed)");
 #endif
+}
+
+RankCommunicators make_rank_communicators(const MpiSession& mpi, const Topology& topology,
+                                          CommBackend backend, const DeviceContext& ctx) {
+  RankCommunicators c;
+  c.world = mpi.duplicate_world();
+  c.tp = make_group_communicator(mpi.split(topology.pp_rank(), topology.tp_rank()), backend, ctx,
+                                 "TP group");
+  c.stage = make_group_communicator(mpi.split(topology.tp_rank(), topology.pp_rank()), backend, ctx,
+                                    "stage group");
+  return c;
 }
 
 }  // namespace tpllama

@@ -1,24 +1,37 @@
 // The one place that picks how a group's tensors move: MPI (host memory, or device memory staged
-// through the host) or NCCL (device memory, on the compute stream).
+// through the host) or NCCL (device memory, on the compute stream); and the communicators a rank
+// of a layout holds.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "core/device.h"
-#include "parallel/mpi_comm.h"
+#include "parallel/communicator.h"
+#include "parallel/mpi_session.h"
+#include "parallel/topology.h"
 
 namespace tpllama {
 
-enum class CommBackend { kMpi, kNccl };
+class MpiCommunicator;
 
-// "mpi" / "nccl".
-CommBackend parse_comm_backend(const std::string& name);
+enum class CommBackend { kMpi, kNccl };
 
 // The communicator for tensors on ctx's device over mpi's group (which it takes over). NCCL needs
 // a build with CUDA and a GPU context; MPI with a GPU context stages through host memory. `group`
 // names the group in errors ("TP group").
 std::unique_ptr<Communicator> make_group_communicator(std::unique_ptr<MpiCommunicator> mpi, CommBackend backend,
                                                       const DeviceContext& ctx, const std::string& group);
+
+// A rank's communicators. Declared in the order they are made: whoever holds them destroys the
+// stage and TP groups before the world.
+struct RankCommunicators {
+  std::unique_ptr<Communicator> world;  // every rank, host memory: plans and tokens
+  std::unique_ptr<Communicator> tp;     // this rank's TP group, over `backend`
+  std::unique_ptr<Communicator> stage;  // this TP rank through the stages: hidden states
+};
+// The world (a duplicate of its own), then the TP and stage groups of `topology` (collective).
+RankCommunicators make_rank_communicators(const MpiSession& mpi, const Topology& topology,
+                                          CommBackend backend, const DeviceContext& ctx);
 
 }  // namespace tpllama

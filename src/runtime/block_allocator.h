@@ -9,17 +9,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/run_metrics.h"  // PrefixCacheStats
 #include "runtime/sequence.h"
 #include "runtime/step_plan.h"
 
 namespace tpllama {
-
-struct PrefixCacheStats {
-  long long prompt_tokens = 0;    // prompt positions of the sequences that asked the cache
-  long long hit_tokens = 0;       // of them, served from cached blocks
-  long long recompute_hits = 0;   // positions served to sequences recomputing after a preemption
-  long long evicted_blocks = 0;   // cached blocks given to other uses
-};
 
 class BlockAllocator {
  public:

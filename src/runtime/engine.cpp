@@ -12,6 +12,7 @@
 #include "core/stop_signal.h"
 #include "model/kv_cache.h"
 #include "runtime/block_allocator.h"
+#include "runtime/kv_budget.h"
 #include "runtime/progress.h"
 #include "runtime/request_intake.h"
 #include "runtime/result_publisher.h"
@@ -84,12 +85,8 @@ class Run {
     RunSummary& s = summary();
     s.skipped = intake_.skipped();
     s.preemptions = blocks_.preemptions();
-    const PrefixCacheStats& p = blocks_.prefix_stats();
     s.prefix_caching = o_.prefix_caching;
-    s.prefix_prompt_tokens = p.prompt_tokens;
-    s.prefix_hit_tokens = p.hit_tokens;
-    s.prefix_recompute_hits = p.recompute_hits;
-    s.prefix_evicted_blocks = p.evicted_blocks;
+    s.prefix = blocks_.prefix_stats();
     if (intake_.done() && s.stopped_by == 0) s.unmatched_records = intake_.unmatched_records();
     return std::move(s);
   }
@@ -100,7 +97,7 @@ class Run {
   ProgressCounts counts() const {
     const PrefixCacheStats& p = blocks_.prefix_stats();
     return {publisher_.published() + intake_.skipped(),
-            publisher_.summary().errors,
+            publisher_.summary().records.errors,
             static_cast<long long>(active_.size()),
             sampled_tokens_,
             scored_tokens_,
@@ -216,10 +213,8 @@ Engine::Engine(const LlamaConfig& config, const ModelText* text, StepExecutor& e
   if (options_.max_batch_tokens < 1) fail("--max-batch-tokens must be at least 1, got ", options_.max_batch_tokens);
   if (options_.groups < 1) fail("micro-batch groups must be at least 1, got ", options_.groups);
   if (options_.context <= 0 || options_.context > config.max_seq_len) options_.context = config.max_seq_len;
-  const int full = (options_.context + options_.kv_block_size - 1) / options_.kv_block_size;
-  if (options_.kv_blocks < full)
-    fail("the KV cache holds ", options_.kv_blocks, " blocks of ", options_.kv_block_size, " tokens, less than one ",
-         options_.context, "-token sequence needs (", full, "): give more --kv-cache-memory or a smaller --max-model-len");
+  check_kv_holds_one_sequence(options_.kv_blocks, options_.kv_block_size, options_.context, "",
+                              "--max-model-len");
 }
 
 RunSummary Engine::run(const EngineIo& io) {

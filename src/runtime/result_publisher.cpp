@@ -7,13 +7,14 @@ namespace tpllama {
 
 void ResultPublisher::CountingSink::write(const Result& r) {
   inner_.write(r);
-  ++summary_.requests;
+  RecordCounts& n = summary_.records;
+  ++n.requests;
   if (r.finish_reason == "error")
-    ++summary_.errors;
+    ++n.errors;
   else if (r.score)
-    ++summary_.scored;
+    ++n.scored;
   else
-    (r.finish_reason == "stop" ? summary_.finished_stop : summary_.finished_length)++;
+    (r.finish_reason == "stop" ? n.finished_stop : n.finished_length)++;
 }
 
 ResultPublisher::ResultPublisher(ResultSink& sink, bool ordered, size_t reorder_limit)
@@ -32,10 +33,11 @@ void ResultPublisher::publish(uint64_t order, Result result) {
 void ResultPublisher::retire(Sequence& s) {
   const auto now = Clock::now();
   summary_.generated_tokens += s.n_generated;
-  if (s.n_generated > 0) summary_.ttft.add(seconds_between(s.admitted, s.first_token));
-  if (s.n_generated > 1) summary_.tpot.add(seconds_between(s.first_token, now) / (s.n_generated - 1));
-  if (s.n_generated > 0) summary_.ttft_from_start.add(seconds_between(start_, s.first_token));
-  summary_.latency_from_start.add(seconds_between(start_, now));
+  RequestLatencies& l = summary_.latency;
+  if (s.n_generated > 0) l.ttft.add(seconds_between(s.admitted, s.first_token));
+  if (s.n_generated > 1) l.tpot.add(seconds_between(s.first_token, now) / (s.n_generated - 1));
+  if (s.n_generated > 0) l.ttft_from_start.add(seconds_between(start_, s.first_token));
+  l.latency_from_start.add(seconds_between(start_, now));
   publish(s.order, s.take_result());
 }
 
@@ -45,14 +47,15 @@ void ResultPublisher::step_done(const Group& group) {
   const auto now = Clock::now();
   const double dt = seconds_between(step_mark_, now);
   step_mark_ = now;
+  StepPhases& p = summary_.phases;
   if (group.prefill_tokens > 0) {
-    summary_.prefill_seconds += dt;
-    summary_.prefill_step_tokens += group.prefill_tokens;
+    p.prefill_seconds += dt;
+    p.prefill_step_tokens += group.prefill_tokens;
   } else {
-    summary_.decode_seconds += dt;
-    summary_.decode_step_tokens += group.decode_tokens;
-    summary_.decode_context_tokens += group.decode_context;
-    ++summary_.decode_steps;
+    p.decode_seconds += dt;
+    p.decode_step_tokens += group.decode_tokens;
+    p.decode_context_tokens += group.decode_context;
+    ++p.decode_steps;
   }
 }
 

@@ -82,11 +82,14 @@ std::string RunSummary::describe() const {
   std::ostringstream os;
   os.setf(std::ios::fixed);
   os.precision(1);
-  os << requests << " requests (" << finished_stop << " stop, " << finished_length << " length, ";
-  if (scored > 0) os << scored << " scored, ";
-  os << errors << " errors) in " << seconds << " s; prompt tokens " << prompt_tokens << ", generated tokens "
-     << generated_tokens << " (" << (seconds > 0 ? static_cast<double>(generated_tokens) / seconds : 0.0)
-     << " tok/s), " << steps << " steps, " << preemptions << " preemptions";
+  const RecordCounts& r = records;
+  os << r.requests << " requests (" << r.finished_stop << " stop, " << r.finished_length
+     << " length, ";
+  if (r.scored > 0) os << r.scored << " scored, ";
+  os << r.errors << " errors) in " << seconds << " s; prompt tokens " << prompt_tokens
+     << ", generated tokens " << generated_tokens << " ("
+     << (seconds > 0 ? static_cast<double>(generated_tokens) / seconds : 0.0) << " tok/s), "
+     << steps << " steps, " << preemptions << " preemptions";
   if (prefix_caching) os << "; " << describe_prefix_cache();
   if (skipped > 0) os << "; " << skipped << " already in the output, skipped";
   if (stopped_by != 0)
@@ -101,12 +104,13 @@ std::string RunSummary::describe_prefix_cache() const {
   std::ostringstream os;
   os.setf(std::ios::fixed);
   os.precision(1);
-  const double rate = prefix_prompt_tokens > 0 ? 100.0 * static_cast<double>(prefix_hit_tokens) /
-                                                     static_cast<double>(prefix_prompt_tokens)
-                                               : 0.0;
-  os << "prefix cache: " << rate << "% of prompt tokens (" << prefix_hit_tokens << " of " << prefix_prompt_tokens
-     << "), " << prefix_evicted_blocks << " blocks evicted";
-  if (prefix_recompute_hits > 0) os << ", " << prefix_recompute_hits << " positions served to recomputes";
+  const PrefixCacheStats& p = prefix;
+  const double rate = p.prompt_tokens > 0 ? 100.0 * static_cast<double>(p.hit_tokens) /
+                                                static_cast<double>(p.prompt_tokens)
+                                          : 0.0;
+  os << "prefix cache: " << rate << "% of prompt tokens (" << p.hit_tokens << " of "
+     << p.prompt_tokens << "), " << p.evicted_blocks << " blocks evicted";
+  if (p.recompute_hits > 0) os << ", " << p.recompute_hits << " positions served to recomputes";
   return os.str();
 }
 

@@ -1,19 +1,19 @@
-// Token sampling: a platform-independent RNG and the draw from it, over the CPU sampler of
-// ops/cpu/sampling.h (greedy argmax, temperature / top-k / top-p / min-p), so a request's seed
+// Token sampling: a platform-independent RNG and the draw from it, over the host sampler of
+// ops/sampling.h (greedy argmax, temperature / top-k / top-p / min-p), so a request's seed
 // reproduces the same tokens everywhere.
 #pragma once
 
 #include <cstdint>
 
 #include "core/sampling_params.h"
-#include "ops/cpu/sampling.h"
+#include "ops/sampling.h"
 
 namespace tpllama {
 
-using ops::cpu::argmax;
-using ops::cpu::Candidate;
-using ops::cpu::candidate_set;
-using ops::cpu::sample_with_uniform;
+using ops::argmax;
+using ops::Candidate;
+using ops::candidate_set;
+using ops::sample_with_uniform;
 
 // xoshiro256** seeded through splitmix64: fully specified, unlike the std:: distributions.
 class Rng {

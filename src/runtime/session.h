@@ -13,10 +13,10 @@
 #include "core/dtype.h"
 #include "core/stop_signal.h"
 #include "model/config.h"
-#include "ops/cpu/threads.h"
 #include "parallel/mpi_session.h"
 #include "parallel/topology.h"
 #include "runtime/engine.h"
+#include "runtime/placement.h"
 
 namespace tpllama {
 
@@ -24,12 +24,10 @@ class Checkpoint;
 class Communicator;
 class KvCache;
 class LlamaModel;
-class MpiCommunicator;
 class Pipeline;
 class ModelText;
 class Tokenizer;
 class TraceRecorder;
-enum class CommBackend;
 namespace ops {
 class DeviceRuntime;
 }
@@ -41,40 +39,29 @@ struct SyntheticModel {
 };
 
 // How a session lays the model out over ranks, devices and memory (the layout flags of run,
-// bench and perplexity).
+// bench and perplexity), typed as the CLI parsed them.
 struct SessionOptions {
   std::string model;                        // Hugging Face directory (or a shard set); unused when synthetic
   std::optional<SyntheticModel> synthetic;  // random weights of a named shape instead
   std::string chat_template;                // --chat-template: a file replacing the model's template
   LayoutRequest layout;
   bool allow_cross_node_tp = false;
-  int threads = 0;                // 0: cores of the node / ranks on the node
-  std::string device = "auto";    // cpu, cuda, or auto (cuda when built in and a GPU is visible)
-  std::string comm = "auto";      // mpi, nccl, or auto (nccl on GPUs unless they are shared)
-  bool share_gpus = false;        // let several ranks use one GPU (with --comm mpi)
-  bool eager = false;             // no CUDA graphs: every step launches its kernels
-  std::string dtype = "auto";     // weight matrices: f32, bf16, int8 (CPU), or auto (bf16 on a GPU)
-  std::string kv_dtype = "auto";  // KV cache: f32, bf16, or auto (bf16 on a GPU with bf16 weights)
-  int max_seqs = 64;
-  int max_batch_tokens = 2048;
-  int kv_block_size = 16;
-  bool prefix_caching = true;   // reuse computed full KV blocks across requests (BlockAllocator)
+  PlacementOptions placement;  // threads, device, communicators, weights' dtype
+  // The KV cache's dtype: f32, bf16, or auto (bf16 on a GPU with bf16 weights).
+  DTypeChoice kv_dtype = DTypeChoice::kAuto;
+  bool eager = false;           // no CUDA graphs: every step launches its kernels
   std::string kv_cache_memory;  // bytes per rank, e.g. "8GiB"; empty: a share of free memory
   int max_model_len = 0;        // 0: max_position_embeddings
   // The context the command's requests need (perplexity's window), when below the model's: the KV
   // cache is sized for it, and a cache too small names `context_flag`, the flag that sets it.
   int context_len = 0;
   std::string context_flag = "--max-model-len";
-  // After a stop signal: how long running requests may still run; a stop that a stalled rank holds
-  // up ends the job this long (+10 s) after the signal.
-  double grace_seconds = 90;
+  // The engine's flags (max_seqs, max_batch_tokens, kv_block_size, prefix_caching, log_interval,
+  // grace_seconds: after a stop signal, how long running requests may still run; a stop that a
+  // stalled rank holds up ends the job this long + 10 s after the signal). serve() adds what the
+  // session decides: the groups, the context, the blocks, the logit rows.
+  EngineOptions engine;
 };
-
-// The --dtype weights are held in on a device (auto: bf16 on a GPU, f32 on the CPU; an int8
-// checkpoint int8 on the CPU, bf16 on a GPU).
-DType weight_dtype(const std::string& dtype, Device device, bool int8_checkpoint);
-// The --kv-dtype of the KV cache (auto: bf16 on a GPU with bf16 weights, else f32).
-DType kv_cache_dtype(const std::string& kv_dtype, DType weights, Device device);
 
 // Whether a stopped run continues with --resume, and what to do next when it cannot.
 struct Continuation {
@@ -84,7 +71,6 @@ struct Continuation {
 
 // How rank 0 serves the requests (a command's own flags beside the session's).
 struct ServeOptions {
-  double log_interval = 30.0;  // seconds between progress lines when stderr is not a terminal
   double stall_timeout = 900;  // seconds without a pipeline step before the job ends; 0: never
   Continuation continuation;
 };
@@ -144,18 +130,16 @@ class Session {
   // After load():
   const DeviceContext& device_context() const;
   std::string device_description() const;
-  bool first_on_device() const { return first_on_device_; }
-  int threads() const { return threads_; }
-  DType dtype() const { return dtype_; }
+  bool first_on_device() const { return placement_.first_on_device; }
+  int threads() const { return placement_.threads.threads; }
+  DType dtype() const { return placement_.dtype; }
   DType kv_dtype() const;
   int kv_blocks() const { return n_blocks_; }
 
  private:
   void validate(const std::function<void(const Session&)>& checks);
-  void log_layout() const;
   void open_device();
   void load_model();
-  void report_weights() const;
   void make_kv_cache();
 
   const MpiSession& mpi_;
@@ -167,19 +151,12 @@ class Session {
   std::unique_ptr<Topology> topology_;
   std::unique_ptr<ModelText> text_;  // rank 0
   int context_ = 0;
-  int threads_ = 1;
-  ops::cpu::ThreadPlacement placement_;
+  Placement placement_;  // threads, device, backend, weights' dtype
   std::unique_ptr<ops::DeviceRuntime> device_;
-  int device_sharers_ = 1;  // ranks of this node on this rank's device (its memory is theirs)
-  bool first_on_device_ = true;
-  DType dtype_ = DType::kF32;
-  CommBackend comm_{};           // how tensors move: chosen with the device
   uint64_t kv_cache_bytes_ = 0;  // --kv-cache-memory; 0: a share of the free memory
   // Members are destroyed in reverse order: the pipeline, cache and model before the communicators
   // they use.
-  std::unique_ptr<MpiCommunicator> world_;
-  std::unique_ptr<Communicator> tp_comm_;
-  std::unique_ptr<Communicator> stage_comm_;  // this TP rank through the stages: hidden states
+  RankCommunicators comms_;
   std::unique_ptr<LlamaModel> model_;
   int n_blocks_ = 0;
   std::unique_ptr<KvCache> cache_;

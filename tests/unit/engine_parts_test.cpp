@@ -455,7 +455,7 @@ std::vector<Result> run_loop(const LoopCase& c, RunSummary* summary) {
 TEST(EngineLoop, EveryRequestGetsTheClosedFormTokensOnce) {
   RunSummary s;
   run_loop({400, 16, 8, 64, 1, false}, &s);
-  EXPECT_EQ(s.requests, 24);
+  EXPECT_EQ(s.records.requests, 24);
   EXPECT_EQ(s.preemptions, 0);
 }
 
@@ -477,12 +477,12 @@ TEST(EngineLoop, SharedPrefixesComeFromTheCacheWithTheSameTokens) {
   RunSummary s;
   run_loop({/*n_blocks=*/200, /*block_size=*/4, /*max_seqs=*/8, 64, 1, false, /*shared_prefix=*/21, true}, &s);
   EXPECT_EQ(s.preemptions, 0);
-  EXPECT_EQ(s.prefix_prompt_tokens, s.prompt_tokens);
+  EXPECT_EQ(s.prefix.prompt_tokens, s.prompt_tokens);
   // 5 full blocks of the 21-token prefix for every request but the first: nearly 23 × 20 tokens.
-  EXPECT_GE(s.prefix_hit_tokens, 23 * 20) << s.describe();
+  EXPECT_GE(s.prefix.hit_tokens, 23 * 20) << s.describe();
   RunSummary off;
   run_loop({200, 4, 8, 64, 1, false, 21, false}, &off);
-  EXPECT_EQ(off.prefix_hit_tokens, 0);
+  EXPECT_EQ(off.prefix.hit_tokens, 0);
 }
 
 TEST(EngineLoop, TheCacheSurvivesPreemptionGroupsInFlightAndChunkedPrefill) {
@@ -490,11 +490,11 @@ TEST(EngineLoop, TheCacheSurvivesPreemptionGroupsInFlightAndChunkedPrefill) {
   run_loop({/*n_blocks=*/24, /*block_size=*/4, /*max_seqs=*/6, /*max_batch_tokens=*/9, /*groups=*/3, true, 21, true},
            &small);
   EXPECT_GT(small.preemptions, 0);
-  EXPECT_GT(small.prefix_hit_tokens, 0);
-  EXPECT_GT(small.prefix_evicted_blocks, 0);
+  EXPECT_GT(small.prefix.hit_tokens, 0);
+  EXPECT_GT(small.prefix.evicted_blocks, 0);
   RunSummary two;
   run_loop({64, 8, 5, 7, 2, false, 17, true}, &two);
-  EXPECT_GT(two.prefix_hit_tokens, 0);
+  EXPECT_GT(two.prefix.hit_tokens, 0);
 }
 
 }  // namespace

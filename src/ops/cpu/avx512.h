@@ -103,9 +103,9 @@ __attribute__((target("avx512f"))) inline void softmax_avx512(float* s, int n) {
   }
 }
 
-// 128-bit lanes (x0+x1, x2+x3, y0+y1, y2+y3). A function, not a lambda: a lambda does not take
-// its caller's target attribute, and without -march it could not use AVX-512.
-__attribute__((target("avx512f"))) inline __m512 fold_lane_pairs(__m512 x, __m512 y) {
+// 128-bit lanes (x0+x1, x2+x3, y0+y1, y2+y3). A function, not a lambda in sum_lanes16: GCC does
+// not give a lambda its enclosing function's target, so without -march=native it had no AVX-512.
+__attribute__((target("avx512f"))) inline __m512 fold_lanes(__m512 x, __m512 y) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
 }
 
@@ -119,7 +119,7 @@ __attribute__((target("avx512f"))) inline __m512 sum_lanes16(const __m512 (&a)[1
     const __m512d x = _mm512_castps_pd(pairs[2 * i]), y = _mm512_castps_pd(pairs[2 * i + 1]);
     quads[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
   }
-  return fold_lane_pairs(fold_lane_pairs(quads[0], quads[1]), fold_lane_pairs(quads[2], quads[3]));
+  return fold_lanes(fold_lanes(quads[0], quads[1]), fold_lanes(quads[2], quads[3]));
 }
 
 // 16 cache elements as f32: an f32 load, or bf16 widened (its bits are the top half of an f32).

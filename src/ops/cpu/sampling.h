@@ -15,10 +15,7 @@ namespace tpllama::ops::cpu {
 // Index of the largest logit; ties go to the lowest index.
 int argmax(const float* logits, int n);
 
-struct Candidate {
-  int token;
-  double prob;
-};
+using ops::Candidate;
 
 // Applies temperature (softmax of logits / T in double, max subtracted), then top_k (ties toward
 // the lower id), then top_p on the renormalised top-k set (smallest most-probable prefix reaching

@@ -1,17 +1,13 @@
 // The rank's CPU thread pool: how many threads, on which cores, pinned one thread per core.
 #pragma once
 
-#include <string>
 #include <vector>
+
+#include "ops/threads.h"
 
 namespace tpllama::ops::cpu {
 
-struct ThreadPlacement {
-  int threads = 1;
-  std::vector<int> cpus;  // the core of each thread (empty: not pinned)
-  std::string note;       // what was decided and why, for the log ("" when nothing to say)
-  bool oversubscribed = false;
-};
+using ops::ThreadPlacement;
 
 // A rank's share of its node: the node's cores ÷ its ranks, consecutive cores by local rank.
 std::vector<int> node_share(int local_rank, int ranks_on_node);

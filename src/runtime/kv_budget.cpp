@@ -1,0 +1,36 @@
+// The KV pool's block count from a byte budget, and its floor of one full-context sequence.
+#include "runtime/kv_budget.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tpllama {
+
+long long blocks_per_sequence(int context, int block_size) {
+  return (static_cast<long long>(context) + block_size - 1) / block_size;
+}
+
+long long kv_blocks_for(const KvBudget& b) {
+  // An explicit budget is taken as given (checked against free memory apart); else a share of
+  // what is free, left for the activations and the runtime's own.
+  const uint64_t budget =
+      b.requested > 0
+          ? b.requested
+          : static_cast<uint64_t>(0.8 * static_cast<double>(b.free) / std::max(1, b.sharers));
+  const long long most =
+      static_cast<long long>(b.max_seqs) * blocks_per_sequence(b.context, b.block_size);
+  return std::min<long long>(
+      most, static_cast<long long>(budget / std::max<uint64_t>(b.bytes_per_block, 1)));
+}
+
+void check_kv_holds_one_sequence(long long n_blocks, int block_size, int context,
+                                 const std::string& where, const std::string& context_flag) {
+  const long long full = blocks_per_sequence(context, block_size);
+  if (n_blocks < full)
+    fail("the KV cache holds ", n_blocks, " blocks of ", block_size, " tokens", where,
+         ", less than one ", context, "-token sequence needs (", full,
+         "): give more --kv-cache-memory or a smaller ", context_flag);
+}
+
+}  // namespace tpllama

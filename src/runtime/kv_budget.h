@@ -1,0 +1,30 @@
+// How many KV blocks a rank's pool holds, from plain numbers (no MPI, no model), and the one check
+// that the pool holds a full-context sequence.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tpllama {
+
+struct KvBudget {
+  uint64_t bytes_per_block = 0;  // one block on this rank (its layers × its kv heads)
+  uint64_t requested = 0;        // --kv-cache-memory; 0: 80% of free over sharers
+  uint64_t free = 0;             // the device's free memory now (0: unknown)
+  int sharers = 1;               // ranks sharing the device (and its free memory)
+  int max_seqs = 64;
+  int context = 0;  // tokens per sequence
+  int block_size = 16;
+};
+
+// Blocks a sequence of `context` tokens takes: whole blocks.
+long long blocks_per_sequence(int context, int block_size);
+// The blocks this rank's budget holds, never more than max_seqs sequences at the full context
+// take. The pool's count is the minimum of this over ranks.
+long long kv_blocks_for(const KvBudget& budget);
+// Fails when n_blocks blocks of block_size hold less than one `context`-token sequence, naming the
+// flag that sets the context; `where` qualifies the count (" on the smallest rank").
+void check_kv_holds_one_sequence(long long n_blocks, int block_size, int context,
+                                 const std::string& where, const std::string& context_flag);
+
+}  // namespace tpllama

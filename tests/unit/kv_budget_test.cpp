@@ -1,0 +1,67 @@
+// The KV pool's block count from plain numbers, and its floor of one full-context sequence: every
+// expected value below is worked out by hand from the rule (blocks = min(max_seqs × ⌈context /
+// block⌉, budget ÷ bytes per block), budget = the request, else ⌊0.8 × free ÷ sharers⌋).
+#include "runtime/kv_budget.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.h"
+
+namespace tpllama {
+namespace {
+
+KvBudget budget(uint64_t per_block, uint64_t requested, uint64_t free, int sharers, int max_seqs,
+                int context, int block_size) {
+  return KvBudget{per_block, requested, free, sharers, max_seqs, context, block_size};
+}
+
+TEST(KvBlocksPerSequence, TakesWholeBlocks) {
+  EXPECT_EQ(blocks_per_sequence(16, 16), 1);
+  EXPECT_EQ(blocks_per_sequence(17, 16), 2);
+  EXPECT_EQ(blocks_per_sequence(1, 16), 1);
+  EXPECT_EQ(blocks_per_sequence(100, 16), 7);  // 6 blocks hold 96
+  EXPECT_EQ(blocks_per_sequence(4096, 1), 4096);
+}
+
+TEST(KvBlocksFor, AnExplicitBudgetHoldsWholeBlocksOnly) {
+  // 10 500 bytes of 1 000-byte blocks: 10 (half a block is no block); 64 × 16 = 1 024 allowed.
+  EXPECT_EQ(kv_blocks_for(budget(1000, 10500, 0, 1, 64, 256, 16)), 10);
+  // Free memory and sharers do not shrink an explicit budget (it is checked against them apart).
+  EXPECT_EQ(kv_blocks_for(budget(1000, 10500, 2000, 4, 64, 256, 16)), 10);
+}
+
+TEST(KvBlocksFor, NeverMoreThanEverySlotAtFullContext) {
+  // 10^9 bytes would hold 10^6 blocks, but 4 sequences of ⌈100 / 16⌉ = 7 blocks need 28.
+  EXPECT_EQ(kv_blocks_for(budget(1000, 1000000000, 0, 1, 4, 100, 16)), 28);
+}
+
+TEST(KvBlocksFor, WithoutARequestTakesEightyPercentOfTheFreeShare) {
+  // 0.8 × 10 000 / 2 sharers = 4 000 bytes: 4 blocks of 1 000.
+  EXPECT_EQ(kv_blocks_for(budget(1000, 0, 10000, 2, 64, 16, 16)), 4);
+  // 0.8 × 1 001 = 800.8 → 800 bytes: 8 blocks of 100.
+  EXPECT_EQ(kv_blocks_for(budget(100, 0, 1001, 1, 64, 16, 16)), 8);
+  // Nothing free, nothing asked: no blocks (the floor check then refuses the run).
+  EXPECT_EQ(kv_blocks_for(budget(100, 0, 0, 1, 64, 16, 16)), 0);
+}
+
+TEST(KvHoldsOneSequence, AcceptsExactlyOneFullContext) {
+  EXPECT_NO_THROW(check_kv_holds_one_sequence(2, 16, 17, "", "--max-model-len"));
+  EXPECT_NO_THROW(check_kv_holds_one_sequence(1, 16, 16, "", "--max-model-len"));
+}
+
+TEST(KvHoldsOneSequence, NamesTheCountTheNeedAndTheFlag) {
+  try {
+    check_kv_holds_one_sequence(1, 16, 17, " on the smallest rank", "--context-len");
+    FAIL() << "one block of 16 holds no 17-token sequence";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the KV cache holds 1 blocks of 16 tokens on the smallest rank, less than one "
+              "17-token sequence needs (2): give more --kv-cache-memory or a smaller "
+              "--context-len");
+  }
+}
+
+}  // namespace
+}  // namespace tpllama
