@@ -83,8 +83,8 @@ class Run {
     progress_.finish(counts());
     RunSummary& s = summary();
     s.skipped = intake_.skipped();
-    s.preemptions = blocks_.preemptions();
-    const PrefixCacheStats& p = blocks_.prefix_stats();
+    s.preemptions = scheduler_.preemptions();
+    const PrefixCacheStats p = blocks_.prefix_stats();
     s.prefix_caching = o_.prefix_caching;
     s.prefix_prompt_tokens = p.prompt_tokens;
     s.prefix_hit_tokens = p.hit_tokens;
@@ -98,7 +98,7 @@ class Run {
   RunSummary& summary() { return publisher_.summary(); }
 
   ProgressCounts counts() const {
-    const PrefixCacheStats& p = blocks_.prefix_stats();
+    const PrefixCacheStats p = blocks_.prefix_stats();
     return {publisher_.published() + intake_.skipped(),
             publisher_.summary().errors,
             static_cast<long long>(active_.size()),
@@ -167,7 +167,7 @@ class Run {
         publisher_.publish(a->order, std::move(*a->rejected));
       } else if (a->sequence) {
         summary().prompt_tokens += a->sequence->n_prompt;
-        a->sequence->slot = blocks_.acquire_slot();
+        scheduler_.admit(*a->sequence);
         active_.push_back(std::move(a->sequence));
       }
     }
@@ -187,7 +187,7 @@ class Run {
         continue;
       }
       publisher_.retire(s);
-      blocks_.release_slot(s.slot);
+      scheduler_.retire(s);
       it = active_.erase(it);
     }
   }

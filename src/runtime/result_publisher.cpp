@@ -8,12 +8,13 @@ namespace tpllama {
 void ResultPublisher::CountingSink::write(const Result& r) {
   inner_.write(r);
   ++summary_.requests;
-  if (r.finish_reason == "error")
+  if (r.finish_reason == finish_reason_name(FinishReason::kError))
     ++summary_.errors;
   else if (r.score)
     ++summary_.scored;
   else
-    (r.finish_reason == "stop" ? summary_.finished_stop : summary_.finished_length)++;
+    (r.finish_reason == finish_reason_name(FinishReason::kStop) ? summary_.finished_stop
+                                                                : summary_.finished_length)++;
 }
 
 ResultPublisher::ResultPublisher(ResultSink& sink, bool ordered, size_t reorder_limit)
@@ -31,10 +32,11 @@ void ResultPublisher::publish(uint64_t order, Result result) {
 
 void ResultPublisher::retire(Sequence& s) {
   const auto now = Clock::now();
-  summary_.generated_tokens += s.n_generated;
-  if (s.n_generated > 0) summary_.ttft.add(seconds_between(s.admitted, s.first_token));
-  if (s.n_generated > 1) summary_.tpot.add(seconds_between(s.first_token, now) / (s.n_generated - 1));
-  if (s.n_generated > 0) summary_.ttft_from_start.add(seconds_between(start_, s.first_token));
+  const int generated = s.n_generated();
+  summary_.generated_tokens += generated;
+  if (generated > 0) summary_.ttft.add(seconds_between(s.admitted(), s.first_token()));
+  if (generated > 1) summary_.tpot.add(seconds_between(s.first_token(), now) / (generated - 1));
+  if (generated > 0) summary_.ttft_from_start.add(seconds_between(start_, s.first_token()));
   summary_.latency_from_start.add(seconds_between(start_, now));
   publish(s.order, s.take_result());
 }
