@@ -1,14 +1,15 @@
-// BlockAllocator: rank 0's book of the paged KV cache every rank holds (free blocks, sequence slots,
-// block tables, and the changes each plan carries to the other ranks), preemption when blocks run
-// out, and automatic prefix caching: full blocks are found again by a hash chained over their
-// tokens, shared by reference count, and evicted least-recently-used only when a block is needed.
+// BlockAllocator: the sequences' side of rank 0's KV book (vLLM v1's KVCacheManager) — sequence
+// slots and their block tables, the changes each plan carries to the other ranks, blocks for the
+// positions a sequence computes next, and automatic prefix caching: full blocks are found again
+// by a hash chained over their tokens and shared. The blocks themselves (free list, reference
+// counts, cached blocks, eviction) are the BlockPool's; whom to preempt when blocks run short is
+// the Scheduler's. It reads sequences and never changes them.
 #pragma once
 
 #include <cstdint>
-#include <list>
-#include <unordered_map>
 #include <vector>
 
+#include "runtime/block_pool.h"
 #include "runtime/run_metrics.h"  // PrefixCacheStats
 #include "runtime/sequence.h"
 #include "runtime/step_plan.h"
@@ -25,6 +26,8 @@ class BlockAllocator {
   int acquire_slot();
   // Returns the slot's blocks (each a reference less) and frees the slot.
   void release_slot(int slot);
+  // Returns the slot's blocks, last first (a preemption); the slot stays taken.
+  void release_blocks(int slot);
 
   // The planner starts a group: blocks registered from now on are being written by it, and no
   // sequence of the same group may read them (they are complete only once its step has run on
@@ -33,9 +36,9 @@ class BlockAllocator {
 
   // For a sequence that holds no block (new, or preempted): takes the longest run of cached blocks
   // matching its tokens, never past the first position whose logits it needs (its last token, or
-  // a scoring request's first unscored position), so at least that position is computed again;
-  // its n_computed moves past them. Returns the positions served from the cache.
-  int attach_cached_prefix(Sequence& s);
+  // a scoring request's first unscored position), so at least that position is computed again.
+  // Returns the positions they hold (the Scheduler skips them: Sequence::skip_cached).
+  int attach_cached_prefix(const Sequence& s);
   // Whether s (holding no block) would find its first block cached if it waited for the group
   // being planned: a sequence of that group is writing a block with the same tokens.
   bool first_block_being_written(const Sequence& s) const;
@@ -43,10 +46,12 @@ class BlockAllocator {
   bool first_block_cached(const Sequence& s) const;
   bool prefix_caching() const { return prefix_caching_; }
 
-  // Gives `s` the blocks for up to `take` more positions after its n_computed, first preempting
-  // younger sequences of `active` that are not in flight while the free list is short. Returns how
-  // many positions s may compute now (0: none; it waits for blocks held by sequences in flight).
-  int reserve(Sequence& s, int take, const ActiveSequences& active);
+  // Blocks missing for s to compute `take` more positions after its n_computed (0: enough are
+  // available). The Scheduler preempts while there is a shortfall, then reserves.
+  int shortfall(const Sequence& s, int take) const;
+  // Gives s the blocks for up to `take` more positions after its n_computed, as many as are
+  // available. Returns how many positions s may compute now (0: none).
+  int reserve(const Sequence& s, int take);
   // After s's chunk is planned: the blocks its positions below n_computed + scheduled fill become
   // findable by sequences of later groups.
   void register_full_blocks(const Sequence& s);
@@ -56,48 +61,35 @@ class BlockAllocator {
 
   const std::vector<int32_t>& table(int slot) const { return tables_[static_cast<size_t>(slot)]; }
   // Blocks a reservation may take: free ones and cached ones no sequence holds.
-  int free_blocks() const { return static_cast<int>(free_.size() + evictable_.size()); }
-  int cached_blocks() const { return static_cast<int>(by_hash_.size()); }
-  int references(int32_t block) const { return ref_[static_cast<size_t>(block)]; }
-  long long preemptions() const { return preemptions_; }
-  const PrefixCacheStats& prefix_stats() const { return stats_; }
+  int free_blocks() const { return pool_.available(); }
+  int cached_blocks() const { return pool_.cached_blocks(); }
+  int references(int32_t block) const { return pool_.references(block); }
+  PrefixCacheStats prefix_stats() const;
+  const BlockPool& pool() const { return pool_; }
 
  private:
-  void release_blocks(int slot);
-  // A block for a new position: a free one, else the least recently used cached one (evicted).
-  int32_t take_block();
-  void forget(int32_t block);
+  // Blocks s lacks for `take` more positions after its n_computed (<= 0: it holds enough).
+  int blocks_to_add(const Sequence& s, int take) const;
   uint64_t block_hash(uint64_t parent, const Sequence& s, int index) const;
   // The cached block holding the hash of s's first block (s holds no block yet), or -1.
   int32_t cached_first_block(const Sequence& s) const;
   bool block_matches(int32_t block, uint64_t parent, const Sequence& s, int index) const;
-  // Preempts the youngest sequence admitted after s that is not in flight and holds blocks; false
-  // when there is none.
-  bool preempt_younger_than(const Sequence& s, const ActiveSequences& active);
+  const int32_t* block_tokens(const Sequence& s, int index) const {
+    return s.tokens().data() + static_cast<ptrdiff_t>(index) * block_size_;
+  }
 
   int block_size_;
   bool prefix_caching_;
-  std::vector<int32_t> free_;                 // no reference, not cached; taken from the back
-  std::vector<std::vector<int32_t>> tables_;  // by slot
+  BlockPool pool_;
+  std::vector<std::vector<int32_t>> tables_;   // by slot
   std::vector<std::vector<uint64_t>> chains_;  // by slot: the hash chain of its full blocks so far
   std::vector<bool> slot_used_;
+  // By slot: its sequence has asked the prefix cache (its prompt is counted once; later lookups
+  // are recomputes after a preemption).
+  std::vector<bool> looked_up_;
   std::vector<CacheOp> changes_;
-  long long preemptions_ = 0;
-
-  // Prefix caching, by block: references from slot tables; the chain hash, parent hash, tokens and
-  // writing group of a cached block; and the cached blocks no table holds, least recently used
-  // first.
-  std::vector<int> ref_;
-  std::vector<bool> cached_;
-  std::vector<uint64_t> hash_;
-  std::vector<uint64_t> parent_;
-  std::vector<int64_t> written_by_;
-  std::vector<int32_t> tokens_;  // block_size per block
-  std::unordered_map<uint64_t, int32_t> by_hash_;
-  std::list<int32_t> evictable_;
-  std::vector<std::list<int32_t>::iterator> lru_pos_;
   int64_t planning_group_ = -1;
-  PrefixCacheStats stats_;
+  PrefixCacheStats stats_;  // all but evicted_blocks, which is the pool's
 };
 
 }  // namespace tpllama

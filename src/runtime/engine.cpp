@@ -84,7 +84,7 @@ class Run {
     progress_.finish(counts());
     RunSummary& s = summary();
     s.skipped = intake_.skipped();
-    s.preemptions = blocks_.preemptions();
+    s.preemptions = scheduler_.preemptions();
     s.prefix_caching = o_.prefix_caching;
     s.prefix = blocks_.prefix_stats();
     if (intake_.done() && s.stopped_by == 0) s.unmatched_records = intake_.unmatched_records();
@@ -95,7 +95,7 @@ class Run {
   RunSummary& summary() { return publisher_.summary(); }
 
   ProgressCounts counts() const {
-    const PrefixCacheStats& p = blocks_.prefix_stats();
+    const PrefixCacheStats p = blocks_.prefix_stats();
     return {publisher_.published() + intake_.skipped(),
             publisher_.summary().records.errors,
             static_cast<long long>(active_.size()),
@@ -164,7 +164,7 @@ class Run {
         publisher_.publish(a->order, std::move(*a->rejected));
       } else if (a->sequence) {
         summary().prompt_tokens += a->sequence->n_prompt;
-        a->sequence->slot = blocks_.acquire_slot();
+        scheduler_.admit(*a->sequence);
         active_.push_back(std::move(a->sequence));
       }
     }
@@ -184,7 +184,7 @@ class Run {
         continue;
       }
       publisher_.retire(s);
-      blocks_.release_slot(s.slot);
+      scheduler_.retire(s);
       it = active_.erase(it);
     }
   }

@@ -11,9 +11,9 @@
 #include "io/result_writer.h"
 #include "io/resume.h"
 #include "model/config.h"
-#include "runtime/run_metrics.h"
-#include "runtime/step_plan.h"
 #include "runtime/model_text.h"
+#include "runtime/run_metrics.h"
+#include "runtime/step_executor.h"
 
 namespace tpllama {
 

@@ -83,7 +83,7 @@ void Pipeline::serve() {
     stats_.wait_seconds += seconds_since(start);
     StepPlan plan = decode_plan(bytes);
     execute(plan, bytes);
-    if (plan.shutdown) break;
+    if (plan.kind == PlanKind::kShutdown) break;
     if (const int signal = stop_signal(); signal != 0 && !told_of_signal_) {
       told_of_signal_ = true;
       // Normal under mpirun / srun, which pass the signal to every rank: not a fault, so not a
@@ -102,7 +102,7 @@ void Pipeline::serve() {
 
 void Pipeline::shutdown() {
   StepPlan plan;
-  plan.shutdown = true;
+  plan.kind = PlanKind::kShutdown;
   submit(plan);
   world_.wait_sends();
   stage_comm_.wait_sends();
@@ -111,13 +111,13 @@ void Pipeline::shutdown() {
 
 void Pipeline::keep_alive() {
   StepPlan plan;
-  plan.keep_alive = true;
+  plan.kind = PlanKind::kKeepAlive;
   submit(plan);
   doing("in the engine: waiting for input (the input stream has no whole line yet)");
 }
 
 std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::vector<uint8_t>& bytes) {
-  if (plan.keep_alive) {
+  if (plan.kind == PlanKind::kKeepAlive) {
     if (!topology_.is_last_stage()) world_.send_bytes_async(bytes, next_stage_rank(), kTagStep);
     if (stall_ != nullptr) stall_->step_done();
     return std::nullopt;
@@ -128,7 +128,7 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
     else
       cache_.append_block(op.slot, op.block);
   }
-  if (plan.shutdown) {
+  if (plan.kind == PlanKind::kShutdown) {
     if (!topology_.is_last_stage()) world_.send_bytes_async(bytes, next_stage_rank(), kTagStep);
     return std::nullopt;
   }

@@ -15,6 +15,7 @@
 #include "model/vocab_head.h"
 #include "parallel/communicator.h"
 #include "parallel/topology.h"
+#include "runtime/step_executor.h"
 #include "runtime/step_plan.h"
 
 namespace tpllama {

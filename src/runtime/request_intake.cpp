@@ -64,7 +64,7 @@ Admission RequestIntake::reject(const Request& r, uint64_t order, int prompt_tok
   res.id = r.id;
   res.chat = r.chat();
   res.prompt_tokens = prompt_tokens;
-  res.finish_reason = "error";
+  res.finish_reason = finish_reason_name(FinishReason::kError);
   res.error = message;
   res.line = r.line;
   res.line_failed = r.line_failed;
@@ -170,9 +170,8 @@ Admission RequestIntake::admit(Request req) {
                       std::to_string(options_.context) + " tokens, leaving no room to generate");
   Admission a;
   a.order = order;
-  a.sequence = std::make_unique<Sequence>(std::move(req), text_ ? &text_->tokenizer() : nullptr, std::move(tokens),
-                                          n_context, order);
-  a.sequence->admitted = admitted;
+  a.sequence = std::make_unique<Sequence>(std::move(req), text_ ? &text_->tokenizer() : nullptr,
+                                          std::move(tokens), n_context, order, admitted);
   return a;
 }
 

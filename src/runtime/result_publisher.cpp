@@ -9,12 +9,13 @@ void ResultPublisher::CountingSink::write(const Result& r) {
   inner_.write(r);
   RecordCounts& n = summary_.records;
   ++n.requests;
-  if (r.finish_reason == "error")
+  if (r.finish_reason == finish_reason_name(FinishReason::kError))
     ++n.errors;
   else if (r.score)
     ++n.scored;
   else
-    (r.finish_reason == "stop" ? n.finished_stop : n.finished_length)++;
+    (r.finish_reason == finish_reason_name(FinishReason::kStop) ? n.finished_stop
+                                                                : n.finished_length)++;
 }
 
 ResultPublisher::ResultPublisher(ResultSink& sink, bool ordered, size_t reorder_limit)
@@ -32,11 +33,12 @@ void ResultPublisher::publish(uint64_t order, Result result) {
 
 void ResultPublisher::retire(Sequence& s) {
   const auto now = Clock::now();
-  summary_.generated_tokens += s.n_generated;
+  const int generated = s.n_generated();
+  summary_.generated_tokens += generated;
   RequestLatencies& l = summary_.latency;
-  if (s.n_generated > 0) l.ttft.add(seconds_between(s.admitted, s.first_token));
-  if (s.n_generated > 1) l.tpot.add(seconds_between(s.first_token, now) / (s.n_generated - 1));
-  if (s.n_generated > 0) l.ttft_from_start.add(seconds_between(start_, s.first_token));
+  if (generated > 0) l.ttft.add(seconds_between(s.admitted(), s.first_token()));
+  if (generated > 1) l.tpot.add(seconds_between(s.first_token(), now) / (generated - 1));
+  if (generated > 0) l.ttft_from_start.add(seconds_between(start_, s.first_token()));
   l.latency_from_start.add(seconds_between(start_, now));
   publish(s.order, s.take_result());
 }

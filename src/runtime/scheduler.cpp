@@ -14,86 +14,128 @@ Scheduler::Scheduler(const SchedulerLimits& limits, BlockAllocator& blocks)
                 limits.max_seqs, " sequences, ", limits.groups, " groups");
 }
 
+// The group being planned: its plan, its sequences, and the tokens and logit rows it has left.
+struct Scheduler::Draft {
+  StepPlan plan;
+  Group group;
+  int budget = 0;
+  int rows_left = 0;
+};
+
 int Scheduler::fit_rows(const Sequence& s, int take, int rows_left) {
   if (!s.request.scoring) return take == s.pending() && rows_left < 1 ? 0 : take;
-  while (take > 0 && s.scoring_rows(s.n_computed, s.n_computed + take) > rows_left) --take;
+  while (take > 0 && s.scoring_rows(s.n_computed(), s.n_computed() + take) > rows_left) --take;
   return take;
 }
 
+// Pass 0: decodes. Prefill, with the prefix cache: pass 1 takes sequences already under way, those
+// whose prompt starts with a cached block, and those passed over kPatience times; pass 2 the rest.
+// Without it, pass 1 takes every prefill in admission order.
 std::optional<StepPlan> Scheduler::schedule(const ActiveSequences& active) {
   if (!has_room()) return std::nullopt;
-  StepPlan plan;
-  Group group;
-  int budget = limits_.max_batch_tokens;
-  int rows_left = limits_.max_logit_rows;
+  Draft draft;
+  draft.budget = limits_.max_batch_tokens;
+  draft.rows_left = limits_.max_logit_rows;
   blocks_.begin_group(next_group_);
-  // Pass 0: decodes. Prefill, with the prefix cache: pass 1 takes sequences already under way,
-  // those whose prompt starts with a cached block, and those passed over kPatience times; pass 2
-  // the rest. Without it, pass 1 takes every prefill in admission order.
+  const std::vector<bool> first_choice = first_choices(active);
+  for (int pass = 0; pass < 3 && static_cast<int>(draft.group.members.size()) < seqs_per_group_;
+       ++pass) {
+    for (size_t k = 0; k < active.size(); ++k) {
+      if ((pass == 1 && !first_choice[k]) || (pass == 2 && first_choice[k])) continue;
+      if (!consider(*active[k], pass, draft, active)) break;
+    }
+  }
+  if (draft.group.members.empty()) return std::nullopt;
+  for (const auto& s : active)
+    if (!s->decoding()) s->count_pass(s->in_flight());
+  draft.plan.group = draft.group.id = next_group_++;
+  draft.plan.cache_ops = blocks_.take_changes();
+  in_flight_.push_back(std::move(draft.group));
+  return std::move(draft.plan);
+}
+
+std::vector<bool> Scheduler::first_choices(const ActiveSequences& active) const {
   std::vector<bool> first_choice(active.size());
   for (size_t k = 0; k < active.size(); ++k) {
     const Sequence& s = *active[k];
-    first_choice[k] = !blocks_.prefix_caching() || !blocks_.table(s.slot).empty() || s.passed_over >= kPatience ||
-                      blocks_.first_block_cached(s);
+    first_choice[k] = !blocks_.prefix_caching() || !blocks_.table(s.slot()).empty() ||
+                      s.passed_over() >= kPatience || blocks_.first_block_cached(s);
   }
-  for (int pass = 0; pass < 3 && static_cast<int>(group.members.size()) < seqs_per_group_; ++pass) {
-    for (size_t k = 0; k < active.size(); ++k) {
-      const auto& s = active[k];
-      if (s->in_flight || budget == 0) continue;
-      if ((pass == 1 && !first_choice[k]) || (pass == 2 && first_choice[k])) continue;
-      bool starting = false;  // a preempted sequence may come back from the cache already decoding
-      if (pass >= 1 && blocks_.table(s->slot).empty() && s->n_computed == 0) {
-        // A sequence starting (or restarting after a preemption) takes what the prefix cache holds
-        // of it; if this group is writing its first block, it starts in the next group instead.
-        if (blocks_.first_block_being_written(*s)) continue;
-        blocks_.attach_cached_prefix(*s);
-        starting = true;
-      }
-      if ((pass == 0) != s->decoding() && !starting) continue;
-      if (static_cast<int>(group.members.size()) >= seqs_per_group_) break;
-      const int pending = s->pending();
-      const int fitting = fit_rows(*s, std::min(pending, budget), rows_left);
-      const int take = fitting == 0 ? 0 : blocks_.reserve(*s, fitting, active);
-      if (take == 0) continue;  // waits for blocks held by sequences in flight, or for rows
-      for (int i = 0; i < take; ++i) {
-        const int p = s->n_computed + i;
-        plan.batch.tokens.push_back(s->tokens[static_cast<size_t>(p)]);
-        plan.batch.positions.push_back(p);
-        plan.batch.slots.push_back(s->slot);
-        if (s->request.scoring && s->scores_position(p)) {
-          plan.batch.logit_rows.push_back(static_cast<int32_t>(plan.batch.positions.size()) - 1);
-          plan.sampling.push_back({SamplingParams{}, 0.0, -1, s->tokens[static_cast<size_t>(p) + 1]});
-          group.rows.push_back(s.get());
-          --rows_left;
-        }
-      }
-      if (take == pending && !s->request.scoring) {
-        plan.batch.logit_rows.push_back(static_cast<int32_t>(plan.batch.positions.size()) - 1);
-        const SamplingParams& p = s->request.sampling;
-        plan.sampling.push_back({p, p.temperature > 0 ? s->rng.uniform() : 0.0, s->request.logprobs, -1});
-        group.rows.push_back(s.get());
-        --rows_left;
-      }
-      if (s->decoding()) {
-        group.decode_tokens += take;
-        group.decode_context += s->n_computed + take;
-      } else {
-        group.prefill_tokens += take;
-      }
-      s->scheduled = take;
-      s->in_flight = true;
-      blocks_.register_full_blocks(*s);
-      group.members.push_back(s.get());
-      budget -= take;
+  return first_choice;
+}
+
+bool Scheduler::consider(Sequence& s, int pass, Draft& draft, const ActiveSequences& active) {
+  if (s.in_flight() || draft.budget == 0) return true;
+  bool starting = false;  // a preempted sequence may come back from the cache already decoding
+  if (pass >= 1 && blocks_.table(s.slot()).empty() && s.n_computed() == 0) {
+    // A sequence starting (or restarting after a preemption) takes what the prefix cache holds of
+    // it; if this group is writing its first block, it starts in the next group instead.
+    if (blocks_.first_block_being_written(s)) return true;
+    s.skip_cached(blocks_.attach_cached_prefix(s));
+    starting = true;
+  }
+  if ((pass == 0) != s.decoding() && !starting) return true;
+  if (static_cast<int>(draft.group.members.size()) >= seqs_per_group_) return false;
+  const int fitting = fit_rows(s, std::min(s.pending(), draft.budget), draft.rows_left);
+  const int take = fitting == 0 ? 0 : reserve(s, fitting, active);
+  if (take == 0) return true;  // waits for blocks held by sequences in flight, or for rows
+  add_chunk(s, take, draft);
+  return true;
+}
+
+void Scheduler::add_chunk(Sequence& s, int take, Draft& draft) {
+  StepBatch& batch = draft.plan.batch;
+  Group& group = draft.group;
+  const int pending = s.pending();
+  for (int i = 0; i < take; ++i) {
+    const int p = s.n_computed() + i;
+    batch.tokens.push_back(s.tokens()[static_cast<size_t>(p)]);
+    batch.positions.push_back(p);
+    batch.slots.push_back(s.slot());
+    if (s.request.scoring && s.scores_position(p)) {
+      batch.logit_rows.push_back(static_cast<int32_t>(batch.positions.size()) - 1);
+      draft.plan.sampling.push_back(
+          {SamplingParams{}, 0.0, -1, s.tokens()[static_cast<size_t>(p) + 1]});
+      group.rows.push_back(&s);
+      --draft.rows_left;
     }
   }
-  if (group.members.empty()) return std::nullopt;
-  for (const auto& s : active)
-    if (!s->decoding()) s->passed_over = s->in_flight ? 0 : s->passed_over + 1;
-  plan.group = group.id = next_group_++;
-  plan.cache_ops = blocks_.take_changes();
-  in_flight_.push_back(std::move(group));
-  return plan;
+  if (take == pending && !s.request.scoring) {
+    batch.logit_rows.push_back(static_cast<int32_t>(batch.positions.size()) - 1);
+    const SamplingParams& p = s.request.sampling;
+    draft.plan.sampling.push_back(
+        {p, p.temperature > 0 ? s.next_uniform() : 0.0, s.request.logprobs, -1});
+    group.rows.push_back(&s);
+    --draft.rows_left;
+  }
+  if (s.decoding()) {
+    group.decode_tokens += take;
+    group.decode_context += s.n_computed() + take;
+  } else {
+    group.prefill_tokens += take;
+  }
+  s.start_step(take);
+  blocks_.register_full_blocks(s);
+  group.members.push_back(&s);
+  draft.budget -= take;
+}
+
+int Scheduler::reserve(Sequence& s, int take, const ActiveSequences& active) {
+  while (blocks_.shortfall(s, take) > 0 && preempt_younger_than(s, active)) {
+  }
+  return blocks_.reserve(s, take);
+}
+
+bool Scheduler::preempt_younger_than(const Sequence& s, const ActiveSequences& active) {
+  for (auto it = active.rbegin(); it != active.rend() && it->get() != &s; ++it) {
+    Sequence& victim = **it;
+    if (victim.in_flight() || blocks_.table(victim.slot()).empty()) continue;
+    blocks_.release_blocks(victim.slot());
+    victim.preempt();
+    ++preemptions_;
+    return true;
+  }
+  return false;
 }
 
 Group Scheduler::take_oldest() {
@@ -106,11 +148,7 @@ Group Scheduler::take_oldest() {
 void Scheduler::apply(const Group& group, const SampledRows& rows, const StopRules& rules) {
   TPLLAMA_CHECK(rows.group == group.id && rows.tokens.size() == group.rows.size(), rows.tokens.size(),
                 " tokens of group ", rows.group, " for the ", group.rows.size(), " rows of group ", group.id);
-  for (Sequence* s : group.members) {
-    s->n_computed += s->scheduled;
-    s->scheduled = 0;
-    s->in_flight = false;
-  }
+  for (Sequence* s : group.members) s->end_step();
   std::vector<const RowLogprobs*> by_row(group.rows.size(), nullptr);
   for (const RowLogprobs& l : rows.logprobs) by_row.at(static_cast<size_t>(l.row)) = &l;
   for (size_t r = 0; r < group.rows.size(); ++r) {
@@ -118,7 +156,7 @@ void Scheduler::apply(const Group& group, const SampledRows& rows, const StopRul
     if (s.finished()) continue;  // an earlier row of its scoring run was not finite
     if (rows.tokens[r] == kNonFiniteRow) {
       // Position of the row's logits: the scored one, or the last computed before the next token.
-      s.fail_non_finite(s.request.scoring ? s.first_unscored() : s.n_computed - 1);
+      s.fail_non_finite(s.request.scoring ? s.first_unscored() : s.n_computed() - 1);
       continue;
     }
     if (s.request.scoring) {
@@ -130,8 +168,9 @@ void Scheduler::apply(const Group& group, const SampledRows& rows, const StopRul
     s.accept_token(rows.tokens[r], rules);
   }
   for (Sequence* s : group.members)
-    if (s->request.scoring && !s->finished() && s->n_computed == static_cast<int>(s->tokens.size()))
-      s->finish_reason = "score";
+    if (s->request.scoring && !s->finished() &&
+        s->n_computed() == static_cast<int>(s->tokens().size()))
+      s->finish_scoring();
 }
 
 }  // namespace tpllama

@@ -1,6 +1,8 @@
 // Scheduler: rank 0's plan of each step — one micro-batch group of the sequences not in flight,
 // decodes first then prefill chunks, within the token budget, logit rows and KV blocks — with up to
 // `groups` in flight (one per pipeline stage), and each group's sampled tokens applied on return.
+// It alone moves a sequence between its states (admission, a step, preemption, the finish), as
+// vLLM v1's scheduler does; when blocks run short it chooses whom to preempt.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +44,11 @@ class Scheduler {
   bool has_room() const { return static_cast<int>(in_flight_.size()) < limits_.groups; }
   bool idle() const { return in_flight_.empty(); }
   size_t in_flight() const { return in_flight_.size(); }
+  long long preemptions() const { return preemptions_; }
+
+  // A sequence the engine admits takes a KV slot; a finished one gives it back.
+  void admit(Sequence& s) { s.assign_slot(blocks_.acquire_slot()); }
+  void retire(const Sequence& s) { blocks_.release_slot(s.slot()); }
 
   // Plans one group from the sequences of `active` that are not in flight (see the file comment),
   // which then is in flight; its plan carries the block table changes made for it and before it.
@@ -56,15 +63,34 @@ class Scheduler {
   // computed finishes.
   static void apply(const Group& group, const SampledRows& rows, const StopRules& rules);
 
+  // Gives s the blocks for up to `take` more positions after its n_computed, first preempting the
+  // youngest sequences of `active` admitted after s that are not in flight while blocks are short.
+  // Returns how many positions s may compute now (0: none; it waits for blocks held by sequences
+  // in flight).
+  int reserve(Sequence& s, int take, const ActiveSequences& active);
+
  private:
+  struct Draft;  // the group being planned
+
+  // The prefill sequences pass 1 takes (see schedule in scheduler.cpp).
+  std::vector<bool> first_choices(const ActiveSequences& active) const;
+  // Pass `pass` looks at s: it joins the draft with a chunk if it may. False once the group is
+  // full.
+  bool consider(Sequence& s, int pass, Draft& draft, const ActiveSequences& active);
+  // s computes `take` positions in the draft: its tokens, positions, slots and logit rows.
+  void add_chunk(Sequence& s, int take, Draft& draft);
   // Shrinks a chunk of `take` positions of s so its logit rows fit in rows_left; 0 when none fits.
   static int fit_rows(const Sequence& s, int take, int rows_left);
+  // Preempts the youngest sequence admitted after s that is not in flight and holds blocks; false
+  // when there is none.
+  bool preempt_younger_than(const Sequence& s, const ActiveSequences& active);
 
   SchedulerLimits limits_;
   BlockAllocator& blocks_;
   int seqs_per_group_;
   std::deque<Group> in_flight_;
   int64_t next_group_ = 0;
+  long long preemptions_ = 0;
 };
 
 }  // namespace tpllama

@@ -1,6 +1,7 @@
-// Sequence: one request's state on rank 0 while it runs — its tokens (prompt, then generated), how
-// many of them the KV cache holds, its random stream and detokenizer, its text or score — and the
-// rules that finish it: stop ids, stop strings, max_tokens, the context.
+// Sequence: one request's state on rank 0 while it runs — where it stands (SequenceState), its
+// tokens (prompt, then generated), how many of them the KV cache holds, its random stream and
+// detokenizer, its text or score — and the rules that finish it: stop ids, stop strings,
+// max_tokens, the context.
 #pragma once
 
 #include <cstdint>
@@ -11,37 +12,106 @@
 
 #include "core/clock.h"
 #include "io/request.h"
+#include "model/step_batch.h"
 #include "runtime/sampler.h"
-#include "runtime/step_plan.h"
 #include "text/tokenizer.h"
 
 namespace tpllama {
 
 // What ends a generation besides the request's own max_tokens and stop strings.
 struct StopRules {
-  std::vector<int> eos_token_ids;  // finish_reason "stop", unless the request ignores EOS
-  int context = 0;                 // tokens per sequence, prompt + completion: "length"
+  std::vector<int> eos_token_ids;  // FinishReason::kStop, unless the request ignores EOS
+  int context = 0;                 // tokens per sequence, prompt + completion: kLength
 };
 
-struct Sequence {
+// Where a sequence stands. Only the Scheduler moves it (as vLLM v1's RequestStatus): it admits
+// (kWaiting), puts it in a group (kInFlight), applies the group's tokens (kRunning, or kFinished),
+// and takes its blocks back when an older sequence needs them (kPreempted).
+//
+//   kWaiting ─► kInFlight ─► kRunning ─► kInFlight ─► ...
+//                               └─► kFinished
+//   any state but kInFlight and kFinished ─► kPreempted ─► kInFlight
+enum class SequenceState {
+  kWaiting,    // admitted with a slot; no step planned yet
+  kInFlight,   // in a group in flight: `scheduled` of its positions are being computed
+  kRunning,    // between steps: holds its KV blocks, not in flight
+  kPreempted,  // its blocks were taken back: every position is computed again
+  kFinished,   // has its finish_reason; the engine retires it
+};
+
+// Why a sequence ended; the record spells it as finish_reason_name says.
+enum class FinishReason {
+  kNone,    // not finished
+  kStop,    // a stop id or a stop string: "stop"
+  kLength,  // max_tokens or the context: "length"
+  kScore,   // a scoring request scored its whole continuation: "score"
+  kError,   // its logits were not finite: "error"
+};
+
+// The output record's finish_reason ("" for kNone).
+const char* finish_reason_name(FinishReason reason);
+
+// A forked sequence (a request's `n` samples, a later issue) is one more Sequence of the same
+// request: its own slot and table, the parent's prompt blocks shared by reference (the
+// BlockPool's counts; the shared partial last block copied on first write,
+// BlockPool::copy_on_write), the parent's n_computed, its own Rng stream, and the same states —
+// no new flags.
+class Sequence {
+ public:
   // tokens: the request's prompt as the model is given it; n_context: of those, the scoring
   // request's context (BOS included). tokenizer may be null (token-id requests: no text).
-  Sequence(Request r, const Tokenizer* tokenizer, std::vector<int32_t> tokens, int n_context, uint64_t order);
+  // admitted: when its request was read (the start of its time to first token).
+  Sequence(Request r, const Tokenizer* tokenizer, std::vector<int32_t> tokens, int n_context,
+           uint64_t order, Clock::time_point admitted = Clock::now());
 
-  bool decoding() const { return n_computed >= n_prompt; }
-  bool finished() const { return !finish_reason.empty(); }
+  SequenceState state() const { return state_; }
+  bool in_flight() const { return state_ == SequenceState::kInFlight; }
+  bool finished() const { return state_ == SequenceState::kFinished; }
+  FinishReason finish_reason() const { return finish_reason_; }
+  bool decoding() const { return n_computed_ >= n_prompt; }
   // Positions still to compute: the rest of the prompt, or the last sampled token.
-  int pending() const { return static_cast<int>(tokens.size()) - n_computed; }
+  int pending() const { return static_cast<int>(tokens_.size()) - n_computed_; }
+
+  const std::vector<int32_t>& tokens() const {
+    return tokens_;
+  }                                                 // prompt (with BOS), then generated
+  int n_computed() const { return n_computed_; }    // positions already in the KV cache
+  int slot() const { return slot_; }                // its KV cache slot (block table)
+  int scheduled() const { return scheduled_; }      // positions of it in its group in flight
+  int passed_over() const { return passed_over_; }  // groups planned without its pending prompt
+  int n_generated() const { return n_generated_; }
+  Clock::time_point admitted() const { return admitted_; }
+  Clock::time_point first_token() const { return first_token_; }
 
   // Scoring: the first position whose logits are still to score (position p predicts token p + 1
   // of the continuation). A preempted request recomputes its positions from 0, and those it
   // already scored must not be scored again.
-  int first_unscored() const { return n_context - 1 + score.n_tokens; }
+  int first_unscored() const { return n_context - 1 + score_.n_tokens; }
   // Whether position p of a scoring request yields a scored logit row.
-  bool scores_position(int p) const { return p >= first_unscored() && p + 1 < static_cast<int>(tokens.size()); }
+  bool scores_position(int p) const {
+    return p >= first_unscored() && p + 1 < static_cast<int>(tokens_.size());
+  }
   // Scoring rows among positions [from, to).
   int scoring_rows(int from, int to) const;
 
+  // The changes below are the Scheduler's (tests drive them by hand); each checks that its state
+  // allows it.
+
+  // Admission: the KV slot it holds until it is retired.
+  void assign_slot(int slot);
+  // Its first `positions` positions are served from the prefix cache (it holds no block yet).
+  void skip_cached(int positions);
+  // Planned into a group: `positions` positions from n_computed are computed by it.
+  void start_step(int positions);
+  // Its group came back: the scheduled positions are computed.
+  void end_step();
+  // A group was planned: taken into it (`in_group`) or passed over with its prompt pending.
+  void count_pass(bool in_group) { passed_over_ = in_group ? 0 : passed_over_ + 1; }
+  // Its blocks were taken back: every position is computed again.
+  void preempt();
+  // The uniform of its next sampled token (its own stream, so a seed gives the same tokens in any
+  // batch).
+  double next_uniform() { return rng_.uniform(); }
   // A sampled token joins the sequence; a stop id, a stop string, max_tokens or the context may
   // finish it (the text then ends before the stop string).
   void accept_token(int token, const StopRules& rules);
@@ -49,36 +119,38 @@ struct Sequence {
   void record_logprobs(const RowLogprobs& row, int token);
   // One continuation token of a scoring request: its logprob, and whether it was the argmax.
   void score_token(const RowLogprobs& row, int argmax_token);
+  // A scoring request whose every position is computed.
+  void finish_scoring() { finish(FinishReason::kScore); }
   // The logits at `position` held a NaN or +inf: the request ends with an error record (the
   // others of the batch go on).
   void fail_non_finite(int position);
-  // Its blocks were taken back: every position is computed again.
-  void preempt() { n_computed = 0; }
+
   // The record of a finished sequence (moves its text, logprobs and score out).
   Result take_result();
 
-  Request request;
-  uint64_t order = 0;           // position among the records of this run (for --ordered)
-  std::vector<int32_t> tokens;  // prompt (with BOS) followed by generated tokens
-  int n_prompt = 0;
-  int n_context = 0;   // scoring: tokens before the continuation (BOS included)
-  int n_computed = 0;  // positions already in the KV cache
-  int slot = -1;       // its KV cache slot (block table), from the BlockAllocator
-  int scheduled = 0;   // tokens of this sequence in its group in flight
-  bool in_flight = false;
-  bool prefix_looked_up = false;  // the prefix cache was asked for its prompt (counted once)
-  int passed_over = 0;            // groups planned without its pending prompt (Scheduler)
-  int n_generated = 0;
-  Rng rng;
-  std::string text;
-  std::string finish_reason;  // empty while running
-  std::string error;          // why, when finish_reason is "error"
-  std::vector<TokenLogprob> logprobs;
-  ScoreResult score;  // scoring: accumulated over the continuation
-  Clock::time_point admitted = Clock::now();
-  Clock::time_point first_token;
+  const Request request;
+  const uint64_t order;  // position among the records of this run (for --ordered)
+  const int n_prompt;
+  const int n_context;  // scoring: tokens before the continuation (BOS included)
 
  private:
+  void finish(FinishReason reason);
+
+  SequenceState state_ = SequenceState::kWaiting;
+  FinishReason finish_reason_ = FinishReason::kNone;
+  std::vector<int32_t> tokens_;
+  int n_computed_ = 0;
+  int slot_ = -1;
+  int scheduled_ = 0;
+  int passed_over_ = 0;
+  int n_generated_ = 0;
+  Rng rng_;
+  std::string text_;
+  std::string error_;  // why, when finish_reason is kError
+  std::vector<TokenLogprob> logprobs_;
+  ScoreResult score_;  // scoring: accumulated over the continuation
+  const Clock::time_point admitted_;
+  Clock::time_point first_token_;
   const Tokenizer* tokenizer_;
   IncrementalDetokenizer detok_;
 };

@@ -90,7 +90,7 @@ SampledRows decode_sampled(const std::vector<uint8_t>& bytes) {
 std::vector<uint8_t> encode_plan(const StepPlan& plan) {
   Writer w;
   w.put(plan.group);
-  w.put<uint8_t>(static_cast<uint8_t>((plan.shutdown ? 1 : 0) | (plan.keep_alive ? 2 : 0)));
+  w.put(plan.kind);
   w.put_vector(plan.cache_ops);
   w.put_vector(plan.batch.tokens);
   w.put_vector(plan.batch.positions);
@@ -104,9 +104,10 @@ StepPlan decode_plan(const std::vector<uint8_t>& bytes) {
   Reader r(bytes);
   StepPlan plan;
   plan.group = r.get<int64_t>();
-  const auto flags = r.get<uint8_t>();
-  plan.shutdown = (flags & 1) != 0;
-  plan.keep_alive = (flags & 2) != 0;
+  const auto kind = r.get<uint8_t>();
+  TPLLAMA_CHECK(kind <= static_cast<uint8_t>(PlanKind::kKeepAlive), "step plan of unknown kind ",
+                int{kind});
+  plan.kind = static_cast<PlanKind>(kind);
   plan.cache_ops = r.get_vector<CacheOp>();
   plan.batch.tokens = r.get_vector<int32_t>();
   plan.batch.positions = r.get_vector<int32_t>();

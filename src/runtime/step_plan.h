@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "model/step_batch.h"
@@ -23,12 +22,18 @@ struct SampledRows : SampledTokens {
   int64_t group = 0;
 };
 
-struct StepPlan {
-  int64_t group = 0;
-  bool shutdown = false;
+// What a plan message tells the ranks. Its byte on the wire is the value.
+enum class PlanKind : uint8_t {
+  kStep = 0,      // run the step (its cache_ops, then its batch)
+  kShutdown = 1,  // the end of the run: apply the cache_ops, hand it on, stop serving
   // No work: rank 0 waits for input that has not come (a quiet stream). Each rank counts it as a
   // step for --stall-timeout, so a wait for input is not taken for a hung rank.
-  bool keep_alive = false;
+  kKeepAlive = 2,
+};
+
+struct StepPlan {
+  int64_t group = 0;
+  PlanKind kind = PlanKind::kStep;
   std::vector<CacheOp> cache_ops;     // block table changes, applied in order before the step
   StepBatch batch;
   std::vector<RowSampling> sampling;  // one per batch.logit_rows entry
@@ -41,20 +46,5 @@ SampledRows decode_sampled(const std::vector<uint8_t>& bytes);
 std::vector<uint8_t> encode_plan(const StepPlan& plan);
 // Decodes a whole message of encode_plan; bytes left over are an error.
 StepPlan decode_plan(const std::vector<uint8_t>& bytes);
-
-// Where rank 0's plans go: the pipeline of ranks (Pipeline), or a test's stand-in.
-class StepExecutor {
- public:
-  virtual ~StepExecutor() = default;
-  // Runs the plan, or hands it on. Returns its group's tokens at once when this rank also samples
-  // them (a pipeline of one stage); otherwise they come from receive_tokens().
-  virtual std::optional<SampledRows> submit(const StepPlan& plan) = 0;
-  // The tokens of the oldest group in flight (groups return in submission order).
-  virtual SampledRows receive_tokens(int64_t expected_group) = 0;
-  // Once no group is in flight: the end of the run.
-  virtual void shutdown() = 0;
-  // While rank 0 waits for input with nothing in flight: every rank hears that it is alive.
-  virtual void keep_alive() {}
-};
 
 }  // namespace tpllama

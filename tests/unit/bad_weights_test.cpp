@@ -131,21 +131,20 @@ TEST(NonFiniteRow, EndsOnlyItsOwnRequestWithAnError) {
   }
   Group g;
   for (auto& s : seqs) {
-    s->scheduled = 3;
-    s->in_flight = true;
+    s->start_step(3);
     g.members.push_back(s.get());
     g.rows.push_back(s.get());
   }
   SampledRows rows;
   rows.tokens = {kNonFiniteRow, 7};
   Scheduler::apply(g, rows, StopRules{{2}, 64});
-  EXPECT_EQ(seqs[0]->finish_reason, "error");
+  EXPECT_STREQ(finish_reason_name(seqs[0]->finish_reason()), "error");
   const Result bad = seqs[0]->take_result();
   EXPECT_EQ(bad.error, "the model's logits for this request are not finite (NaN or Inf) at position 2: its "
                        "activations overflowed or its weights hold a NaN or Inf");
   EXPECT_EQ(bad.line, 1u);
   EXPECT_FALSE(seqs[1]->finished());
-  EXPECT_EQ(seqs[1]->tokens.back(), 7);
+  EXPECT_EQ(seqs[1]->tokens().back(), 7);
 }
 
 }  // namespace

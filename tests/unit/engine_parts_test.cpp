@@ -21,6 +21,7 @@
 #include "runtime/request_intake.h"
 #include "runtime/scheduler.h"
 #include "runtime/sequence.h"
+#include "runtime/step_executor.h"
 
 namespace tpllama {
 namespace {
@@ -45,8 +46,16 @@ std::unique_ptr<Sequence> make_sequence(int id, int prompt_len, BlockAllocator& 
   Request r = token_request(id, prompt, max_tokens);
   auto s = std::make_unique<Sequence>(r, nullptr, std::vector<int32_t>(prompt.begin(), prompt.end()), 0,
                                       static_cast<uint64_t>(id));
-  s->slot = blocks.acquire_slot();
+  s->assign_slot(blocks.acquire_slot());
   return s;
+}
+
+// Takes s to `computed` positions in the KV cache and, with `sampled`, one more token pending: as
+// a step and its token applied would (its blocks are the test's to reserve).
+void advance(Sequence& s, int computed, int sampled = -1) {
+  s.start_step(computed);
+  s.end_step();
+  if (sampled >= 0) s.accept_token(sampled, StopRules{{kEos}, 1 << 20});
 }
 
 std::vector<int32_t> all_held(const BlockAllocator& blocks, int slots) {
@@ -59,13 +68,12 @@ TEST(BlockAllocator, HandsOutEachBlockOnceAndNoMoreThanItHas) {
   BlockAllocator blocks(/*n_blocks=*/10, /*block_size=*/4, /*max_slots=*/4);
   ActiveSequences active;
   for (int i = 0; i < 4; ++i) active.push_back(make_sequence(i, 16, blocks));
-  for (auto& s : active) s->in_flight = true;  // nobody may be preempted
-  std::vector<int> granted;
+  std::vector<int> granted, missing;
   for (auto& s : active) {
-    s->in_flight = false;
-    granted.push_back(blocks.reserve(*s, 16, active));
-    s->in_flight = true;
+    missing.push_back(blocks.shortfall(*s, 16));
+    granted.push_back(blocks.reserve(*s, 16));  // the allocator never preempts
   }
+  EXPECT_EQ(missing, (std::vector<int>{0, 0, 2, 4})) << "4 blocks each, of 10, 6, 2 and 0 left";
   std::vector<int32_t> held = all_held(blocks, 4);
   const std::set<int32_t> distinct(held.begin(), held.end());
   EXPECT_EQ(distinct.size(), held.size()) << "a block was handed out twice";
@@ -73,45 +81,50 @@ TEST(BlockAllocator, HandsOutEachBlockOnceAndNoMoreThanItHas) {
   EXPECT_EQ(blocks.free_blocks(), 0);
   EXPECT_EQ(granted, (std::vector<int>{16, 16, 8, 0})) << "10 blocks of 4 positions";
   for (int32_t b : held) EXPECT_TRUE(b >= 0 && b < 10) << b;
-  EXPECT_EQ(blocks.preemptions(), 0);
 }
 
-TEST(BlockAllocator, PreemptsTheYoungestSequenceNotInFlight) {
+TEST(Scheduler, PreemptsTheYoungestSequenceNotInFlight) {
   BlockAllocator blocks(6, 4, 4);
+  Scheduler scheduler({64, 8, 4, 2}, blocks);
   ActiveSequences active;
   for (int i = 0; i < 4; ++i) active.push_back(make_sequence(i, 8, blocks));
   Sequence &oldest = *active[0], &second = *active[1], &third = *active[2], &youngest = *active[3];
-  ASSERT_EQ(blocks.reserve(second, 8, active), 8);
-  ASSERT_EQ(blocks.reserve(third, 8, active), 8);
-  ASSERT_EQ(blocks.reserve(youngest, 8, active), 8);
-  second.n_computed = third.n_computed = youngest.n_computed = 8;
-  youngest.in_flight = true;  // the youngest is in flight: the next youngest gives way
+  ASSERT_EQ(scheduler.reserve(second, 8, active), 8);
+  ASSERT_EQ(scheduler.reserve(third, 8, active), 8);
+  ASSERT_EQ(scheduler.reserve(youngest, 8, active), 8);
+  advance(second, 8);
+  advance(third, 8);
+  youngest.start_step(8);  // the youngest is in flight: the next youngest gives way
   (void)blocks.take_changes();
 
-  EXPECT_EQ(blocks.reserve(oldest, 8, active), 8);
-  EXPECT_EQ(blocks.preemptions(), 1);
-  EXPECT_TRUE(blocks.table(third.slot).empty());
-  EXPECT_EQ(third.n_computed, 0) << "a preempted sequence computes its tokens again";
-  EXPECT_EQ(second.n_computed, 8);
-  EXPECT_EQ(blocks.table(youngest.slot).size(), 2u);
+  EXPECT_EQ(blocks.shortfall(oldest, 8), 2) << "6 blocks, 6 held";
+  EXPECT_EQ(scheduler.reserve(oldest, 8, active), 8);
+  EXPECT_EQ(scheduler.preemptions(), 1);
+  EXPECT_TRUE(blocks.table(third.slot()).empty());
+  EXPECT_EQ(third.n_computed(), 0) << "a preempted sequence computes its tokens again";
+  EXPECT_EQ(third.state(), SequenceState::kPreempted);
+  EXPECT_EQ(second.n_computed(), 8);
+  EXPECT_EQ(blocks.table(youngest.slot()).size(), 2u);
   const std::vector<CacheOp> changes = blocks.take_changes();
   ASSERT_EQ(changes.size(), 3u);
-  EXPECT_EQ(changes[0].slot, third.slot);
+  EXPECT_EQ(changes[0].slot, third.slot());
   EXPECT_EQ(changes[0].block, CacheOp::kRelease) << "the release goes first: its blocks are then reused";
-  EXPECT_EQ(changes[1].slot, oldest.slot);
+  EXPECT_EQ(changes[1].slot, oldest.slot());
   EXPECT_TRUE(blocks.take_changes().empty());
 }
 
-TEST(BlockAllocator, NeverPreemptsAnOlderSequence) {
+TEST(Scheduler, NeverPreemptsAnOlderSequence) {
   BlockAllocator blocks(4, 4, 2);
+  Scheduler scheduler({64, 8, 2, 1}, blocks);
   ActiveSequences active;
   active.push_back(make_sequence(0, 16, blocks));
   active.push_back(make_sequence(1, 16, blocks));
-  ASSERT_EQ(blocks.reserve(*active[0], 12, active), 12);
-  EXPECT_EQ(blocks.reserve(*active[1], 16, active), 4) << "only the one free block";
-  EXPECT_EQ(blocks.preemptions(), 0);
-  EXPECT_EQ(blocks.table(active[0]->slot).size(), 3u);
-  EXPECT_EQ(blocks.reserve(*active[1], 16, active), 4) << "nothing free, nobody younger: the block it holds";
+  ASSERT_EQ(scheduler.reserve(*active[0], 12, active), 12);
+  EXPECT_EQ(scheduler.reserve(*active[1], 16, active), 4) << "only the one free block";
+  EXPECT_EQ(scheduler.preemptions(), 0);
+  EXPECT_EQ(blocks.table(active[0]->slot()).size(), 3u);
+  EXPECT_EQ(scheduler.reserve(*active[1], 16, active), 4)
+      << "nothing free, nobody younger: the block it holds";
   EXPECT_EQ(blocks.free_blocks(), 0);
 }
 
@@ -123,9 +136,9 @@ TEST(BlockAllocator, SlotsGoLowestFirstAndTakeTheirBlocksBack) {
   EXPECT_THROW(blocks.acquire_slot(), Error);
   ActiveSequences active;
   auto s = std::make_unique<Sequence>(token_request(0, {5, 6, 7}, 4), nullptr, std::vector<int32_t>{5, 6, 7}, 0, 0);
-  s->slot = 1;
+  s->assign_slot(1);
   active.push_back(std::move(s));
-  ASSERT_EQ(blocks.reserve(*active[0], 3, active), 3);
+  ASSERT_EQ(blocks.reserve(*active[0], 3), 3);
   EXPECT_EQ(blocks.free_blocks(), 6);
   blocks.release_slot(1);
   EXPECT_EQ(blocks.free_blocks(), 8);
@@ -140,17 +153,16 @@ TEST(Scheduler, DecodesGoFirstThenPrefillChunksWithinTheBudget) {
   ActiveSequences active;
   active.push_back(make_sequence(0, 25, blocks));  // a long prompt, admitted first
   active.push_back(make_sequence(1, 3, blocks));
-  active[1]->n_computed = 3;
-  active[1]->tokens.push_back(9);  // decoding: one token pending
+  advance(*active[1], 3, 9);  // decoding: one token pending
   std::optional<StepPlan> plan = scheduler.schedule(active);
   ASSERT_TRUE(plan.has_value());
   ASSERT_EQ(plan->batch.size(), 10u);
-  EXPECT_EQ(plan->batch.slots[0], active[1]->slot) << "the decode token leads the plan";
+  EXPECT_EQ(plan->batch.slots[0], active[1]->slot()) << "the decode token leads the plan";
   EXPECT_EQ(plan->batch.positions[0], 3);
   for (size_t i = 1; i < 10; ++i) EXPECT_EQ(plan->batch.positions[i], static_cast<int>(i) - 1) << "a 9-token chunk";
   ASSERT_EQ(plan->batch.logit_rows.size(), 1u) << "an unfinished prefill chunk wants no logits";
   EXPECT_EQ(plan->batch.logit_rows[0], 0);
-  EXPECT_EQ(active[0]->scheduled, 9);
+  EXPECT_EQ(active[0]->scheduled(), 9);
   EXPECT_FALSE(scheduler.schedule(active).has_value()) << "one group in flight at most";
 }
 
@@ -165,10 +177,7 @@ TEST(Scheduler, PlansStayWithinTheLimitsAndGroupsInFlightAreDisjoint) {
       ActiveSequences active;
       for (int i = 0; i < 12; ++i) {
         active.push_back(make_sequence(i, 1 + (i * 37) % 50, blocks));
-        if (i % 3 == 0) {  // decoding
-          active.back()->n_computed = active.back()->n_prompt;
-          active.back()->tokens.push_back(4);
-        }
+        if (i % 3 == 0) advance(*active.back(), active.back()->n_prompt, 4);  // decoding
       }
       std::set<int> slots_in_flight;
       std::vector<int64_t> ids;
@@ -276,8 +285,8 @@ TEST(Sequence, StopIdsMaxTokensAndTheContextFinishIt) {
   stops.accept_token(7, rules);
   EXPECT_FALSE(stops.finished());
   stops.accept_token(kEos, rules);
-  EXPECT_EQ(stops.finish_reason, "stop");
-  EXPECT_EQ(stops.n_generated, 2) << "the stop id counts as generated";
+  EXPECT_STREQ(finish_reason_name(stops.finish_reason()), "stop");
+  EXPECT_EQ(stops.n_generated(), 2) << "the stop id counts as generated";
 
   Request ignoring = token_request(1, {1, 5}, 3);
   ignoring.ignore_eos = true;
@@ -285,13 +294,14 @@ TEST(Sequence, StopIdsMaxTokensAndTheContextFinishIt) {
   for (int t : {kEos, kEos}) length.accept_token(t, rules);
   EXPECT_FALSE(length.finished()) << "ignore_eos";
   length.accept_token(kEos, rules);
-  EXPECT_EQ(length.finish_reason, "length");
+  EXPECT_STREQ(finish_reason_name(length.finish_reason()), "length");
 
   Sequence context(token_request(2, {1, 5, 5, 5, 5, 5}, 100), nullptr, {1, 5, 5, 5, 5, 5}, 0, 0);
   context.accept_token(6, rules);
   EXPECT_FALSE(context.finished());
   context.accept_token(6, rules);
-  EXPECT_EQ(context.finish_reason, "length") << "prompt + completion reached the context of 8";
+  EXPECT_STREQ(finish_reason_name(context.finish_reason()), "length")
+      << "prompt + completion reached the context of 8";
   EXPECT_EQ(context.take_result().completion_tokens, 2);
 }
 

@@ -23,19 +23,21 @@ std::unique_ptr<Sequence> sequence(BlockAllocator& a, std::vector<int32_t> token
   r.token_ids.assign(tokens.begin(), tokens.end());
   r.scoring = scoring;
   auto s = std::make_unique<Sequence>(r, nullptr, std::move(tokens), n_context, 0);
-  s->slot = a.acquire_slot();
+  s->assign_slot(a.acquire_slot());
   return s;
 }
 
 // As the scheduler does for one sequence in group `group`: attach what the cache holds, reserve the
 // rest, register its full blocks; then the group comes back (its positions are computed).
-int run_step(BlockAllocator& a, Sequence& s, int64_t group, const ActiveSequences& active = {}) {
+int run_step(BlockAllocator& a, Sequence& s, int64_t group) {
   a.begin_group(group);
   const int hit = a.attach_cached_prefix(s);
-  s.scheduled = a.reserve(s, s.pending(), active);
-  a.register_full_blocks(s);
-  s.n_computed += s.scheduled;
-  s.scheduled = 0;
+  s.skip_cached(hit);
+  if (const int take = a.reserve(s, s.pending()); take > 0) {  // 0: no block for it
+    s.start_step(take);
+    a.register_full_blocks(s);
+    s.end_step();
+  }
   return hit;
 }
 
@@ -52,12 +54,13 @@ TEST(PrefixCache, EqualChainsShareTheirBlocksAndCountReferences) {
   EXPECT_EQ(a.cached_blocks(), 2);  // positions 0-7; the third block holds 2 of 4
   auto second = sequence(a, iota_tokens(11));
   EXPECT_EQ(run_step(a, *second, 1), 8);
-  EXPECT_EQ(a.table(second->slot)[0], a.table(first->slot)[0]);
-  EXPECT_EQ(a.table(second->slot)[1], a.table(first->slot)[1]);
-  EXPECT_NE(a.table(second->slot)[2], a.table(first->slot)[2]);  // the partial block is never shared
-  EXPECT_EQ(a.references(a.table(first->slot)[0]), 2);
-  a.release_slot(first->slot);
-  EXPECT_EQ(a.references(a.table(second->slot)[0]), 1);
+  EXPECT_EQ(a.table(second->slot())[0], a.table(first->slot())[0]);
+  EXPECT_EQ(a.table(second->slot())[1], a.table(first->slot())[1]);
+  EXPECT_NE(a.table(second->slot())[2],
+            a.table(first->slot())[2]);  // the partial block is never shared
+  EXPECT_EQ(a.references(a.table(first->slot())[0]), 2);
+  a.release_slot(first->slot());
+  EXPECT_EQ(a.references(a.table(second->slot())[0]), 1);
   EXPECT_EQ(a.prefix_stats().prompt_tokens, 21);
   EXPECT_EQ(a.prefix_stats().hit_tokens, 8);
 }
@@ -85,7 +88,7 @@ TEST(PrefixCache, TheLastPromptTokenIsAlwaysComputedAgain) {
   EXPECT_EQ(a.cached_blocks(), 2);
   auto same = sequence(a, iota_tokens(8));  // both blocks cached, but position 7 needs its logits
   EXPECT_EQ(run_step(a, *same, 1), 4);
-  EXPECT_EQ(same->n_computed, 8);
+  EXPECT_EQ(same->n_computed(), 8);
   auto longer = sequence(a, iota_tokens(9));
   EXPECT_EQ(run_step(a, *longer, 2), 8);
 }
@@ -105,14 +108,13 @@ TEST(PrefixCache, ABlockBeingWrittenByTheGroupIsNotReadByIt) {
   auto reader = sequence(a, iota_tokens(10));
   a.begin_group(0);
   a.attach_cached_prefix(*writer);
-  writer->scheduled = a.reserve(*writer, writer->pending(), {});
+  writer->start_step(a.reserve(*writer, writer->pending()));
   a.register_full_blocks(*writer);
   EXPECT_TRUE(a.first_block_being_written(*reader));
   EXPECT_EQ(a.attach_cached_prefix(*reader), 0) << "read in the group that writes it";
-  EXPECT_TRUE(a.table(reader->slot).empty());
+  EXPECT_TRUE(a.table(reader->slot()).empty());
   a.begin_group(1);  // a later group runs after the writer's on every stage
   EXPECT_FALSE(a.first_block_being_written(*reader));
-  reader->prefix_looked_up = false;
   EXPECT_EQ(a.attach_cached_prefix(*reader), 8);
 }
 
@@ -122,8 +124,8 @@ TEST(PrefixCache, BlocksNoSequenceHoldsAreEvictedLeastRecentlyUsedFirst) {
   run_step(a, *older, 0);
   auto newer = sequence(a, iota_tokens(8, 200));
   run_step(a, *newer, 1);
-  a.release_slot(older->slot);  // older's blocks are used least recently
-  a.release_slot(newer->slot);
+  a.release_slot(older->slot());  // older's blocks are used least recently
+  a.release_slot(newer->slot());
   EXPECT_EQ(a.free_blocks(), 6);
   EXPECT_EQ(a.cached_blocks(), 4);
   // 3 blocks: the 2 free ones, then the least recently used cached one: older's last (a sequence's
@@ -144,16 +146,16 @@ TEST(PrefixCache, AHeldBlockIsNeverEvicted) {
   auto holder = sequence(a, iota_tokens(8));
   run_step(a, *holder, 0);  // holds 2 cached blocks
   auto other = sequence(a, iota_tokens(8, 50));
-  ActiveSequences active;
-  run_step(a, *other, 1, active);  // takes the 2 free blocks
+  run_step(a, *other, 1);  // takes the 2 free blocks
   auto third = sequence(a, iota_tokens(4, 90));
   a.begin_group(2);
-  EXPECT_EQ(a.reserve(*third, third->pending(), active), 0) << "only held blocks remain";
+  EXPECT_EQ(a.shortfall(*third, third->pending()), 1);
+  EXPECT_EQ(a.reserve(*third, third->pending()), 0) << "only held blocks remain";
   EXPECT_EQ(a.prefix_stats().evicted_blocks, 0);
-  a.release_slot(other->slot);
-  EXPECT_EQ(a.reserve(*third, third->pending(), active), 4);
-  for (int32_t b : a.table(third->slot))
-    for (int32_t held : a.table(holder->slot)) EXPECT_NE(b, held);
+  a.release_slot(other->slot());
+  EXPECT_EQ(a.reserve(*third, third->pending()), 4);
+  for (int32_t b : a.table(third->slot()))
+    for (int32_t held : a.table(holder->slot())) EXPECT_NE(b, held);
 }
 
 // With a budget for one of two prompts, the newer one whose prefix is cached goes first; with the
@@ -163,28 +165,29 @@ TEST(PrefixCache, APromptWithACachedPrefixGoesFirstWithinPatience) {
     BlockAllocator a(64, kBlock, 8, caching);
     auto seed = sequence(a, iota_tokens(9));
     run_step(a, *seed, /*group=*/-2);  // before the scheduler's first group, 0
-    a.release_slot(seed->slot);
+    a.release_slot(seed->slot());
     ActiveSequences active;
     active.push_back(sequence(a, iota_tokens(12, 500)));  // older: nothing cached
     active.push_back(sequence(a, iota_tokens(12)));       // newer: its first 8 tokens are cached
     Scheduler scheduler({/*max_batch_tokens=*/4, /*max_logit_rows=*/8, /*max_seqs=*/8, /*groups=*/1}, a);
     std::optional<StepPlan> plan = scheduler.schedule(active);
     ASSERT_TRUE(plan.has_value());
-    EXPECT_EQ(plan->batch.slots.front(), active[caching ? 1 : 0]->slot) << (caching ? "cache on" : "cache off");
-    EXPECT_EQ(active[0]->passed_over, caching ? 1 : 0);
+    EXPECT_EQ(plan->batch.slots.front(), active[caching ? 1 : 0]->slot())
+        << (caching ? "cache on" : "cache off");
+    EXPECT_EQ(active[0]->passed_over(), caching ? 1 : 0);
   }
   BlockAllocator a(64, kBlock, 8, true);
   auto seed = sequence(a, iota_tokens(9));
   run_step(a, *seed, -2);
-  a.release_slot(seed->slot);
+  a.release_slot(seed->slot());
   ActiveSequences active;
   active.push_back(sequence(a, iota_tokens(12, 500)));
   active.push_back(sequence(a, iota_tokens(12)));
-  active[0]->passed_over = Scheduler::kPatience;
+  for (int i = 0; i < Scheduler::kPatience; ++i) active[0]->count_pass(false);
   Scheduler scheduler({4, 8, 8, 1}, a);
   std::optional<StepPlan> plan = scheduler.schedule(active);
   ASSERT_TRUE(plan.has_value());
-  EXPECT_EQ(plan->batch.slots.front(), active[0]->slot) << "passed over long enough: its turn";
+  EXPECT_EQ(plan->batch.slots.front(), active[0]->slot()) << "passed over long enough: its turn";
 }
 
 TEST(PrefixCache, OffMeansNothingIsShared) {
@@ -194,7 +197,7 @@ TEST(PrefixCache, OffMeansNothingIsShared) {
   auto second = sequence(a, iota_tokens(10));
   EXPECT_EQ(run_step(a, *second, 1), 0);
   EXPECT_EQ(a.cached_blocks(), 0);
-  a.release_slot(first->slot);
+  a.release_slot(first->slot());
   EXPECT_EQ(a.free_blocks(), 13);
 }
 

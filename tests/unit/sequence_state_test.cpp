@@ -1,0 +1,122 @@
+// A sequence's states: the moves the scheduler makes (admission, a step out and back, preemption,
+// the finish), the moves no state allows, the finish reasons as records spell them, and the
+// scheduler making each move on a plan and its tokens.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "core/error.h"
+#include "runtime/block_allocator.h"
+#include "runtime/scheduler.h"
+#include "runtime/sequence.h"
+
+namespace tpllama {
+namespace {
+
+const StopRules kRules{{2}, 64};
+
+std::unique_ptr<Sequence> sequence(std::vector<int32_t> prompt, int max_tokens = 4,
+                                   bool scoring = false, int n_context = 0) {
+  Request r;
+  r.token_ids.assign(prompt.begin(), prompt.end());
+  r.max_tokens = max_tokens;
+  r.scoring = scoring;
+  return std::make_unique<Sequence>(r, nullptr, std::move(prompt), n_context, 0);
+}
+
+TEST(SequenceState, AStepGoesOutAndComesBackComputed) {
+  auto s = sequence({1, 5, 6, 7});
+  EXPECT_EQ(s->state(), SequenceState::kWaiting);
+  s->assign_slot(3);
+  EXPECT_EQ(s->slot(), 3);
+  s->start_step(3);
+  EXPECT_EQ(s->state(), SequenceState::kInFlight);
+  EXPECT_EQ(s->n_computed(), 0) << "computed only once the group comes back";
+  EXPECT_EQ(s->scheduled(), 3);
+  s->end_step();
+  EXPECT_EQ(s->state(), SequenceState::kRunning);
+  EXPECT_EQ(s->n_computed(), 3);
+  EXPECT_EQ(s->scheduled(), 0);
+  EXPECT_EQ(s->pending(), 1);
+  EXPECT_FALSE(s->decoding());
+}
+
+TEST(SequenceState, APreemptedSequenceComputesEverythingAgain) {
+  auto s = sequence({1, 5, 6, 7});
+  s->start_step(4);
+  s->end_step();
+  s->accept_token(9, kRules);
+  ASSERT_TRUE(s->decoding());
+  s->preempt();
+  EXPECT_EQ(s->state(), SequenceState::kPreempted);
+  EXPECT_EQ(s->n_computed(), 0);
+  EXPECT_EQ(s->pending(), 5) << "the prompt and the token sampled";
+  s->skip_cached(4);  // the prefix cache holds its first block
+  EXPECT_EQ(s->n_computed(), 4);
+  s->start_step(1);
+  EXPECT_EQ(s->state(), SequenceState::kInFlight);
+}
+
+TEST(SequenceState, MovesNoStateAllowsAreRefused) {
+  auto s = sequence({1, 5, 6});
+  EXPECT_THROW(s->end_step(), Error) << "not in flight";
+  EXPECT_THROW(s->start_step(4), Error) << "more than its 3 pending positions";
+  s->assign_slot(0);
+  EXPECT_THROW(s->assign_slot(1), Error) << "a slot already";
+  s->start_step(3);
+  EXPECT_THROW(s->start_step(1), Error) << "in flight already";
+  EXPECT_THROW(s->preempt(), Error) << "its group is being computed";
+  EXPECT_THROW(s->skip_cached(1), Error);
+  s->end_step();
+  s->accept_token(2, kRules);  // EOS
+  EXPECT_EQ(s->state(), SequenceState::kFinished);
+  EXPECT_THROW(s->start_step(1), Error) << "finished";
+  EXPECT_THROW(s->preempt(), Error) << "finished";
+}
+
+TEST(SequenceState, FinishReasonsSpellAsTheRecordsHaveThem) {
+  EXPECT_STREQ(finish_reason_name(FinishReason::kNone), "");
+  EXPECT_STREQ(finish_reason_name(FinishReason::kStop), "stop");
+  EXPECT_STREQ(finish_reason_name(FinishReason::kLength), "length");
+  EXPECT_STREQ(finish_reason_name(FinishReason::kScore), "score");
+  EXPECT_STREQ(finish_reason_name(FinishReason::kError), "error");
+  auto s = sequence({1, 5}, /*max_tokens=*/1);
+  s->accept_token(7, kRules);
+  EXPECT_EQ(s->finish_reason(), FinishReason::kLength);
+  EXPECT_EQ(s->take_result().finish_reason, "length");
+}
+
+// A generation of 1 token and a scoring request of a 2-token context and 2-token continuation in
+// one group: admitted waiting, planned in flight, finished by the group's tokens ("length" after
+// max_tokens 1; "score" once every position is computed).
+TEST(SequenceState, TheSchedulerMakesEachMove) {
+  BlockAllocator blocks(16, 4, 4);
+  Scheduler scheduler({64, 8, 4, 1}, blocks);
+  ActiveSequences active;
+  active.push_back(sequence({1, 5, 6}, /*max_tokens=*/1));
+  active.push_back(sequence({1, 5, 6, 7}, 0, /*scoring=*/true, /*n_context=*/2));
+  for (auto& s : active) scheduler.admit(*s);
+  EXPECT_EQ(active[0]->slot(), 0);
+  EXPECT_EQ(active[1]->slot(), 1);
+  EXPECT_EQ(active[0]->state(), SequenceState::kWaiting);
+  std::optional<StepPlan> plan = scheduler.schedule(active);
+  ASSERT_TRUE(plan.has_value());
+  for (auto& s : active) EXPECT_EQ(s->state(), SequenceState::kInFlight);
+  ASSERT_EQ(plan->batch.logit_rows.size(), 3u)
+      << "the generation's last position; positions 1 and 2 scored";
+  SampledRows rows;
+  rows.group = plan->group;
+  rows.tokens = {9, 6, 7};
+  rows.logprobs = {{1, -0.5f, {}, {}}, {2, -0.25f, {}, {}}};
+  Scheduler::apply(scheduler.take_oldest(), rows, kRules);
+  EXPECT_EQ(active[0]->finish_reason(), FinishReason::kLength);
+  EXPECT_EQ(active[1]->finish_reason(), FinishReason::kScore);
+  for (auto& s : active) EXPECT_EQ(s->state(), SequenceState::kFinished);
+  EXPECT_EQ(active[1]->take_result().score->logprob, -0.75);
+  for (auto& s : active) scheduler.retire(*s);
+  EXPECT_EQ(blocks.free_blocks(), 16);
+}
+
+}  // namespace
+}  // namespace tpllama
