@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/file_read.h"
+#include "core/splitmix64.h"
 #include "model/checkpoint.h"
 #include "model/safetensors_writer.h"
 #include "ops/weight.h"
@@ -178,8 +179,7 @@ void write_random_model(const LlamaConfig& c, uint64_t seed, const ConvertOption
   c.validate();
   uint64_t state = seed;
   auto next_uniform = [&state]() {  // the splitmix64 sequence → [-1, 1)
-    const uint64_t z = ops::splitmix64(state);
-    state += 0x9E3779B97F4A7C15ull;
+    const uint64_t z = splitmix64_next(state);
     return static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
   };
   auto matrix = [&](int64_t rows, int64_t cols) {
