@@ -33,9 +33,4 @@ double Rng::uniform() {
   return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
 }
 
-int sample(const float* logits, int n, const SamplingParams& p, Rng& rng) {
-  if (p.temperature == 0.0) return argmax(logits, n);
-  return sample_with_uniform(logits, n, p, rng.uniform());
-}
-
 }  // namespace tpllama

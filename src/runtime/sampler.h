@@ -26,8 +26,4 @@ class Rng {
   uint64_t s_[4];
 };
 
-// temperature == 0 → argmax (rng untouched). Otherwise draws u = rng.uniform() once and walks the
-// candidate_set's cumulative probabilities.
-int sample(const float* logits, int n, const SamplingParams& p, Rng& rng);
-
 }  // namespace tpllama
