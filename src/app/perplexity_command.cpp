@@ -29,25 +29,6 @@ namespace {
 // A corpus is read whole and tokenized at once: a bound on what a wrong path (/dev/zero) costs.
 constexpr uint64_t kMaxCorpusBytes = uint64_t{1} << 30;
 
-// One window over the corpus tokens, as in the Hugging Face strided-perplexity recipe: BOS plus
-// tokens [begin, end); the last `scored` of them are scored, with everything before as context
-// (the rest were scored by an earlier window).
-struct Window {
-  int begin = 0, end = 0, scored = 0;
-};
-
-// Windows start every `stride` tokens until one reaches the end of the corpus.
-std::vector<Window> plan_windows(int n_tokens, int window, int stride) {
-  std::vector<Window> windows;
-  for (int begin = 0, prev_end = 0; n_tokens > 0; begin += stride) {
-    const int end = std::min(begin + window, n_tokens);
-    windows.push_back({begin, end, end - std::max(prev_end, begin)});
-    prev_end = end;
-    if (end == n_tokens) break;
-  }
-  return windows;
-}
-
 // The windows not scored yet, in corpus order, as scoring requests whose id is the window's number.
 class WindowSource : public RequestSource {
  public:
