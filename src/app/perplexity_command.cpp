@@ -118,20 +118,8 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
   if (o.resume) {
     const WindowFile file = read_window_file(o.windows);
     if (file.run) {
-      const std::string difference = window_run_difference(*file.run, run);
-      if (!difference.empty())
-        fail("cannot resume from ", o.windows, ": it holds the windows of another run (",
-             difference,
-             "); give another --windows file, or --overwrite instead of --resume to replace it");
-      for (const WindowScore& s : file.scores) {
-        const size_t i = static_cast<size_t>(s.window);
-        if (s.window >= static_cast<long long>(windows.size()) || s.n_tokens != windows[i].scored)
-          fail("cannot resume from ", o.windows, ": window ", s.window, " with ", s.n_tokens,
-               " tokens is not one of this run's ", windows.size(), " windows");
-        if (done[i]) fail("cannot resume from ", o.windows, ": window ", s.window, " is in it twice");
-        done[i] = true;
-        scores.keep(s);
-      }
+      done = resumed_windows(o.windows, file, run, windows);
+      for (const WindowScore& s : file.scores) scores.keep(s);
       append = true;
       if (file.torn_bytes > 0) cut_torn_last_line(o.windows);
     } else if (file.torn_bytes > 0 && !starts_like_a_window_header(file.torn_start)) {
