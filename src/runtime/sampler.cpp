@@ -1,4 +1,4 @@
-// The request's random stream (xoshiro256** seeded through splitmix64) and the draw from it.
+// The request's random stream: xoshiro256** seeded through splitmix64.
 #include "runtime/sampler.h"
 
 #include "core/splitmix64.h"

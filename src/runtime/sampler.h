@@ -1,5 +1,5 @@
-// Token sampling: a platform-independent RNG and the draw from it, over the CPU sampler of
-// ops/cpu/sampling.h (greedy argmax, temperature / top-k / top-p / min-p), so a request's seed
+// Token sampling: a platform-independent RNG, and the CPU sampler of ops/cpu/sampling.h (greedy
+// argmax, temperature / top-k / top-p / min-p) that draws with its uniforms, so a request's seed
 // reproduces the same tokens everywhere.
 #pragma once
 
