@@ -207,36 +207,39 @@ nlohmann::json ratio(double amount, double over) {
   return amount / over;
 }
 
-// The report: one table on stdout, the same figures as JSON.
-nlohmann::json make_report(const BenchOptions& o, const Session& session, const RunSummary& s,
-                           const std::vector<RankFigures>& figures, const MachineLimits& limits,
-                           const SyntheticSource& source, LengthRange in, LengthRange out) {
+// What the run computed and read, estimated from the model's shape: the roofline's side of the
+// report.
+struct WorkEstimate {
+  double decode_bytes = 0;   // weights and KV the pure-decode steps read
+  double prefill_flop = 0;   // FLOPs of the prompt tokens the prefill steps computed
+  double prompt_tokens = 0;  // of the workload's prompts
+};
+
+WorkEstimate estimate_work(const Session& session, const RunSummary& s,
+                           const std::vector<RankFigures>& figures, const SyntheticSource& source) {
   const LlamaConfig& c = session.config();
   const double layer_params = static_cast<double>(c.n_layers) *
                               (2.0 * c.dim * c.q_dim() + 2.0 * c.dim * c.kv_dim() + 3.0 * c.dim * c.hidden_dim);
   double matrix_bytes = 0;
   for (const RankFigures& f : figures) matrix_bytes += f.matrix_bytes;
   const double kv_bytes_per_position = 2.0 * c.kv_dim() * c.n_layers * static_cast<double>(dtype_size(session.kv_dtype()));
-  const double decode_bytes =
-      static_cast<double>(s.phases.decode_steps) * matrix_bytes +
-      static_cast<double>(s.phases.decode_context_tokens) * kv_bytes_per_position;
-  double prefill_flop = 0, prompt_tokens = 0;
+  WorkEstimate w;
+  w.decode_bytes = static_cast<double>(s.phases.decode_steps) * matrix_bytes +
+                   static_cast<double>(s.phases.decode_context_tokens) * kv_bytes_per_position;
   for (int len : source.prompt_lengths()) {
-    prefill_flop += 2.0 * len * layer_params + 2.0 * static_cast<double>(len) * len * c.q_dim() * c.n_layers +
-                    2.0 * c.vocab_size * c.dim;
-    prompt_tokens += len;
+    w.prefill_flop += 2.0 * len * layer_params + 2.0 * static_cast<double>(len) * len * c.q_dim() * c.n_layers +
+                      2.0 * c.vocab_size * c.dim;
+    w.prompt_tokens += len;
   }
   // Prompt positions the prefix cache served (and continuations scored) change what was computed:
   // the estimate is scaled to the prompt tokens the prefill steps computed.
   if (s.prompt_tokens > 0)
-    prefill_flop *=
-        static_cast<double>(s.phases.prefill_step_tokens) / static_cast<double>(s.prompt_tokens);
-  const double decode_tokens = static_cast<double>(s.phases.decode_step_tokens);
-  const bool measured = limits.devices > 0,
-             decoded = s.phases.decode_steps > 0 && s.phases.decode_seconds > 0;
-  const nlohmann::json decode_bw = decoded ? ratio(decode_bytes, s.phases.decode_seconds) : nullptr;
-  const nlohmann::json prefill_flops = ratio(prefill_flop, s.phases.prefill_seconds);
+    w.prefill_flop *= static_cast<double>(s.phases.prefill_step_tokens) / static_cast<double>(s.prompt_tokens);
+  return w;
+}
 
+// Each rank's time and weights.
+nlohmann::json rank_figures_json(const std::vector<RankFigures>& figures) {
   nlohmann::json ranks = nlohmann::json::array();
   for (size_t i = 0; i < figures.size(); ++i) {
     const RankFigures& f = figures[i];
@@ -248,6 +251,20 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
          {"bubble_fraction", ratio(f.wait_seconds, f.compute_seconds + f.wait_seconds)},
          {"weight_bytes", std::llround(f.weight_bytes)}});  // a count: an integer in JSON
   }
+  return ranks;
+}
+
+// The report: one table on stdout, the same figures as JSON.
+nlohmann::json make_report(const BenchOptions& o, const Session& session, const RunSummary& s,
+                           const std::vector<RankFigures>& figures, const MachineLimits& limits,
+                           const SyntheticSource& source, LengthRange in, LengthRange out) {
+  const LlamaConfig& c = session.config();
+  const WorkEstimate work = estimate_work(session, s, figures, source);
+  const double decode_bytes = work.decode_bytes, prompt_tokens = work.prompt_tokens;
+  const double decode_tokens = static_cast<double>(s.phases.decode_step_tokens);
+  const bool measured = limits.devices > 0, decoded = s.phases.decode_steps > 0 && s.phases.decode_seconds > 0;
+  const nlohmann::json decode_bw = decoded ? ratio(decode_bytes, s.phases.decode_seconds) : nullptr;
+  const nlohmann::json prefill_flops = ratio(work.prefill_flop, s.phases.prefill_seconds);
   const Topology& t = session.topology();
   const double prompts = static_cast<double>(o.prompts);
   nlohmann::json machine = nullptr;
@@ -322,10 +339,9 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
       {"decode_roofline_tokens_per_second",
        decoded && measured ? ratio(limits.read_bandwidth, decode_bytes / decode_tokens) : nullptr},
       {"prefill_flops_per_second", prefill_flops},
-      {"prefill_gemm_fraction", measured && !prefill_flops.is_null()
-                                    ? ratio(prefill_flops.get<double>(), limits.gemm_flops)
-                                    : nullptr},
-      {"ranks", ranks},
+      {"prefill_gemm_fraction",
+       measured && !prefill_flops.is_null() ? ratio(prefill_flops.get<double>(), limits.gemm_flops) : nullptr},
+      {"ranks", rank_figures_json(figures)},
   };
   return j;
 }

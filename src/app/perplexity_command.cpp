@@ -29,25 +29,6 @@ namespace {
 // A corpus is read whole and tokenized at once: a bound on what a wrong path (/dev/zero) costs.
 constexpr uint64_t kMaxCorpusBytes = uint64_t{1} << 30;
 
-// One window over the corpus tokens, as in the Hugging Face strided-perplexity recipe: BOS plus
-// tokens [begin, end); the last `scored` of them are scored, with everything before as context
-// (the rest were scored by an earlier window).
-struct Window {
-  int begin = 0, end = 0, scored = 0;
-};
-
-// Windows start every `stride` tokens until one reaches the end of the corpus.
-std::vector<Window> plan_windows(int n_tokens, int window, int stride) {
-  std::vector<Window> windows;
-  for (int begin = 0, prev_end = 0; n_tokens > 0; begin += stride) {
-    const int end = std::min(begin + window, n_tokens);
-    windows.push_back({begin, end, end - std::max(prev_end, begin)});
-    prev_end = end;
-    if (end == n_tokens) break;
-  }
-  return windows;
-}
-
 // The windows not scored yet, in corpus order, as scoring requests whose id is the window's number.
 class WindowSource : public RequestSource {
  public:
@@ -137,20 +118,8 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
   if (o.resume) {
     const WindowFile file = read_window_file(o.windows);
     if (file.run) {
-      const std::string difference = window_run_difference(*file.run, run);
-      if (!difference.empty())
-        fail("cannot resume from ", o.windows, ": it holds the windows of another run (",
-             difference,
-             "); give another --windows file, or --overwrite instead of --resume to replace it");
-      for (const WindowScore& s : file.scores) {
-        const size_t i = static_cast<size_t>(s.window);
-        if (s.window >= static_cast<long long>(windows.size()) || s.n_tokens != windows[i].scored)
-          fail("cannot resume from ", o.windows, ": window ", s.window, " with ", s.n_tokens,
-               " tokens is not one of this run's ", windows.size(), " windows");
-        if (done[i]) fail("cannot resume from ", o.windows, ": window ", s.window, " is in it twice");
-        done[i] = true;
-        scores.keep(s);
-      }
+      done = resumed_windows(o.windows, file, run, windows);
+      for (const WindowScore& s : file.scores) scores.keep(s);
       append = true;
       if (file.torn_bytes > 0) cut_torn_last_line(o.windows);
     } else if (file.torn_bytes > 0 && !starts_like_a_window_header(file.torn_start)) {

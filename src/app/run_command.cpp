@@ -94,29 +94,6 @@ OutputJob output_job(const RunOptions& o, const Session& session, InputFormat fo
   return job;
 }
 
-// --resume onto records another job made is refused, naming every difference; an output without
-// a sidecar (an older tpllama's, another tool's) cannot be checked, which is said.
-void check_resumed_job(const std::string& output, const OutputJob& here) {
-  const std::optional<OutputJob> made = read_sidecar(output);
-  if (!made) {
-    log::warn("--resume: " + output + " has no sidecar " + sidecar_path(output) +
-              " (an older tpllama's output, or another tool's): cannot check that the same job made it");
-    return;
-  }
-  const std::string difference = output_job_difference(output, *made, here);
-  if (!difference.empty())
-    fail("--resume: ", difference, ". Resume with the settings that made it, or write to a new --output");
-}
-
-void warn_duplicates(const ResumeIndex& index) {
-  if (index.duplicates.empty()) return;
-  const DuplicateRecord& d = index.duplicates.front();
-  log::warn("--resume: " + index.path + " holds " + std::to_string(index.duplicates.size()) +
-            " duplicate records (a second record of an id already answered; the first: id " + d.id + " on line " +
-            std::to_string(d.line) + ", first on line " + std::to_string(d.first_line) +
-            "): kept, and not taken as answers");
-}
-
 // The output is opened (and truncated, without --resume) only once everything else is known to
 // work; it is held (locked) from the run's start, before anything reads or cuts it.
 RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& holds) {

@@ -35,14 +35,11 @@ long long as_count(double x) {
   return std::llround(x);
 }
 
-void write_stats(const std::string& path, const Topology& t, int n_nodes, const std::vector<RankFigures>& all,
-                 const RunSummary& s) {
+// Each rank's figures for --stats, with its place in the layout.
+nlohmann::json rank_stats(const Topology& t, const std::vector<RankFigures>& all) {
   nlohmann::json ranks = nlohmann::json::array();
-  double compute = 0, wait = 0;
   for (int r = 0; r < t.world_size(); ++r) {
     const RankFigures& f = all[static_cast<size_t>(r)];
-    compute += f.compute_seconds;
-    wait += f.wait_seconds;
     ranks.push_back({{"rank", r},
                      {"tp_rank", t.tp_rank_of(r)},
                      {"pp_rank", t.pp_rank_of(r)},
@@ -59,6 +56,16 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
                      {"all_reduce_calls", as_count(f.all_reduce_calls)},
                      {"all_reduce_bytes", as_count(f.all_reduce_bytes)},
                      {"all_reduce_bus_bandwidth_bytes_per_second", bus_bandwidth(f, t.tp_size())}});
+  }
+  return ranks;
+}
+
+void write_stats(const std::string& path, const Topology& t, int n_nodes, const std::vector<RankFigures>& all,
+                 const RunSummary& s) {
+  double compute = 0, wait = 0;
+  for (int r = 0; r < t.world_size(); ++r) {
+    compute += all[static_cast<size_t>(r)].compute_seconds;
+    wait += all[static_cast<size_t>(r)].wait_seconds;
   }
   const double secs = s.seconds > 0 ? s.seconds : 1e-9;
   nlohmann::json j = {
@@ -101,7 +108,7 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
       {"ttft_from_start_seconds", percentiles(s.latency.ttft_from_start)},
       {"latency_from_start_seconds", percentiles(s.latency.latency_from_start)},
       {"bubble_fraction", compute + wait > 0 ? wait / (compute + wait) : 0.0},
-      {"ranks", ranks},
+      {"ranks", rank_stats(t, all)},
   };
   write_json_file(path, j, "--stats");
 }

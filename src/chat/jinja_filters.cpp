@@ -10,6 +10,7 @@
 #include "chat/jinja_builtins.h"
 #include "chat/jinja_limits.h"
 #include "chat/jinja_text.h"
+#include "text/utf8.h"
 
 namespace tpllama::jinja {
 namespace {
@@ -92,7 +93,7 @@ Value filter_title(const Value& in, const CallArgs& args) {
   bool word_start = true;
   for (const std::string_view cp : text::code_points(s)) {
     size_t i = 0;
-    const char32_t c = text::decode_utf8(cp, i);
+    const char32_t c = utf8::decode(cp, i);
     if (text::is_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<') {
       out += cp;
       word_start = true;

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "chat/jinja_text.h"
+#include "text/utf8.h"
 
 namespace tpllama::jinja {
 namespace {
@@ -56,7 +57,7 @@ class Lexer {
   size_t skip_space(size_t p) const {
     while (p < src_.size()) {
       size_t next = p;
-      if (!text::is_space(text::decode_utf8(src_, next))) break;
+      if (!text::is_space(utf8::decode(src_, next))) break;
       p = next;
     }
     return p;
@@ -64,7 +65,7 @@ class Lexer {
 
   bool all_space(std::string_view s) const {
     for (size_t i = 0; i < s.size();)
-      if (!text::is_space(text::decode_utf8(s, i))) return false;
+      if (!text::is_space(utf8::decode(s, i))) return false;
     return true;
   }
 
@@ -313,7 +314,7 @@ class Lexer {
       unsigned code = 0;
       while (q < src_.size() && q < p + 4 && src_[q] >= '0' && src_[q] <= '7')
         code = code * 8 + (src_[q++] - '0');
-      text::append_utf8(value, code);
+      utf8::append(value, code);
       return q;
     }
     const int hex_len = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
@@ -329,7 +330,7 @@ class Lexer {
     const auto code = static_cast<char32_t>(std::strtoul(digits.c_str(), nullptr, 16));
     if (code > 0x10ffff)
       fail_at(origin_, line_, "illegal Unicode character in string: \\", e, digits);
-    text::append_utf8(value, code);
+    utf8::append(value, code);
     return p + 2 + static_cast<size_t>(hex_len);
   }
 

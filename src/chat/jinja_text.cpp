@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <utf8proc.h>
+
 #include "chat/jinja_limits.h"
+#include "text/utf8.h"
 
 namespace tpllama::jinja::text {
 
@@ -16,50 +19,12 @@ bool is_space(char32_t c) {
          c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
 }
 
-char32_t decode_utf8(std::string_view s, size_t& i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  const int extra = b0 >= 0xf8 ? 0 : b0 >= 0xf0 ? 3 : b0 >= 0xe0 ? 2 : b0 >= 0xc0 ? 1 : 0;
-  if (extra == 0 || i + extra >= s.size()) {
-    ++i;
-    return b0;
-  }
-  char32_t c = b0 & (0x3f >> extra);
-  for (int k = 1; k <= extra; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xc0) != 0x80) {
-      ++i;
-      return b0;
-    }
-    c = (c << 6) | (b & 0x3f);
-  }
-  i += extra + 1;
-  return c;
-}
-
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xc0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3f));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xe0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (c & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (c & 0x3f));
-  }
-}
-
 std::vector<std::string_view> code_points(std::string_view s) {
   std::vector<std::string_view> out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
     const size_t start = i;
-    decode_utf8(s, i);
+    utf8::decode(s, i);
     out.push_back(s.substr(start, i - start));
   }
   return out;
@@ -82,7 +47,7 @@ std::string strip_if(std::string_view s, bool left, bool right, Pred drop) {
   if (left) {
     while (begin < end) {
       size_t next = begin;
-      if (!drop(decode_utf8(s, next))) break;
+      if (!drop(utf8::decode(s, next))) break;
       begin = next;
     }
   }
@@ -91,77 +56,44 @@ std::string strip_if(std::string_view s, bool left, bool right, Pred drop) {
       size_t start = end - 1;
       while (start > begin && (static_cast<unsigned char>(s[start]) & 0xc0) == 0x80) --start;
       size_t at = start;
-      if (!drop(decode_utf8(s, at))) break;
+      if (!drop(utf8::decode(s, at))) break;
       end = start;
     }
   }
   return std::string(s.substr(begin, end - begin));
 }
 
-// Simple case mappings of Latin-1, Latin Extended-A, Greek, Cyrillic and full-width Latin, the
-// scripts chat text mostly uses; other code points keep their case.
-char32_t upper_of(char32_t c) {
-  if (c < 0x80) return c >= 'a' && c <= 'z' ? c - 32 : c;
-  if (c == 0xb5) return 0x39c;
-  if (c >= 0xe0 && c <= 0xfe && c != 0xf7) return c - 32;
-  if (c == 0xff) return 0x178;
-  if (c >= 0x100 && c <= 0x17f) {
-    if (c == 0x131) return 'I';
-    if (c == 0x17f) return 'S';
-    if (c == 0x130 || c == 0x138 || c == 0x149 || c == 0x178) return c;
-    const bool lower_is_even = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
-    return (c % 2 == 0) == lower_is_even ? c - 1 : c;
-  }
-  if ((c >= 0x3b1 && c <= 0x3c1) || (c >= 0x3c3 && c <= 0x3cb)) return c - 32;
-  if (c == 0x3c2) return 0x3a3;
-  if (c == 0x3ac) return 0x386;
-  if (c >= 0x3ad && c <= 0x3af) return c - 37;
-  if (c == 0x3cc) return 0x38c;
-  if (c == 0x3cd || c == 0x3ce) return c - 63;
-  if (c >= 0x430 && c <= 0x44f) return c - 32;
-  if (c >= 0x450 && c <= 0x45f) return c - 80;
-  if (c >= 0xff41 && c <= 0xff5a) return c - 32;
-  return c;
-}
+// Python's str case methods map with the full mappings; utf8proc has the simple ones, which are the
+// same for every character but 103 (SpecialCasing.txt). Of those, ß is spelled out here ("SS").
+enum class Case { kUpper, kLower, kTitle };
 
-char32_t lower_of(char32_t c) {
-  if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
-  if (c >= 0xc0 && c <= 0xde && c != 0xd7) return c + 32;
-  if (c == 0x178) return 0xff;
-  if (c >= 0x100 && c <= 0x17f) {
-    if (c == 0x130 || c == 0x131 || c == 0x138 || c == 0x149 || c == 0x17f) return c;
-    const bool upper_is_odd = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
-    return (c % 2 == 1) == upper_is_odd ? c + 1 : c;
-  }
-  if ((c >= 0x391 && c <= 0x3a1) || (c >= 0x3a3 && c <= 0x3ab)) return c + 32;
-  if (c == 0x386) return 0x3ac;
-  if (c >= 0x388 && c <= 0x38a) return c + 37;
-  if (c == 0x38c) return 0x3cc;
-  if (c == 0x38e || c == 0x38f) return c + 63;
-  if (c >= 0x410 && c <= 0x42f) return c + 32;
-  if (c >= 0x400 && c <= 0x40f) return c + 80;
-  if (c >= 0xff21 && c <= 0xff3a) return c + 32;
-  return c;
-}
-
-// Letters that have a case; ß and ĸ are lowercase letters without a single-letter uppercase.
-bool is_cased(char32_t c) {
-  return upper_of(c) != c || lower_of(c) != c || c == 0xdf || c == 0x138;
-}
+// Python's Uppercase and Lowercase but for the few Other_Uppercase / Other_Lowercase code points
+// that have no case mapping (ª, modifier letters); a titlecase letter (ǅ) is neither.
 bool is_upper_letter(char32_t c) {
-  return lower_of(c) != c;
+  const auto cp = static_cast<utf8proc_int32_t>(c);
+  const utf8proc_category_t cat = utf8proc_category(cp);
+  return cat == UTF8PROC_CATEGORY_LU || (cat != UTF8PROC_CATEGORY_LT && utf8proc_tolower(cp) != cp);
 }
 bool is_lower_letter(char32_t c) {
-  return upper_of(c) != c || c == 0xdf || c == 0x138;
+  const auto cp = static_cast<utf8proc_int32_t>(c);
+  const utf8proc_category_t cat = utf8proc_category(cp);
+  return cat == UTF8PROC_CATEGORY_LL || (cat != UTF8PROC_CATEGORY_LT && utf8proc_toupper(cp) != cp);
+}
+bool is_cased(char32_t c) {
+  return is_upper_letter(c) || is_lower_letter(c) ||
+         utf8proc_category(static_cast<utf8proc_int32_t>(c)) == UTF8PROC_CATEGORY_LT;
 }
 
-// Appends the code point in the case `upper` asks for; ß uppercases to "SS", as in Python.
-void append_cased(std::string& out, char32_t c, bool upper) {
-  if (upper && c == 0xdf) {
+void append_cased(std::string& out, char32_t c, Case to) {
+  if (c == 0xdf && to != Case::kLower) {
     out += "SS";
     return;
   }
-  append_utf8(out, upper ? upper_of(c) : lower_of(c));
+  const auto cp = static_cast<utf8proc_int32_t>(c);
+  const utf8proc_int32_t mapped = to == Case::kUpper   ? utf8proc_toupper(cp)
+                                  : to == Case::kLower ? utf8proc_tolower(cp)
+                                                       : utf8proc_totitle(cp);
+  utf8::append(out, static_cast<char32_t>(mapped));
 }
 
 // Python's str.isprintable() for non-ASCII code points, approximated by the separators, format
@@ -187,7 +119,7 @@ std::string strip(std::string_view s, bool left, bool right) {
 
 std::string strip_chars(std::string_view s, std::string_view chars, bool left, bool right) {
   std::vector<char32_t> set;
-  for (size_t i = 0; i < chars.size();) set.push_back(decode_utf8(chars, i));
+  for (size_t i = 0; i < chars.size();) set.push_back(utf8::decode(chars, i));
   return strip_if(s, left, right, [&](char32_t c) {
     for (const char32_t x : set)
       if (x == c) return true;
@@ -201,7 +133,7 @@ std::vector<std::string> split_whitespace(std::string_view s, std::int64_t maxsp
   auto skip_space = [&] {
     while (i < s.size()) {
       size_t next = i;
-      if (!is_space(decode_utf8(s, next))) break;
+      if (!is_space(utf8::decode(s, next))) break;
       i = next;
     }
   };
@@ -214,7 +146,7 @@ std::vector<std::string> split_whitespace(std::string_view s, std::int64_t maxsp
     const size_t start = i;
     while (i < s.size()) {
       size_t next = i;
-      if (is_space(decode_utf8(s, next))) break;
+      if (is_space(utf8::decode(s, next))) break;
       i = next;
     }
     out.emplace_back(s.substr(start, i - start));
@@ -267,21 +199,23 @@ std::string replace(std::string_view s, std::string_view from, std::string_view 
 std::string upper(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) append_cased(out, decode_utf8(s, i), true);
+  for (size_t i = 0; i < s.size();) append_cased(out, utf8::decode(s, i), Case::kUpper);
   return out;
 }
 
 std::string lower(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) append_cased(out, decode_utf8(s, i), false);
+  for (size_t i = 0; i < s.size();) append_cased(out, utf8::decode(s, i), Case::kLower);
   return out;
 }
 
 std::string capitalize(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) append_cased(out, decode_utf8(s, i), out.empty());
+  for (size_t i = 0; i < s.size();) {
+    append_cased(out, utf8::decode(s, i), out.empty() ? Case::kTitle : Case::kLower);
+  }
   return out;
 }
 
@@ -290,9 +224,9 @@ std::string title(std::string_view s) {
   out.reserve(s.size());
   bool previous_cased = false;
   for (size_t i = 0; i < s.size();) {
-    const char32_t c = decode_utf8(s, i);
+    const char32_t c = utf8::decode(s, i);
     const bool cased = is_cased(c);
-    append_cased(out, c, cased && !previous_cased);
+    append_cased(out, c, cased && !previous_cased ? Case::kTitle : Case::kLower);
     previous_cased = cased;
   }
   return out;
@@ -301,7 +235,7 @@ std::string title(std::string_view s) {
 bool is_lower(std::string_view s) {
   bool any = false;
   for (size_t i = 0; i < s.size();) {
-    const char32_t c = decode_utf8(s, i);
+    const char32_t c = utf8::decode(s, i);
     if (is_upper_letter(c)) return false;
     any = any || is_lower_letter(c);
   }
@@ -311,7 +245,7 @@ bool is_lower(std::string_view s) {
 bool is_upper(std::string_view s) {
   bool any = false;
   for (size_t i = 0; i < s.size();) {
-    const char32_t c = decode_utf8(s, i);
+    const char32_t c = utf8::decode(s, i);
     if (is_lower_letter(c)) return false;
     any = any || is_upper_letter(c);
   }
@@ -325,7 +259,7 @@ std::string repr(std::string_view s) {
   std::string out(1, quote);
   for (size_t i = 0; i < s.size();) {
     const size_t start = i;
-    const char32_t c = decode_utf8(s, i);
+    const char32_t c = utf8::decode(s, i);
     char buf[16];
     if (c == static_cast<char32_t>(quote) || c == '\\') {
       out += '\\';

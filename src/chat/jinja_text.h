@@ -1,6 +1,6 @@
 // Python `str` semantics over UTF-8 bytes (whitespace, strip/split, code-point indexing, case,
-// repr, float repr), so that text rendered by the Jinja subset matches Jinja2 byte for byte.
-// Case mapping covers Latin-1, Latin Extended-A, Greek, Cyrillic and full-width Latin.
+// repr, float repr), so that text rendered by the Jinja subset matches Jinja2 byte for byte. Case
+// mapping is utf8proc's; UTF-8 decoding is text/utf8.h's.
 #pragma once
 
 #include <cstdint>
@@ -12,10 +12,6 @@ namespace tpllama::jinja::text {
 
 // str.isspace() for one code point (also what Python's `\s` matches).
 bool is_space(char32_t c);
-
-// Decodes the code point at s[i] and moves i past it; a malformed byte decodes as itself.
-char32_t decode_utf8(std::string_view s, size_t& i);
-void append_utf8(std::string& out, char32_t c);
 
 // The string split into code points, each a view into `s`.
 std::vector<std::string_view> code_points(std::string_view s);

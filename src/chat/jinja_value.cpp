@@ -8,6 +8,7 @@
 
 #include "chat/jinja_limits.h"
 #include "chat/jinja_text.h"
+#include "text/utf8.h"
 
 namespace tpllama::jinja {
 
@@ -355,7 +356,7 @@ void append_json_string(std::string& out, const std::string& s, bool ensure_asci
   char buf[16];
   for (size_t i = 0; i < s.size();) {
     const size_t start = i;
-    const char32_t c = text::decode_utf8(s, i);
+    const char32_t c = utf8::decode(s, i);
     switch (c) {
       case '"':
         out += "\\\"";

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "core/json_text.h"
 #include "core/log.h"
+#include "core/splitmix64.h"
 #include "core/stop_signal.h"
 #include "io/openai_batch.h"
 #include "io/request_field_policy.h"
@@ -38,7 +39,6 @@ using request_fields::find_field;
 using request_fields::reject;
 using request_fields::RequestKind;
 
-constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ULL;
 // The fields a JSONL line reads, by kind of request; request_field_policy decides on any other.
 constexpr const char* kPromptFields[] = {
     "id",          "prompt", "max_tokens", "max_completion_tokens",
@@ -58,15 +58,8 @@ constexpr const char* kChatFields[] = {"id",          "messages",
 constexpr size_t kSniffBytes = size_t{4} << 20;
 constexpr const char* kByteOrderMark = "\xEF\xBB\xBF";
 
-uint64_t splitmix64(uint64_t x) {
-  uint64_t z = x + kGoldenGamma;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 uint64_t derive_seed(uint64_t base, size_t line) {
-  return splitmix64(base ^ (static_cast<uint64_t>(line) * kGoldenGamma));
+  return splitmix64(base ^ (static_cast<uint64_t>(line) * kSplitmix64Gamma));
 }
 
 bool is_space(unsigned char c) {

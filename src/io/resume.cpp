@@ -10,12 +10,15 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/json_text.h"
+#include "core/log.h"
+#include "io/output_sidecar.h"
 #include "io/request.h"
 #include "io/request_fields.h"
 
@@ -165,6 +168,61 @@ ResumeIndex prepare_resume(const std::string& output_path, OutputFormat format) 
   }
   if (in.bad()) fail("error reading output file ", output_path, " to resume");
   return index;
+}
+
+void check_resumed_job(const std::string& output, const OutputJob& here) {
+  const std::optional<OutputJob> made = read_sidecar(output);
+  if (!made) {
+    log::warn("--resume: " + output + " has no sidecar " + sidecar_path(output) +
+              " (an older tpllama's output, or another tool's): cannot check that the same job made it");
+    return;
+  }
+  const std::string difference = output_job_difference(output, *made, here);
+  if (!difference.empty())
+    fail("--resume: ", difference, ". Resume with the settings that made it, or write to a new --output");
+}
+
+void warn_duplicates(const ResumeIndex& index) {
+  if (index.duplicates.empty()) return;
+  const DuplicateRecord& d = index.duplicates.front();
+  log::warn("--resume: " + index.path + " holds " + std::to_string(index.duplicates.size()) +
+            " duplicate records (a second record of an id already answered; the first: id " + d.id + " on line " +
+            std::to_string(d.line) + ", first on line " + std::to_string(d.first_line) +
+            "): kept, and not taken as answers");
+}
+
+// Taking another input's records for this input's would leave requests unanswered without a word,
+// so the run stops (before any work when, as after a kill, the answered requests lead the input).
+void check_resumed_record(const ResumedRecord& record, const std::string& output,
+                          const Request& req, long long tokens) {
+  if (record.scoring == req.scoring && record.tokens == tokens) return;
+  const auto what = [](bool scoring, long long n) {
+    return scoring ? "a scoring request with " + std::to_string(n) + " continuation tokens"
+                   : "a " + std::to_string(n) + "-token prompt";
+  };
+  fail("--resume: line ", record.line, " of ", output, " answers id ", id_key(req.id), " for ",
+       what(record.scoring, record.tokens), ", but this input's line ", req.line, " with that id is ",
+       what(req.scoring, tokens),
+       ": the output was made from another input, or with another tokenizer. Resume with the input and model "
+       "that made it, or write to a new --output");
+}
+
+std::vector<bool> resumed_windows(const std::string& path, const WindowFile& file,
+                                  const WindowRun& run, const std::vector<Window>& windows) {
+  const std::string difference = window_run_difference(*file.run, run);
+  if (!difference.empty())
+    fail("cannot resume from ", path, ": it holds the windows of another run (", difference,
+         "); give another --windows file, or --overwrite instead of --resume to replace it");
+  std::vector<bool> done(windows.size(), false);
+  for (const WindowScore& s : file.scores) {
+    const size_t i = static_cast<size_t>(s.window);
+    if (s.window >= static_cast<long long>(windows.size()) || s.n_tokens != windows[i].scored)
+      fail("cannot resume from ", path, ": window ", s.window, " with ", s.n_tokens,
+           " tokens is not one of this run's ", windows.size(), " windows");
+    if (done[i]) fail("cannot resume from ", path, ": window ", s.window, " is in it twice");
+    done[i] = true;
+  }
+  return done;
 }
 
 }  // namespace tpllama

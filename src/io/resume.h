@@ -1,5 +1,6 @@
 // Resuming a killed run: repair the output file's torn last line and index which request ids it
-// already holds, so the driver can skip them and append the rest.
+// already holds, so the driver can skip them and append the rest; and the checks that what a file
+// holds is this job's (its sidecar, each skipped request's record, perplexity's windows).
 #pragma once
 
 #include <cstddef>
@@ -8,8 +9,11 @@
 #include <vector>
 
 #include "io/result_writer.h"
+#include "io/window_file.h"
 
 namespace tpllama {
+
+struct OutputJob;
 
 // What a record of a finished request says of the request it answers, to tell whether a resumed
 // run's request with that id is the same one: the prompt's token count (a scoring record: the
@@ -51,5 +55,23 @@ ResumeIndex prepare_resume(const std::string& output_path, OutputFormat format);
 // Cuts everything after the file's last '\n' (a record torn by a kill) and syncs; returns how many
 // bytes went. Throws Error naming the path.
 size_t cut_torn_last_line(const std::string& path);
+
+// --resume onto records another job made is refused, naming every difference; an output without
+// a sidecar (an older tpllama's, another tool's) cannot be checked, which is said.
+void check_resumed_job(const std::string& output, const OutputJob& here);
+
+// Warns of the duplicate records the index found: kept, and not taken as answers.
+void warn_duplicates(const ResumeIndex& index);
+
+// A request this run would skip as answered gives the token count its record gives (`tokens`: the
+// prompt's, or a scoring request's continuation's), or the output is another input's (or was made
+// with another tokenizer): throws Error naming the record's line and the request's.
+void check_resumed_record(const ResumedRecord& record, const std::string& output,
+                          const Request& req, long long tokens);
+
+// The windows a --windows file of the same run (else throws Error naming the difference) already
+// scored: each of its scores must be one of `windows`, once (else throws Error naming it).
+std::vector<bool> resumed_windows(const std::string& path, const WindowFile& file,
+                                  const WindowRun& run, const std::vector<Window>& windows);
 
 }  // namespace tpllama

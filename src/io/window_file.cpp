@@ -1,4 +1,5 @@
-// Perplexity's windows file: a header line naming the run, then one line per scored window.
+// Perplexity's windows, and its windows file: a header line naming the run, then one line per
+// scored window.
 #include "io/window_file.h"
 
 #include <algorithm>
@@ -30,6 +31,17 @@ std::optional<long long> count_field(const ordered_json& object, const char* fie
 }
 
 }  // namespace
+
+std::vector<Window> plan_windows(int n_tokens, int window, int stride) {
+  std::vector<Window> windows;
+  for (int begin = 0, prev_end = 0; n_tokens > 0; begin += stride) {
+    const int end = std::min(begin + window, n_tokens);
+    windows.push_back({begin, end, end - std::max(prev_end, begin)});
+    prev_end = end;
+    if (end == n_tokens) break;
+  }
+  return windows;
+}
 
 std::string corpus_hash(const std::vector<int>& tokens) {
   Fnv1a h;

@@ -1,7 +1,8 @@
-// Perplexity's windows file (--windows): what a `tpllama perplexity` run has scored, one line per
-// window, so a stopped run goes on from there with --resume. The first line names the run — the
-// model and its dtypes, the corpus's tokens, and the window and stride over them — so a resume
-// with another model, corpus or windows is refused instead of mixing two runs' scores.
+// Perplexity's windows over the corpus, and its windows file (--windows): what a `tpllama
+// perplexity` run has scored, one line per window, so a stopped run goes on from there with
+// --resume. The first line names the run — the model and its dtypes, the corpus's tokens, and the
+// window and stride over them — so a resume with another model, corpus or windows is refused
+// instead of mixing two runs' scores.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,16 @@
 #include <vector>
 
 namespace tpllama {
+
+// One window over the corpus tokens, as in the Hugging Face strided-perplexity recipe: BOS plus
+// tokens [begin, end); the last `scored` of them are scored, with everything before as context
+// (the rest were scored by an earlier window).
+struct Window {
+  int begin = 0, end = 0, scored = 0;
+};
+
+// Windows start every `stride` tokens until one reaches the end of the corpus.
+std::vector<Window> plan_windows(int n_tokens, int window, int stride);
 
 struct WindowRun {
   std::string model;              // the model directory's name

@@ -152,15 +152,6 @@ const SafetensorsFile& Checkpoint::file_of(const std::string& name) const {
   return *it->second;
 }
 
-uint64_t Checkpoint::total_tensor_bytes() const {
-  uint64_t total = 0;
-  for (const auto& [name, file] : where_) {
-    const TensorInfo& t = file->info(name);
-    total += t.end - t.begin;
-  }
-  return total;
-}
-
 }  // namespace tpllama
 
 namespace tpllama {

@@ -47,7 +47,6 @@ class Checkpoint {
   const TensorInfo& info(const std::string& name) const { return file_of(name).info(name); }
   // The scales of an int8 matrix (`<name>_scale` beside an I8 `<name>`): not weights of their own.
   bool is_int8_scale(const std::string& name) const;
-  uint64_t total_tensor_bytes() const;
   uint64_t total_elements() const;  // of the weights (scales not counted)
 
  private:

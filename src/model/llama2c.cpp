@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/file_read.h"
+#include "core/splitmix64.h"
 #include "model/checkpoint.h"
 #include "model/safetensors_writer.h"
 #include "ops/weight.h"
@@ -75,24 +76,8 @@ void write_model_dir(const LlamaConfig& config, const NamedArrays& tensors, cons
   write_safetensors(options.out_dir + "/model.safetensors", tensors.order, options.dtype);
 }
 
-}  // namespace
-
-void check_convert_out(const std::string& out_dir) {
-  if (!fs::exists(out_dir)) return;
-  if (!fs::is_directory(out_dir)) fail("--out ", out_dir, " exists and is not a directory");
-  for (const auto& entry : fs::directory_iterator(out_dir)) {
-    const std::string name = entry.path().filename().string();
-    const bool weights = entry.path().extension() == ".safetensors" && name != "model.safetensors";
-    if (weights || name == "model.safetensors.index.json" || name == kShardManifestName)
-      fail("--out ", out_dir, " holds ", name, " of another model, which a run would read beside (or instead of) ",
-           "the converted weights: convert into a new directory or one an earlier convert wrote");
-  }
-}
-
-LlamaConfig convert_llama2c(const std::string& path, const ConvertOptions& options) {
-  require_regular_file(path, "llama2.c checkpoint");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open llama2.c checkpoint ", path);
+// The 28-byte header of a llama2.c checkpoint as a config, with the values llama2.c assumes.
+LlamaConfig read_llama2c_header(std::ifstream& in, const std::string& path) {
   int32_t h[7];
   if (!in.read(reinterpret_cast<char*>(h), sizeof h)) fail(path, ": shorter than the 28-byte llama2.c header");
   LlamaConfig c;
@@ -116,7 +101,13 @@ LlamaConfig convert_llama2c(const std::string& path, const ConvertOptions& optio
          h[4], ", vocab ", h[5], ", seq_len ", h[6], ") is not a valid model: ", e.what());
   }
   if (c.dim % c.n_heads != 0) fail(path, ": dim (", c.dim, ") is not a multiple of n_heads (", c.n_heads, ")");
-  const int64_t d = c.dim, hd = c.head_dim, L = c.n_layers, kv = c.kv_dim(), hid = c.hidden_dim, V = c.vocab_size;
+  return c;
+}
+
+// A llama2.c file holds exactly the float32 arrays its header implies.
+void check_llama2c_size(const LlamaConfig& c, const std::string& path) {
+  const int64_t d = c.dim, hd = c.head_dim, L = c.n_layers, kv = c.kv_dim(), hid = c.hidden_dim,
+                V = c.vocab_size;
   // Checked arithmetic: a corrupt header must not wrap around to the file's real size.
   int64_t floats = 0;
   auto add = [&](std::initializer_list<int64_t> factors) {
@@ -137,6 +128,13 @@ LlamaConfig convert_llama2c(const std::string& path, const ConvertOptions& optio
   if (floats > (INT64_MAX - 28) / 4 || file_size != 28 + floats * 4)
     fail(path, ": file has ", file_size, " bytes but its header implies ", 28 + floats * 4,
          " (is this a float32 'version 0' llama2.c export?)");
+}
+
+// The arrays that follow the header, as Hugging Face tensors: Wq and Wk permuted from Meta's
+// interleaved RoPE layout to rotate-half, the freq_cis tables dropped.
+NamedArrays read_llama2c_tensors(std::ifstream& in, const LlamaConfig& c, const std::string& path) {
+  const int64_t d = c.dim, hd = c.head_dim, L = c.n_layers, kv = c.kv_dim(), hid = c.hidden_dim,
+                V = c.vocab_size;
   auto read = [&](int64_t n) {
     std::vector<float> v(static_cast<size_t>(n));
     in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * 4));
@@ -170,7 +168,30 @@ LlamaConfig convert_llama2c(const std::string& path, const ConvertOptions& optio
   }
   t.add("model.norm.weight", {d}, rms_final);
   if (!c.tie_word_embeddings) t.add("lm_head.weight", {V, d}, wcls);
-  write_model_dir(c, t, options);
+  return t;
+}
+
+}  // namespace
+
+void check_convert_out(const std::string& out_dir) {
+  if (!fs::exists(out_dir)) return;
+  if (!fs::is_directory(out_dir)) fail("--out ", out_dir, " exists and is not a directory");
+  for (const auto& entry : fs::directory_iterator(out_dir)) {
+    const std::string name = entry.path().filename().string();
+    const bool weights = entry.path().extension() == ".safetensors" && name != "model.safetensors";
+    if (weights || name == "model.safetensors.index.json" || name == kShardManifestName)
+      fail("--out ", out_dir, " holds ", name, " of another model, which a run would read beside (or instead of) ",
+           "the converted weights: convert into a new directory or one an earlier convert wrote");
+  }
+}
+
+LlamaConfig convert_llama2c(const std::string& path, const ConvertOptions& options) {
+  require_regular_file(path, "llama2.c checkpoint");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open llama2.c checkpoint ", path);
+  const LlamaConfig c = read_llama2c_header(in, path);
+  check_llama2c_size(c, path);
+  write_model_dir(c, read_llama2c_tensors(in, c, path), options);
   return c;
 }
 
@@ -178,8 +199,7 @@ void write_random_model(const LlamaConfig& c, uint64_t seed, const ConvertOption
   c.validate();
   uint64_t state = seed;
   auto next_uniform = [&state]() {  // the splitmix64 sequence → [-1, 1)
-    const uint64_t z = ops::splitmix64(state);
-    state += 0x9E3779B97F4A7C15ull;
+    const uint64_t z = splitmix64_next(state);
     return static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
   };
   auto matrix = [&](int64_t rows, int64_t cols) {

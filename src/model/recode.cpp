@@ -21,6 +21,66 @@ namespace tpllama {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+std::vector<int64_t> shape_of(const ShardEntry& e) {
+  return e.is_1d ? std::vector<int64_t>{e.rows} : std::vector<int64_t>{e.rows, e.cols};
+}
+
+// The output's header: every matrix the table stores quantized as I8 plus its F32 scales when
+// int8, every other tensor in `plain`.
+std::vector<SafetensorsStreamWriter::Entry> recoded_header(const std::vector<ShardEntry>& tensors,
+                                                           bool int8, DType plain) {
+  std::vector<SafetensorsStreamWriter::Entry> header;
+  for (const ShardEntry& e : tensors) {
+    if (int8 && stored_quantized(e)) {
+      header.push_back({e.name, DType::kI8, shape_of(e)});
+      header.push_back({int8_scale_name(e.name), DType::kF32, {e.rows, ops::int8_scale_cols(e.cols)}});
+    } else {
+      header.push_back({e.name, plain, shape_of(e)});
+    }
+  }
+  return header;
+}
+
+// A tensor's values in f32: an int8 one as q × scale, as a run holding f32 computes it.
+std::vector<float> f32_values(const Checkpoint& ckpt, const ShardEntry& e) {
+  const TensorInfo& t = ckpt.info(e.name);
+  const uint8_t* data = ckpt.file_of(e.name).data(t);
+  const size_t n = static_cast<size_t>(e.rows * e.cols);
+  std::vector<float> values(n);
+  if (t.dtype == DType::kI8) {
+    const auto* q = reinterpret_cast<const int8_t*>(data);
+    const TensorInfo& s = ckpt.info(int8_scale_name(e.name));
+    const auto* scales = reinterpret_cast<const float*>(ckpt.file_of(int8_scale_name(e.name)).data(s));
+    const int64_t group = ops::int8_group_size();
+    const int64_t groups = ops::int8_scale_cols(e.cols);
+    for (int64_t r = 0; r < e.rows; ++r)
+      for (int64_t col = 0; col < e.cols; ++col)
+        values[static_cast<size_t>(r * e.cols + col)] =
+            static_cast<float>(q[r * e.cols + col]) * scales[r * groups + col / group];
+  } else {
+    convert_to_f32(data, t.dtype, n, values.data());
+  }
+  return values;
+}
+
+// config.json as it is, saying how the weights are now held.
+void write_recoded_config(const std::string& model_dir, const std::string& out_dir, bool int8,
+                          DType plain) {
+  const std::string config_path = model_dir + "/config.json";
+  nlohmann::json config =
+      parse_json(read_regular_file(config_path, "model config", kMaxSmallFileBytes), config_path);
+  if (int8)
+    config["quantization_config"] = int8_quantization_json(static_cast<int>(ops::int8_group_size()));
+  else
+    config.erase("quantization_config");
+  config["torch_dtype"] = torch_dtype_name(plain);
+  std::ofstream(out_dir + "/config.json") << config.dump(2) << '\n';
+}
+
+}  // namespace
+
 LlamaConfig convert_checkpoint(const std::string& model_dir, const ConvertOptions& o) {
   Checkpoint ckpt(model_dir);
   if (ckpt.presharded()) fail(model_dir, " is a shard directory: convert the checkpoint it was made from");
@@ -31,31 +91,19 @@ LlamaConfig convert_checkpoint(const std::string& model_dir, const ConvertOption
   check_checkpoint_tensors(ckpt, one);
   const bool int8 = o.dtype == DType::kI8;
   const DType plain = int8 ? DType::kF32 : o.dtype;  // what is not quantized
-  const int64_t group = ops::int8_group_size();
 
   std::vector<ShardEntry> tensors;
   std::set<std::string> seen;
   for (const ShardEntry& e : build_shard_table(c, one))
     if (seen.insert(e.name).second) tensors.push_back(e);  // a tied head is the embedding's tensor
-  auto shape_of = [](const ShardEntry& e) {
-    return e.is_1d ? std::vector<int64_t>{e.rows} : std::vector<int64_t>{e.rows, e.cols};
-  };
-  std::vector<SafetensorsStreamWriter::Entry> header;
-  for (const ShardEntry& e : tensors) {
-    if (int8 && stored_quantized(e)) {
-      header.push_back({e.name, DType::kI8, shape_of(e)});
-      header.push_back({int8_scale_name(e.name), DType::kF32, {e.rows, ops::int8_scale_cols(e.cols)}});
-    } else {
-      header.push_back({e.name, plain, shape_of(e)});
-    }
-  }
   fs::create_directories(o.out_dir);
-  SafetensorsStreamWriter writer(o.out_dir + "/model.safetensors", std::move(header));
+  SafetensorsStreamWriter writer(o.out_dir + "/model.safetensors",
+                                 recoded_header(tensors, int8, plain));
   for (const ShardEntry& e : tensors) {
     const TensorInfo& t = ckpt.info(e.name);
-    const uint8_t* data = ckpt.file_of(e.name).data(t);
-    const size_t n = static_cast<size_t>(e.rows * e.cols);
     if (t.dtype == DType::kI8 && int8) {  // as stored
+      const uint8_t* data = ckpt.file_of(e.name).data(t);
+      const size_t n = static_cast<size_t>(e.rows * e.cols);
       const std::string scale = int8_scale_name(e.name);
       const TensorInfo& s = ckpt.info(scale);
       const uint8_t* scales = ckpt.file_of(scale).data(s);
@@ -63,39 +111,17 @@ LlamaConfig convert_checkpoint(const std::string& model_dir, const ConvertOption
       writer.write({scale, s.shape, DType::kF32, std::vector<uint8_t>(scales, scales + (s.end - s.begin))});
       continue;
     }
-    std::vector<float> values(n);
-    if (t.dtype == DType::kI8) {  // q × scale, as a run holding f32 computes it
-      const auto* q = reinterpret_cast<const int8_t*>(data);
-      const TensorInfo& s = ckpt.info(int8_scale_name(e.name));
-      const auto* scales = reinterpret_cast<const float*>(ckpt.file_of(int8_scale_name(e.name)).data(s));
-      const int64_t groups = ops::int8_scale_cols(e.cols);
-      for (int64_t r = 0; r < e.rows; ++r)
-        for (int64_t col = 0; col < e.cols; ++col)
-          values[static_cast<size_t>(r * e.cols + col)] =
-              static_cast<float>(q[r * e.cols + col]) * scales[r * groups + col / group];
-    } else {
-      convert_to_f32(data, t.dtype, n, values.data());
-    }
+    const std::vector<float> values = f32_values(ckpt, e);
     if (int8 && stored_quantized(e)) {
       std::vector<RawTensor> quantized;
       append_int8(quantized, e.name, e.rows, e.cols, values.data());
       for (const RawTensor& q : quantized) writer.write(q);
     } else {
-      writer.write(encode_tensor({e.name, shape_of(e), values.data(), n}, plain));
+      writer.write(encode_tensor({e.name, shape_of(e), values.data(), values.size()}, plain));
     }
   }
   writer.finish();
-
-  // config.json as it is, saying how the weights are now held.
-  const std::string config_path = model_dir + "/config.json";
-  nlohmann::json config =
-      parse_json(read_regular_file(config_path, "model config", kMaxSmallFileBytes), config_path);
-  if (int8)
-    config["quantization_config"] = int8_quantization_json(static_cast<int>(group));
-  else
-    config.erase("quantization_config");
-  config["torch_dtype"] = torch_dtype_name(plain);
-  std::ofstream(o.out_dir + "/config.json") << config.dump(2) << '\n';
+  write_recoded_config(model_dir, o.out_dir, int8, plain);
   copy_model_side_files(model_dir, o.out_dir);
   return c;
 }

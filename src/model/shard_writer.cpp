@@ -111,28 +111,27 @@ std::string rank_file_name(int rank, int world) {
   return name;
 }
 
-}  // namespace
-
-void write_shards(const ShardOptions& o) {
-  Checkpoint ckpt(o.model_dir);
-  if (ckpt.presharded()) fail(o.model_dir, " is already a shard directory; shard the original checkpoint");
+// Checks every tensor of every rank, before any file is written; returns the layers per stage.
+std::vector<int> checked_stage_layers(const Checkpoint& ckpt, const ShardOptions& o, bool int8) {
   const LlamaConfig& c = ckpt.config();
   const int world = o.tp * o.pp;
   Topology layout(world, 0, o.tp, o.pp, c.n_layers, o.pp_layers);  // validates before any write
   for (int r = 0; r < o.tp; ++r) head_layout(c, o.tp, r);
   std::vector<int> stage_layers;
   for (int s = 0; s < o.pp; ++s) stage_layers.push_back(layout.stage_layers(s).count());
-  const bool int8 = o.int8 || c.int8_group_size > 0;
-  for (int rank = 0; rank < world; ++rank) {  // every tensor of every rank, before any file is written
+  for (int rank = 0; rank < world; ++rank) {
     const Topology t(world, rank, o.tp, o.pp, c.n_layers, stage_layers);
     check_checkpoint_tensors(ckpt, t);
     if (int8)  // an int8 shard holds whole groups
       check_int8_slices(c, t, c.int8_group_size > 0 ? "this int8 checkpoint" : "--dtype int8",
                         c.int8_group_size > 0 ? "shard its f32, f16 or bf16 original" : "shard with --dtype keep");
   }
+  return stage_layers;
+}
 
-  // The output is a new directory or an earlier shard set, whose rank files this one replaces; never
-  // the model itself nor another checkpoint (its weights would mix with the shards).
+// The output is a new directory or an earlier shard set, whose rank files this one replaces; never
+// the model itself nor another checkpoint (its weights would mix with the shards).
+void prepare_out_dir(const ShardOptions& o) {
   if (fs::exists(o.out_dir)) {
     if (fs::equivalent(o.out_dir, o.model_dir))
       fail("--out ", o.out_dir, " is the model directory itself; shard into a new directory");
@@ -149,35 +148,37 @@ void write_shards(const ShardOptions& o) {
     for (const fs::path& p : earlier_ranks) fs::remove(p);  // another layout's files must not linger
   }
   fs::create_directories(o.out_dir);
-  std::vector<std::string> files;
-  std::vector<uint64_t> file_bytes;
-  for (int rank = 0; rank < world; ++rank) {
-    Topology t(world, rank, o.tp, o.pp, c.n_layers, stage_layers);
-    std::vector<ShardEntry> entries;
-    std::set<std::string> written;
-    for (const ShardEntry& e : build_shard_table(c, t))
-      if (written.insert(e.name).second) entries.push_back(e);  // a tied head on a one-stage rank is the embedding
-    // Tensor by tensor: a rank's file is never whole in memory (one of a 70B model at --tp 1 is 140 GB).
-    std::vector<SafetensorsStreamWriter::Entry> header;
-    for (const ShardEntry& e : entries) append_header(ckpt, e, int8, header);
-    files.push_back(rank_file_name(rank, world));
-    SafetensorsStreamWriter writer(o.out_dir + "/" + files.back(), header);
-    uint64_t bytes = 0;
-    for (const ShardEntry& e : entries) {
-      std::vector<RawTensor> tensors;
-      append_slice(ckpt, e, int8, tensors);
-      for (const RawTensor& tensor : tensors) {
-        writer.write(tensor);
-        bytes += tensor.bytes.size();
-      }
+}
+
+// Rank t's file at `path`, tensor by tensor: a rank's file is never whole in memory (one of a 70B
+// model at --tp 1 is 140 GB). Returns the file's size.
+uint64_t write_rank_file(const Checkpoint& ckpt, const Topology& t, bool int8,
+                         const std::string& path) {
+  std::vector<ShardEntry> entries;
+  std::set<std::string> written;
+  for (const ShardEntry& e : build_shard_table(ckpt.config(), t))
+    if (written.insert(e.name).second) entries.push_back(e);  // a tied head on a one-stage rank is the embedding
+  std::vector<SafetensorsStreamWriter::Entry> header;
+  for (const ShardEntry& e : entries) append_header(ckpt, e, int8, header);
+  SafetensorsStreamWriter writer(path, header);
+  uint64_t bytes = 0;
+  for (const ShardEntry& e : entries) {
+    std::vector<RawTensor> tensors;
+    append_slice(ckpt, e, int8, tensors);
+    for (const RawTensor& tensor : tensors) {
+      writer.write(tensor);
+      bytes += tensor.bytes.size();
     }
-    writer.finish();
-    file_bytes.push_back(fs::file_size(o.out_dir + "/" + files.back()));
-    log::info("wrote " + files.back() + ": " + std::to_string(header.size()) + " tensors, " +
-              std::to_string(bytes) + " bytes (tp rank " + std::to_string(t.tp_rank()) + ", pp rank " +
-              std::to_string(t.pp_rank()) + ")");
   }
-  // config.json as it is, with the quantization_config of int8 shards of a float checkpoint.
+  writer.finish();
+  log::info("wrote " + fs::path(path).filename().string() + ": " + std::to_string(header.size()) +
+            " tensors, " + std::to_string(bytes) + " bytes (tp rank " +
+            std::to_string(t.tp_rank()) + ", pp rank " + std::to_string(t.pp_rank()) + ")");
+  return fs::file_size(path);
+}
+
+// config.json as it is, with the quantization_config of int8 shards of a float checkpoint.
+void write_shard_config(const ShardOptions& o, const LlamaConfig& c) {
   if (o.int8 && c.int8_group_size == 0) {
     const std::string config_path = o.model_dir + "/config.json";
     nlohmann::json config =
@@ -187,16 +188,40 @@ void write_shards(const ShardOptions& o) {
   } else {
     fs::copy_file(o.model_dir + "/config.json", o.out_dir + "/config.json", fs::copy_options::overwrite_existing);
   }
-  copy_model_side_files(o.model_dir, o.out_dir);
+}
 
+// The manifest's record of the checkpoint's files: name, size and FNV-1a 64 of each.
+nlohmann::json source_files(const std::string& model_dir) {
   nlohmann::json sources = nlohmann::json::array();
-  for (const auto& entry : fs::directory_iterator(o.model_dir)) {
+  for (const auto& entry : fs::directory_iterator(model_dir)) {
     const std::string name = entry.path().filename().string();
     if (entry.path().extension() != ".safetensors") continue;
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64_of_file(entry.path().string())));
     sources.push_back({{"name", name}, {"bytes", fs::file_size(entry.path())}, {"fnv1a64", hex}});
   }
+  return sources;
+}
+
+}  // namespace
+
+void write_shards(const ShardOptions& o) {
+  Checkpoint ckpt(o.model_dir);
+  if (ckpt.presharded()) fail(o.model_dir, " is already a shard directory; shard the original checkpoint");
+  const LlamaConfig& c = ckpt.config();
+  const int world = o.tp * o.pp;
+  const bool int8 = o.int8 || c.int8_group_size > 0;
+  const std::vector<int> stage_layers = checked_stage_layers(ckpt, o, int8);
+  prepare_out_dir(o);
+  std::vector<std::string> files;
+  std::vector<uint64_t> file_bytes;
+  for (int rank = 0; rank < world; ++rank) {
+    files.push_back(rank_file_name(rank, world));
+    const Topology t(world, rank, o.tp, o.pp, c.n_layers, stage_layers);
+    file_bytes.push_back(write_rank_file(ckpt, t, int8, o.out_dir + "/" + files.back()));
+  }
+  write_shard_config(o, c);
+  copy_model_side_files(o.model_dir, o.out_dir);
   nlohmann::json manifest = {
       {"format", "tpllama-shards-1"},
       {"tp", o.tp},
@@ -204,7 +229,8 @@ void write_shards(const ShardOptions& o) {
       {"stage_layers", stage_layers},
       {"files", files},
       {"file_bytes", file_bytes},
-      {"source", {{"dir", fs::absolute(o.model_dir).string()}, {"elements", ckpt.total_elements()}, {"files", sources}}},
+      {"source", {{"dir", fs::absolute(o.model_dir).string()}, {"elements", ckpt.total_elements()},
+                  {"files", source_files(o.model_dir)}}},
   };
   // The manifest goes last: a directory without it is not mistaken for a finished shard set.
   std::ofstream(o.out_dir + "/" + kShardManifestName) << manifest.dump(2) << '\n';

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/splitmix64.h"
 #include "ops/device.h"
 #include "ops/weight.h"
 
@@ -366,8 +367,8 @@ ModelWeights random_weights(const LlamaConfig& config, const Topology& topo, con
   config.validate();
   auto spec = [seed](const ShardEntry& e) {
     ops::UniformFill f;
-    f.stream = ops::splitmix64(seed);
-    for (char ch : e.name) f.stream = ops::splitmix64(f.stream ^ static_cast<uint8_t>(ch));
+    f.stream = splitmix64(seed);
+    for (char ch : e.name) f.stream = splitmix64(f.stream ^ static_cast<uint8_t>(ch));
     const bool is_norm = e.is_1d, is_embed = e.name == "model.embed_tokens.weight";
     f.scale = is_norm ? 0.1f : is_embed ? 1.0f : 1.0f / std::sqrt(static_cast<float>(e.cols));
     f.offset = is_norm ? 1.0f : 0.0f;

@@ -50,13 +50,6 @@ Weight pack_int8_weight(const DeviceContext& ctx, const int8_t* q, const float* 
   return Weight{dst, rows, cols, DType::kI8, Device::kCpu, cpu::packed_bytes(rows, cols, DType::kI8)};
 }
 
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 void fill_uniform(const DeviceContext& ctx, Tensor out, const UniformFill& f) {
   TPLLAMA_CHECK(out.ndim() == 1 || out.ndim() == 2, "fill_uniform: out ", out.shape_string());
   require_f32("fill_uniform", out, "out");

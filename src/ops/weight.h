@@ -56,7 +56,6 @@ struct UniformFill {
   float scale = 1;
   float offset = 0;
 };
-uint64_t splitmix64(uint64_t z);
 // out (rows, cols) or (rows), f32, filled as above.
 void fill_uniform(const DeviceContext& ctx, Tensor out, const UniformFill& f);
 // A (rows, cols) weight filled as above, held as dtype in dst (weight_bytes): what pack_weight

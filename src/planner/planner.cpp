@@ -90,6 +90,66 @@ double stage_seconds(const PlanRequest& r, const RankLoad& load, int layers, int
   return std::max(memory, compute) + *allreduce;
 }
 
+// The memory side of a layout: the largest rank's weights, activations and KV per token, and how
+// many tokens of KV and sequences fit beside them. False (and p.problem) when not one request's
+// KV fits.
+bool fit_memory(const PlanRequest& r, const std::vector<RankLoad>& loads, LayoutPlan& p) {
+  const double usable = r.device.memory_bytes * (r.device.name == "cpu" ? 1.0 : 0.9);
+  uint64_t capacity = UINT64_MAX;
+  for (const RankLoad& l : loads) {
+    const double es = weight_element_bytes(r.dtype);
+    const double free = usable - static_cast<double>(l.elements) * es - static_cast<double>(l.activations);
+    p.weight_bytes = std::max<uint64_t>(p.weight_bytes, static_cast<uint64_t>(static_cast<double>(l.elements) * es));
+    p.activation_bytes = std::max(p.activation_bytes, l.activations);
+    p.kv_bytes_per_token = std::max(p.kv_bytes_per_token, l.kv_per_token);
+    capacity = std::min<uint64_t>(capacity, free > 0 ? static_cast<uint64_t>(free / static_cast<double>(l.kv_per_token)) : 0);
+  }
+  p.kv_capacity_tokens = capacity;
+  p.concurrent_seqs = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(r.max_seqs),
+                                                          capacity / static_cast<uint64_t>(r.input_len + r.output_len)));
+  if (capacity < static_cast<uint64_t>(r.input_len + r.output_len)) {
+    p.problem = "does not fit: no room for one request's KV cache after the weights";
+    return false;
+  }
+  return true;
+}
+
+// Decode and prefill throughput of a layout that fits, with the pipeline's bubble and the time of
+// its all-reduces and stage sends per step.
+void estimate_throughput(const PlanRequest& r, const Topology& probe,
+                         const std::vector<RankLoad>& loads, LayoutPlan& p) {
+  const int tp = p.tp, pp = p.pp;
+  // The engine keeps up to pp micro-batch groups in flight, but never more groups than sequences,
+  // and a group is planned again only once its tokens are back from the last stage.
+  const int groups = std::max(1, std::min(pp, p.concurrent_seqs));
+  const int batch = std::max(1, (p.concurrent_seqs + groups - 1) / groups);  // per group
+  const LinkSpec& tp_link = p.tp_crosses_nodes ? r.inter : r.intra;
+  double slowest = 0, total = 0;
+  for (int s = 0; s < pp; ++s) {
+    double allreduce = 0;
+    const double t = stage_seconds(r, loads[static_cast<size_t>(s * tp)], probe.stage_layers(s).count(), batch, tp,
+                                   tp_link, &allreduce);
+    slowest = std::max(slowest, t);
+    total += t;
+    p.allreduce_seconds_per_step = std::max(p.allreduce_seconds_per_step, allreduce);
+  }
+  const bool stages_cross_nodes = pp > 1 && r.nodes > 1;
+  const LinkSpec& pp_link = stages_cross_nodes ? r.inter : r.intra;
+  const double es = static_cast<double>(activation_element_bytes(r.dtype));
+  p.send_seconds_per_step = pp > 1 ? pp_link.latency + batch * r.config.dim * es / pp_link.bandwidth : 0.0;
+  // One cycle: every group makes one step. A group's round trip passes every stage and every
+  // send; a stage serves the groups one after another.
+  const double round_trip = total + pp * p.send_seconds_per_step;
+  const double cycle = std::max(round_trip, groups * (slowest + p.send_seconds_per_step));
+  p.decode_tokens_per_s = groups * batch / cycle;
+  p.bubble_fraction = 1.0 - groups * (total / pp) / cycle;
+  // Prefill is compute-bound: every rank does 2 FLOP per weight it holds per token, in parallel
+  // when the groups fill the pipeline; with fewer groups than stages, stages wait in turn.
+  uint64_t most = 0;
+  for (const RankLoad& l : loads) most = std::max(most, l.elements);
+  p.prefill_tokens_per_s = r.device.flops / (2.0 * static_cast<double>(most)) * groups / pp;
+}
+
 LayoutPlan plan_one(const PlanRequest& r, int tp, int pp) {
   LayoutPlan p;
   p.tp = tp;
@@ -104,53 +164,9 @@ LayoutPlan plan_one(const PlanRequest& r, int tp, int pp) {
       if (r.dtype == DType::kI8) check_int8_slices(r.config, t);  // as run refuses it
       loads.push_back(rank_load(r, t));
     }
-    const double usable = r.device.memory_bytes * (r.device.name == "cpu" ? 1.0 : 0.9);
-    uint64_t capacity = UINT64_MAX;
-    for (const RankLoad& l : loads) {
-      const double es = weight_element_bytes(r.dtype);
-      const double free = usable - static_cast<double>(l.elements) * es - static_cast<double>(l.activations);
-      p.weight_bytes = std::max<uint64_t>(p.weight_bytes, static_cast<uint64_t>(static_cast<double>(l.elements) * es));
-      p.activation_bytes = std::max(p.activation_bytes, l.activations);
-      p.kv_bytes_per_token = std::max(p.kv_bytes_per_token, l.kv_per_token);
-      capacity = std::min<uint64_t>(capacity, free > 0 ? static_cast<uint64_t>(free / static_cast<double>(l.kv_per_token)) : 0);
-    }
-    p.kv_capacity_tokens = capacity;
-    p.concurrent_seqs = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(r.max_seqs),
-                                                            capacity / static_cast<uint64_t>(r.input_len + r.output_len)));
-    if (capacity < static_cast<uint64_t>(r.input_len + r.output_len)) {
-      p.problem = "does not fit: no room for one request's KV cache after the weights";
-      return p;
-    }
+    if (!fit_memory(r, loads, p)) return p;
     p.fits = true;
-    // The engine keeps up to pp micro-batch groups in flight, but never more groups than sequences,
-    // and a group is planned again only once its tokens are back from the last stage.
-    const int groups = std::max(1, std::min(pp, p.concurrent_seqs));
-    const int batch = std::max(1, (p.concurrent_seqs + groups - 1) / groups);  // per group
-    const LinkSpec& tp_link = p.tp_crosses_nodes ? r.inter : r.intra;
-    double slowest = 0, total = 0;
-    for (int s = 0; s < pp; ++s) {
-      double allreduce = 0;
-      const double t = stage_seconds(r, loads[static_cast<size_t>(s * tp)], probe.stage_layers(s).count(), batch, tp,
-                                     tp_link, &allreduce);
-      slowest = std::max(slowest, t);
-      total += t;
-      p.allreduce_seconds_per_step = std::max(p.allreduce_seconds_per_step, allreduce);
-    }
-    const bool stages_cross_nodes = pp > 1 && r.nodes > 1;
-    const LinkSpec& pp_link = stages_cross_nodes ? r.inter : r.intra;
-    const double es = static_cast<double>(activation_element_bytes(r.dtype));
-    p.send_seconds_per_step = pp > 1 ? pp_link.latency + batch * r.config.dim * es / pp_link.bandwidth : 0.0;
-    // One cycle: every group makes one step. A group's round trip passes every stage and every
-    // send; a stage serves the groups one after another.
-    const double round_trip = total + pp * p.send_seconds_per_step;
-    const double cycle = std::max(round_trip, groups * (slowest + p.send_seconds_per_step));
-    p.decode_tokens_per_s = groups * batch / cycle;
-    p.bubble_fraction = 1.0 - groups * (total / pp) / cycle;
-    // Prefill is compute-bound: every rank does 2 FLOP per weight it holds per token, in parallel
-    // when the groups fill the pipeline; with fewer groups than stages, stages wait in turn.
-    uint64_t most = 0;
-    for (const RankLoad& l : loads) most = std::max(most, l.elements);
-    p.prefill_tokens_per_s = r.device.flops / (2.0 * static_cast<double>(most)) * groups / pp;
+    estimate_throughput(r, probe, loads, p);
   } catch (const Error& e) {
     p.problem = e.what();
   }

@@ -5,18 +5,12 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/splitmix64.h"
 
 namespace tpllama {
 namespace {
 
 constexpr uint64_t kChainRoot = 0x6A09E667F3BCC908ULL;
-
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 // The positions whose KV a sequence may take from the cache: all but the first one whose logits it
 // needs.
@@ -69,9 +63,9 @@ void BlockAllocator::release_blocks(int slot) {
 }
 
 uint64_t BlockAllocator::block_hash(uint64_t parent, const Sequence& s, int index) const {
-  uint64_t h = mix(parent ^ kChainRoot);
+  uint64_t h = splitmix64(parent ^ kChainRoot);
   const int32_t* tokens = block_tokens(s, index);
-  for (int i = 0; i < block_size_; ++i) h = mix(h ^ static_cast<uint32_t>(tokens[i]));
+  for (int i = 0; i < block_size_; ++i) h = splitmix64(h ^ static_cast<uint32_t>(tokens[i]));
   return h;
 }
 

@@ -89,10 +89,8 @@ bool RequestIntake::already_written(const std::string& key, const Request* by_id
   return true;
 }
 
-// A request this run would skip as answered gives the token count its record gives, or the output
-// is another input's (or was made with another tokenizer): taking its records for this input's
-// would leave requests unanswered without a word, so the run stops (before any work when, as after
-// a kill, the answered requests lead the input).
+// A request this run would skip as answered gives the token count its record gives
+// (check_resumed_record), or the output is another input's.
 void RequestIntake::check_resumed(const Request& req, const ResumedRecord& record) const {
   int n_context = 0;
   std::vector<int32_t> tokens;
@@ -102,16 +100,7 @@ void RequestIntake::check_resumed(const Request& req, const ResumedRecord& recor
     return;  // its record says so; a template that refuses it now refused it then
   }
   const long long mine = static_cast<long long>(tokens.size()) - (req.scoring ? n_context : 0);
-  if (record.scoring == req.scoring && record.tokens == mine) return;
-  const auto what = [](bool scoring, long long n) {
-    return scoring ? "a scoring request with " + std::to_string(n) + " continuation tokens"
-                   : "a " + std::to_string(n) + "-token prompt";
-  };
-  fail("--resume: line ", record.line, " of ", resumed_path_, " answers id ", id_key(req.id), " for ",
-       what(record.scoring, record.tokens), ", but this input's line ", req.line, " with that id is ",
-       what(req.scoring, mine),
-       ": the output was made from another input, or with another tokenizer. Resume with the input and model "
-       "that made it, or write to a new --output");
+  check_resumed_record(record, resumed_path_, req, mine);
 }
 
 Admission RequestIntake::admit(Request req) {

@@ -12,9 +12,9 @@
 
 #include "io/prompt_reader.h"
 #include "io/resume.h"
-#include "runtime/run_metrics.h"
-#include "runtime/sequence.h"
+#include "runtime/id_index.h"
 #include "runtime/model_text.h"
+#include "runtime/sequence.h"
 
 namespace tpllama {
 

@@ -1,6 +1,5 @@
 // Constant-memory bookkeeping for runs of millions of requests: a log-bucketed latency histogram
-// (percentiles within 1%), a compact hash index of the request ids seen (duplicate detection), and
-// the run's summary.
+// (percentiles within 1%) and the run's summary. The index of request ids is runtime/id_index.h.
 #pragma once
 
 #include <cstdint>
@@ -24,21 +23,6 @@ class LatencyHistogram {
   long long count_ = 0;
   double sum_ = 0;
   double max_ = 0;
-};
-
-// Open-addressing set of 64-bit id hashes with the line each id first appeared on: 12 bytes a
-// slot at most half full, so a 10-million-line input costs about 240 MB rather than gigabytes of
-// strings. Two distinct ids collide with probability about n²/2^65.
-class IdIndex {
- public:
-  // Records key at line; returns 0 when new, else the line it was first recorded at.
-  uint32_t insert(const std::string& key, uint32_t line);
-
- private:
-  void grow();
-  std::vector<uint64_t> hashes_;  // 0 = empty
-  std::vector<uint32_t> lines_;
-  size_t size_ = 0;
 };
 
 // The records written, and of them: finished by a stop, by length, scored, errors (ResultPublisher

@@ -1,15 +1,10 @@
-// The request's random stream (xoshiro256** seeded through splitmix64) and the draw from it.
+// The request's random stream: xoshiro256** seeded through splitmix64.
 #include "runtime/sampler.h"
+
+#include "core/splitmix64.h"
 
 namespace tpllama {
 namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 uint64_t rotl(uint64_t x, int k) {
   return (x << k) | (x >> (64 - k));
@@ -19,7 +14,7 @@ uint64_t rotl(uint64_t x, int k) {
 
 Rng::Rng(uint64_t seed) {
   uint64_t state = seed;
-  for (auto& word : s_) word = splitmix64(state);
+  for (auto& word : s_) word = splitmix64_next(state);
 }
 
 uint64_t Rng::next_u64() {
@@ -36,11 +31,6 @@ uint64_t Rng::next_u64() {
 
 double Rng::uniform() {
   return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
-}
-
-int sample(const float* logits, int n, const SamplingParams& p, Rng& rng) {
-  if (p.temperature == 0.0) return argmax(logits, n);
-  return sample_with_uniform(logits, n, p, rng.uniform());
 }
 
 }  // namespace tpllama

@@ -1,5 +1,5 @@
-// Token sampling: a platform-independent RNG and the draw from it, over the host sampler of
-// ops/sampling.h (greedy argmax, temperature / top-k / top-p / min-p), so a request's seed
+// Token sampling: a platform-independent RNG, and the host sampler of ops/sampling.h (greedy
+// argmax, temperature / top-k / top-p / min-p) that draws with its uniforms, so a request's seed
 // reproduces the same tokens everywhere.
 #pragma once
 
@@ -25,9 +25,5 @@ class Rng {
  private:
   uint64_t s_[4];
 };
-
-// temperature == 0 → argmax (rng untouched). Otherwise draws u = rng.uniform() once and walks the
-// candidate_set's cumulative probabilities.
-int sample(const float* logits, int n, const SamplingParams& p, Rng& rng);
 
 }  // namespace tpllama

@@ -8,6 +8,7 @@
 #include "text/encode_error.h"
 #include "text/hf_unicode.h"
 #include "text/normalizer.h"
+#include "text/utf8.h"
 
 namespace tpllama::hf {
 
@@ -86,20 +87,20 @@ namespace {
 bool ends_with_word(std::string_view s) {
   if (s.empty()) return false;
   size_t begin = 0;
-  return is_word_char(prev_char(s, s.size(), &begin));
+  return is_word_char(utf8::decode_before(s, s.size(), &begin));
 }
 
 bool starts_with_word(std::string_view s) {
   if (s.empty()) return false;
   size_t i = 0;
-  return is_word_char(next_char(s, i));
+  return is_word_char(utf8::decode(s, i));
 }
 
 // Where the run of whitespace that ends at text[end) begins.
 size_t whitespace_before(std::string_view text, size_t end) {
   while (end > 0) {
     size_t begin = 0;
-    if (!is_white_space(prev_char(text, end, &begin))) break;
+    if (!is_white_space(utf8::decode_before(text, end, &begin))) break;
     end = begin;
   }
   return end;
@@ -109,7 +110,7 @@ size_t whitespace_before(std::string_view text, size_t end) {
 size_t whitespace_after(std::string_view text, size_t begin) {
   while (begin < text.size()) {
     size_t next = begin;
-    if (!is_white_space(next_char(text, next))) break;
+    if (!is_white_space(utf8::decode(text, next))) break;
     begin = next;
   }
   return begin;

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "text/byte_level.h"
-#include "text/hf_unicode.h"
+#include "text/utf8.h"
 
 namespace tpllama::hf {
 namespace {
@@ -216,7 +216,7 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int>& symbols)
         ++i;
         continue;
       }
-      size_t n = std::max<size_t>(valid_char_length(word, i), 1);
+      size_t n = std::max<size_t>(utf8::valid_length(word, i), 1);
       std::string_view ch = word.substr(i, n);
       add(id_of(ch).value_or(-1), ch);
       i += n;

@@ -3,7 +3,7 @@
 
 #include <array>
 
-#include "text/hf_unicode.h"
+#include "text/utf8.h"
 
 namespace tpllama::hf {
 namespace {
@@ -23,7 +23,7 @@ struct Alphabet {
     }
     byte_of.fill(-1);
     for (int b = 0; b < 256; ++b) {
-      append_utf8(utf8_of[b], char_of[b]);
+      utf8::append(utf8_of[b], char_of[b]);
       byte_of[char_of[b]] = b;
     }
   }
@@ -49,7 +49,7 @@ bool byte_level_decode(std::string_view piece, std::string& out) {
   bytes.reserve(piece.size());
   size_t i = 0;
   while (i < piece.size()) {
-    int b = char_to_byte(next_char(piece, i));
+    int b = char_to_byte(utf8::decode(piece, i));
     if (b < 0) return false;
     bytes.push_back(static_cast<char>(b));
   }

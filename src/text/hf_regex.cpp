@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/json_text.h"
 #include "text/encode_error.h"
-#include "text/hf_unicode.h"
+#include "text/utf8.h"
 
 namespace tpllama::hf {
 
@@ -186,7 +186,7 @@ void Pattern::find_all(std::string_view text, std::vector<Span>& out) const {
       pos = m.end;
     } else {
       if (m.end >= text.size()) return;
-      size_t n = valid_char_length(text, m.end);
+      size_t n = utf8::valid_length(text, m.end);
       pos = m.end + (n ? n : 1);
     }
   }

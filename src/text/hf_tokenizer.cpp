@@ -12,9 +12,9 @@
 #include "text/bpe_model.h"
 #include "text/hf_decoder.h"
 #include "text/hf_json.h"
-#include "text/hf_unicode.h"
 #include "text/normalizer.h"
 #include "text/pre_tokenizer.h"
+#include "text/utf8.h"
 
 namespace tpllama {
 
@@ -203,8 +203,8 @@ std::vector<int> HfTokenizer::encode(const std::string& text) const {
   const Impl& m = *impl_;
   std::string repaired;
   std::string_view input = text;
-  if (!hf::is_valid_utf8(input)) {
-    repaired = hf::repair_utf8(input);
+  if (!utf8::is_valid(input)) {
+    repaired = utf8::repair(input);
     input = repaired;
   }
   std::vector<int> ids;

@@ -269,12 +269,6 @@ std::string Tokenizer::piece(int id) const {
   return hf_ ? hf_->piece(id) : sp_->IdToPiece(id);
 }
 
-std::optional<int> Tokenizer::special_token_id(const std::string& text) const {
-  auto it = specials_.find(text);
-  if (it == specials_.end()) return std::nullopt;
-  return it->second;
-}
-
 int Tokenizer::bos_id() const {
   if (sp_) return sp_->bos_id();
   return hf_->prefix_ids().empty() ? -1 : hf_->prefix_ids().front();

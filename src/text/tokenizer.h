@@ -56,8 +56,6 @@ class Tokenizer {
   bool is_control(int id) const;
   // The piece as the vocabulary spells it ("<s>", "▁the", "<0x0A>", "Ġthe", "<|eot_id|>").
   std::string piece(int id) const;
-  // The id of a special or control token spelt `text` ("<|eot_id|>"), if it is one.
-  std::optional<int> special_token_id(const std::string& text) const;
   // The model's BOS and EOS ids (-1 when it has none). tokenizer.json: the post-processor's first
   // prefix token, and -1 for EOS (config.json says which ids stop).
   int bos_id() const;

@@ -1,4 +1,5 @@
-// UTF-8 character lengths and the draining of complete characters from a byte buffer.
+// UTF-8 character lengths, the draining of complete characters from a byte buffer, repair, and
+// decoding.
 #include "text/utf8.h"
 
 #include <algorithm>
@@ -67,14 +68,81 @@ void drain(std::string& buf, std::string& out, bool final, size_t* silent, Lossy
   buf.erase(0, i);
 }
 
-bool is_valid(const std::string& s) {
-  const auto* data = reinterpret_cast<const unsigned char*>(s.data());
+size_t valid_length(std::string_view s, size_t i) {
+  const int len = char_length(reinterpret_cast<const unsigned char*>(s.data()) + i, s.size() - i);
+  return len > 0 ? static_cast<size_t>(len) : 0;
+}
+
+bool is_valid(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
-    const int len = char_length(data + i, s.size() - i);
-    if (len <= 0) return false;
-    i += static_cast<size_t>(len);
+    const size_t len = valid_length(s, i);
+    if (len == 0) return false;
+    i += len;
   }
   return true;
+}
+
+std::string repair(std::string_view s) {
+  const auto* data = reinterpret_cast<const unsigned char*>(s.data());
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = valid_length(s, i);
+    if (len > 0) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out += kReplacementChar;
+      int need = 0;
+      i += static_cast<size_t>(std::max(1, valid_prefix(data + i, s.size() - i, &need)));
+    }
+  }
+  return out;
+}
+
+char32_t decode(std::string_view s, size_t& i) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  const int extra = b0 >= 0xf8 ? 0 : b0 >= 0xf0 ? 3 : b0 >= 0xe0 ? 2 : b0 >= 0xc0 ? 1 : 0;
+  if (extra == 0 || i + extra >= s.size()) {
+    ++i;
+    return b0;
+  }
+  char32_t c = b0 & (0x3f >> extra);
+  for (int k = 1; k <= extra; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b & 0xc0) != 0x80) {
+      ++i;
+      return b0;
+    }
+    c = (c << 6) | (b & 0x3f);
+  }
+  i += extra + 1;
+  return c;
+}
+
+char32_t decode_before(std::string_view s, size_t end, size_t* begin) {
+  size_t b = end - 1;
+  while (b > 0 && end - b < 4 && (static_cast<unsigned char>(s[b]) & 0xC0) == 0x80) --b;
+  *begin = b;
+  return decode(s, b);
+}
+
+void append(std::string& out, char32_t c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xc0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3f));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xe0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (c & 0x3f));
+  } else {
+    out += static_cast<char>(0xf0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3f));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (c & 0x3f));
+  }
 }
 
 }  // namespace tpllama::utf8

@@ -2,6 +2,7 @@
 // shapes: odd sizes, GQA ratios, block boundaries, long contexts; f32 and bf16 activations with a
 // tolerance each; guard regions around every GPU output catch out-of-bounds writes; each case
 // checks that the candidate's output really is device memory. Skips, saying so, without a GPU.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,6 +31,14 @@ using cuda::DeviceBuffer;
 
 constexpr int64_t kGuard = 256;          // elements of guard on each side of a GPU output
 constexpr uint16_t kSentinel = 0x7fc1;  // a quiet-NaN pattern in both f32 halves and bf16
+
+// The current GPU's streaming multiprocessors, asked of the CUDA runtime here.
+int multiprocessor_count() {
+  int device = 0, n = 0;
+  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  return n;
+}
 
 class GpuOps : public ::testing::TestWithParam<DType> {
  protected:
@@ -427,7 +436,7 @@ TEST_P(GpuOps, SplitDecodeAttentionOfFewSequences) {
                                  ", heads " + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
                                  " head_dim " + std::to_string(sh.head_dim) + " KV " + dtype_name(sh.kv) + " hint " +
                                  std::to_string(hint) + ", " + std::to_string(splits) + " splits";
-        if (max_ctx > 512 && n * sh.heads < 2 * ops::cuda::multiprocessor_count()) {
+        if (max_ctx > 512 && n * sh.heads < 2 * multiprocessor_count()) {
           EXPECT_GT(splits, 1) << what << ": a long context of too few tokens x heads to fill the GPU should split";
         }
         ops::KvBatch gpu_kv{gk.tensor, gv.tensor, gtables.tensor.reshape({n, max_blocks}), gseq.tensor, gctx.tensor,

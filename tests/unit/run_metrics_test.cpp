@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/id_index.h"
 #include "runtime/run_metrics.h"
 
 namespace tpllama {

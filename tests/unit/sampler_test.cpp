@@ -16,6 +16,14 @@
 namespace tpllama {
 namespace {
 
+// One token as the engine's last stage draws it for a row: temperature 0 → argmax (rng
+// untouched); otherwise u = rng.uniform() once, walked through the candidate_set's cumulative
+// probabilities.
+int sample(const float* logits, int n, const SamplingParams& p, Rng& rng) {
+  if (p.temperature == 0.0) return argmax(logits, n);
+  return sample_with_uniform(logits, n, p, rng.uniform());
+}
+
 SamplingParams params(double temperature, int top_k = 0, double top_p = 1.0, double min_p = 0.0) {
   SamplingParams p;
   p.temperature = temperature;

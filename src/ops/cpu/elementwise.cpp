@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "ops/cpu/avx512.h"
+#include "core/splitmix64.h"
 #include "ops/cpu/gemm.h"
 #include "ops/weight.h"
 

@@ -199,8 +199,6 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
                                         kernel_type(kv.keys.dtype()), stream_of(ctx)));
 }
 
-int multiprocessor_count() { return sm_count(); }
-
 int decode_attention_splits(int64_t tokens, int n_heads, int max_ctx) {
   return kernels::attention_splits(tokens, n_heads, max_ctx, sm_count());
 }

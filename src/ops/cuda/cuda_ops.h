@@ -39,8 +39,6 @@ bool use_tensor_core_attention(bool on);
 // How many pieces attention of `tokens` decode tokens (no prefill runs) splits each context into on
 // this GPU: more than 1 when too few tokens × heads fill it and the longest context is long.
 int decode_attention_splits(int64_t tokens, int n_heads, int max_ctx);
-// The current GPU's streaming multiprocessors.
-int multiprocessor_count();
 void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows);
 void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows);
 void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value);
