@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/stop_signal.h"
-#include "ops/cpu/threads.h"
+#include "ops/threads.h"
 #include "parallel/mpi_session.h"
 
 namespace {
@@ -27,7 +27,7 @@ namespace {
 void widen_launcher_binding(char** argv) {
   const std::optional<tpllama::LocalPlacement> place = tpllama::launcher_placement();
   if (!place || std::getenv("TPLLAMA_WIDENED") != nullptr) return;
-  if (!tpllama::ops::cpu::widen_to_node_share(place->local_rank, place->ranks_on_node)) return;
+  if (!tpllama::ops::widen_to_node_share(place->local_rank, place->ranks_on_node)) return;
   ::setenv("TPLLAMA_WIDENED", "1", 1);
   ::execv("/proc/self/exe", argv);  // returns only on failure: then run as bound
 }

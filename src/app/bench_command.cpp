@@ -23,7 +23,7 @@
 #include "io/output_holds.h"
 #include "io/result_writer.h"
 #include "model/shapes.h"
-#include "ops/cpu/threads.h"
+#include "ops/threads.h"
 #include "ops/roofline.h"
 
 namespace tpllama {
@@ -166,10 +166,10 @@ MachineLimits measure_limits(const MpiSession& mpi, const DeviceContext& ctx, DT
     DeviceContext measured = ctx;
     if (ctx.device == Device::kCpu) {
       cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-      ops::cpu::ThreadPlacement all;
+      ops::ThreadPlacement all;
       all.threads = cores;
       for (int c = 0; c < cores; ++c) all.cpus.push_back(c);
-      ops::cpu::apply_threads(all);
+      ops::apply_threads(all);
       measured.threads = cores;
     }
     mine[0] = ops::measure_read_bandwidth(measured);

@@ -13,4 +13,8 @@ void apply_threads(const ThreadPlacement& placement) {
   cpu::apply_threads(placement);
 }
 
+bool widen_to_node_share(int local_rank, int ranks_on_node) {
+  return cpu::widen_to_node_share(local_rank, ranks_on_node);
+}
+
 }  // namespace tpllama::ops

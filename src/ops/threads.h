@@ -19,5 +19,8 @@ struct ThreadPlacement {
 ThreadPlacement plan_threads(int requested, int local_rank, int ranks_on_node);
 // Sizes the CPU thread pool and pins thread t to cpus[t].
 void apply_threads(const ThreadPlacement& placement);
+// Widens the process's affinity mask to its node share when a launcher bound it to fewer cores;
+// true means the caller must start the program again (ops/cpu/threads.h says why).
+bool widen_to_node_share(int local_rank, int ranks_on_node);
 
 }  // namespace tpllama::ops

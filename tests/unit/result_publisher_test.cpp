@@ -47,11 +47,11 @@ TEST(ResultPublisher, EachRecordIsCountedByHowItEnded) {
   publisher.publish(3, record(3, "error"));
   publisher.publish(4, record(4, "length", /*scored=*/true));
   const RunSummary& s = publisher.summary();
-  EXPECT_EQ(s.requests, 5);
-  EXPECT_EQ(s.finished_stop, 2);
-  EXPECT_EQ(s.finished_length, 1);
-  EXPECT_EQ(s.errors, 1);
-  EXPECT_EQ(s.scored, 1);
+  EXPECT_EQ(s.records.requests, 5);
+  EXPECT_EQ(s.records.finished_stop, 2);
+  EXPECT_EQ(s.records.finished_length, 1);
+  EXPECT_EQ(s.records.errors, 1);
+  EXPECT_EQ(s.records.scored, 1);
 }
 
 TEST(ResultPublisher, OrderedRecordsWaitForEveryEarlierOne) {
@@ -60,12 +60,12 @@ TEST(ResultPublisher, OrderedRecordsWaitForEveryEarlierOne) {
   publisher.publish(2, record(2, "stop"));
   publisher.publish(1, record(1, "stop"));
   EXPECT_TRUE(sink.ids.empty());
-  EXPECT_EQ(publisher.summary().requests, 0);  // counted when written, not when finished
+  EXPECT_EQ(publisher.summary().records.requests, 0);  // counted when written, not when finished
   EXPECT_FALSE(publisher.has_room());          // two held back, the limit
   publisher.publish(0, record(0, "length"));
   EXPECT_EQ(sink.ids, (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(publisher.summary().requests, 3);
-  EXPECT_EQ(publisher.summary().finished_stop, 2);
+  EXPECT_EQ(publisher.summary().records.requests, 3);
+  EXPECT_EQ(publisher.summary().records.finished_stop, 2);
   EXPECT_TRUE(publisher.has_room());
   EXPECT_EQ(publisher.published(), 3);
 }
@@ -80,7 +80,7 @@ TEST(ResultPublisher, FinishSyncsAndCountsWhatOrderedOutputHeldBack) {
   EXPECT_EQ(sink.ids, (std::vector<int>{0}));
   EXPECT_EQ(sink.syncs, 1);
   EXPECT_EQ(publisher.summary().unwritten, 2);
-  EXPECT_EQ(publisher.summary().requests, 1);
+  EXPECT_EQ(publisher.summary().records.requests, 1);
   EXPECT_EQ(publisher.published(), 3);
   EXPECT_GE(publisher.summary().seconds, 0.0);
 }
@@ -99,12 +99,12 @@ TEST(ResultPublisher, AStepWithPromptTokensIsPrefillAnyOtherIsDecode) {
   publisher.step_done(decode);
   publisher.step_done(decode);
   const RunSummary& s = publisher.summary();
-  EXPECT_EQ(s.prefill_step_tokens, 48);
-  EXPECT_EQ(s.decode_steps, 2);
-  EXPECT_EQ(s.decode_step_tokens, 10);
-  EXPECT_EQ(s.decode_context_tokens, 1280);
-  EXPECT_GE(s.prefill_seconds, 0.0);
-  EXPECT_GE(s.decode_seconds, 0.0);
+  EXPECT_EQ(s.phases.prefill_step_tokens, 48);
+  EXPECT_EQ(s.phases.decode_steps, 2);
+  EXPECT_EQ(s.phases.decode_step_tokens, 10);
+  EXPECT_EQ(s.phases.decode_context_tokens, 1280);
+  EXPECT_GE(s.phases.prefill_seconds, 0.0);
+  EXPECT_GE(s.phases.decode_seconds, 0.0);
 }
 
 }  // namespace
