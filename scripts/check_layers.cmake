@@ -34,8 +34,7 @@ set(level_main 7)
 # The folders (of src/, or src/ops/ for the backends) where a system header may be included.
 set(system_headers
   "mpi\\.h=parallel"
-  "(cuda|cuda_runtime|cuda_bf16|cuda_fp16|cublas_v2|cublasLt)\\.h=ops/cuda parallel/nccl_comm"
-  "nccl\\.h=parallel/nccl_comm"
+  "(cuda[A-Za-z0-9_]*|cublas[A-Za-z0-9_]*|nccl)\\.h=ops/cuda parallel/nccl_comm"
   "omp\\.h=ops"
   "sentencepiece_[a-z_]*\\.h=text"
   "pcre2\\.h=text"

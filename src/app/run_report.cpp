@@ -12,7 +12,7 @@
 #include "core/log.h"
 #include "core/stop_signal.h"
 #include "io/result_writer.h"
-#include "model/kv_cache.h"
+#include "runtime/kv_budget.h"
 #include "parallel/mpi_session.h"
 
 namespace tpllama {
@@ -184,7 +184,7 @@ int finish_run(const Session& session, const RunSummary& summary, const Continua
   os.setf(std::ios::fixed);
   os.precision(0);
   os << "KV capacity " << capacity << " tokens = about "
-     << std::floor(KvCache::sequences_held(session.kv_blocks(), block_size, avg))
+     << std::floor(sequences_held(session.kv_blocks(), block_size, avg))
      << " concurrent sequences at this run's average request length of " << avg
      << " tokens (--max-seqs " << session.options().engine.max_seqs << ")";
   log::info(os.str());

@@ -24,11 +24,6 @@ class KvCache {
 
   // Bytes one block takes on a rank holding these layers and kv heads.
   static uint64_t bytes_per_block(int n_layers_local, int kv_dim_local, int block_size, DType dtype = DType::kF32);
-  // Sequences of `tokens` positions that n_blocks blocks hold at once: each takes whole blocks.
-  static double sequences_held(long long n_blocks, int block_size, double tokens) {
-    const double per_sequence = std::max(1.0, std::ceil(tokens / block_size));
-    return static_cast<double>(n_blocks) / per_sequence;
-  }
 
   void append_block(int slot, int block);
   void release(int slot);  // empties the slot's table; the blocks return to rank 0's free list

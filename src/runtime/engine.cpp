@@ -10,7 +10,6 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/stop_signal.h"
-#include "model/kv_cache.h"
 #include "runtime/block_allocator.h"
 #include "runtime/kv_budget.h"
 #include "runtime/progress.h"
@@ -123,7 +122,7 @@ class Run {
     os.precision(0);
     os << "KV cache: " << capacity << " tokens; at the average request length of the first " << active_.size()
        << " requests (" << avg << " tokens, prompt + max_tokens) it holds about "
-       << std::floor(KvCache::sequences_held(o_.kv_blocks, o_.kv_block_size, avg)) << " sequences at once (--max-seqs "
+       << std::floor(sequences_held(o_.kv_blocks, o_.kv_block_size, avg)) << " sequences at once (--max-seqs "
        << o_.max_seqs << ")";
     log::info(os.str());
   }

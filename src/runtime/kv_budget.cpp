@@ -2,6 +2,7 @@
 #include "runtime/kv_budget.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -9,6 +10,11 @@ namespace tpllama {
 
 long long blocks_per_sequence(int context, int block_size) {
   return (static_cast<long long>(context) + block_size - 1) / block_size;
+}
+
+double sequences_held(long long n_blocks, int block_size, double tokens) {
+  const double per_sequence = std::max(1.0, std::ceil(tokens / block_size));
+  return static_cast<double>(n_blocks) / per_sequence;
 }
 
 long long kv_blocks_for(const KvBudget& b) {

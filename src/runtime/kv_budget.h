@@ -19,6 +19,8 @@ struct KvBudget {
 
 // Blocks a sequence of `context` tokens takes: whole blocks.
 long long blocks_per_sequence(int context, int block_size);
+// Sequences of `tokens` positions that n_blocks blocks hold at once: each takes whole blocks.
+double sequences_held(long long n_blocks, int block_size, double tokens);
 // The blocks this rank's budget holds, never more than max_seqs sequences at the full context
 // take. The pool's count is the minimum of this over ranks.
 long long kv_blocks_for(const KvBudget& budget);

@@ -200,7 +200,7 @@ void Session::make_kv_cache() {
   os << "KV cache (" << dtype_name(cache_->dtype()) << "): " << n_blocks_ << " blocks of "
      << e.kv_block_size << " tokens = " << static_cast<long long>(n_blocks_) * e.kv_block_size
      << " tokens (" << mib(static_cast<double>(cache_->bytes())) << " on rank 0), room for "
-     << static_cast<long long>(KvCache::sequences_held(n_blocks_, e.kv_block_size, context_))
+     << static_cast<long long>(sequences_held(n_blocks_, e.kv_block_size, context_))
      << " sequences at the full context of " << context_ << " tokens; set up in " << std::fixed
      << std::setprecision(2) << seconds_since(t0) << " s"
      << (device_->context().device == Device::kCpu ? ", its pages taken as blocks are first written"

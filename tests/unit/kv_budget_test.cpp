@@ -64,4 +64,13 @@ TEST(KvHoldsOneSequence, NamesTheCountTheNeedAndTheFlag) {
 }
 
 }  // namespace
+
+// Sequences a pool holds take whole blocks: ceil(tokens / block) each, never fewer than one.
+TEST(KvBudget, SequencesTakeWholeBlocks) {
+  EXPECT_DOUBLE_EQ(sequences_held(2, 1000, 512), 2.0);  // a block each, not 2000 / 512
+  EXPECT_DOUBLE_EQ(sequences_held(64, 16, 512), 2.0);   // 32 blocks each
+  EXPECT_DOUBLE_EQ(sequences_held(64, 16, 33), 64.0 / 3.0);
+  EXPECT_DOUBLE_EQ(sequences_held(10, 16, 0), 10.0);
+}
+
 }  // namespace tpllama

@@ -1,6 +1,6 @@
 // The step plan's and the sampled rows' wire format: every field comes back as it was sent, and a
 // message cut short, with bytes left over or with rows that do not match is refused. (The plan's
-// kind of message, shutdown and keep-alive, is left to the tests of the pipeline.)
+// kind of message, step, shutdown or keep-alive, is step_plan_test.cpp's.)
 #include <cstdint>
 #include <vector>
 
