@@ -31,7 +31,8 @@ constexpr int kMaxHeadDim = 256;
 constexpr int kPerLane = kMaxHeadDim / 32;
 
 // Partial results of one (token, head, split): max, sum, then head_dim accumulator values.
-__device__ __forceinline__ float* partial_of(const AttentionParams& p, int64_t m, int h, int split) {
+__device__ __forceinline__ float* partial_of(const AttentionParams& p, int64_t m, int h,
+                                             int split) {
   return p.partial + ((m * p.n_heads + h) * p.splits + split) * (int64_t{p.head_dim} + 2);
 }
 
@@ -42,7 +43,8 @@ __global__ void attention_kernel(AttentionParams p) {
   const int h = static_cast<int>(blockIdx.x / p.splits % p.n_heads);
   const int kv_h = h / (p.n_heads / p.n_kv_heads);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t q_stride = int64_t{p.n_heads} * p.head_dim, kv_stride = int64_t{p.n_kv_heads} * p.head_dim;
+  const int64_t q_stride = int64_t{p.n_heads} * p.head_dim,
+                kv_stride = int64_t{p.n_kv_heads} * p.head_dim;
   const T* q = static_cast<const T*>(p.q) + m * q_stride + int64_t{h} * p.head_dim;
   const KV* keys = static_cast<const KV*>(p.keys) + int64_t{kv_h} * p.head_dim;
   const KV* values = static_cast<const KV*>(p.values) + int64_t{kv_h} * p.head_dim;
@@ -94,7 +96,8 @@ __global__ void attention_kernel(AttentionParams p) {
   for (int w = 0; w < kWarps; ++w) block_max = fmaxf(block_max, max_of[w]);
   float total = 0;
   for (int w = 0; w < kWarps; ++w) total += sum_of[w] * __expf(max_of[w] - block_max);
-  if (p.splits > 1) {  // an empty split leaves max -FLT_MAX and sum 0: it weighs nothing in the merge
+  if (p.splits >
+      1) {  // an empty split leaves max -FLT_MAX and sum 0: it weighs nothing in the merge
     float* part = partial_of(p, m, h, split);
     if (threadIdx.x == 0) {
       part[0] = block_max;
@@ -123,11 +126,13 @@ __global__ void merge_splits_kernel(AttentionParams p) {
   float top = -FLT_MAX;
   for (int s = 0; s < p.splits; ++s) top = fmaxf(top, partial_of(p, m, h, s)[0]);
   float total = 0;
-  for (int s = 0; s < p.splits; ++s) total += partial_of(p, m, h, s)[1] * __expf(partial_of(p, m, h, s)[0] - top);
+  for (int s = 0; s < p.splits; ++s)
+    total += partial_of(p, m, h, s)[1] * __expf(partial_of(p, m, h, s)[0] - top);
   O* out = static_cast<O*>(p.out) + (m * p.n_heads + h) * int64_t{p.head_dim};
   for (int i = threadIdx.x; i < p.head_dim; i += blockDim.x) {
     float v = 0;
-    for (int s = 0; s < p.splits; ++s) v += partial_of(p, m, h, s)[2 + i] * __expf(partial_of(p, m, h, s)[0] - top);
+    for (int s = 0; s < p.splits; ++s)
+      v += partial_of(p, m, h, s)[2 + i] * __expf(partial_of(p, m, h, s)[0] - top);
     out[i] = from_f32<O>(v / total);
   }
 }
@@ -139,7 +144,8 @@ constexpr int kRunTile = kWarps * kQueriesPerWarp;  // a run's queries per block
 // run, each lane PerLane of the head's dimensions (lane, lane + 32, ...).
 template <typename T, typename O, typename KV, int PerLane>
 __global__ void attention_runs_kernel(AttentionParams p) {
-  const int run = static_cast<int>(blockIdx.x / p.tiles_per_run), tile = static_cast<int>(blockIdx.x % p.tiles_per_run);
+  const int run = static_cast<int>(blockIdx.x / p.tiles_per_run),
+            tile = static_cast<int>(blockIdx.x % p.tiles_per_run);
   const int h = static_cast<int>(blockIdx.y);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int first = p.runs[2 * run], len = p.runs[2 * run + 1];
@@ -148,12 +154,14 @@ __global__ void attention_runs_kernel(AttentionParams p) {
   const int nq = min(kQueriesPerWarp, len - q0);
   const int64_t m0 = first + q0;
   const int kv_h = h / (p.n_heads / p.n_kv_heads);
-  const int64_t q_stride = int64_t{p.n_heads} * p.head_dim, kv_stride = int64_t{p.n_kv_heads} * p.head_dim;
+  const int64_t q_stride = int64_t{p.n_heads} * p.head_dim,
+                kv_stride = int64_t{p.n_kv_heads} * p.head_dim;
   const int32_t* blocks = p.block_tables + int64_t{p.seq[m0]} * p.max_blocks;
   const int ctx0 = p.n_ctx[m0];  // query j sees ctx0 + j positions
 
   // Every loop over j and i is unrolled, so these stay in registers.
-  float qr[kQueriesPerWarp][PerLane], acc[kQueriesPerWarp][PerLane], mx[kQueriesPerWarp], sum[kQueriesPerWarp];
+  float qr[kQueriesPerWarp][PerLane], acc[kQueriesPerWarp][PerLane], mx[kQueriesPerWarp],
+      sum[kQueriesPerWarp];
 #pragma unroll
   for (int j = 0; j < kQueriesPerWarp; ++j) {
     const T* q = static_cast<const T*>(p.q) + (m0 + j) * q_stride + int64_t{h} * p.head_dim;
@@ -225,7 +233,8 @@ constexpr int kTcKeys = 64;
 // warp's fragment loads spread over the banks; every region and fragment starts 32-byte aligned.
 struct TcLayout {
   int ld, lds, ldp;  // row pitch of Q/K/V (bf16), of a warp's score scratch (f32), of its P (bf16)
-  size_t q, ql, k, v, s, pr, bytes;  // byte offsets of the regions (ql: the queries' remainder), total
+  size_t q, ql, k, v, s, pr,
+      bytes;  // byte offsets of the regions (ql: the queries' remainder), total
   __host__ __device__ explicit TcLayout(int hd)
       : ld(hd + 8), lds((hd > kTcKeys ? hd : kTcKeys) + 4), ldp(kTcKeys + 8) {
     q = 0;
@@ -241,8 +250,9 @@ struct TcLayout {
 // Positions [t0, t0 + kTcKeys) of kv head kv_h into dst (kTcKeys × ld), 8 bf16 per 16-byte load;
 // positions from `end` on are zeros (their probabilities are 0, and 0 × garbage could be NaN).
 template <int HD>
-__device__ __forceinline__ void stage_rows(__nv_bfloat16* dst, int ld, const __nv_bfloat16* pool, int64_t kv_stride,
-                                           int kv_h, const int32_t* blocks, int block_size, int t0, int end) {
+__device__ __forceinline__ void stage_rows(__nv_bfloat16* dst, int ld, const __nv_bfloat16* pool,
+                                           int64_t kv_stride, int kv_h, const int32_t* blocks,
+                                           int block_size, int t0, int end) {
   constexpr int kChunks = HD / 8;
   for (int i = threadIdx.x; i < kTcKeys * kChunks; i += blockDim.x) {
     const int r = i / kChunks, c = i % kChunks, t = t0 + r;
@@ -266,7 +276,8 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
   auto* qls = reinterpret_cast<__nv_bfloat16*>(smem + lay.ql);
   auto* ks = reinterpret_cast<__nv_bfloat16*>(smem + lay.k);
   auto* vs = reinterpret_cast<__nv_bfloat16*>(smem + lay.v);
-  const int run = static_cast<int>(blockIdx.x / p.tiles_per_run), tile = static_cast<int>(blockIdx.x % p.tiles_per_run);
+  const int run = static_cast<int>(blockIdx.x / p.tiles_per_run),
+            tile = static_cast<int>(blockIdx.x % p.tiles_per_run);
   const int h = static_cast<int>(blockIdx.y);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float* ss = reinterpret_cast<float*>(smem + lay.s) + warp * 16 * lay.lds;  // this warp's scores
@@ -288,7 +299,9 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
 
   for (int i = threadIdx.x; i < kTcQueries * HD; i += blockDim.x) {
     const int r = i / HD, d = i % HD;
-    const float x = r < nq ? to_f32(static_cast<const T*>(p.q)[(m0 + r) * q_stride + int64_t{h} * HD + d]) : 0.0f;
+    const float x =
+        r < nq ? to_f32(static_cast<const T*>(p.q)[(m0 + r) * q_stride + int64_t{h} * HD + d])
+               : 0.0f;
     const __nv_bfloat16 high = __float2bfloat16_rn(x);
     qs[r * lay.ld + d] = high;
     qls[r * lay.ld + d] = __float2bfloat16_rn(x - __bfloat162float(high));
@@ -296,7 +309,8 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
   __syncthreads();
   wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> qf[kFrags];
 #pragma unroll
-  for (int f = 0; f < kFrags; ++f) wmma::load_matrix_sync(qf[f], qs + warp * 16 * lay.ld + 16 * f, lay.ld);
+  for (int f = 0; f < kFrags; ++f)
+    wmma::load_matrix_sync(qf[f], qs + warp * 16 * lay.ld + 16 * f, lay.ld);
 
   // S (16 × kTcKeys) of this warp against the staged keys, into ss.
   auto scores = [&] {
@@ -306,7 +320,8 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
       wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
       for (int f = 0; f < kFrags; ++f) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> kf;  // Kᵀ: key n at column n
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major>
+            kf;  // Kᵀ: key n at column n
         wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> low;
         wmma::load_matrix_sync(kf, ks + 16 * j * lay.ld + 16 * f, lay.ld);
         wmma::load_matrix_sync(low, qls + warp * 16 * lay.ld + 16 * f, lay.ld);
@@ -322,8 +337,8 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
   float top = -FLT_MAX;
   for (int t0 = 0; t0 < end; t0 += kTcKeys) {
     __syncthreads();  // the previous tile's keys are no longer read
-    stage_rows<HD>(ks, lay.ld, static_cast<const __nv_bfloat16*>(p.keys), kv_stride, kv_h, blocks, p.block_size, t0,
-                   end);
+    stage_rows<HD>(ks, lay.ld, static_cast<const __nv_bfloat16*>(p.keys), kv_stride, kv_h, blocks,
+                   p.block_size, t0, end);
     __syncthreads();
     if (!active) continue;
     scores();
@@ -341,10 +356,10 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
   float total = 0.0f;
   for (int t0 = 0; t0 < end; t0 += kTcKeys) {
     __syncthreads();
-    stage_rows<HD>(ks, lay.ld, static_cast<const __nv_bfloat16*>(p.keys), kv_stride, kv_h, blocks, p.block_size, t0,
-                   end);
-    stage_rows<HD>(vs, lay.ld, static_cast<const __nv_bfloat16*>(p.values), kv_stride, kv_h, blocks, p.block_size, t0,
-                   end);
+    stage_rows<HD>(ks, lay.ld, static_cast<const __nv_bfloat16*>(p.keys), kv_stride, kv_h, blocks,
+                   p.block_size, t0, end);
+    stage_rows<HD>(vs, lay.ld, static_cast<const __nv_bfloat16*>(p.values), kv_stride, kv_h, blocks,
+                   p.block_size, t0, end);
     __syncthreads();
     if (!active) continue;
     scores();
@@ -371,7 +386,8 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
   if (!active) return;
   total += __shfl_xor_sync(0xffffffffu, total, 1);
 #pragma unroll
-  for (int f = 0; f < kFrags; ++f) wmma::store_matrix_sync(ss + 16 * f, of[f], lay.lds, wmma::mem_row_major);
+  for (int f = 0; f < kFrags; ++f)
+    wmma::store_matrix_sync(ss + 16 * f, of[f], lay.lds, wmma::mem_row_major);
   __syncwarp();
   // Row by row, the lanes along the head: coalesced stores.
   for (int r = 0; r < 16; ++r) {
@@ -396,15 +412,16 @@ bool attention_uses_tensor_cores(const AttentionParams& p, KernelType kv_t) {
     cudaFuncAttributes attributes{};
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaFuncGetAttributes(&attributes, attention_runs_tc_kernel<float, float, 64>) != cudaSuccess) {
+        cudaFuncGetAttributes(&attributes, attention_runs_tc_kernel<float, float, 64>) !=
+            cudaSuccess) {
       cudaGetLastError();
       return false;
     }
     return major >= 8 && attributes.ptxVersion >= 80;  // the architecture its body was compiled for
   }();
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  return p.use_tensor_cores && capable && kv_t == KernelType::kBF16 && (p.head_dim == 64 || p.head_dim == 128) &&
-         aligned(p.keys) && aligned(p.values);
+  return p.use_tensor_cores && capable && kv_t == KernelType::kBF16 &&
+         (p.head_dim == 64 || p.head_dim == 128) && aligned(p.keys) && aligned(p.values);
 }
 
 namespace {
@@ -412,8 +429,9 @@ namespace {
 template <typename T, typename O, int HD>
 cudaError_t launch_runs_tc(const AttentionParams& r, dim3 grid, cudaStream_t stream) {
   const TcLayout lay(HD);
-  static const cudaError_t opted = cudaFuncSetAttribute(
-      attention_runs_tc_kernel<T, O, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(lay.bytes));
+  static const cudaError_t opted = cudaFuncSetAttribute(attention_runs_tc_kernel<T, O, HD>,
+                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        static_cast<int>(lay.bytes));
   if (opted != cudaSuccess) return opted;
   attention_runs_tc_kernel<T, O, HD><<<grid, 32 * kTcWarps, lay.bytes, stream>>>(r);
   return cudaGetLastError();
@@ -425,46 +443,56 @@ int attention_splits(int64_t tokens, int n_heads, int max_ctx, int sm_count) {
   constexpr int kMinPerSplit = 256, kMaxSplits = 32;  // positions a split should at least cover
   const int64_t blocks = tokens * n_heads, wanted = 2 * int64_t{sm_count};
   if (blocks >= wanted || max_ctx <= kMinPerSplit) return 1;
-  const int64_t by_occupancy = (wanted + blocks - 1) / blocks, by_length = (max_ctx + kMinPerSplit - 1) / kMinPerSplit;
+  const int64_t by_occupancy = (wanted + blocks - 1) / blocks,
+                by_length = (max_ctx + kMinPerSplit - 1) / kMinPerSplit;
   return static_cast<int>(std::min<int64_t>({by_occupancy, by_length, kMaxSplits}));
 }
 
 size_t attention_partial_bytes(int64_t tokens, int n_heads, int head_dim, int splits) {
-  return splits > 1 ? static_cast<size_t>(tokens * n_heads * splits * (head_dim + 2)) * sizeof(float) : 0;
+  return splits > 1
+             ? static_cast<size_t>(tokens * n_heads * splits * (head_dim + 2)) * sizeof(float)
+             : 0;
 }
 
-cudaError_t attention(const AttentionParams& p, KernelType t, KernelType out_t, KernelType kv_t, cudaStream_t stream) {
+cudaError_t attention(const AttentionParams& p, KernelType t, KernelType out_t, KernelType kv_t,
+                      cudaStream_t stream) {
   if (p.tokens == 0) return cudaSuccess;
-  if (p.head_dim > kMaxHeadDim || p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.splits < 1 ||
-      (p.splits > 1 && p.partial == nullptr))
+  if (p.head_dim > kMaxHeadDim || p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 ||
+      p.splits < 1 || (p.splits > 1 && p.partial == nullptr))
     return cudaErrorInvalidValue;
-  if (p.n_runs > 0 && p.max_run > 1 && attention_uses_tensor_cores(p, kv_t)) {  // prefill in the step, on tensor cores
+  if (p.n_runs > 0 && p.max_run > 1 &&
+      attention_uses_tensor_cores(p, kv_t)) {  // prefill in the step, on tensor cores
     AttentionParams r = p;
     r.tiles_per_run = (p.max_run + kTcQueries - 1) / kTcQueries;
-    const dim3 grid(static_cast<unsigned>(int64_t{p.n_runs} * r.tiles_per_run), static_cast<unsigned>(p.n_heads));
+    const dim3 grid(static_cast<unsigned>(int64_t{p.n_runs} * r.tiles_per_run),
+                    static_cast<unsigned>(p.n_heads));
     cudaError_t status = cudaSuccess;
     TPLLAMA_DISPATCH_TYPE(t, T, TPLLAMA_DISPATCH_TYPE(out_t, O, {
-      status = p.head_dim == 64 ? launch_runs_tc<T, O, 64>(r, grid, stream)
-                                : launch_runs_tc<T, O, 128>(r, grid, stream);
-    }));
+                            status = p.head_dim == 64 ? launch_runs_tc<T, O, 64>(r, grid, stream)
+                                                      : launch_runs_tc<T, O, 128>(r, grid, stream);
+                          }));
     return status;
   }
   if (p.n_runs > 0 && p.max_run > 1) {  // prefill in the step: the run kernel takes every token
     AttentionParams r = p;
     r.tiles_per_run = (p.max_run + kRunTile - 1) / kRunTile;
-    const dim3 grid(static_cast<unsigned>(int64_t{p.n_runs} * r.tiles_per_run), static_cast<unsigned>(p.n_heads));
+    const dim3 grid(static_cast<unsigned>(int64_t{p.n_runs} * r.tiles_per_run),
+                    static_cast<unsigned>(p.n_heads));
     TPLLAMA_DISPATCH_TYPE(t, T, TPLLAMA_DISPATCH_TYPE(out_t, O, TPLLAMA_DISPATCH_TYPE(kv_t, KV, {
-      if (p.head_dim <= 128)
-        attention_runs_kernel<T, O, KV, 4><<<grid, 32 * kWarps, 0, stream>>>(r);
-      else
-        attention_runs_kernel<T, O, KV, 8><<<grid, 32 * kWarps, 0, stream>>>(r);
-    })));
+                                                        if (p.head_dim <= 128)
+                                                          attention_runs_kernel<T, O, KV, 4>
+                                                              <<<grid, 32 * kWarps, 0, stream>>>(r);
+                                                        else
+                                                          attention_runs_kernel<T, O, KV, 8>
+                                                              <<<grid, 32 * kWarps, 0, stream>>>(r);
+                                                      })));
     return cudaGetLastError();
   }
   const unsigned blocks = static_cast<unsigned>(p.tokens * p.n_heads * p.splits);
   TPLLAMA_DISPATCH_TYPE(t, T, TPLLAMA_DISPATCH_TYPE(out_t, O, TPLLAMA_DISPATCH_TYPE(kv_t, KV, {
-    attention_kernel<T, O, KV><<<blocks, 32 * kWarps, 0, stream>>>(p);
-  })));
+                                                      attention_kernel<T, O, KV>
+                                                          <<<blocks, 32 * kWarps, 0, stream>>>(p);
+                                                    })));
   if (p.splits > 1) {
     const unsigned merges = static_cast<unsigned>(p.tokens * p.n_heads);
     TPLLAMA_DISPATCH_TYPE(out_t, O, merge_splits_kernel<O><<<merges, 128, 0, stream>>>(p));

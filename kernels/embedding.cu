@@ -9,12 +9,13 @@ namespace tpllama::kernels {
 namespace {
 
 template <typename T>
-__global__ void embedding_kernel(T* out, const T* table, int64_t table_rows, const int32_t* tokens, int64_t d,
-                                 int vocab_begin) {
+__global__ void embedding_kernel(T* out, const T* table, int64_t table_rows, const int32_t* tokens,
+                                 int64_t d, int vocab_begin) {
   const int64_t local = static_cast<int64_t>(tokens[blockIdx.x]) - vocab_begin;
   T* o = out + blockIdx.x * d;
   const bool held = local >= 0 && local < table_rows;
-  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) o[i] = held ? table[local * d + i] : detail::from_f32<T>(0.0f);
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
+    o[i] = held ? table[local * d + i] : detail::from_f32<T>(0.0f);
 }
 
 __global__ void argmax_kernel(int32_t* index, float* value, const float* logits, int64_t cols) {
@@ -56,13 +57,15 @@ constexpr int kSumThreads = 256;  // a power of two: the tree below halves it
 
 // One block of kSumThreads per requested row: per-thread sums in double, then a tree in shared
 // memory.
-__global__ void logit_sums_kernel(float* sums, const float* logits, int64_t cols, const int32_t* rows,
-                                  const float* max, const int32_t* chosen, int64_t n) {
+__global__ void logit_sums_kernel(float* sums, const float* logits, int64_t cols,
+                                  const int32_t* rows, const float* max, const int32_t* chosen,
+                                  int64_t n) {
   const int64_t i = blockIdx.x;
   const float* row = logits + static_cast<int64_t>(rows[i]) * cols;
   const double m = max[i];
   double sum = 0;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += exp(static_cast<double>(row[c]) - m);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    sum += exp(static_cast<double>(row[c]) - m);
   __shared__ double partial[kSumThreads];
   partial[threadIdx.x] = sum;
   __syncthreads();
@@ -79,24 +82,26 @@ __global__ void logit_sums_kernel(float* sums, const float* logits, int64_t cols
 
 }  // namespace
 
-cudaError_t logit_sums(float* sums, const float* logits, int64_t cols, const int32_t* rows, const float* max,
-                       const int32_t* chosen, int64_t n, cudaStream_t stream) {
+cudaError_t logit_sums(float* sums, const float* logits, int64_t cols, const int32_t* rows,
+                       const float* max, const int32_t* chosen, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  logit_sums_kernel<<<static_cast<unsigned>(n), kSumThreads, 0, stream>>>(sums, logits, cols, rows, max, chosen, n);
+  logit_sums_kernel<<<static_cast<unsigned>(n), kSumThreads, 0, stream>>>(sums, logits, cols, rows,
+                                                                          max, chosen, n);
   return cudaGetLastError();
 }
 
-cudaError_t embedding(void* out, const void* table, int64_t table_rows, const int32_t* tokens, int64_t rows, int64_t d,
-                      int vocab_begin, KernelType t, cudaStream_t stream) {
+cudaError_t embedding(void* out, const void* table, int64_t table_rows, const int32_t* tokens,
+                      int64_t rows, int64_t d, int vocab_begin, KernelType t, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  TPLLAMA_DISPATCH_TYPE(t, T,
-                        embedding_kernel<T><<<static_cast<unsigned>(rows), 256, 0, stream>>>(
-                            static_cast<T*>(out), static_cast<const T*>(table), table_rows, tokens, d, vocab_begin));
+  TPLLAMA_DISPATCH_TYPE(
+      t, T,
+      embedding_kernel<T><<<static_cast<unsigned>(rows), 256, 0, stream>>>(
+          static_cast<T*>(out), static_cast<const T*>(table), table_rows, tokens, d, vocab_begin));
   return cudaGetLastError();
 }
 
-cudaError_t argmax_rows(int32_t* index, float* value, const float* logits, int64_t rows, int64_t cols,
-                        cudaStream_t stream) {
+cudaError_t argmax_rows(int32_t* index, float* value, const float* logits, int64_t rows,
+                        int64_t cols, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   argmax_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(index, value, logits, cols);
   return cudaGetLastError();

@@ -17,7 +17,8 @@ namespace tpllama::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr double kTopPSlack = 1e-9;  // as the CPU: a set reaching top_p in real arithmetic stays reached
+constexpr double kTopPSlack =
+    1e-9;  // as the CPU: a set reaching top_p in real arithmetic stays reached
 
 struct Workspace {
   float* keys = nullptr;  // (rows, cols) sorted logits
@@ -29,7 +30,9 @@ struct Workspace {
   size_t temp_bytes = 0;
 };
 
-size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+size_t align256(size_t n) {
+  return (n + 255) / 256 * 256;
+}
 
 // Carves the workspace; temp_bytes from CUB's own query.
 cudaError_t carve(void* base, size_t bytes, int64_t rows, int64_t cols, Workspace* w) {
@@ -65,8 +68,8 @@ using Scan = cub::BlockScan<double, kThreads>;
 using Reduce = cub::BlockReduce<double, kThreads>;
 
 // Length of the shortest prefix of w (first `len` entries) whose sum reaches target (len if none).
-__device__ int prefix_reaching(const float* keys, float top, double temperature, int len, double target,
-                               typename Scan::TempStorage& scan) {
+__device__ int prefix_reaching(const float* keys, float top, double temperature, int len,
+                               double target, typename Scan::TempStorage& scan) {
   __shared__ double carried;
   __shared__ int found;
   if (threadIdx.x == 0) {
@@ -90,7 +93,8 @@ __device__ int prefix_reaching(const float* keys, float top, double temperature,
 }
 
 // One block per row: the truncations as prefix lengths, then the draw.
-__global__ void draw_kernel(int32_t* tokens, const Workspace w, int64_t cols, int n, const SampleParams* params) {
+__global__ void draw_kernel(int32_t* tokens, const Workspace w, int64_t cols, int n,
+                            const SampleParams* params) {
   __shared__ typename Scan::TempStorage scan;
   __shared__ typename Reduce::TempStorage reduce;
   __shared__ double total_shared;
@@ -107,7 +111,8 @@ __global__ void draw_kernel(int32_t* tokens, const Workspace w, int64_t cols, in
   const int k = p.top_k > 0 && p.top_k < n ? p.top_k : n;
   // Mass of the top-k set (the whole row without top-k): what top-p measures against.
   double part = 0.0;
-  for (int j = threadIdx.x; j < k; j += kThreads) part += exp((static_cast<double>(keys[j]) - top) / t);
+  for (int j = threadIdx.x; j < k; j += kThreads)
+    part += exp((static_cast<double>(keys[j]) - top) / t);
   const double total = Reduce(reduce).Sum(part);
   if (threadIdx.x == 0) {
     total_shared = total;
@@ -122,13 +127,15 @@ __global__ void draw_kernel(int32_t* tokens, const Workspace w, int64_t cols, in
   __syncthreads();
   int len = min(k, min_p_len);
   if (p.top_p < 1.0) {
-    const int reach = prefix_reaching(keys, top, t, k, p.top_p * total_shared * (1.0 - kTopPSlack), scan);
+    const int reach =
+        prefix_reaching(keys, top, t, k, p.top_p * total_shared * (1.0 - kTopPSlack), scan);
     len = min(len, reach);
   }
   len = max(len, 1);
   // The kept mass, then the first entry whose cumulative weight exceeds u of it.
   part = 0.0;
-  for (int j = threadIdx.x; j < len; j += kThreads) part += exp((static_cast<double>(keys[j]) - top) / t);
+  for (int j = threadIdx.x; j < len; j += kThreads)
+    part += exp((static_cast<double>(keys[j]) - top) / t);
   __syncthreads();
   const double kept = Reduce(reduce).Sum(part);
   __shared__ double kept_shared;
@@ -147,26 +154,27 @@ size_t sampling_workspace_bytes(int64_t rows, int64_t cols) {
   carve(nullptr, 0, rows, cols, &w);
   const size_t fixed = reinterpret_cast<size_t>(w.temp);  // offsets from a null base
   size_t temp = 0;
-  cub::DeviceSegmentedRadixSort::SortPairsDescending(nullptr, temp, static_cast<const float*>(nullptr),
-                                                     static_cast<float*>(nullptr),
-                                                     static_cast<const int32_t*>(nullptr),
-                                                     static_cast<int32_t*>(nullptr), static_cast<int>(rows * cols),
-                                                     static_cast<int>(rows), static_cast<int32_t*>(nullptr),
-                                                     static_cast<int32_t*>(nullptr), 0, 32);
+  cub::DeviceSegmentedRadixSort::SortPairsDescending(
+      nullptr, temp, static_cast<const float*>(nullptr), static_cast<float*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+      static_cast<int>(rows * cols), static_cast<int>(rows), static_cast<int32_t*>(nullptr),
+      static_cast<int32_t*>(nullptr), 0, 32);
   return fixed + align256(temp);
 }
 
 cudaError_t sample_rows(int32_t* tokens, const float* logits, int64_t rows, int64_t cols, int n,
-                        const SampleParams* params, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+                        const SampleParams* params, void* workspace, size_t workspace_bytes,
+                        cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (n < 1 || n > cols || rows * cols > 0x7fffffff) return cudaErrorInvalidValue;
   Workspace w;
   cudaError_t rc = carve(workspace, workspace_bytes, rows, cols, &w);
   if (rc != cudaSuccess) return rc;
-  prepare_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(w.ids_in, w.begin, w.end, cols, n);
-  rc = cub::DeviceSegmentedRadixSort::SortPairsDescending(w.temp, w.temp_bytes, logits, w.keys, w.ids_in, w.ids,
-                                                          static_cast<int>(rows * cols), static_cast<int>(rows),
-                                                          w.begin, w.end, 0, 32, stream);
+  prepare_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(w.ids_in, w.begin, w.end,
+                                                                       cols, n);
+  rc = cub::DeviceSegmentedRadixSort::SortPairsDescending(
+      w.temp, w.temp_bytes, logits, w.keys, w.ids_in, w.ids, static_cast<int>(rows * cols),
+      static_cast<int>(rows), w.begin, w.end, 0, 32, stream);
   if (rc != cudaSuccess) return rc;
   draw_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(tokens, w, cols, n, params);
   return cudaGetLastError();

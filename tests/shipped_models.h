@@ -20,6 +20,7 @@ inline std::string stories_dir() {
 }
 
 inline constexpr char kStoriesMissing[] =
-    "models/stories260K/stories260K.bin is missing: it ships with the project (or set TPLLAMA_MODELS_DIR)";
+    "models/stories260K/stories260K.bin is missing: it ships with the project (or set "
+    "TPLLAMA_MODELS_DIR)";
 
 }  // namespace tpllama::shipped

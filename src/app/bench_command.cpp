@@ -2,9 +2,9 @@
 // greedy, a fixed number of output tokens) through the real engine and pipeline, on a checkpoint
 // or on a named shape with seeded random weights. Once the devices are open, the first rank on each
 // measures its read bandwidth and GEMM peak (on the CPU its node with all of the node's cores; on a
-// GPU a device-to-device copy and a cuBLAS GEMM), summed over the run's devices; the report puts each
-// phase against them: decode as weight + KV bytes moved per second over the bandwidth, prefill as
-// FLOP/s over the GEMM peak.
+// GPU a device-to-device copy and a cuBLAS GEMM), summed over the run's devices; the report puts
+// each phase against them: decode as weight + KV bytes moved per second over the bandwidth, prefill
+// as FLOP/s over the GEMM peak.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,8 +23,8 @@
 #include "io/output_holds.h"
 #include "io/result_writer.h"
 #include "model/shapes.h"
-#include "ops/threads.h"
 #include "ops/roofline.h"
+#include "ops/threads.h"
 
 namespace tpllama {
 
@@ -41,7 +41,8 @@ LengthRange parse_range(const std::string& text, const char* flag, int min_value
   try {
     size_t used = 0;
     r.lo = std::stoi(text.substr(0, colon), &used);
-    if (used != (colon == std::string::npos ? text.size() : colon)) throw std::invalid_argument(text);
+    if (used != (colon == std::string::npos ? text.size() : colon))
+      throw std::invalid_argument(text);
     r.hi = r.lo;
     if (colon != std::string::npos) {
       r.hi = std::stoi(text.substr(colon + 1), &used);
@@ -51,7 +52,8 @@ LengthRange parse_range(const std::string& text, const char* flag, int min_value
     fail(flag, " '", text, "': expected a length (128) or an inclusive range (64:256)");
   }
   if (r.lo < min_value || r.hi < r.lo)
-    fail(flag, " '", text, "': lengths must be at least ", min_value, " and a range must not be empty");
+    fail(flag, " '", text, "': lengths must be at least ", min_value,
+         " and a range must not be empty");
   return r;
 }
 
@@ -113,7 +115,8 @@ class SyntheticSource : public RequestSource {
     const bool ordinary_ids = vocab_ > static_cast<int>(special_.size());
     for (int i = 0; i < n; ++i) {
       int id = token(rng_);
-      while (ordinary_ids && std::find(special_.begin(), special_.end(), id) != special_.end()) id = token(rng_);
+      while (ordinary_ids && std::find(special_.begin(), special_.end(), id) != special_.end())
+        id = token(rng_);
       ids.push_back(id);
     }
   }
@@ -159,7 +162,8 @@ struct MachineLimits {
 // The first rank on each device measures it (on the CPU every core of its node; on a GPU the GPU)
 // while the others wait without spinning; rank 0 gets the sums, since a run's work spreads over all
 // of them (a decode step's bytes are every rank's matrices).
-MachineLimits measure_limits(const MpiSession& mpi, const DeviceContext& ctx, DType dtype, bool first_on_device) {
+MachineLimits measure_limits(const MpiSession& mpi, const DeviceContext& ctx, DType dtype,
+                             bool first_on_device) {
   std::vector<double> mine = {0, 0, 0};  // bandwidth, GEMM FLOP/s, devices
   int cores = 0;
   if (first_on_device) {
@@ -187,7 +191,8 @@ MachineLimits measure_limits(const MpiSession& mpi, const DeviceContext& ctx, DT
   if (ctx.device != Device::kCpu)
     m.where = m.devices == 1 ? "1 GPU" : n + " GPUs";
   else
-    m.where = m.devices == 1 ? std::to_string(cores) + " cores of 1 node" : "all cores of " + n + " nodes";
+    m.where = m.devices == 1 ? std::to_string(cores) + " cores of 1 node"
+                             : "all cores of " + n + " nodes";
   return m;
 }
 
@@ -198,10 +203,12 @@ std::string fixed(double v, int digits) {
 }
 
 // "812.3 GFLOP/s", or in TFLOP/s from 10 TFLOP/s up (GPUs).
-std::string flops(double v) { return v >= 1e13 ? fixed(v / 1e12, 1) + " TFLOP/s" : fixed(v / 1e9, 1) + " GFLOP/s"; }
+std::string flops(double v) {
+  return v >= 1e13 ? fixed(v / 1e12, 1) + " TFLOP/s" : fixed(v / 1e9, 1) + " GFLOP/s";
+}
 
-// A JSON number, or null when there is nothing to measure it by (a rate over no time, a fraction of an
-// unmeasured limit): the table then shows "-", never a made-up 0.
+// A JSON number, or null when there is nothing to measure it by (a rate over no time, a fraction of
+// an unmeasured limit): the table then shows "-", never a made-up 0.
 nlohmann::json ratio(double amount, double over) {
   if (!(over > 0)) return nullptr;
   return amount / over;
@@ -218,23 +225,27 @@ struct WorkEstimate {
 WorkEstimate estimate_work(const Session& session, const RunSummary& s,
                            const std::vector<RankFigures>& figures, const SyntheticSource& source) {
   const LlamaConfig& c = session.config();
-  const double layer_params = static_cast<double>(c.n_layers) *
-                              (2.0 * c.dim * c.q_dim() + 2.0 * c.dim * c.kv_dim() + 3.0 * c.dim * c.hidden_dim);
+  const double layer_params =
+      static_cast<double>(c.n_layers) *
+      (2.0 * c.dim * c.q_dim() + 2.0 * c.dim * c.kv_dim() + 3.0 * c.dim * c.hidden_dim);
   double matrix_bytes = 0;
   for (const RankFigures& f : figures) matrix_bytes += f.matrix_bytes;
-  const double kv_bytes_per_position = 2.0 * c.kv_dim() * c.n_layers * static_cast<double>(dtype_size(session.kv_dtype()));
+  const double kv_bytes_per_position =
+      2.0 * c.kv_dim() * c.n_layers * static_cast<double>(dtype_size(session.kv_dtype()));
   WorkEstimate w;
   w.decode_bytes = static_cast<double>(s.phases.decode_steps) * matrix_bytes +
                    static_cast<double>(s.phases.decode_context_tokens) * kv_bytes_per_position;
   for (int len : source.prompt_lengths()) {
-    w.prefill_flop += 2.0 * len * layer_params + 2.0 * static_cast<double>(len) * len * c.q_dim() * c.n_layers +
+    w.prefill_flop += 2.0 * len * layer_params +
+                      2.0 * static_cast<double>(len) * len * c.q_dim() * c.n_layers +
                       2.0 * c.vocab_size * c.dim;
     w.prompt_tokens += len;
   }
   // Prompt positions the prefix cache served (and continuations scored) change what was computed:
   // the estimate is scaled to the prompt tokens the prefill steps computed.
   if (s.prompt_tokens > 0)
-    w.prefill_flop *= static_cast<double>(s.phases.prefill_step_tokens) / static_cast<double>(s.prompt_tokens);
+    w.prefill_flop *=
+        static_cast<double>(s.phases.prefill_step_tokens) / static_cast<double>(s.prompt_tokens);
   return w;
 }
 
@@ -262,15 +273,18 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
   const WorkEstimate work = estimate_work(session, s, figures, source);
   const double decode_bytes = work.decode_bytes, prompt_tokens = work.prompt_tokens;
   const double decode_tokens = static_cast<double>(s.phases.decode_step_tokens);
-  const bool measured = limits.devices > 0, decoded = s.phases.decode_steps > 0 && s.phases.decode_seconds > 0;
+  const bool measured = limits.devices > 0,
+             decoded = s.phases.decode_steps > 0 && s.phases.decode_seconds > 0;
   const nlohmann::json decode_bw = decoded ? ratio(decode_bytes, s.phases.decode_seconds) : nullptr;
   const nlohmann::json prefill_flops = ratio(work.prefill_flop, s.phases.prefill_seconds);
   const Topology& t = session.topology();
   const double prompts = static_cast<double>(o.prompts);
   nlohmann::json machine = nullptr;
   if (measured)
-    machine = {{"measured_on", limits.where}, {"devices", limits.devices},
-               {"read_bandwidth_bytes_per_second", limits.read_bandwidth}, {"gemm_flops_per_second", limits.gemm_flops}};
+    machine = {{"measured_on", limits.where},
+               {"devices", limits.devices},
+               {"read_bandwidth_bytes_per_second", limits.read_bandwidth},
+               {"gemm_flops_per_second", limits.gemm_flops}};
   nlohmann::json j = {
       {"model", o.run.session.model.empty() ? o.shape + " (random weights)" : o.run.session.model},
       {"config",
@@ -339,8 +353,9 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
       {"decode_roofline_tokens_per_second",
        decoded && measured ? ratio(limits.read_bandwidth, decode_bytes / decode_tokens) : nullptr},
       {"prefill_flops_per_second", prefill_flops},
-      {"prefill_gemm_fraction",
-       measured && !prefill_flops.is_null() ? ratio(prefill_flops.get<double>(), limits.gemm_flops) : nullptr},
+      {"prefill_gemm_fraction", measured && !prefill_flops.is_null()
+                                    ? ratio(prefill_flops.get<double>(), limits.gemm_flops)
+                                    : nullptr},
       {"ranks", rank_figures_json(figures)},
   };
   return j;
@@ -349,55 +364,65 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
 void print_report(const nlohmann::json& j) {
   std::ostringstream os;
   auto row = [&os](const std::string& name, const std::string& value) {
-    os << "  " << name << std::string(name.size() < 34 ? 34 - name.size() : 1, ' ') << value << '\n';
+    os << "  " << name << std::string(name.size() < 34 ? 34 - name.size() : 1, ' ') << value
+       << '\n';
   };
   // A figure of the JSON, scaled, or "-" where it is null.
   auto num = [](const nlohmann::json& v, double scale, int digits) {
     return v.is_null() ? std::string("-") : fixed(v.get<double>() * scale, digits);
   };
-  auto rate = [](const nlohmann::json& v) { return v.is_null() ? std::string("- FLOP/s") : flops(v.get<double>()); };
+  auto rate = [](const nlohmann::json& v) {
+    return v.is_null() ? std::string("- FLOP/s") : flops(v.get<double>());
+  };
   auto pct = [&num](const nlohmann::json& h, double scale) {
     if (h.is_null()) return std::string("-");
-    return num(h["p50"], scale, 2) + " / " + num(h["p90"], scale, 2) + " / " + num(h["p99"], scale, 2);
+    return num(h["p50"], scale, 2) + " / " + num(h["p90"], scale, 2) + " / " +
+           num(h["p99"], scale, 2);
   };
   const auto& l = j["layout"];
   const auto& w = j["workload"];
-  os << "tpllama bench: " << j["model"].get<std::string>() << ", " << j["dtype"].get<std::string>() << " on "
-     << j["device"].get<std::string>() << ", " << l["ranks"] << " rank(s) = tp " << l["tp"] << " x pp " << l["pp"]
-     << ", " << l["threads_per_rank"] << " thread(s) per rank; " << w["prompts"] << " prompts, input "
-     << w["input_len"].get<std::string>() << ", output " << w["output_len"].get<std::string>() << ", max-seqs "
-     << w["max_seqs"] << ", seed " << w["seed"] << '\n';
+  os << "tpllama bench: " << j["model"].get<std::string>() << ", " << j["dtype"].get<std::string>()
+     << " on " << j["device"].get<std::string>() << ", " << l["ranks"] << " rank(s) = tp "
+     << l["tp"] << " x pp " << l["pp"] << ", " << l["threads_per_rank"] << " thread(s) per rank; "
+     << w["prompts"] << " prompts, input " << w["input_len"].get<std::string>() << ", output "
+     << w["output_len"].get<std::string>() << ", max-seqs " << w["max_seqs"] << ", seed "
+     << w["seed"] << '\n';
   const auto& m = j["machine"];
   if (m.is_null())
     row("machine", "not measured (--no-limits)");
   else
     row("machine (" + m["measured_on"].get<std::string>() + ")",
-        "read " + fixed(m["read_bandwidth_bytes_per_second"].get<double>() / 1e9, 1) + " GB/s, GEMM " +
-            flops(m["gemm_flops_per_second"].get<double>()));
+        "read " + fixed(m["read_bandwidth_bytes_per_second"].get<double>() / 1e9, 1) +
+            " GB/s, GEMM " + flops(m["gemm_flops_per_second"].get<double>()));
   // " = 12.3% of <limit>", or nothing when the limit was not measured.
   auto share = [&num](const nlohmann::json& v, const std::string& limit) {
     return v.is_null() ? std::string() : " = " + num(v, 100, 1) + "% of " + limit;
   };
-  row("prefill", num(j["prefill_tokens_per_second"], 1, 1) + " tok/s, " + rate(j["prefill_flops_per_second"]) +
+  row("prefill", num(j["prefill_tokens_per_second"], 1, 1) + " tok/s, " +
+                     rate(j["prefill_flops_per_second"]) +
                      share(j["prefill_gemm_fraction"], "the GEMM peak"));
   if (j["decode_tokens_per_second"].is_null())
     row("decode", "- (no pure-decode step: every token came from a step with prompt tokens)");
   else
-    row("decode", num(j["decode_tokens_per_second"], 1, 1) + " tok/s, " +
-                      num(j["decode_bandwidth_bytes_per_second"], 1e-9, 1) + " GB/s" +
-                      share(j["decode_bandwidth_fraction"], "read bandwidth") +
-                      (j["decode_roofline_tokens_per_second"].is_null()
-                           ? std::string()
-                           : " (roofline " + num(j["decode_roofline_tokens_per_second"], 1, 1) + " tok/s)"));
-  row("output / total", num(j["output_tokens_per_second"], 1, 1) + " / " + num(j["total_tokens_per_second"], 1, 1) +
-                            " tok/s, " + num(j["requests_per_second"], 1, 2) + " req/s over " +
+    row("decode",
+        num(j["decode_tokens_per_second"], 1, 1) + " tok/s, " +
+            num(j["decode_bandwidth_bytes_per_second"], 1e-9, 1) + " GB/s" +
+            share(j["decode_bandwidth_fraction"], "read bandwidth") +
+            (j["decode_roofline_tokens_per_second"].is_null()
+                 ? std::string()
+                 : " (roofline " + num(j["decode_roofline_tokens_per_second"], 1, 1) + " tok/s)"));
+  row("output / total", num(j["output_tokens_per_second"], 1, 1) + " / " +
+                            num(j["total_tokens_per_second"], 1, 1) + " tok/s, " +
+                            num(j["requests_per_second"], 1, 2) + " req/s over " +
                             fixed(j["elapsed_seconds"].get<double>(), 2) + " s, " +
                             std::to_string(j["steps"].get<long long>()) + " steps");
   const auto& pc = j["prefix_cache"];
   if (pc["enabled"].get<bool>())
-    row("prefix cache", num(pc["hit_rate"], 100, 1) + "% of prompt tokens (" + std::to_string(pc["hit_tokens"].get<long long>()) +
-                            " of " + std::to_string(pc["prompt_tokens"].get<long long>()) + "), " +
-                            std::to_string(pc["evicted_blocks"].get<long long>()) + " blocks evicted");
+    row("prefix cache", num(pc["hit_rate"], 100, 1) + "% of prompt tokens (" +
+                            std::to_string(pc["hit_tokens"].get<long long>()) + " of " +
+                            std::to_string(pc["prompt_tokens"].get<long long>()) + "), " +
+                            std::to_string(pc["evicted_blocks"].get<long long>()) +
+                            " blocks evicted");
   else
     row("prefix cache", "off");
   row("TTFT p50 / p90 / p99", pct(j["ttft_seconds"], 1e3) + " ms from admission, " +
@@ -408,7 +433,8 @@ void print_report(const nlohmann::json& j) {
     row("rank " + std::to_string(r["rank"].get<int>()),
         "compute " + fixed(r["compute_seconds"].get<double>(), 3) + " s (collectives " +
             fixed(r["collective_seconds"].get<double>(), 3) + " s of it), waiting " +
-            fixed(r["wait_seconds"].get<double>(), 3) + " s, bubble " + num(r["bubble_fraction"], 100, 1) + "%");
+            fixed(r["wait_seconds"].get<double>(), 3) + " s, bubble " +
+            num(r["bubble_fraction"], 100, 1) + "%");
   std::fputs(os.str().c_str(), stdout);
   std::fflush(stdout);
 }
@@ -416,30 +442,39 @@ void print_report(const nlohmann::json& j) {
 }  // namespace
 
 void add_bench_command(CLI::App& app, BenchOptions& o) {
-  CLI::App* c = app.add_subcommand("bench", "Throughput and latency of a synthetic workload on the real engine, "
-                                            "against this machine's measured bandwidth and GEMM peak");
+  CLI::App* c =
+      app.add_subcommand("bench",
+                         "Throughput and latency of a synthetic workload on the real engine, "
+                         "against this machine's measured bandwidth and GEMM peak");
   c->add_option("--model", o.run.session.model,
                 "Hugging Face LLaMA model directory (or --shape with --random-weights)");
-  c->add_option("--shape", o.shape, "Named shape: tiny, llama3-tiny, 110m, llama2-7b, llama3-8b, llama2-70b");
-  c->add_flag("--random-weights", o.random_weights, "Seeded random weights made in memory (with --shape)");
+  c->add_option("--shape", o.shape,
+                "Named shape: tiny, llama3-tiny, 110m, llama2-7b, llama3-8b, llama2-70b");
+  c->add_flag("--random-weights", o.random_weights,
+              "Seeded random weights made in memory (with --shape)");
   c->add_option("--seed", o.seed, "Seed of the random weights and of the prompts")
       ->capture_default_str()
       ->check(unsigned_64());
-  c->add_option("--vocab", o.vocab, "Vocabulary size of the shape (default: the shape's)")->check(at_least(1));
+  c->add_option("--vocab", o.vocab, "Vocabulary size of the shape (default: the shape's)")
+      ->check(at_least(1));
   c->add_option("--prompts", o.prompts, "Prompts in the workload (with --continuations: contexts)")
       ->capture_default_str()
       ->check(at_least(1));
   c->add_option("--shared-prefix", o.shared_prefix,
-                "Every prompt starts with one seeded prefix of N tokens (BOS included) before its own --input-len "
+                "Every prompt starts with one seeded prefix of N tokens (BOS included) before its "
+                "own --input-len "
                 "tokens, as few-shot examples or a system prompt do")
       ->check(at_least(1));
   c->add_option("--continuations", o.continuations,
-                "Score C continuations of --output-len tokens per prompt instead of generating (multiple-choice "
+                "Score C continuations of --output-len tokens per prompt instead of generating "
+                "(multiple-choice "
                 "evaluation): --prompts x C scoring requests")
       ->check(at_least(1));
-  c->add_option("--input-len", o.input_len, "Prompt tokens per request, BOS included: N or an inclusive range A:B")
+  c->add_option("--input-len", o.input_len,
+                "Prompt tokens per request, BOS included: N or an inclusive range A:B")
       ->capture_default_str();
-  c->add_option("--output-len", o.output_len, "Tokens generated per request (EOS ignored): N or A:B")
+  c->add_option("--output-len", o.output_len,
+                "Tokens generated per request (EOS ignored): N or A:B")
       ->capture_default_str();
   c->add_option("--max-seqs", o.run.session.engine.max_seqs,
                 "Sequences in flight at once (default: --prompts, at most 256)")
@@ -457,7 +492,8 @@ void add_bench_command(CLI::App& app, BenchOptions& o) {
   c->add_option("--json", o.json, "Write the report as JSON to this file");
   c->add_option("--stats", o.run.stats, "Also write the run's statistics JSON (as `run --stats`)");
   c->add_option("--trace", o.run.trace, "Write a Chrome trace of the run");
-  c->add_flag("--no-limits", o.skip_limits, "Skip measuring bandwidth and GEMM peak (no roofline fractions)");
+  c->add_flag("--no-limits", o.skip_limits,
+              "Skip measuring bandwidth and GEMM peak (no roofline fractions)");
 }
 
 int bench_command(BenchOptions o, const MpiSession& mpi) {
@@ -466,7 +502,8 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   LengthRange in, out;
   collective_phase([&] {
     if (o.run.session.model.empty() == o.shape.empty())
-      fail("bench needs either --model DIR or --shape NAME --random-weights", o.shape.empty() ? "" : ", not both");
+      fail("bench needs either --model DIR or --shape NAME --random-weights",
+           o.shape.empty() ? "" : ", not both");
     if (!o.shape.empty() && !o.random_weights)
       fail("--shape ", o.shape, " has no weight files: add --random-weights");
     if (o.random_weights && o.shape.empty()) fail("--random-weights needs --shape");
@@ -480,9 +517,10 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
     in = parse_range(o.input_len, "--input-len", 1);
     out = parse_range(o.output_len, "--output-len", 1);
     if (o.shared_prefix + in.hi + out.hi > config.max_seq_len)
-      fail(o.shared_prefix > 0 ? "--shared-prefix " + std::to_string(o.shared_prefix) + " + " : std::string(),
-           "--input-len ", in.hi, " + --output-len ", out.hi, " exceeds the model's context of ", config.max_seq_len,
-           " tokens");
+      fail(o.shared_prefix > 0 ? "--shared-prefix " + std::to_string(o.shared_prefix) + " + "
+                               : std::string(),
+           "--input-len ", in.hi, " + --output-len ", out.hi, " exceeds the model's context of ",
+           config.max_seq_len, " tokens");
   });
   const Workload workload{o.prompts, in, out, o.shared_prefix, o.continuations};
   if (o.run.session.engine.max_seqs <= 0)
@@ -490,11 +528,13 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   if (o.run.session.max_model_len <= 0)
     o.run.session.max_model_len = o.shared_prefix + in.hi + out.hi;
 
-  TraceRecorder trace(!o.run.trace.empty());  // before the session: its communicators record into it
+  TraceRecorder trace(
+      !o.run.trace.empty());  // before the session: its communicators record into it
   SessionOptions options = o.run.session;
   options.synthetic = synthetic;
-  options.context_flag = "--input-len + --output-len";  // they set the context (max_model_len above)
-  OutputHolds holds;  // rank 0's: --stats, --trace and --json, from the run's start
+  options.context_flag =
+      "--input-len + --output-len";  // they set the context (max_model_len above)
+  OutputHolds holds;                 // rank 0's: --stats, --trace and --json, from the run's start
   Session session(mpi, options, [&](const Session& s) {
     if (!s.is_rank0()) return;
     const std::vector<std::pair<std::string, std::string>> outputs = {
@@ -505,7 +545,8 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   });
   MachineLimits limits;
   session.load([&](const Session& s) {
-    if (!o.skip_limits) limits = measure_limits(mpi, s.device_context(), s.dtype(), s.first_on_device());
+    if (!o.skip_limits)
+      limits = measure_limits(mpi, s.device_context(), s.dtype(), s.first_on_device());
   });
   SyntheticSource source(workload, session.config(), o.seed);
   CountingSink sink;
@@ -517,7 +558,8 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   const RunSummary summary = session.serve(serve_options(o.run, continuation), io, trace);
   for (const std::string& path : {o.run.stats, o.run.trace, o.json})
     holds.release(path);  // write_text_file locks them
-  const std::vector<RankFigures> figures = report_run(session, summary, trace, o.run.stats, o.run.trace);
+  const std::vector<RankFigures> figures =
+      report_run(session, summary, trace, o.run.stats, o.run.trace);
   if (!session.is_rank0()) return 0;
   const nlohmann::json report = make_report(o, session, summary, figures, limits, source, in, out);
   print_report(report);

@@ -27,11 +27,14 @@ CLI::Validator at_least(long long min) {
           return "write " + s + " without leading zeros";
         // More digits than any bound here has: past it on the positive side, below it on the other.
         const bool huge = digits.size() > 18;
-        const bool below = negative ? (huge || -std::stoll(digits) < min) : (!huge && std::stoll(digits) < min);
+        const bool below =
+            negative ? (huge || -std::stoll(digits) < min) : (!huge && std::stoll(digits) < min);
         if (below) return "must be at least " + std::to_string(min) + ", got " + s;
         return "";
       },
-      min == 1 ? "POSITIVE" : min == 0 ? "NONNEGATIVE" : ">=" + std::to_string(min));
+      min == 1   ? "POSITIVE"
+      : min == 0 ? "NONNEGATIVE"
+                 : ">=" + std::to_string(min));
 }
 
 CLI::Validator unsigned_64() {
@@ -59,7 +62,8 @@ CLI::Validator finite_in(double lo, double hi) {
           used = 0;
         }
         if (used == 0 || used != s.size()) return "expected a number, got '" + s + "'";
-        if (!std::isfinite(v) || v < lo || v > hi) return "must be in [" + number(lo) + ", " + number(hi) + "], got " + s;
+        if (!std::isfinite(v) || v < lo || v > hi)
+          return "must be in [" + number(lo) + ", " + number(hi) + "], got " + s;
         return "";
       },
       "[" + number(lo) + ", " + number(hi) + "]");

@@ -73,7 +73,7 @@ struct BenchOptions {
   int prompts = 16;
   int shared_prefix = 0;  // tokens every prompt starts with (0: none)
   int continuations = 0;  // > 0: each prompt is a context scored with this many continuations
-  std::string input_len = "128";   // N or A:B
+  std::string input_len = "128";  // N or A:B
   std::string output_len = "128";
   std::string json;
   bool skip_limits = false;
@@ -86,7 +86,8 @@ struct TokenizeOptions {
 };
 
 struct PlanOptions {
-  std::string model, shape, hostfile, gpu = "h100-80g", memory, intra = "nvlink", inter = "infiniband", dtype = "bf16", json;
+  std::string model, shape, hostfile, gpu = "h100-80g", memory, intra = "nvlink",
+                                      inter = "infiniband", dtype = "bf16", json;
   int nodes = 1, per_node = 8, max_seqs = 256, tp = 0, pp = 0, vocab = 0;
   int input_len = 0, output_len = 0;  // 0: 512 and 256, within the model's context
   double bandwidth = 0, flops = 0;

@@ -23,8 +23,8 @@ void check_writable(const std::string& path, const char* flag) {
   if (const int stream = standard_stream_of(path); stream >= 0) {
     const int mode = ::fcntl(stream, F_GETFL);
     if (mode < 0 || (mode & O_ACCMODE) == O_RDONLY)
-      fail("cannot write ", flag, " file ", path, ": the process's ", stream == 1 ? "stdout" : "stderr",
-           " is not open for writing");
+      fail("cannot write ", flag, " file ", path, ": the process's ",
+           stream == 1 ? "stdout" : "stderr", " is not open for writing");
     return;
   }
   if (path == "/dev/stdout" || path == "/dev/stderr")
@@ -32,18 +32,23 @@ void check_writable(const std::string& path, const char* flag) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (fs::exists(status)) {  // the file (or the device, or a link's target) is there
-    if (fs::is_directory(status)) fail("cannot write ", flag, " file ", path, ": it is a directory");
-    if (!fs::is_regular_file(status)) {  // a pipe, a terminal, /dev/stdout: opening a FIFO would wait for a reader
-      if (::access(path.c_str(), W_OK) != 0) fail("cannot write ", flag, " file ", path, ": ", std::strerror(errno));
+    if (fs::is_directory(status))
+      fail("cannot write ", flag, " file ", path, ": it is a directory");
+    if (!fs::is_regular_file(
+            status)) {  // a pipe, a terminal, /dev/stdout: opening a FIFO would wait for a reader
+      if (::access(path.c_str(), W_OK) != 0)
+        fail("cannot write ", flag, " file ", path, ": ", std::strerror(errno));
       return;
     }
-    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);  // opening it writes nothing
+    const int fd =
+        ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);  // opening it writes nothing
     if (fd < 0) fail("cannot write ", flag, " file ", path, ": ", std::strerror(errno));
     ::close(fd);
     return;
   }
-  // Not there yet: its directory must take a new file. Nothing is created now, so a failure later in
-  // the checks leaves no stray file (a dangling link's file would be made where the link points).
+  // Not there yet: its directory must take a new file. Nothing is created now, so a failure later
+  // in the checks leaves no stray file (a dangling link's file would be made where the link
+  // points).
   fs::path target = path;
   if (fs::is_symlink(fs::symlink_status(target, ec))) {
     const fs::path to = fs::read_symlink(target, ec);
@@ -51,10 +56,12 @@ void check_writable(const std::string& path, const char* flag) {
   }
   fs::path dir = target.parent_path();
   if (dir.empty()) dir = ".";
-  if (!fs::is_directory(dir, ec)) fail("cannot write ", flag, " file ", path, " (", dir.string(), fs::exists(dir, ec) ? " is not a directory)" : " does not exist)");
+  if (!fs::is_directory(dir, ec))
+    fail("cannot write ", flag, " file ", path, " (", dir.string(),
+         fs::exists(dir, ec) ? " is not a directory)" : " does not exist)");
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    fail("cannot write ", flag, " file ", path, " (", dir.string(), " is not a writable directory: ", std::strerror(errno),
-         ")");
+    fail("cannot write ", flag, " file ", path, " (", dir.string(),
+         " is not a writable directory: ", std::strerror(errno), ")");
 }
 
 // Whether two paths name one regular file, or would (neither exists yet and they resolve alike,
@@ -71,7 +78,8 @@ bool same_file(const std::string& a, const std::string& b) {
   if ((a_there && !fs::is_regular_file(sa)) || (b_there && !fs::is_regular_file(sb))) return false;
   if (a_there && b_there) return fs::equivalent(a, b);
   if (a_there != b_there) return false;
-  const fs::path ca = fs::weakly_canonical(fs::absolute(a, ea), ea), cb = fs::weakly_canonical(fs::absolute(b, eb), eb);
+  const fs::path ca = fs::weakly_canonical(fs::absolute(a, ea), ea),
+                 cb = fs::weakly_canonical(fs::absolute(b, eb), eb);
   return !ea && !eb && ca.lexically_normal() == cb.lexically_normal();
 }
 
@@ -175,7 +183,8 @@ void check_output_files(const std::vector<std::string>& inputs,
     // Checked, not locked: the command holds its files (OutputHolds) once every check has passed,
     // so that a refused command creates none. A clash that begins in between is caught then.
     if (locked_by_another_writer(path))
-      fail(flag, " ", path, " is locked by another tpllama process (a running job writes it): wait for it to end, ",
+      fail(flag, " ", path,
+           " is locked by another tpllama process (a running job writes it): wait for it to end, ",
            "or give another file");
   }
 }

@@ -32,8 +32,12 @@ constexpr uint64_t kMaxCorpusBytes = uint64_t{1} << 30;
 // The windows not scored yet, in corpus order, as scoring requests whose id is the window's number.
 class WindowSource : public RequestSource {
  public:
-  WindowSource(std::vector<int> tokens, int bos, std::vector<Window> windows, std::vector<bool> done)
-      : tokens_(std::move(tokens)), bos_(bos), windows_(std::move(windows)), done_(std::move(done)) {}
+  WindowSource(std::vector<int> tokens, int bos, std::vector<Window> windows,
+               std::vector<bool> done)
+      : tokens_(std::move(tokens)),
+        bos_(bos),
+        windows_(std::move(windows)),
+        done_(std::move(done)) {}
 
   std::optional<Request> next(bool /*wait*/) override {
     while (next_ < windows_.size() && done_[next_]) ++next_;
@@ -112,7 +116,8 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
   std::error_code ec;
   const fs::file_status status = fs::status(o.windows, ec);
   if (status.type() != fs::file_type::not_found && status.type() != fs::file_type::regular)
-    fail("--windows ", o.windows, " is not a regular file: the windows file is cut and appended to");
+    fail("--windows ", o.windows,
+         " is not a regular file: the windows file is cut and appended to");
   const bool had_file = status.type() == fs::file_type::regular && fs::file_size(o.windows) > 0;
   bool append = false;
   if (o.resume) {
@@ -127,11 +132,13 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
            " bytes without a newline, starting ", describe_json(nlohmann::json(file.torn_start)),
            "); give another --windows file, or --overwrite instead of --resume to replace it");
     }
-    log::info("resume: " + std::to_string(file.scores.size()) + " of " + std::to_string(windows.size()) +
-              " windows already scored in " + o.windows +
+    log::info("resume: " + std::to_string(file.scores.size()) + " of " +
+              std::to_string(windows.size()) + " windows already scored in " + o.windows +
               (file.torn_bytes == 0 ? ""
-               : file.run       ? "; cut a torn last line of " + std::to_string(file.torn_bytes) + " bytes"
-                                : "; its header was torn (" + std::to_string(file.torn_bytes) + " bytes): starting over"));
+               : file.run
+                   ? "; cut a torn last line of " + std::to_string(file.torn_bytes) + " bytes"
+                   : "; its header was torn (" + std::to_string(file.torn_bytes) +
+                         " bytes): starting over"));
   } else if (had_file) {
     log::info("--overwrite: replacing the " +
               std::to_string(std::filesystem::file_size(o.windows)) + " bytes of windows in " +
@@ -143,7 +150,8 @@ std::vector<bool> open_window_file(const PerplexityOptions& o, const WindowRun& 
   return done;
 }
 
-// Rank 0's side of a perplexity run: the corpus as windows still to score, and where their scores go.
+// Rank 0's side of a perplexity run: the corpus as windows still to score, and where their scores
+// go.
 struct CorpusWindows {
   std::unique_ptr<WindowScores> scores;
   std::unique_ptr<WindowSource> source;
@@ -159,9 +167,10 @@ CorpusWindows prepare_windows(const PerplexityOptions& o, const Session& session
   const std::string text = read_stream_file(o.run.input, "corpus", kMaxCorpusBytes);
   const int context = session.context();
   if (o.context_len > context)
-    log::warn("--context-len " + std::to_string(o.context_len) + " is beyond the model's context: windows of " +
-              std::to_string(context) + " tokens");
-  c.window = context - 1;  // the run's context is already --context-len where that is smaller; room for BOS
+    log::warn("--context-len " + std::to_string(o.context_len) +
+              " is beyond the model's context: windows of " + std::to_string(context) + " tokens");
+  c.window = context -
+             1;  // the run's context is already --context-len where that is smaller; room for BOS
   if (c.window < 1) fail("--context-len ", o.context_len, " leaves no room for a token after BOS");
   c.stride = o.stride > 0 ? std::min(o.stride, c.window) : std::max(1, c.window / 2);
   if (o.stride > c.window)
@@ -185,8 +194,8 @@ CorpusWindows prepare_windows(const PerplexityOptions& o, const Session& session
   c.scores = std::make_unique<WindowScores>(windows.size());
   std::vector<bool> done = open_window_file(o, run, windows, *c.scores);
   c.remaining = std::count(done.begin(), done.end(), false);
-  c.source = std::make_unique<WindowSource>(std::move(tokens), session.config().bos_token_id, std::move(windows),
-                                            std::move(done));
+  c.source = std::make_unique<WindowSource>(std::move(tokens), session.config().bos_token_id,
+                                            std::move(windows), std::move(done));
   return c;
 }
 
@@ -195,13 +204,17 @@ CorpusWindows prepare_windows(const PerplexityOptions& o, const Session& session
 void add_perplexity_command(CLI::App& app, PerplexityOptions& o) {
   CLI::App* c = app.add_subcommand("perplexity", "Perplexity of a text file (sliding window)");
   c->add_option("--model", o.run.session.model, "Hugging Face LLaMA model directory")->required();
-  c->add_option("--input", o.run.input, "Text file (read whole, tokenized as one text)")->required();
+  c->add_option("--input", o.run.input, "Text file (read whole, tokenized as one text)")
+      ->required();
   c->add_option("--output", o.json, "Also write the result as JSON to this file");
-  c->add_option("--context-len", o.context_len, "Tokens per window, BOS included (default: the model's context)")
+  c->add_option("--context-len", o.context_len,
+                "Tokens per window, BOS included (default: the model's context)")
       ->check(at_least(2));
-  c->add_option("--stride", o.stride, "Tokens between window starts (default: half the window)")->check(at_least(1));
+  c->add_option("--stride", o.stride, "Tokens between window starts (default: half the window)")
+      ->check(at_least(1));
   c->add_option("--windows", o.windows,
-                "Also append each window's score to this JSONL file as it is scored, so --resume can continue a "
+                "Also append each window's score to this JSONL file as it is scored, so --resume "
+                "can continue a "
                 "stopped run");
   CLI::Option* resume = c->add_flag("--resume", o.resume,
                                     "Keep the windows already scored in --windows (a torn last "
@@ -252,10 +265,10 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
   io.writer = corpus.scores.get();
   io.total_requests = corpus.remaining;
   io.progress_unit = "windows";
-  const Continuation continuation{
-      !o.windows.empty(),
-      "without --windows there is nothing to resume: run it again to start over (--windows FILE keeps each "
-      "window's score for --resume)"};
+  const Continuation continuation{!o.windows.empty(),
+                                  "without --windows there is nothing to resume: run it again to "
+                                  "start over (--windows FILE keeps each "
+                                  "window's score for --resume)"};
   const RunSummary summary = session.serve(serve_options(o.run, continuation), io, trace);
   report_run(session, summary, trace, "", "");
   if (!session.is_rank0()) return 0;
@@ -266,10 +279,14 @@ int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
   const auto [nll, n_tokens] = corpus.scores->total();
   const int window = corpus.window, stride = corpus.stride;
   const double mean = n_tokens > 0 ? nll / static_cast<double>(n_tokens) : 0.0;
-  nlohmann::json result = {{"tokens", n_tokens},        {"mean_nll", mean}, {"perplexity", std::exp(mean)},
-                           {"context_len", window + 1}, {"stride", stride}};
-  std::printf("perplexity %.6f over %lld tokens (mean NLL %.6f nats; windows of %d tokens, stride %d)\n",
-              std::exp(mean), n_tokens, mean, window + 1, stride);
+  nlohmann::json result = {{"tokens", n_tokens},
+                           {"mean_nll", mean},
+                           {"perplexity", std::exp(mean)},
+                           {"context_len", window + 1},
+                           {"stride", stride}};
+  std::printf(
+      "perplexity %.6f over %lld tokens (mean NLL %.6f nats; windows of %d tokens, stride %d)\n",
+      std::exp(mean), n_tokens, mean, window + 1, stride);
   holds.release(o.json);  // write_json_file locks it itself
   if (!o.json.empty()) write_json_file(o.json, result, "--output");
   return 0;

@@ -36,12 +36,14 @@ void check_files(const RunOptions& o, OutputHolds& holds) {
   if (o.output.empty()) fail("--output is empty: give the file to write the records to");
   std::vector<std::pair<std::string, std::string>> outputs = {
       {"--output", o.output}, {"--stats", o.stats}, {"--trace", o.trace}};
-  if (output_is_a_file(o.output)) outputs.emplace_back("--output's sidecar", sidecar_path(o.output));
+  if (output_is_a_file(o.output))
+    outputs.emplace_back("--output's sidecar", sidecar_path(o.output));
   check_output_files({o.input}, outputs, model_files(o.session.model, o.session.chat_template));
   if (o.resume && !output_is_a_file(o.output))
     fail("--resume reads and appends to --output, but ", o.output,
-         standard_stream_of(o.output) >= 0 ? " is this process's stdout or stderr"
-                                           : " is not a regular file (a pipe, a terminal or a device)",
+         standard_stream_of(o.output) >= 0
+             ? " is this process's stdout or stderr"
+             : " is not a regular file (a pipe, a terminal or a device)",
          ": give a file, or drop --resume");
   check_not_replacing(
       "--output", o.output, o.resume || o.overwrite,
@@ -98,10 +100,12 @@ OutputJob output_job(const RunOptions& o, const Session& session, InputFormat fo
 // work; it is held (locked) from the run's start, before anything reads or cuts it.
 RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& holds) {
   RunFiles f;
-  f.reader = std::make_unique<PromptReader>(o.input, o.defaults, parse_input_format(o.input_format));
+  f.reader =
+      std::make_unique<PromptReader>(o.input, o.defaults, parse_input_format(o.input_format));
   f.reader->set_answering_model(model_name(o.session.model));
-  const OutputFormat format =
-      f.reader->format() == InputFormat::kOpenAiBatch ? OutputFormat::kOpenAiBatch : OutputFormat::kJsonl;
+  const OutputFormat format = f.reader->format() == InputFormat::kOpenAiBatch
+                                  ? OutputFormat::kOpenAiBatch
+                                  : OutputFormat::kJsonl;
   // A pipe, a terminal or /dev/stdout is written as it comes: nothing to lock, cut or resume.
   const bool file = output_is_a_file(o.output);
   const bool had_output =
@@ -111,10 +115,11 @@ RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& ho
     if (had_output) check_resumed_job(o.output, job);
     f.resume = std::make_unique<ResumeIndex>(prepare_resume(o.output, format));
     warn_duplicates(*f.resume);
-    log::info("resume: " + std::to_string(f.resume->records) + " records already in " + o.output +
-              (f.resume->truncated_bytes > 0
-                   ? "; cut a torn last line of " + std::to_string(f.resume->truncated_bytes) + " bytes"
-                   : ""));
+    log::info(
+        "resume: " + std::to_string(f.resume->records) + " records already in " + o.output +
+        (f.resume->truncated_bytes > 0
+             ? "; cut a torn last line of " + std::to_string(f.resume->truncated_bytes) + " bytes"
+             : ""));
   } else if (had_output) {
     log::info("--overwrite: replacing the " + std::to_string(std::filesystem::file_size(o.output)) +
               " bytes of records in " + o.output);
@@ -123,7 +128,8 @@ RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& ho
                                             model_name(o.session.model));
   if (file && !(o.resume && had_output))
     write_sidecar(o.output, job, &holds);  // after the cut: a kill between leaves no records
-  if (std::optional<size_t> lines = count_prompt_lines(o.input)) f.total_requests = static_cast<long long>(*lines);
+  if (std::optional<size_t> lines = count_prompt_lines(o.input))
+    f.total_requests = static_cast<long long>(*lines);
   return f;
 }
 
@@ -131,10 +137,12 @@ RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& ho
 std::vector<std::string> run_warnings(const RunOptions& o, const RunSummary& summary) {
   std::vector<std::string> warnings;
   if (summary.records.requests == 0 && summary.skipped == 0)
-    warnings.push_back(o.input + " holds no request (it is empty or every line is blank): is it the right file?");
+    warnings.push_back(
+        o.input + " holds no request (it is empty or every line is blank): is it the right file?");
   if (summary.unmatched_records > 0)
-    warnings.push_back(std::to_string(summary.unmatched_records) + " records already in " + o.output +
-                       " match no request of " + o.input + ": is --output from another job? (they are kept)");
+    warnings.push_back(std::to_string(summary.unmatched_records) + " records already in " +
+                       o.output + " match no request of " + o.input +
+                       ": is --output from another job? (they are kept)");
   return warnings;
 }
 
@@ -164,7 +172,8 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
   holds.release(o.trace);
   report_run(session, summary, trace, o.stats, o.trace);
   if (!session.is_rank0()) return 0;
-  return finish_run(session, summary, continuation, "; output " + o.output, run_warnings(o, summary));
+  return finish_run(session, summary, continuation, "; output " + o.output,
+                    run_warnings(o, summary));
 }
 
 }  // namespace tpllama

@@ -18,28 +18,38 @@ void add_run_command(CLI::App& app, RunOptions& o) {
                   "Hugging Face LLaMA model directory (config.json, *.safetensors, tokenizer.model "
                   "or tokenizer.json)")
       ->required();
-  run->add_option("--input", o.input, "Prompt file: .txt (one prompt per line), .jsonl (objects with 'prompt', 'messages' "
-                  "(chat), or 'context' and 'continuation' to score), or an OpenAI batch file (/v1/completions and "
-                  "/v1/chat/completions lines)")
+  run->add_option(
+         "--input", o.input,
+         "Prompt file: .txt (one prompt per line), .jsonl (objects with 'prompt', 'messages' "
+         "(chat), or 'context' and 'continuation' to score), or an OpenAI batch file "
+         "(/v1/completions and "
+         "/v1/chat/completions lines)")
       ->required();
-  run->add_option("--output", o.output, "Output JSONL file, one record per request, appended as requests finish")
+  run->add_option("--output", o.output,
+                  "Output JSONL file, one record per request, appended as requests finish")
       ->required();
-  run->add_option("--max-tokens", o.defaults.max_tokens, "Tokens to generate per request (requests may override)")
+  run->add_option("--max-tokens", o.defaults.max_tokens,
+                  "Tokens to generate per request (requests may override)")
       ->capture_default_str()
       ->check(at_least(1));
-  run->add_option("--temperature", o.defaults.sampling.temperature, "Sampling temperature; 0 = greedy")
+  run->add_option("--temperature", o.defaults.sampling.temperature,
+                  "Sampling temperature; 0 = greedy")
       ->capture_default_str()
       ->check(finite_in(0, 1e6));
-  run->add_option("--top-k", o.defaults.sampling.top_k, "Keep the k most probable tokens; 0 or -1 (vLLM's) = off")
+  run->add_option("--top-k", o.defaults.sampling.top_k,
+                  "Keep the k most probable tokens; 0 or -1 (vLLM's) = off")
       ->capture_default_str()
       ->check(at_least(-1));
-  run->add_option("--top-p", o.defaults.sampling.top_p, "Nucleus sampling: smallest set reaching p; 1 = off")
+  run->add_option("--top-p", o.defaults.sampling.top_p,
+                  "Nucleus sampling: smallest set reaching p; 1 = off")
       ->capture_default_str()
       ->check(finite_in(1e-12, 1));
-  run->add_option("--min-p", o.defaults.sampling.min_p, "Drop tokens below min_p times the top probability; 0 = off")
+  run->add_option("--min-p", o.defaults.sampling.min_p,
+                  "Drop tokens below min_p times the top probability; 0 = off")
       ->capture_default_str()
       ->check(finite_in(0, 1));
-  run->add_option("--seed", o.defaults.seed, "Base seed; each request's stream derives from it and its line number")
+  run->add_option("--seed", o.defaults.seed,
+                  "Base seed; each request's stream derives from it and its line number")
       ->capture_default_str()
       ->check(unsigned_64());
   run->add_option("--max-seqs", o.session.engine.max_seqs, "Sequences in flight at once")
@@ -53,7 +63,8 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--kv-block-size", o.session.engine.kv_block_size, "Positions per KV cache block")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
-  run->add_option("--input-format", o.input_format, "auto (from the content and extension), text, jsonl or openai")
+  run->add_option("--input-format", o.input_format,
+                  "auto (from the content and extension), text, jsonl or openai")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "text", "jsonl", "openai"}));
   CLI::Option* resume = run->add_flag("--resume", o.resume,
@@ -64,7 +75,8 @@ void add_run_command(CLI::App& app, RunOptions& o) {
                 "non-empty "
                 "--output is refused)")
       ->excludes(resume);
-  run->add_flag("--ordered", o.ordered, "Write records in input order (default: as requests finish)");
+  run->add_flag("--ordered", o.ordered,
+                "Write records in input order (default: as requests finish)");
   run->add_option("--grace-seconds", o.session.engine.grace_seconds,
                   "After SIGTERM/SIGUSR1/SIGINT: seconds in-flight requests may still finish "
                   "before the run stops "
@@ -77,7 +89,8 @@ void add_run_command(CLI::App& app, RunOptions& o) {
       ->capture_default_str()
       ->check(finite_in(0, 1e9));
   run->add_option("--stats", o.stats, "Write run statistics as JSON to this file at the end");
-  run->add_option("--trace", o.trace, "Write a Chrome trace-event JSON (one track group per rank) to this file");
+  run->add_option("--trace", o.trace,
+                  "Write a Chrome trace-event JSON (one track group per rank) to this file");
   run->add_option("--max-model-len", o.session.max_model_len,
                   "Context per sequence, prompt + completion (default: the model's)")
       ->check(at_least(1));
@@ -87,7 +100,8 @@ void add_run_command(CLI::App& app, RunOptions& o) {
 
 void add_chat_template_option(CLI::App& c, std::string& path) {
   c.add_option("--chat-template", path,
-               "Jinja chat template file for chat requests ('messages'), replacing the model's (chat_template.jinja, "
+               "Jinja chat template file for chat requests ('messages'), replacing the model's "
+               "(chat_template.jinja, "
                "else tokenizer_config.json's chat_template)");
 }
 
@@ -114,10 +128,13 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
       ->delimiter(',');
   c.add_flag("--allow-cross-node-tp", o.session.allow_cross_node_tp,
              "Do not warn when a TP group spans nodes");
-  c.add_option("--stall-timeout", o.stall_timeout,
-               "Seconds a rank may go, after its first pipeline step, without finishing another before it ends "
-               "the job (exit status 75): a hung rank or a lost message otherwise holds the job to its time limit. "
-               "It warns at half; it must exceed the longest step (a large prefill on a CPU). 0: never")
+  c.add_option(
+       "--stall-timeout", o.stall_timeout,
+       "Seconds a rank may go, after its first pipeline step, without finishing another before it "
+       "ends "
+       "the job (exit status 75): a hung rank or a lost message otherwise holds the job to its "
+       "time limit. "
+       "It warns at half; it must exceed the longest step (a large prefill on a CPU). 0: never")
       ->capture_default_str()
       ->check(finite_in(0, 1e9));
   c.add_option("--kv-cache-memory", o.session.kv_cache_memory,

@@ -12,8 +12,8 @@
 #include "core/log.h"
 #include "core/stop_signal.h"
 #include "io/result_writer.h"
-#include "runtime/kv_budget.h"
 #include "parallel/mpi_session.h"
+#include "runtime/kv_budget.h"
 
 namespace tpllama {
 namespace {
@@ -60,8 +60,8 @@ nlohmann::json rank_stats(const Topology& t, const std::vector<RankFigures>& all
   return ranks;
 }
 
-void write_stats(const std::string& path, const Topology& t, int n_nodes, const std::vector<RankFigures>& all,
-                 const RunSummary& s) {
+void write_stats(const std::string& path, const Topology& t, int n_nodes,
+                 const std::vector<RankFigures>& all, const RunSummary& s) {
   double compute = 0, wait = 0;
   for (int r = 0; r < t.world_size(); ++r) {
     compute += all[static_cast<size_t>(r)].compute_seconds;
@@ -113,28 +113,34 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes, const 
   write_json_file(path, j, "--stats");
 }
 
-void write_trace(const MpiSession& mpi, const Topology& t, const TraceRecorder& trace, const std::string& path) {
+void write_trace(const MpiSession& mpi, const Topology& t, const TraceRecorder& trace,
+                 const std::string& path) {
   const std::vector<std::vector<uint8_t>> per_rank = mpi.gather_to_root(trace.serialize());
   if (t.rank() != 0) return;
   std::vector<std::string> labels;
   for (int r = 0; r < t.world_size(); ++r) {
-    labels.push_back("rank " + std::to_string(r) + " (tp " + std::to_string(t.tp_rank_of(r)) + ", pp " +
-                     std::to_string(t.pp_rank_of(r)) + ")");
+    labels.push_back("rank " + std::to_string(r) + " (tp " + std::to_string(t.tp_rank_of(r)) +
+                     ", pp " + std::to_string(t.pp_rank_of(r)) + ")");
   }
   write_text_file(path, TraceRecorder::to_chrome_json(per_rank, labels) + "\n", "--trace");
-  log::info("trace written to " + path + " (open it in https://ui.perfetto.dev or chrome://tracing)");
+  log::info("trace written to " + path +
+            " (open it in https://ui.perfetto.dev or chrome://tracing)");
 }
 
 }  // namespace
 
 nlohmann::json percentiles(const LatencyHistogram& h) {
   if (h.count() == 0) return nullptr;
-  return {{"p50", h.percentile(50)}, {"p90", h.percentile(90)}, {"p99", h.percentile(99)}, {"mean", h.mean()},
+  return {{"p50", h.percentile(50)},
+          {"p90", h.percentile(90)},
+          {"p99", h.percentile(99)},
+          {"mean", h.mean()},
           {"count", h.count()}};
 }
 
-std::vector<RankFigures> report_run(const Session& session, const RunSummary& summary, const TraceRecorder& trace,
-                                    const std::string& stats_path, const std::string& trace_path) {
+std::vector<RankFigures> report_run(const Session& session, const RunSummary& summary,
+                                    const TraceRecorder& trace, const std::string& stats_path,
+                                    const std::string& trace_path) {
   const RankFigures mine = session.rank_figures();
   const Topology& t = session.topology();
   std::vector<RankFigures> all(t.rank() == 0 ? static_cast<size_t>(t.world_size()) : 0);
@@ -146,9 +152,10 @@ std::vector<RankFigures> report_run(const Session& session, const RunSummary& su
         std::ostringstream os;
         os.setf(std::ios::fixed);
         os.precision(3);
-        os << "rank " << r << ": compute " << f.compute_seconds << " s, waiting " << f.wait_seconds << " s (bubble "
-           << 100 * bubble(f) << "%), collectives " << f.collective_seconds << " s, point-to-point " << f.p2p_seconds
-           << " s, peak memory " << mib(f.peak_memory_bytes);
+        os << "rank " << r << ": compute " << f.compute_seconds << " s, waiting " << f.wait_seconds
+           << " s (bubble " << 100 * bubble(f) << "%), collectives " << f.collective_seconds
+           << " s, point-to-point " << f.p2p_seconds << " s, peak memory "
+           << mib(f.peak_memory_bytes);
         log::info(os.str());
       }
     if (!stats_path.empty()) write_stats(stats_path, t, session.nodes().n_nodes, all, summary);
@@ -160,8 +167,10 @@ std::vector<RankFigures> report_run(const Session& session, const RunSummary& su
 int finish_run(const Session& session, const RunSummary& summary, const Continuation& continuation,
                const std::string& done_note, const std::vector<std::string>& warnings) {
   if (summary.stopped_by != 0) {
-    log::warn("stopped early: " + summary.describe() + "; exit status " + std::to_string(kExitStoppedEarly) +
-              (continuation.resumable ? ": run again with --resume to continue" : ": " + continuation.restart_hint));
+    log::warn("stopped early: " + summary.describe() + "; exit status " +
+              std::to_string(kExitStoppedEarly) +
+              (continuation.resumable ? ": run again with --resume to continue"
+                                      : ": " + continuation.restart_hint));
     return kExitStoppedEarly;
   }
   log::info("done: " + summary.describe() + done_note);
@@ -177,7 +186,8 @@ int finish_run(const Session& session, const RunSummary& summary, const Continua
     return kExitAllRequestsFailed;
   }
   if (finished == 0) return 0;
-  const double avg = static_cast<double>(summary.prompt_tokens + summary.generated_tokens) / static_cast<double>(finished);
+  const double avg = static_cast<double>(summary.prompt_tokens + summary.generated_tokens) /
+                     static_cast<double>(finished);
   const int block_size = session.options().engine.kv_block_size;
   const double capacity = static_cast<double>(session.kv_blocks()) * block_size;
   std::ostringstream os;

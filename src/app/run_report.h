@@ -19,8 +19,9 @@ nlohmann::json percentiles(const LatencyHistogram& h);
 // After Session::serve (collective): every rank's figures on rank 0, which logs them and writes
 // the stats JSON (given a path); every rank's trace events into the Chrome trace (given a path).
 // Returns every rank's figures, by world rank, on rank 0 (empty elsewhere).
-std::vector<RankFigures> report_run(const Session& session, const RunSummary& summary, const TraceRecorder& trace,
-                                    const std::string& stats_path, const std::string& trace_path);
+std::vector<RankFigures> report_run(const Session& session, const RunSummary& summary,
+                                    const TraceRecorder& trace, const std::string& stats_path,
+                                    const std::string& trace_path);
 
 // Rank 0: a run's last lines — stopped early (and how to continue), or done (`done_note` ends that
 // line; `warnings` follow it), every request failed, the KV capacity it had. Returns the exit

@@ -20,8 +20,8 @@
 namespace tpllama {
 namespace {
 
-// {"id", "tokens"[, "n_context"][, "text"]}, or {"id", "error", "line"} for a request that cannot be
-// tokenized.
+// {"id", "tokens"[, "n_context"][, "text"]}, or {"id", "error", "line"} for a request that cannot
+// be tokenized.
 nlohmann::ordered_json tokenize_record(const ModelText& text, const Request& r) {
   nlohmann::ordered_json j;
   j["id"] = nlohmann::ordered_json(r.id);
@@ -46,13 +46,19 @@ nlohmann::ordered_json tokenize_record(const ModelText& text, const Request& r) 
 }  // namespace
 
 void add_tokenize_command(CLI::App& app, TokenizeOptions& o) {
-  CLI::App* c = app.add_subcommand(
-      "tokenize", "Write the token ids of every request of a prompt file (and a chat request's rendered prompt)");
-  c->add_option("--model", o.model, "Model directory (its tokenizer files and config.json; no weights are read)")
+  CLI::App* c = app.add_subcommand("tokenize",
+                                   "Write the token ids of every request of a prompt file (and a "
+                                   "chat request's rendered prompt)");
+  c->add_option("--model", o.model,
+                "Model directory (its tokenizer files and config.json; no weights are read)")
       ->required();
-  c->add_option("--input", o.input, "Prompt file, as `run` reads it (text, JSONL, OpenAI batch)")->required();
-  c->add_option("--output", o.output, "JSONL output: {\"id\", \"tokens\", \"text\" (chat)} per request")->required();
-  c->add_option("--input-format", o.input_format, "auto (from the content and extension), text, jsonl or openai")
+  c->add_option("--input", o.input, "Prompt file, as `run` reads it (text, JSONL, OpenAI batch)")
+      ->required();
+  c->add_option("--output", o.output,
+                "JSONL output: {\"id\", \"tokens\", \"text\" (chat)} per request")
+      ->required();
+  c->add_option("--input-format", o.input_format,
+                "auto (from the content and extension), text, jsonl or openai")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "text", "jsonl", "openai"}));
   c->add_flag("--overwrite", o.overwrite,
@@ -86,17 +92,19 @@ int tokenize_command(const TokenizeOptions& o, const MpiSession& mpi) {
       stopped_by = stop_signal();
       break;
     }
-    writer.write_line(j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + '\n');
+    writer.write_line(j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+                      '\n');
     ++requests;
     if (j.contains("error")) ++errors;
     if (j.contains("tokens")) tokens += static_cast<long long>(j["tokens"].size());
   }
   writer.sync();
-  log::info("tokenize: " + std::to_string(requests) + " requests, " + std::to_string(tokens) + " tokens, " +
-            std::to_string(errors) + " errors; output " + o.output);
+  log::info("tokenize: " + std::to_string(requests) + " requests, " + std::to_string(tokens) +
+            " tokens, " + std::to_string(errors) + " errors; output " + o.output);
   if (stopped_by != 0) {
     log::warn("received signal " + std::to_string(stopped_by) + ": stopped after line " +
-              std::to_string(reader.lines_read()) + " of " + o.input + "; the records written are complete");
+              std::to_string(reader.lines_read()) + " of " + o.input +
+              "; the records written are complete");
     return kExitStoppedEarly;
   }
   return 0;

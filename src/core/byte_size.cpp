@@ -18,14 +18,21 @@ uint64_t parse_byte_size(const std::string& text) {
     fail("cannot read '", text, "' as a size (examples: 8GiB, 512MiB, 2GB, 1000000)");
   }
   std::string unit = text.substr(used);
-  const std::pair<const char*, double> units[] = {{"", 1},           {"B", 1},           {"KB", 1e3},
-                                                  {"MB", 1e6},       {"GB", 1e9},        {"TB", 1e12},
-                                                  {"KiB", 1024.0},   {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+  const std::pair<const char*, double> units[] = {{"", 1},
+                                                  {"B", 1},
+                                                  {"KB", 1e3},
+                                                  {"MB", 1e6},
+                                                  {"GB", 1e9},
+                                                  {"TB", 1e12},
+                                                  {"KiB", 1024.0},
+                                                  {"MiB", 1048576.0},
+                                                  {"GiB", 1073741824.0},
                                                   {"TiB", 1099511627776.0}};
   for (const auto& [name, scale] : units)
     if (unit == name) {
       if (!(value > 0) || !std::isfinite(value * scale)) fail("size '", text, "' must be positive");
-      if (value * scale >= 0x1p63) fail("size '", text, "' is beyond any machine's memory (at most 8 EiB)");
+      if (value * scale >= 0x1p63)
+        fail("size '", text, "' is beyond any machine's memory (at most 8 EiB)");
       return static_cast<uint64_t>(value * scale);
     }
   fail("unknown size unit in '", text, "' (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)");

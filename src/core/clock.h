@@ -10,6 +10,8 @@ using Clock = std::chrono::steady_clock;
 inline double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
-inline double seconds_since(Clock::time_point t) { return seconds_between(t, Clock::now()); }
+inline double seconds_since(Clock::time_point t) {
+  return seconds_between(t, Clock::now());
+}
 
 }  // namespace tpllama

@@ -10,14 +10,17 @@ namespace tpllama {
 
 enum class Device { kCpu, kCuda };
 
-inline std::string device_name(Device d) { return d == Device::kCpu ? "cpu" : "cuda"; }
+inline std::string device_name(Device d) {
+  return d == Device::kCpu ? "cpu" : "cuda";
+}
 
 struct DeviceContext {
   Device device = Device::kCpu;
   int threads = 1;
-  void* stream = nullptr;   // cudaStream_t
-  void* blas = nullptr;     // cublasHandle_t
-  void* scratch = nullptr;  // device memory for an op's temporaries (converted inputs, block tables)
+  void* stream = nullptr;  // cudaStream_t
+  void* blas = nullptr;    // cublasHandle_t
+  void* scratch =
+      nullptr;  // device memory for an op's temporaries (converted inputs, block tables)
   size_t scratch_bytes = 0;
 };
 

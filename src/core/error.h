@@ -23,7 +23,8 @@ std::string concat(Args&&... args) {
 }
 }  // namespace detail
 
-// Builds a message from streamable pieces: fail("n_heads (", n, ") not divisible by tp (", tp, ")").
+// Builds a message from streamable pieces: fail("n_heads (", n, ") not divisible by tp (", tp,
+// ")").
 template <typename... Args>
 [[noreturn]] void fail(Args&&... args) {
   throw Error(detail::concat(std::forward<Args>(args)...));
@@ -31,9 +32,9 @@ template <typename... Args>
 
 }  // namespace tpllama
 
-#define TPLLAMA_CHECK(cond, ...)                                                        \
-  do {                                                                                  \
-    if (!(cond))                                                                        \
+#define TPLLAMA_CHECK(cond, ...)                                                     \
+  do {                                                                               \
+    if (!(cond))                                                                     \
       ::tpllama::fail("internal check failed: " #cond " at " __FILE__ ":", __LINE__, \
-                      " " __VA_OPT__(, ) __VA_ARGS__);                                  \
+                      " " __VA_OPT__(, ) __VA_ARGS__);                               \
   } while (0)

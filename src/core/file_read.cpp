@@ -33,13 +33,16 @@ const char* file_kind(const struct stat& st) {
 
 void require_regular_file(const std::string& path, const std::string& what) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) fail("cannot read ", what, " ", path, ": ", std::strerror(errno));
+  if (::stat(path.c_str(), &st) != 0)
+    fail("cannot read ", what, " ", path, ": ", std::strerror(errno));
   if (!S_ISREG(st.st_mode))
-    fail(what, " ", path, " is ", file_kind(st), ", not a regular file (a FIFO or a device would be waited on or read ",
+    fail(what, " ", path, " is ", file_kind(st),
+         ", not a regular file (a FIFO or a device would be waited on or read ",
          "without end): give the file itself");
 }
 
-std::string read_regular_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
+std::string read_regular_file(const std::string& path, const std::string& what,
+                              uint64_t max_bytes) {
   require_regular_file(path, what);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail("cannot open ", what, " ", path, ": ", std::strerror(errno));
@@ -73,7 +76,8 @@ std::string read_regular_file(const std::string& path, const std::string& what, 
   return text;
 }
 
-StreamFile::StreamFile(const std::string& path, const std::string& what) : path_(path), what_(what) {
+StreamFile::StreamFile(const std::string& path, const std::string& what)
+    : path_(path), what_(what) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, deaf to signals.
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) fail("cannot open ", what, " ", path, ": ", std::strerror(errno));
@@ -128,9 +132,10 @@ std::string read_stream_file(const std::string& path, const std::string& what, u
   constexpr size_t kChunk = size_t{1} << 20;
   for (;;) {
     if (const int signal = stop_signal(); signal != 0)
-      throw StoppedError(detail::concat("received signal ", signal, " while reading ", what, " ", path,
-                                        ": stopped before any work"));
-    const size_t room = static_cast<size_t>(std::min<uint64_t>(kChunk, max_bytes + 1 - text.size()));
+      throw StoppedError(detail::concat("received signal ", signal, " while reading ", what, " ",
+                                        path, ": stopped before any work"));
+    const size_t room =
+        static_cast<size_t>(std::min<uint64_t>(kChunk, max_bytes + 1 - text.size()));
     const StreamFile::Got got = file.read_some(text, room, kPollSliceMs);
     if (got == StreamFile::Got::kEnd) return text;
     if (text.size() > max_bytes)

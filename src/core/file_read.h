@@ -4,8 +4,8 @@
 // `<(...)`) are read as they come, with a size limit, and give up on a stop signal.
 #pragma once
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "core/error.h"

@@ -11,9 +11,12 @@ int g_world = 1;
 
 const char* level_name(Level level) {
   switch (level) {
-    case Level::kInfo: return "info";
-    case Level::kWarn: return "warning";
-    case Level::kError: return "error";
+    case Level::kInfo:
+      return "info";
+    case Level::kWarn:
+      return "warning";
+    case Level::kError:
+      return "error";
   }
   return "?";
 }

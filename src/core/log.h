@@ -11,8 +11,14 @@ enum class Level { kInfo, kWarn, kError };
 void set_rank(int rank, int world_size);
 void write(Level level, const std::string& message);
 
-inline void info(const std::string& m) { write(Level::kInfo, m); }
-inline void warn(const std::string& m) { write(Level::kWarn, m); }
-inline void error(const std::string& m) { write(Level::kError, m); }
+inline void info(const std::string& m) {
+  write(Level::kInfo, m);
+}
+inline void warn(const std::string& m) {
+  write(Level::kWarn, m);
+}
+inline void error(const std::string& m) {
+  write(Level::kError, m);
+}
 
 }  // namespace tpllama::log

@@ -48,9 +48,13 @@ void install_stop_handlers() {
   for (int s : {SIGTERM, SIGUSR1, SIGINT}) sigaction(s, &action, nullptr);
 }
 
-int stop_signal() { return g_stop_signal.load(std::memory_order_relaxed); }
+int stop_signal() {
+  return g_stop_signal.load(std::memory_order_relaxed);
+}
 
-int stop_signals_received() { return g_stop_count.load(std::memory_order_relaxed); }
+int stop_signals_received() {
+  return g_stop_count.load(std::memory_order_relaxed);
+}
 
 std::string mpirun_stop_note(const std::function<const char*(const char*)>& env) {
   if (env("OMPI_MCA_orte_hnp_uri") == nullptr)
@@ -68,7 +72,8 @@ std::string mpirun_stop_note(const std::function<const char*(const char*)>& env)
          "75) send mpirun SIGUSR1 (kill -USR1 <mpirun pid>)";
 }
 
-StopDeadline::StopDeadline(double grace_seconds) : grace_seconds_(grace_seconds), thread_(&StopDeadline::watch, this) {}
+StopDeadline::StopDeadline(double grace_seconds)
+    : grace_seconds_(grace_seconds), thread_(&StopDeadline::watch, this) {}
 
 StopDeadline::~StopDeadline() {
   {
@@ -89,14 +94,19 @@ void StopDeadline::watch() {
     if (signals >= 1 && first == Clock::time_point{}) first = now;
     if (signals >= 2 && second == Clock::time_point{}) second = now;
     if (first == Clock::time_point{}) continue;
-    const auto seconds_since = [&](Clock::time_point t) { return std::chrono::duration<double>(now - t).count(); };
+    const auto seconds_since = [&](Clock::time_point t) {
+      return std::chrono::duration<double>(now - t).count();
+    };
     const bool late = seconds_since(first) > grace_seconds_ + kStopMarginSeconds ||
                       (second != Clock::time_point{} && seconds_since(second) > kStopMarginSeconds);
     if (!late) continue;
-    log::error("the run did not stop within " + std::to_string(static_cast<int>(seconds_since(first))) +
-               " s of the stop signal (--grace-seconds " + std::to_string(static_cast<int>(grace_seconds_)) +
-               " + " + std::to_string(static_cast<int>(kStopMarginSeconds)) +
-               " s): a rank is not answering; ending this one, so the launcher ends the job (exit status 75; "
+    log::error("the run did not stop within " +
+               std::to_string(static_cast<int>(seconds_since(first))) +
+               " s of the stop signal (--grace-seconds " +
+               std::to_string(static_cast<int>(grace_seconds_)) + " + " +
+               std::to_string(static_cast<int>(kStopMarginSeconds)) +
+               " s): a rank is not answering; ending this one, so the launcher ends the job (exit "
+               "status 75; "
                "the records written are complete, --resume continues)");
     std::fflush(stderr);
     std::_Exit(kExitStoppedEarly);
@@ -109,7 +119,9 @@ StallWatch::StallWatch(double timeout_seconds, std::string who, std::string then
   if (timeout_seconds_ > 0) thread_ = std::thread(&StallWatch::watch, this, Clock::now());
 }
 
-StallWatch::~StallWatch() { stop(); }
+StallWatch::~StallWatch() {
+  stop();
+}
 
 void StallWatch::stop() {
   if (!thread_.joinable()) return;
@@ -139,21 +151,25 @@ void StallWatch::watch(Clock::time_point previous_tick) {
     previous_tick = now;
     const long long steps = steps_.load(std::memory_order_relaxed);
     if (steps == 0) continue;  // not watched before the first step
-    const Clock::time_point last =
-        std::max(resumed, Clock::time_point(Clock::duration(last_step_.load(std::memory_order_relaxed))));
+    const Clock::time_point last = std::max(
+        resumed, Clock::time_point(Clock::duration(last_step_.load(std::memory_order_relaxed))));
     const double idle = std::chrono::duration<double>(now - last).count();
-    if (idle < timeout_seconds_ / 2 || (idle < timeout_seconds_ && warned_at_steps == steps)) continue;
+    if (idle < timeout_seconds_ / 2 || (idle < timeout_seconds_ && warned_at_steps == steps))
+      continue;
     std::ostringstream os;
     os.setf(std::ios::fixed);
-    os.precision(timeout_seconds_ < 1 ? 2 : timeout_seconds_ < 10 ? 1 : 0);  // a short timeout in parts: not "0 s"
-    os << who_ << ": no pipeline step for " << (timeout_seconds_ < 10 ? idle : std::floor(idle)) << " s (" << steps
-       << " steps done; now "
-       << what_.load(std::memory_order_relaxed) << ")";
+    os.precision(timeout_seconds_ < 1    ? 2
+                 : timeout_seconds_ < 10 ? 1
+                                         : 0);  // a short timeout in parts: not "0 s"
+    os << who_ << ": no pipeline step for " << (timeout_seconds_ < 10 ? idle : std::floor(idle))
+       << " s (" << steps << " steps done; now " << what_.load(std::memory_order_relaxed) << ")";
     std::ostringstream timeout;
     timeout << timeout_seconds_;
     if (idle >= timeout_seconds_) {
-      log::error(os.str() + "; a rank is hung or a message never came: ending this one after --stall-timeout " +
-                 timeout.str() + " s, so the launcher ends the job (exit status 75; " + then_ + ")");
+      log::error(
+          os.str() +
+          "; a rank is hung or a message never came: ending this one after --stall-timeout " +
+          timeout.str() + " s, so the launcher ends the job (exit status 75; " + then_ + ")");
       std::fflush(stderr);
       std::_Exit(kExitStoppedEarly);
     }

@@ -26,8 +26,8 @@ int64_t Tensor::numel() const {
 }
 
 Tensor Tensor::rows(int64_t begin, int64_t count) const {
-  TPLLAMA_CHECK(ndim_ >= 1 && begin >= 0 && count >= 0 && begin + count <= shape_[0],
-                "rows [", begin, ", ", begin + count, ") of ", shape_string());
+  TPLLAMA_CHECK(ndim_ >= 1 && begin >= 0 && count >= 0 && begin + count <= shape_[0], "rows [",
+                begin, ", ", begin + count, ") of ", shape_string());
   Tensor t = *this;
   int64_t row_elems = shape_[0] == 0 ? 0 : numel() / shape_[0];
   t.data_ = static_cast<char*>(data_) + static_cast<size_t>(begin * row_elems) * dtype_size(dtype_);

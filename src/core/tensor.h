@@ -18,11 +18,14 @@ constexpr int kMaxDims = 4;
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(void* data, DType dtype, std::initializer_list<int64_t> shape, Device device = Device::kCpu);
+  Tensor(void* data, DType dtype, std::initializer_list<int64_t> shape,
+         Device device = Device::kCpu);
 
   void* data() const { return data_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(data_); }
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
   int ndim() const { return ndim_; }

@@ -12,11 +12,16 @@ namespace {
 
 const char* track_name(TraceTrack t) {
   switch (t) {
-    case TraceTrack::kCompute: return "compute";
-    case TraceTrack::kCollective: return "collectives";
-    case TraceTrack::kP2p: return "send/recv";
-    case TraceTrack::kWait: return "idle (waiting)";
-    case TraceTrack::kSchedule: return "scheduler";
+    case TraceTrack::kCompute:
+      return "compute";
+    case TraceTrack::kCollective:
+      return "collectives";
+    case TraceTrack::kP2p:
+      return "send/recv";
+    case TraceTrack::kWait:
+      return "idle (waiting)";
+    case TraceTrack::kSchedule:
+      return "scheduler";
   }
   return "?";
 }
@@ -38,7 +43,8 @@ T get(const std::vector<uint8_t>& in, size_t& pos) {
 
 }  // namespace
 
-TraceRecorder::TraceRecorder(bool enabled, size_t max_events) : enabled_(enabled), max_events_(max_events) {}
+TraceRecorder::TraceRecorder(bool enabled, size_t max_events)
+    : enabled_(enabled), max_events_(max_events) {}
 
 uint16_t TraceRecorder::intern(const char* name) {
   for (size_t i = 0; i < names_.size(); ++i)
@@ -47,7 +53,8 @@ uint16_t TraceRecorder::intern(const char* name) {
   return static_cast<uint16_t>(names_.size() - 1);
 }
 
-void TraceRecorder::add(const char* name, TraceTrack track, Clock::time_point start, Clock::time_point end) {
+void TraceRecorder::add(const char* name, TraceTrack track, Clock::time_point start,
+                        Clock::time_point end) {
   if (!enabled_) return;
   if (events_.size() >= max_events_) {
     ++dropped_;
@@ -92,22 +99,40 @@ std::string TraceRecorder::to_chrome_json(const std::vector<std::vector<uint8_t>
     const uint64_t count = get<uint64_t>(in, pos);
     const uint64_t dropped = get<uint64_t>(in, pos);
     const int pid = static_cast<int>(rank);
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid},
-                      {"args", {{"name", rank < labels.size() ? labels[rank] : "rank " + std::to_string(rank)}}}});
-    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
+    events.push_back(
+        {{"ph", "M"},
+         {"name", "process_name"},
+         {"pid", pid},
+         {"args",
+          {{"name", rank < labels.size() ? labels[rank] : "rank " + std::to_string(rank)}}}});
+    events.push_back({{"ph", "M"},
+                      {"name", "process_sort_index"},
+                      {"pid", pid},
+                      {"args", {{"sort_index", pid}}}});
     for (int t = 0; t <= static_cast<int>(TraceTrack::kSchedule); ++t)
-      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", t},
+      events.push_back({{"ph", "M"},
+                        {"name", "thread_name"},
+                        {"pid", pid},
+                        {"tid", t},
                         {"args", {{"name", track_name(static_cast<TraceTrack>(t))}}}});
     for (uint64_t i = 0; i < count; ++i) {
       const double start = get<double>(in, pos);
       const double dur = get<double>(in, pos);
       const uint16_t name = get<uint16_t>(in, pos);
       const TraceTrack track = get<TraceTrack>(in, pos);
-      events.push_back({{"ph", "X"}, {"pid", pid}, {"tid", static_cast<int>(track)},
-                        {"name", name < names.size() ? names[name] : "?"}, {"ts", start}, {"dur", dur}});
+      events.push_back({{"ph", "X"},
+                        {"pid", pid},
+                        {"tid", static_cast<int>(track)},
+                        {"name", name < names.size() ? names[name] : "?"},
+                        {"ts", start},
+                        {"dur", dur}});
     }
     if (dropped > 0)
-      events.push_back({{"ph", "i"}, {"pid", pid}, {"tid", 0}, {"s", "p"}, {"ts", 0},
+      events.push_back({{"ph", "i"},
+                        {"pid", pid},
+                        {"tid", 0},
+                        {"s", "p"},
+                        {"ts", 0},
                         {"name", "events dropped: " + std::to_string(dropped)}});
   }
   return nlohmann::json({{"traceEvents", events}, {"displayTimeUnit", "ms"}}).dump();

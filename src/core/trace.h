@@ -10,7 +10,13 @@
 
 namespace tpllama {
 
-enum class TraceTrack : uint8_t { kCompute = 0, kCollective = 1, kP2p = 2, kWait = 3, kSchedule = 4 };
+enum class TraceTrack : uint8_t {
+  kCompute = 0,
+  kCollective = 1,
+  kP2p = 2,
+  kWait = 3,
+  kSchedule = 4
+};
 
 class TraceRecorder {
  public:
@@ -50,7 +56,9 @@ class TraceRecorder {
 class TraceSpan {
  public:
   TraceSpan(TraceRecorder* recorder, const char* name, TraceTrack track)
-      : recorder_(recorder != nullptr && recorder->enabled() ? recorder : nullptr), name_(name), track_(track) {
+      : recorder_(recorder != nullptr && recorder->enabled() ? recorder : nullptr),
+        name_(name),
+        track_(track) {
     if (recorder_ != nullptr) start_ = TraceRecorder::Clock::now();
   }
   ~TraceSpan() {

@@ -81,8 +81,10 @@ LineInput::Status LineInput::next(std::string* line, int wait_ms) {
       scanned_ -= start_;
       start_ = 0;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    const StreamFile::Got got = file_->read_some(buffer_, kChunkBytes, static_cast<int>(std::max<long long>(0, left)));
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    const StreamFile::Got got =
+        file_->read_some(buffer_, kChunkBytes, static_cast<int>(std::max<long long>(0, left)));
     if (got == StreamFile::Got::kEnd) {
       end_ = true;
       continue;

@@ -19,7 +19,8 @@ class LineInput {
   static constexpr size_t kMaxLineBytes = size_t{64} << 20;
 
   // Opens path (a directory or a missing file is refused, naming `what` and the path).
-  LineInput(const std::string& path, const std::string& what, size_t max_line_bytes = kMaxLineBytes);
+  LineInput(const std::string& path, const std::string& what,
+            size_t max_line_bytes = kMaxLineBytes);
   // Lines of text held in memory (a caller's stream, already read).
   explicit LineInput(std::string text, size_t max_line_bytes = kMaxLineBytes);
   ~LineInput();
@@ -28,7 +29,8 @@ class LineInput {
 
   enum class Status {
     kLine,     // *line is the next line, without its '\n'
-    kTooLong,  // the next line is longer than the limit: not kept; the rest of it is skipped as it comes
+    kTooLong,  // the next line is longer than the limit: not kept; the rest of it is skipped as it
+               // comes
     kPending,  // no whole line came within the wait (a stream that went quiet)
     kEnd,      // the end of the input
   };
@@ -42,10 +44,10 @@ class LineInput {
 
   std::unique_ptr<StreamFile> file_;  // null for text in memory
   std::string buffer_;
-  size_t start_ = 0;      // of the unread part of buffer_
-  size_t scanned_ = 0;    // buffer_ before this holds no '\n' after start_
-  bool end_ = false;      // the file has ended: buffer_ is all there is
-  bool skipping_ = false; // within a too-long line: dropping bytes up to its '\n'
+  size_t start_ = 0;       // of the unread part of buffer_
+  size_t scanned_ = 0;     // buffer_ before this holds no '\n' after start_
+  bool end_ = false;       // the file has ended: buffer_ is all there is
+  bool skipping_ = false;  // within a too-long line: dropping bytes up to its '\n'
   size_t max_line_bytes_;
 };
 

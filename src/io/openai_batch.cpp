@@ -62,8 +62,8 @@ bool check_envelope(const json& object, const FieldSite& at) {
   if (url == object.end() || url->is_null())
     reject(at, "missing required field 'url' (", kCompletionsUrl, " or ", kChatUrl, ")");
   if (*url != json(kCompletionsUrl) && *url != json(kChatUrl))
-    reject(at, "field 'url' is ", describe_json(*url), ": only ", kCompletionsUrl, " and ", kChatUrl,
-           " are supported");
+    reject(at, "field 'url' is ", describe_json(*url), ": only ", kCompletionsUrl, " and ",
+           kChatUrl, " are supported");
   auto body = object.find("body");
   if (body == object.end()) reject(at, "missing required field 'body'");
   if (!body->is_object()) reject(at, "field 'body' must be an object, got ", describe_json(*body));
@@ -88,8 +88,10 @@ void parse_body_prompt(const json& body, const FieldSite& at, Request& req) {
   } else if (it->is_array() && (it->empty() || (*it)[0].is_number())) {
     if (request_fields::parse_token_ids(*it, at, "prompt", req)) return;
   }
-  reject(at, "field 'body.prompt' must be a string, a list of token ids, or a list of one of either, got ",
-         describe_json(*it));
+  reject(
+      at,
+      "field 'body.prompt' must be a string, a list of token ids, or a list of one of either, got ",
+      describe_json(*it));
 }
 
 ordered_json usage_json(const Result& r) {
@@ -100,7 +102,8 @@ ordered_json usage_json(const Result& r) {
   return u;
 }
 
-// A token's bytes from its shown text: "bytes:\xNN..." spells them out, other text is its own bytes.
+// A token's bytes from its shown text: "bytes:\xNN..." spells them out, other text is its own
+// bytes.
 ordered_json token_bytes_json(const std::string& shown) {
   ordered_json bytes = ordered_json::array();
   constexpr std::string_view kPrefix = "bytes:";
@@ -191,7 +194,9 @@ void parse_openai_batch_request(const json& object, const std::string& line, Req
                                            request_fields::RequestKind::kPrompt);
     }
     request_fields::parse_generation_fields(
-        body, in_body, chat ? request_fields::LogprobsSyntax::kChat : request_fields::LogprobsSyntax::kIntegerOnly, req);
+        body, in_body,
+        chat ? request_fields::LogprobsSyntax::kChat : request_fields::LogprobsSyntax::kIntegerOnly,
+        req);
   } catch (const BadLine& bad) {
     req.error = bad.message;
   }

@@ -24,7 +24,9 @@
 
 namespace tpllama {
 
-std::string sidecar_path(const std::string& output) { return output + ".tpllama.json"; }
+std::string sidecar_path(const std::string& output) {
+  return output + ".tpllama.json";
+}
 
 std::string setting_number(double value) {
   char text[64];
@@ -122,8 +124,8 @@ std::optional<OutputJob> read_sidecar(const std::string& output) {
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return std::nullopt;
   const auto bad = [&](const std::string& why) {
-    fail("--resume: cannot read ", path, " (the sidecar naming the job that made ", output, "): ", why,
-         "; remove it to resume without the check");
+    fail("--resume: cannot read ", path, " (the sidecar naming the job that made ", output,
+         "): ", why, "; remove it to resume without the check");
   };
   std::string text;
   try {
@@ -138,7 +140,8 @@ std::optional<OutputJob> read_sidecar(const std::string& output) {
     bad(std::string("not valid JSON (") + e.what() + ")");
   }
   const auto top = j.is_object() ? j.find("tpllama_output") : j.end();
-  if (!j.is_object() || top == j.end() || !top->is_object()) bad("it has no \"tpllama_output\" object");
+  if (!j.is_object() || top == j.end() || !top->is_object())
+    bad("it has no \"tpllama_output\" object");
   OutputJob job;
   const auto text_field = [&](const char* key) {
     const auto it = top->find(key);
@@ -180,11 +183,13 @@ std::string file_difference(const OutputJob& here, const std::string& name, cons
 
 }  // namespace
 
-std::string output_job_difference(const std::string& output, const OutputJob& file, const OutputJob& here) {
+std::string output_job_difference(const std::string& output, const OutputJob& file,
+                                  const OutputJob& here) {
   std::vector<std::string> differences;
   if (file.model_fingerprint != here.model_fingerprint)
-    differences.push_back("--model " + file.model + " (fingerprint " + file.model_fingerprint + "), this run has " +
-                          here.model + " (fingerprint " + here.model_fingerprint + ")");
+    differences.push_back("--model " + file.model + " (fingerprint " + file.model_fingerprint +
+                          "), this run has " + here.model + " (fingerprint " +
+                          here.model_fingerprint + ")");
   for (const auto& [flag, value] : here.settings)
     for (const auto& [file_flag, file_value] : file.settings)
       if (file_flag == flag && file_value != value)
@@ -194,7 +199,8 @@ std::string output_job_difference(const std::string& output, const OutputJob& fi
       if (file_name == name && file_hash != hash)
         differences.push_back(file_difference(here, name, file_hash, hash));
   std::string text;
-  for (const std::string& d : differences) text += (text.empty() ? output + " was made with " : "; with ") + d;
+  for (const std::string& d : differences)
+    text += (text.empty() ? output + " was made with " : "; with ") + d;
   return text;
 }
 

@@ -50,7 +50,8 @@ std::optional<OutputJob> read_sidecar(const std::string& output);
 // bf16"; "with tokenizer_config.json of content ..., this run reads ...: the file changed since");
 // empty when they are the same job. A setting or file only one side records (a sidecar from another
 // version) is not a difference.
-std::string output_job_difference(const std::string& output, const OutputJob& file, const OutputJob& here);
+std::string output_job_difference(const std::string& output, const OutputJob& file,
+                                  const OutputJob& here);
 
 // A double as the shortest text that reads back as it ("0", "1.5", "0.9").
 std::string setting_number(double value);

@@ -180,7 +180,8 @@ void parse_fields(const json& object, const std::string& line, Request& req) {
     req.scoring = true;
     req.context = parse_string(object, at, "context");
     req.continuation = parse_string(object, at, "continuation");
-    if (req.continuation.empty()) reject(at, "field 'continuation' is empty: there is nothing to score");
+    if (req.continuation.empty())
+      reject(at, "field 'continuation' is empty: there is nothing to score");
   } else {
     parse_prompt(object, at, req);
   }
@@ -268,7 +269,10 @@ std::string read_all(std::istream& in) {
 
 PromptReader::PromptReader(std::istream& in, InputFormat format, RequestDefaults defaults,
                            std::string name)
-    : lines_(read_all(in)), format_(format), defaults_(std::move(defaults)), name_(std::move(name)) {}
+    : lines_(read_all(in)),
+      format_(format),
+      defaults_(std::move(defaults)),
+      name_(std::move(name)) {}
 
 std::optional<Request> PromptReader::next(bool wait) {
   // A waiting engine sends its keep-alive between waits: a quarter second keeps it far inside half
@@ -326,8 +330,9 @@ Request PromptReader::too_long() const {
   if (format_ != InputFormat::kText)
     req.id = json(nullptr);  // its id, if it gives one, is not read
   req.line_failed = true;
-  req.error = detail::concat("line ", lines_read_, " is longer than ", byte_limit_text(lines_.max_line_bytes()),
-                             ", the limit for one request: not read (no context holds that much text)");
+  req.error = detail::concat(
+      "line ", lines_read_, " is longer than ", byte_limit_text(lines_.max_line_bytes()),
+      ", the limit for one request: not read (no context holds that much text)");
   return req;
 }
 
@@ -367,8 +372,8 @@ void PromptReader::note_requested_model(const json& fields) {
   const auto model = fields.find("model");
   if (model == fields.end() || !model->is_string() || *model == answering_model_) return;
   said_model_ = true;
-  log::info(detail::concat(name_, " line ", lines_read_, " asks for model ", describe_json(*model), ": ",
-                           answering_model_, " (--model) answers every request (said once)"));
+  log::info(detail::concat(name_, " line ", lines_read_, " asks for model ", describe_json(*model),
+                           ": ", answering_model_, " (--model) answers every request (said once)"));
 }
 
 }  // namespace tpllama

@@ -66,9 +66,9 @@ struct TokenLogprob {
 
 // The answer to a scoring request.
 struct ScoreResult {
-  double logprob = 0;                 // sum over the continuation tokens
-  bool is_greedy = true;              // every continuation token was the argmax
-  int n_tokens = 0;                   // continuation tokens
+  double logprob = 0;                  // sum over the continuation tokens
+  bool is_greedy = true;               // every continuation token was the argmax
+  int n_tokens = 0;                    // continuation tokens
   std::vector<double> token_logprobs;  // filled when the request asked for logprobs
 };
 

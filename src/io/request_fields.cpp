@@ -34,7 +34,9 @@ void parse_max_tokens(const json& object, const FieldSite& at, Request& req) {
   const json* v = find_field(object, "max_tokens");
   const char* key = "max_tokens";
   if (const json* newer = find_field(object, "max_completion_tokens")) {
-    if (v) reject(at, "fields '", at.name("max_tokens"), "' and '", at.name("max_completion_tokens"), "' are both given: use one");
+    if (v)
+      reject(at, "fields '", at.name("max_tokens"), "' and '", at.name("max_completion_tokens"),
+             "' are both given: use one");
     v = newer;
     key = "max_completion_tokens";
   }
@@ -119,13 +121,16 @@ void parse_logprobs(const json& object, const FieldSite& at, LogprobsSyntax synt
   const json* v = find_field(object, "logprobs");
   if (syntax == LogprobsSyntax::kChat) {
     const json* top = find_field(object, "top_logprobs");
-    if (v && !v->is_boolean()) reject(at, "field '", at.name("logprobs"), "' must be true or false, got ", describe_json(*v));
+    if (v && !v->is_boolean())
+      reject(at, "field '", at.name("logprobs"), "' must be true or false, got ",
+             describe_json(*v));
     const bool on = v && v->get<bool>();
     int64_t n = 0;
     if (top && !integer_in_range(*top, 0, kMaxLogprobs, &n))
-      reject(at, "field '", at.name("top_logprobs"), "' must be an integer in [0, ", kMaxLogprobs, "], got ",
-             describe_json(*top));
-    if (top && !on) reject(at, "field '", at.name("top_logprobs"), "' needs '", at.name("logprobs"), "': true");
+      reject(at, "field '", at.name("top_logprobs"), "' must be an integer in [0, ", kMaxLogprobs,
+             "], got ", describe_json(*top));
+    if (top && !on)
+      reject(at, "field '", at.name("top_logprobs"), "' needs '", at.name("logprobs"), "': true");
     req.logprobs = on ? static_cast<int>(n) : -1;
     return;
   }
@@ -150,14 +155,16 @@ void normalize_content(nlohmann::ordered_json& message, const FieldSite& at, siz
   if (content == message.end() || content->is_null() || content->is_string()) return;
   const std::string where = at.name("messages") + "[" + std::to_string(index) + "].content";
   if (!content->is_array())
-    reject(at, "field '", where, "' must be a string, null or a list of text parts, got ", describe_json(json(*content)));
+    reject(at, "field '", where, "' must be a string, null or a list of text parts, got ",
+           describe_json(json(*content)));
   std::string text;
   for (size_t i = 0; i < content->size(); ++i) {
     const auto& part = (*content)[i];
-    const bool is_text = part.is_object() && part.value("type", json(nullptr)) == "text" && part.contains("text") &&
-                         part["text"].is_string();
+    const bool is_text = part.is_object() && part.value("type", json(nullptr)) == "text" &&
+                         part.contains("text") && part["text"].is_string();
     if (!is_text)
-      reject(at, "field '", where, "[", i, "]' must be {\"type\": \"text\", \"text\": string} (only text is supported), got ",
+      reject(at, "field '", where, "[", i,
+             "]' must be {\"type\": \"text\", \"text\": string} (only text is supported), got ",
              describe_json(json(part)));
     if (i > 0) text += '\n';
     text += part["text"].get<std::string>();
@@ -210,8 +217,9 @@ bool parse_token_ids(const json& v, const FieldSite& at, const char* key, Reques
   for (size_t i = 0; i < v.size(); ++i) {
     const json& id = v[i];
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-      reject(at, "field '", at.name(key), "' must be a string or a list of token ids (integers >= 0); element ", i,
-             " is ", describe_json(id));
+      reject(at, "field '", at.name(key),
+             "' must be a string or a list of token ids (integers >= 0); element ", i, " is ",
+             describe_json(id));
     req.token_ids.push_back(static_cast<int>(id.get<int64_t>()));
   }
   return true;
@@ -219,14 +227,17 @@ bool parse_token_ids(const json& v, const FieldSite& at, const char* key, Reques
 
 void parse_chat_fields(const nlohmann::ordered_json& object, const FieldSite& at, Request& req) {
   auto messages = object.find("messages");
-  if (messages == object.end() || messages->is_null()) reject(at, "missing required field '", at.name("messages"), "'");
+  if (messages == object.end() || messages->is_null())
+    reject(at, "missing required field '", at.name("messages"), "'");
   if (!messages->is_array() || messages->empty())
-    reject(at, "field '", at.name("messages"), "' must be a non-empty list of messages, got ", describe_json(json(*messages)));
+    reject(at, "field '", at.name("messages"), "' must be a non-empty list of messages, got ",
+           describe_json(json(*messages)));
   nlohmann::ordered_json list = *messages;
   for (size_t i = 0; i < list.size(); ++i) {
     nlohmann::ordered_json& m = list[i];
     const std::string where = at.name("messages") + "[" + std::to_string(i) + "]";
-    if (!m.is_object()) reject(at, "field '", where, "' must be an object, got ", describe_json(json(m)));
+    if (!m.is_object())
+      reject(at, "field '", where, "' must be an object, got ", describe_json(json(m)));
     auto role = m.find("role");
     if (role == m.end() || !role->is_string())
       reject(at, "field '", where, ".role' must be a string, got ",
@@ -235,13 +246,18 @@ void parse_chat_fields(const nlohmann::ordered_json& object, const FieldSite& at
   }
   req.messages = std::move(list);
   if (auto tools = object.find("tools"); tools != object.end() && !tools->is_null()) {
-    if (!tools->is_array()) reject(at, "field '", at.name("tools"), "' must be a list, got ", describe_json(json(*tools)));
+    if (!tools->is_array())
+      reject(at, "field '", at.name("tools"), "' must be a list, got ",
+             describe_json(json(*tools)));
     req.chat_variables["tools"] = *tools;
   }
-  if (auto kwargs = object.find("chat_template_kwargs"); kwargs != object.end() && !kwargs->is_null()) {
+  if (auto kwargs = object.find("chat_template_kwargs");
+      kwargs != object.end() && !kwargs->is_null()) {
     if (!kwargs->is_object())
-      reject(at, "field '", at.name("chat_template_kwargs"), "' must be an object, got ", describe_json(json(*kwargs)));
-    for (auto it = kwargs->begin(); it != kwargs->end(); ++it) req.chat_variables[it.key()] = it.value();
+      reject(at, "field '", at.name("chat_template_kwargs"), "' must be an object, got ",
+             describe_json(json(*kwargs)));
+    for (auto it = kwargs->begin(); it != kwargs->end(); ++it)
+      req.chat_variables[it.key()] = it.value();
   }
 }
 
@@ -259,7 +275,9 @@ void parse_generation_fields(const json& object, const FieldSite& at,
       s.min_p);
   parse_seed(object, at, s);
   if (const json* v = find_field(object, "ignore_eos")) {
-    if (!v->is_boolean()) reject(at, "field '", at.name("ignore_eos"), "' must be true or false, got ", describe_json(*v));
+    if (!v->is_boolean())
+      reject(at, "field '", at.name("ignore_eos"), "' must be true or false, got ",
+             describe_json(*v));
     req.ignore_eos = v->get<bool>();
   }
   req.stop = parse_stop(object, at);

@@ -28,7 +28,8 @@ std::string result_to_json_line(const Result& r, OutputFormat format,
   } else {
     // ordered_json keeps the documented key order, which makes the output easy to eyeball.
     j["id"] = nlohmann::ordered_json(r.id);
-    if (r.score) {  // a scoring request: {"id", "logprob", "is_greedy", "n_tokens"[, "token_logprobs"]}
+    if (r.score) {  // a scoring request: {"id", "logprob", "is_greedy", "n_tokens"[,
+                    // "token_logprobs"]}
       j["logprob"] = r.score->logprob;
       j["is_greedy"] = r.score->is_greedy;
       j["n_tokens"] = r.score->n_tokens;
@@ -56,7 +57,8 @@ int standard_stream_of(const std::string& path) {
   if (::stat(path.c_str(), &named) != 0) return -1;
   for (const int fd : {STDOUT_FILENO, STDERR_FILENO}) {
     struct stat stream {};
-    if (::fstat(fd, &stream) == 0 && stream.st_dev == named.st_dev && stream.st_ino == named.st_ino) return fd;
+    if (::fstat(fd, &stream) == 0 && stream.st_dev == named.st_dev && stream.st_ino == named.st_ino)
+      return fd;
   }
   return -1;
 }
@@ -76,10 +78,12 @@ int open_output(const std::string& path, bool append, std::string& why) {
   }
   struct stat st {};
   const bool fifo = ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
-  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append || fifo ? 0 : O_TRUNC) | (fifo ? O_NONBLOCK : 0);
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append || fifo ? 0 : O_TRUNC) |
+                    (fifo ? O_NONBLOCK : 0);
   const int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) {
-    why = fifo && errno == ENXIO ? "no process is reading the FIFO: start its reader first" : std::strerror(errno);
+    why = fifo && errno == ENXIO ? "no process is reading the FIFO: start its reader first"
+                                 : std::strerror(errno);
     return -1;
   }
   if (fifo) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // writes wait for the reader
@@ -104,7 +108,8 @@ void write_text_file(const std::string& path, const std::string& text, const cha
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
       ::close(fd);
-      if (err == EWOULDBLOCK) fail(flag, " ", path, " is locked by another tpllama process (a running job writes it)");
+      if (err == EWOULDBLOCK)
+        fail(flag, " ", path, " is locked by another tpllama process (a running job writes it)");
       fail("cannot lock ", flag, " file ", path, ": ", std::strerror(err));
     }
     if (::ftruncate(fd, 0) != 0) {
@@ -126,7 +131,8 @@ void write_text_file(const std::string& path, const std::string& text, const cha
     p += n;
     left -= static_cast<size_t>(n);
   }
-  if (::close(fd) != 0) fail("error while writing ", flag, " file ", path, ": ", std::strerror(errno));
+  if (::close(fd) != 0)
+    fail("error while writing ", flag, " file ", path, ": ", std::strerror(errno));
 }
 
 ResultWriter::ResultWriter(const std::string& path, OutputFormat format, bool append,
@@ -210,8 +216,8 @@ bool locked_by_another_writer(const std::string& path) {
   if (fd < 0) return false;
   struct stat st {};
   // A shared probe: it meets only a writer's exclusive lock, not another job's probe of the file.
-  const bool locked = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_SH | LOCK_NB) != 0 &&
-                      errno == EWOULDBLOCK;
+  const bool locked = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                      ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
   ::close(fd);  // drops the probe's lock
   return locked;
 }

@@ -39,7 +39,7 @@ class ResultWriter : public ResultSink {
   // A line of the caller's own format (perplexity's window records), appended as a record is: in
   // one write loop on the O_APPEND descriptor. `line` ends with '\n'.
   void write_line(const std::string& line);
-  void sync() override;                  // fsync; a no-op for pipes and devices that cannot sync
+  void sync() override;  // fsync; a no-op for pipes and devices that cannot sync
   size_t records_written() const { return records_written_; }
   const std::string& path() const { return path_; }
   OutputFormat format() const { return format_; }

@@ -67,8 +67,7 @@ size_t cut_torn_last_line(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
   if (fd.get() < 0) fail("cannot open ", path, " to resume: ", std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0)
-    fail("cannot stat ", path, ": ", std::strerror(errno));
+  if (::fstat(fd.get(), &st) != 0) fail("cannot stat ", path, ": ", std::strerror(errno));
   const off_t keep = end_of_last_line(fd.get(), st.st_size, path);
   if (keep == st.st_size) return 0;
   if (::ftruncate(fd.get(), keep) != 0 || ::fsync(fd.get()) != 0)
@@ -121,10 +120,12 @@ void index_line(const std::string& text, size_t line, const char* id_field, cons
   // formats and redo every request.
   const bool openai = record.contains("custom_id") && record.contains("response");
   if (openai != (std::string(id_field) == "custom_id"))
-    bad(std::string("is ") + (openai ? "an OpenAI batch" : "a tpllama JSONL") + " record, but this input's output is " +
-        (openai ? "tpllama JSONL" : "OpenAI batch") + ": resume with the input that made this file");
+    bad(std::string("is ") + (openai ? "an OpenAI batch" : "a tpllama JSONL") +
+        " record, but this input's output is " + (openai ? "tpllama JSONL" : "OpenAI batch") +
+        ": resume with the input that made this file");
   auto input_line = record.find("line");
-  if (input_line != record.end() && input_line->is_number_unsigned()) {  // error records: keyed by input line
+  if (input_line != record.end() &&
+      input_line->is_number_unsigned()) {  // error records: keyed by input line
     ++index.done[error_line_key(input_line->get<size_t>())];
     ++index.records;
     return;
@@ -173,22 +174,24 @@ ResumeIndex prepare_resume(const std::string& output_path, OutputFormat format) 
 void check_resumed_job(const std::string& output, const OutputJob& here) {
   const std::optional<OutputJob> made = read_sidecar(output);
   if (!made) {
-    log::warn("--resume: " + output + " has no sidecar " + sidecar_path(output) +
-              " (an older tpllama's output, or another tool's): cannot check that the same job made it");
+    log::warn(
+        "--resume: " + output + " has no sidecar " + sidecar_path(output) +
+        " (an older tpllama's output, or another tool's): cannot check that the same job made it");
     return;
   }
   const std::string difference = output_job_difference(output, *made, here);
   if (!difference.empty())
-    fail("--resume: ", difference, ". Resume with the settings that made it, or write to a new --output");
+    fail("--resume: ", difference,
+         ". Resume with the settings that made it, or write to a new --output");
 }
 
 void warn_duplicates(const ResumeIndex& index) {
   if (index.duplicates.empty()) return;
   const DuplicateRecord& d = index.duplicates.front();
   log::warn("--resume: " + index.path + " holds " + std::to_string(index.duplicates.size()) +
-            " duplicate records (a second record of an id already answered; the first: id " + d.id + " on line " +
-            std::to_string(d.line) + ", first on line " + std::to_string(d.first_line) +
-            "): kept, and not taken as answers");
+            " duplicate records (a second record of an id already answered; the first: id " + d.id +
+            " on line " + std::to_string(d.line) + ", first on line " +
+            std::to_string(d.first_line) + "): kept, and not taken as answers");
 }
 
 // Taking another input's records for this input's would leave requests unanswered without a word,
@@ -201,9 +204,10 @@ void check_resumed_record(const ResumedRecord& record, const std::string& output
                    : "a " + std::to_string(n) + "-token prompt";
   };
   fail("--resume: line ", record.line, " of ", output, " answers id ", id_key(req.id), " for ",
-       what(record.scoring, record.tokens), ", but this input's line ", req.line, " with that id is ",
-       what(req.scoring, tokens),
-       ": the output was made from another input, or with another tokenizer. Resume with the input and model "
+       what(record.scoring, record.tokens), ", but this input's line ", req.line,
+       " with that id is ", what(req.scoring, tokens),
+       ": the output was made from another input, or with another tokenizer. Resume with the input "
+       "and model "
        "that made it, or write to a new --output");
 }
 

@@ -39,9 +39,9 @@ struct ResumeIndex {
   // id_key(id) -> every record with that id, in file order (error records keyed by input line are
   // not here; an error record of an id has no count).
   std::unordered_map<std::string, std::vector<ResumedRecord>> by_id;
-  std::vector<DuplicateRecord> duplicates;    // counted in records, not in done
-  size_t records = 0;                         // complete records in the file
-  size_t truncated_bytes = 0;                 // torn last line cut off the end
+  std::vector<DuplicateRecord> duplicates;  // counted in records, not in done
+  size_t records = 0;                       // complete records in the file
+  size_t truncated_bytes = 0;               // torn last line cut off the end
 };
 
 // Missing file: an empty index. Otherwise cuts a torn last line (anything after the final '\n')

@@ -26,7 +26,8 @@ constexpr const char* kRunField = "perplexity_windows";
 // A non-negative integer field of `object`, or nullopt.
 std::optional<long long> count_field(const ordered_json& object, const char* field) {
   auto it = object.find(field);
-  if (it == object.end() || !it->is_number_integer() || it->get<long long>() < 0) return std::nullopt;
+  if (it == object.end() || !it->is_number_integer() || it->get<long long>() < 0)
+    return std::nullopt;
   return it->get<long long>();
 }
 
@@ -47,8 +48,9 @@ std::string corpus_hash(const std::vector<int>& tokens) {
   Fnv1a h;
   for (int t : tokens) {
     const auto u = static_cast<uint32_t>(t);
-    const unsigned char bytes[4] = {static_cast<unsigned char>(u), static_cast<unsigned char>(u >> 8),
-                                    static_cast<unsigned char>(u >> 16), static_cast<unsigned char>(u >> 24)};
+    const unsigned char bytes[4] = {
+        static_cast<unsigned char>(u), static_cast<unsigned char>(u >> 8),
+        static_cast<unsigned char>(u >> 16), static_cast<unsigned char>(u >> 24)};
     h.add(bytes, sizeof bytes);  // little-endian on every machine
   }
   return h.hex();
@@ -127,7 +129,8 @@ WindowFile read_window_file(const std::string& path) {
       break;
     }
     const auto bad = [&](const std::string& why) {
-      fail("cannot resume from ", path, ": line ", line, " ", why, "; the file is not a tpllama perplexity --windows file");
+      fail("cannot resume from ", path, ": line ", line, " ", why,
+           "; the file is not a tpllama perplexity --windows file");
     };
     ordered_json j;
     try {
@@ -138,26 +141,39 @@ WindowFile read_window_file(const std::string& path) {
     if (!j.is_object()) bad("is not a JSON object");
     if (line == 1) {
       auto it = j.find(kRunField);
-      if (it == j.end() || !it->is_object()) bad(std::string("has no \"") + kRunField + "\" object");
-      const auto tokens = count_field(*it, "corpus_tokens"), context = count_field(*it, "context_len"),
-                 stride = count_field(*it, "stride"), windows = count_field(*it, "windows");
+      if (it == j.end() || !it->is_object())
+        bad(std::string("has no \"") + kRunField + "\" object");
+      const auto tokens = count_field(*it, "corpus_tokens"),
+                 context = count_field(*it, "context_len"), stride = count_field(*it, "stride"),
+                 windows = count_field(*it, "windows");
       const auto text_field = [&](const char* field) -> std::optional<std::string> {
         auto v = it->find(field);
         if (v == it->end() || !v->is_string()) return std::nullopt;
         return v->get<std::string>();
       };
       const auto model = text_field("model"), fingerprint = text_field("model_fingerprint"),
-                 dtype = text_field("dtype"), kv_dtype = text_field("kv_dtype"), hash = text_field("corpus_hash");
-      if (!model || !fingerprint || !dtype || !kv_dtype || !tokens || !hash || !context || !stride || !windows)
-        bad("does not give model, model_fingerprint, dtype, kv_dtype, corpus_tokens, corpus_hash, context_len, stride "
+                 dtype = text_field("dtype"), kv_dtype = text_field("kv_dtype"),
+                 hash = text_field("corpus_hash");
+      if (!model || !fingerprint || !dtype || !kv_dtype || !tokens || !hash || !context ||
+          !stride || !windows)
+        bad("does not give model, model_fingerprint, dtype, kv_dtype, corpus_tokens, corpus_hash, "
+            "context_len, stride "
             "and windows");
-      file.run = WindowRun{*model,  *fingerprint, *dtype, *kv_dtype, *tokens, *hash, static_cast<int>(*context),
-                           static_cast<int>(*stride), *windows};
+      file.run = WindowRun{*model,
+                           *fingerprint,
+                           *dtype,
+                           *kv_dtype,
+                           *tokens,
+                           *hash,
+                           static_cast<int>(*context),
+                           static_cast<int>(*stride),
+                           *windows};
       continue;
     }
     const auto window = count_field(j, "window"), n_tokens = count_field(j, "n_tokens");
     auto nll = j.find("nll");
-    if (!window || !n_tokens || nll == j.end() || !nll->is_number() || !std::isfinite(nll->get<double>()))
+    if (!window || !n_tokens || nll == j.end() || !nll->is_number() ||
+        !std::isfinite(nll->get<double>()))
       bad("does not give a window, its n_tokens and a finite nll");
     file.scores.push_back({*window, *n_tokens, nll->get<double>()});
   }
@@ -177,10 +193,12 @@ std::string window_run_difference(const WindowRun& file, const WindowRun& here) 
   differ("dtype", file.dtype, here.dtype);
   differ("kv_dtype", file.kv_dtype, here.kv_dtype);
   differ("corpus tokens", file.corpus_tokens, here.corpus_tokens);
-  if (file.corpus_tokens == here.corpus_tokens) differ("corpus hash", file.corpus_hash, here.corpus_hash);
+  if (file.corpus_tokens == here.corpus_tokens)
+    differ("corpus hash", file.corpus_hash, here.corpus_hash);
   differ("context_len", file.context_len, here.context_len);
   differ("stride", file.stride, here.stride);
-  if (file.context_len == here.context_len && file.stride == here.stride) differ("windows", file.windows, here.windows);
+  if (file.context_len == here.context_len && file.stride == here.stride)
+    differ("windows", file.windows, here.windows);
   return os.str();
 }
 

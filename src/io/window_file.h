@@ -54,7 +54,7 @@ std::string window_score_line(const WindowScore& score);
 struct WindowFile {
   std::optional<WindowRun> run;  // none: the file is missing or empty
   std::vector<WindowScore> scores;
-  size_t torn_bytes = 0;  // after the last '\n': a line a kill cut short (not read)
+  size_t torn_bytes = 0;   // after the last '\n': a line a kill cut short (not read)
   std::string torn_start;  // its first bytes (up to 64)
 };
 

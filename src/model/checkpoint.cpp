@@ -24,8 +24,11 @@ std::string unaccounted_group(const std::string& name, int n_layers) {
   const std::string prefix = "model.layers.";
   if (name.rfind(prefix, 0) != 0) return name;
   const size_t dot = name.find('.', prefix.size());
-  const std::string number = name.substr(prefix.size(), dot == std::string::npos ? dot : dot - prefix.size());
-  if (number.empty() || number.find_first_not_of("0123456789") != std::string::npos || number.size() > 9) return name;
+  const std::string number =
+      name.substr(prefix.size(), dot == std::string::npos ? dot : dot - prefix.size());
+  if (number.empty() || number.find_first_not_of("0123456789") != std::string::npos ||
+      number.size() > 9)
+    return name;
   return std::stoi(number) >= n_layers ? prefix + number + ".*" : name;
 }
 
@@ -37,7 +40,8 @@ void check_accounted_for(const std::string& dir, const LlamaConfig& config,
   for (const ShardEntry& e : build_shard_table(config, Topology::single(config.n_layers))) {
     expected.insert(e.name);
     auto it = where.find(e.name);  // an int8 matrix comes with its scales
-    if (it != where.end() && it->second->info(e.name).dtype == DType::kI8) expected.insert(int8_scale_name(e.name));
+    if (it != where.end() && it->second->info(e.name).dtype == DType::kI8)
+      expected.insert(int8_scale_name(e.name));
   }
   std::vector<std::string> groups;
   for (const auto& [name, file] : where) {
@@ -75,7 +79,8 @@ const std::vector<std::string>& model_side_files() {
 void copy_model_side_files(const std::string& from_dir, const std::string& to_dir) {
   for (const std::string& name : model_side_files())
     if (fs::exists(from_dir + "/" + name))
-      fs::copy_file(from_dir + "/" + name, to_dir + "/" + name, fs::copy_options::overwrite_existing);
+      fs::copy_file(from_dir + "/" + name, to_dir + "/" + name,
+                    fs::copy_options::overwrite_existing);
 }
 
 std::string layer_tensor_name(int layer, const std::string& suffix) {
@@ -83,13 +88,15 @@ std::string layer_tensor_name(int layer, const std::string& suffix) {
 }
 
 Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
-  if (!fs::is_directory(dir)) fail("model directory ", dir, " does not exist or is not a directory");
+  if (!fs::is_directory(dir))
+    fail("model directory ", dir, " does not exist or is not a directory");
   std::string config_path = dir + "/config.json";
   if (!fs::exists(config_path)) fail("model directory ", dir, " has no config.json");
   config_ = load_llama_config(config_path);
   if (config_.int8_group_size > 0 && config_.int8_group_size != ops::int8_group_size())
-    fail(config_path, ": quantization_config.group_size is ", config_.int8_group_size, ", but tpllama's int8 ",
-         "kernels use groups of ", ops::int8_group_size(), " columns: write the checkpoint again with `tpllama ",
+    fail(config_path, ": quantization_config.group_size is ", config_.int8_group_size,
+         ", but tpllama's int8 ", "kernels use groups of ", ops::int8_group_size(),
+         " columns: write the checkpoint again with `tpllama ",
          "convert` or `tpllama shard --dtype int8` from its f32, f16 or bf16 original");
   if (fs::exists(dir + "/" + kShardManifestName)) {
     read_manifest(dir + "/" + kShardManifestName);
@@ -121,26 +128,31 @@ void Checkpoint::open_index(const std::string& index_path) {
     fail(index_path, ": missing 'weight_map' object");
   std::map<std::string, const SafetensorsFile*> by_file;
   for (const auto& [name, file] : index["weight_map"].items()) {
-    if (!file.is_string()) fail(index_path, ": weight_map entry for '", name, "' is not a file name");
+    if (!file.is_string())
+      fail(index_path, ": weight_map entry for '", name, "' is not a file name");
     std::string file_name = file.get<std::string>();
     if (file_name.find('/') != std::string::npos)
-      fail(index_path, ": weight_map entry for '", name, "' points outside the directory: ", file_name);
+      fail(index_path, ": weight_map entry for '", name,
+           "' points outside the directory: ", file_name);
     auto it = by_file.find(file_name);
     if (it == by_file.end()) {
       std::string path = dir_ + "/" + file_name;
-      if (!fs::exists(path)) fail(index_path, ": tensor '", name, "' is in ", file_name, ", which is missing");
+      if (!fs::exists(path))
+        fail(index_path, ": tensor '", name, "' is in ", file_name, ", which is missing");
       files_.push_back(std::make_unique<SafetensorsFile>(path));
       it = by_file.emplace(file_name, files_.back().get()).first;
     }
     if (!it->second->contains(name))
-      fail(index_path, " says tensor '", name, "' is in ", file_name, ", but that file does not hold it");
+      fail(index_path, " says tensor '", name, "' is in ", file_name,
+           ", but that file does not hold it");
     where_[name] = it->second;
   }
 }
 
 bool Checkpoint::is_int8_scale(const std::string& name) const {
   const std::string suffix = int8_scale_name("");
-  if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+  if (name.size() <= suffix.size() ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
     return false;
   const std::string weight = name.substr(0, name.size() - suffix.size());
   return contains(weight) && info(weight).dtype == DType::kI8;
@@ -188,35 +200,42 @@ void Checkpoint::read_manifest(const std::string& path) {
     manifest_.pp = m.at("pp").get<int>();
     manifest_.stage_layers = m.at("stage_layers").get<std::vector<int>>();
     manifest_.files = m.at("files").get<std::vector<std::string>>();
-    if (m.contains("file_bytes")) manifest_.file_bytes = m.at("file_bytes").get<std::vector<uint64_t>>();
+    if (m.contains("file_bytes"))
+      manifest_.file_bytes = m.at("file_bytes").get<std::vector<uint64_t>>();
     manifest_.source_elements = m.at("source").at("elements").get<uint64_t>();
   } catch (const nlohmann::json::exception& e) {
     fail(path, ": not a valid shard manifest: ", e.what());
   }
-  if (manifest_.tp < 1 || manifest_.pp < 1 || static_cast<int>(manifest_.files.size()) != manifest_.tp * manifest_.pp ||
+  if (manifest_.tp < 1 || manifest_.pp < 1 ||
+      static_cast<int>(manifest_.files.size()) != manifest_.tp * manifest_.pp ||
       static_cast<int>(manifest_.stage_layers.size()) != manifest_.pp)
-    fail(path, ": inconsistent shard manifest (tp ", manifest_.tp, ", pp ", manifest_.pp, ", ", manifest_.files.size(),
-         " files, ", manifest_.stage_layers.size(), " stages)");
+    fail(path, ": inconsistent shard manifest (tp ", manifest_.tp, ", pp ", manifest_.pp, ", ",
+         manifest_.files.size(), " files, ", manifest_.stage_layers.size(), " stages)");
 }
 
 void Checkpoint::open_rank_shard(const Topology& t) {
   TPLLAMA_CHECK(presharded(), "open_rank_shard on a plain checkpoint");
   std::vector<int> stages;
   for (int s = 0; s < t.pp_size(); ++s) stages.push_back(t.stage_layers(s).count());
-  if (t.tp_size() != manifest_.tp || t.pp_size() != manifest_.pp || stages != manifest_.stage_layers)
-    fail("model directory ", dir_, " was sharded for tp=", manifest_.tp, " pp=", manifest_.pp, " (layers per stage ",
-         join(manifest_.stage_layers), ", ", manifest_.files.size(), " ranks), but this run is tp=", t.tp_size(),
-         " pp=", t.pp_size(), " (layers per stage ", join(stages), ", ", t.world_size(), " ranks): run with --tp ",
-         manifest_.tp, " --pp ", manifest_.pp, " --pp-layers ", join(manifest_.stage_layers),
+  if (t.tp_size() != manifest_.tp || t.pp_size() != manifest_.pp ||
+      stages != manifest_.stage_layers)
+    fail("model directory ", dir_, " was sharded for tp=", manifest_.tp, " pp=", manifest_.pp,
+         " (layers per stage ", join(manifest_.stage_layers), ", ", manifest_.files.size(),
+         " ranks), but this run is tp=", t.tp_size(), " pp=", t.pp_size(), " (layers per stage ",
+         join(stages), ", ", t.world_size(), " ranks): run with --tp ", manifest_.tp, " --pp ",
+         manifest_.pp, " --pp-layers ", join(manifest_.stage_layers),
          " on that many ranks, or shard the original model again");
   const std::string& name = manifest_.files[static_cast<size_t>(t.rank())];
-  if (name.find('/') != std::string::npos) fail(dir_, "/", kShardManifestName, ": file name ", name, " leaves the directory");
+  if (name.find('/') != std::string::npos)
+    fail(dir_, "/", kShardManifestName, ": file name ", name, " leaves the directory");
   const std::string path = dir_ + "/" + name;
-  if (!fs::exists(path)) fail("model directory ", dir_, ": the shard of rank ", t.rank(), ", ", name, ", is missing");
+  if (!fs::exists(path))
+    fail("model directory ", dir_, ": the shard of rank ", t.rank(), ", ", name, ", is missing");
   const size_t r = static_cast<size_t>(t.rank());
   if (r < manifest_.file_bytes.size() && fs::file_size(path) != manifest_.file_bytes[r])
-    fail("model directory ", dir_, ": ", name, " has ", fs::file_size(path), " bytes but was written with ",
-         manifest_.file_bytes[r], ": it is not the file `tpllama shard` wrote; shard again");
+    fail("model directory ", dir_, ": ", name, " has ", fs::file_size(path),
+         " bytes but was written with ", manifest_.file_bytes[r],
+         ": it is not the file `tpllama shard` wrote; shard again");
   files_.push_back(std::make_unique<SafetensorsFile>(path));
   for (const auto& [tensor, info] : files_.back()->tensors()) where_[tensor] = files_.back().get();
 }

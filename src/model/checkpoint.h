@@ -18,10 +18,10 @@ namespace tpllama {
 struct ShardManifest {
   int tp = 0;
   int pp = 0;
-  std::vector<int> stage_layers;   // layers per stage
-  std::vector<std::string> files;  // per world rank
+  std::vector<int> stage_layers;     // layers per stage
+  std::vector<std::string> files;    // per world rank
   std::vector<uint64_t> file_bytes;  // their sizes when written (a stale or cut file is refused)
-  uint64_t source_elements = 0;    // elements of the checkpoint it was made from
+  uint64_t source_elements = 0;      // elements of the checkpoint it was made from
 };
 
 inline constexpr const char* kShardManifestName = "tpllama_shards.json";

@@ -18,17 +18,17 @@ namespace {
 // kMaxPositions plus a KV block still fits an int, and a width times a width (a matrix's elements)
 // or a position times a width fits 64 bits with room. Real models sit far below them (Llama 3.1
 // 405B: hidden 16384, intermediate 53248, 126 layers, vocabulary 128256, context 131072).
-constexpr int64_t kMaxWidth = int64_t{1} << 20;       // hidden_size, intermediate_size, head_dim
-constexpr int64_t kMaxLayers = int64_t{1} << 16;      // num_hidden_layers
-constexpr int64_t kMaxHeads = int64_t{1} << 16;       // num_attention_heads, num_key_value_heads
-constexpr int64_t kMaxVocabSize = int64_t{1} << 24;   // vocab_size
-constexpr int64_t kMaxPositions = int64_t{1} << 24;   // max_position_embeddings
-
+constexpr int64_t kMaxWidth = int64_t{1} << 20;      // hidden_size, intermediate_size, head_dim
+constexpr int64_t kMaxLayers = int64_t{1} << 16;     // num_hidden_layers
+constexpr int64_t kMaxHeads = int64_t{1} << 16;      // num_attention_heads, num_key_value_heads
+constexpr int64_t kMaxVocabSize = int64_t{1} << 24;  // vocab_size
+constexpr int64_t kMaxPositions = int64_t{1} << 24;  // max_position_embeddings
 
 // JSON integers are read as 64-bit so that a value past 2^31 is refused with its digits, never
 // wrapped into a small one (2^32 + 5 layers read as 5).
 int64_t read_int64(const nlohmann::json& v, const char* key, const std::string& source) {
-  if (!v.is_number_integer()) fail(source, ": field '", key, "' must be an integer, got ", describe_json(v));
+  if (!v.is_number_integer())
+    fail(source, ": field '", key, "' must be an integer, got ", describe_json(v));
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
     fail(source, ": field '", key, "' is ", v.get<uint64_t>(), ", more than tpllama supports");
   return v.get<int64_t>();
@@ -36,11 +36,13 @@ int64_t read_int64(const nlohmann::json& v, const char* key, const std::string& 
 
 // An integer field bounded to [lo, hi] (sizes, ids): the bounds keep every product of sizes the
 // model computes inside its integer types.
-int bounded_int(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi, const std::string& source) {
+int bounded_int(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi,
+                const std::string& source) {
   if (!j.contains(key)) fail(source, ": missing required field '", key, "'");
   const int64_t v = read_int64(j.at(key), key, source);
   if (v < lo) fail(source, ": field '", key, "' must be at least ", lo, ", got ", v);
-  if (v > hi) fail(source, ": field '", key, "' is ", v, ", more than the ", hi, " tpllama supports");
+  if (v > hi)
+    fail(source, ": field '", key, "' is ", v, ", more than the ", hi, " tpllama supports");
   return static_cast<int>(v);
 }
 
@@ -48,12 +50,14 @@ int required_size(const nlohmann::json& j, const char* key, int64_t hi, const st
   return bounded_int(j, key, 1, hi, source);
 }
 
-int optional_size(const nlohmann::json& j, const char* key, int fallback, int64_t hi, const std::string& source) {
+int optional_size(const nlohmann::json& j, const char* key, int fallback, int64_t hi,
+                  const std::string& source) {
   if (!j.contains(key) || j.at(key).is_null()) return fallback;
   return required_size(j, key, hi, source);
 }
 
-int optional_token_id(const nlohmann::json& j, const char* key, int fallback, const std::string& source) {
+int optional_token_id(const nlohmann::json& j, const char* key, int fallback,
+                      const std::string& source) {
   if (!j.contains(key) || j.at(key).is_null()) return fallback;
   return bounded_int(j, key, 0, kMaxVocabSize - 1, source);
 }
@@ -81,7 +85,8 @@ RopeScaling parse_rope_scaling(const nlohmann::json& j, const std::string& sourc
   s.high_freq_factor = optional_number(r, "high_freq_factor", 4.0, source);
   s.original_max_position_embeddings =
       optional_size(r, "original_max_position_embeddings", 8192, kMaxPositions, source);
-  if (s.factor <= 0 || s.high_freq_factor <= s.low_freq_factor || s.original_max_position_embeddings <= 0)
+  if (s.factor <= 0 || s.high_freq_factor <= s.low_freq_factor ||
+      s.original_max_position_embeddings <= 0)
     fail(source, ": invalid llama3 rope_scaling (factor ", s.factor, ", low_freq_factor ",
          s.low_freq_factor, ", high_freq_factor ", s.high_freq_factor,
          ", original_max_position_embeddings ", s.original_max_position_embeddings, ")");
@@ -101,7 +106,8 @@ std::vector<int> parse_eos(const nlohmann::json& j, const std::string& source) {
   if (v.is_array()) {
     std::vector<int> ids;
     for (const auto& e : v) {
-      if (!e.is_number_integer()) fail(source, ": 'eos_token_id' entries must be integers, got ", describe_json(e));
+      if (!e.is_number_integer())
+        fail(source, ": 'eos_token_id' entries must be integers, got ", describe_json(e));
       ids.push_back(id(e));
     }
     return ids;
@@ -112,17 +118,22 @@ std::vector<int> parse_eos(const nlohmann::json& j, const std::string& source) {
 // The group size of a quantization_config tpllama reads (its own int8); any other is refused by
 // name, before a quantized tensor is misread.
 int parse_quantization(const nlohmann::json& q, const std::string& source) {
-  if (!q.is_object()) fail(source, ": 'quantization_config' must be an object, got ", describe_json(q));
-  const std::string method = q.contains("quant_method") && q.at("quant_method").is_string()
-                                 ? q.at("quant_method").get<std::string>()
-                                 : describe_json(q.contains("quant_method") ? q.at("quant_method") : nlohmann::json());
+  if (!q.is_object())
+    fail(source, ": 'quantization_config' must be an object, got ", describe_json(q));
+  const std::string method =
+      q.contains("quant_method") && q.at("quant_method").is_string()
+          ? q.at("quant_method").get<std::string>()
+          : describe_json(q.contains("quant_method") ? q.at("quant_method") : nlohmann::json());
   if (method != kInt8QuantMethod)
-    fail(source, ": quantization_config.quant_method '", method,
-         "' is not supported: tpllama reads f32, f16 and bf16 checkpoints (quantizing them with --dtype int8 at "
-         "load) and the int8 checkpoints `tpllama convert/shard --dtype int8` write (quant_method '",
-         kInt8QuantMethod, "')");
+    fail(
+        source, ": quantization_config.quant_method '", method,
+        "' is not supported: tpllama reads f32, f16 and bf16 checkpoints (quantizing them with "
+        "--dtype int8 at "
+        "load) and the int8 checkpoints `tpllama convert/shard --dtype int8` write (quant_method '",
+        kInt8QuantMethod, "')");
   if (bounded_int(q, "bits", 1, 64, source + " quantization_config") != 8)
-    fail(source, ": quantization_config.bits is ", q.at("bits").dump(), "; ", kInt8QuantMethod, " weights are 8-bit");
+    fail(source, ": quantization_config.bits is ", q.at("bits").dump(), "; ", kInt8QuantMethod,
+         " weights are 8-bit");
   return bounded_int(q, "group_size", 1, kMaxWidth, source + " quantization_config");
 }
 
@@ -147,7 +158,8 @@ LlamaConfig parse_llama_config(const nlohmann::json& j, const std::string& sourc
   c.rope_scaling = parse_rope_scaling(j, source);
   if (j.contains("tie_word_embeddings")) {
     if (!j.at("tie_word_embeddings").is_boolean())
-      fail(source, ": 'tie_word_embeddings' must be true or false, got ", describe_json(j.at("tie_word_embeddings")));
+      fail(source, ": 'tie_word_embeddings' must be true or false, got ",
+           describe_json(j.at("tie_word_embeddings")));
     c.tie_word_embeddings = j.at("tie_word_embeddings").get<bool>();
   }
   c.bos_token_id = optional_token_id(j, "bos_token_id", 1, source);
@@ -155,7 +167,8 @@ LlamaConfig parse_llama_config(const nlohmann::json& j, const std::string& sourc
   if (j.contains("quantization_config") && !j.at("quantization_config").is_null())
     c.int8_group_size = parse_quantization(j.at("quantization_config"), source);
   if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
-    fail(source, ": hidden_act ", describe_json(j.at("hidden_act")), " is not supported (LLaMA uses silu)");
+    fail(source, ": hidden_act ", describe_json(j.at("hidden_act")),
+         " is not supported (LLaMA uses silu)");
   try {
     c.validate();
   } catch (const Error& e) {
@@ -190,7 +203,8 @@ void LlamaConfig::validate() const {
   // q_dim() and kv_dim() are ints, and rows of q_proj.
   at_most("num_attention_heads × head_dim", static_cast<int64_t>(n_heads) * head_dim, kMaxWidth);
   if (n_heads % n_kv_heads != 0)
-    fail("num_attention_heads (", n_heads, ") must be a multiple of num_key_value_heads (", n_kv_heads, ")");
+    fail("num_attention_heads (", n_heads, ") must be a multiple of num_key_value_heads (",
+         n_kv_heads, ")");
   if (head_dim % 2 != 0) fail("head_dim (", head_dim, ") must be even for RoPE");
   if (!(rms_norm_eps > 0)) fail("rms_norm_eps must be positive, got ", rms_norm_eps);
   if (!(rope_theta > 0)) fail("rope_theta must be positive, got ", rope_theta);
@@ -225,11 +239,12 @@ nlohmann::json LlamaConfig::to_json() const {
   else
     j["eos_token_id"] = eos_token_ids;
   if (rope_scaling.enabled)
-    j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", rope_scaling.factor},
-                         {"low_freq_factor", rope_scaling.low_freq_factor},
-                         {"high_freq_factor", rope_scaling.high_freq_factor},
-                         {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings}};
+    j["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", rope_scaling.factor},
+        {"low_freq_factor", rope_scaling.low_freq_factor},
+        {"high_freq_factor", rope_scaling.high_freq_factor},
+        {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings}};
   else
     j["rope_scaling"] = nullptr;
   if (int8_group_size > 0) j["quantization_config"] = int8_quantization_json(int8_group_size);
@@ -260,13 +275,14 @@ std::vector<double> LlamaConfig::rope_inv_freq() const {
 }
 
 nlohmann::json int8_quantization_json(int group_size) {
-  return {{"quant_method", kInt8QuantMethod},
-          {"bits", 8},
-          {"group_size", group_size},
-          {"symmetric", true},
-          {"description",
-           "every weight matrix but the embedding is I8 <name> with F32 <name>_scale of shape [rows, "
-           "ceil(cols / group_size)]: w = q * scale per row and group of group_size columns"}};
+  return {
+      {"quant_method", kInt8QuantMethod},
+      {"bits", 8},
+      {"group_size", group_size},
+      {"symmetric", true},
+      {"description",
+       "every weight matrix but the embedding is I8 <name> with F32 <name>_scale of shape [rows, "
+       "ceil(cols / group_size)]: w = q * scale per row and group of group_size columns"}};
 }
 
 LlamaConfig load_llama_config(const std::string& path) {

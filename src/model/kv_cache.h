@@ -23,7 +23,8 @@ class KvCache {
           const DeviceContext& ctx = {}, int max_blocks_per_slot = 0, DType dtype = DType::kF32);
 
   // Bytes one block takes on a rank holding these layers and kv heads.
-  static uint64_t bytes_per_block(int n_layers_local, int kv_dim_local, int block_size, DType dtype = DType::kF32);
+  static uint64_t bytes_per_block(int n_layers_local, int kv_dim_local, int block_size,
+                                  DType dtype = DType::kF32);
 
   void append_block(int slot, int block);
   void release(int slot);  // empties the slot's table; the blocks return to rank 0's free list

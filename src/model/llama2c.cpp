@@ -33,7 +33,9 @@ std::vector<float> permute_for_rotate_half(const float* w, int n_heads, int head
     for (int j = 0; j < head_dim; ++j) {
       int src_row = j < half ? 2 * j : 2 * (j - half) + 1;
       const float* src = w + (static_cast<size_t>(h) * head_dim + src_row) * in_dim;
-      std::copy(src, src + in_dim, out.begin() + static_cast<std::ptrdiff_t>((static_cast<size_t>(h) * head_dim + j) * in_dim));
+      std::copy(src, src + in_dim,
+                out.begin() +
+                    static_cast<std::ptrdiff_t>((static_cast<size_t>(h) * head_dim + j) * in_dim));
     }
   return out;
 }
@@ -49,10 +51,12 @@ struct NamedArrays {
   }
 };
 
-void write_model_dir(const LlamaConfig& config, const NamedArrays& tensors, const ConvertOptions& options) {
+void write_model_dir(const LlamaConfig& config, const NamedArrays& tensors,
+                     const ConvertOptions& options) {
   fs::create_directories(options.out_dir);
   if (!options.tokenizer_path.empty()) {
-    if (!fs::exists(options.tokenizer_path)) fail("tokenizer ", options.tokenizer_path, " does not exist");
+    if (!fs::exists(options.tokenizer_path))
+      fail("tokenizer ", options.tokenizer_path, " does not exist");
     // A tokenizer.json travels with the files of its checkpoint beside it (BOS, chat template, stop
     // ids).
     const bool json = fs::path(options.tokenizer_path).extension() == ".json";
@@ -69,7 +73,8 @@ void write_model_dir(const LlamaConfig& config, const NamedArrays& tensors, cons
     }
   }
   LlamaConfig written = config;
-  if (options.dtype == DType::kI8) written.int8_group_size = static_cast<int>(ops::int8_group_size());
+  if (options.dtype == DType::kI8)
+    written.int8_group_size = static_cast<int>(ops::int8_group_size());
   nlohmann::json j = written.to_json();
   j["torch_dtype"] = torch_dtype_name(options.dtype);
   std::ofstream(options.out_dir + "/config.json") << j.dump(2) << '\n';
@@ -79,7 +84,8 @@ void write_model_dir(const LlamaConfig& config, const NamedArrays& tensors, cons
 // The 28-byte header of a llama2.c checkpoint as a config, with the values llama2.c assumes.
 LlamaConfig read_llama2c_header(std::ifstream& in, const std::string& path) {
   int32_t h[7];
-  if (!in.read(reinterpret_cast<char*>(h), sizeof h)) fail(path, ": shorter than the 28-byte llama2.c header");
+  if (!in.read(reinterpret_cast<char*>(h), sizeof h))
+    fail(path, ": shorter than the 28-byte llama2.c header");
   LlamaConfig c;
   c.dim = h[0];
   c.hidden_dim = h[1];
@@ -97,10 +103,12 @@ LlamaConfig read_llama2c_header(std::ifstream& in, const std::string& path) {
   try {
     c.validate();
   } catch (const Error& e) {
-    fail(path, ": header (dim ", h[0], ", hidden ", h[1], ", layers ", h[2], ", heads ", h[3], ", kv heads ",
-         h[4], ", vocab ", h[5], ", seq_len ", h[6], ") is not a valid model: ", e.what());
+    fail(path, ": header (dim ", h[0], ", hidden ", h[1], ", layers ", h[2], ", heads ", h[3],
+         ", kv heads ", h[4], ", vocab ", h[5], ", seq_len ", h[6],
+         ") is not a valid model: ", e.what());
   }
-  if (c.dim % c.n_heads != 0) fail(path, ": dim (", c.dim, ") is not a multiple of n_heads (", c.n_heads, ")");
+  if (c.dim % c.n_heads != 0)
+    fail(path, ": dim (", c.dim, ") is not a multiple of n_heads (", c.n_heads, ")");
   return c;
 }
 
@@ -113,16 +121,18 @@ void check_llama2c_size(const LlamaConfig& c, const std::string& path) {
   auto add = [&](std::initializer_list<int64_t> factors) {
     int64_t product = 1;
     for (int64_t f : factors)
-      if (__builtin_mul_overflow(product, f, &product)) fail(path, ": header dimensions are too large");
-    if (__builtin_add_overflow(floats, product, &floats)) fail(path, ": header dimensions are too large");
+      if (__builtin_mul_overflow(product, f, &product))
+        fail(path, ": header dimensions are too large");
+    if (__builtin_add_overflow(floats, product, &floats))
+      fail(path, ": header dimensions are too large");
   };
   add({V, d});
-  add({L, d, 2});             // rms_att, rms_ffn
-  add({L, d, d, 2});          // wq, wo
-  add({L, kv, d, 2});         // wk, wv
-  add({L, hid, d, 3});        // w1, w2, w3
-  add({d});                   // rms_final
-  add({c.max_seq_len, hd});   // freq_cis_real and freq_cis_imag, head_dim/2 each
+  add({L, d, 2});            // rms_att, rms_ffn
+  add({L, d, d, 2});         // wq, wo
+  add({L, kv, d, 2});        // wk, wv
+  add({L, hid, d, 3});       // w1, w2, w3
+  add({d});                  // rms_final
+  add({c.max_seq_len, hd});  // freq_cis_real and freq_cis_imag, head_dim/2 each
   if (!c.tie_word_embeddings) add({V, d});
   const auto file_size = static_cast<int64_t>(fs::file_size(path));
   if (floats > (INT64_MAX - 28) / 4 || file_size != 28 + floats * 4)
@@ -140,9 +150,10 @@ NamedArrays read_llama2c_tensors(std::ifstream& in, const LlamaConfig& c, const 
     in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * 4));
     return v;
   };
-  std::vector<float> emb = read(V * d), rms_att = read(L * d), wq = read(L * d * d), wk = read(L * kv * d),
-                     wv = read(L * kv * d), wo = read(L * d * d), rms_ffn = read(L * d), w1 = read(L * hid * d),
-                     w2 = read(L * d * hid), w3 = read(L * hid * d), rms_final = read(d);
+  std::vector<float> emb = read(V * d), rms_att = read(L * d), wq = read(L * d * d),
+                     wk = read(L * kv * d), wv = read(L * kv * d), wo = read(L * d * d),
+                     rms_ffn = read(L * d), w1 = read(L * hid * d), w2 = read(L * d * hid),
+                     w3 = read(L * hid * d), rms_final = read(d);
   read(c.max_seq_len * hd);  // freq_cis_real and freq_cis_imag: recomputed from rope_theta
   std::vector<float> wcls = c.tie_word_embeddings ? std::vector<float>{} : read(V * d);
   if (!in) fail(path, ": read failed");
@@ -180,7 +191,8 @@ void check_convert_out(const std::string& out_dir) {
     const std::string name = entry.path().filename().string();
     const bool weights = entry.path().extension() == ".safetensors" && name != "model.safetensors";
     if (weights || name == "model.safetensors.index.json" || name == kShardManifestName)
-      fail("--out ", out_dir, " holds ", name, " of another model, which a run would read beside (or instead of) ",
+      fail("--out ", out_dir, " holds ", name,
+           " of another model, which a run would read beside (or instead of) ",
            "the converted weights: convert into a new directory or one an earlier convert wrote");
   }
 }

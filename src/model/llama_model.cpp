@@ -20,9 +20,10 @@
 
 namespace tpllama {
 
-LlamaModel::LlamaModel(const Checkpoint& checkpoint, const Topology& topology, Communicator& tp_comm,
-                       DeviceContext ctx, ModelLimits limits, DType dtype)
-    : LlamaModel(checkpoint.config(), load_weights(checkpoint, topology, ctx, dtype), topology, tp_comm, ctx, limits) {}
+LlamaModel::LlamaModel(const Checkpoint& checkpoint, const Topology& topology,
+                       Communicator& tp_comm, DeviceContext ctx, ModelLimits limits, DType dtype)
+    : LlamaModel(checkpoint.config(), load_weights(checkpoint, topology, ctx, dtype), topology,
+                 tp_comm, ctx, limits) {}
 
 LlamaModel::LlamaModel(const LlamaConfig& config, ModelWeights weights, const Topology& topology,
                        Communicator& tp_comm, DeviceContext ctx, ModelLimits limits)
@@ -36,18 +37,21 @@ LlamaModel::LlamaModel(const LlamaConfig& config, ModelWeights weights, const To
       vocab_local_(tpllama::vocab_local(config_, topology.tp_size())),
       weights_(std::move(weights)),
       inv_freq_(config_.rope_inv_freq()) {
-  TPLLAMA_CHECK(limits.max_batch_tokens > 0 && limits.max_logit_rows > 0 && limits.max_sample_rows > 0, "limits ",
-                limits.max_batch_tokens, " ", limits.max_logit_rows, " ", limits.max_sample_rows);
+  TPLLAMA_CHECK(
+      limits.max_batch_tokens > 0 && limits.max_logit_rows > 0 && limits.max_sample_rows > 0,
+      "limits ", limits.max_batch_tokens, " ", limits.max_logit_rows, " ", limits.max_sample_rows);
   const size_t t = static_cast<size_t>(limits.max_batch_tokens);
   const size_t r = static_cast<size_t>(limits.max_logit_rows);
   const size_t f = sizeof(float);
   const size_t q_local = static_cast<size_t>(heads_.n_heads_local * config_.head_dim);
   const size_t hidden_local = static_cast<size_t>(heads_.ffn_local);
   const size_t dim = static_cast<size_t>(config_.dim), kv = static_cast<size_t>(kv_dim_local());
-  const int64_t widest = std::max<int64_t>({config_.dim, static_cast<int64_t>(q_local), heads_.ffn_local});
+  const int64_t widest =
+      std::max<int64_t>({config_.dim, static_cast<int64_t>(q_local), heads_.ffn_local});
   const size_t need = std::max(
       ops::scratch_bytes(ctx_, std::max(limits.max_batch_tokens, limits.max_logit_rows), widest),
-      ops::sampling_scratch_bytes(ctx_, limits.max_sample_rows, int64_t{vocab_local_} * topology.tp_size()));
+      ops::sampling_scratch_bytes(ctx_, limits.max_sample_rows,
+                                  int64_t{vocab_local_} * topology.tp_size()));
   if (need > ctx_.scratch_bytes) {
     scratch_ = ops::allocate(ctx_, need);
     ctx_.scratch = scratch_.data();
@@ -55,7 +59,8 @@ LlamaModel::LlamaModel(const LlamaConfig& config, ModelWeights weights, const To
   }
   // GEMM inputs are written in the dtype the device's matmul reads (f32 on the CPU, where they
   // share the f32 buffers; bf16 beside them on a GPU with bf16 weights).
-  in_dtype_ = ops::matmul_input_dtype(ctx_, weights_.layers.empty() ? weights_.lm_head : weights_.layers[0].wq);
+  in_dtype_ = ops::matmul_input_dtype(
+      ctx_, weights_.layers.empty() ? weights_.lm_head : weights_.layers[0].wq);
   const size_t in = dtype_size(in_dtype_);
   const bool separate = in_dtype_ != DType::kF32;
   x_ = ops::allocate(ctx_, t * dim * f);
@@ -78,7 +83,8 @@ LlamaModel::LlamaModel(const LlamaConfig& config, ModelWeights weights, const To
 // Fills the host staging area, packed for this step's n tokens, r logit rows and its runs
 // (consecutive positions of one sequence), and uploads it in one copy.
 LlamaModel::StepViews LlamaModel::stage_step(const StepBatch& batch, const KvCache& cache) {
-  const int64_t n = static_cast<int64_t>(batch.size()), r = static_cast<int64_t>(batch.logit_rows.size());
+  const int64_t n = static_cast<int64_t>(batch.size()),
+                r = static_cast<int64_t>(batch.logit_rows.size());
   const int64_t half = static_cast<int64_t>(inv_freq_.size());
   auto* words = static_cast<int32_t*>(step_host_.data());
   int32_t* tokens = words;
@@ -94,7 +100,8 @@ LlamaModel::StepViews LlamaModel::stage_step(const StepBatch& batch, const KvCac
   int max_ctx = 0, max_run = 0;
   int64_t n_runs = 0;
   for (int64_t m = 0; m < n; ++m) {
-    const int slot = batch.slots[static_cast<size_t>(m)], pos = batch.positions[static_cast<size_t>(m)];
+    const int slot = batch.slots[static_cast<size_t>(m)],
+              pos = batch.positions[static_cast<size_t>(m)];
     TPLLAMA_CHECK(slot >= 0 && slot < cache.max_slots(), "slot ", slot, " of ", cache.max_slots());
     tokens[m] = embeds ? batch.tokens[static_cast<size_t>(m)] : 0;
     kv_rows[m] = static_cast<int32_t>(cache.row_of(slot, pos));
@@ -145,12 +152,16 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
   const int64_t n = static_cast<int64_t>(batch.positions.size());
   if (n < 1 || n > limits_.max_batch_tokens)
     fail("step of ", n, " tokens outside [1, ", limits_.max_batch_tokens, "]");
-  TPLLAMA_CHECK(batch.positions.size() == static_cast<size_t>(n) && batch.slots.size() == static_cast<size_t>(n), "batch");
+  TPLLAMA_CHECK(batch.positions.size() == static_cast<size_t>(n) &&
+                    batch.slots.size() == static_cast<size_t>(n),
+                "batch");
   const int64_t r = static_cast<int64_t>(batch.logit_rows.size());
-  if (r > limits_.max_logit_rows) fail("step wants ", r, " logit rows, limit ", limits_.max_logit_rows);
+  if (r > limits_.max_logit_rows)
+    fail("step wants ", r, " logit rows, limit ", limits_.max_logit_rows);
   const StepViews step = stage_step(batch, cache);
   cache.upload_tables();
-  if (!graphs_on_ || step.max_run > 1 || !tp_comm_.graph_capturable()) return run_stage(step, cache, n, r);
+  if (!graphs_on_ || step.max_run > 1 || !tp_comm_.graph_capturable())
+    return run_stage(step, cache, n, r);
 
   // A pure-decode step: replay its recording, made at the first step of this shape and cache.
   const GraphKey key{n, r, cache.key_pool(0).data()};
@@ -197,7 +208,7 @@ Tensor LlamaModel::run_stage(const StepViews& step, KvCache& cache, int64_t n, i
   const int64_t hidden_local = heads_.ffn_local;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   Tensor x = x_.view(DType::kF32, {n, dim});
-  Tensor xn = xn_.view(DType::kF32, {n, dim});  // a sublayer's output, all-reduced across TP
+  Tensor xn = xn_.view(DType::kF32, {n, dim});   // a sublayer's output, all-reduced across TP
   Tensor xin = gemm_input(xin_, xn_, {n, dim});  // the normalised input of a sublayer
   Tensor q = q_.view(DType::kF32, {n, q_local});
   Tensor k = k_.view(DType::kF32, {n, kv_local});
@@ -214,7 +225,8 @@ Tensor LlamaModel::run_stage(const StepViews& step, KvCache& cache, int64_t n, i
   }  // later stages find the previous stage's hidden states in x (input_hidden)
 
   const ops::AttentionShape shape{heads_.n_heads_local, heads_.n_kv_heads_local, config_.head_dim,
-                                  static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))), cache.block_size()};
+                                  static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
+                                  cache.block_size()};
   for (int l = 0; l < n_layers_local(); ++l) {
     const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
     // Attention block: x += Wo · attention(rope(Wq xin), rope(Wk xin), Wv xin), xin = rmsnorm(x).
@@ -223,8 +235,9 @@ Tensor LlamaModel::run_stage(const StepViews& step, KvCache& cache, int64_t n, i
     ops::rope(ctx_, q, step.cos, step.sin, heads_.n_heads_local, config_.head_dim);
     ops::rope(ctx_, k, step.cos, step.sin, heads_.n_kv_heads_local, config_.head_dim);
     // Append this step's keys and values, then attend causally up to each token's own position.
-    const ops::KvBatch kv{cache.key_pool(l), cache.value_pool(l), cache.device_tables(), step.seq,
-                          step.n_ctx,        step.max_ctx,        step.runs,              step.max_run};
+    const ops::KvBatch kv{cache.key_pool(l), cache.value_pool(l), cache.device_tables(),
+                          step.seq,          step.n_ctx,          step.max_ctx,
+                          step.runs,         step.max_run};
     ops::kv_write(ctx_, kv.keys, kv.values, k, v, step.kv_rows);
     ops::attention(ctx_, att, q, kv, shape);
     ops::matmul(ctx_, xn, att, w.wo);
@@ -255,7 +268,8 @@ Tensor LlamaModel::run_stage(const StepViews& step, KvCache& cache, int64_t n, i
   return logits;
 }
 
-Tensor LlamaModel::gemm_input(const Buffer& separate, const Buffer& f32, std::initializer_list<int64_t> shape) const {
+Tensor LlamaModel::gemm_input(const Buffer& separate, const Buffer& f32,
+                              std::initializer_list<int64_t> shape) const {
   return (in_dtype_ == DType::kF32 ? f32 : separate).view(in_dtype_, shape);
 }
 

@@ -33,11 +33,11 @@ struct ModelLimits {
 class LlamaModel {
  public:
   // The stage's weights as this rank holds them (load_weights or random_weights).
-  LlamaModel(const LlamaConfig& config, ModelWeights weights, const Topology& topology, Communicator& tp_comm,
-             DeviceContext ctx, ModelLimits limits);
+  LlamaModel(const LlamaConfig& config, ModelWeights weights, const Topology& topology,
+             Communicator& tp_comm, DeviceContext ctx, ModelLimits limits);
   // Loads this rank's slice of a checkpoint, matrices held as `dtype`.
-  LlamaModel(const Checkpoint& checkpoint, const Topology& topology, Communicator& tp_comm, DeviceContext ctx,
-             ModelLimits limits, DType dtype = DType::kF32);
+  LlamaModel(const Checkpoint& checkpoint, const Topology& topology, Communicator& tp_comm,
+             DeviceContext ctx, ModelLimits limits, DType dtype = DType::kF32);
 
   // Runs this stage over the batch, writing its keys and values into the cache. Returns logits
   // (logit_rows, vocab_local) on the last stage — this rank's vocabulary slice starts at
@@ -78,7 +78,8 @@ class LlamaModel {
   // What forward returns: logits (r, vocab_local) on the last stage, hidden states (n, dim) before.
   Tensor output(int64_t n, int64_t r) const;
   // A GEMM input: a view of the f32 buffer where the matmul reads f32, else of its own buffer.
-  Tensor gemm_input(const Buffer& separate, const Buffer& f32, std::initializer_list<int64_t> shape) const;
+  Tensor gemm_input(const Buffer& separate, const Buffer& f32,
+                    std::initializer_list<int64_t> shape) const;
 
   LlamaConfig config_;
   Topology topology_;
@@ -92,25 +93,26 @@ class LlamaModel {
   std::vector<double> inv_freq_;  // (head_dim/2)
   DType in_dtype_ = DType::kF32;  // what ops::matmul reads its input as, without converting
   bool graphs_on_ = false;
-  using GraphKey = std::tuple<int64_t, int64_t, const void*>;  // tokens, logit rows, the cache's pools
+  using GraphKey =
+      std::tuple<int64_t, int64_t, const void*>;  // tokens, logit rows, the cache's pools
   std::map<GraphKey, ops::Graph> graphs_;
 
   // Activations on the device, allocated once for limits_.max_batch_tokens rows.
-  Buffer x_;       // (T, dim) residual stream
-  Buffer xn_;      // (T, dim) a sublayer's output
-  Buffer xin_;     // (max(T, R), dim) normalised input of a sublayer, in in_dtype_ (unless f32: xn_)
-  Buffer act_;     // (T, hidden_local) silu(gate) * up in in_dtype_ (unless f32: gate_)
-  Buffer q_;       // (T, n_heads_local*head_dim)
-  Buffer k_;       // (T, kv_dim_local)
-  Buffer v_;       // (T, kv_dim_local)
-  Buffer att_;     // (T, n_heads_local*head_dim) in in_dtype_
-  Buffer gate_;    // (T, hidden_local)
-  Buffer up_;      // (T, hidden_local)
+  Buffer x_;     // (T, dim) residual stream
+  Buffer xn_;    // (T, dim) a sublayer's output
+  Buffer xin_;   // (max(T, R), dim) normalised input of a sublayer, in in_dtype_ (unless f32: xn_)
+  Buffer act_;   // (T, hidden_local) silu(gate) * up in in_dtype_ (unless f32: gate_)
+  Buffer q_;     // (T, n_heads_local*head_dim)
+  Buffer k_;     // (T, kv_dim_local)
+  Buffer v_;     // (T, kv_dim_local)
+  Buffer att_;   // (T, n_heads_local*head_dim) in in_dtype_
+  Buffer gate_;  // (T, hidden_local)
+  Buffer up_;    // (T, hidden_local)
   Buffer step_host_;  // the step's indices and RoPE tables (stage_step), host
   Buffer step_;       // the same, on the device
   Buffer scratch_;    // the ops' temporaries when the runtime's scratch is too small for a step
-  Buffer last_;    // (R, dim) hidden states of the logit rows
-  Buffer logits_;  // (R, vocab_local)
+  Buffer last_;       // (R, dim) hidden states of the logit rows
+  Buffer logits_;     // (R, vocab_local)
 };
 
 }  // namespace tpllama

@@ -35,7 +35,8 @@ std::vector<SafetensorsStreamWriter::Entry> recoded_header(const std::vector<Sha
   for (const ShardEntry& e : tensors) {
     if (int8 && stored_quantized(e)) {
       header.push_back({e.name, DType::kI8, shape_of(e)});
-      header.push_back({int8_scale_name(e.name), DType::kF32, {e.rows, ops::int8_scale_cols(e.cols)}});
+      header.push_back(
+          {int8_scale_name(e.name), DType::kF32, {e.rows, ops::int8_scale_cols(e.cols)}});
     } else {
       header.push_back({e.name, plain, shape_of(e)});
     }
@@ -52,7 +53,8 @@ std::vector<float> f32_values(const Checkpoint& ckpt, const ShardEntry& e) {
   if (t.dtype == DType::kI8) {
     const auto* q = reinterpret_cast<const int8_t*>(data);
     const TensorInfo& s = ckpt.info(int8_scale_name(e.name));
-    const auto* scales = reinterpret_cast<const float*>(ckpt.file_of(int8_scale_name(e.name)).data(s));
+    const auto* scales =
+        reinterpret_cast<const float*>(ckpt.file_of(int8_scale_name(e.name)).data(s));
     const int64_t group = ops::int8_group_size();
     const int64_t groups = ops::int8_scale_cols(e.cols);
     for (int64_t r = 0; r < e.rows; ++r)
@@ -72,7 +74,8 @@ void write_recoded_config(const std::string& model_dir, const std::string& out_d
   nlohmann::json config =
       parse_json(read_regular_file(config_path, "model config", kMaxSmallFileBytes), config_path);
   if (int8)
-    config["quantization_config"] = int8_quantization_json(static_cast<int>(ops::int8_group_size()));
+    config["quantization_config"] =
+        int8_quantization_json(static_cast<int>(ops::int8_group_size()));
   else
     config.erase("quantization_config");
   config["torch_dtype"] = torch_dtype_name(plain);
@@ -83,7 +86,8 @@ void write_recoded_config(const std::string& model_dir, const std::string& out_d
 
 LlamaConfig convert_checkpoint(const std::string& model_dir, const ConvertOptions& o) {
   Checkpoint ckpt(model_dir);
-  if (ckpt.presharded()) fail(model_dir, " is a shard directory: convert the checkpoint it was made from");
+  if (ckpt.presharded())
+    fail(model_dir, " is a shard directory: convert the checkpoint it was made from");
   if (fs::exists(o.out_dir) && fs::equivalent(o.out_dir, model_dir))
     fail("--out ", o.out_dir, " is the model directory itself: convert into a new directory");
   const LlamaConfig& c = ckpt.config();
@@ -108,7 +112,8 @@ LlamaConfig convert_checkpoint(const std::string& model_dir, const ConvertOption
       const TensorInfo& s = ckpt.info(scale);
       const uint8_t* scales = ckpt.file_of(scale).data(s);
       writer.write({e.name, shape_of(e), DType::kI8, std::vector<uint8_t>(data, data + n)});
-      writer.write({scale, s.shape, DType::kF32, std::vector<uint8_t>(scales, scales + (s.end - s.begin))});
+      writer.write(
+          {scale, s.shape, DType::kF32, std::vector<uint8_t>(scales, scales + (s.end - s.begin))});
       continue;
     }
     const std::vector<float> values = f32_values(ckpt, e);

@@ -47,15 +47,18 @@ TensorInfo parse_entry(const std::string& name, const nlohmann::json& e, const s
     return bad(err.what());
   }
   for (const auto& d : e["shape"]) {
-    if (!d.is_number_unsigned()) return bad("shape entries must be non-negative integers, got " + describe_json(d));
+    if (!d.is_number_unsigned())
+      return bad("shape entries must be non-negative integers, got " + describe_json(d));
     t.shape.push_back(d.get<int64_t>());
   }
   for (const auto& o : e["data_offsets"])
-    if (!o.is_number_unsigned()) return bad("data offsets must be non-negative integers, got " + describe_json(o));
+    if (!o.is_number_unsigned())
+      return bad("data offsets must be non-negative integers, got " + describe_json(o));
   t.begin = e["data_offsets"][0].get<uint64_t>();
   t.end = e["data_offsets"][1].get<uint64_t>();
   if (t.begin > t.end)
-    return bad("data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "] run backwards");
+    return bad("data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
+               "] run backwards");
   if (t.end > data_size)
     return bad("data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
                "] run past the end of the data section (" + std::to_string(data_size) +
@@ -75,7 +78,8 @@ TensorInfo parse_entry(const std::string& name, const nlohmann::json& e, const s
 int64_t TensorInfo::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) fail("tensor '", name, "': shape overflows");
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
+      fail("tensor '", name, "': shape overflows");
     n *= d;
   }
   return n;
@@ -83,7 +87,8 @@ int64_t TensorInfo::numel() const {
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   require_regular_file(path, "weights file");
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // never waits, should it become a FIFO meanwhile
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC |
+                                 O_NONBLOCK);  // never waits, should it become a FIFO meanwhile
   if (fd_ < 0) fail("cannot open ", path, ": ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd_, &st) != 0) {
@@ -119,8 +124,8 @@ SafetensorsFile::~SafetensorsFile() {
 
 void SafetensorsFile::parse_header(uint64_t header_len) {
   if (header_len > kMaxHeaderBytes)
-    fail(path_, ": header length ", header_len, " bytes is over the safetensors limit of ", kMaxHeaderBytes,
-         " bytes (100 MiB): not a safetensors file, or a corrupt one");
+    fail(path_, ": header length ", header_len, " bytes is over the safetensors limit of ",
+         kMaxHeaderBytes, " bytes (100 MiB): not a safetensors file, or a corrupt one");
   if (header_len > size_ - 8)
     fail(path_, ": header length ", header_len, " runs past the end of the file (", size_,
          " bytes): the file is truncated or not safetensors");
@@ -149,8 +154,8 @@ void SafetensorsFile::parse_header(uint64_t header_len) {
   const TensorInfo* furthest = nullptr;
   for (const TensorInfo* t : by_offset) {
     if (furthest != nullptr && t->begin < furthest->end)
-      fail(path_, ": tensors '", furthest->name, "' [", furthest->begin, ", ", furthest->end, ") and '", t->name,
-           "' [", t->begin, ", ", t->end, ") overlap");
+      fail(path_, ": tensors '", furthest->name, "' [", furthest->begin, ", ", furthest->end,
+           ") and '", t->name, "' [", t->begin, ", ", t->end, ") overlap");
     if (furthest == nullptr || t->end > furthest->end) furthest = t;
   }
 }

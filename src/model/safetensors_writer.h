@@ -53,14 +53,16 @@ class SafetensorsStreamWriter {
 
 // Both write atomically: to path + ".tmp", then renamed. dtype is F32, F16, BF16 or I8: an int8
 // checkpoint (config.h's kInt8QuantMethod), its matrices quantized by append_int8, the rest F32.
-void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors, DType dtype);
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       DType dtype);
 // f32 values as a tensor of dtype F32, F16 or BF16 (rounded to nearest even).
 RawTensor encode_tensor(const TensorToWrite& tensor, DType dtype);
 // config.json's torch_dtype of weights held as dtype (f32, f16, bf16).
 const char* torch_dtype_name(DType dtype);
 // Appends matrix `name` (rows, cols) of f32 w quantized as the int8 GEMM holds it: I8 `name` and
 // F32 `name`_scale. Refuses a NaN or Inf, naming the element.
-void append_int8(std::vector<RawTensor>& out, const std::string& name, int64_t rows, int64_t cols, const float* w);
+void append_int8(std::vector<RawTensor>& out, const std::string& name, int64_t rows, int64_t cols,
+                 const float* w);
 void write_safetensors(const std::string& path, const std::vector<RawTensor>& tensors);
 
 }  // namespace tpllama

@@ -39,7 +39,8 @@ LlamaConfig shape_config(const std::string& name) {
   } else if (name == "llama2-70b") {
     set(8192, 28672, 80, 64, 8, 32000, 4096);
   } else {
-    fail("unknown shape '", name, "' (known: tiny, llama3-tiny, 110m, llama2-7b, llama3-8b, llama2-70b)");
+    fail("unknown shape '", name,
+         "' (known: tiny, llama3-tiny, 110m, llama2-7b, llama3-8b, llama2-70b)");
   }
   c.rms_norm_eps = 1e-5;
   return c;
@@ -48,7 +49,8 @@ LlamaConfig shape_config(const std::string& name) {
 LlamaConfig shape_config(const std::string& name, int vocab) {
   LlamaConfig c = shape_config(name);
   if (vocab <= 0) return c;
-  if (vocab < 3) fail("--vocab ", vocab, ": a vocabulary needs at least 3 ids (unknown, BOS and EOS)");
+  if (vocab < 3)
+    fail("--vocab ", vocab, ": a vocabulary needs at least 3 ids (unknown, BOS and EOS)");
   c.vocab_size = vocab;
   if (c.bos_token_id >= vocab) c.bos_token_id = 1;
   std::vector<int> eos;  // in order, each id once

@@ -38,7 +38,9 @@ SplitRange balanced_split(int64_t n, int parts, int index) {
   return {index * base + std::min<int64_t>(index, rem), base + (index < rem ? 1 : 0)};
 }
 
-int vocab_local(const LlamaConfig& c, int tp_size) { return (c.vocab_size + tp_size - 1) / tp_size; }
+int vocab_local(const LlamaConfig& c, int tp_size) {
+  return (c.vocab_size + tp_size - 1) / tp_size;
+}
 
 std::vector<ShardEntry> build_shard_table(const LlamaConfig& c, const Topology& topo) {
   const int tp = topo.tp_size();
@@ -47,8 +49,8 @@ std::vector<ShardEntry> build_shard_table(const LlamaConfig& c, const Topology& 
   const int64_t hd = c.head_dim;
   const int64_t vl = vocab_local(c, tp);
   std::vector<ShardEntry> t;
-  auto add = [&](std::string name, WeightRole role, int layer, Split split, int64_t rows, int64_t cols, int64_t begin,
-                 int64_t count) {
+  auto add = [&](std::string name, WeightRole role, int layer, Split split, int64_t rows,
+                 int64_t cols, int64_t begin, int64_t count) {
     ShardEntry e;
     e.name = std::move(name);
     e.role = role;
@@ -67,50 +69,64 @@ std::vector<ShardEntry> build_shard_table(const LlamaConfig& c, const Topology& 
   };
   const bool kv_replica = r % h.kv_replication != 0;
   if (topo.is_first_stage())
-    add("model.embed_tokens.weight", WeightRole::kEmbed, -1, Split::kVocab, c.vocab_size, c.dim, r * vl, vl);
+    add("model.embed_tokens.weight", WeightRole::kEmbed, -1, Split::kVocab, c.vocab_size, c.dim,
+        r * vl, vl);
   for (int l = topo.my_layers().begin; l < topo.my_layers().end; ++l) {
     add_norm(layer_tensor_name(l, "input_layernorm.weight"), WeightRole::kAttnNorm, l);
-    add(layer_tensor_name(l, "self_attn.q_proj.weight"), WeightRole::kWq, l, Split::kColumn, c.q_dim(), c.dim,
-        h.head_begin * hd, h.n_heads_local * hd);
-    add(layer_tensor_name(l, "self_attn.k_proj.weight"), WeightRole::kWk, l, Split::kColumn, c.kv_dim(), c.dim,
-        h.kv_head_begin * hd, h.n_kv_heads_local * hd);
+    add(layer_tensor_name(l, "self_attn.q_proj.weight"), WeightRole::kWq, l, Split::kColumn,
+        c.q_dim(), c.dim, h.head_begin * hd, h.n_heads_local * hd);
+    add(layer_tensor_name(l, "self_attn.k_proj.weight"), WeightRole::kWk, l, Split::kColumn,
+        c.kv_dim(), c.dim, h.kv_head_begin * hd, h.n_kv_heads_local * hd);
     t.back().replica = kv_replica;
-    add(layer_tensor_name(l, "self_attn.v_proj.weight"), WeightRole::kWv, l, Split::kColumn, c.kv_dim(), c.dim,
-        h.kv_head_begin * hd, h.n_kv_heads_local * hd);
+    add(layer_tensor_name(l, "self_attn.v_proj.weight"), WeightRole::kWv, l, Split::kColumn,
+        c.kv_dim(), c.dim, h.kv_head_begin * hd, h.n_kv_heads_local * hd);
     t.back().replica = kv_replica;
-    add(layer_tensor_name(l, "self_attn.o_proj.weight"), WeightRole::kWo, l, Split::kRow, c.dim, c.q_dim(),
-        h.head_begin * hd, h.n_heads_local * hd);
+    add(layer_tensor_name(l, "self_attn.o_proj.weight"), WeightRole::kWo, l, Split::kRow, c.dim,
+        c.q_dim(), h.head_begin * hd, h.n_heads_local * hd);
     add_norm(layer_tensor_name(l, "post_attention_layernorm.weight"), WeightRole::kFfnNorm, l);
-    add(layer_tensor_name(l, "mlp.gate_proj.weight"), WeightRole::kW1, l, Split::kColumn, c.hidden_dim, c.dim,
-        h.ffn_begin, h.ffn_local);
-    add(layer_tensor_name(l, "mlp.up_proj.weight"), WeightRole::kW3, l, Split::kColumn, c.hidden_dim, c.dim,
-        h.ffn_begin, h.ffn_local);
-    add(layer_tensor_name(l, "mlp.down_proj.weight"), WeightRole::kW2, l, Split::kRow, c.dim, c.hidden_dim,
-        h.ffn_begin, h.ffn_local);
+    add(layer_tensor_name(l, "mlp.gate_proj.weight"), WeightRole::kW1, l, Split::kColumn,
+        c.hidden_dim, c.dim, h.ffn_begin, h.ffn_local);
+    add(layer_tensor_name(l, "mlp.up_proj.weight"), WeightRole::kW3, l, Split::kColumn,
+        c.hidden_dim, c.dim, h.ffn_begin, h.ffn_local);
+    add(layer_tensor_name(l, "mlp.down_proj.weight"), WeightRole::kW2, l, Split::kRow, c.dim,
+        c.hidden_dim, h.ffn_begin, h.ffn_local);
   }
   if (topo.is_last_stage()) {
     add_norm("model.norm.weight", WeightRole::kFinalNorm, -1);
     std::string head = c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
     add(head, WeightRole::kLmHead, -1, Split::kVocab, c.vocab_size, c.dim, r * vl, vl);
-    t.back().replica = c.tie_word_embeddings && topo.pp_size() > 1;  // stage 0 holds it as the embedding
+    t.back().replica =
+        c.tie_word_embeddings && topo.pp_size() > 1;  // stage 0 holds it as the embedding
   }
   return t;
 }
 
 const char* weight_role_name(WeightRole role) {
   switch (role) {
-    case WeightRole::kEmbed: return "embed";
-    case WeightRole::kAttnNorm: return "attn_norm";
-    case WeightRole::kWq: return "wq";
-    case WeightRole::kWk: return "wk";
-    case WeightRole::kWv: return "wv";
-    case WeightRole::kWo: return "wo";
-    case WeightRole::kFfnNorm: return "ffn_norm";
-    case WeightRole::kW1: return "w1";
-    case WeightRole::kW3: return "w3";
-    case WeightRole::kW2: return "w2";
-    case WeightRole::kFinalNorm: return "final_norm";
-    case WeightRole::kLmHead: return "lm_head";
+    case WeightRole::kEmbed:
+      return "embed";
+    case WeightRole::kAttnNorm:
+      return "attn_norm";
+    case WeightRole::kWq:
+      return "wq";
+    case WeightRole::kWk:
+      return "wk";
+    case WeightRole::kWv:
+      return "wv";
+    case WeightRole::kWo:
+      return "wo";
+    case WeightRole::kFfnNorm:
+      return "ffn_norm";
+    case WeightRole::kW1:
+      return "w1";
+    case WeightRole::kW3:
+      return "w3";
+    case WeightRole::kW2:
+      return "w2";
+    case WeightRole::kFinalNorm:
+      return "final_norm";
+    case WeightRole::kLmHead:
+      return "lm_head";
   }
   return "?";
 }
@@ -118,8 +134,8 @@ const char* weight_role_name(WeightRole role) {
 const ShardEntry& find_entry(const std::vector<ShardEntry>& table, WeightRole role, int layer) {
   for (const ShardEntry& e : table)
     if (e.role == role && e.layer == layer) return e;
-  fail("the shard table has no ", weight_role_name(role), layer >= 0 ? " of layer " + std::to_string(layer) : "",
-       " for this rank");
+  fail("the shard table has no ", weight_role_name(role),
+       layer >= 0 ? " of layer " + std::to_string(layer) : "", " for this rank");
 }
 
 bool stored_quantized(const std::string& name, size_t ndim) {

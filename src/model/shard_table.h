@@ -45,7 +45,20 @@ int vocab_local(const LlamaConfig& config, int tp_size);
 
 // The field of the model a weight fills, whatever the checkpoint calls it (a tied head is read from
 // the embedding's tensor): weights are bound to fields by role, never by their place in the table.
-enum class WeightRole { kEmbed, kAttnNorm, kWq, kWk, kWv, kWo, kFfnNorm, kW1, kW3, kW2, kFinalNorm, kLmHead };
+enum class WeightRole {
+  kEmbed,
+  kAttnNorm,
+  kWq,
+  kWk,
+  kWv,
+  kWo,
+  kFfnNorm,
+  kW1,
+  kW3,
+  kW2,
+  kFinalNorm,
+  kLmHead
+};
 const char* weight_role_name(WeightRole role);
 
 struct ShardEntry {
@@ -58,7 +71,8 @@ struct ShardEntry {
   int64_t begin = 0;  // this rank's slice along the split axis (rows, or cols for kRow)
   int64_t count = 0;  // rows/cols held, including zero padding for kVocab
   bool is_1d = false;
-  bool replica = false;  // another rank holds the same slice too (norms, replicated kv heads, tied head)
+  bool replica =
+      false;  // another rank holds the same slice too (norms, replicated kv heads, tied head)
 };
 
 // The entries this rank holds: embed (first stage), per layer of the stage attn_norm, wq, wk, wv,

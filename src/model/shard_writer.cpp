@@ -60,7 +60,8 @@ RawTensor slice_of(const Checkpoint& ckpt, const ShardEntry& e) {
   if (e.split == Split::kRow) {
     for (int64_t r = 0; r < rows; ++r)
       std::memcpy(out.bytes.data() + static_cast<size_t>(r * cols) * es,
-                  src + static_cast<size_t>(r * e.cols + e.begin) * es, static_cast<size_t>(cols) * es);
+                  src + static_cast<size_t>(r * e.cols + e.begin) * es,
+                  static_cast<size_t>(cols) * es);
   } else {
     const int64_t present = std::clamp<int64_t>(e.rows - e.begin, 0, rows);
     std::memcpy(out.bytes.data(), src + static_cast<size_t>(e.begin * e.cols) * es,
@@ -83,12 +84,14 @@ void append_header(const Checkpoint& ckpt, const ShardEntry& e, bool int8,
     return;
   }
   out.push_back({e.name, DType::kI8, slice_shape(e)});
-  out.push_back({int8_scale_name(e.name), DType::kF32, slice_shape(int8_scale_entry(e, ops::int8_group_size()))});
+  out.push_back({int8_scale_name(e.name), DType::kF32,
+                 slice_shape(int8_scale_entry(e, ops::int8_group_size()))});
 }
 
 // The tensors of entry e in a rank's file: its slice as stored, with the scales of an int8 matrix,
 // or quantized when an f32 / f16 / bf16 checkpoint is sharded as int8.
-void append_slice(const Checkpoint& ckpt, const ShardEntry& e, bool int8, std::vector<RawTensor>& out) {
+void append_slice(const Checkpoint& ckpt, const ShardEntry& e, bool int8,
+                  std::vector<RawTensor>& out) {
   if (ckpt.info(e.name).dtype == DType::kI8) {
     out.push_back(slice_of(ckpt, e));
     out.push_back(slice_of(ckpt, int8_scale_entry(e, ops::int8_group_size())));
@@ -124,7 +127,8 @@ std::vector<int> checked_stage_layers(const Checkpoint& ckpt, const ShardOptions
     check_checkpoint_tensors(ckpt, t);
     if (int8)  // an int8 shard holds whole groups
       check_int8_slices(c, t, c.int8_group_size > 0 ? "this int8 checkpoint" : "--dtype int8",
-                        c.int8_group_size > 0 ? "shard its f32, f16 or bf16 original" : "shard with --dtype keep");
+                        c.int8_group_size > 0 ? "shard its f32, f16 or bf16 original"
+                                              : "shard with --dtype keep");
   }
   return stage_layers;
 }
@@ -141,11 +145,14 @@ void prepare_out_dir(const ShardOptions& o) {
       const std::string name = entry.path().filename().string();
       if (entry.path().extension() != ".safetensors") continue;
       if (name.rfind("rank-", 0) != 0 || name.find("-of-") == std::string::npos)
-        fail("--out ", o.out_dir, " holds ", name, ", which is not a shard: shard into a new directory or an earlier one");
+        fail("--out ", o.out_dir, " holds ", name,
+             ", which is not a shard: shard into a new directory or an earlier one");
       earlier_ranks.push_back(entry.path());
     }
-    if (fs::exists(o.out_dir + "/" + kShardManifestName)) fs::remove(o.out_dir + "/" + kShardManifestName);
-    for (const fs::path& p : earlier_ranks) fs::remove(p);  // another layout's files must not linger
+    if (fs::exists(o.out_dir + "/" + kShardManifestName))
+      fs::remove(o.out_dir + "/" + kShardManifestName);
+    for (const fs::path& p : earlier_ranks)
+      fs::remove(p);  // another layout's files must not linger
   }
   fs::create_directories(o.out_dir);
 }
@@ -157,7 +164,8 @@ uint64_t write_rank_file(const Checkpoint& ckpt, const Topology& t, bool int8,
   std::vector<ShardEntry> entries;
   std::set<std::string> written;
   for (const ShardEntry& e : build_shard_table(ckpt.config(), t))
-    if (written.insert(e.name).second) entries.push_back(e);  // a tied head on a one-stage rank is the embedding
+    if (written.insert(e.name).second)
+      entries.push_back(e);  // a tied head on a one-stage rank is the embedding
   std::vector<SafetensorsStreamWriter::Entry> header;
   for (const ShardEntry& e : entries) append_header(ckpt, e, int8, header);
   SafetensorsStreamWriter writer(path, header);
@@ -183,10 +191,12 @@ void write_shard_config(const ShardOptions& o, const LlamaConfig& c) {
     const std::string config_path = o.model_dir + "/config.json";
     nlohmann::json config =
         parse_json(read_regular_file(config_path, "model config", kMaxSmallFileBytes), config_path);
-    config["quantization_config"] = int8_quantization_json(static_cast<int>(ops::int8_group_size()));
+    config["quantization_config"] =
+        int8_quantization_json(static_cast<int>(ops::int8_group_size()));
     std::ofstream(o.out_dir + "/config.json") << config.dump(2) << '\n';
   } else {
-    fs::copy_file(o.model_dir + "/config.json", o.out_dir + "/config.json", fs::copy_options::overwrite_existing);
+    fs::copy_file(o.model_dir + "/config.json", o.out_dir + "/config.json",
+                  fs::copy_options::overwrite_existing);
   }
 }
 
@@ -197,7 +207,8 @@ nlohmann::json source_files(const std::string& model_dir) {
     const std::string name = entry.path().filename().string();
     if (entry.path().extension() != ".safetensors") continue;
     char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64_of_file(entry.path().string())));
+    std::snprintf(hex, sizeof hex, "%016llx",
+                  static_cast<unsigned long long>(fnv1a64_of_file(entry.path().string())));
     sources.push_back({{"name", name}, {"bytes", fs::file_size(entry.path())}, {"fnv1a64", hex}});
   }
   return sources;
@@ -207,7 +218,8 @@ nlohmann::json source_files(const std::string& model_dir) {
 
 void write_shards(const ShardOptions& o) {
   Checkpoint ckpt(o.model_dir);
-  if (ckpt.presharded()) fail(o.model_dir, " is already a shard directory; shard the original checkpoint");
+  if (ckpt.presharded())
+    fail(o.model_dir, " is already a shard directory; shard the original checkpoint");
   const LlamaConfig& c = ckpt.config();
   const int world = o.tp * o.pp;
   const bool int8 = o.int8 || c.int8_group_size > 0;
@@ -229,8 +241,10 @@ void write_shards(const ShardOptions& o) {
       {"stage_layers", stage_layers},
       {"files", files},
       {"file_bytes", file_bytes},
-      {"source", {{"dir", fs::absolute(o.model_dir).string()}, {"elements", ckpt.total_elements()},
-                  {"files", source_files(o.model_dir)}}},
+      {"source",
+       {{"dir", fs::absolute(o.model_dir).string()},
+        {"elements", ckpt.total_elements()},
+        {"files", source_files(o.model_dir)}}},
   };
   // The manifest goes last: a directory without it is not mistaken for a finished shard set.
   std::ofstream(o.out_dir + "/" + kShardManifestName) << manifest.dump(2) << '\n';

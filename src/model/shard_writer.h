@@ -13,7 +13,8 @@ struct ShardOptions {
   int tp = 1;
   int pp = 1;
   std::vector<int> pp_layers;  // empty: the default split
-  bool int8 = false;           // quantize the matrices of an f32 / f16 / bf16 checkpoint (an int8 one stays int8)
+  bool int8 =
+      false;  // quantize the matrices of an f32 / f16 / bf16 checkpoint (an int8 one stays int8)
 };
 
 // Writes out_dir/rank-0000R-of-0000N.safetensors, config.json (with the quantization_config of an

@@ -22,14 +22,16 @@ struct StepBatch {
 };
 
 // Logit rows a step may ask for: a decode row per sequence, and scored continuation tokens.
-inline int max_logit_rows(int max_seqs, int max_batch_tokens) { return std::max(max_seqs, std::min(max_batch_tokens, 512)); }
+inline int max_logit_rows(int max_seqs, int max_batch_tokens) {
+  return std::max(max_seqs, std::min(max_batch_tokens, 512));
+}
 
 // How one logit row becomes a token.
 struct RowSampling {
   SamplingParams params;  // seed unused here: the draw is `uniform`
   double uniform = 0;     // drawn on rank 0 from the request's own stream
   int32_t logprobs = -1;  // >= 0: also return the token's logprob and this many top alternatives
-  int32_t target = -1;    // >= 0 (scoring): return this token's logprob instead of the sampled one's
+  int32_t target = -1;  // >= 0 (scoring): return this token's logprob instead of the sampled one's
 };
 
 // Log-probabilities (of the model's own distribution: temperature 1, no filtering) of one row.

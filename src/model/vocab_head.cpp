@@ -12,24 +12,28 @@
 
 namespace tpllama {
 
-VocabParallelHead::VocabParallelHead(const LlamaModel& model, Communicator& tp_comm) : model_(model), tp_comm_(tp_comm) {
+VocabParallelHead::VocabParallelHead(const LlamaModel& model, Communicator& tp_comm)
+    : model_(model), tp_comm_(tp_comm) {
   const DeviceContext& ctx = model.context();
   const size_t rows = static_cast<size_t>(model.limits().max_logit_rows);
-  if (ctx.device != Device::kCpu) host_row_ = Buffer(static_cast<size_t>(model.vocab_local()) * sizeof(float));
+  if (ctx.device != Device::kCpu)
+    host_row_ = Buffer(static_cast<size_t>(model.vocab_local()) * sizeof(float));
   argmax_index_ = ops::allocate(ctx, rows * sizeof(int32_t));
   argmax_value_ = ops::allocate(ctx, rows * sizeof(float));
   logprob_rows_ = ops::allocate(ctx, rows * sizeof(int32_t));
   logprob_max_ = ops::allocate(ctx, rows * sizeof(float));
   logprob_chosen_ = ops::allocate(ctx, rows * sizeof(int32_t));
   logprob_sums_ = ops::allocate(ctx, 2 * rows * sizeof(float));
-  const size_t tp = static_cast<size_t>(tp_comm.size()), chunk = static_cast<size_t>(model.limits().max_sample_rows);
+  const size_t tp = static_cast<size_t>(tp_comm.size()),
+               chunk = static_cast<size_t>(model.limits().max_sample_rows);
   const size_t row_bytes = static_cast<size_t>(model.vocab_local()) * sizeof(float);
   sample_index_ = ops::allocate(ctx, tp * chunk * sizeof(int32_t));
   sample_whole_ = ops::allocate(ctx, tp * chunk * row_bytes);
   if (tp > 1) sample_gathered_ = ops::allocate(ctx, tp * chunk * row_bytes);
 }
 
-SampledTokens VocabParallelHead::sample(const std::vector<RowSampling>& rows, const Tensor& logits) {
+SampledTokens VocabParallelHead::sample(const std::vector<RowSampling>& rows,
+                                        const Tensor& logits) {
   SampledTokens out;
   local_argmax(logits);
   out.tokens = draw(rows, logits);
@@ -52,7 +56,7 @@ void VocabParallelHead::local_argmax(const Tensor& logits) {
 // The maximum logit of each given row and its token id over the whole vocabulary: each rank's
 // shard argmax, reduced across the TP group (ties to the lowest id).
 void VocabParallelHead::reduce_argmax(const std::vector<size_t>& rows, std::vector<float>* values,
-                             std::vector<int32_t>* indices) {
+                                      std::vector<int32_t>* indices) {
   values->resize(rows.size());
   indices->resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -66,7 +70,8 @@ void VocabParallelHead::reduce_argmax(const std::vector<size_t>& rows, std::vect
 const float* VocabParallelHead::host_row(const Tensor& logits, int64_t r) {
   const int64_t cols = logits.size(1);
   if (logits.device() == Device::kCpu) return logits.as<float>() + r * cols;
-  const Tensor row(static_cast<float*>(logits.data()) + r * cols, DType::kF32, {cols}, logits.device());
+  const Tensor row(static_cast<float*>(logits.data()) + r * cols, DType::kF32, {cols},
+                   logits.device());
   ops::download(model_.context(), host_row_.data(), row);
   return static_cast<const float*>(host_row_.data());
 }
@@ -76,7 +81,8 @@ const float* VocabParallelHead::host_row(const Tensor& logits, int64_t r) {
 // uniform rank 0 drew (ops::sample_rows: on a GPU, sorted and drawn there). Every row's argmax is
 // reduced, so that a row with a NaN or +inf on any shard is kNonFiniteRow on every TP rank and is
 // never drawn from (a draw from it would fail the whole job).
-std::vector<int32_t> VocabParallelHead::draw(const std::vector<RowSampling>& sampling, const Tensor& device_logits) {
+std::vector<int32_t> VocabParallelHead::draw(const std::vector<RowSampling>& sampling,
+                                             const Tensor& device_logits) {
   const size_t rows = sampling.size();
   const int v_local = model_.vocab_local();
   std::vector<size_t> all(rows);
@@ -102,12 +108,14 @@ std::vector<int32_t> VocabParallelHead::draw(const std::vector<RowSampling>& sam
     Tensor whole = sample_whole_.view(DType::kF32, {s, v_local});
     ops::gather_rows(ctx, whole, device_logits, rows_of);
     if (tp > 1) {
-      // The gather puts shard t's row i at row t*s + i; whole row i is shard 0's row i, then shard 1's...
+      // The gather puts shard t's row i at row t*s + i; whole row i is shard 0's row i, then shard
+      // 1's...
       Tensor gathered = sample_gathered_.view(DType::kF32, {tp * s, v_local});
       tp_comm_.all_gather(whole, gathered);
       index.resize(static_cast<size_t>(tp * s));
       for (int64_t i = 0; i < s; ++i)
-        for (int t = 0; t < tp; ++t) index[static_cast<size_t>(i * tp + t)] = static_cast<int32_t>(t * s + i);
+        for (int t = 0; t < tp; ++t)
+          index[static_cast<size_t>(i * tp + t)] = static_cast<int32_t>(t * s + i);
       rows_of = sample_index_.view(DType::kI32, {tp * s});
       ops::upload(ctx, rows_of, index.data());
       whole = sample_whole_.view(DType::kF32, {tp * s, v_local});
@@ -118,9 +126,10 @@ std::vector<int32_t> VocabParallelHead::draw(const std::vector<RowSampling>& sam
       const RowSampling& rs = sampling[sampled[first + static_cast<size_t>(i)]];
       draws[static_cast<size_t>(i)] = {rs.params, rs.uniform};
     }
-    const std::vector<int32_t> drawn =
-        ops::sample_rows(ctx, whole.reshape({s, tp * int64_t{v_local}}), model_.config().vocab_size, draws);
-    for (int64_t i = 0; i < s; ++i) tokens[sampled[first + static_cast<size_t>(i)]] = drawn[static_cast<size_t>(i)];
+    const std::vector<int32_t> drawn = ops::sample_rows(
+        ctx, whole.reshape({s, tp * int64_t{v_local}}), model_.config().vocab_size, draws);
+    for (int64_t i = 0; i < s; ++i)
+      tokens[sampled[first + static_cast<size_t>(i)]] = drawn[static_cast<size_t>(i)];
   }
   return tokens;
 }
@@ -129,8 +138,10 @@ std::vector<int32_t> VocabParallelHead::draw(const std::vector<RowSampling>& sam
 // sums of exp(logit - max), [n, 2n) the chosen token's logit (0 on ranks without it). Only these 2n
 // numbers reach the host.
 std::vector<float> VocabParallelHead::local_sums(const std::vector<RowSampling>& sampling,
-                                                 const std::vector<size_t>& rows, const std::vector<float>& max_value,
-                                                 const Tensor& device_logits, const std::vector<int32_t>& tokens) {
+                                                 const std::vector<size_t>& rows,
+                                                 const std::vector<float>& max_value,
+                                                 const Tensor& device_logits,
+                                                 const std::vector<int32_t>& tokens) {
   const int v_local = model_.vocab_local(), begin = model_.vocab_begin();
   const int64_t n = static_cast<int64_t>(rows.size());
   const DeviceContext& ctx = model_.context();
@@ -141,8 +152,10 @@ std::vector<float> VocabParallelHead::local_sums(const std::vector<RowSampling>&
     const int local = (target >= 0 ? target : tokens[rows[i]]) - begin;
     chosen[i] = local >= 0 && local < v_local ? local : -1;
   }
-  const Tensor rows_in = logprob_rows_.view(DType::kI32, {n}), max_in = logprob_max_.view(DType::kF32, {n});
-  const Tensor chosen_in = logprob_chosen_.view(DType::kI32, {n}), sums_out = logprob_sums_.view(DType::kF32, {2 * n});
+  const Tensor rows_in = logprob_rows_.view(DType::kI32, {n}),
+               max_in = logprob_max_.view(DType::kF32, {n});
+  const Tensor chosen_in = logprob_chosen_.view(DType::kI32, {n}),
+               sums_out = logprob_sums_.view(DType::kF32, {2 * n});
   ops::upload(ctx, rows_in, row_index.data());
   ops::upload(ctx, max_in, max_value.data());
   ops::upload(ctx, chosen_in, chosen.data());
@@ -154,9 +167,11 @@ std::vector<float> VocabParallelHead::local_sums(const std::vector<RowSampling>&
 
 // This shard's top_n candidates (logit, token id) of each row that asks for top alternatives, at
 // [i * top_n, (i + 1) * top_n) for row i; -inf and -1 where there are none.
-void VocabParallelHead::local_top(const std::vector<RowSampling>& sampling, const std::vector<size_t>& rows,
-                                  const std::vector<int32_t>& max_index, int top_n, const Tensor& device_logits,
-                                  std::vector<float>* values, std::vector<int32_t>* ids) {
+void VocabParallelHead::local_top(const std::vector<RowSampling>& sampling,
+                                  const std::vector<size_t>& rows,
+                                  const std::vector<int32_t>& max_index, int top_n,
+                                  const Tensor& device_logits, std::vector<float>* values,
+                                  std::vector<int32_t>* ids) {
   const int v_local = model_.vocab_local(), begin = model_.vocab_begin();
   values->assign(rows.size() * static_cast<size_t>(top_n), -INFINITY);
   ids->assign(rows.size() * static_cast<size_t>(top_n), -1);
@@ -167,11 +182,14 @@ void VocabParallelHead::local_top(const std::vector<RowSampling>& sampling, cons
     if (sampling[rows[i]].logprobs <= 0 || max_index[i] == kNonFiniteRow) continue;
     const float* row = host_row(device_logits, static_cast<int64_t>(rows[i]));
     for (int v = 0; v < v_local; ++v) order[static_cast<size_t>(v)] = v;
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [row](int32_t a, int32_t b) {
+      return row[a] > row[b] || (row[a] == row[b] && a < b);
+    });
     for (int j = 0; j < k; ++j) {
-      (*values)[i * static_cast<size_t>(top_n) + static_cast<size_t>(j)] = row[order[static_cast<size_t>(j)]];
-      (*ids)[i * static_cast<size_t>(top_n) + static_cast<size_t>(j)] = begin + order[static_cast<size_t>(j)];
+      (*values)[i * static_cast<size_t>(top_n) + static_cast<size_t>(j)] =
+          row[order[static_cast<size_t>(j)]];
+      (*ids)[i * static_cast<size_t>(top_n) + static_cast<size_t>(j)] =
+          begin + order[static_cast<size_t>(j)];
     }
   }
 }
@@ -217,12 +235,17 @@ std::vector<RowLogprobs> VocabParallelHead::row_logprobs(const std::vector<RowSa
     std::vector<std::pair<float, int32_t>> candidates;
     for (int t = 0; t < tp; ++t)
       for (int j = 0; j < top_n; ++j) {
-        const size_t at = (static_cast<size_t>(t) * static_cast<size_t>(n) + i) * static_cast<size_t>(top_n) + static_cast<size_t>(j);
-        if (all_ids[at] >= 0 && all_ids[at] < model_.config().vocab_size) candidates.push_back({all_values[at], all_ids[at]});
+        const size_t at =
+            (static_cast<size_t>(t) * static_cast<size_t>(n) + i) * static_cast<size_t>(top_n) +
+            static_cast<size_t>(j);
+        if (all_ids[at] >= 0 && all_ids[at] < model_.config().vocab_size)
+          candidates.push_back({all_values[at], all_ids[at]});
       }
-    std::sort(candidates.begin(), candidates.end(),
-              [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
-    const size_t want = static_cast<size_t>(std::max(0, static_cast<int>(sampling[rows[i]].logprobs)));
+    std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    const size_t want =
+        static_cast<size_t>(std::max(0, static_cast<int>(sampling[rows[i]].logprobs)));
     for (size_t j = 0; j < std::min(want, candidates.size()); ++j) {
       l.top_tokens.push_back(candidates[j].second);
       l.top_logprobs.push_back(static_cast<float>(candidates[j].first - lse));

@@ -28,16 +28,18 @@ class VocabParallelHead {
   // This shard's argmax of every logit row (on the model's device), into local_max_*.
   void local_argmax(const Tensor& logits);
   // The largest logit of each given row and its token id over the whole vocabulary.
-  void reduce_argmax(const std::vector<size_t>& rows, std::vector<float>* values, std::vector<int32_t>* indices);
+  void reduce_argmax(const std::vector<size_t>& rows, std::vector<float>* values,
+                     std::vector<int32_t>* indices);
   std::vector<int32_t> draw(const std::vector<RowSampling>& rows, const Tensor& logits);
   std::vector<RowLogprobs> row_logprobs(const std::vector<RowSampling>& rows, const Tensor& logits,
                                         const std::vector<int32_t>& tokens);
-  std::vector<float> local_sums(const std::vector<RowSampling>& sampling, const std::vector<size_t>& rows,
+  std::vector<float> local_sums(const std::vector<RowSampling>& sampling,
+                                const std::vector<size_t>& rows,
                                 const std::vector<float>& max_value, const Tensor& logits,
                                 const std::vector<int32_t>& tokens);
   void local_top(const std::vector<RowSampling>& sampling, const std::vector<size_t>& rows,
-                 const std::vector<int32_t>& max_index, int top_n, const Tensor& logits, std::vector<float>* values,
-                 std::vector<int32_t>* ids);
+                 const std::vector<int32_t>& max_index, int top_n, const Tensor& logits,
+                 std::vector<float>* values, std::vector<int32_t>* ids);
   // Row r of the logits where the host can read it: in place on the CPU, a copy from a GPU.
   const float* host_row(const Tensor& logits, int64_t r);
 

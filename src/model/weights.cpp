@@ -22,15 +22,23 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-int64_t out_rows(const ShardEntry& e) { return e.split == Split::kRow ? e.rows : e.count; }
-int64_t out_cols(const ShardEntry& e) { return e.split == Split::kRow ? e.count : e.cols; }
+int64_t out_rows(const ShardEntry& e) {
+  return e.split == Split::kRow ? e.rows : e.count;
+}
+int64_t out_cols(const ShardEntry& e) {
+  return e.split == Split::kRow ? e.count : e.cols;
+}
 // Rows of the slice that exist in the tensor: the last vocab shard is padded past vocab_size.
 int64_t present_rows(const ShardEntry& e) {
   return e.split == Split::kVocab ? std::clamp<int64_t>(e.rows - e.begin, 0, e.count) : out_rows(e);
 }
 // Where the slice starts in the full tensor.
-int64_t full_row_begin(const ShardEntry& e) { return e.split == Split::kRow || e.is_1d ? 0 : e.begin; }
-int64_t full_col_begin(const ShardEntry& e) { return e.split == Split::kRow ? e.begin : 0; }
+int64_t full_row_begin(const ShardEntry& e) {
+  return e.split == Split::kRow || e.is_1d ? 0 : e.begin;
+}
+int64_t full_col_begin(const ShardEntry& e) {
+  return e.split == Split::kRow ? e.begin : 0;
+}
 
 // Where a rank's slice sits in the tensor as stored: the whole tensor of a Hugging Face
 // checkpoint, or exactly the slice (vocab padding included) in a `tpllama shard` file.
@@ -53,8 +61,9 @@ void check_shape(const Checkpoint& ckpt, const ShardEntry& e) {
   const TensorInfo& t = ckpt.info(e.name);
   const Source src = source_of(e, ckpt.presharded());
   if (t.shape != src.shape)
-    fail(ckpt.file_of(e.name).path(), ": tensor '", e.name, "' has shape ", shape_text(t.shape), " but ",
-         ckpt.presharded() ? "this rank's slice should be " : "config.json implies ", shape_text(src.shape));
+    fail(ckpt.file_of(e.name).path(), ": tensor '", e.name, "' has shape ", shape_text(t.shape),
+         " but ", ckpt.presharded() ? "this rank's slice should be " : "config.json implies ",
+         shape_text(src.shape));
 }
 
 // An I8 tensor is an int8 checkpoint's matrix: declared by config.json, never the embedding or a
@@ -62,17 +71,20 @@ void check_shape(const Checkpoint& ckpt, const ShardEntry& e) {
 void check_int8_entry(const Checkpoint& ckpt, const ShardEntry& e) {
   const std::string& file = ckpt.file_of(e.name).path();
   if (!stored_quantized(e))
-    fail(file, ": tensor '", e.name, "' is I8, but only weight matrices other than the embedding may be int8 ",
+    fail(file, ": tensor '", e.name,
+         "' is I8, but only weight matrices other than the embedding may be int8 ",
          "(norms and the embedding are read as f32)");
   if (ckpt.config().int8_group_size == 0)
-    fail(file, ": tensor '", e.name, "' is I8, but ", ckpt.dir(), "/config.json has no quantization_config ",
-         "(quant_method '", kInt8QuantMethod, "') that says how its scales are laid out");
+    fail(file, ": tensor '", e.name, "' is I8, but ", ckpt.dir(),
+         "/config.json has no quantization_config ", "(quant_method '", kInt8QuantMethod,
+         "') that says how its scales are laid out");
   const std::string scale = int8_scale_name(e.name);
   if (!ckpt.contains(scale))
-    fail(file, ": int8 tensor '", e.name, "' has no scales: '", scale, "' is missing from ", ckpt.dir());
+    fail(file, ": int8 tensor '", e.name, "' has no scales: '", scale, "' is missing from ",
+         ckpt.dir());
   if (ckpt.info(scale).dtype != DType::kF32)
-    fail(ckpt.file_of(scale).path(), ": '", scale, "' has dtype ", safetensors_dtype_name(ckpt.info(scale).dtype),
-         "; int8 scales are F32");
+    fail(ckpt.file_of(scale).path(), ": '", scale, "' has dtype ",
+         safetensors_dtype_name(ckpt.info(scale).dtype), "; int8 scales are F32");
   check_shape(ckpt, int8_scale_entry(e, ops::int8_group_size()));
 }
 
@@ -81,7 +93,8 @@ void check_entry(const Checkpoint& ckpt, const ShardEntry& e) {
   const TensorInfo& t = ckpt.info(e.name);
   if (t.dtype == DType::kI8) return check_int8_entry(ckpt, e);
   if (t.dtype == DType::kI32)
-    fail(ckpt.file_of(e.name).path(), ": tensor '", e.name, "' has dtype ", safetensors_dtype_name(t.dtype),
+    fail(ckpt.file_of(e.name).path(), ": tensor '", e.name, "' has dtype ",
+         safetensors_dtype_name(t.dtype),
          "; weights must be F32, F16 or BF16 (or I8 in an int8 checkpoint)");
 }
 
@@ -103,7 +116,9 @@ SourceRows source_rows(const Checkpoint& ckpt, const ShardEntry& e) {
 
 // How a rank holds an entry of its shard table: as it is in f32 (norms, and the embedding table)
 // or packed for matmul (every matrix, the head included, tied or not).
-bool held_plain(const ShardEntry& e) { return e.is_1d || e.role == WeightRole::kEmbed; }
+bool held_plain(const ShardEntry& e) {
+  return e.is_1d || e.role == WeightRole::kEmbed;
+}
 
 // Fills the present rows of a rank's slice (out_rows × out_cols, row-major f32); returns the
 // source bytes it read.
@@ -121,25 +136,32 @@ struct Int8Source {
 
 class WeightBuilder {
  public:
-  WeightBuilder(const DeviceContext& ctx, DType dtype, SliceFiller fill, UniformSpec uniform, Int8Source int8,
-                ModelWeights* w)
-      : ctx_(ctx), dtype_(dtype), fill_(std::move(fill)), uniform_(std::move(uniform)), int8_(std::move(int8)), w_(w) {}
+  WeightBuilder(const DeviceContext& ctx, DType dtype, SliceFiller fill, UniformSpec uniform,
+                Int8Source int8, ModelWeights* w)
+      : ctx_(ctx),
+        dtype_(dtype),
+        fill_(std::move(fill)),
+        uniform_(std::move(uniform)),
+        int8_(std::move(int8)),
+        w_(w) {}
 
   // The slice as f32 (held_plain entries), on the device. keep_host: also return the host copy
   // (a tied head packs it; not made for seeded values, which tied_head draws again).
   Tensor plain(const ShardEntry& e, Tensor* keep_host = nullptr) {
     if (uniform_) {
       count(e);
-      Buffer buf = ops::allocate(ctx_, static_cast<size_t>(out_rows(e) * out_cols(e)) * sizeof(float));
-      const Tensor t =
-          e.is_1d ? buf.view(DType::kF32, {out_rows(e)}) : buf.view(DType::kF32, {out_rows(e), out_cols(e)});
+      Buffer buf =
+          ops::allocate(ctx_, static_cast<size_t>(out_rows(e) * out_cols(e)) * sizeof(float));
+      const Tensor t = e.is_1d ? buf.view(DType::kF32, {out_rows(e)})
+                               : buf.view(DType::kF32, {out_rows(e), out_cols(e)});
       ops::fill_uniform(ctx_, t, uniform_(e));
       w_->bytes_held += buf.nbytes();
       w_->storage.push_back(std::move(buf));
       return t;
     }
     Buffer host = slice(e);
-    Tensor view = e.is_1d ? host.view(DType::kF32, {out_rows(e)}) : host.view(DType::kF32, {out_rows(e), out_cols(e)});
+    Tensor view = e.is_1d ? host.view(DType::kF32, {out_rows(e)})
+                          : host.view(DType::kF32, {out_rows(e), out_cols(e)});
     w_->bytes_held += host.nbytes();
     if (keep_host != nullptr) *keep_host = view;
     if (ctx_.device == Device::kCpu) {
@@ -151,7 +173,8 @@ class WeightBuilder {
                                : device.view(DType::kF32, {out_rows(e), out_cols(e)});
     ops::upload(ctx_, on_device, host.data());
     w_->storage.push_back(std::move(device));
-    if (keep_host != nullptr) w_->storage.push_back(std::move(host));  // freed with the rest after load
+    if (keep_host != nullptr)
+      w_->storage.push_back(std::move(host));  // freed with the rest after load
     return on_device;
   }
 
@@ -167,7 +190,9 @@ class WeightBuilder {
 
   // A tied head on the embedding's stage: the embedding's slice (e names it) packed a second time;
   // its elements are counted once, with the embedding.
-  ops::Weight tied_head(const ShardEntry& e, Tensor embed_host) { return uniform_ ? drawn(e) : pack(embed_host); }
+  ops::Weight tied_head(const ShardEntry& e, Tensor embed_host) {
+    return uniform_ ? drawn(e) : pack(embed_host);
+  }
 
   // f32: host memory.
   ops::Weight pack(Tensor f32) {
@@ -179,7 +204,8 @@ class WeightBuilder {
  private:
   ops::Weight drawn(const ShardEntry& e) {
     Buffer packed = ops::allocate(ctx_, ops::weight_bytes(ctx_, out_rows(e), out_cols(e), dtype_));
-    ops::Weight weight = ops::fill_weight_uniform(ctx_, out_rows(e), out_cols(e), dtype_, uniform_(e), packed.data());
+    ops::Weight weight = ops::fill_weight_uniform(ctx_, out_rows(e), out_cols(e), dtype_,
+                                                  uniform_(e), packed.data());
     return hold(std::move(packed), weight);
   }
 
@@ -190,7 +216,8 @@ class WeightBuilder {
     w_->bytes_read += int8_.fill(e, q.data(), scales.data());
     count(e);
     Buffer packed = ops::allocate(ctx_, ops::weight_bytes(ctx_, rows, cols, DType::kI8));
-    ops::Weight weight = ops::pack_int8_weight(ctx_, q.data(), scales.data(), rows, cols, packed.data());
+    ops::Weight weight =
+        ops::pack_int8_weight(ctx_, q.data(), scales.data(), rows, cols, packed.data());
     return hold(std::move(packed), weight);
   }
 
@@ -211,7 +238,8 @@ class WeightBuilder {
     Buffer buf(static_cast<size_t>(rows * cols) * sizeof(float));
     auto* dst = static_cast<float*>(buf.data());
     w_->bytes_read += fill_(e, dst);
-    std::memset(dst + present * cols, 0, static_cast<size_t>((rows - present) * cols) * sizeof(float));
+    std::memset(dst + present * cols, 0,
+                static_cast<size_t>((rows - present) * cols) * sizeof(float));
     count(e);
     return buf;
   }
@@ -224,9 +252,11 @@ class WeightBuilder {
   ModelWeights* w_;
 };
 
-ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const DeviceContext& ctx, DType dtype,
-                           SliceFiller fill, UniformSpec uniform = nullptr, Int8Source int8 = {}) {
-  TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || (dtype == DType::kI8 && ctx.device == Device::kCpu),
+ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const DeviceContext& ctx,
+                           DType dtype, SliceFiller fill, UniformSpec uniform = nullptr,
+                           Int8Source int8 = {}) {
+  TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 ||
+                    (dtype == DType::kI8 && ctx.device == Device::kCpu),
                 "weights are held as f32 or bf16 (or int8 on the CPU), not ", dtype_name(dtype));
   if (dtype == DType::kI8) check_int8_slices(c, topo);  // every layout must hold the same numbers
   const std::vector<ShardEntry> table = build_shard_table(c, topo);
@@ -257,15 +287,18 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
     w.final_norm = b.plain(entry(WeightRole::kFinalNorm));
     const ShardEntry& head = entry(WeightRole::kLmHead);
     // A tied head is the embedding's slice, read once and packed as a second copy for matmul.
-    w.lm_head = c.tie_word_embeddings && !w.embed.empty() ? b.tied_head(head, embed_host) : b.matrix(head);
+    w.lm_head =
+        c.tie_word_embeddings && !w.embed.empty() ? b.tied_head(head, embed_host) : b.matrix(head);
   }
-  if (ctx.device != Device::kCpu) {  // the host copies kept for a tied head go; only device memory stays
+  if (ctx.device !=
+      Device::kCpu) {  // the host copies kept for a tied head go; only device memory stays
     std::vector<Buffer> kept;
     for (Buffer& buffer : w.storage)
       if (buffer.device() == ctx.device) kept.push_back(std::move(buffer));
     w.storage = std::move(kept);
   }
-  TPLLAMA_CHECK(bound.size() == table.size(), "shard table has ", table.size(), " entries, bound ", bound.size());
+  TPLLAMA_CHECK(bound.size() == table.size(), "shard table has ", table.size(), " entries, bound ",
+                bound.size());
   return w;
 }
 
@@ -275,20 +308,23 @@ void check_int8_slices(const LlamaConfig& config, const Topology& topology, cons
                        const std::string& otherwise) {
   const int64_t group = ops::int8_group_size();
   for (const ShardEntry& e : build_shard_table(config, topology)) {
-    if (e.split != Split::kRow || (e.begin % group == 0 && (e.count % group == 0 || e.begin + e.count == e.cols)))
+    if (e.split != Split::kRow ||
+        (e.begin % group == 0 && (e.count % group == 0 || e.begin + e.count == e.cols)))
       continue;
     fail(held, " quantizes ", e.name, " per group of ", group, " of its ", e.cols,
-         " columns (input features), but --tp ", topology.tp_size(), " gives rank ", topology.rank(), " columns ",
-         e.begin, " to ", e.begin + e.count - 1, ", which cut a group: int8 needs a TP size that splits ", e.cols,
-         " into whole groups of ", group, " (--tp 1 always does), or ", otherwise);
+         " columns (input features), but --tp ", topology.tp_size(), " gives rank ",
+         topology.rank(), " columns ", e.begin, " to ", e.begin + e.count - 1,
+         ", which cut a group: int8 needs a TP size that splits ", e.cols, " into whole groups of ",
+         group, " (--tp 1 always does), or ", otherwise);
   }
 }
 
-uint64_t held_weight_bytes(const LlamaConfig& c, const Topology& topo, const DeviceContext& ctx, DType dtype) {
+uint64_t held_weight_bytes(const LlamaConfig& c, const Topology& topo, const DeviceContext& ctx,
+                           DType dtype) {
   uint64_t bytes = 0;
   for (const ShardEntry& e : build_shard_table(c, topo)) {
     bytes += held_plain(e) ? static_cast<uint64_t>(out_rows(e) * out_cols(e)) * sizeof(float)
-                                    : ops::weight_bytes(ctx, out_rows(e), out_cols(e), dtype);
+                           : ops::weight_bytes(ctx, out_rows(e), out_cols(e), dtype);
   }
   return bytes;
 }
@@ -299,14 +335,16 @@ namespace {
 // null), so each rank refuses one in the row it has just converted, while the row is still in
 // cache: the check costs no second pass over the file. The message places the element in the
 // tensor as the checkpoint stores it whole.
-void check_finite_row(const std::string& file, const ShardEntry& e, int64_t r, const float* row, int64_t cols) {
+void check_finite_row(const std::string& file, const ShardEntry& e, int64_t r, const float* row,
+                      int64_t cols) {
   for (int64_t c = 0; c < cols; ++c) {
     if (std::isfinite(row[c])) continue;
     const int64_t full_row = full_row_begin(e) + r, full_col = full_col_begin(e) + c;
     const char* what = std::isnan(row[c]) ? "NaN" : row[c] > 0 ? "+Inf" : "-Inf";
-    if (e.is_1d) fail(file, ": ", e.name, " element ", full_row, " is ", what, "; the checkpoint is damaged");
-    fail(file, ": ", e.name, " element ", full_row * e.cols + full_col, " (row ", full_row, ", column ", full_col,
-         ") is ", what, "; the checkpoint is damaged");
+    if (e.is_1d)
+      fail(file, ": ", e.name, " element ", full_row, " is ", what, "; the checkpoint is damaged");
+    fail(file, ": ", e.name, " element ", full_row * e.cols + full_col, " (row ", full_row,
+         ", column ", full_col, ") is ", what, "; the checkpoint is damaged");
   }
 }
 
@@ -316,17 +354,20 @@ void check_checkpoint_tensors(const Checkpoint& ckpt, const Topology& topo) {
   for (const ShardEntry& e : build_shard_table(ckpt.config(), topo)) check_entry(ckpt, e);
 }
 
-ModelWeights load_weights(const Checkpoint& ckpt, const Topology& topo, const DeviceContext& ctx, DType dtype) {
+ModelWeights load_weights(const Checkpoint& ckpt, const Topology& topo, const DeviceContext& ctx,
+                          DType dtype) {
   check_checkpoint_tensors(ckpt, topo);
   const int64_t group = ops::int8_group_size();
   auto is_int8 = [&ckpt](const ShardEntry& e) { return ckpt.info(e.name).dtype == DType::kI8; };
-  // f32 rows: converted from f32 / f16 / bf16, or an int8 matrix's q × scale (a run holding f32 or bf16).
+  // f32 rows: converted from f32 / f16 / bf16, or an int8 matrix's q × scale (a run holding f32 or
+  // bf16).
   auto fill = [&ckpt, is_int8, group](const ShardEntry& e, float* dst) -> uint64_t {
     const std::string& path = ckpt.file_of(e.name).path();
     const DType stored = ckpt.info(e.name).dtype;
     const int64_t cols = out_cols(e), present = present_rows(e);
     const ShardEntry s = is_int8(e) ? int8_scale_entry(e, group) : ShardEntry{};
-    const SourceRows rows = source_rows(ckpt, e), scale_rows = is_int8(e) ? source_rows(ckpt, s) : SourceRows{};
+    const SourceRows rows = source_rows(ckpt, e),
+                     scale_rows = is_int8(e) ? source_rows(ckpt, s) : SourceRows{};
     const std::string scale_rows_file = is_int8(e) ? ckpt.file_of(s.name).path() : std::string();
     for (int64_t r = 0; r < present; ++r) {
       float* row = dst + r * cols;
@@ -335,7 +376,8 @@ ModelWeights load_weights(const Checkpoint& ckpt, const Topology& topo, const De
         const auto* scales = reinterpret_cast<const float*>(scale_rows.row(r));
         check_finite_row(scale_rows_file, s, r, scales, out_cols(s));
         for (int64_t c = 0; c < cols; ++c)
-          row[c] = static_cast<float>(q[c]) * scales[(full_col_begin(e) + c) / group - full_col_begin(s)];
+          row[c] = static_cast<float>(q[c]) *
+                   scales[(full_col_begin(e) + c) / group - full_col_begin(s)];
       } else {
         convert_to_f32(rows.row(r), stored, static_cast<size_t>(cols), row);
       }
@@ -349,21 +391,24 @@ ModelWeights load_weights(const Checkpoint& ckpt, const Topology& topo, const De
   auto fill_int8 = [&ckpt, group](const ShardEntry& e, int8_t* q, float* scales) -> uint64_t {
     const ShardEntry s = int8_scale_entry(e, group);
     const int64_t cols = out_cols(e), groups = out_cols(s), present = present_rows(e);
-    TPLLAMA_CHECK(groups == ops::int8_scale_cols(cols), e.name, ": a slice of ", cols, " columns cuts a group");
+    TPLLAMA_CHECK(groups == ops::int8_scale_cols(cols), e.name, ": a slice of ", cols,
+                  " columns cuts a group");
     const SourceRows q_rows = source_rows(ckpt, e), scale_rows = source_rows(ckpt, s);
     const std::string& scale_file = ckpt.file_of(s.name).path();
     for (int64_t r = 0; r < present; ++r) {
       std::memcpy(q + r * cols, q_rows.row(r), static_cast<size_t>(cols));
-      std::memcpy(scales + r * groups, scale_rows.row(r), static_cast<size_t>(groups) * sizeof(float));
+      std::memcpy(scales + r * groups, scale_rows.row(r),
+                  static_cast<size_t>(groups) * sizeof(float));
       check_finite_row(scale_file, s, r, scales + r * groups, groups);
     }
     return static_cast<uint64_t>(present * (cols + groups * static_cast<int64_t>(sizeof(float))));
   };
-  return build_weights(ckpt.config(), topo, ctx, dtype, fill, nullptr, Int8Source{is_int8, fill_int8});
+  return build_weights(ckpt.config(), topo, ctx, dtype, fill, nullptr,
+                       Int8Source{is_int8, fill_int8});
 }
 
-ModelWeights random_weights(const LlamaConfig& config, const Topology& topo, const DeviceContext& ctx, DType dtype,
-                            uint64_t seed) {
+ModelWeights random_weights(const LlamaConfig& config, const Topology& topo,
+                            const DeviceContext& ctx, DType dtype, uint64_t seed) {
   config.validate();
   auto spec = [seed](const ShardEntry& e) {
     ops::UniformFill f;

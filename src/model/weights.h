@@ -17,14 +17,14 @@ namespace tpllama {
 
 struct LayerWeights {
   Tensor attn_norm;  // (dim)
-  ops::Weight wq;         // (n_heads_local*head_dim, dim)
-  ops::Weight wk;         // (n_kv_heads_local*head_dim, dim)
-  ops::Weight wv;         // (n_kv_heads_local*head_dim, dim)
-  ops::Weight wo;         // (dim, n_heads_local*head_dim)
+  ops::Weight wq;    // (n_heads_local*head_dim, dim)
+  ops::Weight wk;    // (n_kv_heads_local*head_dim, dim)
+  ops::Weight wv;    // (n_kv_heads_local*head_dim, dim)
+  ops::Weight wo;    // (dim, n_heads_local*head_dim)
   Tensor ffn_norm;   // (dim)
-  ops::Weight w1;         // gate (hidden_local, dim)
-  ops::Weight w3;         // up (hidden_local, dim)
-  ops::Weight w2;         // down (dim, hidden_local)
+  ops::Weight w1;    // gate (hidden_local, dim)
+  ops::Weight w3;    // up (hidden_local, dim)
+  ops::Weight w2;    // down (dim, hidden_local)
 };
 
 struct ModelWeights {
@@ -45,25 +45,27 @@ void check_checkpoint_tensors(const Checkpoint& checkpoint, const Topology& topo
 
 // Validates every tensor's presence, dtype and shape before copying anything. `dtype` is how the
 // matrices are held (f32, bf16, or int8 on the CPU).
-ModelWeights load_weights(const Checkpoint& checkpoint, const Topology& topology, const DeviceContext& ctx = {},
-                          DType dtype = DType::kF32);
+ModelWeights load_weights(const Checkpoint& checkpoint, const Topology& topology,
+                          const DeviceContext& ctx = {}, DType dtype = DType::kF32);
 
 // int8 weights are quantized per group of ops::cpu::kInt8Group columns of the whole matrix, so that
 // every layout holds the same numbers: a TP split of the input features (o_proj, down_proj) must
 // fall on group boundaries. Throws naming the first tensor this rank's slice cuts a group of.
 // `held` says what holds int8 (e.g. "--dtype int8"), `otherwise` the way out besides another --tp.
-void check_int8_slices(const LlamaConfig& config, const Topology& topology, const std::string& held = "--dtype int8",
+void check_int8_slices(const LlamaConfig& config, const Topology& topology,
+                       const std::string& held = "--dtype int8",
                        const std::string& otherwise = "use --dtype bf16");
 
 // The bytes load_weights / random_weights will hold on this rank, known before any is copied
 // (run's memory check).
-uint64_t held_weight_bytes(const LlamaConfig& config, const Topology& topology, const DeviceContext& ctx, DType dtype);
+uint64_t held_weight_bytes(const LlamaConfig& config, const Topology& topology,
+                           const DeviceContext& ctx, DType dtype);
 
 // Seeded random weights with the distributions of `tpllama convert --from random` (matrices
 // uniform in ±1/sqrt(cols), norms 1 ± 0.1, embedding ±1). Each element is a function of the seed,
 // the tensor name and its position in the full tensor, so every layout holds slices of the same
 // model.
-ModelWeights random_weights(const LlamaConfig& config, const Topology& topology, const DeviceContext& ctx,
-                            DType dtype, uint64_t seed);
+ModelWeights random_weights(const LlamaConfig& config, const Topology& topology,
+                            const DeviceContext& ctx, DType dtype, uint64_t seed);
 
 }  // namespace tpllama

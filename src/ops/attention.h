@@ -36,10 +36,12 @@ struct AttentionShape {
 // Grouped-query attention of each token over its own sequence's cache.
 // q, out: (M, n_heads*head_dim); kv.seq and kv.n_ctx: (M). On a GPU out may have another dtype
 // than q (a GEMM's input).
-void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv, const AttentionShape& shape);
+void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv,
+               const AttentionShape& shape);
 
 // pool row rows[m] ← src row m, for the key and value pools alike: this step's keys and values
 // (M, kv_dim) appended to the cache. rows: (M) i32.
-void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows);
+void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v,
+              Tensor rows);
 
 }  // namespace tpllama::ops

@@ -39,7 +39,6 @@ class DeviceRuntime {
   int gpu_index_ = -1;
 };
 
-
 // Bytes of ctx.scratch the ops need for activations of up to max_rows rows and max_width columns
 // (0 on the CPU). A model whose steps are larger than the runtime's scratch brings its own.
 size_t scratch_bytes(const DeviceContext& ctx, int64_t max_rows, int64_t max_width);

@@ -13,19 +13,22 @@
 namespace tpllama::ops::check {
 
 inline void require_f32(const char* op, const Tensor& t, const char* what) {
-  TPLLAMA_CHECK(t.dtype() == DType::kF32, op, ": ", what, " must be f32, got ", dtype_name(t.dtype()));
+  TPLLAMA_CHECK(t.dtype() == DType::kF32, op, ": ", what, " must be f32, got ",
+                dtype_name(t.dtype()));
 }
 
-inline void require_2d(const char* op, const Tensor& t, const char* what, int64_t rows, int64_t cols) {
-  TPLLAMA_CHECK(t.ndim() == 2 && t.size(0) == rows && t.size(1) == cols, op, ": ", what, " has shape ",
-                t.shape_string(), ", expected [", rows, ", ", cols, "]");
+inline void require_2d(const char* op, const Tensor& t, const char* what, int64_t rows,
+                       int64_t cols) {
+  TPLLAMA_CHECK(t.ndim() == 2 && t.size(0) == rows && t.size(1) == cols, op, ": ", what,
+                " has shape ", t.shape_string(), ", expected [", rows, ", ", cols, "]");
 }
 
 // True when the op runs on the GPU; then every tensor must live there too.
-inline bool on_gpu(const char* op, const DeviceContext& ctx, std::initializer_list<const Tensor*> tensors) {
+inline bool on_gpu(const char* op, const DeviceContext& ctx,
+                   std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors)
-    TPLLAMA_CHECK(t->device() == ctx.device, op, ": a tensor on ", device_name(t->device()), " given to an op on ",
-                  device_name(ctx.device));
+    TPLLAMA_CHECK(t->device() == ctx.device, op, ": a tensor on ", device_name(t->device()),
+                  " given to an op on ", device_name(ctx.device));
   if (ctx.device == Device::kCpu) return false;
 #ifndef TPLLAMA_HAVE_CUDA
   fail("op ", op, " was asked to run on ", device_name(ctx.device),
@@ -36,8 +39,10 @@ inline bool on_gpu(const char* op, const DeviceContext& ctx, std::initializer_li
 
 // A layer's key and value pools: one dtype, f32 or bf16.
 inline void require_kv_pools(const char* op, const Tensor& keys, const Tensor& values) {
-  TPLLAMA_CHECK((keys.dtype() == DType::kF32 || keys.dtype() == DType::kBF16) && values.dtype() == keys.dtype(), op,
-                ": KV pools of ", dtype_name(keys.dtype()), " and ", dtype_name(values.dtype()));
+  TPLLAMA_CHECK((keys.dtype() == DType::kF32 || keys.dtype() == DType::kBF16) &&
+                    values.dtype() == keys.dtype(),
+                op, ": KV pools of ", dtype_name(keys.dtype()), " and ",
+                dtype_name(values.dtype()));
 }
 
 // The activations of a CPU op are f32.

@@ -17,7 +17,8 @@ void rms_norm(const DeviceContext& ctx, Tensor out, Tensor x, Tensor weight, flo
                 x.shape_string(), " weight ", weight.shape_string());
   require_2d("rms_norm", out, "out", x.size(0), x.size(1));
   require_f32("rms_norm", weight, "weight");
-  TPLLAMA_CHECK(out.dtype() == x.dtype() || out.data() != x.data(), "rms_norm: out aliases x with another dtype");
+  TPLLAMA_CHECK(out.dtype() == x.dtype() || out.data() != x.data(),
+                "rms_norm: out aliases x with another dtype");
   if (on_gpu("rms_norm", ctx, {&out, &x, &weight})) TPLLAMA_GPU(rms_norm(ctx, out, x, weight, eps));
   require_cpu_f32("rms_norm", {&out, &x});
   cpu::rms_norm(out, x, weight, eps);
@@ -39,23 +40,27 @@ void embedding(const DeviceContext& ctx, Tensor out, Tensor table, Tensor tokens
                 tokens.shape_string());
   TPLLAMA_CHECK(table.ndim() == 2, "embedding: table ", table.shape_string());
   require_2d("embedding", out, "out", tokens.size(0), table.size(1));
-  if (on_gpu("embedding", ctx, {&out, &table, &tokens})) TPLLAMA_GPU(embedding(ctx, out, table, tokens, vocab_begin));
+  if (on_gpu("embedding", ctx, {&out, &table, &tokens}))
+    TPLLAMA_GPU(embedding(ctx, out, table, tokens, vocab_begin));
   require_cpu_f32("embedding", {&out, &table});
   cpu::embedding(out, table, tokens, vocab_begin);
 }
 
 void silu_mul(const DeviceContext& ctx, Tensor out, Tensor gate, Tensor up) {
-  TPLLAMA_CHECK(gate.numel() == up.numel() && gate.dtype() == up.dtype() && out.numel() == gate.numel(),
-                "silu_mul: out ", out.shape_string(), " gate ", gate.shape_string(), " up ", up.shape_string());
-  TPLLAMA_CHECK(out.dtype() == gate.dtype() || out.data() != gate.data(), "silu_mul: out aliases gate with another dtype");
+  TPLLAMA_CHECK(
+      gate.numel() == up.numel() && gate.dtype() == up.dtype() && out.numel() == gate.numel(),
+      "silu_mul: out ", out.shape_string(), " gate ", gate.shape_string(), " up ",
+      up.shape_string());
+  TPLLAMA_CHECK(out.dtype() == gate.dtype() || out.data() != gate.data(),
+                "silu_mul: out aliases gate with another dtype");
   if (on_gpu("silu_mul", ctx, {&out, &gate, &up})) TPLLAMA_GPU(silu_mul(ctx, out, gate, up));
   require_cpu_f32("silu_mul", {&out, &gate, &up});
   cpu::silu_mul(out, gate, up);
 }
 
 void add(const DeviceContext& ctx, Tensor x, Tensor y) {
-  TPLLAMA_CHECK(x.numel() == y.numel() && x.dtype() == y.dtype(), "add: x ", x.shape_string(), " y ",
-                y.shape_string());
+  TPLLAMA_CHECK(x.numel() == y.numel() && x.dtype() == y.dtype(), "add: x ", x.shape_string(),
+                " y ", y.shape_string());
   if (on_gpu("add", ctx, {&x, &y})) TPLLAMA_GPU(add(ctx, x, y));
   require_cpu_f32("add", {&x, &y});
   cpu::add(x, y);

@@ -20,7 +20,9 @@ Graph::~Graph() {
 #endif
 }
 
-Graph::Graph(Graph&& other) noexcept : exec_(other.exec_) { other.exec_ = nullptr; }
+Graph::Graph(Graph&& other) noexcept : exec_(other.exec_) {
+  other.exec_ = nullptr;
+}
 
 Graph& Graph::operator=(Graph&& other) noexcept {
   if (this != &other) {
@@ -31,7 +33,9 @@ Graph& Graph::operator=(Graph&& other) noexcept {
   return *this;
 }
 
-bool graphs_supported(const DeviceContext& ctx) { return ctx.device == Device::kCuda && cuda_built(); }
+bool graphs_supported(const DeviceContext& ctx) {
+  return ctx.device == Device::kCuda && cuda_built();
+}
 
 void begin_capture(const DeviceContext& ctx) {
   TPLLAMA_CHECK(graphs_supported(ctx), "graph capture on ", device_name(ctx.device));

@@ -16,11 +16,15 @@ using namespace check;
 
 namespace {
 
-void require_matmul(const char* op, const DeviceContext& ctx, const Tensor& out, const Tensor& x, const Weight& w) {
-  TPLLAMA_CHECK(x.ndim() == 2 && !w.empty(), op, ": x ", x.shape_string(), " w [", w.rows, ", ", w.cols, "]");
+void require_matmul(const char* op, const DeviceContext& ctx, const Tensor& out, const Tensor& x,
+                    const Weight& w) {
+  TPLLAMA_CHECK(x.ndim() == 2 && !w.empty(), op, ": x ", x.shape_string(), " w [", w.rows, ", ",
+                w.cols, "]");
   require_2d(op, out, "out", x.size(0), w.rows);
-  TPLLAMA_CHECK(x.size(1) == w.cols, op, ": x ", x.shape_string(), " vs w [", w.rows, ", ", w.cols, "]");
-  TPLLAMA_CHECK(w.device == ctx.device, op, ": weight on ", device_name(w.device), ", op on ", device_name(ctx.device));
+  TPLLAMA_CHECK(x.size(1) == w.cols, op, ": x ", x.shape_string(), " vs w [", w.rows, ", ", w.cols,
+                "]");
+  TPLLAMA_CHECK(w.device == ctx.device, op, ": weight on ", device_name(w.device), ", op on ",
+                device_name(ctx.device));
 }
 
 }  // namespace
@@ -29,17 +33,19 @@ void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w) {
   require_matmul("matmul", ctx, out, x, w);
   if (on_gpu("matmul", ctx, {&out, &x})) TPLLAMA_GPU(matmul(ctx, out, x, w));
   require_cpu_f32("matmul", {&out, &x});
-  cpu::gemm(out.as<float>(), x.as<float>(), x.size(0), w.data, w.dtype, w.rows, w.cols, ctx.threads);
+  cpu::gemm(out.as<float>(), x.as<float>(), x.size(0), w.data, w.dtype, w.rows, w.cols,
+            ctx.threads);
 }
 
 void matmuls(const DeviceContext& ctx, Tensor x, std::initializer_list<MatmulOut> products) {
-  TPLLAMA_CHECK(products.size() >= 1 && products.size() <= static_cast<size_t>(cpu::kMaxProducts), "matmuls: ",
-                products.size(), " products (1 to ", cpu::kMaxProducts, ")");
+  TPLLAMA_CHECK(products.size() >= 1 && products.size() <= static_cast<size_t>(cpu::kMaxProducts),
+                "matmuls: ", products.size(), " products (1 to ", cpu::kMaxProducts, ")");
   bool gpu = false;
   for (const MatmulOut& p : products) {
     TPLLAMA_CHECK(p.w != nullptr, "matmuls: a product without a weight");
     require_matmul("matmuls", ctx, p.out, x, *p.w);
-    gpu = on_gpu("matmuls", ctx, {&p.out, &x});  // every tensor on the op's device, checked before any runs
+    gpu = on_gpu("matmuls", ctx,
+                 {&p.out, &x});  // every tensor on the op's device, checked before any runs
   }
   if (gpu) {
     for (const MatmulOut& p : products) matmul(ctx, p.out, x, *p.w);

@@ -15,7 +15,8 @@ namespace tpllama::ops {
 using namespace check;
 
 double measure_read_bandwidth(const DeviceContext& ctx) {
-  if (on_gpu("measure_read_bandwidth", ctx, {})) TPLLAMA_GPU(measure_copy_bandwidth(ctx, size_t{2} << 30));
+  if (on_gpu("measure_read_bandwidth", ctx, {}))
+    TPLLAMA_GPU(measure_copy_bandwidth(ctx, size_t{2} << 30));
   return cpu::measure_read_bandwidth(ctx.threads, size_t{1} << 30);
 }
 
@@ -24,7 +25,8 @@ double measure_gemm_flops(const DeviceContext& ctx, DType dtype) {
   // The best over three large squares: at 2048 the operands (16 MiB each in f32) outgrow the caches
   // and the GEMM runs 6-9% below its rate at 1024-1536, which a model's own products then beat.
   double best = 0;
-  for (int64_t n : {1024, 1536, 2048}) best = std::max(best, cpu::measure_gemm_flops(ctx.threads, dtype, n));
+  for (int64_t n : {1024, 1536, 2048})
+    best = std::max(best, cpu::measure_gemm_flops(ctx.threads, dtype, n));
   return best;
 }
 

@@ -26,13 +26,16 @@ int sample_with_uniform(const float* logits, int n, const SamplingParams& p, dou
   return cpu::sample_with_uniform(logits, n, p, u);
 }
 
-std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n, const std::vector<SampleRow>& rows) {
-  TPLLAMA_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && logits.size(0) == static_cast<int64_t>(rows.size()),
+std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n,
+                                 const std::vector<SampleRow>& rows) {
+  TPLLAMA_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 &&
+                    logits.size(0) == static_cast<int64_t>(rows.size()),
                 "sample_rows: logits ", logits.shape_string(), " for ", rows.size(), " rows");
-  TPLLAMA_CHECK(n >= 1 && n <= logits.size(1), "sample_rows: ", n, " of ", logits.size(1), " columns");
+  TPLLAMA_CHECK(n >= 1 && n <= logits.size(1), "sample_rows: ", n, " of ", logits.size(1),
+                " columns");
   for (const SampleRow& r : rows)
-    TPLLAMA_CHECK(r.params.temperature > 0 && r.uniform >= 0 && r.uniform < 1, "sample_rows: temperature ",
-                  r.params.temperature, " uniform ", r.uniform);
+    TPLLAMA_CHECK(r.params.temperature > 0 && r.uniform >= 0 && r.uniform < 1,
+                  "sample_rows: temperature ", r.params.temperature, " uniform ", r.uniform);
   if (on_gpu("sample_rows", ctx, {&logits})) TPLLAMA_GPU(sample_rows(ctx, logits, n, rows));
   return cpu::sample_rows(logits, n, rows);
 }
@@ -43,23 +46,29 @@ size_t sampling_scratch_bytes(const DeviceContext& ctx, int64_t rows, int64_t co
 }
 
 void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor logits) {
-  TPLLAMA_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32, "argmax_rows: logits ", logits.shape_string());
-  TPLLAMA_CHECK(index.dtype() == DType::kI32 && index.ndim() == 1 && index.size(0) == logits.size(0),
-                "argmax_rows: index ", index.shape_string());
-  TPLLAMA_CHECK(value.dtype() == DType::kF32 && value.ndim() == 1 && value.size(0) == logits.size(0),
-                "argmax_rows: value ", value.shape_string());
-  if (on_gpu("argmax_rows", ctx, {&index, &value, &logits})) TPLLAMA_GPU(argmax_rows(ctx, index, value, logits));
+  TPLLAMA_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32, "argmax_rows: logits ",
+                logits.shape_string());
+  TPLLAMA_CHECK(
+      index.dtype() == DType::kI32 && index.ndim() == 1 && index.size(0) == logits.size(0),
+      "argmax_rows: index ", index.shape_string());
+  TPLLAMA_CHECK(
+      value.dtype() == DType::kF32 && value.ndim() == 1 && value.size(0) == logits.size(0),
+      "argmax_rows: value ", value.shape_string());
+  if (on_gpu("argmax_rows", ctx, {&index, &value, &logits}))
+    TPLLAMA_GPU(argmax_rows(ctx, index, value, logits));
   cpu::argmax_rows(index, value, logits);
 }
 
-void logit_sums(const DeviceContext& ctx, Tensor sums, Tensor logits, Tensor rows, Tensor max, Tensor chosen) {
-  TPLLAMA_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32, "logit_sums: logits ", logits.shape_string());
+void logit_sums(const DeviceContext& ctx, Tensor sums, Tensor logits, Tensor rows, Tensor max,
+                Tensor chosen) {
+  TPLLAMA_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32, "logit_sums: logits ",
+                logits.shape_string());
   const int64_t n = rows.numel();
-  TPLLAMA_CHECK(rows.dtype() == DType::kI32 && chosen.dtype() == DType::kI32 && chosen.numel() == n &&
-                    max.dtype() == DType::kF32 && max.numel() == n && sums.dtype() == DType::kF32 &&
-                    sums.numel() == 2 * n,
-                "logit_sums: rows ", rows.shape_string(), " chosen ", chosen.shape_string(), " max ",
-                max.shape_string(), " sums ", sums.shape_string());
+  TPLLAMA_CHECK(rows.dtype() == DType::kI32 && chosen.dtype() == DType::kI32 &&
+                    chosen.numel() == n && max.dtype() == DType::kF32 && max.numel() == n &&
+                    sums.dtype() == DType::kF32 && sums.numel() == 2 * n,
+                "logit_sums: rows ", rows.shape_string(), " chosen ", chosen.shape_string(),
+                " max ", max.shape_string(), " sums ", sums.shape_string());
   if (n == 0) return;
   if (on_gpu("logit_sums", ctx, {&sums, &logits, &rows, &max, &chosen}))
     TPLLAMA_GPU(logit_sums(ctx, sums, logits, rows, max, chosen));

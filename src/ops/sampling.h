@@ -33,7 +33,8 @@ struct SampleRow {
 // The token ops/cpu/sampling.h's sample_with_uniform draws from each row of logits (rows, cols)
 // f32, over its first n columns, with rows[r]: on a GPU sorted and drawn there, so only the ids
 // reach the host. Fails naming the row when its logits have no finite maximum.
-std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n, const std::vector<SampleRow>& rows);
+std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n,
+                                 const std::vector<SampleRow>& rows);
 
 // Bytes of ctx.scratch sample_rows needs for up to rows × cols logits (0 on the CPU).
 size_t sampling_scratch_bytes(const DeviceContext& ctx, int64_t rows, int64_t cols);
@@ -47,6 +48,7 @@ void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor lo
 // i < n, sums[i] = Σ_c exp(logits[rows[i]][c] − max[i]) (accumulated in double) and sums[n + i] =
 // logits[rows[i]][chosen[i]] where 0 <= chosen[i] < cols, else 0. rows, chosen (n) i32; max (n)
 // f32; sums (2n) f32.
-void logit_sums(const DeviceContext& ctx, Tensor sums, Tensor logits, Tensor rows, Tensor max, Tensor chosen);
+void logit_sums(const DeviceContext& ctx, Tensor sums, Tensor logits, Tensor rows, Tensor max,
+                Tensor chosen);
 
 }  // namespace tpllama::ops

@@ -24,11 +24,14 @@ size_t weight_bytes(const DeviceContext& ctx, int64_t rows, int64_t cols, DType 
 Weight pack_weight(const DeviceContext& ctx, Tensor w, DType dtype, void* dst) {
   TPLLAMA_CHECK(w.ndim() == 2, "pack_weight: w ", w.shape_string());
   require_f32("pack_weight", w, "w");
-  TPLLAMA_CHECK(w.device() == Device::kCpu, "pack_weight: w must be host memory (as read from the checkpoint)");
-  TPLLAMA_CHECK(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "pack_weight: destination not 64-byte aligned");
+  TPLLAMA_CHECK(w.device() == Device::kCpu,
+                "pack_weight: w must be host memory (as read from the checkpoint)");
+  TPLLAMA_CHECK(reinterpret_cast<uintptr_t>(dst) % 64 == 0,
+                "pack_weight: destination not 64-byte aligned");
   if (on_gpu("pack_weight", ctx, {})) TPLLAMA_GPU(pack_weight(ctx, w, dtype, dst));
   cpu::pack_weight(w.as<float>(), w.size(0), w.size(1), dtype, dst);
-  return Weight{dst, w.size(0), w.size(1), dtype, Device::kCpu, cpu::packed_bytes(w.size(0), w.size(1), dtype)};
+  return Weight{dst,   w.size(0),    w.size(1),
+                dtype, Device::kCpu, cpu::packed_bytes(w.size(0), w.size(1), dtype)};
 }
 
 int64_t int8_group_size() {
@@ -42,12 +45,15 @@ void quantize_int8_weight(const float* w, int64_t rows, int64_t cols, int8_t* q,
   cpu::quantize_int8(w, rows, cols, q, scales);
 }
 
-Weight pack_int8_weight(const DeviceContext& ctx, const int8_t* q, const float* scales, int64_t rows, int64_t cols,
-                        void* dst) {
-  TPLLAMA_CHECK(ctx.device == Device::kCpu, "pack_int8_weight: int8 weights are held on the CPU only");
-  TPLLAMA_CHECK(reinterpret_cast<uintptr_t>(dst) % 64 == 0, "pack_int8_weight: destination not 64-byte aligned");
+Weight pack_int8_weight(const DeviceContext& ctx, const int8_t* q, const float* scales,
+                        int64_t rows, int64_t cols, void* dst) {
+  TPLLAMA_CHECK(ctx.device == Device::kCpu,
+                "pack_int8_weight: int8 weights are held on the CPU only");
+  TPLLAMA_CHECK(reinterpret_cast<uintptr_t>(dst) % 64 == 0,
+                "pack_int8_weight: destination not 64-byte aligned");
   cpu::pack_int8(q, scales, rows, cols, dst);
-  return Weight{dst, rows, cols, DType::kI8, Device::kCpu, cpu::packed_bytes(rows, cols, DType::kI8)};
+  return Weight{dst,        rows,         cols,
+                DType::kI8, Device::kCpu, cpu::packed_bytes(rows, cols, DType::kI8)};
 }
 
 void fill_uniform(const DeviceContext& ctx, Tensor out, const UniformFill& f) {
@@ -58,18 +64,19 @@ void fill_uniform(const DeviceContext& ctx, Tensor out, const UniformFill& f) {
   cpu::fill_uniform(out.as<float>(), rows, cols, f);
 }
 
-Weight fill_weight_uniform(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype, const UniformFill& f,
-                           void* dst) {
+Weight fill_weight_uniform(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype,
+                           const UniformFill& f, void* dst) {
   TPLLAMA_CHECK(rows > 0 && cols > 0, "fill_weight_uniform: [", rows, ", ", cols, "]");
-  if (on_gpu("fill_weight_uniform", ctx, {})) TPLLAMA_GPU(fill_weight_uniform(ctx, rows, cols, dtype, f, dst));
+  if (on_gpu("fill_weight_uniform", ctx, {}))
+    TPLLAMA_GPU(fill_weight_uniform(ctx, rows, cols, dtype, f, dst));
   std::vector<float> values(static_cast<size_t>(rows * cols));
   cpu::fill_uniform(values.data(), rows, cols, f);
   return pack_weight(ctx, Tensor(values.data(), DType::kF32, {rows, cols}), dtype, dst);
 }
 
 float weight_at(const Weight& w, int64_t row, int64_t col) {
-  TPLLAMA_CHECK(row >= 0 && row < w.rows && col >= 0 && col < w.cols, "weight_at(", row, ", ", col, ") of [",
-                w.rows, ", ", w.cols, "]");
+  TPLLAMA_CHECK(row >= 0 && row < w.rows && col >= 0 && col < w.cols, "weight_at(", row, ", ", col,
+                ") of [", w.rows, ", ", w.cols, "]");
   DeviceContext where;
   where.device = w.device;
   if (on_gpu("weight_at", where, {})) TPLLAMA_GPU(weight_at(w, row, col));

@@ -37,15 +37,15 @@ Weight pack_weight(const DeviceContext& ctx, Tensor w, DType dtype, void* dst);
 int64_t int8_group_size();
 int64_t int8_scale_cols(int64_t cols);
 void quantize_int8_weight(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scales);
-Weight pack_int8_weight(const DeviceContext& ctx, const int8_t* q, const float* scales, int64_t rows, int64_t cols,
-                        void* dst);
+Weight pack_int8_weight(const DeviceContext& ctx, const int8_t* q, const float* scales,
+                        int64_t rows, int64_t cols, void* dst);
 // Element (row, col) of a packed weight, as f32.
 float weight_at(const Weight& w, int64_t row, int64_t col);
 
 // Seeded uniform values, for benchmark weights of shapes that have no files (--random-weights):
 // element (r, c) of a slice starting at (row0, col0) of a tensor full_cols wide is
-// fma(scale, u, offset), u = (splitmix64(stream + (row0 + r) · full_cols + col0 + c) >> 11) · 2^-52 − 1
-// (uniform in [-1, 1)); rows from `present` on are 0 (the padding of the last vocab shard). The
+// fma(scale, u, offset), u = (splitmix64(stream + (row0 + r) · full_cols + col0 + c) >> 11) · 2^-52
+// − 1 (uniform in [-1, 1)); rows from `present` on are 0 (the padding of the last vocab shard). The
 // same bits on every device, so a GPU draws its weights where they live and holds the CPU's model.
 struct UniformFill {
   uint64_t stream = 0;
@@ -60,7 +60,7 @@ struct UniformFill {
 void fill_uniform(const DeviceContext& ctx, Tensor out, const UniformFill& f);
 // A (rows, cols) weight filled as above, held as dtype in dst (weight_bytes): what pack_weight
 // would make of the same values, drawn on the device.
-Weight fill_weight_uniform(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype, const UniformFill& f,
-                           void* dst);
+Weight fill_weight_uniform(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype,
+                           const UniformFill& f, void* dst);
 
 }  // namespace tpllama::ops

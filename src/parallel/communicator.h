@@ -74,7 +74,8 @@ class Communicator {
 // Times one call into a communicator's stats and, when tracing, records it as a span.
 class CommTimer {
  public:
-  CommTimer(double* seconds, long long* calls, TraceRecorder* trace, const char* name, TraceTrack track)
+  CommTimer(double* seconds, long long* calls, TraceRecorder* trace, const char* name,
+            TraceTrack track)
       : seconds_(seconds), calls_(calls), span_(trace, name, track) {}
   ~CommTimer() {
     *seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

@@ -10,17 +10,22 @@
 
 namespace tpllama {
 
-std::unique_ptr<Communicator> make_group_communicator(std::unique_ptr<MpiCommunicator> mpi, CommBackend backend,
-                                                      const DeviceContext& ctx, const std::string& group) {
-  if (backend == CommBackend::kMpi || mpi->size() == 1) {  // a group of one moves nothing: no NCCL to start
+std::unique_ptr<Communicator> make_group_communicator(std::unique_ptr<MpiCommunicator> mpi,
+                                                      CommBackend backend, const DeviceContext& ctx,
+                                                      const std::string& group) {
+  if (backend == CommBackend::kMpi ||
+      mpi->size() == 1) {  // a group of one moves nothing: no NCCL to start
     if (ctx.device != Device::kCpu) mpi->stage_through_host(ctx);
     return mpi;
   }
-  if (ctx.device != Device::kCuda) fail("--comm nccl needs --device cuda; this run is on ", device_name(ctx.device));
+  if (ctx.device != Device::kCuda)
+    fail("--comm nccl needs --device cuda; this run is on ", device_name(ctx.device));
 #ifdef TPLLAMA_HAVE_CUDA
   return std::make_unique<NcclCommunicator>(std::move(mpi), ctx, group);
 #else
-  fail("--comm nccl asked for, but this build has no CUDA (configure with -DTPLLAMA_CUDA=ON where nvcc is installed)");
+  fail(
+      "--comm nccl asked for, but this build has no CUDA (configure with -DTPLLAMA_CUDA=ON where "
+      "nvcc is installed)");
 #endif
 }
 

@@ -20,8 +20,9 @@ enum class CommBackend { kMpi, kNccl };
 // The communicator for tensors on ctx's device over mpi's group (which it takes over). NCCL needs
 // a build with CUDA and a GPU context; MPI with a GPU context stages through host memory. `group`
 // names the group in errors ("TP group").
-std::unique_ptr<Communicator> make_group_communicator(std::unique_ptr<MpiCommunicator> mpi, CommBackend backend,
-                                                      const DeviceContext& ctx, const std::string& group);
+std::unique_ptr<Communicator> make_group_communicator(std::unique_ptr<MpiCommunicator> mpi,
+                                                      CommBackend backend, const DeviceContext& ctx,
+                                                      const std::string& group);
 
 // A rank's communicators. Declared in the order they are made: whoever holds them destroys the
 // stage and TP groups before the world.

@@ -15,11 +15,15 @@ namespace {
 
 MPI_Datatype mpi_type(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return MPI_FLOAT;
-    case DType::kI32: return MPI_INT;
+    case DType::kF32:
+      return MPI_FLOAT;
+    case DType::kI32:
+      return MPI_INT;
     case DType::kF16:
-    case DType::kBF16: return MPI_UINT16_T;
-    case DType::kI8: return MPI_INT8_T;
+    case DType::kBF16:
+      return MPI_UINT16_T;
+    case DType::kI8:
+      return MPI_INT8_T;
   }
   return MPI_BYTE;
 }
@@ -58,11 +62,14 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split(MPI_Comm parent, int col
   return std::make_unique<MpiCommunicator>(comm);
 }
 
-void MpiCommunicator::stage_through_host(const DeviceContext& ctx) { staging_ctx_ = ctx; }
+void MpiCommunicator::stage_through_host(const DeviceContext& ctx) {
+  staging_ctx_ = ctx;
+}
 
 void MpiCommunicator::check_staged(const Tensor& t) const {
   TPLLAMA_CHECK(t.device() == staging_ctx_.device, "a ", device_name(t.device()),
-                " tensor given to an MPI communicator that stages ", device_name(staging_ctx_.device));
+                " tensor given to an MPI communicator that stages ",
+                device_name(staging_ctx_.device));
 }
 
 Tensor MpiCommunicator::host_view(const Tensor& t, int which, bool fill) {
@@ -81,25 +88,30 @@ void MpiCommunicator::copy_back(const Tensor& t, const Tensor& host) {
 
 void MpiCommunicator::all_reduce_sum(Tensor device_t) {
   if (size_ == 1) return;
-  TPLLAMA_CHECK(device_t.dtype() == DType::kF32 || device_t.dtype() == DType::kI32, "all_reduce_sum on ",
-                dtype_name(device_t.dtype()));
+  TPLLAMA_CHECK(device_t.dtype() == DType::kF32 || device_t.dtype() == DType::kI32,
+                "all_reduce_sum on ", dtype_name(device_t.dtype()));
   const auto start = std::chrono::steady_clock::now();
   {
-    CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "all-reduce", TraceTrack::kCollective);
+    CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "all-reduce",
+                    TraceTrack::kCollective);
     const Tensor t = host_view(device_t, 0, true);
-    mpi_check(MPI_Allreduce(MPI_IN_PLACE, t.data(), count_of(t), mpi_type(t.dtype()), MPI_SUM, comm_),
-              "MPI_Allreduce");
+    mpi_check(
+        MPI_Allreduce(MPI_IN_PLACE, t.data(), count_of(t), mpi_type(t.dtype()), MPI_SUM, comm_),
+        "MPI_Allreduce");
     copy_back(device_t, t);
   }
-  stats_.all_reduce_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.all_reduce_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats_.all_reduce_bytes += static_cast<double>(device_t.nbytes());
   ++stats_.all_reduce_calls;
 }
 
 void MpiCommunicator::all_gather(Tensor device_in, Tensor device_out) {
-  TPLLAMA_CHECK(device_out.numel() == device_in.numel() * size_ && device_in.dtype() == device_out.dtype(),
-                "all_gather ", device_in.shape_string(), " into ", device_out.shape_string());
-  CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "all-gather", TraceTrack::kCollective);
+  TPLLAMA_CHECK(
+      device_out.numel() == device_in.numel() * size_ && device_in.dtype() == device_out.dtype(),
+      "all_gather ", device_in.shape_string(), " into ", device_out.shape_string());
+  CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "all-gather",
+                  TraceTrack::kCollective);
   const Tensor in = host_view(device_in, 0, true), out = host_view(device_out, 1, false);
   mpi_check(MPI_Allgather(in.data(), count_of(in), mpi_type(in.dtype()), out.data(), count_of(in),
                           mpi_type(in.dtype()), comm_),
@@ -109,7 +121,8 @@ void MpiCommunicator::all_gather(Tensor device_in, Tensor device_out) {
 
 void MpiCommunicator::broadcast(Tensor device_t, int root) {
   if (size_ == 1) return;
-  CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "broadcast", TraceTrack::kCollective);
+  CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "broadcast",
+                  TraceTrack::kCollective);
   const Tensor t = host_view(device_t, 0, rank_ == root);
   mpi_check(MPI_Bcast(t.data(), count_of(t), mpi_type(t.dtype()), root, comm_), "MPI_Bcast");
   if (rank_ != root) copy_back(device_t, t);
@@ -130,9 +143,11 @@ void MpiCommunicator::recv(Tensor device_t, int src, int tag) {
   mpi_check(MPI_Probe(src, tag, comm_, &status), "MPI_Probe");
   int bytes = 0;
   MPI_Get_count(&status, MPI_BYTE, &bytes);
-  TPLLAMA_CHECK(static_cast<size_t>(bytes) == t.nbytes(), "a message of ", bytes, " bytes from rank ", src, " for ",
-                t.shape_string(), " ", dtype_name(t.dtype()), " (", t.nbytes(), " bytes)");
-  mpi_check(MPI_Recv(t.data(), byte_count_of(t), MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+  TPLLAMA_CHECK(static_cast<size_t>(bytes) == t.nbytes(), "a message of ", bytes,
+                " bytes from rank ", src, " for ", t.shape_string(), " ", dtype_name(t.dtype()),
+                " (", t.nbytes(), " bytes)");
+  mpi_check(MPI_Recv(t.data(), byte_count_of(t), MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE),
+            "MPI_Recv");
   copy_back(device_t, t);
 }
 
@@ -158,12 +173,14 @@ void MpiCommunicator::send_async(Tensor device_t, int dest, int tag) {
 }
 
 void MpiCommunicator::barrier() {
-  CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "barrier", TraceTrack::kCollective);
+  CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "barrier",
+                  TraceTrack::kCollective);
   mpi_check(MPI_Barrier(comm_), "MPI_Barrier");
 }
 
 void MpiCommunicator::all_reduce_argmax(std::vector<float>& values, std::vector<int32_t>& indices) {
-  TPLLAMA_CHECK(values.size() == indices.size(), values.size(), " values, ", indices.size(), " indices");
+  TPLLAMA_CHECK(values.size() == indices.size(), values.size(), " values, ", indices.size(),
+                " indices");
   if (size_ == 1 || values.empty()) return;
   struct Pair {
     float value;
@@ -171,8 +188,10 @@ void MpiCommunicator::all_reduce_argmax(std::vector<float>& values, std::vector<
   };
   std::vector<Pair> pairs(values.size());
   for (size_t i = 0; i < values.size(); ++i) pairs[i] = {values[i], indices[i]};
-  CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "argmax all-reduce", TraceTrack::kCollective);
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, pairs.data(), static_cast<int>(pairs.size()), MPI_FLOAT_INT, MPI_MAXLOC, comm_),
+  CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "argmax all-reduce",
+                  TraceTrack::kCollective);
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, pairs.data(), static_cast<int>(pairs.size()), MPI_FLOAT_INT,
+                          MPI_MAXLOC, comm_),
             "MPI_Allreduce(MAXLOC)");
   for (size_t i = 0; i < values.size(); ++i) {
     values[i] = pairs[i].value;
@@ -208,11 +227,13 @@ void MpiCommunicator::send_bytes_async(std::vector<uint8_t> bytes, int dest, int
 }
 
 // The message's bytes are kept with its request until MPI is done with them.
-void MpiCommunicator::isend(std::unique_ptr<std::vector<uint8_t>> bytes, size_t count, bool pooled, int dest,
-                            int tag) {
+void MpiCommunicator::isend(std::unique_ptr<std::vector<uint8_t>> bytes, size_t count, bool pooled,
+                            int dest, int tag) {
   TPLLAMA_CHECK(count <= INT32_MAX && count <= bytes->size(), "message of ", count, " bytes");
   PendingSend p{MPI_REQUEST_NULL, std::move(bytes), pooled};
-  mpi_check(MPI_Isend(p.bytes->data(), static_cast<int>(count), MPI_BYTE, dest, tag, comm_, &p.request), "MPI_Isend");
+  mpi_check(
+      MPI_Isend(p.bytes->data(), static_cast<int>(count), MPI_BYTE, dest, tag, comm_, &p.request),
+      "MPI_Isend");
   pending_.push_back(std::move(p));
 }
 
@@ -237,7 +258,8 @@ std::vector<uint8_t> MpiCommunicator::recv_bytes(int src, int tag) {
   int count = 0;
   MPI_Get_count(&status, MPI_BYTE, &count);
   std::vector<uint8_t> bytes(static_cast<size_t>(count));
-  mpi_check(MPI_Recv(bytes.data(), count, MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+  mpi_check(MPI_Recv(bytes.data(), count, MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE),
+            "MPI_Recv");
   return bytes;
 }
 

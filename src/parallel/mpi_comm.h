@@ -53,7 +53,8 @@ class MpiCommunicator final : public Communicator {
   void reap_sends();
   // Completes pending_[i] (when done) and drops it; false while it is still in flight.
   bool retire(size_t i, bool wait);
-  void isend(std::unique_ptr<std::vector<uint8_t>> bytes, size_t count, bool pooled, int dest, int tag);
+  void isend(std::unique_ptr<std::vector<uint8_t>> bytes, size_t count, bool pooled, int dest,
+             int tag);
   // t itself when it is host memory, else a host copy in staging buffer `which` (filled from the
   // device when fill); copy_back returns the host bytes to a device tensor.
   Tensor host_view(const Tensor& t, int which, bool fill);

@@ -41,7 +41,8 @@ class MpiSession {
 
   // Collective verbs over every rank of the world:
   void barrier() const;
-  // A barrier that waits without spinning (a rank measuring its device is not slowed by the others).
+  // A barrier that waits without spinning (a rank measuring its device is not slowed by the
+  // others).
   void quiet_barrier() const;
   // The smallest of every rank's value.
   long long min(long long mine) const;
@@ -49,12 +50,13 @@ class MpiSession {
   std::vector<double> sum_to_root(const std::vector<double>& mine) const;
   // Every rank's bytes, by rank, on rank 0 (empty elsewhere).
   std::vector<std::vector<uint8_t>> gather_to_root(const std::vector<uint8_t>& mine) const;
-  // Every rank's `n` bytes at `mine` (a plain struct), by rank, into `all` on rank 0 (world_size * n
-  // bytes there; unused elsewhere).
+  // Every rank's `n` bytes at `mine` (a plain struct), by rank, into `all` on rank 0 (world_size *
+  // n bytes there; unused elsewhere).
   void gather_to_root(const void* mine, size_t n, void* all) const;
   // Every rank's text (at most 63 bytes are kept), by rank, on every rank.
   std::vector<std::string> all_gather_text(const std::string& mine) const;
-  // A communicator over the whole world of its own (plans and tokens: their messages meet no other).
+  // A communicator over the whole world of its own (plans and tokens: their messages meet no
+  // other).
   std::unique_ptr<MpiCommunicator> duplicate_world() const;
   // The ranks that give the same color, ordered by key.
   std::unique_ptr<MpiCommunicator> split(int color, int key) const;
@@ -81,7 +83,8 @@ class ReportedStop : public ReportedError {
 
 // Runs fn on every rank, then agrees on the outcome: when it threw anywhere, the lowest failing
 // rank prints its message (once for the job, not once per rank) and every rank throws
-// ReportedError (ReportedStop when that rank's failure was a StoppedError). fn must not call collectives: a rank that failed early would never join them.
+// ReportedError (ReportedStop when that rank's failure was a StoppedError). fn must not call
+// collectives: a rank that failed early would never join them.
 void collective_phase(const std::function<void()>& fn);
 
 }  // namespace tpllama

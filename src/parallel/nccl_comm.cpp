@@ -14,10 +14,11 @@
 #include "core/error.h"
 #include "core/log.h"
 
-#define TPLLAMA_NCCL_CHECK(call)                                                              \
-  do {                                                                                        \
-    const ncclResult_t tpllama_status_ = (call);                                              \
-    if (tpllama_status_ != ncclSuccess) ::tpllama::fail(#call, " failed: ", ncclGetErrorString(tpllama_status_)); \
+#define TPLLAMA_NCCL_CHECK(call)                                                \
+  do {                                                                          \
+    const ncclResult_t tpllama_status_ = (call);                                \
+    if (tpllama_status_ != ncclSuccess)                                         \
+      ::tpllama::fail(#call, " failed: ", ncclGetErrorString(tpllama_status_)); \
   } while (0)
 
 namespace tpllama {
@@ -25,17 +26,26 @@ namespace {
 
 ncclDataType_t nccl_type(DType d) {
   switch (d) {
-    case DType::kF32: return ncclFloat32;
-    case DType::kI32: return ncclInt32;
-    case DType::kBF16: return ncclBfloat16;
-    case DType::kF16: return ncclFloat16;
-    case DType::kI8: return ncclInt8;
+    case DType::kF32:
+      return ncclFloat32;
+    case DType::kI32:
+      return ncclInt32;
+    case DType::kBF16:
+      return ncclBfloat16;
+    case DType::kF16:
+      return ncclFloat16;
+    case DType::kI8:
+      return ncclInt8;
   }
   fail("NCCL has no type for ", dtype_name(d));
 }
 
-ncclComm_t handle(void* comm) { return static_cast<ncclComm_t>(comm); }
-cudaStream_t stream_of(const DeviceContext& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
+ncclComm_t handle(void* comm) {
+  return static_cast<ncclComm_t>(comm);
+}
+cudaStream_t stream_of(const DeviceContext& ctx) {
+  return static_cast<cudaStream_t>(ctx.stream);
+}
 
 // How often the watchdog asks NCCL for an asynchronous error: a failed link ends the job within
 // about this long, at the cost of one cheap query per interval.
@@ -43,12 +53,14 @@ constexpr auto kWatchInterval = std::chrono::milliseconds(200);
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(std::unique_ptr<MpiCommunicator> mpi, const DeviceContext& ctx, std::string group)
+NcclCommunicator::NcclCommunicator(std::unique_ptr<MpiCommunicator> mpi, const DeviceContext& ctx,
+                                   std::string group)
     : mpi_(std::move(mpi)), ctx_(ctx), group_(std::move(group)) {
   TPLLAMA_CHECK(ctx.device == Device::kCuda, "NCCL needs a CUDA device context");
   ncclUniqueId id{};
   if (mpi_->rank() == 0) TPLLAMA_NCCL_CHECK(ncclGetUniqueId(&id));
-  std::vector<uint8_t> bytes(reinterpret_cast<const uint8_t*>(&id), reinterpret_cast<const uint8_t*>(&id) + sizeof id);
+  std::vector<uint8_t> bytes(reinterpret_cast<const uint8_t*>(&id),
+                             reinterpret_cast<const uint8_t*>(&id) + sizeof id);
   mpi_->broadcast_bytes(bytes, 0);
   TPLLAMA_CHECK(bytes.size() == sizeof id, "NCCL id of ", bytes.size(), " bytes");
   std::copy(bytes.begin(), bytes.end(), reinterpret_cast<uint8_t*>(&id));
@@ -92,8 +104,9 @@ void NcclCommunicator::watch(int device) {
     const ncclResult_t query = ncclCommGetAsyncError(handle(comm_), &async);
     const ncclResult_t error = query != ncclSuccess ? query : async;
     if (error == ncclSuccess || error == ncclInProgress) continue;
-    log::error("NCCL reported an asynchronous error on this rank's " + group_ + ": " + ncclGetErrorString(error) +
-               " (" + ncclGetLastError(handle(comm_)) + "); ending the rank so the launcher ends the job");
+    log::error("NCCL reported an asynchronous error on this rank's " + group_ + ": " +
+               ncclGetErrorString(error) + " (" + ncclGetLastError(handle(comm_)) +
+               "); ending the rank so the launcher ends the job");
     std::fflush(stderr);
     std::_Exit(1);
   }
@@ -101,7 +114,8 @@ void NcclCommunicator::watch(int device) {
 
 bool NcclCommunicator::on_device(const Tensor& t) const {
   if (t.device() == Device::kCpu) return false;
-  TPLLAMA_CHECK(t.device() == ctx_.device, "NCCL communicator given a ", device_name(t.device()), " tensor");
+  TPLLAMA_CHECK(t.device() == ctx_.device, "NCCL communicator given a ", device_name(t.device()),
+                " tensor");
   return true;
 }
 
@@ -138,30 +152,32 @@ void NcclCommunicator::all_reduce_sum(Tensor t) {
   if (!on_device(t)) return (*ViaMpi(*this)).all_reduce_sum(t);
   const auto start = std::chrono::steady_clock::now();
   {
-    CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "all-reduce (nccl)",
-                    TraceTrack::kCollective);
+    CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_,
+                    "all-reduce (nccl)", TraceTrack::kCollective);
     std::lock_guard<std::mutex> hold(nccl_);
-    TPLLAMA_NCCL_CHECK(ncclAllReduce(t.data(), t.data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), ncclSum,
-                                     handle(comm_), stream_of(ctx_)));
+    TPLLAMA_NCCL_CHECK(ncclAllReduce(t.data(), t.data(), static_cast<size_t>(t.numel()),
+                                     nccl_type(t.dtype()), ncclSum, handle(comm_),
+                                     stream_of(ctx_)));
   }
-  stats_.all_reduce_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.all_reduce_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats_.all_reduce_bytes += static_cast<double>(t.nbytes());
   ++stats_.all_reduce_calls;
 }
 
 void NcclCommunicator::all_gather(Tensor in, Tensor out) {
-  TPLLAMA_CHECK(out.numel() == in.numel() * size() && in.dtype() == out.dtype(), "all_gather ", in.shape_string(),
-                " into ", out.shape_string());
+  TPLLAMA_CHECK(out.numel() == in.numel() * size() && in.dtype() == out.dtype(), "all_gather ",
+                in.shape_string(), " into ", out.shape_string());
   if (!on_device(in) || !on_device(out)) {
-    TPLLAMA_CHECK(in.device() == out.device(), "all_gather between ", device_name(in.device()), " and ",
-                  device_name(out.device()));
+    TPLLAMA_CHECK(in.device() == out.device(), "all_gather between ", device_name(in.device()),
+                  " and ", device_name(out.device()));
     return (*ViaMpi(*this)).all_gather(in, out);
   }
   CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "all-gather (nccl)",
                   TraceTrack::kCollective);
   std::lock_guard<std::mutex> hold(nccl_);
-  TPLLAMA_NCCL_CHECK(ncclAllGather(in.data(), out.data(), static_cast<size_t>(in.numel()), nccl_type(in.dtype()),
-                                   handle(comm_), stream_of(ctx_)));
+  TPLLAMA_NCCL_CHECK(ncclAllGather(in.data(), out.data(), static_cast<size_t>(in.numel()),
+                                   nccl_type(in.dtype()), handle(comm_), stream_of(ctx_)));
 }
 
 void NcclCommunicator::broadcast(Tensor t, int root) {
@@ -170,8 +186,8 @@ void NcclCommunicator::broadcast(Tensor t, int root) {
   CommTimer timer(&stats_.collective_seconds, &stats_.collective_calls, trace_, "broadcast (nccl)",
                   TraceTrack::kCollective);
   std::lock_guard<std::mutex> hold(nccl_);
-  TPLLAMA_NCCL_CHECK(ncclBroadcast(t.data(), t.data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), root,
-                                   handle(comm_), stream_of(ctx_)));
+  TPLLAMA_NCCL_CHECK(ncclBroadcast(t.data(), t.data(), static_cast<size_t>(t.numel()),
+                                   nccl_type(t.dtype()), root, handle(comm_), stream_of(ctx_)));
 }
 
 void NcclCommunicator::send(Tensor t, int dest, int tag) {
@@ -196,15 +212,19 @@ void NcclCommunicator::send_async(Tensor t, int dest, int tag) {
 }
 
 void NcclCommunicator::barrier() {
-  TPLLAMA_CHECK(cudaStreamSynchronize(stream_of(ctx_)) == cudaSuccess, "stream synchronize before a barrier");
+  TPLLAMA_CHECK(cudaStreamSynchronize(stream_of(ctx_)) == cudaSuccess,
+                "stream synchronize before a barrier");
   (*ViaMpi(*this)).barrier();
 }
 
-void NcclCommunicator::all_reduce_argmax(std::vector<float>& values, std::vector<int32_t>& indices) {
+void NcclCommunicator::all_reduce_argmax(std::vector<float>& values,
+                                         std::vector<int32_t>& indices) {
   (*ViaMpi(*this)).all_reduce_argmax(values, indices);
 }
 
-bool NcclCommunicator::all_true(bool mine) { return (*ViaMpi(*this)).all_true(mine); }
+bool NcclCommunicator::all_true(bool mine) {
+  return (*ViaMpi(*this)).all_true(mine);
+}
 
 void NcclCommunicator::broadcast_bytes(std::vector<uint8_t>& bytes, int root) {
   (*ViaMpi(*this)).broadcast_bytes(bytes, root);
@@ -220,7 +240,8 @@ std::vector<uint8_t> NcclCommunicator::recv_bytes(int src, int tag) {
 
 void NcclCommunicator::wait_sends() {
   // Device sends are complete once the stream has passed them (each when its peer received it).
-  TPLLAMA_CHECK(cudaStreamSynchronize(stream_of(ctx_)) == cudaSuccess, "stream synchronize to complete sends");
+  TPLLAMA_CHECK(cudaStreamSynchronize(stream_of(ctx_)) == cudaSuccess,
+                "stream synchronize to complete sends");
   (*ViaMpi(*this)).wait_sends();
 }
 

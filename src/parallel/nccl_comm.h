@@ -24,7 +24,8 @@ class NcclCommunicator final : public Communicator {
  public:
   // Collective over mpi's group: rank 0 creates the unique id and broadcasts it. `group` names
   // the group in errors ("TP group").
-  NcclCommunicator(std::unique_ptr<MpiCommunicator> mpi, const DeviceContext& ctx, std::string group);
+  NcclCommunicator(std::unique_ptr<MpiCommunicator> mpi, const DeviceContext& ctx,
+                   std::string group);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;

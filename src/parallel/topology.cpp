@@ -23,7 +23,8 @@ std::vector<int> default_stage_sizes(int n_layers, int pp_size) {
 Topology::Topology(int world_size, int rank, int tp_size, int pp_size, int n_layers,
                    std::vector<int> pp_layers)
     : world_size_(world_size), rank_(rank), tp_size_(tp_size), pp_size_(pp_size) {
-  if (tp_size < 1 || pp_size < 1) fail("--tp (", tp_size, ") and --pp (", pp_size, ") must be at least 1");
+  if (tp_size < 1 || pp_size < 1)
+    fail("--tp (", tp_size, ") and --pp (", pp_size, ") must be at least 1");
   if (tp_size * pp_size != world_size)
     fail("tp (", tp_size, ") x pp (", pp_size, ") = ", tp_size * pp_size,
          " does not match the number of ranks (", world_size, ")");
@@ -38,7 +39,8 @@ Topology::Topology(int world_size, int rank, int tp_size, int pp_size, int n_lay
     for (int n : pp_layers)
       if (n < 1) fail("--pp-layers entries must each be at least 1, got ", n);
     int sum = std::accumulate(pp_layers.begin(), pp_layers.end(), 0);
-    if (sum != n_layers) fail("--pp-layers sums to ", sum, " but the model has ", n_layers, " layers");
+    if (sum != n_layers)
+      fail("--pp-layers sums to ", sum, " but the model has ", n_layers, " layers");
   }
   int begin = 0;
   for (int n : pp_layers) {
@@ -51,11 +53,14 @@ Topology::Topology(int world_size, int rank, int tp_size, int pp_size, int n_lay
 
 namespace tpllama {
 
-Topology make_topology(const LayoutRequest& request, const NodeInfo& nodes, int world, int rank, int n_layers) {
+Topology make_topology(const LayoutRequest& request, const NodeInfo& nodes, int world, int rank,
+                       int n_layers) {
   int tp = request.tp, pp = request.pp;
   if (tp == 0 && pp == 0) {
     if (!nodes.uniform)
-      fail("nodes run different numbers of ranks, so --tp (ranks per node) cannot be derived; give --tp and --pp");
+      fail(
+          "nodes run different numbers of ranks, so --tp (ranks per node) cannot be derived; give "
+          "--tp and --pp");
     tp = nodes.ranks_on_node;
     pp = nodes.n_nodes;
   } else if (tp == 0) {

@@ -52,8 +52,8 @@ struct NodeInfo {
   int local_rank = 0;
   int ranks_on_node = 1;
   int n_nodes = 1;
-  bool uniform = true;                     // every node runs the same number of ranks
-  std::vector<int> node_of_rank;           // world rank → node id
+  bool uniform = true;            // every node runs the same number of ranks
+  std::vector<int> node_of_rank;  // world rank → node id
   std::vector<std::string> host_of_rank;
 };
 
@@ -66,8 +66,8 @@ struct LayoutRequest {
 
 // The one factory: --tp/--pp as given, or derived — TP over the ranks of a node, PP over the
 // nodes (neither given), or the other one from the world size (one given).
-Topology make_topology(const LayoutRequest& request, const NodeInfo& nodes, int world_size, int rank,
-                       int n_layers);
+Topology make_topology(const LayoutRequest& request, const NodeInfo& nodes, int world_size,
+                       int rank, int n_layers);
 
 // Even split of n_layers over pp stages; the remainder goes to the middle stages, since the first
 // and last stages also carry the embedding and the lm_head.

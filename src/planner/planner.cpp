@@ -22,7 +22,8 @@ DeviceSpec device_spec(const std::string& name) {
   if (name == "a100-80g") return {name, 80e9, 2.0e12, 312e12};
   if (name == "a100-40g") return {name, 40e9, 1.555e12, 312e12};
   if (name == "l40s") return {name, 48e9, 0.864e12, 362e12};
-  if (name == "cpu") return {name, 24e9, 20e9, 100e9};  // this project's 2-core machine, roughly; override
+  if (name == "cpu")
+    return {name, 24e9, 20e9, 100e9};  // this project's 2-core machine, roughly; override
   fail("unknown device '", name, "' (known: h100-80g, h200, a100-80g, a100-40g, l40s, cpu)");
 }
 
@@ -42,11 +43,14 @@ namespace {
 double weight_element_bytes(DType dtype) {
   if (dtype != DType::kI8) return static_cast<double>(dtype_size(dtype));
   constexpr int64_t kRows = 4096, kCols = 4096;
-  return static_cast<double>(ops::weight_bytes(DeviceContext{}, kRows, kCols, DType::kI8)) / static_cast<double>(kRows * kCols);
+  return static_cast<double>(ops::weight_bytes(DeviceContext{}, kRows, kCols, DType::kI8)) /
+         static_cast<double>(kRows * kCols);
 }
 
 // Bytes of an activation or KV element: int8 weights keep them in f32.
-size_t activation_element_bytes(DType dtype) { return dtype == DType::kI8 ? sizeof(float) : dtype_size(dtype); }
+size_t activation_element_bytes(DType dtype) {
+  return dtype == DType::kI8 ? sizeof(float) : dtype_size(dtype);
+}
 
 struct RankLoad {
   uint64_t elements = 0;  // weights held
@@ -61,14 +65,18 @@ RankLoad rank_load(const PlanRequest& r, const Topology& t) {
   std::set<std::string> counted;
   for (const ShardEntry& e : build_shard_table(c, t)) {
     if (!counted.insert(e.name).second) continue;
-    load.elements += static_cast<uint64_t>(e.split == Split::kRow ? e.rows * e.count : e.count * e.cols);
+    load.elements +=
+        static_cast<uint64_t>(e.split == Split::kRow ? e.rows * e.count : e.count * e.cols);
   }
   const HeadLayout h = head_layout(c, t.tp_size(), t.tp_rank());
-  const uint64_t kv_local = static_cast<uint64_t>(h.n_kv_heads_local) * static_cast<uint64_t>(c.head_dim);
-  const uint64_t q_local = static_cast<uint64_t>(h.n_heads_local) * static_cast<uint64_t>(c.head_dim);
+  const uint64_t kv_local =
+      static_cast<uint64_t>(h.n_kv_heads_local) * static_cast<uint64_t>(c.head_dim);
+  const uint64_t q_local =
+      static_cast<uint64_t>(h.n_heads_local) * static_cast<uint64_t>(c.head_dim);
   load.kv_per_token = static_cast<uint64_t>(t.my_layers().count()) * 2 * kv_local * es;
   const uint64_t per_token = 2 * static_cast<uint64_t>(c.dim) + 2 * q_local + 2 * kv_local +
-                             2 * static_cast<uint64_t>(h.ffn_local) + static_cast<uint64_t>(c.head_dim);
+                             2 * static_cast<uint64_t>(h.ffn_local) +
+                             static_cast<uint64_t>(c.head_dim);
   const uint64_t rows = static_cast<uint64_t>(max_logit_rows(r.max_seqs, r.max_batch_tokens));
   load.activations = static_cast<uint64_t>(r.max_batch_tokens) * per_token * es +
                      rows * static_cast<uint64_t>(vocab_local(c, t.tp_size())) * sizeof(float);
@@ -76,17 +84,18 @@ RankLoad rank_load(const PlanRequest& r, const Topology& t) {
 }
 
 // Time of one decode step of `batch` sequences on a stage, slowest rank of the stage.
-double stage_seconds(const PlanRequest& r, const RankLoad& load, int layers, int batch, int tp, const LinkSpec& link,
-                     double* allreduce) {
+double stage_seconds(const PlanRequest& r, const RankLoad& load, int layers, int batch, int tp,
+                     const LinkSpec& link, double* allreduce) {
   const double es = static_cast<double>(activation_element_bytes(r.dtype));
   const double ctx = r.input_len + r.output_len / 2.0;  // mean context over a request's decode
   const double bytes = static_cast<double>(load.elements) * weight_element_bytes(r.dtype) +
                        batch * ctx * static_cast<double>(load.kv_per_token);
   const double memory = bytes / r.device.bandwidth;
   const double compute = 2.0 * static_cast<double>(load.elements) * batch / r.device.flops;
-  *allreduce = tp > 1 ? 2.0 * layers *
-                            (link.latency + 2.0 * (tp - 1) / tp * batch * r.config.dim * es / link.bandwidth)
-                      : 0.0;
+  *allreduce =
+      tp > 1 ? 2.0 * layers *
+                   (link.latency + 2.0 * (tp - 1) / tp * batch * r.config.dim * es / link.bandwidth)
+             : 0.0;
   return std::max(memory, compute) + *allreduce;
 }
 
@@ -98,15 +107,19 @@ bool fit_memory(const PlanRequest& r, const std::vector<RankLoad>& loads, Layout
   uint64_t capacity = UINT64_MAX;
   for (const RankLoad& l : loads) {
     const double es = weight_element_bytes(r.dtype);
-    const double free = usable - static_cast<double>(l.elements) * es - static_cast<double>(l.activations);
-    p.weight_bytes = std::max<uint64_t>(p.weight_bytes, static_cast<uint64_t>(static_cast<double>(l.elements) * es));
+    const double free =
+        usable - static_cast<double>(l.elements) * es - static_cast<double>(l.activations);
+    p.weight_bytes = std::max<uint64_t>(
+        p.weight_bytes, static_cast<uint64_t>(static_cast<double>(l.elements) * es));
     p.activation_bytes = std::max(p.activation_bytes, l.activations);
     p.kv_bytes_per_token = std::max(p.kv_bytes_per_token, l.kv_per_token);
-    capacity = std::min<uint64_t>(capacity, free > 0 ? static_cast<uint64_t>(free / static_cast<double>(l.kv_per_token)) : 0);
+    capacity = std::min<uint64_t>(
+        capacity, free > 0 ? static_cast<uint64_t>(free / static_cast<double>(l.kv_per_token)) : 0);
   }
   p.kv_capacity_tokens = capacity;
-  p.concurrent_seqs = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(r.max_seqs),
-                                                          capacity / static_cast<uint64_t>(r.input_len + r.output_len)));
+  p.concurrent_seqs = static_cast<int>(
+      std::min<uint64_t>(static_cast<uint64_t>(r.max_seqs),
+                         capacity / static_cast<uint64_t>(r.input_len + r.output_len)));
   if (capacity < static_cast<uint64_t>(r.input_len + r.output_len)) {
     p.problem = "does not fit: no room for one request's KV cache after the weights";
     return false;
@@ -127,8 +140,8 @@ void estimate_throughput(const PlanRequest& r, const Topology& probe,
   double slowest = 0, total = 0;
   for (int s = 0; s < pp; ++s) {
     double allreduce = 0;
-    const double t = stage_seconds(r, loads[static_cast<size_t>(s * tp)], probe.stage_layers(s).count(), batch, tp,
-                                   tp_link, &allreduce);
+    const double t = stage_seconds(r, loads[static_cast<size_t>(s * tp)],
+                                   probe.stage_layers(s).count(), batch, tp, tp_link, &allreduce);
     slowest = std::max(slowest, t);
     total += t;
     p.allreduce_seconds_per_step = std::max(p.allreduce_seconds_per_step, allreduce);
@@ -136,7 +149,8 @@ void estimate_throughput(const PlanRequest& r, const Topology& probe,
   const bool stages_cross_nodes = pp > 1 && r.nodes > 1;
   const LinkSpec& pp_link = stages_cross_nodes ? r.inter : r.intra;
   const double es = static_cast<double>(activation_element_bytes(r.dtype));
-  p.send_seconds_per_step = pp > 1 ? pp_link.latency + batch * r.config.dim * es / pp_link.bandwidth : 0.0;
+  p.send_seconds_per_step =
+      pp > 1 ? pp_link.latency + batch * r.config.dim * es / pp_link.bandwidth : 0.0;
   // One cycle: every group makes one step. A group's round trip passes every stage and every
   // send; a stage serves the groups one after another.
   const double round_trip = total + pp * p.send_seconds_per_step;
@@ -177,11 +191,12 @@ LayoutPlan plan_one(const PlanRequest& r, int tp, int pp) {
 
 std::vector<LayoutPlan> plan_layouts(const PlanRequest& r) {
   const long long ranks = static_cast<long long>(r.nodes) * r.ranks_per_node;
-  if (ranks < 1) fail("the cluster has no ranks (nodes ", r.nodes, " x ranks per node ", r.ranks_per_node, ")");
+  if (ranks < 1)
+    fail("the cluster has no ranks (nodes ", r.nodes, " x ranks per node ", r.ranks_per_node, ")");
   constexpr long long kMaxRanks = 65536;
   if (ranks > kMaxRanks)
-    fail("the cluster has ", ranks, " ranks (nodes ", r.nodes, " x ranks per node ", r.ranks_per_node,
-         "); plan lays out at most ", kMaxRanks);
+    fail("the cluster has ", ranks, " ranks (nodes ", r.nodes, " x ranks per node ",
+         r.ranks_per_node, "); plan lays out at most ", kMaxRanks);
   const int world = static_cast<int>(ranks);
   std::vector<LayoutPlan> plans;
   for (int tp = 1; tp <= world; ++tp) {
@@ -191,11 +206,14 @@ std::vector<LayoutPlan> plan_layouts(const PlanRequest& r) {
     plans.push_back(plan_one(r, tp, pp));
   }
   if (plans.empty()) {
-    const std::string asked = r.tp != 0 && r.pp != 0 ? "tp " + std::to_string(r.tp) + " x pp " + std::to_string(r.pp) +
-                                                           " = " + std::to_string(static_cast<long long>(r.tp) * r.pp) + " ranks"
-                              : r.tp != 0 ? "tp " + std::to_string(r.tp) + " does not divide them"
-                                          : "pp " + std::to_string(r.pp) + " does not divide them";
-    fail("no layout uses the cluster's ", world, " ranks (", r.nodes, " node(s) x ", r.ranks_per_node, "): ", asked);
+    const std::string asked =
+        r.tp != 0 && r.pp != 0
+            ? "tp " + std::to_string(r.tp) + " x pp " + std::to_string(r.pp) + " = " +
+                  std::to_string(static_cast<long long>(r.tp) * r.pp) + " ranks"
+        : r.tp != 0 ? "tp " + std::to_string(r.tp) + " does not divide them"
+                    : "pp " + std::to_string(r.pp) + " does not divide them";
+    fail("no layout uses the cluster's ", world, " ranks (", r.nodes, " node(s) x ",
+         r.ranks_per_node, "): ", asked);
   }
   std::stable_sort(plans.begin(), plans.end(), [](const LayoutPlan& a, const LayoutPlan& b) {
     if (a.fits != b.fits) return a.fits;

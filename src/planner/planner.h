@@ -37,7 +37,8 @@ struct PlanRequest {
   DeviceSpec device;
   LinkSpec intra;  // between ranks of a node
   LinkSpec inter;  // between nodes
-  DType dtype = DType::kBF16;  // weights, activations and KV cache (int8: weights only; the rest f32)
+  DType dtype =
+      DType::kBF16;  // weights, activations and KV cache (int8: weights only; the rest f32)
   int input_len = 512;
   int output_len = 256;
   int max_seqs = 256;
@@ -50,7 +51,7 @@ struct LayoutPlan {
   int tp = 0;
   int pp = 0;
   bool fits = false;
-  std::string problem;  // why it does not fit or is invalid
+  std::string problem;            // why it does not fit or is invalid
   uint64_t weight_bytes = 0;      // the fullest rank
   uint64_t activation_bytes = 0;  // activation and logits buffers for max_batch_tokens
   uint64_t kv_bytes_per_token = 0;

@@ -39,13 +39,15 @@ BlockAllocator::BlockAllocator(int n_blocks, int block_size, int max_slots, bool
 
 int BlockAllocator::acquire_slot() {
   const auto free_slot = std::find(slot_used_.begin(), slot_used_.end(), false);
-  TPLLAMA_CHECK(free_slot != slot_used_.end(), "every one of the ", slot_used_.size(), " sequence slots is taken");
+  TPLLAMA_CHECK(free_slot != slot_used_.end(), "every one of the ", slot_used_.size(),
+                " sequence slots is taken");
   *free_slot = true;
   return static_cast<int>(free_slot - slot_used_.begin());
 }
 
 void BlockAllocator::release_slot(int slot) {
-  TPLLAMA_CHECK(slot >= 0 && slot < static_cast<int>(slot_used_.size()) && slot_used_[static_cast<size_t>(slot)],
+  TPLLAMA_CHECK(slot >= 0 && slot < static_cast<int>(slot_used_.size()) &&
+                    slot_used_[static_cast<size_t>(slot)],
                 "release of slot ", slot, ", which is not taken");
   release_blocks(slot);
   slot_used_[static_cast<size_t>(slot)] = false;
@@ -71,7 +73,8 @@ uint64_t BlockAllocator::block_hash(uint64_t parent, const Sequence& s, int inde
 
 // The hash found the block; its parent and tokens must agree too (a hash collision is not a match),
 // and the group being planned must not be writing it.
-bool BlockAllocator::block_matches(int32_t block, uint64_t parent, const Sequence& s, int index) const {
+bool BlockAllocator::block_matches(int32_t block, uint64_t parent, const Sequence& s,
+                                   int index) const {
   return pool_.holds(block, parent, block_tokens(s, index)) &&
          pool_.written_by(block) != planning_group_;
 }

@@ -18,8 +18,8 @@ namespace tpllama {
 
 class BlockAllocator {
  public:
-  // prefix_caching: full blocks are kept findable (see the file comment); off, a released block goes
-  // straight back to the free list.
+  // prefix_caching: full blocks are kept findable (see the file comment); off, a released block
+  // goes straight back to the free list.
   BlockAllocator(int n_blocks, int block_size, int max_slots, bool prefix_caching = false);
 
   // The lowest free sequence slot; there must be one (the engine admits at most max_slots).

@@ -52,8 +52,8 @@ class Run {
                          // intake
           break;
         }
-        // A stream with no whole line yet (admit_while_room waited a quarter second for one): nothing to
-        // run until it comes or a stop signal does.
+        // A stream with no whole line yet (admit_while_room waited a quarter second for one):
+        // nothing to run until it comes or a stop signal does.
         executor_.keep_alive();
         progress_.update(counts());
         continue;
@@ -67,10 +67,11 @@ class Run {
       if (plan) {
         ++summary().steps;
         if (idle) publisher_.start_step_clock();  // the pipeline was idle until now
-        if (std::optional<SampledRows> rows = executor_.submit(*plan)) apply(scheduler_.take_oldest(), *rows);
+        if (std::optional<SampledRows> rows = executor_.submit(*plan))
+          apply(scheduler_.take_oldest(), *rows);
       } else {
-        TPLLAMA_CHECK(!scheduler_.idle(), "no group to plan and none in flight with ", active_.size(), " active and ",
-                      blocks_.free_blocks(), " free KV blocks");
+        TPLLAMA_CHECK(!scheduler_.idle(), "no group to plan and none in flight with ",
+                      active_.size(), " active and ", blocks_.free_blocks(), " free KV blocks");
         const Group done = scheduler_.take_oldest();
         apply(done, executor_.receive_tokens(done.id));
       }
@@ -120,10 +121,10 @@ class Run {
     std::ostringstream os;
     os.setf(std::ios::fixed);
     os.precision(0);
-    os << "KV cache: " << capacity << " tokens; at the average request length of the first " << active_.size()
-       << " requests (" << avg << " tokens, prompt + max_tokens) it holds about "
-       << std::floor(sequences_held(o_.kv_blocks, o_.kv_block_size, avg)) << " sequences at once (--max-seqs "
-       << o_.max_seqs << ")";
+    os << "KV cache: " << capacity << " tokens; at the average request length of the first "
+       << active_.size() << " requests (" << avg << " tokens, prompt + max_tokens) it holds about "
+       << std::floor(sequences_held(o_.kv_blocks, o_.kv_block_size, avg))
+       << " sequences at once (--max-seqs " << o_.max_seqs << ")";
     log::info(os.str());
   }
 
@@ -144,10 +145,11 @@ class Run {
                 "); a second signal, 1 s or more after the first, stops at once");
     }
     const bool again = stop_signals_received() > 1;  // a second signal: stop now
-    if ((again || seconds_between(stop_time_, Clock::now()) > o_.grace_seconds) && !active_.empty()) {
+    if ((again || seconds_between(stop_time_, Clock::now()) > o_.grace_seconds) &&
+        !active_.empty()) {
       if (again)
-        log::warn("a second stop signal: stopping now, abandoning the " + std::to_string(active_.size()) +
-                  " running requests");
+        log::warn("a second stop signal: stopping now, abandoning the " +
+                  std::to_string(active_.size()) + " running requests");
       s.abandoned = static_cast<long long>(active_.size());
       abandon_ = true;
     }
@@ -156,7 +158,8 @@ class Run {
   // Requests already read are run at once: a stream that goes quiet is waited on (a quarter second
   // at a time) only when nothing else can go on.
   void admit_while_room() {
-    while (!intake_.done() && static_cast<int>(active_.size()) < o_.max_seqs && publisher_.has_room()) {
+    while (!intake_.done() && static_cast<int>(active_.size()) < o_.max_seqs &&
+           publisher_.has_room()) {
       std::optional<Admission> a = intake_.next(/*wait=*/active_.empty() && scheduler_.idle());
       if (!a) return;
       if (a->rejected) {
@@ -206,12 +209,15 @@ class Run {
 
 }  // namespace
 
-Engine::Engine(const LlamaConfig& config, const ModelText* text, StepExecutor& executor, EngineOptions options)
+Engine::Engine(const LlamaConfig& config, const ModelText* text, StepExecutor& executor,
+               EngineOptions options)
     : config_(config), text_(text), executor_(executor), options_(std::move(options)) {
   if (options_.max_seqs < 1) fail("--max-seqs must be at least 1, got ", options_.max_seqs);
-  if (options_.max_batch_tokens < 1) fail("--max-batch-tokens must be at least 1, got ", options_.max_batch_tokens);
+  if (options_.max_batch_tokens < 1)
+    fail("--max-batch-tokens must be at least 1, got ", options_.max_batch_tokens);
   if (options_.groups < 1) fail("micro-batch groups must be at least 1, got ", options_.groups);
-  if (options_.context <= 0 || options_.context > config.max_seq_len) options_.context = config.max_seq_len;
+  if (options_.context <= 0 || options_.context > config.max_seq_len)
+    options_.context = config.max_seq_len;
   check_kv_holds_one_sequence(options_.kv_blocks, options_.kv_block_size, options_.context, "",
                               "--max-model-len");
 }

@@ -51,7 +51,8 @@ std::string token_string(const json& config, const char* key) {
   auto it = config.find(key);
   if (it == config.end() || it->is_null()) return "";
   if (it->is_string()) return it->get<std::string>();
-  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"];
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+    return (*it)["content"];
   return "";
 }
 
@@ -63,7 +64,8 @@ std::vector<int> eos_ids_of(const json& j, const std::string& source) {
   std::vector<int> ids;
   for (const json& v : list) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
-      fail(source, ": 'eos_token_id' must be a token id or a list of them, got ", describe_json(*it));
+      fail(source, ": 'eos_token_id' must be a token id or a list of them, got ",
+           describe_json(*it));
     ids.push_back(static_cast<int>(v.get<int64_t>()));
   }
   return ids;
@@ -77,14 +79,15 @@ std::string join_ids(const std::vector<int>& ids) {
 
 }  // namespace
 
-ModelText::ModelText(const std::string& model_dir, const LlamaConfig& config, const std::string& chat_template_file)
+ModelText::ModelText(const std::string& model_dir, const LlamaConfig& config,
+                     const std::string& chat_template_file)
     : tokenizer_(Tokenizer::from_model_dir(model_dir)) {
   if (tokenizer_->vocab_size() > config.vocab_size)
-    fail(tokenizer_->path(), " has ", tokenizer_->vocab_size(), " tokens but config.json says vocab_size ",
-         config.vocab_size);
+    fail(tokenizer_->path(), " has ", tokenizer_->vocab_size(),
+         " tokens but config.json says vocab_size ", config.vocab_size);
   const std::string config_path = model_dir + "/tokenizer_config.json";
-  const std::optional<json> tc =
-      read_optional_json(config_path, "a BOS token is prepended to every prompt and the model has no chat template");
+  const std::optional<json> tc = read_optional_json(
+      config_path, "a BOS token is prepended to every prompt and the model has no chat template");
   // BOS: the tokenizer's own post-processor, else the LLaMA default of config.json's bos_token_id;
   // tokenizer_config.json's add_bos_token (when true or false) has the last word.
   prefix_ids_ = tokenizer_->prefix_ids();
@@ -101,22 +104,28 @@ ModelText::ModelText(const std::string& model_dir, const LlamaConfig& config, co
     bos_token_ = token_string(*tc, "bos_token");
     eos_token_ = token_string(*tc, "eos_token");
   }
-  if (bos_token_.empty() && config.bos_token_id >= 0 && config.bos_token_id < tokenizer_->vocab_size())
+  if (bos_token_.empty() && config.bos_token_id >= 0 &&
+      config.bos_token_id < tokenizer_->vocab_size())
     bos_token_ = tokenizer_->piece(config.bos_token_id);
-  if (eos_token_.empty() && !config.eos_token_ids.empty() && config.eos_token_ids[0] < tokenizer_->vocab_size())
+  if (eos_token_.empty() && !config.eos_token_ids.empty() &&
+      config.eos_token_ids[0] < tokenizer_->vocab_size())
     eos_token_ = tokenizer_->piece(config.eos_token_ids[0]);
 
   if (!chat_template_file.empty()) {
     chat_source_ = chat_template_file;
-    chat_ = std::make_unique<ChatTemplate>(read_regular_file(chat_template_file, "--chat-template", kMaxSmallFileBytes), chat_source_);
+    chat_ = std::make_unique<ChatTemplate>(
+        read_regular_file(chat_template_file, "--chat-template", kMaxSmallFileBytes), chat_source_);
   } else {
     load_chat_template(model_dir, tc ? &*tc : nullptr);
   }
   collect_stop_ids(model_dir, config);
 }
 
-ModelText::ModelText(std::unique_ptr<Tokenizer> tokenizer, std::vector<int> prefix_ids, std::vector<int> stop_ids)
-    : tokenizer_(std::move(tokenizer)), prefix_ids_(std::move(prefix_ids)), stop_ids_(std::move(stop_ids)) {}
+ModelText::ModelText(std::unique_ptr<Tokenizer> tokenizer, std::vector<int> prefix_ids,
+                     std::vector<int> stop_ids)
+    : tokenizer_(std::move(tokenizer)),
+      prefix_ids_(std::move(prefix_ids)),
+      stop_ids_(std::move(stop_ids)) {}
 
 ModelText::~ModelText() = default;
 
@@ -127,7 +136,8 @@ void ModelText::load_chat_template(const std::string& model_dir, const json* tok
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {
     chat_source_ = path;
-    chat_ = std::make_unique<ChatTemplate>(read_regular_file(path, "chat template", kMaxSmallFileBytes), chat_source_);
+    chat_ = std::make_unique<ChatTemplate>(
+        read_regular_file(path, "chat template", kMaxSmallFileBytes), chat_source_);
     return;
   }
   if (tokenizer_config == nullptr) return;
@@ -143,14 +153,17 @@ void ModelText::collect_stop_ids(const std::string& model_dir, const LlamaConfig
     if (ids.empty()) return;
     for (int id : ids) {
       if (id >= config.vocab_size)
-        fail(source, ": eos_token_id ", id, " is outside the vocabulary [0, ", config.vocab_size, ")");
-      if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) stop_ids_.push_back(id);
+        fail(source, ": eos_token_id ", id, " is outside the vocabulary [0, ", config.vocab_size,
+             ")");
+      if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end())
+        stop_ids_.push_back(id);
     }
     stop_origin_ += (stop_origin_.empty() ? "" : "; ") + source + " " + join_ids(ids);
   };
   add(config.eos_token_ids, "config.json");
   const std::string gen_path = model_dir + "/generation_config.json";
-  if (std::optional<json> gen = read_optional_json(gen_path, "its eos_token_id does not end completions"))
+  if (std::optional<json> gen =
+          read_optional_json(gen_path, "its eos_token_id does not end completions"))
     add(eos_ids_of(*gen, gen_path), "generation_config.json");
   if (std::optional<int> eot = end_of_turn_id()) add({*eot}, "the chat template's end of turn");
 }
@@ -190,10 +203,12 @@ std::string ModelText::render_chat(const Request& r) const {
   TPLLAMA_CHECK(r.chat(), "render_chat on a request without messages");
   if (!chat_)
     throw PromptError(
-        "the model has no chat template (no chat_template in tokenizer_config.json and no chat_template.jinja): "
+        "the model has no chat template (no chat_template in tokenizer_config.json and no "
+        "chat_template.jinja): "
         "pass --chat-template FILE, or send a prompt instead of messages");
   try {
-    return chat_->render(*r.messages, /*add_generation_prompt=*/true, bos_token_, eos_token_, r.chat_variables);
+    return chat_->render(*r.messages, /*add_generation_prompt=*/true, bos_token_, eos_token_,
+                         r.chat_variables);
   } catch (const ChatTemplateError& e) {
     throw PromptError(std::string("the chat template refused the conversation: ") + e.what());
   }
@@ -243,7 +258,8 @@ std::vector<int32_t> ModelText::encode_text(const Request& r, int* n_context,
   check_fits(text, r.scoring ? "context and continuation" : "the prompt", fit_tokens);
   for (int id : tokenizer_->encode(text)) tokens.push_back(id);
   if (r.scoring) {
-    *n_context = static_cast<int>(prefix + (r.context.empty() ? 0 : tokenizer_->encode(r.context).size()));
+    *n_context =
+        static_cast<int>(prefix + (r.context.empty() ? 0 : tokenizer_->encode(r.context).size()));
   } else {
     tokens.insert(tokens.end(), suffix_ids_.begin(), suffix_ids_.end());
   }

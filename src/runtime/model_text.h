@@ -34,9 +34,11 @@ class ModelText {
   // generation_config.json (eos_token_id) and chat_template.jinja. A chat_template_file
   // (--chat-template) replaces the model's template. Throws Error naming the file at fault,
   // including a template construct the renderer does not support.
-  ModelText(const std::string& model_dir, const LlamaConfig& config, const std::string& chat_template_file = "");
+  ModelText(const std::string& model_dir, const LlamaConfig& config,
+            const std::string& chat_template_file = "");
   // Just a tokenizer (tests): prefix_ids before every text prompt, stop_ids ending completions.
-  ModelText(std::unique_ptr<Tokenizer> tokenizer, std::vector<int> prefix_ids, std::vector<int> stop_ids);
+  ModelText(std::unique_ptr<Tokenizer> tokenizer, std::vector<int> prefix_ids,
+            std::vector<int> stop_ids);
   ~ModelText();
   ModelText(const ModelText&) = delete;
   ModelText& operator=(const ModelText&) = delete;

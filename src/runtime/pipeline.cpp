@@ -15,12 +15,14 @@ constexpr int kTagStep = 101;    // plan, stage s → stage s+1 (world)
 constexpr int kTagTokens = 102;  // sampled tokens, last stage → rank 0 (world)
 constexpr int kTagHidden = 103;  // hidden states after the plan, stage s → stage s+1 (stage_comm)
 
-constexpr const char* kInTheEngine = "in the engine: planning steps, reading requests, writing results";
+constexpr const char* kInTheEngine =
+    "in the engine: planning steps, reading requests, writing results";
 
 }  // namespace
 
-Pipeline::Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, Communicator& tp_comm,
-                   Communicator& stage_comm, Communicator& world, TraceRecorder* trace)
+Pipeline::Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology,
+                   Communicator& tp_comm, Communicator& stage_comm, Communicator& world,
+                   TraceRecorder* trace)
     : model_(model),
       cache_(cache),
       topology_(topology),
@@ -28,9 +30,9 @@ Pipeline::Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, 
       stage_comm_(stage_comm),
       world_(world),
       trace_(trace) {
-  TPLLAMA_CHECK(stage_comm.size() == topology.pp_size() && stage_comm.rank() == topology.pp_rank(), "stage group of ",
-                stage_comm.size(), " ranks, rank ", stage_comm.rank(), ", for stage ", topology.pp_rank(), " of ",
-                topology.pp_size());
+  TPLLAMA_CHECK(stage_comm.size() == topology.pp_size() && stage_comm.rank() == topology.pp_rank(),
+                "stage group of ", stage_comm.size(), " ranks, rank ", stage_comm.rank(),
+                ", for stage ", topology.pp_rank(), " of ", topology.pp_size());
   if (topology.is_last_stage()) head_ = std::make_unique<VocabParallelHead>(model, tp_comm);
   connect_stages();
 }
@@ -62,7 +64,8 @@ SampledRows Pipeline::receive_tokens(int64_t expected_group) {
   SampledRows rows = decode_sampled(world_.recv_bytes(last_stage_root(), kTagTokens));
   doing(kInTheEngine);
   stats_.wait_seconds += seconds_since(start);
-  TPLLAMA_CHECK(rows.group == expected_group, "tokens of group ", rows.group, " arrived, expected ", expected_group);
+  TPLLAMA_CHECK(rows.group == expected_group, "tokens of group ", rows.group, " arrived, expected ",
+                expected_group);
   return rows;
 }
 
@@ -116,7 +119,8 @@ void Pipeline::keep_alive() {
   doing("in the engine: waiting for input (the input stream has no whole line yet)");
 }
 
-std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::vector<uint8_t>& bytes) {
+std::optional<SampledRows> Pipeline::execute(const StepPlan& plan,
+                                             const std::vector<uint8_t>& bytes) {
   if (plan.kind == PlanKind::kKeepAlive) {
     if (!topology_.is_last_stage()) world_.send_bytes_async(bytes, next_stage_rank(), kTagStep);
     if (stall_ != nullptr) stall_->step_done();
@@ -156,7 +160,8 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan, const std::ve
     // The plan first: the next stage learns from it how many rows of hidden states follow.
     world_.send_bytes_async(bytes, next_stage_rank(), kTagStep);
     if (n == 0) return std::nullopt;
-    TPLLAMA_CHECK(out.numel() == n * model_.config().dim, "hidden states ", out.shape_string(), " for ", n, " tokens");
+    TPLLAMA_CHECK(out.numel() == n * model_.config().dim, "hidden states ", out.shape_string(),
+                  " for ", n, " tokens");
     if (stage_comm_.sends_hold_stream()) {
       // The next stage posts its receive only once it has the plan, and MPI moves a large message
       // only while its sender is in MPI: waiting on the stream (or in NCCL's connection to the

@@ -70,7 +70,7 @@ class Pipeline final : public StepExecutor {
   PipelineStats stats_;
   TraceRecorder* trace_;
   std::unique_ptr<VocabParallelHead> head_;  // the last stage's
-  bool told_of_signal_ = false;  // a stop signal to a rank other than 0 is logged once
+  bool told_of_signal_ = false;              // a stop signal to a rank other than 0 is logged once
   StallWatch* stall_ = nullptr;
 };
 

@@ -16,9 +16,12 @@ namespace {
 std::string duration_text(double seconds) {
   const long long s = static_cast<long long>(seconds + 0.5);
   std::ostringstream os;
-  if (s >= 3600) os << s / 3600 << "h" << (s % 3600) / 60 << "m";
-  else if (s >= 60) os << s / 60 << "m" << s % 60 << "s";
-  else os << s << "s";
+  if (s >= 3600)
+    os << s / 3600 << "h" << (s % 3600) / 60 << "m";
+  else if (s >= 60)
+    os << s / 60 << "m" << s % 60 << "s";
+  else
+    os << s << "s";
   return os.str();
 }
 
@@ -49,7 +52,9 @@ void Progress::print(const ProgressCounts& c, bool final) {
   os.setf(std::ios::fixed);
   os.precision(1);
   os << "progress: " << c.done;
-  if (total_ > 0) os << "/" << total_ << " (" << 100.0 * static_cast<double>(c.done) / static_cast<double>(total_) << "%)";
+  if (total_ > 0)
+    os << "/" << total_ << " (" << 100.0 * static_cast<double>(c.done) / static_cast<double>(total_)
+       << "%)";
   os << " " << unit_ << ", " << c.errors << " errors, " << c.running << " running, ";
   const auto rate = [&](long long tokens) {
     return elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0;
@@ -59,9 +64,13 @@ void Progress::print(const ProgressCounts& c, bool final) {
   if (c.scored_tokens > 0) os << rate(c.scored_tokens) << " scored tok/s, ";
   os << duration_text(elapsed);
   if (total_ > 0 && c.done > 0 && c.done < total_)
-    os << ", ETA " << duration_text(elapsed / static_cast<double>(c.done) * static_cast<double>(total_ - c.done));
+    os << ", ETA "
+       << duration_text(elapsed / static_cast<double>(c.done) *
+                        static_cast<double>(total_ - c.done));
   if (c.prefix_caching && c.prefix_prompt_tokens > 0)
-    os << ", prefix cache " << 100.0 * static_cast<double>(c.prefix_hit_tokens) / static_cast<double>(c.prefix_prompt_tokens)
+    os << ", prefix cache "
+       << 100.0 * static_cast<double>(c.prefix_hit_tokens) /
+              static_cast<double>(c.prefix_prompt_tokens)
        << "% (" << c.prefix_evicted_blocks << " evicted)";
   if (!terminal_) {
     log::info(os.str());

@@ -9,12 +9,16 @@
 namespace tpllama {
 namespace {
 
-std::string line_prefix(const Request& r) { return "line " + std::to_string(r.line) + ": "; }
+std::string line_prefix(const Request& r) {
+  return "line " + std::to_string(r.line) + ": ";
+}
 
 // The tokens of r (ModelText::encode); text may be null only when r carries token ids. Text that
 // cannot fit in fit_tokens tokens is refused without being tokenized (0: no such check).
-std::vector<int32_t> tokenize_request(const Request& r, const ModelText* text, int* n_context, int fit_tokens = 0) {
-  TPLLAMA_CHECK(text != nullptr || !r.token_ids.empty(), "a text request reached an engine without a tokenizer");
+std::vector<int32_t> tokenize_request(const Request& r, const ModelText* text, int* n_context,
+                                      int fit_tokens = 0) {
+  TPLLAMA_CHECK(text != nullptr || !r.token_ids.empty(),
+                "a text request reached an engine without a tokenizer");
   if (text == nullptr) {
     if (r.scoring) *n_context = r.n_context_tokens;
     return {r.token_ids.begin(), r.token_ids.end()};
@@ -24,8 +28,8 @@ std::vector<int32_t> tokenize_request(const Request& r, const ModelText* text, i
 
 }  // namespace
 
-RequestIntake::RequestIntake(RequestSource& source, const ModelText* text, const IntakeOptions& options,
-                             ResumeIndex* resume)
+RequestIntake::RequestIntake(RequestSource& source, const ModelText* text,
+                             const IntakeOptions& options, ResumeIndex* resume)
     : source_(source), text_(text), options_(options) {
   if (resume != nullptr) {
     remaining_done_ = std::move(resume->done);
@@ -57,7 +61,8 @@ long long RequestIntake::unmatched_records() const {
   return n;
 }
 
-Admission RequestIntake::reject(const Request& r, uint64_t order, int prompt_tokens, const std::string& message) const {
+Admission RequestIntake::reject(const Request& r, uint64_t order, int prompt_tokens,
+                                const std::string& message) const {
   Admission a;
   a.order = order;
   Result& res = a.rejected.emplace();
@@ -120,8 +125,9 @@ Admission RequestIntake::admit(Request req) {
   if (first_line != 0) {
     if (already_written(error_line_key(req.line))) return {};
     req.line_failed = true;  // no request: its id is another's
-    return reject(req, next_order_++, 0, line_prefix(req) + "duplicate id " + key + " (first on line " +
-                                             std::to_string(first_line) + "); ids must be unique");
+    return reject(req, next_order_++, 0,
+                  line_prefix(req) + "duplicate id " + key + " (first on line " +
+                      std::to_string(first_line) + "); ids must be unique");
   }
   // A valid line's record is keyed by its id, or by its line when it became an error later on (a
   // prompt longer than the context).
@@ -139,24 +145,30 @@ Admission RequestIntake::admit(Request req) {
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || ids[i] >= options_.vocab_size)
       return reject(req, order, 0,
-                    line_prefix(req) + "token id " + std::to_string(ids[i]) + " (element " + std::to_string(i) +
-                        " of the prompt) is outside the model's vocabulary of " + std::to_string(options_.vocab_size) +
-                        " tokens");
+                    line_prefix(req) + "token id " + std::to_string(ids[i]) + " (element " +
+                        std::to_string(i) +
+                        " of the prompt) is outside the model's vocabulary of " +
+                        std::to_string(options_.vocab_size) + " tokens");
   if (req.scoring && (n_context < 1 || n_context >= n))
-    return reject(req, order, n,
-                  line_prefix(req) + (n_context < 1 ? "the context is empty and the model adds no BOS token"
-                                                    : "the continuation adds no token after the context"));
+    return reject(
+        req, order, n,
+        line_prefix(req) + (n_context < 1 ? "the context is empty and the model adds no BOS token"
+                                          : "the continuation adds no token after the context"));
   if (n == 0)
-    return reject(req, order, 0,
-                  line_prefix(req) + "the prompt is empty and the model adds no BOS token: nothing to condition on");
+    return reject(
+        req, order, 0,
+        line_prefix(req) +
+            "the prompt is empty and the model adds no BOS token: nothing to condition on");
   if (req.scoring && n > options_.context)
     return reject(req, order, n,
-                  line_prefix(req) + "context and continuation have " + std::to_string(n) + " tokens (with BOS) but the context is " +
-                      std::to_string(options_.context) + " tokens: the continuation cannot be scored whole");
+                  line_prefix(req) + "context and continuation have " + std::to_string(n) +
+                      " tokens (with BOS) but the context is " + std::to_string(options_.context) +
+                      " tokens: the continuation cannot be scored whole");
   if (!req.scoring && n >= options_.context)
     return reject(req, order, n,
-                  line_prefix(req) + "prompt has " + std::to_string(n) + " tokens (with BOS) but the context is " +
-                      std::to_string(options_.context) + " tokens, leaving no room to generate");
+                  line_prefix(req) + "prompt has " + std::to_string(n) +
+                      " tokens (with BOS) but the context is " + std::to_string(options_.context) +
+                      " tokens, leaving no room to generate");
   Admission a;
   a.order = order;
   a.sequence = std::make_unique<Sequence>(std::move(req), text_ ? &text_->tokenizer() : nullptr,

@@ -19,8 +19,8 @@
 namespace tpllama {
 
 struct IntakeOptions {
-  int vocab_size = 0;    // token ids must be below it
-  int context = 0;       // tokens per sequence, prompt + completion
+  int vocab_size = 0;  // token ids must be below it
+  int context = 0;     // tokens per sequence, prompt + completion
 };
 
 // What became of one request: a sequence to run, or an error record to write (number `order`
@@ -35,10 +35,12 @@ class RequestIntake {
  public:
   // resume may be null (no --resume); the intake takes its maps.
   // text may be null when every request carries token ids (benchmarks).
-  RequestIntake(RequestSource& source, const ModelText* text, const IntakeOptions& options, ResumeIndex* resume);
+  RequestIntake(RequestSource& source, const ModelText* text, const IntakeOptions& options,
+                ResumeIndex* resume);
 
   // Reads the next request; nullopt at the end of the input (done() is then true), once closed, or
-  // while a stream has no whole request yet (RequestSource::next: wait looks for up to a quarter second).
+  // while a stream has no whole request yet (RequestSource::next: wait looks for up to a quarter
+  // second).
   std::optional<Admission> next(bool wait);
   // No more requests are read (a stop signal).
   void close() { done_ = true; }
@@ -51,7 +53,8 @@ class RequestIntake {
   long long unmatched_records() const;
 
  private:
-  Admission reject(const Request& r, uint64_t order, int prompt_tokens, const std::string& message) const;
+  Admission reject(const Request& r, uint64_t order, int prompt_tokens,
+                   const std::string& message) const;
   Admission admit(Request req);
   // Whether the output already holds the record keyed `key`; skips it when so. A request skipped
   // by id (by_id) is first checked against its record (the first kCheckedResumes of them).

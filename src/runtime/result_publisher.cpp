@@ -43,7 +43,9 @@ void ResultPublisher::retire(Sequence& s) {
   publish(s.order, s.take_result());
 }
 
-bool ResultPublisher::has_room() const { return !ordered_ || ordered_->buffered() < reorder_limit_; }
+bool ResultPublisher::has_room() const {
+  return !ordered_ || ordered_->buffered() < reorder_limit_;
+}
 
 void ResultPublisher::step_done(const Group& group) {
   const auto now = Clock::now();

@@ -3,9 +3,9 @@
 // the latency figures and each step's time.
 #pragma once
 
-#include "core/clock.h"
 #include <cstdint>
 #include <memory>
+#include "core/clock.h"
 
 #include "io/result_writer.h"
 #include "runtime/run_metrics.h"
@@ -53,8 +53,9 @@ class ResultPublisher {
     RunSummary& summary_;
   };
 
-  const Clock::time_point start_ = Clock::now();  // the run's start: when an offline batch's requests all arrive
-  Clock::time_point step_mark_;                   // end of the last timed step
+  const Clock::time_point start_ =
+      Clock::now();              // the run's start: when an offline batch's requests all arrive
+  Clock::time_point step_mark_;  // end of the last timed step
   RunSummary summary_;
   CountingSink sink_;
   std::unique_ptr<OrderedResultWriter> ordered_;

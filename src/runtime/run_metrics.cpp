@@ -9,7 +9,8 @@ namespace tpllama {
 
 void LatencyHistogram::add(double seconds) {
   const double v = std::max(seconds, 0.0);
-  const size_t bucket = v <= kMin ? 0 : static_cast<size_t>(std::log(v / kMin) / std::log(kGrowth)) + 1;
+  const size_t bucket =
+      v <= kMin ? 0 : static_cast<size_t>(std::log(v / kMin) / std::log(kGrowth)) + 1;
   if (bucket >= buckets_.size()) buckets_.resize(bucket + 1, 0);
   ++buckets_[bucket];
   ++count_;
@@ -19,13 +20,15 @@ void LatencyHistogram::add(double seconds) {
 
 double LatencyHistogram::percentile(double p) const {
   if (count_ == 0) return 0;
-  const long long rank = std::max<long long>(1, static_cast<long long>(std::ceil(p / 100.0 * static_cast<double>(count_))));
+  const long long rank = std::max<long long>(
+      1, static_cast<long long>(std::ceil(p / 100.0 * static_cast<double>(count_))));
   long long seen = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     seen += buckets_[b];
     if (seen >= rank) {
       if (b == 0) return kMin;
-      return std::min(max_, kMin * std::pow(kGrowth, static_cast<double>(b) - 0.5));  // bucket middle
+      return std::min(max_,
+                      kMin * std::pow(kGrowth, static_cast<double>(b) - 0.5));  // bucket middle
     }
   }
   return max_;
@@ -46,9 +49,11 @@ std::string RunSummary::describe() const {
   if (prefix_caching) os << "; " << describe_prefix_cache();
   if (skipped > 0) os << "; " << skipped << " already in the output, skipped";
   if (stopped_by != 0)
-    os << "; stopped early by signal " << stopped_by << " (" << abandoned << " unfinished requests abandoned)";
+    os << "; stopped early by signal " << stopped_by << " (" << abandoned
+       << " unfinished requests abandoned)";
   if (unwritten > 0)
-    os << "; " << unwritten << " finished results, held back for --ordered behind those, not written (--resume "
+    os << "; " << unwritten
+       << " finished results, held back for --ordered behind those, not written (--resume "
        << "recomputes them, keeping the output in input order)";
   return os.str();
 }

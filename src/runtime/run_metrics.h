@@ -81,7 +81,7 @@ struct RunSummary {
   // --resume: records already in the output that no request of the input matched (the output may
   // belong to another job); counted only when the whole input was read.
   long long unmatched_records = 0;
-  int stopped_by = 0;     // the signal that stopped the run early, or 0
+  int stopped_by = 0;       // the signal that stopped the run early, or 0
   long long abandoned = 0;  // requests in flight when the grace period ended (redone by --resume)
   // --ordered after a stop: finished results held behind an abandoned earlier request, not written
   // (--resume recomputes them, so the output stays in input order).

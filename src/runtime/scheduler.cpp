@@ -8,10 +8,13 @@
 namespace tpllama {
 
 Scheduler::Scheduler(const SchedulerLimits& limits, BlockAllocator& blocks)
-    : limits_(limits), blocks_(blocks), seqs_per_group_((limits.max_seqs + limits.groups - 1) / limits.groups) {
-  TPLLAMA_CHECK(limits.max_batch_tokens > 0 && limits.max_logit_rows > 0 && limits.max_seqs > 0 && limits.groups > 0,
-                "scheduler limits: ", limits.max_batch_tokens, " tokens, ", limits.max_logit_rows, " rows, ",
-                limits.max_seqs, " sequences, ", limits.groups, " groups");
+    : limits_(limits),
+      blocks_(blocks),
+      seqs_per_group_((limits.max_seqs + limits.groups - 1) / limits.groups) {
+  TPLLAMA_CHECK(limits.max_batch_tokens > 0 && limits.max_logit_rows > 0 && limits.max_seqs > 0 &&
+                    limits.groups > 0,
+                "scheduler limits: ", limits.max_batch_tokens, " tokens, ", limits.max_logit_rows,
+                " rows, ", limits.max_seqs, " sequences, ", limits.groups, " groups");
 }
 
 // The group being planned: its plan, its sequences, and the tokens and logit rows it has left.
@@ -146,8 +149,9 @@ Group Scheduler::take_oldest() {
 }
 
 void Scheduler::apply(const Group& group, const SampledRows& rows, const StopRules& rules) {
-  TPLLAMA_CHECK(rows.group == group.id && rows.tokens.size() == group.rows.size(), rows.tokens.size(),
-                " tokens of group ", rows.group, " for the ", group.rows.size(), " rows of group ", group.id);
+  TPLLAMA_CHECK(rows.group == group.id && rows.tokens.size() == group.rows.size(),
+                rows.tokens.size(), " tokens of group ", rows.group, " for the ", group.rows.size(),
+                " rows of group ", group.id);
   for (Sequence* s : group.members) s->end_step();
   std::vector<const RowLogprobs*> by_row(group.rows.size(), nullptr);
   for (const RowLogprobs& l : rows.logprobs) by_row.at(static_cast<size_t>(l.row)) = &l;

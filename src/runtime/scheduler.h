@@ -18,9 +18,9 @@ namespace tpllama {
 
 struct SchedulerLimits {
   int max_batch_tokens = 2048;  // tokens per forward step (prefill is chunked to fit)
-  int max_logit_rows = 64;      // logit rows per step (the model's buffer): decodes plus scored tokens
-  int max_seqs = 64;            // sequences in flight at once, spread over the groups
-  int groups = 1;               // micro-batch groups in flight (the pipeline depth)
+  int max_logit_rows = 64;  // logit rows per step (the model's buffer): decodes plus scored tokens
+  int max_seqs = 64;        // sequences in flight at once, spread over the groups
+  int groups = 1;           // micro-batch groups in flight (the pipeline depth)
 };
 
 // A micro-batch group in flight: its sequences, the sequence of each logit row, and its size.
@@ -30,7 +30,7 @@ struct Group {
   std::vector<Sequence*> rows;     // the sequences owning each logit row, in row order
   int prefill_tokens = 0;          // prompt tokens in the group
   int decode_tokens = 0;
-  long long decode_context = 0;    // positions its decode tokens attend to
+  long long decode_context = 0;  // positions its decode tokens attend to
 };
 
 class Scheduler {

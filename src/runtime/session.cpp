@@ -48,8 +48,8 @@ Session::Session(const MpiSession& mpi, SessionOptions options,
       is_rank0() && !note.empty())
     log::info(note);
   if (text_)
-    log::info("tokenizer: " + text_->tokenizer().path() + " (" + std::to_string(text_->tokenizer().vocab_size()) +
-              " tokens); chat template: " +
+    log::info("tokenizer: " + text_->tokenizer().path() + " (" +
+              std::to_string(text_->tokenizer().vocab_size()) + " tokens); chat template: " +
               (text_->has_chat_template() ? text_->chat_template_source() : std::string("none")) +
               "; stop ids: " + text_->stop_ids_origin());
 }
@@ -72,13 +72,16 @@ void Session::validate(const std::function<void(const Session&)>& checks) {
     if (checkpoint_ && checkpoint_->presharded()) checkpoint_->open_rank_shard(*topology_);
     head_layout(config_, topology_->tp_size(), topology_->tp_rank());
     if (o_.max_model_len > config_.max_seq_len)
-      fail("--max-model-len ", o_.max_model_len, " exceeds the model's context of ", config_.max_seq_len,
-           " tokens (max_position_embeddings)");
-    if (!o_.kv_cache_memory.empty()) kv_cache_bytes_ = parse_byte_size(o_.kv_cache_memory);  // before any weight is read
-    context_ = o_.max_model_len > 0 ? std::min(o_.max_model_len, config_.max_seq_len) : config_.max_seq_len;
+      fail("--max-model-len ", o_.max_model_len, " exceeds the model's context of ",
+           config_.max_seq_len, " tokens (max_position_embeddings)");
+    if (!o_.kv_cache_memory.empty())
+      kv_cache_bytes_ = parse_byte_size(o_.kv_cache_memory);  // before any weight is read
+    context_ = o_.max_model_len > 0 ? std::min(o_.max_model_len, config_.max_seq_len)
+                                    : config_.max_seq_len;
     if (o_.context_len > 0) context_ = std::min(context_, o_.context_len);
     if (checks) checks(*this);
-    if (is_rank0() && checkpoint_) text_ = std::make_unique<ModelText>(o_.model, config_, o_.chat_template);
+    if (is_rank0() && checkpoint_)
+      text_ = std::make_unique<ModelText>(o_.model, config_, o_.chat_template);
   });
 }
 
@@ -156,7 +159,8 @@ void Session::load_model() {
   // the portable f32 ones; int8 then only saves memory.
   if (dtype == DType::kI8 && !ops::cpu_avx512_kernels())
     log::warn(
-        "this CPU has no AVX-512, so --dtype int8 runs portable kernels, several times slower than --dtype "
+        "this CPU has no AVX-512, so --dtype int8 runs portable kernels, several times slower than "
+        "--dtype "
         "f32 or bf16 here: use int8 only to fit the model in memory");
 }
 
@@ -183,9 +187,11 @@ void Session::make_kv_cache() {
     const uint64_t wanted = static_cast<uint64_t>(blocks) * budget.bytes_per_block;
     const uint64_t free = budget.free / static_cast<uint64_t>(std::max(1, budget.sharers));
     if (kv_cache_bytes_ > 0 && free > 0 && wanted > free)
-      fail("--kv-cache-memory ", o_.kv_cache_memory, ": rank ", topology_->rank(), " would hold a KV cache of ",
-           mib(static_cast<double>(wanted)), " but has ", mib(static_cast<double>(free)), " of free memory left after ",
-           "the weights: give a smaller --kv-cache-memory, or leave it out to use ", "80% of what is free");
+      fail("--kv-cache-memory ", o_.kv_cache_memory, ": rank ", topology_->rank(),
+           " would hold a KV cache of ", mib(static_cast<double>(wanted)), " but has ",
+           mib(static_cast<double>(free)), " of free memory left after ",
+           "the weights: give a smaller --kv-cache-memory, or leave it out to use ",
+           "80% of what is free");
   });
   n_blocks_ = static_cast<int>(std::min<long long>(mpi_.min(blocks), INT32_MAX));
   collective_phase([&] {
@@ -223,8 +229,9 @@ RunSummary Session::serve(const ServeOptions& options, EngineIo io, TraceRecorde
   const Topology& t = *topology_;
   const Continuation& c = options.continuation;
   StallWatch stall(options.stall_timeout,
-                   "rank " + std::to_string(t.rank()) + " (stage " + std::to_string(t.pp_rank()) + ", tp rank " +
-                       std::to_string(t.tp_rank()) + ") on " + nodes_.host_of_rank[static_cast<size_t>(t.rank())],
+                   "rank " + std::to_string(t.rank()) + " (stage " + std::to_string(t.pp_rank()) +
+                       ", tp rank " + std::to_string(t.tp_rank()) + ") on " +
+                       nodes_.host_of_rank[static_cast<size_t>(t.rank())],
                    c.resumable ? "--resume continues from what was written" : c.restart_hint);
   pipeline_->set_stall_watch(&stall);
   RunSummary summary;
@@ -273,15 +280,21 @@ RankFigures Session::rank_figures() const {
   return f;
 }
 
-DType Session::kv_dtype() const { return cache_->dtype(); }
+DType Session::kv_dtype() const {
+  return cache_->dtype();
+}
 
-const Tokenizer* Session::tokenizer() const { return text_ ? &text_->tokenizer() : nullptr; }
+const Tokenizer* Session::tokenizer() const {
+  return text_ ? &text_->tokenizer() : nullptr;
+}
 
 const DeviceContext& Session::device_context() const {
   TPLLAMA_CHECK(device_ != nullptr, "the device is opened by load()");
   return device_->context();
 }
 
-std::string Session::device_description() const { return device_ ? device_->describe() : "none"; }
+std::string Session::device_description() const {
+  return device_ ? device_->describe() : "none";
+}
 
 }  // namespace tpllama

@@ -41,9 +41,9 @@ struct SyntheticModel {
 // How a session lays the model out over ranks, devices and memory (the layout flags of run,
 // bench and perplexity), typed as the CLI parsed them.
 struct SessionOptions {
-  std::string model;                        // Hugging Face directory (or a shard set); unused when synthetic
+  std::string model;  // Hugging Face directory (or a shard set); unused when synthetic
   std::optional<SyntheticModel> synthetic;  // random weights of a named shape instead
-  std::string chat_template;                // --chat-template: a file replacing the model's template
+  std::string chat_template;  // --chat-template: a file replacing the model's template
   LayoutRequest layout;
   bool allow_cross_node_tp = false;
   PlacementOptions placement;  // threads, device, communicators, weights' dtype
@@ -97,7 +97,8 @@ class Session {
   // Phase 1, on every rank: the config (or the synthetic model's), the layout and whether the model
   // fits it; on rank 0 the tokenizer. `checks` then runs in the same phase (a command's own files),
   // so that any mistake is reported before a weight is read.
-  Session(const MpiSession& mpi, SessionOptions options, const std::function<void(const Session&)>& checks = {});
+  Session(const MpiSession& mpi, SessionOptions options,
+          const std::function<void(const Session&)>& checks = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -125,7 +126,8 @@ class Session {
   // model).
   const ModelText* text() const { return text_.get(); }
   const Tokenizer* tokenizer() const;
-  // Tokens per sequence, prompt + completion: the model's, or less by --max-model-len or the command.
+  // Tokens per sequence, prompt + completion: the model's, or less by --max-model-len or the
+  // command.
   int context() const { return context_; }
   // After load():
   const DeviceContext& device_context() const;

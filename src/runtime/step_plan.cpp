@@ -40,7 +40,8 @@ class Reader {
   template <typename T>
   std::vector<T> get_vector() {
     const auto n = get<uint64_t>();
-    TPLLAMA_CHECK(n <= (bytes_.size() - pos_) / sizeof(T), "plan array of ", n, " elements overruns the message");
+    TPLLAMA_CHECK(n <= (bytes_.size() - pos_) / sizeof(T), "plan array of ", n,
+                  " elements overruns the message");
     std::vector<T> v(n);
     std::memcpy(v.data(), bytes_.data() + pos_, n * sizeof(T));
     pos_ += n * sizeof(T);
@@ -114,8 +115,9 @@ StepPlan decode_plan(const std::vector<uint8_t>& bytes) {
   plan.batch.slots = r.get_vector<int32_t>();
   plan.batch.logit_rows = r.get_vector<int32_t>();
   plan.sampling = r.get_vector<RowSampling>();
-  TPLLAMA_CHECK(plan.sampling.size() == plan.batch.logit_rows.size(), "plan has ", plan.sampling.size(),
-                " sampling entries for ", plan.batch.logit_rows.size(), " rows");
+  TPLLAMA_CHECK(plan.sampling.size() == plan.batch.logit_rows.size(), "plan has ",
+                plan.sampling.size(), " sampling entries for ", plan.batch.logit_rows.size(),
+                " rows");
   TPLLAMA_CHECK(r.position() == bytes.size(), "step plan message of ", bytes.size(), " bytes has ",
                 bytes.size() - r.position(), " after the plan");
   return plan;

@@ -13,7 +13,8 @@ namespace tpllama {
 struct CacheOp {
   static constexpr int32_t kRelease = -1;
   int32_t slot = 0;
-  int32_t block = kRelease;  // >= 0: append this block to the slot's table; kRelease: empty the table
+  int32_t block =
+      kRelease;  // >= 0: append this block to the slot's table; kRelease: empty the table
 };
 
 // What the last stage sends back to rank 0 for one group: a token per logit row, and the
@@ -34,7 +35,7 @@ enum class PlanKind : uint8_t {
 struct StepPlan {
   int64_t group = 0;
   PlanKind kind = PlanKind::kStep;
-  std::vector<CacheOp> cache_ops;     // block table changes, applied in order before the step
+  std::vector<CacheOp> cache_ops;  // block table changes, applied in order before the step
   StepBatch batch;
   std::vector<RowSampling> sampling;  // one per batch.logit_rows entry
 };

@@ -41,7 +41,8 @@ std::optional<double> Normalizer::max_shrink() const {
       case Kind::kReplace: {
         const Pattern& p = step.pattern.front();
         if (!p.is_literal() || step.text.empty()) return std::nullopt;
-        shrink *= std::max(1.0, static_cast<double>(p.literal().size()) / static_cast<double>(step.text.size()));
+        shrink *= std::max(
+            1.0, static_cast<double>(p.literal().size()) / static_cast<double>(step.text.size()));
         break;
       }
       case Kind::kNfc:

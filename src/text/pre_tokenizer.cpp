@@ -121,8 +121,9 @@ void PreTokenizer::add_metaspace(const Json& j, const std::string& where) {
 }
 
 bool PreTokenizer::drops_text() const {
-  return std::any_of(steps_.begin(), steps_.end(),
-                     [](const Step& s) { return s.kind == Kind::kSplit && s.behavior == Behavior::kRemoved; });
+  return std::any_of(steps_.begin(), steps_.end(), [](const Step& s) {
+    return s.kind == Kind::kSplit && s.behavior == Behavior::kRemoved;
+  });
 }
 
 void PreTokenizer::split(std::string_view text, bool at_origin, std::vector<Piece>& out) const {

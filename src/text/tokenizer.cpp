@@ -74,18 +74,20 @@ std::unique_ptr<Tokenizer> Tokenizer::from_model_dir(const std::string& model_di
     if (fs::exists(file, ec)) require_regular_file(file, "tokenizer file");
   if (fs::is_regular_file(model, ec)) {
     auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
-    const auto status = sp->LoadFromSerializedProto(read_regular_file(model, "tokenizer file", kMaxTokenizerFileBytes));
+    const auto status = sp->LoadFromSerializedProto(
+        read_regular_file(model, "tokenizer file", kMaxTokenizerFileBytes));
     if (status.ok()) return std::unique_ptr<Tokenizer>(new Tokenizer(model, std::move(sp)));
     // Llama 3's original/tokenizer.model is tiktoken's format, not SentencePiece's: tokenizer.json
     // is the one to read then.
     if (!fs::is_regular_file(json, ec))
-      fail("model directory ", model_dir, ": tokenizer.model is not a SentencePiece model (", status.ToString(),
-           ") and there is no tokenizer.json");
+      fail("model directory ", model_dir, ": tokenizer.model is not a SentencePiece model (",
+           status.ToString(), ") and there is no tokenizer.json");
     return std::make_unique<Tokenizer>(json);
   }
   if (fs::is_regular_file(json, ec)) return std::make_unique<Tokenizer>(json);
   fail("model directory ", model_dir,
-       " has no tokenizer: neither tokenizer.model (SentencePiece) nor tokenizer.json (Hugging Face)");
+       " has no tokenizer: neither tokenizer.model (SentencePiece) nor tokenizer.json (Hugging "
+       "Face)");
 }
 
 Tokenizer::Tokenizer(const std::string& path) : path_(path) {
@@ -96,7 +98,8 @@ Tokenizer::Tokenizer(const std::string& path) : path_(path) {
     load_sentencepiece();
 }
 
-Tokenizer::Tokenizer(std::string path, std::unique_ptr<sentencepiece::SentencePieceProcessor> loaded)
+Tokenizer::Tokenizer(std::string path,
+                     std::unique_ptr<sentencepiece::SentencePieceProcessor> loaded)
     : path_(std::move(path)), sp_(std::move(loaded)) {
   load_sentencepiece();
 }
@@ -105,7 +108,8 @@ Tokenizer::Tokenizer(std::string path, std::unique_ptr<sentencepiece::SentencePi
 void Tokenizer::load_sentencepiece() {
   if (!sp_) {
     sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
-    const auto status = sp_->LoadFromSerializedProto(read_regular_file(path_, "tokenizer file", kMaxTokenizerFileBytes));
+    const auto status = sp_->LoadFromSerializedProto(
+        read_regular_file(path_, "tokenizer file", kMaxTokenizerFileBytes));
     if (!status.ok()) fail("cannot load SentencePiece model '", path_, "': ", status.ToString());
   }
   const int n = sp_->GetPieceSize();
@@ -122,7 +126,8 @@ void Tokenizer::load_sentencepiece() {
       bytes_[idx] = kUnknownSurface;
     } else if (sp_->IsByte(id)) {
       const int value = parse_byte_piece(piece);
-      if (value < 0) fail("SentencePiece model '", path_, "': byte piece ", id, " is '", piece, "'");
+      if (value < 0)
+        fail("SentencePiece model '", path_, "': byte piece ", id, " is '", piece, "'");
       kinds_[idx] = Kind::kByte;
       bytes_[idx] = std::string(1, static_cast<char>(value));
     } else {
@@ -153,9 +158,10 @@ void Tokenizer::load_hf() {
     }
   }
   strip_leading_spaces_ = hf_->strip_leading_spaces();
-  // Byte-fallback pieces are decoded byte by byte (a U+FFFD each); byte-level BPE's bytes are joined
-  // and decoded lossily, a U+FFFD per maximal ill-formed subpart.
-  lossy_per_byte_ = std::any_of(kinds_.begin(), kinds_.end(), [](Kind k) { return k == Kind::kByte; });
+  // Byte-fallback pieces are decoded byte by byte (a U+FFFD each); byte-level BPE's bytes are
+  // joined and decoded lossily, a U+FFFD per maximal ill-formed subpart.
+  lossy_per_byte_ =
+      std::any_of(kinds_.begin(), kinds_.end(), [](Kind k) { return k == Kind::kByte; });
   measure_text_per_token();
 }
 
@@ -166,8 +172,10 @@ void Tokenizer::load_hf() {
 // default, and stories260K's), runs of spaces, which become one space: counted so by min_tokens.
 void Tokenizer::measure_text_per_token() {
   for (size_t id = 0; id < bytes_.size(); ++id)
-    longest_token_text_ = std::max({longest_token_text_, bytes_[id].size(), piece(static_cast<int>(id)).size()});
-  longest_token_text_ = std::max<size_t>(longest_token_text_, 4);  // an unknown character as one token
+    longest_token_text_ =
+        std::max({longest_token_text_, bytes_[id].size(), piece(static_cast<int>(id)).size()});
+  longest_token_text_ =
+      std::max<size_t>(longest_token_text_, 4);  // an unknown character as one token
   if (hf_) {
     max_shrink_ = hf_->max_shrink();
     return;
@@ -230,7 +238,8 @@ std::vector<int> Tokenizer::encode_with_special_tokens(const std::string& text) 
   for (size_t i = 0; i < text.size();) {
     const std::pair<const std::string, int>* best = nullptr;
     for (const auto& entry : specials_)
-      if (text.compare(i, entry.first.size(), entry.first) == 0 && (!best || entry.first.size() > best->first.size()))
+      if (text.compare(i, entry.first.size(), entry.first) == 0 &&
+          (!best || entry.first.size() > best->first.size()))
         best = &entry;
     if (!best) {
       ++i;
@@ -274,11 +283,17 @@ int Tokenizer::bos_id() const {
   return hf_->prefix_ids().empty() ? -1 : hf_->prefix_ids().front();
 }
 
-int Tokenizer::eos_id() const { return sp_ ? sp_->eos_id() : -1; }
+int Tokenizer::eos_id() const {
+  return sp_ ? sp_->eos_id() : -1;
+}
 
-std::vector<int> Tokenizer::prefix_ids() const { return hf_ ? hf_->prefix_ids() : std::vector<int>{}; }
+std::vector<int> Tokenizer::prefix_ids() const {
+  return hf_ ? hf_->prefix_ids() : std::vector<int>{};
+}
 
-std::vector<int> Tokenizer::suffix_ids() const { return hf_ ? hf_->suffix_ids() : std::vector<int>{}; }
+std::vector<int> Tokenizer::suffix_ids() const {
+  return hf_ ? hf_->suffix_ids() : std::vector<int>{};
+}
 
 std::string Tokenizer::decode(const std::vector<int>& ids) const {
   IncrementalDetokenizer detok(*this);
@@ -334,7 +349,8 @@ std::string IncrementalDetokenizer::flush() {
 }
 
 utf8::Lossy IncrementalDetokenizer::lossy() const {
-  return tok_ == nullptr || tok_->lossy_per_byte_ ? utf8::Lossy::kPerByte : utf8::Lossy::kPerMaximalSubpart;
+  return tok_ == nullptr || tok_->lossy_per_byte_ ? utf8::Lossy::kPerByte
+                                                  : utf8::Lossy::kPerMaximalSubpart;
 }
 
 }  // namespace tpllama

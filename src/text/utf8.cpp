@@ -43,8 +43,9 @@ int char_length(const unsigned char* s, size_t avail) {
   int need = 0;
   const int valid = valid_prefix(s, avail, &need);
   if (valid == need) return need;
-  if (valid == 0 || static_cast<size_t>(valid) < avail) return -1;  // a byte that cannot continue it
-  return 0;                                                          // a viable prefix, cut short
+  if (valid == 0 || static_cast<size_t>(valid) < avail)
+    return -1;  // a byte that cannot continue it
+  return 0;     // a viable prefix, cut short
 }
 
 void drain(std::string& buf, std::string& out, bool final, size_t* silent, Lossy lossy) {

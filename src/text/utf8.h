@@ -26,7 +26,8 @@ enum class Lossy { kPerByte, kPerMaximalSubpart };
 // that the first *silent bytes are dropped instead (a prompt's incomplete last character: not the
 // caller's text). A viable incomplete tail stays in buf unless final. *silent shrinks by the bytes
 // that went.
-void drain(std::string& buf, std::string& out, bool final, size_t* silent, Lossy lossy = Lossy::kPerByte);
+void drain(std::string& buf, std::string& out, bool final, size_t* silent,
+           Lossy lossy = Lossy::kPerByte);
 
 // Length in bytes of the valid character at s[i]; 0 when the bytes there are not one (overlong,
 // surrogate, above U+10FFFF, cut short, a stray continuation byte).

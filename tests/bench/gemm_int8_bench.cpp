@@ -31,7 +31,8 @@ struct Shape {
   int64_t n, k;
 };
 // dim 768, hidden 2048, vocab 32000.
-constexpr Shape kShapes[] = {{"qkv", 2304, 768}, {"gate+up", 4096, 768}, {"down", 768, 2048}, {"head", 32000, 768}};
+constexpr Shape kShapes[] = {
+    {"qkv", 2304, 768}, {"gate+up", 4096, 768}, {"down", 768, 2048}, {"head", 32000, 768}};
 constexpr DType kDtypes[3] = {DType::kF32, DType::kBF16, DType::kI8};
 
 struct Options {
@@ -70,12 +71,14 @@ Pool make_pool(const Shape& s, DType dtype, int64_t pool_mib) {
 }
 
 // Seconds of one call, averaged over a pass over every copy of the weights (at least four calls).
-double pass_seconds(Pool& pool, const Shape& s, DType dtype, int64_t m, int threads, const std::vector<float>& x,
-                    std::vector<float>& out) {
+double pass_seconds(Pool& pool, const Shape& s, DType dtype, int64_t m, int threads,
+                    const std::vector<float>& x, std::vector<float>& out) {
   const size_t calls = std::max<size_t>(pool.copies.size(), 4);
   const auto t0 = std::chrono::steady_clock::now();
-  for (size_t c = 0; c < calls; ++c) cpu::gemm(out.data(), x.data(), m, pool.take(), dtype, s.n, s.k, threads);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / static_cast<double>(calls);
+  for (size_t c = 0; c < calls; ++c)
+    cpu::gemm(out.data(), x.data(), m, pool.take(), dtype, s.n, s.k, threads);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+         static_cast<double>(calls);
 }
 
 double median(std::vector<double> v) {
@@ -91,13 +94,15 @@ struct Timing {
   double int8_over_bf16, int8_over_f32;
 };
 
-Timing time_rows(Pool* pools, const Shape& s, int64_t m, const Options& o, const std::vector<float>& x,
-                 std::vector<float>& out) {
-  for (size_t d = 0; d < 3; ++d) pass_seconds(pools[d], s, kDtypes[d], m, o.threads, x, out);  // warm-up
+Timing time_rows(Pool* pools, const Shape& s, int64_t m, const Options& o,
+                 const std::vector<float>& x, std::vector<float>& out) {
+  for (size_t d = 0; d < 3; ++d)
+    pass_seconds(pools[d], s, kDtypes[d], m, o.threads, x, out);  // warm-up
   std::vector<double> t[3], over_bf16, over_f32;
   for (int r = 0; r < o.repeats; ++r) {
     double now[3];
-    for (size_t d = 0; d < 3; ++d) t[d].push_back(now[d] = pass_seconds(pools[d], s, kDtypes[d], m, o.threads, x, out));
+    for (size_t d = 0; d < 3; ++d)
+      t[d].push_back(now[d] = pass_seconds(pools[d], s, kDtypes[d], m, o.threads, x, out));
     over_bf16.push_back(now[1] / now[2]);
     over_f32.push_back(now[0] / now[2]);
   }
@@ -105,17 +110,21 @@ Timing time_rows(Pool* pools, const Shape& s, int64_t m, const Options& o, const
 }
 
 void speed(const Options& o) {
-  std::printf("gemm_int8_bench: %d thread(s), median of %d passes over %lld MiB of weight copies each\n",
-              o.threads, o.repeats, static_cast<long long>(o.pool_mib));
+  std::printf(
+      "gemm_int8_bench: %d thread(s), median of %d passes over %lld MiB of weight copies each\n",
+      o.threads, o.repeats, static_cast<long long>(o.pool_mib));
   std::printf("int8 kernels: m=1 %s, m=%lld+ %s; group %lld\n\n", cpu::int8_kernel_name(1),
-              static_cast<long long>(cpu::kInt8QuantizedRows), cpu::int8_kernel_name(cpu::kInt8QuantizedRows),
+              static_cast<long long>(cpu::kInt8QuantizedRows),
+              cpu::int8_kernel_name(cpu::kInt8QuantizedRows),
               static_cast<long long>(cpu::kInt8Group));
-  std::printf("%-8s %5s  %10s %10s %10s  %7s %8s %7s  %8s %8s %8s  %9s %9s\n", "product", "m", "f32 us", "bf16 us",
-              "int8 us", "f32GB/s", "bf16GB/s", "i8GB/s", "f32 GF/s", "bf16GF/s", "i8 GF/s", "int8/bf16", "int8/f32");
+  std::printf("%-8s %5s  %10s %10s %10s  %7s %8s %7s  %8s %8s %8s  %9s %9s\n", "product", "m",
+              "f32 us", "bf16 us", "int8 us", "f32GB/s", "bf16GB/s", "i8GB/s", "f32 GF/s",
+              "bf16GF/s", "i8 GF/s", "int8/bf16", "int8/f32");
   const int64_t most_rows = *std::max_element(o.rows.begin(), o.rows.end());
   std::vector<double> total(o.rows.size() * 3, 0.0);
   for (const Shape& s : kShapes) {
-    std::vector<float> x(static_cast<size_t>(most_rows * s.k)), out(static_cast<size_t>(most_rows * s.n));
+    std::vector<float> x(static_cast<size_t>(most_rows * s.k)),
+        out(static_cast<size_t>(most_rows * s.n));
     std::mt19937 rng(7);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (float& v : x) v = normal(rng);
@@ -124,28 +133,35 @@ void speed(const Options& o) {
     for (size_t i = 0; i < o.rows.size(); ++i) {
       const Timing t = time_rows(pools, s, o.rows[i], o, x, out);
       const double flops = 2.0 * static_cast<double>(o.rows[i] * s.n * s.k);
-      std::printf("%-8s %5lld  %10.1f %10.1f %10.1f  %7.1f %8.1f %7.1f  %8.1f %8.1f %8.1f  %9.2f %9.2f\n", s.name,
-                  static_cast<long long>(o.rows[i]), t.seconds[0] * 1e6, t.seconds[1] * 1e6, t.seconds[2] * 1e6,
-                  pools[0].bytes / t.seconds[0] / 1e9, pools[1].bytes / t.seconds[1] / 1e9,
-                  pools[2].bytes / t.seconds[2] / 1e9, flops / t.seconds[0] / 1e9, flops / t.seconds[1] / 1e9,
-                  flops / t.seconds[2] / 1e9, t.int8_over_bf16, t.int8_over_f32);
+      std::printf(
+          "%-8s %5lld  %10.1f %10.1f %10.1f  %7.1f %8.1f %7.1f  %8.1f %8.1f %8.1f  %9.2f %9.2f\n",
+          s.name, static_cast<long long>(o.rows[i]), t.seconds[0] * 1e6, t.seconds[1] * 1e6,
+          t.seconds[2] * 1e6, pools[0].bytes / t.seconds[0] / 1e9,
+          pools[1].bytes / t.seconds[1] / 1e9, pools[2].bytes / t.seconds[2] / 1e9,
+          flops / t.seconds[0] / 1e9, flops / t.seconds[1] / 1e9, flops / t.seconds[2] / 1e9,
+          t.int8_over_bf16, t.int8_over_f32);
       for (size_t d = 0; d < 3; ++d) total[i * 3 + d] += t.seconds[d];
     }
   }
-  std::printf("\nall four products (one layer's QKV, gate+up, down, and the head), from the median times:\n");
+  std::printf(
+      "\nall four products (one layer's QKV, gate+up, down, and the head), from the median "
+      "times:\n");
   for (size_t i = 0; i < o.rows.size(); ++i)
-    std::printf("%-8s %5lld  %10.1f %10.1f %10.1f  %54s  %9.2f %9.2f\n", "sum", static_cast<long long>(o.rows[i]),
-                total[i * 3] * 1e6, total[i * 3 + 1] * 1e6, total[i * 3 + 2] * 1e6, "",
-                total[i * 3 + 1] / total[i * 3 + 2], total[i * 3] / total[i * 3 + 2]);
+    std::printf("%-8s %5lld  %10.1f %10.1f %10.1f  %54s  %9.2f %9.2f\n", "sum",
+                static_cast<long long>(o.rows[i]), total[i * 3] * 1e6, total[i * 3 + 1] * 1e6,
+                total[i * 3 + 2] * 1e6, "", total[i * 3 + 1] / total[i * 3 + 2],
+                total[i * 3] / total[i * 3 + 2]);
 }
 
 // Error of int8 products against the exact product of the f32 values, relative to the RMS of the
 // exact outputs: max and mean over the outputs. x Gaussian; w Gaussian, or Gaussian with one value
 // in 200 eight times larger (the outliers of trained weights, which set their group's scale).
 void accuracy(const Options& o) {
-  std::printf("\nint8 error against the exact f32 product, relative to the outputs' RMS (group %lld):\n",
-              static_cast<long long>(cpu::kInt8Group));
-  std::printf("%-8s %-9s %5s  %-18s  %10s %10s\n", "product", "weights", "m", "kernel", "max", "mean");
+  std::printf(
+      "\nint8 error against the exact f32 product, relative to the outputs' RMS (group %lld):\n",
+      static_cast<long long>(cpu::kInt8Group));
+  std::printf("%-8s %-9s %5s  %-18s  %10s %10s\n", "product", "weights", "m", "kernel", "max",
+              "mean");
   for (const Shape& s : {Shape{"k768", 512, 768}, Shape{"k2048", 512, 2048}})
     for (bool outliers : {false, true}) {
       std::mt19937 rng(11);
@@ -164,7 +180,8 @@ void accuracy(const Options& o) {
         for (int64_t r = 0; r < m; ++r)
           for (int64_t j = 0; j < s.n; ++j) {
             double dot = 0;
-            for (int64_t c = 0; c < s.k; ++c) dot += static_cast<double>(x[r * s.k + c]) * w[j * s.k + c];
+            for (int64_t c = 0; c < s.k; ++c)
+              dot += static_cast<double>(x[r * s.k + c]) * w[j * s.k + c];
             exact[r * s.n + j] = dot;
             sq += dot * dot;
           }
@@ -175,8 +192,9 @@ void accuracy(const Options& o) {
           most = std::max(most, e);
           sum += e;
         }
-        std::printf("%-8s %-9s %5lld  %-18s  %10.2e %10.2e\n", s.name, outliers ? "outliers" : "gaussian",
-                    static_cast<long long>(m), cpu::int8_kernel_name(m), most, sum / static_cast<double>(exact.size()));
+        std::printf("%-8s %-9s %5lld  %-18s  %10.2e %10.2e\n", s.name,
+                    outliers ? "outliers" : "gaussian", static_cast<long long>(m),
+                    cpu::int8_kernel_name(m), most, sum / static_cast<double>(exact.size()));
       }
     }
 }

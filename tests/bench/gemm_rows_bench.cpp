@@ -15,10 +15,10 @@
 
 #include "core/tensor.h"
 #include "ops/cpu/elementwise.h"
-#include "ops/weight.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/machine_limits.h"
 #include "ops/cpu/threads.h"
+#include "ops/weight.h"
 
 namespace {
 

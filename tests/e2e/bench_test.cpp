@@ -22,13 +22,17 @@ json read_json(const std::string& path) {
 }
 
 std::string temp_path(const std::string& name) {
-  return (fs::temp_directory_path() / ("tpllama_bench_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (fs::temp_directory_path() / ("tpllama_bench_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 TEST(Bench, ReportCountsFollowFromTheWorkload) {
   const std::string path = temp_path("tiny.json");
-  const auto r = run_shell(binary() + " bench --shape tiny --random-weights --prompts 6 --input-len 8:16 --output-len 5 "
-                           "--max-seqs 3 --json " + path + " --no-limits --log-interval 0");
+  const auto r =
+      run_shell(binary() +
+                " bench --shape tiny --random-weights --prompts 6 --input-len 8:16 --output-len 5 "
+                "--max-seqs 3 --json " +
+                path + " --no-limits --log-interval 0");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("tpllama bench: tiny (random weights)"), std::string::npos) << r.output;
   // Progress out of the workload's total (every update at --log-interval 0).
@@ -46,13 +50,16 @@ TEST(Bench, ReportCountsFollowFromTheWorkload) {
   // Decode reads every weight matrix once per step: tiny's matrices in f32, rows padded to 32-row
   // panels (dim 128, kv 64, gate/up 344 -> 352 rows, down 128 x 344, 4 layers, a 32000 x 128
   // head), plus the KV it attends.
-  const double matrices = 4.0 * (128 * 128 * 2 + 64 * 128 * 2 + 352 * 128 * 2 + 128 * 344) * 4 + 32000.0 * 128 * 4;
+  const double matrices =
+      4.0 * (128 * 128 * 2 + 64 * 128 * 2 + 352 * 128 * 2 + 128 * 344) * 4 + 32000.0 * 128 * 4;
   EXPECT_GT(j["decode_bytes_per_token"].get<double>(), matrices / 3);
   EXPECT_EQ(j["ranks"].size(), 1u);
-  EXPECT_EQ(j["ranks"][0]["weight_bytes"].get<double>(), matrices + 32000.0 * 128 * 4 + (2 * 4 + 1) * 128 * 4);
+  EXPECT_EQ(j["ranks"][0]["weight_bytes"].get<double>(),
+            matrices + 32000.0 * 128 * 4 + (2 * 4 + 1) * 128 * 4);
   // --no-limits: no machine figures and no fractions of them, rather than zeros.
   EXPECT_TRUE(j["machine"].is_null()) << j["machine"];
-  for (const char* k : {"decode_bandwidth_fraction", "decode_roofline_tokens_per_second", "prefill_gemm_fraction"})
+  for (const char* k :
+       {"decode_bandwidth_fraction", "decode_roofline_tokens_per_second", "prefill_gemm_fraction"})
     EXPECT_TRUE(j[k].is_null()) << k << " " << j[k];
   EXPECT_NE(r.output.find("not measured (--no-limits)"), std::string::npos) << r.output;
   // The workload as drawn: lengths within their ranges, the seed that drew them.
@@ -67,25 +74,30 @@ TEST(Bench, ReportCountsFollowFromTheWorkload) {
   // Every request arrives at the start: from there, its first token comes no sooner than from its
   // admission, and its end no later than the run's. Six requests, three at a time: the second three
   // wait for the first.
-  const json &admitted = j["ttft_seconds"], &started = j["ttft_from_start_seconds"], &e2e = j["latency_from_start_seconds"];
+  const json &admitted = j["ttft_seconds"], &started = j["ttft_from_start_seconds"],
+             &e2e = j["latency_from_start_seconds"];
   for (const char* p : {"p50", "p90", "p99"}) {
     EXPECT_GE(started[p].get<double>(), admitted[p].get<double>()) << p;
     EXPECT_LE(e2e[p].get<double>(), j["elapsed_seconds"].get<double>() * 1.01 + 1e-6) << p;
   }
   EXPECT_EQ(started["count"], 6);
   EXPECT_EQ(e2e["count"], 6);
-  // A late request's first token follows an early request's whole run (4 decode steps past its first
-  // token), so the slowest from the start is past the slowest from admission.
+  // A late request's first token follows an early request's whole run (4 decode steps past its
+  // first token), so the slowest from the start is past the slowest from admission.
   EXPECT_GT(started["p99"].get<double>(), admitted["p99"].get<double>());
   fs::remove(path);
 }
 
 TEST(Bench, MeasuresTheMachineAndRunsTwoRanksOfTensorParallelism) {
-  if (run_shell("which mpirun").exit_code != 0) GTEST_FAIL() << "mpirun not found on PATH: the tests need Open MPI (openmpi-bin, which scripts/setup.sh installs)";
+  if (run_shell("which mpirun").exit_code != 0)
+    GTEST_FAIL() << "mpirun not found on PATH: the tests need Open MPI (openmpi-bin, which "
+                    "scripts/setup.sh installs)";
   const std::string path = temp_path("tp2.json");
-  const auto r = run_shell("mpirun -np 2 --oversubscribe " + binary() +
-                           " bench --shape tiny --random-weights --vocab 512 --prompts 4 --input-len 16 --output-len 4 "
-                           "--tp 2 --threads 1 --dtype bf16 --json " + path);
+  const auto r = run_shell(
+      "mpirun -np 2 --oversubscribe " + binary() +
+      " bench --shape tiny --random-weights --vocab 512 --prompts 4 --input-len 16 --output-len 4 "
+      "--tp 2 --threads 1 --dtype bf16 --json " +
+      path);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json j = read_json(path);
   EXPECT_EQ(j["layout"]["tp"], 2);
@@ -100,7 +112,8 @@ TEST(Bench, MeasuresTheMachineAndRunsTwoRanksOfTensorParallelism) {
   EXPECT_GT(j["prefill_gemm_fraction"].get<double>(), 0);
   // Both ranks share one node: its first rank measured it, once.
   EXPECT_EQ(j["machine"]["devices"], 1);
-  EXPECT_EQ(j["machine"]["measured_on"], std::to_string(std::thread::hardware_concurrency()) + " cores of 1 node");
+  EXPECT_EQ(j["machine"]["measured_on"],
+            std::to_string(std::thread::hardware_concurrency()) + " cores of 1 node");
   fs::remove(path);
 }
 
@@ -126,7 +139,8 @@ TEST(Bench, BadRequestsAreRefusedWithTheValues) {
     const auto r = run_shell(binary() + " bench " + c.args);
     EXPECT_NE(r.exit_code, 0) << c.args;
     EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
-    EXPECT_EQ(r.output.find("tpllama bench:"), std::string::npos) << "it ran the benchmark: " << c.args;
+    EXPECT_EQ(r.output.find("tpllama bench:"), std::string::npos)
+        << "it ran the benchmark: " << c.args;
   }
 }
 

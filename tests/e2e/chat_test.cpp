@@ -45,8 +45,8 @@ reference::Config tiny_llama3() {
 }
 
 // Every step's argmax is <|eot_id|>: the residual stream's dimension 0 is 10 for every token and no
-// layer writes to it, the final norm keeps only that dimension, and only <|eot_id|>'s head row reads
-// it strongly.
+// layer writes to it, the final norm keeps only that dimension, and only <|eot_id|>'s head row
+// reads it strongly.
 void make_eot_model(reference::Weights& w, const reference::Config& c) {
   const auto dim = static_cast<size_t>(c.dim);
   for (size_t t = 0; t < static_cast<size_t>(c.vocab_size); ++t) w.embed[t * dim] = 10.0;
@@ -61,14 +61,19 @@ void make_eot_model(reference::Weights& w, const reference::Config& c) {
 
 void copy_tokenizer(const std::string& to, bool with_template) {
   const std::string from = llama3_tokenizer_dir();
-  fs::copy_file(from + "/tokenizer.json", to + "/tokenizer.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(from + "/tokenizer.json", to + "/tokenizer.json",
+                fs::copy_options::overwrite_existing);
   json config = json::parse(std::ifstream(from + "/tokenizer_config.json"));
   if (!with_template) config.erase("chat_template");
   std::ofstream(to + "/tokenizer_config.json") << config.dump();
 }
 
-json chat_line(const std::string& id, const json& messages, int max_tokens, const json& extra = json::object()) {
-  json body = {{"model", "llama3-tiny"}, {"messages", messages}, {"max_tokens", max_tokens}, {"temperature", 0}};
+json chat_line(const std::string& id, const json& messages, int max_tokens,
+               const json& extra = json::object()) {
+  json body = {{"model", "llama3-tiny"},
+               {"messages", messages},
+               {"max_tokens", max_tokens},
+               {"temperature", 0}};
   body.update(extra);
   return {{"custom_id", id}, {"method", "POST"}, {"url", "/v1/chat/completions"}, {"body", body}};
 }
@@ -114,14 +119,15 @@ class Llama3Chat : public ::testing::Test {
   }
   void SetUp() override {
     if (work_.empty())
-      GTEST_SKIP() << "Meta's Llama 3.1 tokenizer at " << llama3_tokenizer_dir() << oracles::kMissing
-                   << " (TPLLAMA_LLAMA3_TOKENIZER_DIR)";
+      GTEST_SKIP() << "Meta's Llama 3.1 tokenizer at " << llama3_tokenizer_dir()
+                   << oracles::kMissing << " (TPLLAMA_LLAMA3_TOKENIZER_DIR)";
   }
 
-  static CommandResult run(const std::string& model, const std::string& in, const std::string& out, int np = 1,
-                           const std::string& flags = "") {
-    return run_shell("mpirun -np " + std::to_string(np) + " --oversubscribe " + binary() + " run --model " + model +
-                     " --input " + in + " --output " + out + " --max-model-len 256 --kv-cache-memory 8MiB " + flags);
+  static CommandResult run(const std::string& model, const std::string& in, const std::string& out,
+                           int np = 1, const std::string& flags = "") {
+    return run_shell("mpirun -np " + std::to_string(np) + " --oversubscribe " + binary() +
+                     " run --model " + model + " --input " + in + " --output " + out +
+                     " --max-model-len 256 --kv-cache-memory 8MiB " + flags);
   }
 
   static inline std::string work_;
@@ -133,19 +139,24 @@ const json kSystemChat = json::array({{{"role", "system"}, {"content", "You are 
 
 TEST_F(Llama3Chat, MixedBatchIsAnsweredInKindAndAlikeAtEveryLayout) {
   const std::string in = work_ + "/mixed.jsonl";
-  write_lines(in, {chat_line("chat-system", kSystemChat, 6),
-                   completion_line("plain", "The capital of France is", 6),
-                   chat_line("chat-multi", json::array({{{"role", "user"}, {"content", "One?"}},
-                                                        {{"role", "assistant"}, {"content", "Two."}},
-                                                        {{"role", "user"}, {"content", "Three \xF0\x9F\x98\x80"}}}),
-                             5, {{"logprobs", true}, {"top_logprobs", 2}}),
-                   completion_line("plain-2", "Once upon a time", 4)});
+  write_lines(in,
+              {chat_line("chat-system", kSystemChat, 6),
+               completion_line("plain", "The capital of France is", 6),
+               chat_line("chat-multi",
+                         json::array({{{"role", "user"}, {"content", "One?"}},
+                                      {{"role", "assistant"}, {"content", "Two."}},
+                                      {{"role", "user"}, {"content", "Three \xF0\x9F\x98\x80"}}}),
+                         5, {{"logprobs", true}, {"top_logprobs", 2}}),
+               completion_line("plain-2", "Once upon a time", 4)});
   const CommandResult one = run(work_ + "/model", in, work_ + "/mixed_1x1.jsonl");
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  EXPECT_NE(one.output.find("the chat template's end of turn 128009"), std::string::npos) << one.output;
-  const CommandResult four = run(work_ + "/model", in, work_ + "/mixed_2x2.jsonl", 4, "--tp 2 --pp 2");
+  EXPECT_NE(one.output.find("the chat template's end of turn 128009"), std::string::npos)
+      << one.output;
+  const CommandResult four =
+      run(work_ + "/model", in, work_ + "/mixed_2x2.jsonl", 4, "--tp 2 --pp 2");
   ASSERT_EQ(four.exit_code, 0) << four.output;
-  const auto a = by_custom_id(work_ + "/mixed_1x1.jsonl"), b = by_custom_id(work_ + "/mixed_2x2.jsonl");
+  const auto a = by_custom_id(work_ + "/mixed_1x1.jsonl"),
+             b = by_custom_id(work_ + "/mixed_2x2.jsonl");
   ASSERT_EQ(a.size(), 4u);
   ASSERT_EQ(b.size(), 4u);
   for (const std::string id : {"chat-system", "chat-multi"}) {
@@ -173,14 +184,18 @@ TEST_F(Llama3Chat, MixedBatchIsAnsweredInKindAndAlikeAtEveryLayout) {
 // its tokens reach the model (the reference forward's greedy answer to them is the run's answer),
 // and tokenize reports both.
 TEST_F(Llama3Chat, GreedyAnswerMatchesTheReferenceForwardOnTheRenderedPrompt) {
-  const std::string in = work_ + "/one.jsonl", tok_out = work_ + "/one_tokens.jsonl", out = work_ + "/one_out.jsonl";
-  std::ofstream(in) << json{{"id", "q"}, {"messages", kSystemChat}, {"max_tokens", 3}}.dump() << "\n";
-  const CommandResult t = run_shell(binary() + " tokenize --model " + work_ + "/model --input " + in + " --output " + tok_out);
+  const std::string in = work_ + "/one.jsonl", tok_out = work_ + "/one_tokens.jsonl",
+                    out = work_ + "/one_out.jsonl";
+  std::ofstream(in) << json{{"id", "q"}, {"messages", kSystemChat}, {"max_tokens", 3}}.dump()
+                    << "\n";
+  const CommandResult t = run_shell(binary() + " tokenize --model " + work_ + "/model --input " +
+                                    in + " --output " + tok_out);
   ASSERT_EQ(t.exit_code, 0) << t.output;
   const json rec = read_jsonl(tok_out).at(0);
   const std::string expected_text =
       "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
-      "<|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+      "<|start_header_id|>user<|end_header_id|>\n\nHi "
+      "there<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
   EXPECT_EQ(rec["text"], expected_text);
   const std::vector<int> prompt = rec["tokens"].get<std::vector<int>>();
   ASSERT_GT(prompt.size(), 8u);
@@ -194,7 +209,8 @@ TEST_F(Llama3Chat, GreedyAnswerMatchesTheReferenceForwardOnTheRenderedPrompt) {
   EXPECT_EQ(got["prompt_tokens"], prompt.size());
   std::vector<int> seq = prompt, generated;
   for (int step = 0; step < 3; ++step) {
-    const auto logits = reference::forward_all(tiny_llama3(), weights_, seq, reference::RopeLayout::kRotateHalf);
+    const auto logits =
+        reference::forward_all(tiny_llama3(), weights_, seq, reference::RopeLayout::kRotateHalf);
     const auto& last = logits.back();
     const int next = static_cast<int>(std::max_element(last.begin(), last.end()) - last.begin());
     generated.push_back(next);
@@ -207,8 +223,11 @@ TEST_F(Llama3Chat, GreedyAnswerMatchesTheReferenceForwardOnTheRenderedPrompt) {
 
 TEST_F(Llama3Chat, TheTemplatesEndOfTurnEndsTheAnswer) {
   const std::string in = work_ + "/eot.jsonl", out = work_ + "/eot_out.jsonl";
-  write_lines(in, {json{{"id", "stops"}, {"messages", kSystemChat}, {"max_tokens", 5}},
-                   json{{"id", "ignores"}, {"messages", kSystemChat}, {"max_tokens", 5}, {"ignore_eos", true}}});
+  write_lines(
+      in,
+      {json{{"id", "stops"}, {"messages", kSystemChat}, {"max_tokens", 5}},
+       json{
+           {"id", "ignores"}, {"messages", kSystemChat}, {"max_tokens", 5}, {"ignore_eos", true}}});
   const CommandResult r = run(work_ + "/eot", in, out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto m = by_id(read_jsonl(out));
@@ -221,41 +240,50 @@ TEST_F(Llama3Chat, TheTemplatesEndOfTurnEndsTheAnswer) {
 
   // A template whose turns end in no special token adds no stop id: the same request runs on.
   const std::string plain = work_ + "/plain.jinja";
-  std::ofstream(plain) << "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:";
-  const CommandResult p = run(work_ + "/eot", in, work_ + "/eot_plain.jsonl", 1, "--chat-template " + plain);
+  std::ofstream(plain)
+      << "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:";
+  const CommandResult p =
+      run(work_ + "/eot", in, work_ + "/eot_plain.jsonl", 1, "--chat-template " + plain);
   ASSERT_EQ(p.exit_code, 0) << p.output;
-  EXPECT_EQ(by_id(read_jsonl(work_ + "/eot_plain.jsonl")).at("\"stops\"")["finish_reason"], "length");
+  EXPECT_EQ(by_id(read_jsonl(work_ + "/eot_plain.jsonl")).at("\"stops\"")["finish_reason"],
+            "length");
 }
 
 TEST_F(Llama3Chat, RequestsTheTemplateOrModelCannotServeAreRefusedAlone) {
   const std::string in = work_ + "/refused.jsonl";
-  write_lines(in, {json{{"id", "chat"}, {"messages", kSystemChat}, {"max_tokens", 2}},
-                   json{{"id", "plain"}, {"prompt", "Hello"}, {"max_tokens", 2}},
-                   json{{"id", "bad-role"}, {"messages", json::array({{{"content", "no role"}}})}}});
+  write_lines(in,
+              {json{{"id", "chat"}, {"messages", kSystemChat}, {"max_tokens", 2}},
+               json{{"id", "plain"}, {"prompt", "Hello"}, {"max_tokens", 2}},
+               json{{"id", "bad-role"}, {"messages", json::array({{{"content", "no role"}}})}}});
   const CommandResult r = run(work_ + "/no_template", in, work_ + "/refused_out.jsonl");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto m = by_id(read_jsonl(work_ + "/refused_out.jsonl"));
   EXPECT_EQ(m.at("\"chat\"")["finish_reason"], "error");
-  EXPECT_NE(m.at("\"chat\"")["error"].get<std::string>().find("no chat template"), std::string::npos);
+  EXPECT_NE(m.at("\"chat\"")["error"].get<std::string>().find("no chat template"),
+            std::string::npos);
   EXPECT_EQ(m.at("\"plain\"")["finish_reason"], "length");
-  EXPECT_NE(m.at("\"bad-role\"")["error"].get<std::string>().find("messages[0].role"), std::string::npos);
+  EXPECT_NE(m.at("\"bad-role\"")["error"].get<std::string>().find("messages[0].role"),
+            std::string::npos);
 
   // raise_exception in the template: that request's error record, with the template's message.
   const std::string strict = work_ + "/strict.jinja";
-  std::ofstream(strict) << "{% if messages[0]['role'] != 'user' %}{{ raise_exception('Conversations must start "
-                           "with the user') }}{% endif %}{% for m in messages %}{{ m['content'] }}{% endfor %}";
-  const CommandResult s = run(work_ + "/no_template", in, work_ + "/strict_out.jsonl", 1, "--chat-template " + strict);
+  std::ofstream(strict)
+      << "{% if messages[0]['role'] != 'user' %}{{ raise_exception('Conversations must start "
+         "with the user') }}{% endif %}{% for m in messages %}{{ m['content'] }}{% endfor %}";
+  const CommandResult s =
+      run(work_ + "/no_template", in, work_ + "/strict_out.jsonl", 1, "--chat-template " + strict);
   ASSERT_EQ(s.exit_code, 0) << s.output;
   m = by_id(read_jsonl(work_ + "/strict_out.jsonl"));
-  EXPECT_NE(m.at("\"chat\"")["error"].get<std::string>().find("Conversations must start with the user"),
-            std::string::npos);
+  EXPECT_NE(
+      m.at("\"chat\"")["error"].get<std::string>().find("Conversations must start with the user"),
+      std::string::npos);
   EXPECT_EQ(m.at("\"plain\"")["finish_reason"], "length");
 
   // An unsupported construct is refused when the template loads, naming it, before any weight.
   const std::string unsupported = work_ + "/unsupported.jinja";
   std::ofstream(unsupported) << "line one\n{% include 'other.jinja' %}";
-  const CommandResult u =
-      run(work_ + "/no_template", in, work_ + "/unsupported_out.jsonl", 1, "--chat-template " + unsupported);
+  const CommandResult u = run(work_ + "/no_template", in, work_ + "/unsupported_out.jsonl", 1,
+                              "--chat-template " + unsupported);
   EXPECT_NE(u.exit_code, 0);
   EXPECT_NE(u.output.find("include"), std::string::npos) << u.output;
   EXPECT_NE(u.output.find(unsupported), std::string::npos) << u.output;

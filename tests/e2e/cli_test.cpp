@@ -23,7 +23,8 @@ using namespace tpllama::cli_test;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The converted stories260K model (StoriesSuite) and the reference records, read once for the suite.
+// The converted stories260K model (StoriesSuite) and the reference records, read once for the
+// suite.
 class Stories : public StoriesSuite<Stories> {
  public:
   static constexpr const char* kTag = "e2e";
@@ -34,11 +35,11 @@ class Stories : public StoriesSuite<Stories> {
   }
 
  protected:
-
   // Reference prompts as JSONL with per-request max_tokens reproducing run.c's step counts.
   static std::string reference_input(const std::string& name, const json& extra = json::object()) {
     std::string path = work_ + "/" + name + "_in.jsonl";
-    write_reference_prompts(path, references_, [](size_t i) { return json("ref" + std::to_string(i)); }, extra);
+    write_reference_prompts(
+        path, references_, [](size_t i) { return json("ref" + std::to_string(i)); }, extra);
     return path;
   }
 
@@ -46,10 +47,10 @@ class Stories : public StoriesSuite<Stories> {
     return r["output"].get<std::string>().substr(r["prompt"].get<std::string>().size());
   }
 
-  CommandResult run(const std::string& input, const std::string& output, const std::string& flags = "",
-                    const std::string& launcher = "") {
-    return run_shell(launcher + binary() + " run --model " + model_ + " --input " + input + " --output " + output +
-                     " " + flags);
+  CommandResult run(const std::string& input, const std::string& output,
+                    const std::string& flags = "", const std::string& launcher = "") {
+    return run_shell(launcher + binary() + " run --model " + model_ + " --input " + input +
+                     " --output " + output + " " + flags);
   }
 
   void expect_reference_output(const std::string& output_path) {
@@ -63,7 +64,8 @@ class Stories : public StoriesSuite<Stories> {
       EXPECT_EQ(got["finish_reason"], bos ? "stop" : "length") << "prompt " << ref["prompt"];
       EXPECT_EQ(got["prompt_tokens"].get<size_t>(), ref["prompt_tokens"].size());
       // The stop token itself counts as generated, as in vLLM.
-      EXPECT_EQ(got["completion_tokens"].get<size_t>(), ref["generated_tokens"].size() + (bos ? 1 : 0));
+      EXPECT_EQ(got["completion_tokens"].get<size_t>(),
+                ref["generated_tokens"].size() + (bos ? 1 : 0));
     }
   }
 
@@ -88,11 +90,12 @@ TEST_F(Stories, ConvertRefusesADirectoryOfAnotherModel) {
   const std::string dir = work_ + "/convert_stale";
   fs::create_directories(dir);
   std::ofstream(dir + "/model.safetensors.index.json") << "{}";
-  const std::string convert = binary() + " convert --from llama2c --checkpoint " + stories_ + "/stories260K.bin --tokenizer " +
-                              stories_ + "/tok512.model --out ";
+  const std::string convert = binary() + " convert --from llama2c --checkpoint " + stories_ +
+                              "/stories260K.bin --tokenizer " + stories_ + "/tok512.model --out ";
   CommandResult r = run_shell(convert + dir);
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("holds model.safetensors.index.json of another model"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("holds model.safetensors.index.json of another model"), std::string::npos)
+      << r.output;
   EXPECT_FALSE(fs::exists(dir + "/config.json"));
   EXPECT_FALSE(fs::exists(dir + "/model.safetensors"));
 
@@ -103,9 +106,11 @@ TEST_F(Stories, ConvertRefusesADirectoryOfAnotherModel) {
   std::ofstream(again + "/tokenizer_config.json") << "x";
   const std::string in = work_ + "/convert_again.txt";
   std::ofstream(in) << "Once upon a time\n";
-  r = run_shell(binary() + " run --model " + again + " --input " + in + " --output " + work_ + "/convert_again.jsonl --max-tokens 2");
+  r = run_shell(binary() + " run --model " + again + " --input " + in + " --output " + work_ +
+                "/convert_again.jsonl --max-tokens 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("tokenizer_config.json is not a JSON object: ignored"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tokenizer_config.json is not a JSON object: ignored"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(Stories, GreedyRunReproducesReferenceText) {
@@ -123,8 +128,10 @@ TEST_F(Stories, TokenIdPromptsReproduceReferenceText) {
     std::ofstream f(in);
     for (size_t i = 0; i < references_.size(); ++i) {
       const json& r = references_[i];
-      f << json({{"id", "ref" + std::to_string(i)}, {"prompt", r["prompt_tokens"]},
-                 {"max_tokens", r["steps"].get<int>() - static_cast<int>(r["prompt_tokens"].size()) + 1}})
+      f << json({{"id", "ref" + std::to_string(i)},
+                 {"prompt", r["prompt_tokens"]},
+                 {"max_tokens",
+                  r["steps"].get<int>() - static_cast<int>(r["prompt_tokens"].size()) + 1}})
                .dump()
         << "\n";
     }
@@ -134,36 +141,47 @@ TEST_F(Stories, TokenIdPromptsReproduceReferenceText) {
   expect_reference_output(out);
 
   const std::string bad = work_ + "/ids_bad.jsonl", bad_out = work_ + "/ids_bad_out.jsonl";
-  std::ofstream(bad) << R"({"id": "big", "prompt": [1, 512]})" << "\n" << R"({"id": "mixed", "prompt": [1, "a"]})" << "\n";
+  std::ofstream(bad) << R"({"id": "big", "prompt": [1, 512]})"
+                     << "\n"
+                     << R"({"id": "mixed", "prompt": [1, "a"]})"
+                     << "\n";
   r = run(bad, bad_out);
   const auto records = by_id(read_jsonl(bad_out));
-  EXPECT_NE(records.at("\"big\"")["error"].get<std::string>().find(
-                "token id 512 (element 1 of the prompt) is outside the model's vocabulary of 512 tokens"),
-            std::string::npos)
+  EXPECT_NE(
+      records.at("\"big\"")["error"].get<std::string>().find(
+          "token id 512 (element 1 of the prompt) is outside the model's vocabulary of 512 tokens"),
+      std::string::npos)
       << records.at("\"big\"").dump();
-  EXPECT_NE(records.at("\"mixed\"")["error"].get<std::string>().find("element 1 is \"a\""), std::string::npos)
+  EXPECT_NE(records.at("\"mixed\"")["error"].get<std::string>().find("element 1 is \"a\""),
+            std::string::npos)
       << records.at("\"mixed\"").dump();
 
   // A model vocabulary padded past the tokenizer's 512 pieces: an id in the gap is a valid prompt
   // token with no text, not a reason to stop the run.
   const std::string padded = work_ + "/padded_model";
-  ASSERT_EQ(run_shell(binary() + " convert --from random --shape tiny --vocab 600 --tokenizer " + stories_ +
-                      "/tok512.model --out " + padded)
+  ASSERT_EQ(run_shell(binary() + " convert --from random --shape tiny --vocab 600 --tokenizer " +
+                      stories_ + "/tok512.model --out " + padded)
                 .exit_code,
             0);
   const std::string gap = work_ + "/ids_gap.jsonl", gap_out = work_ + "/ids_gap_out.jsonl";
-  std::ofstream(gap) << R"({"id": "gap", "prompt": [1, 550], "max_tokens": 3})" << "\n"
-                     << R"({"id": "text", "prompt": "Once upon a time", "max_tokens": 3})" << "\n";
+  std::ofstream(gap) << R"({"id": "gap", "prompt": [1, 550], "max_tokens": 3})"
+                     << "\n"
+                     << R"({"id": "text", "prompt": "Once upon a time", "max_tokens": 3})"
+                     << "\n";
   r = run_shell(binary() + " run --model " + padded + " --input " + gap + " --output " + gap_out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto gap_records = by_id(read_jsonl(gap_out));
-  EXPECT_EQ(gap_records.at("\"gap\"")["finish_reason"], "length") << gap_records.at("\"gap\"").dump();
+  EXPECT_EQ(gap_records.at("\"gap\"")["finish_reason"], "length")
+      << gap_records.at("\"gap\"").dump();
   EXPECT_EQ(gap_records.at("\"gap\"")["prompt_tokens"], 2);
-  EXPECT_EQ(gap_records.at("\"text\"")["finish_reason"], "length") << gap_records.at("\"text\"").dump();
+  EXPECT_EQ(gap_records.at("\"text\"")["finish_reason"], "length")
+      << gap_records.at("\"text\"").dump();
 }
 
 TEST_F(Stories, GreedyRunUnderMpirunReproducesReferenceText) {
-  if (run_shell("which mpirun").exit_code != 0) GTEST_FAIL() << "mpirun not found on PATH: the tests need Open MPI (openmpi-bin, which scripts/setup.sh installs)";
+  if (run_shell("which mpirun").exit_code != 0)
+    GTEST_FAIL() << "mpirun not found on PATH: the tests need Open MPI (openmpi-bin, which "
+                    "scripts/setup.sh installs)";
   std::string out = work_ + "/greedy_mpi.jsonl";
   CommandResult r = run(reference_input("greedy_mpi"), out, "", "mpirun -np 1 ");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -184,7 +202,8 @@ TEST_F(Stories, Bf16WeightsFollowReferenceTextUntilANearTie) {
   int identical = 0;
   for (size_t i = 0; i < references_.size(); ++i) {
     const std::string want = expected_text(references_[i]);
-    const std::string got = records[json("ref" + std::to_string(i)).dump()]["text"].get<std::string>();
+    const std::string got =
+        records[json("ref" + std::to_string(i)).dump()]["text"].get<std::string>();
     size_t same = 0;
     while (same < want.size() && same < got.size() && want[same] == got[same]) ++same;
     identical += got == want;
@@ -194,7 +213,8 @@ TEST_F(Stories, Bf16WeightsFollowReferenceTextUntilANearTie) {
 }
 
 TEST_F(Stories, GreedyOutputDoesNotDependOnBatching) {
-  for (std::string flags : {"--max-seqs 1", "--max-seqs 2 --max-batch-tokens 3", "--max-seqs 64 --max-batch-tokens 7"}) {
+  for (std::string flags : {"--max-seqs 1", "--max-seqs 2 --max-batch-tokens 3",
+                            "--max-seqs 64 --max-batch-tokens 7"}) {
     std::string out = work_ + "/batching.jsonl";
     CommandResult r = run(reference_input("batching"), out,
                           flags + " --overwrite");  // one file for each batching
@@ -224,7 +244,8 @@ TEST_F(Stories, StopStringEndsTextBeforeIt) {
 
 TEST_F(Stories, HugeMaxTokensIsCappedByTheContext) {
   std::string in = work_ + "/huge.jsonl";
-  std::ofstream(in) << R"({"id": "h", "prompt": "Once upon a time", "max_tokens": 2147483647})" << "\n";
+  std::ofstream(in) << R"({"id": "h", "prompt": "Once upon a time", "max_tokens": 2147483647})"
+                    << "\n";
   std::string out = work_ + "/huge_out.jsonl";
   CommandResult r = run(in, out, "--max-tokens 2147483647");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -261,27 +282,35 @@ TEST_F(Stories, ContextLengthEndsWithLength) {
   std::string in = work_ + "/ctx.jsonl";
   std::string prompt;
   for (int i = 0; i < 100; ++i) prompt += "Once upon a time ";
-  std::ofstream(in) << json({{"id", "long"}, {"prompt", prompt}, {"max_tokens", 100000}}).dump() << "\n";
+  std::ofstream(in) << json({{"id", "long"}, {"prompt", prompt}, {"max_tokens", 100000}}).dump()
+                    << "\n";
   std::string out = work_ + "/ctx_out.jsonl";
   CommandResult r = run(in, out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto records = read_jsonl(out);
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0]["finish_reason"], "length") << records[0].dump();
-  EXPECT_EQ(records[0]["prompt_tokens"].get<int>() + records[0]["completion_tokens"].get<int>(), 512);
+  EXPECT_EQ(records[0]["prompt_tokens"].get<int>() + records[0]["completion_tokens"].get<int>(),
+            512);
 }
 
 TEST_F(Stories, BadLinesBecomeErrorRecordsAndTheRunGoesOn) {
   std::string in = work_ + "/mixed.jsonl";
   std::string too_long;
   for (int i = 0; i < 200; ++i) too_long += "Once upon a time ";
-  std::ofstream(in) << R"({"id": "a", "prompt": "Once upon a time", "max_tokens": 3})" << "\n"
-                    << R"({"id": "b", "prompt": "Once upon)" << "\n"
-                    << R"({"id": "c", "text": "no prompt here"})" << "\n"
-                    << R"({"id": "d", "prompt": "The little dog", "max_tokens": "ten"})" << "\n"
+  std::ofstream(in) << R"({"id": "a", "prompt": "Once upon a time", "max_tokens": 3})"
+                    << "\n"
+                    << R"({"id": "b", "prompt": "Once upon)"
+                    << "\n"
+                    << R"({"id": "c", "text": "no prompt here"})"
+                    << "\n"
+                    << R"({"id": "d", "prompt": "The little dog", "max_tokens": "ten"})"
+                    << "\n"
                     << json({{"id", "e"}, {"prompt", too_long}}).dump() << "\n"
-                    << R"(["not", "an", "object"])" << "\n"
-                    << R"({"id": "g", "prompt": "The little dog", "max_tokens": 3})" << "\n";
+                    << R"(["not", "an", "object"])"
+                    << "\n"
+                    << R"({"id": "g", "prompt": "The little dog", "max_tokens": 3})"
+                    << "\n";
   std::string out = work_ + "/mixed_out.jsonl";
   CommandResult r = run(in, out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -295,7 +324,8 @@ TEST_F(Stories, BadLinesBecomeErrorRecordsAndTheRunGoesOn) {
                               : rec["id"].dump()] = rec;
   EXPECT_EQ(m["a"]["finish_reason"], "length");
   EXPECT_EQ(m["g"]["finish_reason"], "length");
-  auto expect_error = [&](const std::string& id, const std::string& line, const std::string& needle) {
+  auto expect_error = [&](const std::string& id, const std::string& line,
+                          const std::string& needle) {
     ASSERT_TRUE(m.count(id)) << id;
     EXPECT_EQ(m[id]["finish_reason"], "error") << m[id].dump();
     std::string err = m[id]["error"].get<std::string>();
@@ -314,19 +344,26 @@ TEST_F(Stories, BadLinesBecomeErrorRecordsAndTheRunGoesOn) {
 // Slurm job fed the wrong file does not report success; one good request makes it a success again.
 TEST_F(Stories, ARunWhoseEveryRequestFailedExitsWithDataError) {
   std::string in = work_ + "/all_bad.jsonl", out = work_ + "/all_bad_out.jsonl";
-  std::ofstream(in) << R"({"id": "x", "prompt": 3})" << "\n" << R"({"id": "y", "text": "no prompt"})" << "\n";
+  std::ofstream(in) << R"({"id": "x", "prompt": 3})"
+                    << "\n"
+                    << R"({"id": "y", "text": "no prompt"})"
+                    << "\n";
   CommandResult r = run(in, out);
   EXPECT_EQ(r.exit_code, 65) << r.output;
-  EXPECT_NE(r.output.find("every request of this run failed (2 error records); exit status 65"), std::string::npos)
+  EXPECT_NE(r.output.find("every request of this run failed (2 error records); exit status 65"),
+            std::string::npos)
       << r.output;
   const auto records = read_jsonl(out);
   ASSERT_EQ(records.size(), 2u);
   for (const json& rec : records) EXPECT_EQ(rec["finish_reason"], "error") << rec.dump();
-  std::ofstream(in, std::ios::app) << R"({"id": "z", "prompt": "Once upon a time", "max_tokens": 2})" << "\n";
+  std::ofstream(in, std::ios::app)
+      << R"({"id": "z", "prompt": "Once upon a time", "max_tokens": 2})"
+      << "\n";
   r = run(in, out, "--overwrite");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   // Resumed, with only a bad line left to do: the job answered a request earlier, so not a failure.
-  std::ofstream(in, std::ios::app) << R"({"id": "w", "prompt": 4})" << "\n";
+  std::ofstream(in, std::ios::app) << R"({"id": "w", "prompt": 4})"
+                                   << "\n";
   r = run(in, out, "--resume");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(read_jsonl(out).size(), 4u);
@@ -334,15 +371,22 @@ TEST_F(Stories, ARunWhoseEveryRequestFailedExitsWithDataError) {
 
 TEST_F(Stories, SeededSamplingIsReproducibleWhateverTheBatch) {
   std::string one = work_ + "/seed_one.jsonl", many = work_ + "/seed_many.jsonl";
-  std::ofstream(one) << R"({"id": "x", "prompt": "Once upon a time", "temperature": 1.0, "top_p": 0.9, "seed": 42, "max_tokens": 40})"
-                     << "\n";
+  std::ofstream(one)
+      << R"({"id": "x", "prompt": "Once upon a time", "temperature": 1.0, "top_p": 0.9, "seed": 42, "max_tokens": 40})"
+      << "\n";
   {
     std::ofstream m(many);
     for (int i = 0; i < 5; ++i)
-      m << json({{"id", "other" + std::to_string(i)}, {"prompt", "The little dog"}, {"temperature", 1.0}, {"max_tokens", 30}}).dump()
+      m << json({{"id", "other" + std::to_string(i)},
+                 {"prompt", "The little dog"},
+                 {"temperature", 1.0},
+                 {"max_tokens", 30}})
+               .dump()
         << "\n";
-    m << R"({"id": "x", "prompt": "Once upon a time", "temperature": 1.0, "top_p": 0.9, "seed": 42, "max_tokens": 40})" << "\n";
-    m << R"({"id": "y", "prompt": "Once upon a time", "temperature": 1.0, "top_p": 0.9, "seed": 43, "max_tokens": 40})" << "\n";
+    m << R"({"id": "x", "prompt": "Once upon a time", "temperature": 1.0, "top_p": 0.9, "seed": 42, "max_tokens": 40})"
+      << "\n";
+    m << R"({"id": "y", "prompt": "Once upon a time", "temperature": 1.0, "top_p": 0.9, "seed": 43, "max_tokens": 40})"
+      << "\n";
   }
   std::string out_one = work_ + "/seed_one_out.jsonl", out_many = work_ + "/seed_many_out.jsonl";
   ASSERT_EQ(run(one, out_one, "--max-seqs 1").exit_code, 0);
@@ -350,15 +394,16 @@ TEST_F(Stories, SeededSamplingIsReproducibleWhateverTheBatch) {
   auto a = by_id(read_jsonl(out_one)), b = by_id(read_jsonl(out_many));
   EXPECT_EQ(a["\"x\""]["text"], b["\"x\""]["text"]);
   EXPECT_NE(b["\"x\""]["text"], b["\"y\""]["text"]);
-  EXPECT_NE(a["\"x\""]["text"].get<std::string>(), expected_text(references_[0]).substr(0, a["\"x\""]["text"].get<std::string>().size()))
+  EXPECT_NE(a["\"x\""]["text"].get<std::string>(),
+            expected_text(references_[0]).substr(0, a["\"x\""]["text"].get<std::string>().size()))
       << "temperature 1 sampled exactly the greedy text";
 }
 
 TEST_F(Stories, MissingModelDirectoryFailsWithOneClearMessage) {
   std::string in = work_ + "/any.txt";
   std::ofstream(in) << "hello\n";
-  CommandResult r = run_shell(binary() + " run --model " + work_ + "/no_such_model --input " + in + " --output " + work_ +
-                              "/never.jsonl");
+  CommandResult r = run_shell(binary() + " run --model " + work_ + "/no_such_model --input " + in +
+                              " --output " + work_ + "/never.jsonl");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("no_such_model"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(work_ + "/never.jsonl"));
@@ -369,7 +414,8 @@ TEST_F(Stories, MissingModelDirectoryFailsWithOneClearMessage) {
 TEST_F(Stories, APromptDirectoryIsRefusedBeforeLoading) {
   CommandResult r = run(work_, work_ + "/never_dir.jsonl");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("prompt file " + work_ + " is a directory"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("prompt file " + work_ + " is a directory"), std::string::npos)
+      << r.output;
   EXPECT_EQ(r.output.find("KV cache"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(work_ + "/never_dir.jsonl"));
 }
@@ -381,7 +427,8 @@ TEST_F(Stories, CorruptWeightsFailBeforeAnyWork) {
   fs::resize_file(broken + "/model.safetensors", fs::file_size(broken + "/model.safetensors") / 2);
   std::string in = work_ + "/any2.txt";
   std::ofstream(in) << "hello\n";
-  CommandResult r = run_shell(binary() + " run --model " + broken + " --input " + in + " --output " + work_ + "/never2.jsonl");
+  CommandResult r = run_shell(binary() + " run --model " + broken + " --input " + in +
+                              " --output " + work_ + "/never2.jsonl");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("model.safetensors"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("truncated"), std::string::npos) << r.output;
@@ -390,8 +437,9 @@ TEST_F(Stories, CorruptWeightsFailBeforeAnyWork) {
 
 TEST_F(Stories, RandomModelConvertsAndRuns) {
   const std::string dir = work_ + "/random_tiny";
-  CommandResult c = run_shell(binary() + " convert --from random --shape tiny --seed 3 --dtype bf16 --tokenizer " +
-                              stories_ + "/tok512.model --out " + dir);
+  CommandResult c = run_shell(
+      binary() + " convert --from random --shape tiny --seed 3 --dtype bf16 --tokenizer " +
+      stories_ + "/tok512.model --out " + dir);
   ASSERT_EQ(c.exit_code, 0) << c.output;
   json config;
   std::ifstream(dir + "/config.json") >> config;
@@ -401,7 +449,8 @@ TEST_F(Stories, RandomModelConvertsAndRuns) {
   std::string in = work_ + "/random_in.txt";
   std::ofstream(in) << "Once upon a time\nThe little dog\n";
   std::string out = work_ + "/random_out.jsonl";
-  CommandResult r = run_shell(binary() + " run --model " + dir + " --input " + in + " --output " + out + " --max-tokens 8");
+  CommandResult r = run_shell(binary() + " run --model " + dir + " --input " + in + " --output " +
+                              out + " --max-tokens 8");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto records = read_jsonl(out);
   ASSERT_EQ(records.size(), 2u);
@@ -415,8 +464,12 @@ TEST_F(Stories, AModelTooLargeForMemoryIsRefusedBeforeLoading) {
   const std::string dir = work_ + "/too_large";
   fs::create_directories(dir);
   const int64_t dim = 8192, hidden = 28672, layers = 80, vocab = 32000, kv_dim = 8 * 128;
-  json config = {{"hidden_size", dim},        {"intermediate_size", hidden}, {"num_hidden_layers", layers},
-                 {"num_attention_heads", 64}, {"num_key_value_heads", 8},    {"vocab_size", vocab},
+  json config = {{"hidden_size", dim},
+                 {"intermediate_size", hidden},
+                 {"num_hidden_layers", layers},
+                 {"num_attention_heads", 64},
+                 {"num_key_value_heads", 8},
+                 {"vocab_size", vocab},
                  {"max_position_embeddings", 4096}};
   std::ofstream(dir + "/config.json") << config.dump();
   fs::copy_file(stories_ + "/tok512.model", dir + "/tokenizer.model");
@@ -453,9 +506,11 @@ TEST_F(Stories, AModelTooLargeForMemoryIsRefusedBeforeLoading) {
   std::string in = work_ + "/big.txt";
   std::ofstream(in) << "hello\n";
   const auto start = std::chrono::steady_clock::now();
-  CommandResult r = run_shell(binary() + " run --model " + dir + " --input " + in + " --output " + work_ + "/big.jsonl");
+  CommandResult r = run_shell(binary() + " run --model " + dir + " --input " + in + " --output " +
+                              work_ + "/big.jsonl");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("of weights (f32 matrices on the CPU) but has"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("of weights (f32 matrices on the CPU) but has"), std::string::npos)
+      << r.output;
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20.0)
       << "refused before reading any weight";
 }
@@ -466,7 +521,9 @@ TEST_F(Stories, AnInputWithNoRequestIsSaid) {
   std::ofstream(in) << "\n\n   \n";
   CommandResult r = run(in, work_ + "/blank.jsonl");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find(in + " holds no request (it is empty or every line is blank)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(in + " holds no request (it is empty or every line is blank)"),
+            std::string::npos)
+      << r.output;
   EXPECT_EQ(count_lines(work_ + "/blank.jsonl"), 0u);
 }
 
@@ -475,7 +532,8 @@ TEST_F(Stories, MaxModelLenBeyondTheModelsContextIsRefused) {
   std::ofstream(in) << "hello\n";
   CommandResult r = run(in, work_ + "/mml_out.jsonl", "--max-model-len 1000");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--max-model-len 1000 exceeds the model's context of 512 tokens"), std::string::npos)
+  EXPECT_NE(r.output.find("--max-model-len 1000 exceeds the model's context of 512 tokens"),
+            std::string::npos)
       << r.output;
 }
 
@@ -484,7 +542,8 @@ TEST_F(Stories, MaxModelLenBeyondTheModelsContextIsRefused) {
 TEST_F(Stories, PlanKeepsTheWorkloadInsideTheModelsContext) {
   CommandResult r = run_shell(binary() + " plan --model " + model_ + " --input-len 512");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--input-len 512 leaves no room to generate in the model's context of 512 tokens"),
+  EXPECT_NE(r.output.find(
+                "--input-len 512 leaves no room to generate in the model's context of 512 tokens"),
             std::string::npos)
       << r.output;
   r = run_shell(binary() + " plan --model " + model_ + " --input-len 400 --output-len 256");
@@ -502,7 +561,8 @@ TEST_F(Stories, PlanKeepsTheWorkloadInsideTheModelsContext) {
 // slots, "slots = 4" is "slots=4"; a slot count that is not a number is refused naming the file,
 // line and value, and a layout that cannot use the ranks names what was asked.
 TEST_F(Stories, PlanReadsHostfilesAsOpenMpiDoes) {
-  const auto plan = [&](const std::string& name, const std::string& hostfile, const std::string& flags = "") {
+  const auto plan = [&](const std::string& name, const std::string& hostfile,
+                        const std::string& flags = "") {
     std::ofstream(work_ + "/" + name) << hostfile;
     return run_shell(binary() + " plan --shape tiny --hostfile " + work_ + "/" + name + flags);
   };
@@ -515,21 +575,26 @@ TEST_F(Stories, PlanReadsHostfilesAsOpenMpiDoes) {
   for (const char* bad : {"abc", "2x", "0", "99999999999"}) {
     r = plan("hf_bad", std::string("n1 slots=4\nn2 slots=") + bad + "\n");
     EXPECT_NE(r.exit_code, 0) << bad;
-    EXPECT_NE(r.output.find(std::string("hf_bad:2: slots=") + bad + " is not a number of slots"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(std::string("hf_bad:2: slots=") + bad + " is not a number of slots"),
+              std::string::npos)
+        << r.output;
   }
   r = plan("hf_cpu", "n1 cpu=4\nn2 count=4\n");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("2 node(s) x 4 rank(s)"), std::string::npos) << r.output;
   r = plan("hf_again", "n1 slots=2\nn1 slots=2\nn2 slots=4\n");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("hf_again:2: n1 is listed again, and one of its lines gives slots="), std::string::npos)
+  EXPECT_NE(r.output.find("hf_again:2: n1 is listed again, and one of its lines gives slots="),
+            std::string::npos)
       << r.output;
   r = plan("hf_uneven", "n1 slots=4\nn2 slots=2\n");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("nodes have different slot counts (n1 4, n2 2)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("nodes have different slot counts (n1 4, n2 2)"), std::string::npos)
+      << r.output;
   r = plan("hf_tp3", "n1 slots=4\nn2 slots=4\n", " --tp 3");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("no layout uses the cluster's 8 ranks (2 node(s) x 4): tp 3 does not divide them"),
+  EXPECT_NE(r.output.find(
+                "no layout uses the cluster's 8 ranks (2 node(s) x 4): tp 3 does not divide them"),
             std::string::npos)
       << r.output;
 }
@@ -539,12 +604,14 @@ TEST_F(Stories, PlanReadsHostfilesAsOpenMpiDoes) {
 TEST_F(Stories, ImpossibleDeviceChoicesAreRefusedUpFront) {
   std::string in = work_ + "/device.txt";
   std::ofstream(in) << "hello\n";
-  const std::string base = binary() + " run --model " + model_ + " --input " + in + " --output " + work_ + "/never_dev.jsonl ";
+  const std::string base = binary() + " run --model " + model_ + " --input " + in + " --output " +
+                           work_ + "/never_dev.jsonl ";
   struct Case {
     std::string flags, message;
   };
   std::vector<Case> cases = {{"--device cpu --comm nccl", "--comm nccl needs GPUs"}};
-  if (!fs::exists("/dev/nvidia0")) cases.push_back({"--device cuda", "sees no GPU"});  // no GPU on this machine
+  if (!fs::exists("/dev/nvidia0"))
+    cases.push_back({"--device cuda", "sees no GPU"});  // no GPU on this machine
   for (const Case& c : cases) {
     const auto start = std::chrono::steady_clock::now();
     CommandResult r = run_shell(base + c.flags);
@@ -571,7 +638,8 @@ TEST_F(Stories, UnknownDtypeFailsNamingIt) {
   f.close();
   std::string in = work_ + "/any3.txt";
   std::ofstream(in) << "hello\n";
-  CommandResult r = run_shell(binary() + " run --model " + broken + " --input " + in + " --output " + work_ + "/never3.jsonl");
+  CommandResult r = run_shell(binary() + " run --model " + broken + " --input " + in +
+                              " --output " + work_ + "/never3.jsonl");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("I16"), std::string::npos) << r.output;
 }

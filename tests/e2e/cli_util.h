@@ -11,10 +11,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <iterator>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -42,8 +42,9 @@ inline CommandResult run_shell(const std::string& command) {
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
   ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
-  std::string log = (fs::temp_directory_path() / ("tpllama_e2e_" + std::to_string(::getpid()) + "_" +
-                                                  std::to_string(counter++) + ".log")).string();
+  std::string log = (fs::temp_directory_path() / ("tpllama_e2e_" + std::to_string(::getpid()) +
+                                                  "_" + std::to_string(counter++) + ".log"))
+                        .string();
   int status = std::system(("timeout 120 " + command + " >" + log + " 2>&1").c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
@@ -79,12 +80,15 @@ inline std::map<std::string, json> by_id(const std::vector<json>& records) {
 // Writes the reference records' prompts as JSONL requests whose max_tokens reproduce run.c's step
 // counts; id(i) names request i, extra adds fields to every request.
 inline void write_reference_prompts(const std::string& path, const std::vector<json>& references,
-                                    const std::function<json(size_t)>& id, const json& extra = json::object()) {
+                                    const std::function<json(size_t)>& id,
+                                    const json& extra = json::object()) {
   std::ofstream out(path);
   for (size_t i = 0; i < references.size(); ++i) {
     const json& r = references[i];
-    json req = {{"id", id(i)}, {"prompt", r["prompt"]},
-                {"max_tokens", r["steps"].get<int>() - static_cast<int>(r["prompt_tokens"].size()) + 1}};
+    json req = {
+        {"id", id(i)},
+        {"prompt", r["prompt"]},
+        {"max_tokens", r["steps"].get<int>() - static_cast<int>(r["prompt_tokens"].size()) + 1}};
     req.update(extra);
     out << req.dump() << "\n";
   }
@@ -101,12 +105,14 @@ struct ConvertedStories {
     ConvertedStories c;
     c.stories = stories_dir();
     if (c.stories.empty()) return c;
-    c.work = (fs::temp_directory_path() / ("tpllama_" + tag + "_" + std::to_string(::getpid()))).string();
+    c.work = (fs::temp_directory_path() / ("tpllama_" + tag + "_" + std::to_string(::getpid())))
+                 .string();
     fs::remove_all(c.work);
     fs::create_directories(c.work);
     c.model = c.work + "/stories260K";
-    c.convert = run_shell(binary() + " convert --from llama2c --checkpoint " + c.stories + "/stories260K.bin --tokenizer " +
-                          c.stories + "/tok512.model --out " + c.model);
+    c.convert =
+        run_shell(binary() + " convert --from llama2c --checkpoint " + c.stories +
+                  "/stories260K.bin --tokenizer " + c.stories + "/tok512.model --out " + c.model);
     return c;
   }
 };
@@ -128,8 +134,7 @@ class StoriesSuite : public ::testing::Test {
     if (!work_.empty()) fs::remove_all(work_);
   }
   void SetUp() override {
-    if (stories_.empty())
-      GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
+    if (stories_.empty()) GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
     ASSERT_EQ(convert_.exit_code, 0) << convert_.output;
   }
 
@@ -152,7 +157,8 @@ inline pid_t spawn_shell(const std::string& command, bool new_group = false) {
 }
 
 struct ProcessExit {
-  int code = -1;         // the exit status; 128 + n for a signal; -1: still running at the deadline (killed)
+  int code =
+      -1;  // the exit status; 128 + n for a signal; -1: still running at the deadline (killed)
   double seconds = 0;    // from the call until the exit
   long max_rss_kib = 0;  // the process's peak resident memory
   std::string log;
@@ -202,11 +208,13 @@ inline int open_fifo_writer(const std::string& path) {
 
 inline size_t count_lines(const std::string& path) {
   std::ifstream f(path);
-  return static_cast<size_t>(std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n'));
+  return static_cast<size_t>(
+      std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n'));
 }
 
 // Polls until path holds at least n complete lines or timeout passes; returns the lines seen.
-inline size_t wait_for_lines(const std::string& path, size_t n, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+inline size_t wait_for_lines(const std::string& path, size_t n,
+                             std::chrono::seconds timeout = std::chrono::seconds(60)) {
   const auto start = std::chrono::steady_clock::now();
   size_t lines = count_lines(path);
   while (lines < n && std::chrono::steady_clock::now() - start < timeout) {
@@ -218,7 +226,9 @@ inline size_t wait_for_lines(const std::string& path, size_t n, std::chrono::sec
 
 inline int count_occurrences(const std::string& haystack, const std::string& needle) {
   int n = 0;
-  for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  for (size_t at = haystack.find(needle); at != std::string::npos;
+       at = haystack.find(needle, at + 1))
+    ++n;
   return n;
 }
 

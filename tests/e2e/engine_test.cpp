@@ -29,25 +29,31 @@ class Engine : public StoriesSuite<Engine> {
   static constexpr const char* kTag = "engine";
 
  protected:
-
   // n requests over a few prompts, with long enough completions to fill the KV cache.
   static std::string mixed_input(const std::string& name, int n, int max_tokens) {
-    const char* prompts[] = {"Once upon a time", "The little dog", "She said, \"Hello!\"", "", "Tom and Lily", "One day"};
+    const char* prompts[] = {"Once upon a time", "The little dog", "She said, \"Hello!\"", "",
+                             "Tom and Lily",     "One day"};
     std::string path = work_ + "/" + name + "_in.jsonl";
     std::ofstream out(path);
     for (int i = 0; i < n; ++i)
-      out << json({{"id", i}, {"prompt", prompts[i % 6]}, {"max_tokens", max_tokens + i % 7}}).dump() << "\n";
+      out << json({{"id", i}, {"prompt", prompts[i % 6]}, {"max_tokens", max_tokens + i % 7}})
+                 .dump()
+          << "\n";
     return path;
   }
 
-  CommandResult run(const std::string& input, const std::string& output, const std::string& flags = "") {
-    return run_shell(binary() + " run --model " + model_ + " --input " + input + " --output " + output + " " + flags);
+  CommandResult run(const std::string& input, const std::string& output,
+                    const std::string& flags = "") {
+    return run_shell(binary() + " run --model " + model_ + " --input " + input + " --output " +
+                     output + " " + flags);
   }
 
   // Starts a run in the background (flags may redirect its output), sends SIGTERM once 50 records
   // are out, and returns its wait status.
-  int run_until_sigterm(const std::string& input, const std::string& output, const std::string& flags) {
-    const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + input + " --output " + output + flags);
+  int run_until_sigterm(const std::string& input, const std::string& output,
+                        const std::string& flags) {
+    const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + input +
+                                  " --output " + output + flags);
     EXPECT_GT(pid, 0);
     if (pid <= 0) return -1;
     wait_for_lines(output, 50);
@@ -70,9 +76,11 @@ TEST_F(Engine, GreedyOutputDoesNotDependOnSchedulingOrCacheSize) {
   ASSERT_EQ(run(in, base).exit_code, 0);
   const auto expected = text_by_id(base);
   ASSERT_EQ(expected.size(), 24u);
-  for (const std::string& flags : std::vector<std::string>{"--max-seqs 1", "--max-seqs 3 --max-batch-tokens 16", "--max-seqs 64 --max-batch-tokens 4096",
-                            "--kv-block-size 1", "--kv-block-size 7 --max-batch-tokens 5",
-                            "--kv-cache-memory 700KB --stats " + work_ + "/sched_stats.json"}) {
+  for (const std::string& flags :
+       std::vector<std::string>{"--max-seqs 1", "--max-seqs 3 --max-batch-tokens 16",
+                                "--max-seqs 64 --max-batch-tokens 4096", "--kv-block-size 1",
+                                "--kv-block-size 7 --max-batch-tokens 5",
+                                "--kv-cache-memory 700KB --stats " + work_ + "/sched_stats.json"}) {
     SCOPED_TRACE(flags);
     const std::string out = work_ + "/sched.jsonl";
     CommandResult r = run(in, out, flags + " --overwrite");  // one file for each schedule
@@ -98,11 +106,12 @@ TEST_F(Engine, KillNineThenResumeGivesEveryIdExactlyOnce) {
   const auto expected = text_by_id(full);
   ASSERT_EQ(expected.size(), 3000u);
 
-  for (size_t kill_after : {1u, 900u, 1500u}) {  // half the run is left at the last: a fast machine can't finish first
+  for (size_t kill_after :
+       {1u, 900u, 1500u}) {  // half the run is left at the last: a fast machine can't finish first
     SCOPED_TRACE("killed after " + std::to_string(kill_after) + " records");
     const std::string out = work_ + "/resume_" + std::to_string(kill_after) + ".jsonl";
-    const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out + flags +
-                                  " > /dev/null 2>&1");
+    const pid_t pid = spawn_shell(binary() + " run --model " + model_ + " --input " + in +
+                                  " --output " + out + flags + " > /dev/null 2>&1");
     ASSERT_GT(pid, 0);
     const size_t lines = wait_for_lines(out, kill_after);
     ::kill(pid, SIGKILL);
@@ -121,18 +130,20 @@ TEST_F(Engine, KillNineThenResumeGivesEveryIdExactlyOnce) {
 TEST_F(Engine, ASecondRunOnTheSameOutputIsRefusedWhileTheFirstWrites) {
   const std::string in = mixed_input("locked", 600, 60);
   const std::string out = work_ + "/locked.jsonl";
-  const pid_t first = spawn_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out +
-                                  " --threads 1 > /dev/null 2>&1");
+  const pid_t first = spawn_shell(binary() + " run --model " + model_ + " --input " + in +
+                                  " --output " + out + " --threads 1 > /dev/null 2>&1");
   ASSERT_GT(first, 0);
   wait_for_lines(out, 1);
   // Stopped, the first run holds its lock however fast the machine would have finished it.
   ASSERT_EQ(::kill(first, SIGSTOP), 0);
-  ASSERT_EQ(::waitpid(first, nullptr, WNOHANG), 0) << "the first run ended before the second could start";
+  ASSERT_EQ(::waitpid(first, nullptr, WNOHANG), 0)
+      << "the first run ended before the second could start";
   CommandResult second = run(in, out, "--resume");
   ::kill(first, SIGKILL);
   ::waitpid(first, nullptr, 0);
   EXPECT_NE(second.exit_code, 0);
-  EXPECT_NE(second.output.find("is locked by another tpllama process"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("is locked by another tpllama process"), std::string::npos)
+      << second.output;
 }
 
 // SIGTERM: no new requests, the running ones finish, exit status 75, and --resume completes the
@@ -142,7 +153,8 @@ TEST_F(Engine, SigtermStopsGracefullyAndResumeFinishes) {
   const std::string out = work_ + "/sigterm.jsonl", full = work_ + "/sigterm_full.jsonl";
   const std::string flags = " --threads 1 --max-seqs 16";
   ASSERT_EQ(run(in, full, flags).exit_code, 0);
-  const int status = run_until_sigterm(in, out, flags + " --grace-seconds 20 > " + work_ + "/sigterm.log 2>&1");
+  const int status =
+      run_until_sigterm(in, out, flags + " --grace-seconds 20 > " + work_ + "/sigterm.log 2>&1");
   ASSERT_TRUE(WIFEXITED(status)) << "killed instead of stopping: status " << status;
   EXPECT_EQ(WEXITSTATUS(status), 75);
   const size_t written = count_lines(out);
@@ -151,7 +163,8 @@ TEST_F(Engine, SigtermStopsGracefullyAndResumeFinishes) {
   std::stringstream text;
   text << log.rdbuf();
   EXPECT_NE(text.str().find("stopped early"), std::string::npos) << text.str();
-  for (const json& r : read_jsonl(out)) EXPECT_NE(r["finish_reason"], "error") << "every record is complete";
+  for (const json& r : read_jsonl(out))
+    EXPECT_NE(r["finish_reason"], "error") << "every record is complete";
   CommandResult r = run(in, out, flags + " --resume");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(text_by_id(out), text_by_id(full));
@@ -168,7 +181,10 @@ TEST_F(Engine, ASecondSignalStopsAtOnce) {
     // lengths finish together, and a signal between two batches finds nothing running): 64 at a
     // time make each step slow enough that they still run when the second signal comes.
     for (int i = 0; i < 100; ++i)
-      f << json({{"id", i}, {"prompt", "Once upon a time"}, {"max_tokens", i < 10 ? 20 : 480}, {"ignore_eos", true}})
+      f << json({{"id", i},
+                 {"prompt", "Once upon a time"},
+                 {"max_tokens", i < 10 ? 20 : 480},
+                 {"ignore_eos", true}})
                .dump()
         << "\n";
   }
@@ -195,7 +211,8 @@ TEST_F(Engine, ASecondSignalStopsAtOnce) {
   EXPECT_LT(waited, 60.0) << "it waited for the running requests";
   EXPECT_NE(text.str().find("a second stop signal: stopping now"), std::string::npos) << text.str();
   EXPECT_EQ(text.str().find("(0 unfinished requests abandoned)"), std::string::npos) << text.str();
-  for (const json& r : read_jsonl(out)) EXPECT_NE(r["finish_reason"], "error") << "every record is complete";
+  for (const json& r : read_jsonl(out))
+    EXPECT_NE(r["finish_reason"], "error") << "every record is complete";
   CommandResult r = run(in, out, " --threads 1 --max-seqs 64 --resume");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(read_jsonl(out).size(), 100u);
@@ -211,21 +228,27 @@ TEST_F(Engine, OrderedStopCountsWhatWasWrittenAndResumeKeepsTheOrder) {
   {
     std::ofstream f(in);
     for (int i = 0; i < 800; ++i)
-      f << json({{"id", i}, {"prompt", "Once upon a time"}, {"max_tokens", i % 16 == 0 ? 300 : 3}}).dump() << "\n";
+      f << json({{"id", i}, {"prompt", "Once upon a time"}, {"max_tokens", i % 16 == 0 ? 300 : 3}})
+               .dump()
+        << "\n";
   }
   const std::string out = work_ + "/ordered_stop.jsonl", full = work_ + "/ordered_stop_full.jsonl";
-  const std::string stats = work_ + "/ordered_stop.json", flags = " --threads 1 --max-seqs 16 --ordered";
+  const std::string stats = work_ + "/ordered_stop.json",
+                    flags = " --threads 1 --max-seqs 16 --ordered";
   ASSERT_EQ(run(in, full, flags).exit_code, 0);
-  const int status = run_until_sigterm(in, out, flags + " --grace-seconds 0 --stats " + stats + " > /dev/null 2>&1");
+  const int status = run_until_sigterm(
+      in, out, flags + " --grace-seconds 0 --stats " + stats + " > /dev/null 2>&1");
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 75) << "status " << status;
   json st;
   std::ifstream(stats) >> st;
   const std::vector<json> written = read_jsonl(out);
   EXPECT_EQ(st["requests"].get<size_t>(), written.size());
-  EXPECT_EQ(st["requests"].get<long long>(), st["finished_stop"].get<long long>() + st["finished_length"].get<long long>() +
-                                                 st["scored"].get<long long>() + st["errors"].get<long long>());
+  EXPECT_EQ(st["requests"].get<long long>(),
+            st["finished_stop"].get<long long>() + st["finished_length"].get<long long>() +
+                st["scored"].get<long long>() + st["errors"].get<long long>());
   EXPECT_GT(st["abandoned_requests"].get<long long>(), 0);
-  EXPECT_GT(st["unwritten_ordered_results"].get<long long>(), 0) << "the stop found no result held back";
+  EXPECT_GT(st["unwritten_ordered_results"].get<long long>(), 0)
+      << "the stop found no result held back";
   EXPECT_EQ(st["stopped_by_signal"].get<int>(), SIGTERM);
   CommandResult r = run(in, out, flags + " --resume");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -241,7 +264,9 @@ TEST_F(Engine, ResumeCutsATornLastLine) {
   std::vector<json> records = read_jsonl(full);
   {
     std::ofstream partial(out);
-    partial << records[0].dump() << "\n" << records[1].dump() << "\n" << records[2].dump().substr(0, 17);
+    partial << records[0].dump() << "\n"
+            << records[1].dump() << "\n"
+            << records[2].dump().substr(0, 17);
   }
   CommandResult r = run(in, out, "--resume");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -253,17 +278,23 @@ TEST_F(Engine, ResumeCutsATornLastLine) {
 // --resume onto the output of another job: its records are kept, and the run says how many of them
 // no request of this input matched (none when the input is the job's own).
 TEST_F(Engine, ResumeOntoAnotherJobsOutputSaysSo) {
-  const std::string a = work_ + "/job_a.jsonl", b = work_ + "/job_b.jsonl", out = work_ + "/job_out.jsonl";
-  std::ofstream(a) << R"({"id": "a1", "prompt": "Once upon a time", "max_tokens": 2})" << "\n"
-                   << R"({"id": "a2", "prompt": "The little dog", "max_tokens": 2})" << "\n";
-  std::ofstream(b) << R"({"id": "b1", "prompt": "One day", "max_tokens": 2})" << "\n";
+  const std::string a = work_ + "/job_a.jsonl", b = work_ + "/job_b.jsonl",
+                    out = work_ + "/job_out.jsonl";
+  std::ofstream(a) << R"({"id": "a1", "prompt": "Once upon a time", "max_tokens": 2})"
+                   << "\n"
+                   << R"({"id": "a2", "prompt": "The little dog", "max_tokens": 2})"
+                   << "\n";
+  std::ofstream(b) << R"({"id": "b1", "prompt": "One day", "max_tokens": 2})"
+                   << "\n";
   ASSERT_EQ(run(a, out).exit_code, 0);
   CommandResult r = run(a, out, "--resume");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.find("match no request"), std::string::npos) << r.output;
   r = run(b, out, "--resume");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("2 records already in " + out + " match no request of " + b), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("2 records already in " + out + " match no request of " + b),
+            std::string::npos)
+      << r.output;
   EXPECT_EQ(read_jsonl(out).size(), 3u);
 }
 
@@ -271,7 +302,8 @@ TEST_F(Engine, ResumeOntoAnotherJobsOutputSaysSo) {
 // run stops before any work, naming the record and the line that disagree, and leaves the output
 // as it was. The same file resumes; a prompt edited since the record was made is refused too.
 TEST_F(Engine, ResumeWithAnotherInputOfTheSameIdsIsRefused) {
-  const std::string a = work_ + "/ids_a.txt", b = work_ + "/ids_b.txt", out = work_ + "/ids_out.jsonl";
+  const std::string a = work_ + "/ids_a.txt", b = work_ + "/ids_b.txt",
+                    out = work_ + "/ids_out.jsonl";
   std::ofstream(a) << "Once upon a time\nThe little dog\nOne day\n";
   std::ofstream(b) << "Tom and Lily went to the park to play\nShe said\nThe cat sat\n";
   ASSERT_EQ(run(a, out, "--max-tokens 3").exit_code, 0);
@@ -293,20 +325,25 @@ TEST_F(Engine, ResumeWithAnotherInputOfTheSameIdsIsRefused) {
       << r.output;
   EXPECT_NE(r.output.find("another input"), std::string::npos) << r.output;
   std::ifstream f(out);
-  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()), before);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()),
+            before);
 
   r = run(a, out, "--max-tokens 3 --resume");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<json> resumed = read_jsonl(out);
   ASSERT_EQ(resumed.size(), 3u);
-  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(resumed[i]["text"], records[i]["text"]) << "record " << i;
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(resumed[i]["text"], records[i]["text"]) << "record " << i;
 }
 
 TEST_F(Engine, DuplicateIdsAreErrorRecords) {
   const std::string in = work_ + "/dup.jsonl";
-  std::ofstream(in) << R"({"id": "a", "prompt": "Once upon a time", "max_tokens": 4})" << "\n"
-                    << R"({"id": "b", "prompt": "The little dog", "max_tokens": 4})" << "\n"
-                    << R"({"id": "a", "prompt": "One day", "max_tokens": 4})" << "\n";
+  std::ofstream(in) << R"({"id": "a", "prompt": "Once upon a time", "max_tokens": 4})"
+                    << "\n"
+                    << R"({"id": "b", "prompt": "The little dog", "max_tokens": 4})"
+                    << "\n"
+                    << R"({"id": "a", "prompt": "One day", "max_tokens": 4})"
+                    << "\n";
   const std::string out = work_ + "/dup_out.jsonl";
   CommandResult r = run(in, out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -317,7 +354,8 @@ TEST_F(Engine, DuplicateIdsAreErrorRecords) {
     if (rec["finish_reason"] == "error") {
       ++errors;
       EXPECT_EQ(rec["id"], "a");
-      EXPECT_NE(rec["error"].get<std::string>().find("first on line 1"), std::string::npos) << rec.dump();
+      EXPECT_NE(rec["error"].get<std::string>().find("first on line 1"), std::string::npos)
+          << rec.dump();
     }
   EXPECT_EQ(errors, 1);
 }
@@ -326,18 +364,23 @@ TEST_F(Engine, DuplicateIdsAreErrorRecords) {
 // drops the first occurrence, and an unparseable line's made-up id collides with nothing.
 TEST_F(Engine, ResumeAfterDuplicateAndMalformedLinesIsExact) {
   const std::string in = work_ + "/dup_resume.jsonl";
-  std::ofstream(in) << R"({"id": "a", "prompt": "Once upon a time", "max_tokens": 50})" << "\n"
-                    << R"({"id": "a", "prompt": "The cat"})" << "\n"
-                    << R"({"id": "b", "prompt": "The dog", "max_tokens": 40})" << "\n"
+  std::ofstream(in) << R"({"id": "a", "prompt": "Once upon a time", "max_tokens": 50})"
+                    << "\n"
+                    << R"({"id": "a", "prompt": "The cat"})"
+                    << "\n"
+                    << R"({"id": "b", "prompt": "The dog", "max_tokens": 40})"
+                    << "\n"
                     << "garbage\n"
-                    << R"({"id": 4, "prompt": "One day", "max_tokens": 3})" << "\n";
+                    << R"({"id": 4, "prompt": "One day", "max_tokens": 3})"
+                    << "\n";
   const std::string full = work_ + "/dup_resume_full.jsonl", cut = work_ + "/dup_resume_cut.jsonl";
   ASSERT_EQ(run(in, full).exit_code, 0);
   std::vector<json> records = read_jsonl(full);
   ASSERT_EQ(records.size(), 5u);
   int errors = 0;
   for (const json& r : records) errors += r["finish_reason"] == "error" ? 1 : 0;
-  EXPECT_EQ(errors, 2) << "the duplicate and the unparseable line; id 4 is not a duplicate of line 4's made-up id";
+  EXPECT_EQ(errors, 2)
+      << "the duplicate and the unparseable line; id 4 is not a duplicate of line 4's made-up id";
   for (size_t keep = 1; keep < records.size(); ++keep) {
     {
       std::ofstream f(cut);
@@ -362,8 +405,10 @@ TEST_F(Engine, OrderedWritesInInputOrder) {
   for (size_t i = 0; i < records.size(); ++i) EXPECT_EQ(records[i]["id"], static_cast<int>(i));
   std::vector<json> finish_order = read_jsonl(unordered);
   bool differs = false;
-  for (size_t i = 0; i < finish_order.size(); ++i) differs = differs || finish_order[i]["id"] != static_cast<int>(i);
-  EXPECT_TRUE(differs) << "the default (completion order) should differ from input order on this input";
+  for (size_t i = 0; i < finish_order.size(); ++i)
+    differs = differs || finish_order[i]["id"] != static_cast<int>(i);
+  EXPECT_TRUE(differs)
+      << "the default (completion order) should differ from input order on this input";
   EXPECT_EQ(text_by_id(out), text_by_id(unordered));
 }
 
@@ -371,11 +416,19 @@ TEST_F(Engine, OpenAiBatchRoundTrip) {
   const std::string in = work_ + "/batch.jsonl";
   {
     std::ofstream f(in);
-    f << json({{"custom_id", "req-1"}, {"method", "POST"}, {"url", "/v1/completions"},
-               {"body", {{"model", "stories"}, {"prompt", "Once upon a time"}, {"max_tokens", 12}, {"temperature", 0}}}})
+    f << json({{"custom_id", "req-1"},
+               {"method", "POST"},
+               {"url", "/v1/completions"},
+               {"body",
+                {{"model", "stories"},
+                 {"prompt", "Once upon a time"},
+                 {"max_tokens", 12},
+                 {"temperature", 0}}}})
              .dump()
       << "\n";
-    f << json({{"custom_id", "req-2"}, {"method", "POST"}, {"url", "/v1/chat/completions"},
+    f << json({{"custom_id", "req-2"},
+               {"method", "POST"},
+               {"url", "/v1/chat/completions"},
                {"body", {{"messages", json::array()}}}})
              .dump()
       << "\n";
@@ -395,8 +448,10 @@ TEST_F(Engine, OpenAiBatchRoundTrip) {
   EXPECT_EQ(body["usage"]["completion_tokens"], 12);
   EXPECT_EQ(body["usage"]["total_tokens"], body["usage"]["prompt_tokens"].get<int>() + 12);
   // The same text as the JSONL path gives for the same request.
-  const std::string jsonl_in = work_ + "/batch_same.jsonl", jsonl_out = work_ + "/batch_same_out.jsonl";
-  std::ofstream(jsonl_in) << R"({"id": 1, "prompt": "Once upon a time", "max_tokens": 12})" << "\n";
+  const std::string jsonl_in = work_ + "/batch_same.jsonl",
+                    jsonl_out = work_ + "/batch_same_out.jsonl";
+  std::ofstream(jsonl_in) << R"({"id": 1, "prompt": "Once upon a time", "max_tokens": 12})"
+                          << "\n";
   ASSERT_EQ(run(jsonl_in, jsonl_out).exit_code, 0);
   EXPECT_EQ(body["choices"][0]["text"], read_jsonl(jsonl_out)[0]["text"]);
   const json& bad = by_custom["req-2"];
@@ -413,7 +468,8 @@ TEST_F(Engine, OpenAiBatchRoundTrip) {
 // logprobs of the greedy continuation equal log-softmax of run.c's own logits (shipped file).
 TEST_F(Engine, LogprobsMatchTheShippedLogits) {
   const std::string in = work_ + "/lp.jsonl";
-  std::ofstream(in) << R"({"id": 0, "prompt": "Once upon a time", "max_tokens": 59, "logprobs": 3})" << "\n";
+  std::ofstream(in) << R"({"id": 0, "prompt": "Once upon a time", "max_tokens": 59, "logprobs": 3})"
+                    << "\n";
   const std::string out = work_ + "/lp_out.jsonl";
   CommandResult r = run(in, out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -422,7 +478,8 @@ TEST_F(Engine, LogprobsMatchTheShippedLogits) {
   ASSERT_EQ(lp["token_logprobs"].size(), 59u) << rec.dump();
   std::ifstream f(stories_ + "/logits_once_upon_a_time.f32", std::ios::binary);
   std::vector<float> logits(64 * 512);
-  ASSERT_TRUE(f.read(reinterpret_cast<char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4)));
+  ASSERT_TRUE(f.read(reinterpret_cast<char*>(logits.data()),
+                     static_cast<std::streamsize>(logits.size() * 4)));
   std::ifstream refs(stories_ + "/reference_greedy.jsonl");
   std::string line;
   std::getline(refs, line);
@@ -437,14 +494,16 @@ TEST_F(Engine, LogprobsMatchTheShippedLogits) {
     EXPECT_NEAR(lp["token_logprobs"][g].get<double>(), expected, 1e-4) << "token " << g;
     ASSERT_EQ(lp["top_logprobs"][g].size(), 3u);
     double best = -1e30;
-    for (const auto& [text, value] : lp["top_logprobs"][g].items()) best = std::max(best, value.get<double>());
+    for (const auto& [text, value] : lp["top_logprobs"][g].items())
+      best = std::max(best, value.get<double>());
     EXPECT_NEAR(best, expected, 1e-4) << "greedy: the chosen token is the most likely";
   }
 }
 
 TEST_F(Engine, StatsAndTraceFilesHoldPlausibleFigures) {
   const std::string in = mixed_input("stats", 10, 30);
-  const std::string out = work_ + "/stats_out.jsonl", stats_path = work_ + "/stats.json", trace_path = work_ + "/trace.json";
+  const std::string out = work_ + "/stats_out.jsonl", stats_path = work_ + "/stats.json",
+                    trace_path = work_ + "/trace.json";
   CommandResult r = run(in, out, "--stats " + stats_path + " --trace " + trace_path);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   json stats, trace;
@@ -470,7 +529,8 @@ TEST_F(Engine, StatsAndTraceFilesHoldPlausibleFigures) {
   EXPECT_GT(rank["peak_memory_bytes"].get<double>(), rank["weight_bytes"].get<double>());
   // stories260K in f32 (260032 parameters), plus the packed copy of the tied head (512 x 64) and
   // the zero rows that pad w1 and w3 (172 rows) to the GEMM's 32-row panels, in 5 layers.
-  EXPECT_EQ(rank["weight_bytes"].get<double>(), (260032.0 + 512 * 64 + 5 * 2 * (192 - 172) * 64) * 4);
+  EXPECT_EQ(rank["weight_bytes"].get<double>(),
+            (260032.0 + 512 * 64 + 5 * 2 * (192 - 172) * 64) * 4);
   EXPECT_GT(rank["compute_seconds"].get<double>(), 0);
   // Counts are JSON integers ("steps": 12, not 12.0), as the run-wide ones are.
   for (const char* k : {"peak_memory_bytes", "weight_bytes", "kv_cache_bytes", "kv_capacity_tokens",

@@ -23,8 +23,8 @@ class ModelFaults : public StoriesSuite<ModelFaults> {
  protected:
   // A copy of the converted model in which `count` f32 values of `tensor` from element `first` on
   // are `value`.
-  static std::string model_with(const std::string& name, const std::string& tensor, int64_t first, int64_t count,
-                                float value) {
+  static std::string model_with(const std::string& name, const std::string& tensor, int64_t first,
+                                int64_t count, float value) {
     const std::string dir = work_ + "/" + name;
     fs::remove_all(dir);
     fs::copy(model_, dir);
@@ -41,7 +41,8 @@ class ModelFaults : public StoriesSuite<ModelFaults> {
     return dir;
   }
 
-  static CommandResult run(const std::string& model, const std::string& out, const std::string& flags = "") {
+  static CommandResult run(const std::string& model, const std::string& out,
+                           const std::string& flags = "") {
     const std::string in = work_ + "/prompts.txt";
     std::ofstream(in) << "Once upon a time\nThe little dog\n";
     return run_shell(binary() + " run --model " + model + " --input " + in + " --output " + out +
@@ -50,12 +51,13 @@ class ModelFaults : public StoriesSuite<ModelFaults> {
 };
 
 TEST_F(ModelFaults, NanWeightIsRefusedAtLoadNamingTheElement) {
-  const std::string dir =
-      model_with("nan", "model.layers.0.self_attn.q_proj.weight", 1234, 1, std::numeric_limits<float>::quiet_NaN());
+  const std::string dir = model_with("nan", "model.layers.0.self_attn.q_proj.weight", 1234, 1,
+                                     std::numeric_limits<float>::quiet_NaN());
   const std::string out = work_ + "/nan.jsonl";
   const CommandResult r = run(dir, out);
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("model.layers.0.self_attn.q_proj.weight element 1234 (row 19, column 18) is NaN"),
+  EXPECT_NE(r.output.find(
+                "model.layers.0.self_attn.q_proj.weight element 1234 (row 19, column 18) is NaN"),
             std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(out));
@@ -71,8 +73,10 @@ TEST_F(ModelFaults, OverflowingLogitsEndEachRequestWithAnErrorRecord) {
   ASSERT_EQ(records.size(), 2u) << r.output;
   for (const json& rec : records) {
     EXPECT_EQ(rec.value("finish_reason", ""), "error") << rec.dump();
-    EXPECT_NE(rec.value("error", "").find("the model's logits for this request are not finite (NaN or Inf) at position"),
-              std::string::npos)
+    EXPECT_NE(
+        rec.value("error", "")
+            .find("the model's logits for this request are not finite (NaN or Inf) at position"),
+        std::string::npos)
         << rec.dump();
   }
 }
@@ -87,8 +91,9 @@ TEST_F(ModelFaults, ConfigWithFewerLayersThanTheCheckpointIsRefused) {
   std::ofstream(dir + "/config.json") << config.dump();
   const CommandResult r = run(dir, work_ + "/four.jsonl");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("checkpoint has tensors config.json does not account for: model.layers.4.*"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find("checkpoint has tensors config.json does not account for: model.layers.4.*"),
+      std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("internal check failed"), std::string::npos) << r.output;
 }

@@ -24,8 +24,10 @@ class OutputFiles : public StoriesSuite<OutputFiles> {
   static constexpr const char* kTag = "outputs";
 
  protected:
-  CommandResult run(const std::string& input, const std::string& output, const std::string& flags = "") {
-    return run_shell(binary() + " run --model " + model_ + " --input " + input + " --output " + output + " " + flags);
+  CommandResult run(const std::string& input, const std::string& output,
+                    const std::string& flags = "") {
+    return run_shell(binary() + " run --model " + model_ + " --input " + input + " --output " +
+                     output + " " + flags);
   }
   // A copy of the suite's model, for a test that changes it or that a wrong tpllama could damage.
   static std::string copy_of_model(const std::string& name) {
@@ -53,14 +55,16 @@ TEST_F(OutputFiles, OutputToStdoutKeepsEveryRecordBesideTheLog) {
   }
   ASSERT_EQ(run(in, file, "--max-tokens 16").exit_code, 0);
   std::ifstream want_file(file);
-  const std::string want((std::istreambuf_iterator<char>(want_file)), std::istreambuf_iterator<char>());
+  const std::string want((std::istreambuf_iterator<char>(want_file)),
+                         std::istreambuf_iterator<char>());
 
-  CommandResult alone = run_shell("sh -c '" + binary() + " run --model " + model_ + " --input " + in +
-                                  " --output /dev/stdout --max-tokens 16 2>/dev/null'");
+  CommandResult alone = run_shell("sh -c '" + binary() + " run --model " + model_ + " --input " +
+                                  in + " --output /dev/stdout --max-tokens 16 2>/dev/null'");
   ASSERT_EQ(alone.exit_code, 0) << alone.output;
   EXPECT_EQ(alone.output, want);
 
-  CommandResult mixed = run(in, "/dev/stdout", "--max-tokens 16");  // stdout and stderr: one log file
+  CommandResult mixed =
+      run(in, "/dev/stdout", "--max-tokens 16");  // stdout and stderr: one log file
   ASSERT_EQ(mixed.exit_code, 0) << mixed.output;
   std::istringstream lines(mixed.output);
   std::string records;
@@ -71,22 +75,27 @@ TEST_F(OutputFiles, OutputToStdoutKeepsEveryRecordBesideTheLog) {
 
   CommandResult resume = run(in, "/dev/stdout", "--resume");
   EXPECT_NE(resume.exit_code, 0);
-  EXPECT_NE(resume.output.find("--resume reads and appends to --output, but /dev/stdout is this process's stdout"),
+  EXPECT_NE(resume.output.find(
+                "--resume reads and appends to --output, but /dev/stdout is this process's stdout"),
             std::string::npos)
       << resume.output;
-  EXPECT_EQ(resume.output.find("weights:"), std::string::npos) << "refused only after loading\n" << resume.output;
+  EXPECT_EQ(resume.output.find("weights:"), std::string::npos) << "refused only after loading\n"
+                                                               << resume.output;
 
-  CommandResult read_only = run_shell("sh -c '" + binary() + " run --model " + model_ + " --input " + in +
-                                      " --output /dev/stdout 1</dev/null'");
+  CommandResult read_only = run_shell("sh -c '" + binary() + " run --model " + model_ +
+                                      " --input " + in + " --output /dev/stdout 1</dev/null'");
   EXPECT_NE(read_only.exit_code, 0);
-  EXPECT_NE(read_only.output.find("cannot write --output file /dev/stdout: the process's stdout is not open for writing"),
-            std::string::npos)
+  EXPECT_NE(
+      read_only.output.find(
+          "cannot write --output file /dev/stdout: the process's stdout is not open for writing"),
+      std::string::npos)
       << read_only.output;
   EXPECT_EQ(read_only.output.find("weights:"), std::string::npos) << "refused only after loading";
 
   CommandResult directory = run(in, work_);
   EXPECT_NE(directory.exit_code, 0);
-  EXPECT_NE(directory.output.find("cannot write --output file " + work_ + ": it is a directory"), std::string::npos)
+  EXPECT_NE(directory.output.find("cannot write --output file " + work_ + ": it is a directory"),
+            std::string::npos)
       << directory.output;
 }
 
@@ -105,7 +114,8 @@ TEST_F(OutputFiles, OutputThatWouldOverwriteTheInputIsRefused) {
 // No file a run writes may be its input or another of its outputs: each is refused before any work,
 // and the file it would have overwritten keeps its content.
 TEST_F(OutputFiles, StatsTraceAndJsonFilesThatWouldOverwriteAnotherAreRefused) {
-  const std::string in = work_ + "/clobber.txt", out = work_ + "/clobber_out.jsonl", side = work_ + "/clobber.json";
+  const std::string in = work_ + "/clobber.txt", out = work_ + "/clobber_out.jsonl",
+                    side = work_ + "/clobber.json";
   std::ofstream(in) << "hello\n";
   std::ofstream(out) << "{\"kept\": true}\n";
   const struct {
@@ -115,16 +125,20 @@ TEST_F(OutputFiles, StatsTraceAndJsonFilesThatWouldOverwriteAnotherAreRefused) {
        "--stats " + in + " is the input file itself"},
       {" run --model " + model_ + " --input " + in + " --output " + out + " --trace " + out,
        "--output and --trace both name " + out},
-      {" run --model " + model_ + " --input " + in + " --output " + side + ".out --stats " + side + " --trace " + side,
+      {" run --model " + model_ + " --input " + in + " --output " + side + ".out --stats " + side +
+           " --trace " + side,
        "--stats and --trace both name " + side},
-      {" perplexity --model " + model_ + " --input " + in + " --output " + in, "--output " + in + " is the input file itself"},
-      {" perplexity --model " + model_ + " --input " + in + " --output " + work_ + "/no/such/dir/p.json",
+      {" perplexity --model " + model_ + " --input " + in + " --output " + in,
+       "--output " + in + " is the input file itself"},
+      {" perplexity --model " + model_ + " --input " + in + " --output " + work_ +
+           "/no/such/dir/p.json",
        "cannot write --output file " + work_ + "/no/such/dir/p.json"},
       {" plan --shape llama2-7b --json " + work_ + "/no/such/dir/plan.json",
        "cannot write --json file " + work_ + "/no/such/dir/plan.json"},
       // One file not there yet, spelt two ways.
-      {" run --model " + model_ + " --input " + in + " --output " + side + ".o --stats " + work_ + "/./clobber.json" +
-           " --trace " + work_ + "/../" + std::filesystem::path(work_).filename().string() + "/clobber.json",
+      {" run --model " + model_ + " --input " + in + " --output " + side + ".o --stats " + work_ +
+           "/./clobber.json" + " --trace " + work_ + "/../" +
+           std::filesystem::path(work_).filename().string() + "/clobber.json",
        "--stats and --trace both name"},
       {" plan --model " + model_ + " --json " + model_ + "/config.json",
        "--json " + model_ + "/config.json is the input file itself"},
@@ -148,20 +162,22 @@ TEST_F(OutputFiles, StatsTraceAndJsonFilesThatWouldOverwriteAnotherAreRefused) {
 // The checks create nothing: a dangling link's target is not made, and the link stays a link.
 // /dev/stdout and /dev/stderr may both be one log file: never "the same file".
 TEST_F(OutputFiles, OutputChecksLeaveNoFileBehind) {
-  const std::string in = work_ + "/nothing.txt", link = work_ + "/dangling.json", target = work_ + "/target.json";
+  const std::string in = work_ + "/nothing.txt", link = work_ + "/dangling.json",
+                    target = work_ + "/target.json";
   std::ofstream(in) << "hello\n";
   std::filesystem::remove(link);
   std::filesystem::create_symlink(target, link);
-  CommandResult r = run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + work_ +
-                              "/nothing_out.jsonl --stats " + link + " --trace " + link);
+  CommandResult r =
+      run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + work_ +
+                "/nothing_out.jsonl --stats " + link + " --trace " + link);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--stats and --trace both name " + link), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(target));
   EXPECT_TRUE(std::filesystem::is_symlink(link));
   EXPECT_FALSE(std::filesystem::exists(work_ + "/nothing_out.jsonl"));
   r = run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + work_ +
-                "/nothing_out.jsonl --max-tokens 2 --stats /dev/stdout --trace /dev/stderr > " + work_ +
-                "/both.log 2>&1");
+                "/nothing_out.jsonl --max-tokens 2 --stats /dev/stdout --trace /dev/stderr > " +
+                work_ + "/both.log 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
@@ -176,13 +192,17 @@ TEST_F(OutputFiles, AFileAnotherJobHoldsIsRefusedBeforeLoading) {
   for (const std::string flag : {"--stats", "--trace"}) {
     CommandResult r = run(in, work_ + "/b.jsonl", flag + " " + same + " --max-tokens 2");
     EXPECT_NE(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find(flag + " " + same + " is locked by another tpllama process (a running job writes it)"),
+    EXPECT_NE(r.output.find(flag + " " + same +
+                            " is locked by another tpllama process (a running job writes it)"),
               std::string::npos)
         << r.output;
-    EXPECT_EQ(r.output.find("weights:"), std::string::npos) << "refused only after loading\n" << r.output;
+    EXPECT_EQ(r.output.find("weights:"), std::string::npos) << "refused only after loading\n"
+                                                            << r.output;
   }
   CommandResult r = run(in, same, "--max-tokens 2");
-  EXPECT_NE(r.output.find("--output " + same + " is locked by another tpllama process"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--output " + same + " is locked by another tpllama process"),
+            std::string::npos)
+      << r.output;
   std::ifstream kept(same);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), std::istreambuf_iterator<char>()),
             "{\"id\":1,\"text\":\"a record of job A\"}\n");
@@ -197,8 +217,9 @@ TEST_F(OutputFiles, ResumeWithOtherSettingsIsRefusedNamingEachDifference) {
   ASSERT_TRUE(fs::exists(out + ".tpllama.json"));
   CommandResult other = run(in, out, "--max-tokens 4 --resume --temperature 1.5 --seed 7");
   EXPECT_NE(other.exit_code, 0) << other.output;
-  EXPECT_NE(other.output.find("--resume: " + out + " was made with --temperature 0, this run has 1.5"),
-            std::string::npos)
+  EXPECT_NE(
+      other.output.find("--resume: " + out + " was made with --temperature 0, this run has 1.5"),
+      std::string::npos)
       << other.output;
   EXPECT_NE(other.output.find("--seed 0, this run has 7"), std::string::npos) << other.output;
   EXPECT_EQ(read_jsonl(out).size(), 2u);
@@ -207,7 +228,8 @@ TEST_F(OutputFiles, ResumeWithOtherSettingsIsRefusedNamingEachDifference) {
   fs::remove(out + ".tpllama.json");
   CommandResult unknown = run(in, out, "--max-tokens 4 --resume --temperature 1.5");
   EXPECT_EQ(unknown.exit_code, 0) << unknown.output;
-  EXPECT_NE(unknown.output.find("has no sidecar " + out + ".tpllama.json"), std::string::npos) << unknown.output;
+  EXPECT_NE(unknown.output.find("has no sidecar " + out + ".tpllama.json"), std::string::npos)
+      << unknown.output;
 }
 
 // A record twice in the output (two runs appended to one file) is reported as a duplicate, not as
@@ -417,9 +439,10 @@ TEST_F(OutputFiles, MisplacedFilesAreNamedWithTheReason) {
   EXPECT_EQ(empty.output.find("weights:"), std::string::npos) << empty.output;
   fs::remove_all(broken);
   fs::create_directories(broken + "/config.json");
-  CommandResult config = run_shell(binary() + " tokenize --model " + broken + " --input " + in + " --output " + work_ +
-                                   "/msg_tokens.jsonl");
-  EXPECT_NE(config.output.find("model config " + broken + "/config.json is a directory, not a regular file"),
+  CommandResult config = run_shell(binary() + " tokenize --model " + broken + " --input " + in +
+                                   " --output " + work_ + "/msg_tokens.jsonl");
+  EXPECT_NE(config.output.find("model config " + broken +
+                               "/config.json is a directory, not a regular file"),
             std::string::npos)
       << config.output;
   EXPECT_EQ(config.output.find("basic_filebuf"), std::string::npos) << config.output;

@@ -16,13 +16,15 @@ namespace {
 using namespace tpllama::cli_test;
 using nlohmann::json;
 
-// About 70 tokens that every prompt starts with (four KV blocks and more of stories260K's tokenizer).
+// About 70 tokens that every prompt starts with (four KV blocks and more of stories260K's
+// tokenizer).
 constexpr const char* kShared =
-    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her "
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park "
+    "with her "
     "friends. One day, Lily saw a big red ball under a tree. ";
-const char* kEndings[] = {"She",        "Lily wanted",   "The ball was", "Her mom said",
-                          "Then a dog", "Lily ran to",   "It was",       "The sun",
-                          "Tom came",   "They played",   "A bird",       "Lily smiled"};
+const char* kEndings[] = {"She",        "Lily wanted", "The ball was", "Her mom said",
+                          "Then a dog", "Lily ran to", "It was",       "The sun",
+                          "Tom came",   "They played", "A bird",       "Lily smiled"};
 
 class PrefixCache : public StoriesSuite<PrefixCache> {
  public:
@@ -33,15 +35,22 @@ class PrefixCache : public StoriesSuite<PrefixCache> {
     const std::string path = work_ + "/" + name + ".jsonl";
     std::ofstream out(path);
     for (int i = 0; i < lines; ++i)
-      out << json({{"id", i}, {"prompt", std::string(kShared) + kEndings[i % 12]}, {"max_tokens", 24 + i % 5}}).dump()
+      out << json({{"id", i},
+                   {"prompt", std::string(kShared) + kEndings[i % 12]},
+                   {"max_tokens", 24 + i % 5}})
+                 .dump()
           << "\n";
     return path;
   }
-  static CommandResult run(const std::string& in, const std::string& out, const std::string& flags, int np = 1) {
-    return run_shell("mpirun -np " + std::to_string(np) + " --oversubscribe " + binary() + " run --model " + model_ +
-                     " --input " + in + " --output " + out + " --log-interval 0 " + flags);
+  static CommandResult run(const std::string& in, const std::string& out, const std::string& flags,
+                           int np = 1) {
+    return run_shell("mpirun -np " + std::to_string(np) + " --oversubscribe " + binary() +
+                     " run --model " + model_ + " --input " + in + " --output " + out +
+                     " --log-interval 0 " + flags);
   }
-  static std::map<std::string, json> records(const std::string& path) { return by_id(read_jsonl(path)); }
+  static std::map<std::string, json> records(const std::string& path) {
+    return by_id(read_jsonl(path));
+  }
 };
 
 TEST_F(PrefixCache, GreedyTextIsTheSameOnAndOffAtEveryLayoutUnderPreemption) {
@@ -76,7 +85,8 @@ TEST_F(PrefixCache, GreedyTextIsTheSameOnAndOffAtEveryLayoutUnderPreemption) {
   EXPECT_TRUE(on["prefix_cache"]["enabled"].get<bool>());
   EXPECT_GT(on["prefix_cache"]["hit_rate"].get<double>(), 0.5) << on["prefix_cache"].dump();
   const json preempt = json::parse(std::ifstream(work_ + "/preempt_stats.json"));
-  EXPECT_GT(preempt["preemptions"].get<int>(), 0) << "the small cache must preempt to prove anything";
+  EXPECT_GT(preempt["preemptions"].get<int>(), 0)
+      << "the small cache must preempt to prove anything";
   EXPECT_GT(preempt["prefix_cache"]["hit_tokens"].get<long long>(), 0);
 }
 
@@ -98,18 +108,23 @@ TEST_F(PrefixCache, ContinuationsScoredAgainstASharedContextKeepTheirLogprobs) {
     std::ofstream out(in);
     int id = 0;
     for (const char* context : {"Lily went to the park.", "Tom found a red ball."})
-      for (const char* continuation : {" She was happy.", " It was big.", " They played all day.", " The end."})
-        out << json({{"id", id++}, {"context", std::string(kShared) + context}, {"continuation", continuation},
+      for (const char* continuation :
+           {" She was happy.", " It was big.", " They played all day.", " The end."})
+        out << json({{"id", id++},
+                     {"context", std::string(kShared) + context},
+                     {"continuation", continuation},
                      {"logprobs", true}})
                    .dump()
             << "\n";
   }
   ASSERT_EQ(run(in, work_ + "/score_off.jsonl", "--prefix-caching off").exit_code, 0);
-  ASSERT_EQ(run(in, work_ + "/score_on.jsonl", "--stats " + work_ + "/score_stats.json").exit_code, 0);
+  ASSERT_EQ(run(in, work_ + "/score_on.jsonl", "--stats " + work_ + "/score_stats.json").exit_code,
+            0);
   const auto off = records(work_ + "/score_off.jsonl"), on = records(work_ + "/score_on.jsonl");
   ASSERT_EQ(on.size(), 8u);
   for (const auto& [id, rec] : off) {
-    EXPECT_NEAR(on.at(id)["logprob"].get<double>(), rec["logprob"].get<double>(), 1e-5) << "id " << id;
+    EXPECT_NEAR(on.at(id)["logprob"].get<double>(), rec["logprob"].get<double>(), 1e-5)
+        << "id " << id;
     EXPECT_EQ(on.at(id)["is_greedy"], rec["is_greedy"]) << "id " << id;
     const auto& a = on.at(id)["token_logprobs"];
     const auto& b = rec["token_logprobs"];

@@ -26,8 +26,7 @@ class Scoring : public ::testing::Test {
   void SetUp() override {
     ConvertedStories c = ConvertedStories::make("scoring");
     stories_ = c.stories;
-    if (stories_.empty())
-      GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
+    if (stories_.empty()) GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
     work_ = c.work;
     model_ = c.model;
     ASSERT_EQ(c.convert.exit_code, 0) << c.convert.output;
@@ -44,7 +43,8 @@ class Scoring : public ::testing::Test {
   std::vector<double> run_c_logprobs() const {
     std::ifstream f(stories_ + "/logits_once_upon_a_time.f32", std::ios::binary);
     std::vector<float> logits(64 * 512);
-    EXPECT_TRUE(f.read(reinterpret_cast<char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4)));
+    EXPECT_TRUE(f.read(reinterpret_cast<char*>(logits.data()),
+                       static_cast<std::streamsize>(logits.size() * 4)));
     std::vector<int> tokens = reference_["prompt_tokens"].get<std::vector<int>>();
     for (int t : reference_["generated_tokens"]) tokens.push_back(t);
     const size_t n_prompt = reference_["prompt_tokens"].size();
@@ -69,10 +69,16 @@ TEST_F(Scoring, ContinuationLogprobIsTheSumOfRunCLogSoftmax) {
   std::string changed = continuation;
   changed.replace(changed.find("girl"), 4, "boy ");
   const std::string in = work_ + "/score.jsonl", out = work_ + "/score_out.jsonl";
-  std::ofstream(in) << json({{"id", "ref"}, {"context", prompt}, {"continuation", continuation}, {"logprobs", true}}).dump()
-                    << "\n"
-                    << json({{"id", "changed"}, {"context", prompt}, {"continuation", changed}}).dump() << "\n";
-  CommandResult r = run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out);
+  std::ofstream(in)
+      << json({{"id", "ref"},
+               {"context", prompt},
+               {"continuation", continuation},
+               {"logprobs", true}})
+             .dump()
+      << "\n"
+      << json({{"id", "changed"}, {"context", prompt}, {"continuation", changed}}).dump() << "\n";
+  CommandResult r =
+      run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto records = by_id(read_jsonl(out));
   const json& got = records.at("\"ref\"");
@@ -96,21 +102,27 @@ TEST_F(Scoring, ContinuationLogprobIsTheSumOfRunCLogSoftmax) {
 // token log-probabilities as run.c's, not the first ones again.
 TEST_F(Scoring, PreemptedScoringRequestScoresEachTokenOnce) {
   const std::string prompt = reference_["prompt"], output = reference_["output"];
-  const std::string in = work_ + "/preempt.jsonl", out = work_ + "/preempt_out.jsonl", stats = work_ + "/preempt.json";
+  const std::string in = work_ + "/preempt.jsonl", out = work_ + "/preempt_out.jsonl",
+                    stats = work_ + "/preempt.json";
   {
     std::ofstream f(in);
     for (const char* id : {"g0", "g1", "g2"})
       f << json({{"id", id}, {"prompt", prompt}, {"max_tokens", 59}}).dump() << "\n";
-    f << json({{"id", "ref"}, {"context", prompt}, {"continuation", output.substr(prompt.size())}, {"logprobs", true}})
+    f << json({{"id", "ref"},
+               {"context", prompt},
+               {"continuation", output.substr(prompt.size())},
+               {"logprobs", true}})
              .dump()
       << "\n";
   }
-  CommandResult r = run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out +
-                              " --max-model-len 72 --kv-cache-memory 100KiB --stats " + stats);
+  CommandResult r =
+      run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out +
+                " --max-model-len 72 --kv-cache-memory 100KiB --stats " + stats);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   json s;
   std::ifstream(stats) >> s;
-  ASSERT_GT(s["preemptions"].get<int>(), 0) << "100 KiB hold 80 tokens: not two of these 64- and 65-token sequences";
+  ASSERT_GT(s["preemptions"].get<int>(), 0)
+      << "100 KiB hold 80 tokens: not two of these 64- and 65-token sequences";
   const auto records = by_id(read_jsonl(out));
   const json& got = records.at("\"ref\"");
   const std::vector<double> want = run_c_logprobs();
@@ -130,9 +142,10 @@ TEST_F(Scoring, PerplexityMatchesTheReferenceForward) {
   const std::string text = reference_["output"];
   const std::string corpus = work_ + "/corpus.txt", json_out = work_ + "/ppl.json";
   std::ofstream(corpus) << text;
-  CommandResult r = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus +
-                              " --context-len 24 --stride 10 --log-interval 0 --output " + json_out +
-                              " --kv-cache-memory 48KiB");  // 38 tokens: the cache is sized for the window
+  CommandResult r =
+      run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus +
+                " --context-len 24 --stride 10 --log-interval 0 --output " + json_out +
+                " --kv-cache-memory 48KiB");  // 38 tokens: the cache is sized for the window
   ASSERT_EQ(r.exit_code, 0) << r.output;
   json got;
   std::ifstream(json_out) >> got;
@@ -150,7 +163,8 @@ TEST_F(Scoring, PerplexityMatchesTheReferenceForward) {
     std::vector<int> w = {1};
     w.insert(w.end(), tokens.begin() + begin, tokens.begin() + end);
     auto logits = reference::forward_all(rc, rw, w, reference::RopeLayout::kInterleaved);
-    for (int p = std::max(prev_end, begin); p < end; ++p) {  // token p sits at window index p - begin + 1
+    for (int p = std::max(prev_end, begin); p < end;
+         ++p) {  // token p sits at window index p - begin + 1
       const auto& row = logits[static_cast<size_t>(p - begin)];
       double mx = row[0], sum = 0;
       for (double x : row) mx = std::max(mx, x);
@@ -179,7 +193,8 @@ TEST_F(Scoring, PerplexityMatchesTheReferenceForward) {
   EXPECT_EQ(line.find(" tok/s, "), line.find(" scored tok/s") + std::string(" scored").size())
       << "no generation rate beside it: " << line;
   // A window the cache cannot hold names perplexity's own flag.
-  r = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + " --context-len 64 --kv-cache-memory 48KiB");
+  r = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus +
+                " --context-len 64 --kv-cache-memory 48KiB");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("less than one 64-token sequence needs"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("a smaller --context-len"), std::string::npos) << r.output;
@@ -189,16 +204,22 @@ TEST_F(Scoring, PerplexityMatchesTheReferenceForward) {
 // (it generates nothing, so "no room to generate" would mislead); one that fits exactly is scored.
 TEST_F(Scoring, TooLongScoringRequestIsAnErrorInItsOwnTerms) {
   const std::string in = work_ + "/long.jsonl", out = work_ + "/long_out.jsonl";
-  std::ofstream(in) << json({{"id", "long"}, {"context", "Once upon a time"}, {"continuation", reference_["output"]}}).dump()
+  std::ofstream(in) << json({{"id", "long"},
+                             {"context", "Once upon a time"},
+                             {"continuation", reference_["output"]}})
+                           .dump()
                     << "\n";
-  CommandResult r = run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out +
-                              " --max-model-len 16");
+  CommandResult r = run_shell(binary() + " run --model " + model_ + " --input " + in +
+                              " --output " + out + " --max-model-len 16");
   EXPECT_EQ(r.exit_code, 65) << "every request failed\n" << r.output;
   const auto records = by_id(read_jsonl(out));
   const json& got = records.at("\"long\"");
   ASSERT_EQ(got["finish_reason"], "error") << got.dump();
-  EXPECT_NE(got["error"].get<std::string>().find("context and continuation have"), std::string::npos) << got.dump();
-  EXPECT_NE(got["error"].get<std::string>().find("the context is 16 tokens: the continuation cannot be scored whole"),
+  EXPECT_NE(got["error"].get<std::string>().find("context and continuation have"),
+            std::string::npos)
+      << got.dump();
+  EXPECT_NE(got["error"].get<std::string>().find(
+                "the context is 16 tokens: the continuation cannot be scored whole"),
             std::string::npos)
       << got.dump();
 }
@@ -212,15 +233,17 @@ TEST_F(Scoring, StoppedPerplexitySaysToRunAgainNotToResume) {
     const std::string text = reference_["output"];
     for (int i = 0; i < 2000; ++i) f << text << "\n";  // about 600 kB: many seconds of windows
   }
-  const pid_t pid = spawn_shell(binary() + " perplexity --model " + model_ + " --input " + corpus +
-                                " --context-len 64 --threads 1 --log-interval 0 > " + log_path + " 2>&1");
+  const pid_t pid =
+      spawn_shell(binary() + " perplexity --model " + model_ + " --input " + corpus +
+                  " --context-len 64 --threads 1 --log-interval 0 > " + log_path + " 2>&1");
   ASSERT_GT(pid, 0);
   const auto read_log = [&] {
     std::ifstream f(log_path);
     return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
   };
   const auto start = std::chrono::steady_clock::now();
-  while (read_log().find("progress: ") == std::string::npos && std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
+  while (read_log().find("progress: ") == std::string::npos &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ::kill(pid, SIGTERM);
   int status = 0;
@@ -229,7 +252,8 @@ TEST_F(Scoring, StoppedPerplexitySaysToRunAgainNotToResume) {
   ASSERT_TRUE(WIFEXITED(status)) << "status " << status << "\n" << text;
   EXPECT_EQ(WEXITSTATUS(status), 75) << text;
   EXPECT_NE(text.find("run it again to start over"), std::string::npos) << text;
-  EXPECT_EQ(text.find("with --resume"), std::string::npos) << text;  // as run says: "run again with --resume"
+  EXPECT_EQ(text.find("with --resume"), std::string::npos)
+      << text;  // as run says: "run again with --resume"
 }
 
 // With --windows, a stopped perplexity says to resume, and --resume scores only the windows the
@@ -245,13 +269,13 @@ TEST_F(Scoring, PerplexityResumesFromItsWindowsFile) {
   const std::string flags = " --context-len 64 --threads 1 --log-interval 0";
   const std::string full_windows = work_ + "/full_windows.jsonl", full_json = work_ + "/full.json";
   const std::string windows = work_ + "/windows.jsonl", resumed_json = work_ + "/resumed.json";
-  CommandResult full = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + flags +
-                                 " --windows " + full_windows + " --output " + full_json);
+  CommandResult full = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus +
+                                 flags + " --windows " + full_windows + " --output " + full_json);
   ASSERT_EQ(full.exit_code, 0) << full.output;
   const size_t all_lines = count_lines(full_windows);  // the header and one line per window
 
-  const pid_t pid = spawn_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + flags +
-                                " --windows " + windows + " > " + log_path + " 2>&1");
+  const pid_t pid = spawn_shell(binary() + " perplexity --model " + model_ + " --input " + corpus +
+                                flags + " --windows " + windows + " > " + log_path + " 2>&1");
   ASSERT_GT(pid, 0);
   wait_for_lines(windows, 50);
   ::kill(pid, SIGTERM);
@@ -267,20 +291,25 @@ TEST_F(Scoring, PerplexityResumesFromItsWindowsFile) {
   const std::string torn = R"({"window": 99999, "n_t)";  // as a kill mid-write leaves it
   std::ofstream(windows, std::ios::app) << torn;
 
-  CommandResult resumed = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + flags +
-                                    " --windows " + windows + " --resume --output " + resumed_json);
+  CommandResult resumed =
+      run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + flags +
+                " --windows " + windows + " --resume --output " + resumed_json);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("resume: " + std::to_string(kept - 1) + " of " + std::to_string(all_lines - 1) +
-                                " windows already scored"),
+  EXPECT_NE(resumed.output.find("resume: " + std::to_string(kept - 1) + " of " +
+                                std::to_string(all_lines - 1) + " windows already scored"),
             std::string::npos)
       << resumed.output;
-  EXPECT_NE(resumed.output.find("cut a torn last line of " + std::to_string(torn.size()) + " bytes"), std::string::npos) << resumed.output;
+  EXPECT_NE(
+      resumed.output.find("cut a torn last line of " + std::to_string(torn.size()) + " bytes"),
+      std::string::npos)
+      << resumed.output;
   json want, got;
   std::ifstream(full_json) >> want;
   std::ifstream(resumed_json) >> got;
   EXPECT_EQ(got["tokens"], want["tokens"]);
   // Windows scored in other batches may differ in the last float bits.
-  EXPECT_NEAR(got["perplexity"].get<double>(), want["perplexity"].get<double>(), 1e-6 * want["perplexity"].get<double>());
+  EXPECT_NEAR(got["perplexity"].get<double>(), want["perplexity"].get<double>(),
+              1e-6 * want["perplexity"].get<double>());
   std::map<long long, int> seen;
   std::vector<json> records = read_jsonl(windows);
   ASSERT_EQ(records.size(), all_lines);
@@ -293,14 +322,16 @@ TEST_F(Scoring, PerplexityResumesFromItsWindowsFile) {
   // the file changes.
   const std::string staged = work_ + "/staged-model";
   fs::copy(model_, staged, fs::copy_options::recursive);
-  CommandResult same = run_shell(binary() + " perplexity --model " + staged + " --input " + corpus + flags +
-                                 " --windows " + windows + " --resume");
+  CommandResult same = run_shell(binary() + " perplexity --model " + staged + " --input " + corpus +
+                                 flags + " --windows " + windows + " --resume");
   EXPECT_EQ(same.exit_code, 0) << same.output;
-  EXPECT_NE(same.output.find("resume: " + std::to_string(all_lines - 1) + " of " + std::to_string(all_lines - 1)),
+  EXPECT_NE(same.output.find("resume: " + std::to_string(all_lines - 1) + " of " +
+                             std::to_string(all_lines - 1)),
             std::string::npos)
       << same.output;
   {
-    std::fstream weights(staged + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream weights(staged + "/model.safetensors",
+                         std::ios::in | std::ios::out | std::ios::binary);
     weights.seekg(-1, std::ios::end);
     const char last = static_cast<char>(weights.get() ^ 1);
     weights.seekp(-1, std::ios::end);
@@ -308,33 +339,38 @@ TEST_F(Scoring, PerplexityResumesFromItsWindowsFile) {
   }
   std::ofstream(windows, std::ios::app) << torn;
   const uintmax_t bytes = fs::file_size(windows);
-  CommandResult changed = run_shell(binary() + " perplexity --model " + staged + " --input " + corpus + flags +
-                                    " --windows " + windows + " --resume");
+  CommandResult changed = run_shell(binary() + " perplexity --model " + staged + " --input " +
+                                    corpus + flags + " --windows " + windows + " --resume");
   EXPECT_NE(changed.exit_code, 0);
-  EXPECT_NE(changed.output.find("holds the windows of another run (model " + fs::path(model_).filename().string() +
-                                " (fingerprint "),
+  EXPECT_NE(changed.output.find("holds the windows of another run (model " +
+                                fs::path(model_).filename().string() + " (fingerprint "),
             std::string::npos)
       << changed.output;
   EXPECT_EQ(fs::file_size(windows), bytes) << "a refused file was changed";
 
   // Another stride is another run's windows: refused, naming both strides.
-  CommandResult other = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + flags +
-                                  " --stride 20 --windows " + windows + " --resume");
+  CommandResult other =
+      run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + flags +
+                " --stride 20 --windows " + windows + " --resume");
   EXPECT_NE(other.exit_code, 0);
-  EXPECT_NE(other.output.find("holds the windows of another run (stride 31 there, 20 here)"), std::string::npos)
+  EXPECT_NE(other.output.find("holds the windows of another run (stride 31 there, 20 here)"),
+            std::string::npos)
       << other.output;
   // A file of one line with no newline that no header starts like is not taken for a torn header.
   const std::string junk = work_ + "/junk.txt";
   std::ofstream(junk) << std::string(5000, 'x');
-  CommandResult not_windows = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + flags +
-                                        " --windows " + junk + " --resume");
+  CommandResult not_windows = run_shell(binary() + " perplexity --model " + model_ + " --input " +
+                                        corpus + flags + " --windows " + junk + " --resume");
   EXPECT_NE(not_windows.exit_code, 0);
-  EXPECT_NE(not_windows.output.find("it is not a windows file (5000 bytes without a newline"), std::string::npos)
+  EXPECT_NE(not_windows.output.find("it is not a windows file (5000 bytes without a newline"),
+            std::string::npos)
       << not_windows.output;
   EXPECT_EQ(fs::file_size(junk), 5000u);
-  CommandResult no_file = run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + " --resume");
+  CommandResult no_file =
+      run_shell(binary() + " perplexity --model " + model_ + " --input " + corpus + " --resume");
   EXPECT_NE(no_file.exit_code, 0);
-  EXPECT_NE(no_file.output.find("--resume requires --windows"), std::string::npos) << no_file.output;
+  EXPECT_NE(no_file.output.find("--resume requires --windows"), std::string::npos)
+      << no_file.output;
 }
 
 }  // namespace

@@ -31,22 +31,24 @@ class GpuStories : public ::testing::Test {
     convert_ = c.convert;
     references_ = read_jsonl(stories_ + "/reference_greedy.jsonl");
     input_ = work_ + "/in.jsonl";
-    write_reference_prompts(input_, references_, [](size_t i) { return json("ref" + std::to_string(i)); });
+    write_reference_prompts(input_, references_,
+                            [](size_t i) { return json("ref" + std::to_string(i)); });
   }
   static void TearDownTestSuite() {
     if (!work_.empty()) fs::remove_all(work_);
   }
   void SetUp() override {
-    if (tpllama::ops::gpu_count() == 0) GTEST_SKIP() << "no GPU visible: the GPU end-to-end tests need one (label gpu)";
-    if (stories_.empty())
-      GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
+    if (tpllama::ops::gpu_count() == 0)
+      GTEST_SKIP() << "no GPU visible: the GPU end-to-end tests need one (label gpu)";
+    if (stories_.empty()) GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
     ASSERT_EQ(convert_.exit_code, 0) << convert_.output;
   }
 
   static CommandResult run(const std::string& output, const std::string& flags, int ranks = 0) {
-    const std::string launcher = ranks > 0 ? "mpirun -np " + std::to_string(ranks) + " --oversubscribe " : "";
-    return run_shell(launcher + binary() + " run --model " + model_ + " --input " + input_ + " --output " + output +
-                     " --device cuda " + flags);
+    const std::string launcher =
+        ranks > 0 ? "mpirun -np " + std::to_string(ranks) + " --oversubscribe " : "";
+    return run_shell(launcher + binary() + " run --model " + model_ + " --input " + input_ +
+                     " --output " + output + " --device cuda " + flags);
   }
   static std::string expected_text(size_t i) {
     const json& r = references_[i];
@@ -100,7 +102,8 @@ TEST_F(GpuStories, Bf16FollowsReferenceTextUntilANearTie) {
     identical += got[i] == want;
     EXPECT_GE(same, std::min<size_t>(want.size(), 100)) << "prompt " << references_[i]["prompt"];
   }
-  EXPECT_GE(4 * identical, references_.size()) << identical << " of " << references_.size() << " identical";
+  EXPECT_GE(4 * identical, references_.size())
+      << identical << " of " << references_.size() << " identical";
 }
 
 // Decode steps replayed as CUDA graphs (the default) against every kernel launched (--eager):
@@ -115,7 +118,8 @@ TEST_F(GpuStories, CudaGraphsGiveTheEagerText) {
   ASSERT_EQ(re.exit_code, 0) << re.output;
   EXPECT_NE(re.output.find("decode steps launched eagerly"), std::string::npos) << re.output;
   const std::vector<std::string> want = texts(eager), got = texts(graphs);
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "prompt " << references_[i]["prompt"];
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(got[i], want[i]) << "prompt " << references_[i]["prompt"];
 }
 
 // Log-probabilities reduced on the GPU (ops::logit_sums), in f32: a scored continuation's token
@@ -126,21 +130,27 @@ TEST_F(GpuStories, LogprobsMatchRunCAndTheCpu) {
   const json& ref = references_[0];
   const std::string prompt = ref["prompt"], output = ref["output"];
   const std::string in = work_ + "/score.jsonl", out = work_ + "/score_out.jsonl";
-  std::ofstream(in) << json({{"id", "score"}, {"context", prompt}, {"continuation", output.substr(prompt.size())},
-                             {"logprobs", true}})
-                           .dump()
-                    << "\n"
-                    << json({{"id", "top"}, {"prompt", prompt}, {"max_tokens", 12}, {"logprobs", 3}}).dump() << "\n";
+  std::ofstream(in)
+      << json({{"id", "score"},
+               {"context", prompt},
+               {"continuation", output.substr(prompt.size())},
+               {"logprobs", true}})
+             .dump()
+      << "\n"
+      << json({{"id", "top"}, {"prompt", prompt}, {"max_tokens", 12}, {"logprobs", 3}}).dump()
+      << "\n";
   const std::string flags = " --model " + model_ + " --input " + in + " --dtype f32 --device ";
   CommandResult gpu = run_shell(binary() + " run" + flags + "cuda --output " + out);
   ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
-  CommandResult cpu = run_shell(binary() + " run" + flags + "cpu --output " + work_ + "/score_cpu.jsonl");
+  CommandResult cpu =
+      run_shell(binary() + " run" + flags + "cpu --output " + work_ + "/score_cpu.jsonl");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
   auto got = by_id(read_jsonl(out)), want = by_id(read_jsonl(work_ + "/score_cpu.jsonl"));
 
   std::ifstream f(stories_ + "/logits_once_upon_a_time.f32", std::ios::binary);
   std::vector<float> logits(64 * 512);
-  ASSERT_TRUE(f.read(reinterpret_cast<char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4)));
+  ASSERT_TRUE(f.read(reinterpret_cast<char*>(logits.data()),
+                     static_cast<std::streamsize>(logits.size() * 4)));
   std::vector<int> tokens = ref["prompt_tokens"].get<std::vector<int>>();
   for (int t : ref["generated_tokens"]) tokens.push_back(t);
   const size_t n_prompt = ref["prompt_tokens"].size(), n = ref["generated_tokens"].size();
@@ -151,7 +161,8 @@ TEST_F(GpuStories, LogprobsMatchRunCAndTheCpu) {
     double mx = row[0], sum = 0;
     for (int v = 0; v < 512; ++v) mx = std::max(mx, static_cast<double>(row[v]));
     for (int v = 0; v < 512; ++v) sum += std::exp(row[v] - mx);
-    EXPECT_NEAR(scored["token_logprobs"][g].get<double>(), row[tokens[n_prompt + g]] - mx - std::log(sum), 1e-4)
+    EXPECT_NEAR(scored["token_logprobs"][g].get<double>(),
+                row[tokens[n_prompt + g]] - mx - std::log(sum), 1e-4)
         << "token " << g;
   }
 
@@ -162,8 +173,10 @@ TEST_F(GpuStories, LogprobsMatchRunCAndTheCpu) {
   for (size_t i = 0; i < top["top_logprobs"].size(); ++i) {
     ASSERT_EQ(top["top_logprobs"][i].size(), 3u) << "token " << i;
     for (const auto& [token, value] : top_cpu["top_logprobs"][i].items()) {
-      ASSERT_TRUE(top["top_logprobs"][i].contains(token)) << "token " << i << ": candidate " << token;
-      EXPECT_NEAR(top["top_logprobs"][i][token].get<double>(), value.get<double>(), 1e-4) << "token " << i;
+      ASSERT_TRUE(top["top_logprobs"][i].contains(token))
+          << "token " << i << ": candidate " << token;
+      EXPECT_NEAR(top["top_logprobs"][i][token].get<double>(), value.get<double>(), 1e-4)
+          << "token " << i;
     }
   }
 }
@@ -189,7 +202,8 @@ TEST_P(GpuLayouts, SharingOneGpuMatchesTheSingleRank) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("ranks share its GPU"), std::string::npos) << r.output;
   const std::vector<std::string> want = texts(single), got = texts(shared);
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "prompt " << references_[i]["prompt"];
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(got[i], want[i]) << "prompt " << references_[i]["prompt"];
 }
 
 // One rank per GPU, the TP collectives and the hidden states between stages over NCCL on the
@@ -199,7 +213,8 @@ TEST_P(GpuLayouts, OneRankPerGpuOverNcclMatchesTheSingleRank) {
   const Layout l = GetParam();
   const int gpus = tpllama::ops::gpu_count();
   if (gpus < l.tp * l.pp)
-    GTEST_SKIP() << "NCCL needs one GPU per rank: " << l.tp * l.pp << " ranks, " << gpus << " GPU(s) visible";
+    GTEST_SKIP() << "NCCL needs one GPU per rank: " << l.tp * l.pp << " ranks, " << gpus
+                 << " GPU(s) visible";
   const std::string single = work_ + "/single_nccl.jsonl",
                     spread = work_ + "/nccl.jsonl";  // each layout's, in turn
   CommandResult r1 = run(single, "--dtype f32 --overwrite");
@@ -211,12 +226,15 @@ TEST_P(GpuLayouts, OneRankPerGpuOverNcclMatchesTheSingleRank) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("tensors over NCCL"), std::string::npos) << r.output;
   const std::vector<std::string> want = texts(single), got = texts(spread);
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "prompt " << references_[i]["prompt"];
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(got[i], want[i]) << "prompt " << references_[i]["prompt"];
 }
 
-INSTANTIATE_TEST_SUITE_P(OneGpu, GpuLayouts, ::testing::Values(Layout{2, 1}, Layout{1, 2}, Layout{2, 2}),
+INSTANTIATE_TEST_SUITE_P(OneGpu, GpuLayouts,
+                         ::testing::Values(Layout{2, 1}, Layout{1, 2}, Layout{2, 2}),
                          [](const auto& param_info) {
-                           return "tp" + std::to_string(param_info.param.tp) + "_pp" + std::to_string(param_info.param.pp);
+                           return "tp" + std::to_string(param_info.param.tp) + "_pp" +
+                                  std::to_string(param_info.param.pp);
                          });
 
 // More ranks than GPUs without --share-gpus: every rank exits, non-zero, naming the ranks and the

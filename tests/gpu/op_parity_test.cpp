@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/attention.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/cuda_runtime.h"
-#include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/rows.h"
@@ -29,7 +29,7 @@ namespace {
 using cuda::CudaRuntime;
 using cuda::DeviceBuffer;
 
-constexpr int64_t kGuard = 256;          // elements of guard on each side of a GPU output
+constexpr int64_t kGuard = 256;         // elements of guard on each side of a GPU output
 constexpr uint16_t kSentinel = 0x7fc1;  // a quiet-NaN pattern in both f32 halves and bf16
 
 // The current GPU's streaming multiprocessors, asked of the CUDA runtime here.
@@ -43,7 +43,8 @@ int multiprocessor_count() {
 class GpuOps : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no GPU visible: the GPU op parity tests need one (label gpu)";
+    if (cuda::device_count() == 0)
+      GTEST_SKIP() << "no GPU visible: the GPU op parity tests need one (label gpu)";
     runtime_ = std::make_unique<CudaRuntime>(0);
     gpu_ = runtime_->context();
   }
@@ -83,10 +84,13 @@ class GpuOps : public ::testing::TestWithParam<DType> {
     } else {
       d.buffer.upload(v.data(), v.size() * 4, kGuard * es);  // f32 or i32 bit patterns
     }
-    d.tensor = Tensor(static_cast<char*>(d.buffer.data()) + kGuard * es, dtype, shape, tpllama::Device::kCuda);
+    d.tensor = Tensor(static_cast<char*>(d.buffer.data()) + kGuard * es, dtype, shape,
+                      tpllama::Device::kCuda);
     return d;
   }
-  Device upload(const std::vector<float>& v, std::initializer_list<int64_t> shape) { return upload(v, shape, act()); }
+  Device upload(const std::vector<float>& v, std::initializer_list<int64_t> shape) {
+    return upload(v, shape, act());
+  }
   Device upload_i32(const std::vector<int32_t>& v) {
     std::vector<float> bits(v.size());
     std::memcpy(bits.data(), v.data(), v.size() * 4);
@@ -96,7 +100,8 @@ class GpuOps : public ::testing::TestWithParam<DType> {
   // The candidate's values, after checking that it ran on the GPU and kept inside its buffer.
   std::vector<float> download(const Device& d) {
     runtime_->synchronize();
-    EXPECT_TRUE(cuda::is_device_pointer(d.tensor.data())) << "the candidate's output is not device memory";
+    EXPECT_TRUE(cuda::is_device_pointer(d.tensor.data()))
+        << "the candidate's output is not device memory";
     const size_t es = dtype_size(d.dtype);
     std::vector<uint16_t> all((d.elements + 2 * kGuard) * es / 2);
     d.buffer.download(all.data(), all.size() * 2, 0);
@@ -116,8 +121,8 @@ class GpuOps : public ::testing::TestWithParam<DType> {
     return out;
   }
 
-  void expect_close(const std::vector<float>& reference, const std::vector<float>& candidate, const std::string& what,
-                    double tol = 0) {
+  void expect_close(const std::vector<float>& reference, const std::vector<float>& candidate,
+                    const std::string& what, double tol = 0) {
     if (tol == 0) tol = tolerance();
     ASSERT_EQ(reference.size(), candidate.size()) << what;
     for (size_t i = 0; i < reference.size(); ++i)
@@ -125,8 +130,9 @@ class GpuOps : public ::testing::TestWithParam<DType> {
           << what << ": element " << i << " (reference vs candidate)";
   }
 
-  // Block tables for sequences of these lengths, one row each, over a pool of exactly the blocks they
-  // need, handed out in a shuffled order (unused entries -1: a read of one would fail the parity).
+  // Block tables for sequences of these lengths, one row each, over a pool of exactly the blocks
+  // they need, handed out in a shuffled order (unused entries -1: a read of one would fail the
+  // parity).
   struct PagedTables {
     std::vector<int32_t> tables;
     int blocks = 0, max_blocks = 0;
@@ -145,7 +151,8 @@ class GpuOps : public ::testing::TestWithParam<DType> {
     p.tables.assign(seq_len.size() * width, -1);
     size_t next = 0;
     for (size_t i = 0; i < seq_len.size(); ++i)
-      for (int b = 0; b < (seq_len[i] + block_size - 1) / block_size; ++b) p.tables[i * width + b] = order[next++];
+      for (int b = 0; b < (seq_len[i] + block_size - 1) / block_size; ++b)
+        p.tables[i * width + b] = order[next++];
     return p;
   }
   // Keys or values in [-1, 1) as a cache of `kv` holds them: a bf16 cache's rounded, which the
@@ -163,14 +170,16 @@ class GpuOps : public ::testing::TestWithParam<DType> {
     return Tensor(v.data(), DType::kF32, shape);
   }
 
-  // The GPU's compute capability major, from the runtime's description ("..., compute capability 9.0").
+  // The GPU's compute capability major, from the runtime's description ("..., compute
+  // capability 9.0").
   int compute_capability_major() const {
     const std::string text = runtime_->describe(), key = "compute capability ";
     const size_t at = text.find(key);
     return at == std::string::npos ? 0 : std::atoi(text.c_str() + at + key.size());
   }
 
-  // Chooses the prefill attention kernel for a scope, restoring the previous choice however it ends.
+  // Chooses the prefill attention kernel for a scope, restoring the previous choice however it
+  // ends.
   struct TensorCoreAttention {
     explicit TensorCoreAttention(bool on) : previous(ops::cuda::use_tensor_core_attention(on)) {}
     ~TensorCoreAttention() { ops::cuda::use_tensor_core_attention(previous); }
@@ -204,7 +213,8 @@ TEST_P(GpuOps, RmsNorm) {
     std::vector<float> x = random(static_cast<size_t>(rows * d), 2.0f), out(x.size());
     std::vector<float> w(static_cast<size_t>(d));
     for (float& v : w) v = 1.0f + 0.1f * std::uniform_real_distribution<float>(-1, 1)(rng_);
-    Device gx = upload(x, {rows, d}), gout = upload(out, {rows, d}), gw = upload(w, {d}, DType::kF32);
+    Device gx = upload(x, {rows, d}), gout = upload(out, {rows, d}),
+           gw = upload(w, {d}, DType::kF32);
     ops::rms_norm(gpu_, gout.tensor, gx.tensor, gw.tensor, 1e-5f);
     ops::rms_norm(cpu_, host(out, {rows, d}), host(x, {rows, d}), host(w, {d}), 1e-5f);
     expect_close(out, download(gout), "rms_norm " + std::to_string(rows) + "x" + std::to_string(d));
@@ -216,7 +226,8 @@ TEST_P(GpuOps, RmsNorm) {
 TEST_P(GpuOps, F32InputsWriteBf16GemmInputs) {
   if (act() == DType::kBF16) GTEST_SKIP() << "one case: f32 in, bf16 out";
   const int64_t rows = 9, d = 1000;
-  std::vector<float> x = random(static_cast<size_t>(rows * d), 2.0f), up = random(x.size()), w(static_cast<size_t>(d));
+  std::vector<float> x = random(static_cast<size_t>(rows * d), 2.0f), up = random(x.size()),
+                     w(static_cast<size_t>(d));
   for (float& v : w) v = 1.0f + 0.1f * std::uniform_real_distribution<float>(-1, 1)(rng_);
   std::vector<float> zeros(x.size(), 0.0f);
   Device gx = upload(x, {rows, d}, DType::kF32), gup = upload(up, {rows, d}, DType::kF32);
@@ -242,8 +253,10 @@ TEST_P(GpuOps, Rope) {
     Device gx = upload(x, {rows, int64_t{heads} * hd});
     Device gc = upload(c, {rows, hd / 2}, DType::kF32), gs = upload(s, {rows, hd / 2}, DType::kF32);
     ops::rope(gpu_, gx.tensor, gc.tensor, gs.tensor, heads, hd);
-    ops::rope(cpu_, host(x, {rows, int64_t{heads} * hd}), host(c, {rows, hd / 2}), host(s, {rows, hd / 2}), heads, hd);
-    expect_close(x, download(gx), "rope heads=" + std::to_string(heads) + " head_dim=" + std::to_string(hd));
+    ops::rope(cpu_, host(x, {rows, int64_t{heads} * hd}), host(c, {rows, hd / 2}),
+              host(s, {rows, hd / 2}), heads, hd);
+    expect_close(x, download(gx),
+                 "rope heads=" + std::to_string(heads) + " head_dim=" + std::to_string(hd));
   }
 }
 
@@ -253,20 +266,25 @@ TEST_P(GpuOps, EmbeddingOfTheRowsThisRankHolds) {
   std::vector<float> table = random(static_cast<size_t>(rows * d));
   const std::vector<int32_t> tokens = {50, 149, 0, 150, 99, 120, 49};  // three outside [50, 150)
   std::vector<float> out(tokens.size() * d);
-  Device gt = upload(table, {rows, d}), gout = upload(out, {static_cast<int64_t>(tokens.size()), d});
+  Device gt = upload(table, {rows, d}),
+         gout = upload(out, {static_cast<int64_t>(tokens.size()), d});
   Device gtok = upload_i32(tokens);
   ops::embedding(gpu_, gout.tensor, gt.tensor, gtok.tensor, vocab_begin);
   std::vector<int32_t> host_tokens = tokens;
   ops::embedding(cpu_, host(out, {static_cast<int64_t>(tokens.size()), d}), host(table, {rows, d}),
-                 Tensor(host_tokens.data(), DType::kI32, {static_cast<int64_t>(tokens.size())}), vocab_begin);
+                 Tensor(host_tokens.data(), DType::kI32, {static_cast<int64_t>(tokens.size())}),
+                 vocab_begin);
   expect_close(out, download(gout), "embedding");
 }
 
 TEST_P(GpuOps, MatmulWithF32AndBf16Weights) {
-  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 768, 2048}, {33, 100, 513}, {128, 1024, 1024}}) {
+  for (auto [m, n, k] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 768, 2048}, {33, 100, 513}, {128, 1024, 1024}}) {
     for (DType wtype : {DType::kF32, DType::kBF16}) {
-      std::vector<float> x = random(static_cast<size_t>(m * k)), w(static_cast<size_t>(n * k)), out(static_cast<size_t>(m * n));
-      for (float& v : w) v = std::uniform_real_distribution<float>(-1, 1)(rng_) / std::sqrt(static_cast<float>(k));
+      std::vector<float> x = random(static_cast<size_t>(m * k)), w(static_cast<size_t>(n * k)),
+                         out(static_cast<size_t>(m * n));
+      for (float& v : w)
+        v = std::uniform_real_distribution<float>(-1, 1)(rng_) / std::sqrt(static_cast<float>(k));
       DeviceBuffer gw_mem(ops::weight_bytes(gpu_, n, k, wtype));
       const ops::Weight gw = ops::pack_weight(gpu_, host(w, {n, k}), wtype, gw_mem.data());
       Buffer cw_mem(ops::weight_bytes(cpu_, n, k, wtype));
@@ -275,10 +293,11 @@ TEST_P(GpuOps, MatmulWithF32AndBf16Weights) {
       Device gx = upload(x, {m, k}), gout = upload(out, {m, n});
       ops::matmul(gpu_, gout.tensor, gx.tensor, gw);
       ops::matmul(cpu_, host(out, {m, n}), host(x, {m, k}), cw);
-      // With bf16 weights the GPU multiplies bf16 activations (f32 ones are rounded first, by design).
+      // With bf16 weights the GPU multiplies bf16 activations (f32 ones are rounded first, by
+      // design).
       expect_close(out, download(gout),
-                   "matmul " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " weights " +
-                       dtype_name(wtype),
+                   "matmul " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                       std::to_string(k) + " weights " + dtype_name(wtype),
                    wtype == DType::kBF16 ? 3e-2 : 0);
     }
   }
@@ -313,14 +332,15 @@ TEST_P(GpuOps, SeededFillIsTheCpusBits) {
     EXPECT_TRUE(cuda::is_device_pointer(gw.data)) << "the candidate's weight is not device memory";
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c)
-        ASSERT_EQ(ops::weight_at(gw, r, c), ops::weight_at(cw, r, c)) << dtype_name(wtype) << " (" << r << ", " << c << ")";
+        ASSERT_EQ(ops::weight_at(gw, r, c), ops::weight_at(cw, r, c))
+            << dtype_name(wtype) << " (" << r << ", " << c << ")";
   }
 }
 
 // Paged attention: a pool of blocks handed out in a shuffled order, several sequences, decode
-// tokens of long contexts and a 104-token prefill chunk of one sequence (causal: each token sees one
-// position more than the one before). The KV pools are f32 or bf16 (the cache's dtype) whatever the
-// activations. Without runs, few tokens × heads split long contexts along the sequence
+// tokens of long contexts and a 104-token prefill chunk of one sequence (causal: each token sees
+// one position more than the one before). The KV pools are f32 or bf16 (the cache's dtype) whatever
+// the activations. Without runs, few tokens × heads split long contexts along the sequence
 // (flash-decoding; the 40-head shape fills the GPU without); with runs the prefill kernel takes the
 // step: the fp32 run kernel (tiles of 32 queries: 104 = 3 × 32 + 8) or, with a bf16 cache and
 // head_dim 64 or 128 on sm_80+, the tensor-core kernel (tiles of 64: 104 = 64 + 40, the second
@@ -352,43 +372,64 @@ TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
     const int64_t kv_stride = int64_t{sh.kv_heads} * sh.head_dim;
     const int64_t pool_rows = int64_t{paged.blocks} * sh.block_size;
     const DType kv_type = sh.kv;
-    std::vector<float> keys = kv_pool(pool_rows * kv_stride, kv_type), values = kv_pool(pool_rows * kv_stride, kv_type);
-    const int64_t tokens = static_cast<int64_t>(contexts.size()), q_width = int64_t{sh.heads} * sh.head_dim;
+    std::vector<float> keys = kv_pool(pool_rows * kv_stride, kv_type),
+                       values = kv_pool(pool_rows * kv_stride, kv_type);
+    const int64_t tokens = static_cast<int64_t>(contexts.size()),
+                  q_width = int64_t{sh.heads} * sh.head_dim;
     std::vector<float> q = random(static_cast<size_t>(tokens * q_width)), out(q.size());
-    Device gk = upload(keys, {pool_rows, kv_stride}, kv_type), gv = upload(values, {pool_rows, kv_stride}, kv_type);
-    Device gtables = upload_i32(tables), gseq = upload_i32(seq_of_token), gctx = upload_i32(contexts);
+    Device gk = upload(keys, {pool_rows, kv_stride}, kv_type),
+           gv = upload(values, {pool_rows, kv_stride}, kv_type);
+    Device gtables = upload_i32(tables), gseq = upload_i32(seq_of_token),
+           gctx = upload_i32(contexts);
     Device gruns = upload_i32(runs);
-    std::vector<int32_t> host_tables = tables, host_seq = seq_of_token, host_ctx(contexts.begin(), contexts.end());
-    const ops::AttentionShape shape{sh.heads, sh.kv_heads, sh.head_dim,
-                                    static_cast<float>(1.0 / std::sqrt(static_cast<double>(sh.head_dim))), sh.block_size};
+    std::vector<int32_t> host_tables = tables, host_seq = seq_of_token,
+                         host_ctx(contexts.begin(), contexts.end());
+    const ops::AttentionShape shape{
+        sh.heads, sh.kv_heads, sh.head_dim,
+        static_cast<float>(1.0 / std::sqrt(static_cast<double>(sh.head_dim))), sh.block_size};
     const bool tensor_cores = ops::cuda::tensor_core_attention(sh.head_dim, kv_type);
     if (kv_type == DType::kBF16 && sh.head_dim <= 128 && compute_capability_major() >= 8) {
-      EXPECT_TRUE(tensor_cores) << "a bf16 cache with head_dim " << sh.head_dim << " should take the tensor cores";
+      EXPECT_TRUE(tensor_cores) << "a bf16 cache with head_dim " << sh.head_dim
+                                << " should take the tensor cores";
     }
     // 0: runs (on tensor cores where they apply); 1: no runs, the exact longest context; 2: no
     // runs, no hint; where variant 0 took the tensor cores, 3: its step on the fp32 run kernel,
     // 4: its step with queries 8 times larger.
     for (int variant = 0; variant < (tensor_cores ? 5 : 3); ++variant) {
-      const bool runs_step = variant == 0 || variant >= 3, on_tensor_cores = tensor_cores && runs_step && variant != 3;
+      const bool runs_step = variant == 0 || variant >= 3,
+                 on_tensor_cores = tensor_cores && runs_step && variant != 3;
       const int hint = variant == 1 ? 2000 : 0;
       const TensorCoreAttention kernel_choice(variant != 3);
-      ops::KvBatch gpu_kv{gk.tensor, gv.tensor, gtables.tensor.reshape({n_seqs, max_blocks}), gseq.tensor, gctx.tensor,
-                          hint, runs_step ? gruns.tensor.reshape({5, 2}) : Tensor(), runs_step ? kChunk : 0};
-      ops::KvBatch cpu_kv{host(keys, {pool_rows, kv_stride}), host(values, {pool_rows, kv_stride}),
+      ops::KvBatch gpu_kv{gk.tensor,
+                          gv.tensor,
+                          gtables.tensor.reshape({n_seqs, max_blocks}),
+                          gseq.tensor,
+                          gctx.tensor,
+                          hint,
+                          runs_step ? gruns.tensor.reshape({5, 2}) : Tensor(),
+                          runs_step ? kChunk : 0};
+      ops::KvBatch cpu_kv{host(keys, {pool_rows, kv_stride}),
+                          host(values, {pool_rows, kv_stride}),
                           Tensor(host_tables.data(), DType::kI32, {n_seqs, max_blocks}),
-                          Tensor(host_seq.data(), DType::kI32, {tokens}), Tensor(host_ctx.data(), DType::kI32, {tokens}),
-                          hint, Tensor(), 0};
-      const std::string what = "attention heads " + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
-                               " head_dim " + std::to_string(sh.head_dim) + " variant " + std::to_string(variant) +
-                               " KV " + dtype_name(kv_type) + (on_tensor_cores ? " (tensor cores)" : "");
+                          Tensor(host_seq.data(), DType::kI32, {tokens}),
+                          Tensor(host_ctx.data(), DType::kI32, {tokens}),
+                          hint,
+                          Tensor(),
+                          0};
+      const std::string what =
+          "attention heads " + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
+          " head_dim " + std::to_string(sh.head_dim) + " variant " + std::to_string(variant) +
+          " KV " + dtype_name(kv_type) + (on_tensor_cores ? " (tensor cores)" : "");
       std::vector<float> qv = q;
       if (variant == 4)
         for (float& x : qv) x *= 8.0f;  // exact in bf16 too
       Device gq = upload(qv, {tokens, q_width}), gout = upload(out, {tokens, q_width});
       ops::attention(gpu_, gout.tensor, gq.tensor, gpu_kv, shape);
-      ops::attention(cpu_, host(out, {tokens, q_width}), host(qv, {tokens, q_width}), cpu_kv, shape);
+      ops::attention(cpu_, host(out, {tokens, q_width}), host(qv, {tokens, q_width}), cpu_kv,
+                     shape);
       expect_close(out, download(gout), what, on_tensor_cores ? std::max(tolerance(), 4e-3) : 0);
-      if (act() == DType::kF32) {  // f32 queries, bf16 output (the model's Wo input with bf16 weights)
+      if (act() ==
+          DType::kF32) {  // f32 queries, bf16 output (the model's Wo input with bf16 weights)
         std::vector<float> zeros(out.size(), 0.0f);
         Device gout16 = upload(zeros, {tokens, q_width}, DType::kBF16);
         ops::attention(gpu_, gout16.tensor, gq.tensor, gpu_kv, shape);
@@ -398,11 +439,12 @@ TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
   }
 }
 
-// Decode steps of 1 to 3 sequences, as at batch 1 and in a recorded graph: too few tokens × heads to
-// fill the GPU (twice its multiprocessors), so each long context is split along the sequence
-// (flash-decoding) and the pieces are merged. Contexts on both sides of the 256 positions a split covers at least and of block edges,
-// up to 8191; grouped-query heads 4:1 at head_dim 64 and 128, f32 and bf16 caches; with the exact
-// longest context as the hint, and without (then the splits follow the block table's width).
+// Decode steps of 1 to 3 sequences, as at batch 1 and in a recorded graph: too few tokens × heads
+// to fill the GPU (twice its multiprocessors), so each long context is split along the sequence
+// (flash-decoding) and the pieces are merged. Contexts on both sides of the 256 positions a split
+// covers at least and of block edges, up to 8191; grouped-query heads 4:1 at head_dim 64 and 128,
+// f32 and bf16 caches; with the exact longest context as the hint, and without (then the splits
+// follow the block table's width).
 TEST_P(GpuOps, SplitDecodeAttentionOfFewSequences) {
   struct Shape {
     int heads, kv_heads, head_dim, block_size;
@@ -418,33 +460,50 @@ TEST_P(GpuOps, SplitDecodeAttentionOfFewSequences) {
       const std::vector<int32_t>& tables = paged.tables;
       const int max_blocks = paged.max_blocks;
       std::vector<int32_t> seq_of_token(static_cast<size_t>(n));
-      for (int i = 0; i < n; ++i) seq_of_token[static_cast<size_t>(i)] = i;  // one token per sequence
-      const int64_t kv_stride = int64_t{sh.kv_heads} * sh.head_dim, pool_rows = int64_t{paged.blocks} * sh.block_size;
-      std::vector<float> keys = kv_pool(pool_rows * kv_stride, sh.kv), values = kv_pool(pool_rows * kv_stride, sh.kv);
+      for (int i = 0; i < n; ++i)
+        seq_of_token[static_cast<size_t>(i)] = i;  // one token per sequence
+      const int64_t kv_stride = int64_t{sh.kv_heads} * sh.head_dim,
+                    pool_rows = int64_t{paged.blocks} * sh.block_size;
+      std::vector<float> keys = kv_pool(pool_rows * kv_stride, sh.kv),
+                         values = kv_pool(pool_rows * kv_stride, sh.kv);
       const int64_t q_width = int64_t{sh.heads} * sh.head_dim;
       std::vector<float> q = random(static_cast<size_t>(n * q_width)), out(q.size());
-      Device gk = upload(keys, {pool_rows, kv_stride}, sh.kv), gv = upload(values, {pool_rows, kv_stride}, sh.kv);
-      Device gtables = upload_i32(tables), gseq = upload_i32(seq_of_token), gctx = upload_i32(contexts);
+      Device gk = upload(keys, {pool_rows, kv_stride}, sh.kv),
+             gv = upload(values, {pool_rows, kv_stride}, sh.kv);
+      Device gtables = upload_i32(tables), gseq = upload_i32(seq_of_token),
+             gctx = upload_i32(contexts);
       std::vector<int32_t> host_tables = tables, host_seq = seq_of_token, host_ctx = contexts;
-      const ops::AttentionShape shape{sh.heads, sh.kv_heads, sh.head_dim,
-                                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(sh.head_dim))),
-                                      sh.block_size};
+      const ops::AttentionShape shape{
+          sh.heads, sh.kv_heads, sh.head_dim,
+          static_cast<float>(1.0 / std::sqrt(static_cast<double>(sh.head_dim))), sh.block_size};
       for (const int hint : {max_ctx, 0}) {
         const int split_over = hint > 0 ? hint : max_blocks * sh.block_size;
         const int splits = ops::cuda::decode_attention_splits(n, sh.heads, split_over);
-        const std::string what = "decode of " + std::to_string(n) + " sequences, longest " + std::to_string(max_ctx) +
-                                 ", heads " + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
-                                 " head_dim " + std::to_string(sh.head_dim) + " KV " + dtype_name(sh.kv) + " hint " +
-                                 std::to_string(hint) + ", " + std::to_string(splits) + " splits";
+        const std::string what =
+            "decode of " + std::to_string(n) + " sequences, longest " + std::to_string(max_ctx) +
+            ", heads " + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
+            " head_dim " + std::to_string(sh.head_dim) + " KV " + dtype_name(sh.kv) + " hint " +
+            std::to_string(hint) + ", " + std::to_string(splits) + " splits";
         if (max_ctx > 512 && n * sh.heads < 2 * multiprocessor_count()) {
-          EXPECT_GT(splits, 1) << what << ": a long context of too few tokens x heads to fill the GPU should split";
+          EXPECT_GT(splits, 1)
+              << what << ": a long context of too few tokens x heads to fill the GPU should split";
         }
-        ops::KvBatch gpu_kv{gk.tensor, gv.tensor, gtables.tensor.reshape({n, max_blocks}), gseq.tensor, gctx.tensor,
-                            hint, Tensor(), 0};
-        ops::KvBatch cpu_kv{host(keys, {pool_rows, kv_stride}), host(values, {pool_rows, kv_stride}),
+        ops::KvBatch gpu_kv{gk.tensor,
+                            gv.tensor,
+                            gtables.tensor.reshape({n, max_blocks}),
+                            gseq.tensor,
+                            gctx.tensor,
+                            hint,
+                            Tensor(),
+                            0};
+        ops::KvBatch cpu_kv{host(keys, {pool_rows, kv_stride}),
+                            host(values, {pool_rows, kv_stride}),
                             Tensor(host_tables.data(), DType::kI32, {n, max_blocks}),
-                            Tensor(host_seq.data(), DType::kI32, {n}), Tensor(host_ctx.data(), DType::kI32, {n}),
-                            hint, Tensor(), 0};
+                            Tensor(host_seq.data(), DType::kI32, {n}),
+                            Tensor(host_ctx.data(), DType::kI32, {n}),
+                            hint,
+                            Tensor(),
+                            0};
         Device gq = upload(q, {n, q_width}), gout = upload(out, {n, q_width});
         ops::attention(gpu_, gout.tensor, gq.tensor, gpu_kv, shape);
         ops::attention(cpu_, host(out, {n, q_width}), host(q, {n, q_width}), cpu_kv, shape);
@@ -456,9 +515,11 @@ TEST_P(GpuOps, SplitDecodeAttentionOfFewSequences) {
 
 // Appending keys and values at scattered pool rows, gathering logit rows, masking vocab padding.
 TEST_P(GpuOps, KvWriteGatherRowsAndFillColumns) {
-  if (act() == DType::kBF16) GTEST_SKIP() << "the KV cache and the k/v written into it are f32 in this build";
+  if (act() == DType::kBF16)
+    GTEST_SKIP() << "the KV cache and the k/v written into it are f32 in this build";
   const int64_t pool_rows = 64, width = 96, n = 5;
-  std::vector<float> kpool = random(static_cast<size_t>(pool_rows * width)), vpool = random(kpool.size());
+  std::vector<float> kpool = random(static_cast<size_t>(pool_rows * width)),
+                     vpool = random(kpool.size());
   std::vector<float> k = random(static_cast<size_t>(n * width)), v = random(k.size());
   const std::vector<int32_t> rows = {63, 0, 17, 18, 40};
   Device gkp = upload(kpool, {pool_rows, width}), gvp = upload(vpool, {pool_rows, width});
@@ -466,17 +527,19 @@ TEST_P(GpuOps, KvWriteGatherRowsAndFillColumns) {
   ops::kv_write(gpu_, gkp.tensor, gvp.tensor, gk.tensor, gv.tensor, grows.tensor);
   std::vector<int32_t> host_rows = rows;
   const Tensor hrows(host_rows.data(), DType::kI32, {n});
-  ops::kv_write(cpu_, host(kpool, {pool_rows, width}), host(vpool, {pool_rows, width}), host(k, {n, width}),
-                host(v, {n, width}), hrows);
+  ops::kv_write(cpu_, host(kpool, {pool_rows, width}), host(vpool, {pool_rows, width}),
+                host(k, {n, width}), host(v, {n, width}), hrows);
   expect_close(kpool, download(gkp), "kv_write keys", 1e-7);
   expect_close(vpool, download(gvp), "kv_write values", 1e-7);
   {  // into a bf16 cache: converted on the way in, as the CPU does
     std::vector<float> k16(static_cast<size_t>(pool_rows * width), 0.0f), v16 = k16;
     std::vector<uint16_t> hk16(k16.size(), 0), hv16(k16.size(), 0);
-    Device gk16 = upload(k16, {pool_rows, width}, DType::kBF16), gv16 = upload(v16, {pool_rows, width}, DType::kBF16);
+    Device gk16 = upload(k16, {pool_rows, width}, DType::kBF16),
+           gv16 = upload(v16, {pool_rows, width}, DType::kBF16);
     ops::kv_write(gpu_, gk16.tensor, gv16.tensor, gk.tensor, gv.tensor, grows.tensor);
     ops::kv_write(cpu_, Tensor(hk16.data(), DType::kBF16, {pool_rows, width}),
-                  Tensor(hv16.data(), DType::kBF16, {pool_rows, width}), host(k, {n, width}), host(v, {n, width}), hrows);
+                  Tensor(hv16.data(), DType::kBF16, {pool_rows, width}), host(k, {n, width}),
+                  host(v, {n, width}), hrows);
     for (size_t i = 0; i < k16.size(); ++i) {
       k16[i] = bf16_to_f32(hk16[i]);
       v16[i] = bf16_to_f32(hv16[i]);
@@ -496,15 +559,16 @@ TEST_P(GpuOps, KvWriteGatherRowsAndFillColumns) {
     ops::fill_columns(cpu_, host(kpool, {pool_rows, width}), from, -INFINITY);
     const std::vector<float> got = download(gkp);
     for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_TRUE(got[i] == kpool[i] || (std::isinf(got[i]) && std::isinf(kpool[i]))) << "fill_columns from " << from
-                                                                                      << " element " << i;
+      ASSERT_TRUE(got[i] == kpool[i] || (std::isinf(got[i]) && std::isinf(kpool[i])))
+          << "fill_columns from " << from << " element " << i;
   }
 }
 
 // The log-softmax sums of scored rows, on the device: rows picked out of order and repeated, a
 // chosen column outside this shard (-1) and one at the last column; a 128256-wide vocabulary.
 TEST_P(GpuOps, LogitSumsOfScoredRows) {
-  if (act() != DType::kF32) GTEST_SKIP() << "logits are f32 whatever the activations: runs with the f32 instance";
+  if (act() != DType::kF32)
+    GTEST_SKIP() << "logits are f32 whatever the activations: runs with the f32 instance";
   const int64_t r = 9, cols = 128256;
   std::vector<float> logits(static_cast<size_t>(r * cols));
   std::normal_distribution<float> g(0.0f, 4.0f);
@@ -513,14 +577,17 @@ TEST_P(GpuOps, LogitSumsOfScoredRows) {
   const std::vector<int32_t> chosen = {5, -1, static_cast<int32_t>(cols - 1), 0, 1000};
   std::vector<float> max(rows.size());
   for (size_t i = 0; i < rows.size(); ++i)
-    max[i] = *std::max_element(logits.begin() + rows[i] * cols, logits.begin() + (rows[i] + 1) * cols);
+    max[i] =
+        *std::max_element(logits.begin() + rows[i] * cols, logits.begin() + (rows[i] + 1) * cols);
   const int64_t n = static_cast<int64_t>(rows.size());
   std::vector<float> sums(static_cast<size_t>(2 * n), -1.0f);
   std::vector<int32_t> hrows = rows, hchosen = chosen;
-  ops::logit_sums(cpu_, host(sums, {2 * n}), host(logits, {r, cols}), Tensor(hrows.data(), DType::kI32, {n}),
-                  host(max, {n}), Tensor(hchosen.data(), DType::kI32, {n}));
+  ops::logit_sums(cpu_, host(sums, {2 * n}), host(logits, {r, cols}),
+                  Tensor(hrows.data(), DType::kI32, {n}), host(max, {n}),
+                  Tensor(hchosen.data(), DType::kI32, {n}));
   Device glogits = upload(logits, {r, cols}, DType::kF32), gmax = upload(max, {n}, DType::kF32);
-  Device grows = upload_i32(rows), gchosen = upload_i32(chosen), gsums = upload(std::vector<float>(sums.size(), -1.0f), {2 * n}, DType::kF32);
+  Device grows = upload_i32(rows), gchosen = upload_i32(chosen),
+         gsums = upload(std::vector<float>(sums.size(), -1.0f), {2 * n}, DType::kF32);
   ops::logit_sums(gpu_, gsums.tensor, glogits.tensor, grows.tensor, gmax.tensor, gchosen.tensor);
   const std::vector<float> got = download(gsums);
   expect_close(sums, got, "logit_sums", 1e-6);
@@ -530,7 +597,7 @@ TEST_P(GpuOps, LogitSumsOfScoredRows) {
 TEST_P(GpuOps, ArgmaxTiesToTheLowestColumn) {
   const int64_t rows = 5, cols = 32000;
   std::vector<float> logits = random(static_cast<size_t>(rows * cols), 10.0f);
-  logits[3] = logits[17] = 50.0f;                      // row 0: tie, 3 wins
+  logits[3] = logits[17] = 50.0f;                        // row 0: tie, 3 wins
   logits[static_cast<size_t>(cols + cols - 1)] = 60.0f;  // row 1: the last column
   Device gl = upload(logits, {rows, cols}, DType::kF32);
   std::vector<float> zeros(rows);
@@ -538,8 +605,8 @@ TEST_P(GpuOps, ArgmaxTiesToTheLowestColumn) {
   ops::argmax_rows(gpu_, gi.tensor, gval.tensor, gl.tensor);
   std::vector<int32_t> index(rows);
   std::vector<float> value(rows);
-  ops::argmax_rows(cpu_, Tensor(index.data(), DType::kI32, {rows}), Tensor(value.data(), DType::kF32, {rows}),
-                   host(logits, {rows, cols}));
+  ops::argmax_rows(cpu_, Tensor(index.data(), DType::kI32, {rows}),
+                   Tensor(value.data(), DType::kF32, {rows}), host(logits, {rows, cols}));
   const std::vector<float> got = download(gi);
   for (int64_t r = 0; r < rows; ++r) {
     int32_t candidate = 0;
@@ -561,7 +628,8 @@ TEST_P(GpuOps, SampleRowsDrawTheCpuSamplersTokens) {
   settings[1].temperature = 0.7, settings[1].top_k = 40;
   settings[2].temperature = 1.3, settings[2].top_p = 0.9;
   settings[3].temperature = 1.0, settings[3].min_p = 0.05;
-  settings[4].temperature = 0.8, settings[4].top_k = 50, settings[4].top_p = 0.95, settings[4].min_p = 0.02;
+  settings[4].temperature = 0.8, settings[4].top_k = 50, settings[4].top_p = 0.95,
+  settings[4].min_p = 0.02;
   settings[5].temperature = 0.5, settings[5].top_k = 1 << 20;
   settings[6].temperature = 2.0, settings[6].top_k = 3, settings[6].top_p = 0.5;
   for (auto [cols, n] : {std::pair<int64_t, int>{1000, 1000}, {32000, 31990}, {4099, 7}}) {
@@ -579,11 +647,12 @@ TEST_P(GpuOps, SampleRowsDrawTheCpuSamplersTokens) {
     runtime_->synchronize();
     ASSERT_TRUE(cuda::is_device_pointer(gl.tensor.data()));
     const std::vector<int32_t> candidate = ops::sample_rows(gpu_, gl.tensor, n, draws);
-    const std::vector<int32_t> reference = ops::sample_rows(cpu_, host(logits, {rows, cols}), n, draws);
+    const std::vector<int32_t> reference =
+        ops::sample_rows(cpu_, host(logits, {rows, cols}), n, draws);
     for (int64_t r = 0; r < rows; ++r)
       EXPECT_EQ(candidate[static_cast<size_t>(r)], reference[static_cast<size_t>(r)])
-          << "row " << r << " of " << cols << " columns (n " << n << "), setting " << r % 7 << ", u "
-          << draws[static_cast<size_t>(r)].uniform;
+          << "row " << r << " of " << cols << " columns (n " << n << "), setting " << r % 7
+          << ", u " << draws[static_cast<size_t>(r)].uniform;
   }
 }
 

@@ -34,16 +34,19 @@ TEST_F(Collectives, AllReduceSumOfRankDependentData) {
   for (int i = 0; i < count; ++i) v[static_cast<size_t>(i)] = static_cast<float>(r_ * 1000 + i);
   comm_->all_reduce_sum(Tensor(v.data(), DType::kF32, {count}));
   for (int i = 0; i < count; ++i)  // sum over r of (1000 r + i) = 1000 n(n-1)/2 + n i
-    ASSERT_EQ(v[static_cast<size_t>(i)], static_cast<float>(1000 * n_ * (n_ - 1) / 2 + n_ * i)) << "element " << i;
+    ASSERT_EQ(v[static_cast<size_t>(i)], static_cast<float>(1000 * n_ * (n_ - 1) / 2 + n_ * i))
+        << "element " << i;
 }
 
 TEST_F(Collectives, AllGatherPlacesEachRankAtItsOffset) {
   const int count = 7;
   std::vector<float> in(count), out(static_cast<size_t>(count * n_), -1);
   for (int j = 0; j < count; ++j) in[static_cast<size_t>(j)] = static_cast<float>(r_ * 10 + j);
-  comm_->all_gather(Tensor(in.data(), DType::kF32, {count}), Tensor(out.data(), DType::kF32, {count * n_}));
+  comm_->all_gather(Tensor(in.data(), DType::kF32, {count}),
+                    Tensor(out.data(), DType::kF32, {count * n_}));
   for (int q = 0; q < n_; ++q)
-    for (int j = 0; j < count; ++j) ASSERT_EQ(out[static_cast<size_t>(q * count + j)], static_cast<float>(q * 10 + j));
+    for (int j = 0; j < count; ++j)
+      ASSERT_EQ(out[static_cast<size_t>(q * count + j)], static_cast<float>(q * 10 + j));
 }
 
 TEST_F(Collectives, BroadcastFromANonZeroRoot) {
@@ -63,19 +66,22 @@ TEST_F(Collectives, SendRecvAroundARing) {
     comm_->recv(Tensor(in.data(), DType::kF32, {16}), prev, 5);
     comm_->send(Tensor(out.data(), DType::kF32, {16}), next, 5);
   }
-  for (int j = 0; j < 16; ++j) ASSERT_EQ(in[static_cast<size_t>(j)], static_cast<float>(prev * 7 + j));
+  for (int j = 0; j < 16; ++j)
+    ASSERT_EQ(in[static_cast<size_t>(j)], static_cast<float>(prev * 7 + j));
 }
 
 TEST_F(Collectives, AsyncByteMessagesAroundARing) {
   // Every rank sends before it receives: only non-blocking sends make this safe.
   std::vector<uint8_t> msg(100000 + static_cast<size_t>(r_));
-  for (size_t i = 0; i < msg.size(); ++i) msg[i] = static_cast<uint8_t>(i * 31 + static_cast<size_t>(r_));
+  for (size_t i = 0; i < msg.size(); ++i)
+    msg[i] = static_cast<uint8_t>(i * 31 + static_cast<size_t>(r_));
   const int next = (r_ + 1) % n_, prev = (r_ + n_ - 1) % n_;
   comm_->send_bytes_async(msg, next, 9);
   std::vector<uint8_t> got = comm_->recv_bytes(prev, 9);
   comm_->wait_sends();
   ASSERT_EQ(got.size(), 100000u + static_cast<size_t>(prev));
-  for (size_t i = 0; i < got.size(); i += 997) ASSERT_EQ(got[i], static_cast<uint8_t>(i * 31 + static_cast<size_t>(prev)));
+  for (size_t i = 0; i < got.size(); i += 997)
+    ASSERT_EQ(got[i], static_cast<uint8_t>(i * 31 + static_cast<size_t>(prev)));
 }
 
 TEST_F(Collectives, AsyncTensorSendsAroundARingOwnTheirBytes) {
@@ -85,7 +91,8 @@ TEST_F(Collectives, AsyncTensorSendsAroundARingOwnTheirBytes) {
   std::vector<float> out(static_cast<size_t>(count));
   const int next = (r_ + 1) % n_, prev = (r_ + n_ - 1) % n_;
   for (int round = 0; round < 2; ++round) {
-    for (int j = 0; j < count; ++j) out[static_cast<size_t>(j)] = static_cast<float>(r_ * 100000 + j + round);
+    for (int j = 0; j < count; ++j)
+      out[static_cast<size_t>(j)] = static_cast<float>(r_ * 100000 + j + round);
     comm_->send_async(Tensor(out.data(), DType::kF32, {count}), next, 11);
     std::fill(out.begin(), out.end(), -1.0f);
   }
@@ -94,7 +101,8 @@ TEST_F(Collectives, AsyncTensorSendsAroundARingOwnTheirBytes) {
   for (int round = 0; round < 2; ++round) {
     comm_->recv(Tensor(in.data(), DType::kF32, {prev_count}), prev, 11);
     for (int j = 0; j < prev_count; j += 101)
-      ASSERT_EQ(in[static_cast<size_t>(j)], static_cast<float>(prev * 100000 + j + round)) << "round " << round;
+      ASSERT_EQ(in[static_cast<size_t>(j)], static_cast<float>(prev * 100000 + j + round))
+          << "round " << round;
   }
   comm_->wait_sends();
 }

@@ -120,7 +120,8 @@ double worst_logit_difference(const Layout& layout, DType dtype, DType reference
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   MpiCommunicator pp_comm(dup);
   LlamaModel candidate(ckpt, topology, *tp_comm, DeviceContext{}, ModelLimits{64, 64}, dtype);
-  EXPECT_EQ(candidate.n_layers_local(), topology.my_layers().count()) << "the candidate holds only its stage";
+  EXPECT_EQ(candidate.n_layers_local(), topology.my_layers().count())
+      << "the candidate holds only its stage";
   KvCache cache(candidate.n_layers_local(), candidate.kv_dim_local(), 16, 4, 1);
   for (int b : {2, 0, 3}) cache.append_block(0, b);
 
@@ -144,8 +145,8 @@ double worst_logit_difference(const Layout& layout, DType dtype, DType reference
 
   SelfCommunicator self;
   Checkpoint ref_ckpt(dir);
-  LlamaModel reference(ref_ckpt, Topology::single(ref_ckpt.config().n_layers), self, DeviceContext{}, ModelLimits{64, 64},
-                       reference_dtype);
+  LlamaModel reference(ref_ckpt, Topology::single(ref_ckpt.config().n_layers), self,
+                       DeviceContext{}, ModelLimits{64, 64}, reference_dtype);
   KvCache ref_cache(reference.n_layers_local(), reference.kv_dim_local(), 16, 4, 1);
   for (int b : {0, 1, 2}) ref_cache.append_block(0, b);
   Tensor expected = reference.forward(batch, ref_cache);
@@ -153,8 +154,10 @@ double worst_logit_difference(const Layout& layout, DType dtype, DType reference
   double worst = 0;
   for (int64_t r = 0; r < rows; ++r)
     for (int v = 0; v < vocab; ++v) {
-      const float got = gathered[static_cast<size_t>((v / v_local * rows + r) * v_local + v % v_local)];
-      worst = std::max(worst, static_cast<double>(std::abs(got - expected.as<float>()[r * vocab + v])));
+      const float got =
+          gathered[static_cast<size_t>((v / v_local * rows + r) * v_local + v % v_local)];
+      worst =
+          std::max(worst, static_cast<double>(std::abs(got - expected.as<float>()[r * vocab + v])));
     }
   return worst;
 }
@@ -162,8 +165,7 @@ double worst_logit_difference(const Layout& layout, DType dtype, DType reference
 class LayoutParity : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(LayoutParity, LogitsMatchSingleRank) {
-  if (stories_dir().empty())
-    GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
+  if (stories_dir().empty()) GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
   const Layout layout = GetParam();
   const double worst = worst_logit_difference(layout, DType::kF32, DType::kF32);
   if (worst < 0) return;
@@ -172,18 +174,18 @@ TEST_P(LayoutParity, LogitsMatchSingleRank) {
   // 172-term reductions in two (tp 2) moves the logits by up to 13 ulp (1.24e-5, measured). For
   // scale: the single-rank path differs from run.c's own fp32 logits by 1.6e-5.
   EXPECT_LT(worst, 2e-5) << "tp " << layout.tp << " pp " << layout.pp;
-  std::printf("tp %d pp %d: max |candidate - reference| logit difference %.3g\n", layout.tp, layout.pp, worst);
+  std::printf("tp %d pp %d: max |candidate - reference| logit difference %.3g\n", layout.tp,
+              layout.pp, worst);
 }
 
 // int8 weights: a layout gives one rank's int8 logits (the groups are the whole matrix's, so every
 // layout holds the same numbers), and how far int8 moves the logits from f32 is reported. Pipeline
-// layouts on stories260K; TP layouts on a random model 512 wide with 5 layers (stories260K's 64-wide matrices
-// cannot split into whole 128-column groups).
+// layouts on stories260K; TP layouts on a random model 512 wide with 5 layers (stories260K's
+// 64-wide matrices cannot split into whole 128-column groups).
 class Int8LayoutParity : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(Int8LayoutParity, LogitsMatchSingleRankInt8) {
-  if (stories_dir().empty())
-    GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
+  if (stories_dir().empty()) GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing;
   const Layout layout = GetParam();
   const std::string model = layout.tp > 1 ? aligned_model() : converted_model();
   const double same = worst_logit_difference(layout, DType::kI8, DType::kI8, model);
@@ -200,8 +202,11 @@ TEST_P(Int8LayoutParity, LogitsMatchSingleRankInt8) {
     EXPECT_LT(same, 2e-5) << "tp " << layout.tp << " pp " << layout.pp;
   else
     EXPECT_LT(same, from_f32) << "tp " << layout.tp << " pp " << layout.pp;
-  std::printf("int8 tp %d pp %d (%s): max logit difference %.3g from one rank's int8, %.3g from one rank's f32\n",
-              layout.tp, layout.pp, layout.tp > 1 ? "random 512-wide model" : "stories260K", same, from_f32);
+  std::printf(
+      "int8 tp %d pp %d (%s): max logit difference %.3g from one rank's int8, %.3g from one rank's "
+      "f32\n",
+      layout.tp, layout.pp, layout.tp > 1 ? "random 512-wide model" : "stories260K", same,
+      from_f32);
 }
 
 // The layouts of this job's world size (2, 4, 5 or 8 ranks: tests/CMakeLists.txt), so that no case
@@ -210,8 +215,9 @@ std::vector<Layout> layouts_of_this_world() {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   std::vector<Layout> layouts;
-  for (const Layout& l : {Layout{2, 1, {}}, Layout{1, 2, {}}, Layout{4, 1, {}}, Layout{2, 2, {}}, Layout{2, 2, {1, 4}},
-                          Layout{1, 4, {}}, Layout{8, 1, {}}, Layout{1, 5, {}}})
+  for (const Layout& l :
+       {Layout{2, 1, {}}, Layout{1, 2, {}}, Layout{4, 1, {}}, Layout{2, 2, {}},
+        Layout{2, 2, {1, 4}}, Layout{1, 4, {}}, Layout{8, 1, {}}, Layout{1, 5, {}}})
     if (l.tp * l.pp == world) layouts.push_back(l);
   return layouts;
 }
@@ -224,10 +230,12 @@ std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
   return name.str();
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, LayoutParity, ::testing::ValuesIn(layouts_of_this_world()), layout_name);
+INSTANTIATE_TEST_SUITE_P(Layouts, LayoutParity, ::testing::ValuesIn(layouts_of_this_world()),
+                         layout_name);
 
 // Filtered out at 5 and 8 ranks (tests/CMakeLists.txt): the 2- and 4-rank layouts.
-INSTANTIATE_TEST_SUITE_P(Int8Layouts, Int8LayoutParity, ::testing::ValuesIn(layouts_of_this_world()), layout_name);
+INSTANTIATE_TEST_SUITE_P(Int8Layouts, Int8LayoutParity,
+                         ::testing::ValuesIn(layouts_of_this_world()), layout_name);
 
 }  // namespace
 }  // namespace tpllama

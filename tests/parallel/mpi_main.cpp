@@ -15,7 +15,9 @@ namespace {
 tpllama::MpiSession* g_world = nullptr;
 }
 
-tpllama::MpiSession& test_world() { return *g_world; }
+tpllama::MpiSession& test_world() {
+  return *g_world;
+}
 
 int main(int argc, char** argv) {
   auto world = std::make_unique<tpllama::MpiSession>(&argc, &argv);
@@ -28,6 +30,7 @@ int main(int argc, char** argv) {
   int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
   int any_failed = 0;
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (world->rank() == 0 && any_failed && !failed) std::fprintf(stderr, "a test failed on another rank\n");
+  if (world->rank() == 0 && any_failed && !failed)
+    std::fprintf(stderr, "a test failed on another rank\n");
   return any_failed;  // the session finalizes MPI
 }

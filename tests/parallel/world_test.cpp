@@ -34,20 +34,22 @@ TEST(World, SumToRootAddsEveryRanksValuesOnRankZeroOnly) {
 TEST(World, GatherToRootKeepsEachRanksBytesInRankOrder) {
   const MpiSession& w = test_world();
   // Rank r sends r + 1 bytes of value r (rank 0 one byte, so sizes differ by rank).
-  const std::vector<std::vector<uint8_t>> all =
-      w.gather_to_root(std::vector<uint8_t>(static_cast<size_t>(w.rank() + 1), static_cast<uint8_t>(w.rank())));
+  const std::vector<std::vector<uint8_t>> all = w.gather_to_root(
+      std::vector<uint8_t>(static_cast<size_t>(w.rank() + 1), static_cast<uint8_t>(w.rank())));
   if (w.rank() != 0) {
     EXPECT_TRUE(all.empty());
     return;
   }
   ASSERT_EQ(all.size(), static_cast<size_t>(w.world_size()));
   for (int r = 0; r < w.world_size(); ++r)
-    EXPECT_EQ(all[static_cast<size_t>(r)], std::vector<uint8_t>(static_cast<size_t>(r + 1), static_cast<uint8_t>(r)));
+    EXPECT_EQ(all[static_cast<size_t>(r)],
+              std::vector<uint8_t>(static_cast<size_t>(r + 1), static_cast<uint8_t>(r)));
 }
 
 TEST(World, AllGatherTextGivesEveryRankEveryRanksText) {
   const MpiSession& w = test_world();
-  const std::string mine = "rank " + std::to_string(w.rank()) + std::string(static_cast<size_t>(70 * (w.rank() == 1)), 'x');
+  const std::string mine = "rank " + std::to_string(w.rank()) +
+                           std::string(static_cast<size_t>(70 * (w.rank() == 1)), 'x');
   const std::vector<std::string> all = w.all_gather_text(mine);
   ASSERT_EQ(all.size(), static_cast<size_t>(w.world_size()));
   for (int r = 0; r < w.world_size(); ++r) {
@@ -59,7 +61,8 @@ TEST(World, AllGatherTextGivesEveryRankEveryRanksText) {
 TEST(World, SplitGroupsRanksByColorInKeyOrder) {
   const MpiSession& w = test_world();
   const int color = w.rank() % 2;
-  std::unique_ptr<MpiCommunicator> group = w.split(color, -w.rank());  // reversed order within a color
+  std::unique_ptr<MpiCommunicator> group =
+      w.split(color, -w.rank());  // reversed order within a color
   int members = 0;
   for (int r = 0; r < w.world_size(); ++r) members += r % 2 == color;
   EXPECT_EQ(group->size(), members);

@@ -27,7 +27,8 @@ namespace {
 struct Case {
   int n_heads, n_kv_heads, head_dim, block_size;
   std::vector<int> n_ctx;  // one token per entry, each over its own sequence
-  int chunk = 0;  // > 0 instead: consecutive tokens in groups of `chunk` are prefill chunks of one sequence each
+  int chunk = 0;  // > 0 instead: consecutive tokens in groups of `chunk` are prefill chunks of one
+                  // sequence each
 };
 
 // count consecutive contexts from first (the tokens of a prefill chunk), each list appended.
@@ -39,11 +40,14 @@ std::vector<int> contexts(std::initializer_list<std::pair<int, int>> runs) {
 }
 
 // The sequence (and table) of token m.
-size_t sequence_of(const Case& c, size_t m) { return c.chunk > 0 ? m / static_cast<size_t>(c.chunk) : m; }
+size_t sequence_of(const Case& c, size_t m) {
+  return c.chunk > 0 ? m / static_cast<size_t>(c.chunk) : m;
+}
 
 std::string describe(const Case& c) {
   std::ostringstream s;
-  s << "h" << c.n_heads << "kv" << c.n_kv_heads << "d" << c.head_dim << "bs" << c.block_size << "ctx";
+  s << "h" << c.n_heads << "kv" << c.n_kv_heads << "d" << c.head_dim << "bs" << c.block_size
+    << "ctx";
   if (c.chunk > 0)
     s << "_chunks_of_" << c.chunk << "_" << c.n_ctx.front() << "_to_" << c.n_ctx.back();
   else
@@ -51,9 +55,12 @@ std::string describe(const Case& c) {
   return s.str();
 }
 
-void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << describe(c);
+}
 
-// A pool of blocks shared by all sequences, each sequence's blocks scattered over it in shuffled order.
+// A pool of blocks shared by all sequences, each sequence's blocks scattered over it in shuffled
+// order.
 struct PagedCache {
   std::vector<float> keys, values;
   std::vector<std::vector<int32_t>> tables;
@@ -75,7 +82,8 @@ PagedCache make_cache(const Case& c, std::mt19937& rng) {
   size_t next = 0;
   for (int n : sequences) {
     const int blocks = (n + c.block_size - 1) / c.block_size;
-    cache.tables.emplace_back(order.begin() + static_cast<int64_t>(next), order.begin() + static_cast<int64_t>(next) + blocks);
+    cache.tables.emplace_back(order.begin() + static_cast<int64_t>(next),
+                              order.begin() + static_cast<int64_t>(next) + blocks);
     next += static_cast<size_t>(blocks);
   }
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -88,12 +96,15 @@ PagedCache make_cache(const Case& c, std::mt19937& rng) {
 }
 
 // out[head] of one token, in double precision, straight from the definition.
-std::vector<double> reference_head(const Case& c, const PagedCache& cache, size_t token, const float* q, int head) {
+std::vector<double> reference_head(const Case& c, const PagedCache& cache, size_t token,
+                                   const float* q, int head) {
   const int hd = c.head_dim, n = c.n_ctx[token], kv_head = head / (c.n_heads / c.n_kv_heads);
   auto row = [&](const std::vector<float>& pool, int t) {
-    const int64_t r = static_cast<int64_t>(cache.tables[sequence_of(c, token)][static_cast<size_t>(t / c.block_size)]) *
-                          c.block_size +
-                      t % c.block_size;
+    const int64_t r =
+        static_cast<int64_t>(
+            cache.tables[sequence_of(c, token)][static_cast<size_t>(t / c.block_size)]) *
+            c.block_size +
+        t % c.block_size;
     return pool.data() + (r * c.n_kv_heads + kv_head) * hd;
   };
   std::vector<double> scores(static_cast<size_t>(n));
@@ -107,7 +118,8 @@ std::vector<double> reference_head(const Case& c, const PagedCache& cache, size_
   for (double& sc : scores) sum += (sc = std::exp(sc - mx));
   std::vector<double> o(static_cast<size_t>(hd), 0.0);
   for (int t = 0; t < n; ++t)
-    for (int i = 0; i < hd; ++i) o[static_cast<size_t>(i)] += scores[static_cast<size_t>(t)] / sum * row(cache.values, t)[i];
+    for (int i = 0; i < hd; ++i)
+      o[static_cast<size_t>(i)] += scores[static_cast<size_t>(t)] / sum * row(cache.values, t)[i];
   return o;
 }
 
@@ -117,25 +129,30 @@ TEST_P(AttentionTest, MatchesDoubleSoftmax) {
   const auto [c, portable, threads] = GetParam();
   std::mt19937 rng(static_cast<unsigned>(c.n_heads * 131 + c.head_dim * 7 + c.n_ctx.size()));
   PagedCache cache = make_cache(c, rng);
-  const int64_t tokens = static_cast<int64_t>(c.n_ctx.size()), width = static_cast<int64_t>(c.n_heads) * c.head_dim;
+  const int64_t tokens = static_cast<int64_t>(c.n_ctx.size()),
+                width = static_cast<int64_t>(c.n_heads) * c.head_dim;
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   std::vector<float> q(static_cast<size_t>(tokens * width));
   for (float& v : q) v = u(rng);
-  const ops::AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim,
-                                  static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))), c.block_size};
+  const ops::AttentionShape shape{
+      c.n_heads, c.n_kv_heads, c.head_dim,
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))), c.block_size};
   // First the f32 cache; then a bf16 cache, against the reference of its values (the f32 cache
   // rounded to bf16).
   for (DType kv_dtype : {DType::kF32, DType::kBF16}) {
     SCOPED_TRACE(dtype_name(kv_dtype));
     std::vector<uint16_t> keys16, values16;
     if (kv_dtype == DType::kBF16)
-      for (auto [pool, pool16] : {std::pair{&cache.keys, &keys16}, std::pair{&cache.values, &values16}})
+      for (auto [pool, pool16] :
+           {std::pair{&cache.keys, &keys16}, std::pair{&cache.values, &values16}})
         for (float& v : *pool) {
           pool16->push_back(f32_to_bf16(v));
           v = bf16_to_f32(pool16->back());
         }
-    const void* keys = kv_dtype == DType::kBF16 ? static_cast<const void*>(keys16.data()) : cache.keys.data();
-    const void* values = kv_dtype == DType::kBF16 ? static_cast<const void*>(values16.data()) : cache.values.data();
+    const void* keys =
+        kv_dtype == DType::kBF16 ? static_cast<const void*>(keys16.data()) : cache.keys.data();
+    const void* values =
+        kv_dtype == DType::kBF16 ? static_cast<const void*>(values16.data()) : cache.values.data();
     std::vector<ops::cpu::KvView> kv;
     // The tokens of a chunk name one table, as ops::attention's views of a step do.
     for (size_t m = 0; m < c.n_ctx.size(); ++m)
@@ -154,15 +171,16 @@ TEST_P(AttentionTest, MatchesDoubleSoftmax) {
 
     for (int64_t i = 0; i < kGuard; ++i) {
       ASSERT_EQ(out[static_cast<size_t>(i)], kSentinel) << "write before the output at " << i;
-      ASSERT_EQ(out[static_cast<size_t>(kGuard + tokens * width + i)], kSentinel) << "write past the output at " << i;
+      ASSERT_EQ(out[static_cast<size_t>(kGuard + tokens * width + i)], kSentinel)
+          << "write past the output at " << i;
     }
     for (int64_t m = 0; m < tokens; ++m)
       for (int h = 0; h < c.n_heads; ++h) {
-        const std::vector<double> expected =
-            reference_head(c, cache, static_cast<size_t>(m), q.data() + m * width + h * c.head_dim, h);
+        const std::vector<double> expected = reference_head(
+            c, cache, static_cast<size_t>(m), q.data() + m * width + h * c.head_dim, h);
         for (int i = 0; i < c.head_dim; ++i)
-          ASSERT_NEAR(out[static_cast<size_t>(kGuard + m * width + h * c.head_dim + i)], expected[static_cast<size_t>(i)],
-                      2e-5)
+          ASSERT_NEAR(out[static_cast<size_t>(kGuard + m * width + h * c.head_dim + i)],
+                      expected[static_cast<size_t>(i)], 2e-5)
               << "token " << m << " head " << h << " element " << i << " of " << describe(c);
       }
   }
@@ -170,48 +188,51 @@ TEST_P(AttentionTest, MatchesDoubleSoftmax) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionTest,
-    ::testing::Combine(::testing::Values(Case{4, 4, 64, 16, {1, 16, 17, 33}},  // block and 16-lane tails
-                                         Case{8, 2, 32, 4, {5, 50, 3}},         // grouped-query heads
-                                         Case{2, 1, 128, 16, {31, 1}},          // wide heads, one kv head
-                                         Case{3, 3, 48, 16, {20, 33}},          // an odd number of vectors a head
-                                         Case{2, 2, 16, 8, {16, 9}},            // one vector a head
-                                         Case{4, 2, 8, 3, {7, 10}},             // head_dim the AVX-512 kernel leaves
-                                         Case{12, 12, 64, 16, {400}},           // one token: heads split over threads
-                                         Case{12, 4, 64, 16, {90, 128, 7, 64, 100, 33, 120, 77, 15, 128}},
-                                         // prefill chunks: items taken kv head by kv head, two tokens an item
-                                         Case{4, 2, 64, 16, {40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51}, 100},
-                                         Case{6, 3, 32, 8, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, 100},
-                                         Case{2, 1, 128, 16, {70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80}, 100},
-                                         // pairs whose first token sees more than the second, and less
-                                         Case{4, 4, 48, 16, {50, 20, 33, 64, 9, 9, 1, 17}, 100},
-                                         // chunks of three sequences side by side (5, 5, 1 tokens): no pair
-                                         // spans two; enough work to split over threads
-                                         Case{8, 4, 64, 16, {200, 201, 202, 203, 204, 90, 91, 92, 93, 94, 30}, 5},
-                                         // runs of 32 or more tokens go to the GEMMs: a prompt's first
-                                         // 100 tokens; a later chunk of 64 with 3 heads a kv head;
-                                         // exactly 32 with wide heads; head_dim 48 (a half panel),
-                                         // then a sequence whose context jumps (130 -> 200), so its
-                                         // 31 and 9 tokens stay on the token kernels
-                                         Case{4, 2, 64, 16, contexts({{1, 100}}), 100},
-                                         Case{12, 4, 64, 16, contexts({{301, 64}}), 64},
-                                         Case{2, 1, 128, 16, contexts({{1, 32}}), 32},
-                                         Case{3, 3, 48, 8, contexts({{20, 40}, {100, 31}, {200, 9}}), 40},
-                                         // runs split into blocks (each block sees fewer positions than
-                                         // the run): 300 tokens in 2; 8 heads a kv head and head_dim
-                                         // 80 in 4; head_dim 16 and blocks of 7 positions in 3; head_dim
-                                         // 112 over a 1000-position context in 4
-                                         Case{4, 4, 64, 16, contexts({{1, 300}}), 300},
-                                         Case{8, 1, 80, 16, contexts({{5, 101}}), 101},
-                                         Case{24, 2, 16, 7, contexts({{77, 45}}), 45},
-                                         Case{6, 2, 112, 16, contexts({{1000, 250}}), 250},
-                                         // two sequences' runs side by side with 7 tokens left over;
-                                         // single tokens before and after a run
-                                         Case{4, 2, 48, 16, contexts({{3, 33}, {50, 40}}), 33},
-                                         Case{4, 2, 64, 16, contexts({{10, 1}, {3, 70}, {9, 1}}), 72}),
-                       ::testing::Bool(), ::testing::Values(1, 2)),
+    ::testing::Combine(
+        ::testing::Values(
+            Case{4, 4, 64, 16, {1, 16, 17, 33}},  // block and 16-lane tails
+            Case{8, 2, 32, 4, {5, 50, 3}},        // grouped-query heads
+            Case{2, 1, 128, 16, {31, 1}},         // wide heads, one kv head
+            Case{3, 3, 48, 16, {20, 33}},         // an odd number of vectors a head
+            Case{2, 2, 16, 8, {16, 9}},           // one vector a head
+            Case{4, 2, 8, 3, {7, 10}},            // head_dim the AVX-512 kernel leaves
+            Case{12, 12, 64, 16, {400}},          // one token: heads split over threads
+            Case{12, 4, 64, 16, {90, 128, 7, 64, 100, 33, 120, 77, 15, 128}},
+            // prefill chunks: items taken kv head by kv head, two tokens an item
+            Case{4, 2, 64, 16, {40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51}, 100},
+            Case{6, 3, 32, 8, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, 100},
+            Case{2, 1, 128, 16, {70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80}, 100},
+            // pairs whose first token sees more than the second, and less
+            Case{4, 4, 48, 16, {50, 20, 33, 64, 9, 9, 1, 17}, 100},
+            // chunks of three sequences side by side (5, 5, 1 tokens): no pair
+            // spans two; enough work to split over threads
+            Case{8, 4, 64, 16, {200, 201, 202, 203, 204, 90, 91, 92, 93, 94, 30}, 5},
+            // runs of 32 or more tokens go to the GEMMs: a prompt's first
+            // 100 tokens; a later chunk of 64 with 3 heads a kv head;
+            // exactly 32 with wide heads; head_dim 48 (a half panel),
+            // then a sequence whose context jumps (130 -> 200), so its
+            // 31 and 9 tokens stay on the token kernels
+            Case{4, 2, 64, 16, contexts({{1, 100}}), 100},
+            Case{12, 4, 64, 16, contexts({{301, 64}}), 64},
+            Case{2, 1, 128, 16, contexts({{1, 32}}), 32},
+            Case{3, 3, 48, 8, contexts({{20, 40}, {100, 31}, {200, 9}}), 40},
+            // runs split into blocks (each block sees fewer positions than
+            // the run): 300 tokens in 2; 8 heads a kv head and head_dim
+            // 80 in 4; head_dim 16 and blocks of 7 positions in 3; head_dim
+            // 112 over a 1000-position context in 4
+            Case{4, 4, 64, 16, contexts({{1, 300}}), 300},
+            Case{8, 1, 80, 16, contexts({{5, 101}}), 101},
+            Case{24, 2, 16, 7, contexts({{77, 45}}), 45},
+            Case{6, 2, 112, 16, contexts({{1000, 250}}), 250},
+            // two sequences' runs side by side with 7 tokens left over;
+            // single tokens before and after a run
+            Case{4, 2, 48, 16, contexts({{3, 33}, {50, 40}}), 33},
+            Case{4, 2, 64, 16, contexts({{10, 1}, {3, 70}, {9, 1}}), 72}),
+        ::testing::Bool(), ::testing::Values(1, 2)),
     [](const auto& param_info) {
-      return describe(std::get<0>(param_info.param)) + (std::get<1>(param_info.param) ? "_portable" : "_dispatch") +
-             "_t" + std::to_string(std::get<2>(param_info.param));
+      return describe(std::get<0>(param_info.param)) +
+             (std::get<1>(param_info.param) ? "_portable" : "_dispatch") + "_t" +
+             std::to_string(std::get<2>(param_info.param));
     });
 
 }  // namespace

@@ -34,7 +34,8 @@ reference::Config tiny() {
 class BadWeights : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = (fs::temp_directory_path() / ("tpllama_bad_weights_" + std::to_string(::getpid()))).string();
+    dir_ = (fs::temp_directory_path() / ("tpllama_bad_weights_" + std::to_string(::getpid())))
+               .string();
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -44,7 +45,8 @@ class BadWeights : public ::testing::Test {
     try {
       Checkpoint ckpt(dir_);
       SelfCommunicator comm;
-      LlamaModel model(ckpt, Topology::single(ckpt.config().n_layers), comm, DeviceContext{}, ModelLimits{8, 8});
+      LlamaModel model(ckpt, Topology::single(ckpt.config().n_layers), comm, DeviceContext{},
+                       ModelLimits{8, 8});
     } catch (const Error& e) {
       return e.what();
     }
@@ -60,7 +62,9 @@ TEST_F(BadWeights, NanInQProjIsRefusedNamingTensorAndElement) {
   w.layers[1].wq[11 * 16 + 7] = std::numeric_limits<double>::quiet_NaN();
   reference::write_hf_model(dir_, c, &w, "BF16");
   const std::string err = load_error();
-  EXPECT_NE(err.find("model.layers.1.self_attn.q_proj.weight element 183 (row 11, column 7) is NaN"), std::string::npos)
+  EXPECT_NE(
+      err.find("model.layers.1.self_attn.q_proj.weight element 183 (row 11, column 7) is NaN"),
+      std::string::npos)
       << err;
 }
 
@@ -70,7 +74,9 @@ TEST_F(BadWeights, InfInANormIsRefusedNamingTheElement) {
   w.layers[0].ffn_norm[3] = -std::numeric_limits<double>::infinity();
   reference::write_hf_model(dir_, c, &w, "F32");
   const std::string err = load_error();
-  EXPECT_NE(err.find("model.layers.0.post_attention_layernorm.weight element 3 is -Inf"), std::string::npos) << err;
+  EXPECT_NE(err.find("model.layers.0.post_attention_layernorm.weight element 3 is -Inf"),
+            std::string::npos)
+      << err;
 }
 
 TEST_F(BadWeights, FiniteModelLoads) {
@@ -90,7 +96,8 @@ TEST_F(BadWeights, ConfigWithFewerLayersThanTheCheckpointIsRefused) {
   config["num_hidden_layers"] = 2;
   std::ofstream(dir_ + "/config.json") << config.dump();
   const std::string err = load_error();
-  EXPECT_NE(err.find("checkpoint has tensors config.json does not account for: model.layers.2.*, model.layers.3.*"),
+  EXPECT_NE(err.find("checkpoint has tensors config.json does not account for: model.layers.2.*, "
+                     "model.layers.3.*"),
             std::string::npos)
       << err;
   EXPECT_NE(err.find("num_hidden_layers 2"), std::string::npos) << err;
@@ -106,17 +113,20 @@ TEST_F(BadWeights, NonFiniteLogitRowsAreMarkedNotDrawn) {
   LlamaModel model(ckpt, Topology::single(c.n_layers), comm, DeviceContext{}, ModelLimits{8, 8});
   VocabParallelHead head(model, comm);
   std::vector<float> logits(static_cast<size_t>(4 * c.vocab_size), 0.0f);
-  auto at = [&](int row, int col) -> float& { return logits[static_cast<size_t>(row * c.vocab_size + col)]; };
-  at(0, 9) = 5.0f;                                       // finite: token 9
-  at(1, 20) = std::nanf("");                             // NaN, greedy
-  at(2, 3) = std::numeric_limits<float>::infinity();     // +Inf, sampled
-  at(3, 0) = -std::numeric_limits<float>::infinity();    // -Inf is a masked logit, not a fault
+  auto at = [&](int row, int col) -> float& {
+    return logits[static_cast<size_t>(row * c.vocab_size + col)];
+  };
+  at(0, 9) = 5.0f;                                     // finite: token 9
+  at(1, 20) = std::nanf("");                           // NaN, greedy
+  at(2, 3) = std::numeric_limits<float>::infinity();   // +Inf, sampled
+  at(3, 0) = -std::numeric_limits<float>::infinity();  // -Inf is a masked logit, not a fault
   at(3, 11) = 1.0f;
   std::vector<RowSampling> rows(4);
   rows[2].params.temperature = 0.8;
   rows[2].uniform = 0.5;
   rows[1].logprobs = 2;
-  const SampledTokens out = head.sample(rows, Tensor(logits.data(), DType::kF32, {4, c.vocab_size}));
+  const SampledTokens out =
+      head.sample(rows, Tensor(logits.data(), DType::kF32, {4, c.vocab_size}));
   EXPECT_EQ(out.tokens, (std::vector<int32_t>{9, kNonFiniteRow, kNonFiniteRow, 11}));
 }
 
@@ -140,8 +150,9 @@ TEST(NonFiniteRow, EndsOnlyItsOwnRequestWithAnError) {
   Scheduler::apply(g, rows, StopRules{{2}, 64});
   EXPECT_STREQ(finish_reason_name(seqs[0]->finish_reason()), "error");
   const Result bad = seqs[0]->take_result();
-  EXPECT_EQ(bad.error, "the model's logits for this request are not finite (NaN or Inf) at position 2: its "
-                       "activations overflowed or its weights hold a NaN or Inf");
+  EXPECT_EQ(bad.error,
+            "the model's logits for this request are not finite (NaN or Inf) at position 2: its "
+            "activations overflowed or its weights hold a NaN or Inf");
   EXPECT_EQ(bad.line, 1u);
   EXPECT_FALSE(seqs[1]->finished());
   EXPECT_EQ(seqs[1]->tokens().back(), 7);

@@ -25,7 +25,8 @@ std::vector<Request> read(const std::string& content, InputFormat format) {
 }
 
 std::string chat_batch_line(const std::string& body) {
-  return R"({"custom_id": "c", "method": "POST", "url": "/v1/chat/completions", "body": )" + body + "}\n";
+  return R"({"custom_id": "c", "method": "POST", "url": "/v1/chat/completions", "body": )" + body +
+         "}\n";
 }
 
 TEST(ChatRequests, JsonlMessagesKeepTheirKeyOrderAndTheSamplingFields) {
@@ -38,7 +39,8 @@ TEST(ChatRequests, JsonlMessagesKeepTheirKeyOrderAndTheSamplingFields) {
   ASSERT_TRUE(r.error.empty()) << r.error;
   ASSERT_TRUE(r.chat());
   EXPECT_EQ(r.messages->dump(), R"([{"role":"user","content":"Hi","name":"bob"}])");
-  EXPECT_EQ(r.chat_variables.dump(), R"({"tools":[{"z":1,"a":2}]})");  // not sorted: a template may print it
+  EXPECT_EQ(r.chat_variables.dump(),
+            R"({"tools":[{"z":1,"a":2}]})");  // not sorted: a template may print it
   EXPECT_EQ(r.max_tokens, 7);
   EXPECT_EQ(r.sampling.temperature, 0);
 }
@@ -54,35 +56,44 @@ TEST(ChatRequests, TextPartsAreJoinedWithNewlines) {
 }
 
 TEST(ChatRequests, BadConversationsAreErrorRecordsNamingLineAndField) {
-  auto reqs = read(R"({"messages": []})"
-                   "\n"
-                   R"({"messages": [{"content": "no role"}]})"
-                   "\n"
-                   R"({"messages": [{"role": "user", "content": 5}]})"
-                   "\n"
-                   R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}]})"
-                   "\n"
-                   R"({"messages": [{"role": "user", "content": "x"}], "prompt": "also"})"
-                   "\n"
-                   R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 3, "max_completion_tokens": 3})"
-                   "\n",
-                   InputFormat::kJsonl);
+  auto reqs = read(
+      R"({"messages": []})"
+      "\n"
+      R"({"messages": [{"content": "no role"}]})"
+      "\n"
+      R"({"messages": [{"role": "user", "content": 5}]})"
+      "\n"
+      R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}]})"
+      "\n"
+      R"({"messages": [{"role": "user", "content": "x"}], "prompt": "also"})"
+      "\n"
+      R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 3, "max_completion_tokens": 3})"
+      "\n",
+      InputFormat::kJsonl);
   ASSERT_EQ(reqs.size(), 6u);
   EXPECT_EQ(reqs[0].error, "line 1: field 'messages' must be a non-empty list of messages, got []");
   EXPECT_EQ(reqs[1].error, "line 2: field 'messages[0].role' must be a string, got nothing");
-  EXPECT_EQ(reqs[2].error, "line 3: field 'messages[0].content' must be a string, null or a list of text parts, got 5");
-  EXPECT_NE(reqs[3].error.find("line 4: field 'messages[0].content[0]' must be {\"type\": \"text\""), std::string::npos)
+  EXPECT_EQ(
+      reqs[2].error,
+      "line 3: field 'messages[0].content' must be a string, null or a list of text parts, got 5");
+  EXPECT_NE(
+      reqs[3].error.find("line 4: field 'messages[0].content[0]' must be {\"type\": \"text\""),
+      std::string::npos)
       << reqs[3].error;
-  EXPECT_EQ(reqs[4].error, "line 5: a chat request has 'messages' only, not 'prompt', 'context' or 'continuation'");
-  EXPECT_EQ(reqs[5].error, "line 6: fields 'max_tokens' and 'max_completion_tokens' are both given: use one");
+  EXPECT_EQ(
+      reqs[4].error,
+      "line 5: a chat request has 'messages' only, not 'prompt', 'context' or 'continuation'");
+  EXPECT_EQ(reqs[5].error,
+            "line 6: fields 'max_tokens' and 'max_completion_tokens' are both given: use one");
 }
 
 TEST(ChatRequests, OpenAiChatLinesMixWithCompletionLines) {
-  auto reqs = read(chat_batch_line(R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}], )"
-                                   R"("max_completion_tokens": 9, "logprobs": true, "top_logprobs": 3})") +
-                       R"({"custom_id": "p", "url": "/v1/completions", "body": {"prompt": "Hi", "logprobs": 2}})"
-                       "\n",
-                   InputFormat::kOpenAiBatch);
+  auto reqs = read(
+      chat_batch_line(R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}], )"
+                      R"("max_completion_tokens": 9, "logprobs": true, "top_logprobs": 3})") +
+          R"({"custom_id": "p", "url": "/v1/completions", "body": {"prompt": "Hi", "logprobs": 2}})"
+          "\n",
+      InputFormat::kOpenAiBatch);
   ASSERT_EQ(reqs.size(), 2u);
   ASSERT_TRUE(reqs[0].error.empty()) << reqs[0].error;
   EXPECT_TRUE(reqs[0].chat());
@@ -94,11 +105,14 @@ TEST(ChatRequests, OpenAiChatLinesMixWithCompletionLines) {
 }
 
 TEST(ChatRequests, OpenAiChatLogprobFieldsFollowTheChatApi) {
-  auto reqs = read(chat_batch_line(R"({"messages": [{"role": "user", "content": "Hi"}], "logprobs": 2})") +
-                       chat_batch_line(R"({"messages": [{"role": "user", "content": "Hi"}], "top_logprobs": 2})") +
-                       chat_batch_line(R"({"messages": [{"role": "user", "content": "Hi"}], "logprobs": true})") +
-                       chat_batch_line(R"({"prompt": "Hi"})"),
-                   InputFormat::kOpenAiBatch);
+  auto reqs =
+      read(chat_batch_line(R"({"messages": [{"role": "user", "content": "Hi"}], "logprobs": 2})") +
+               chat_batch_line(
+                   R"({"messages": [{"role": "user", "content": "Hi"}], "top_logprobs": 2})") +
+               chat_batch_line(
+                   R"({"messages": [{"role": "user", "content": "Hi"}], "logprobs": true})") +
+               chat_batch_line(R"({"prompt": "Hi"})"),
+           InputFormat::kOpenAiBatch);
   ASSERT_EQ(reqs.size(), 4u);
   EXPECT_EQ(reqs[0].error, "line 1: field 'body.logprobs' must be true or false, got 2");
   EXPECT_EQ(reqs[1].error, "line 2: field 'body.top_logprobs' needs 'body.logprobs': true");
@@ -119,15 +133,18 @@ Result chat_result() {
 }
 
 TEST(ChatRecords, AChatCompletionBodyInOpenAisLayout) {
-  const json j = json::parse(result_to_json_line(chat_result(), OutputFormat::kOpenAiBatch, "llama3"));
+  const json j =
+      json::parse(result_to_json_line(chat_result(), OutputFormat::kOpenAiBatch, "llama3"));
   const json& body = j["response"]["body"];
   const std::string hex = j["response"]["request_id"];
   EXPECT_EQ(body["id"], "chatcmpl-" + hex);
   EXPECT_EQ(body["object"], "chat.completion");
   EXPECT_EQ(body["model"], "llama3");
-  EXPECT_EQ(body["choices"], json::parse(R"([{"index": 0, "message": {"role": "assistant", "content": "Hello!"},
+  EXPECT_EQ(body["choices"],
+            json::parse(R"([{"index": 0, "message": {"role": "assistant", "content": "Hello!"},
                                               "logprobs": null, "finish_reason": "stop"}])"));
-  EXPECT_EQ(body["usage"], json::parse(R"({"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15})"));
+  EXPECT_EQ(body["usage"],
+            json::parse(R"({"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15})"));
 }
 
 TEST(ChatRecords, LogprobsInTheChatLayoutWithBytes) {

@@ -7,7 +7,9 @@ namespace tpllama {
 namespace {
 
 // The validator's verdict on a value: empty when accepted, else its message.
-std::string verdict(const CLI::Validator& v, std::string value) { return v(value); }
+std::string verdict(const CLI::Validator& v, std::string value) {
+  return v(value);
+}
 
 TEST(AtLeast, AcceptsIntegersFromTheBoundUp) {
   EXPECT_EQ(verdict(at_least(1), "1"), "");
@@ -21,7 +23,8 @@ TEST(AtLeast, NamesTheBoundAndTheValueItRefuses) {
   EXPECT_EQ(verdict(at_least(1), "0"), "must be at least 1, got 0");
   EXPECT_EQ(verdict(at_least(1), "-4"), "must be at least 1, got -4");
   EXPECT_EQ(verdict(at_least(0), "-1"), "must be at least 0, got -1");
-  EXPECT_EQ(verdict(at_least(0), "-99999999999999999999"), "must be at least 0, got -99999999999999999999");
+  EXPECT_EQ(verdict(at_least(0), "-99999999999999999999"),
+            "must be at least 0, got -99999999999999999999");
   EXPECT_EQ(verdict(at_least(-5), "-6"), "must be at least -5, got -6");
 }
 
@@ -32,7 +35,8 @@ TEST(AtLeast, RefusesLeadingZerosWhichWouldReadAsOctal) {
 
 TEST(AtLeast, RefusesWhatIsNotAnInteger) {
   for (const char* bad : {"", "-", "1.5", "abc", " 8", "+2", "8 ", "1e3", "0x10"})
-    EXPECT_EQ(verdict(at_least(1), bad), std::string("expected an integer, got '") + bad + "'") << bad;
+    EXPECT_EQ(verdict(at_least(1), bad), std::string("expected an integer, got '") + bad + "'")
+        << bad;
 }
 
 TEST(Unsigned64, AcceptsEverySeedAndRefusesWhatWouldBeClamped) {
@@ -42,8 +46,10 @@ TEST(Unsigned64, AcceptsEverySeedAndRefusesWhatWouldBeClamped) {
             "must be at most 18446744073709551615 (2^64 - 1), got 18446744073709551616");
   EXPECT_EQ(verdict(unsigned_64(), "99999999999999999999999"),
             "must be at most 18446744073709551615 (2^64 - 1), got 99999999999999999999999");
-  EXPECT_EQ(verdict(unsigned_64(), "-1"), "expected an integer from 0 to 18446744073709551615, got '-1'");
-  EXPECT_EQ(verdict(unsigned_64(), "1.5"), "expected an integer from 0 to 18446744073709551615, got '1.5'");
+  EXPECT_EQ(verdict(unsigned_64(), "-1"),
+            "expected an integer from 0 to 18446744073709551615, got '-1'");
+  EXPECT_EQ(verdict(unsigned_64(), "1.5"),
+            "expected an integer from 0 to 18446744073709551615, got '1.5'");
   EXPECT_EQ(verdict(unsigned_64(), "07"), "write 07 without leading zeros");
 }
 
@@ -60,7 +66,8 @@ TEST(FiniteIn, RefusesOutsideValuesNonNumbersAndNonFiniteValues) {
   EXPECT_EQ(verdict(finite_in(0, 1e6), "nan"), "must be in [0, 1e+06], got nan");
   EXPECT_EQ(verdict(finite_in(0, 1e6), "inf"), "must be in [0, 1e+06], got inf");
   for (const char* bad : {"", "abc", "0.5x", "1e400"})
-    EXPECT_EQ(verdict(finite_in(0, 1e6), bad), std::string("expected a number, got '") + bad + "'") << bad;
+    EXPECT_EQ(verdict(finite_in(0, 1e6), bad), std::string("expected a number, got '") + bad + "'")
+        << bad;
 }
 
 }  // namespace

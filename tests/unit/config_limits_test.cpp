@@ -1,5 +1,5 @@
-// config.json sizes past 2^31 or past what tpllama's arithmetic holds: each refused naming the field
-// and the value as written, never wrapped into a small number.
+// config.json sizes past 2^31 or past what tpllama's arithmetic holds: each refused naming the
+// field and the value as written, never wrapped into a small number.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -10,7 +10,7 @@ namespace tpllama {
 namespace {
 
 nlohmann::json base() {
-  return {{"hidden_size", 64},       {"intermediate_size", 172}, {"num_hidden_layers", 5},
+  return {{"hidden_size", 64},        {"intermediate_size", 172}, {"num_hidden_layers", 5},
           {"num_attention_heads", 8}, {"vocab_size", 512},        {"max_position_embeddings", 512}};
 }
 
@@ -40,7 +40,8 @@ TEST(ConfigLimits, VocabOf2To40IsRefusedWithItsValue) {
 }
 
 TEST(ConfigLimits, EveryWidthPast2To31IsRefused) {
-  for (const char* key : {"hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim"})
+  for (const char* key : {"hidden_size", "intermediate_size", "num_attention_heads",
+                          "num_key_value_heads", "head_dim"})
     expect_refused(key, (int64_t{1} << 31) + 8, "2147483656");
 }
 

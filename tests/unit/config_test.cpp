@@ -12,7 +12,7 @@ namespace tpllama {
 namespace {
 
 nlohmann::json base() {
-  return {{"hidden_size", 64},       {"intermediate_size", 172}, {"num_hidden_layers", 5},
+  return {{"hidden_size", 64},        {"intermediate_size", 172}, {"num_hidden_layers", 5},
           {"num_attention_heads", 8}, {"vocab_size", 512},        {"max_position_embeddings", 512}};
 }
 
@@ -83,8 +83,11 @@ TEST(Config, Llama3RopeFrequenciesMatchReference) {
   j["hidden_size"] = 512;
   j["num_attention_heads"] = 4;  // head_dim 128, as in Llama 3
   j["rope_theta"] = 500000.0;
-  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
   LlamaConfig c = parse_llama_config(j, "x");
   reference::Config rc{};
   rc.dim = 512;
@@ -94,8 +97,9 @@ TEST(Config, Llama3RopeFrequenciesMatchReference) {
   std::vector<double> expected = reference::rope_inv_freq(rc);
   std::vector<double> got = c.rope_inv_freq();
   ASSERT_EQ(got.size(), expected.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-15 + 1e-12 * expected[i]);
-  EXPECT_DOUBLE_EQ(got[0], 1.0);                               // highest frequency untouched
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], expected[i], 1e-15 + 1e-12 * expected[i]);
+  EXPECT_DOUBLE_EQ(got[0], 1.0);  // highest frequency untouched
   EXPECT_NEAR(got.back(), std::pow(500000.0, -126.0 / 128) / 8, 1e-18);  // lowest divided by factor
 }
 

@@ -30,15 +30,17 @@ TEST(CublasLibrary, OpensOnFirstUseNotAtStart) {
   const ops::DeviceRuntime cpu(Device::kCpu, 0, 1);
   std::vector<float> w = {1, 2, 3, 4, 5, 6}, x = {1, 1, 1}, out(2, 0.0f);
   Buffer packed(ops::weight_bytes(cpu.context(), 2, 3, DType::kF32));
-  const ops::Weight weight =
-      ops::pack_weight(cpu.context(), Tensor(w.data(), DType::kF32, {2, 3}), DType::kF32, packed.data());
-  ops::matmul(cpu.context(), Tensor(out.data(), DType::kF32, {1, 2}), Tensor(x.data(), DType::kF32, {1, 3}), weight);
+  const ops::Weight weight = ops::pack_weight(cpu.context(), Tensor(w.data(), DType::kF32, {2, 3}),
+                                              DType::kF32, packed.data());
+  ops::matmul(cpu.context(), Tensor(out.data(), DType::kF32, {1, 2}),
+              Tensor(x.data(), DType::kF32, {1, 3}), weight);
   EXPECT_EQ(out, (std::vector<float>{6, 15}));
   ASSERT_TRUE(mapped("libc.so")) << "cannot read /proc/self/maps";
   EXPECT_FALSE(mapped("libcublas")) << "a CPU run of the GPU build has cuBLAS loaded";
 
   const cuda::CublasLibrary& lib = cuda::cublas();
-  EXPECT_TRUE(mapped(cuda::cublas_file_name())) << cuda::cublas_file_name() << " not mapped after cublas()";
+  EXPECT_TRUE(mapped(cuda::cublas_file_name()))
+      << cuda::cublas_file_name() << " not mapped after cublas()";
   EXPECT_NE(lib.create, nullptr);
   EXPECT_NE(lib.destroy, nullptr);
   EXPECT_NE(lib.set_stream, nullptr);

@@ -29,7 +29,8 @@ struct Guarded {
   void expect_guards_intact(int64_t n) const {
     for (int64_t i = 0; i < kGuard; ++i) {
       ASSERT_EQ(all[static_cast<size_t>(i)], kSentinel) << "write before the output at " << i;
-      ASSERT_EQ(all[static_cast<size_t>(kGuard + n + i)], kSentinel) << "write past the output at " << i;
+      ASSERT_EQ(all[static_cast<size_t>(kGuard + n + i)], kSentinel)
+          << "write past the output at " << i;
     }
   }
 };
@@ -38,8 +39,8 @@ using Param = std::tuple<int64_t, int64_t, bool, int>;  // rows, columns, portab
 
 std::string name_of(const ::testing::TestParamInfo<Param>& info) {
   std::ostringstream s;
-  s << std::get<0>(info.param) << "x" << std::get<1>(info.param) << (std::get<2>(info.param) ? "_portable" : "_dispatch")
-    << "_t" << std::get<3>(info.param);
+  s << std::get<0>(info.param) << "x" << std::get<1>(info.param)
+    << (std::get<2>(info.param) ? "_portable" : "_dispatch") << "_t" << std::get<3>(info.param);
   return s.str();
 }
 
@@ -66,16 +67,20 @@ TEST_P(ElementwiseTest, RmsNormMatchesClosedForm) {
   for (float& v : w) v = u(rng);
   Guarded out(rows * d);
   const float eps = 1e-5f;
-  ops::cpu::rms_norm(Tensor(out.data(), DType::kF32, {rows, d}), Tensor(x.data(), DType::kF32, {rows, d}),
-                     Tensor(w.data(), DType::kF32, {d}), eps);
+  ops::cpu::rms_norm(Tensor(out.data(), DType::kF32, {rows, d}),
+                     Tensor(x.data(), DType::kF32, {rows, d}), Tensor(w.data(), DType::kF32, {d}),
+                     eps);
   out.expect_guards_intact(rows * d);
   for (int64_t r = 0; r < rows; ++r) {
     double ss = 0;
-    for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(x[static_cast<size_t>(r * d + i)]) * x[static_cast<size_t>(r * d + i)];
+    for (int64_t i = 0; i < d; ++i)
+      ss += static_cast<double>(x[static_cast<size_t>(r * d + i)]) *
+            x[static_cast<size_t>(r * d + i)];
     const double inv = 1.0 / std::sqrt(ss / static_cast<double>(d) + eps);
     for (int64_t i = 0; i < d; ++i) {
       const double expected = x[static_cast<size_t>(r * d + i)] * inv * w[static_cast<size_t>(i)];
-      ASSERT_NEAR(out.data()[r * d + i], expected, 1e-6 * (1.0 + std::abs(expected))) << "row " << r << " col " << i;
+      ASSERT_NEAR(out.data()[r * d + i], expected, 1e-6 * (1.0 + std::abs(expected)))
+          << "row " << r << " col " << i;
     }
   }
 }
@@ -99,7 +104,8 @@ TEST_P(ElementwiseTest, SiluMulMatchesClosedForm) {
   for (int64_t i = 0; i < n; ++i) {
     const double g = before[static_cast<size_t>(i)];
     const double expected = g / (1.0 + std::exp(-g)) * up[static_cast<size_t>(i)];
-    ASSERT_NEAR(gate.data()[i], expected, 2e-6 * (1.0 + std::abs(expected))) << "element " << i << ", gate " << g;
+    ASSERT_NEAR(gate.data()[i], expected, 2e-6 * (1.0 + std::abs(expected)))
+        << "element " << i << ", gate " << g;
   }
 }
 
@@ -110,8 +116,8 @@ TEST(Elementwise, RopeAndAddMatchClosedFormOnOneAndTwoThreads) {
   const int64_t width = int64_t{n_heads} * head_dim;
   std::mt19937 rng(99);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(rows * width)), y(x.size()), cos(static_cast<size_t>(rows * half)),
-      sin(cos.size());
+  std::vector<float> x(static_cast<size_t>(rows * width)), y(x.size()),
+      cos(static_cast<size_t>(rows * half)), sin(cos.size());
   for (float& v : x) v = u(rng);
   for (float& v : y) v = u(rng);
   for (size_t i = 0; i < cos.size(); ++i) {
@@ -123,26 +129,32 @@ TEST(Elementwise, RopeAndAddMatchClosedFormOnOneAndTwoThreads) {
   for (int threads : {1, 2}) {
     omp_set_num_threads(threads);
     std::vector<float> roped = x, summed = x;
-    ops::cpu::rope(Tensor(roped.data(), DType::kF32, {rows, width}), Tensor(cos.data(), DType::kF32, {rows, half}),
+    ops::cpu::rope(Tensor(roped.data(), DType::kF32, {rows, width}),
+                   Tensor(cos.data(), DType::kF32, {rows, half}),
                    Tensor(sin.data(), DType::kF32, {rows, half}), n_heads, head_dim);
-    ops::cpu::add(Tensor(summed.data(), DType::kF32, {rows, width}), Tensor(y.data(), DType::kF32, {rows, width}));
+    ops::cpu::add(Tensor(summed.data(), DType::kF32, {rows, width}),
+                  Tensor(y.data(), DType::kF32, {rows, width}));
     for (int64_t r = 0; r < rows; ++r)
       for (int h = 0; h < n_heads; ++h)
         for (int i = 0; i < half; ++i) {
-          const size_t at = static_cast<size_t>(r * width + h * head_dim + i), k = static_cast<size_t>(r * half + i);
+          const size_t at = static_cast<size_t>(r * width + h * head_dim + i),
+                       k = static_cast<size_t>(r * half + i);
           const double a = x[at], b = x[at + half];
-          ASSERT_NEAR(roped[at], a * cos[k] - b * sin[k], 1e-6) << threads << " threads, row " << r << " head " << h;
-          ASSERT_NEAR(roped[at + half], a * sin[k] + b * cos[k], 1e-6) << threads << " threads, row " << r << " head " << h;
+          ASSERT_NEAR(roped[at], a * cos[k] - b * sin[k], 1e-6)
+              << threads << " threads, row " << r << " head " << h;
+          ASSERT_NEAR(roped[at + half], a * sin[k] + b * cos[k], 1e-6)
+              << threads << " threads, row " << r << " head " << h;
         }
-    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(summed[i], x[i] + y[i]) << threads << " threads, element " << i;
+    for (size_t i = 0; i < x.size(); ++i)
+      ASSERT_EQ(summed[i], x[i] + y[i]) << threads << " threads, element " << i;
   }
   omp_set_num_threads(saved);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ElementwiseTest,
                          ::testing::Combine(::testing::Values(int64_t{1}, int64_t{3}, int64_t{40}),
-                                            ::testing::Values(int64_t{1}, int64_t{16}, int64_t{37}, int64_t{768},
-                                                          int64_t{2049}),
+                                            ::testing::Values(int64_t{1}, int64_t{16}, int64_t{37},
+                                                              int64_t{768}, int64_t{2049}),
                                             ::testing::Bool(), ::testing::Values(1, 2)),
                          name_of);
 

@@ -40,12 +40,14 @@ Request token_request(int id, std::vector<int> prompt, int max_tokens) {
 }
 
 // A sequence as the engine admits it: its prompt tokens, a slot of `blocks`.
-std::unique_ptr<Sequence> make_sequence(int id, int prompt_len, BlockAllocator& blocks, int max_tokens = 8) {
+std::unique_ptr<Sequence> make_sequence(int id, int prompt_len, BlockAllocator& blocks,
+                                        int max_tokens = 8) {
   std::vector<int> prompt(static_cast<size_t>(prompt_len));
-  for (int i = 0; i < prompt_len; ++i) prompt[static_cast<size_t>(i)] = 3 + (id * 7 + i) % (kVocab - 3);
+  for (int i = 0; i < prompt_len; ++i)
+    prompt[static_cast<size_t>(i)] = 3 + (id * 7 + i) % (kVocab - 3);
   Request r = token_request(id, prompt, max_tokens);
-  auto s = std::make_unique<Sequence>(r, nullptr, std::vector<int32_t>(prompt.begin(), prompt.end()), 0,
-                                      static_cast<uint64_t>(id));
+  auto s = std::make_unique<Sequence>(
+      r, nullptr, std::vector<int32_t>(prompt.begin(), prompt.end()), 0, static_cast<uint64_t>(id));
   s->assign_slot(blocks.acquire_slot());
   return s;
 }
@@ -60,7 +62,8 @@ void advance(Sequence& s, int computed, int sampled = -1) {
 
 std::vector<int32_t> all_held(const BlockAllocator& blocks, int slots) {
   std::vector<int32_t> held;
-  for (int s = 0; s < slots; ++s) held.insert(held.end(), blocks.table(s).begin(), blocks.table(s).end());
+  for (int s = 0; s < slots; ++s)
+    held.insert(held.end(), blocks.table(s).begin(), blocks.table(s).end());
   return held;
 }
 
@@ -108,7 +111,8 @@ TEST(Scheduler, PreemptsTheYoungestSequenceNotInFlight) {
   const std::vector<CacheOp> changes = blocks.take_changes();
   ASSERT_EQ(changes.size(), 3u);
   EXPECT_EQ(changes[0].slot, third.slot());
-  EXPECT_EQ(changes[0].block, CacheOp::kRelease) << "the release goes first: its blocks are then reused";
+  EXPECT_EQ(changes[0].block, CacheOp::kRelease)
+      << "the release goes first: its blocks are then reused";
   EXPECT_EQ(changes[1].slot, oldest.slot());
   EXPECT_TRUE(blocks.take_changes().empty());
 }
@@ -135,7 +139,8 @@ TEST(BlockAllocator, SlotsGoLowestFirstAndTakeTheirBlocksBack) {
   EXPECT_EQ(blocks.acquire_slot(), 2);
   EXPECT_THROW(blocks.acquire_slot(), Error);
   ActiveSequences active;
-  auto s = std::make_unique<Sequence>(token_request(0, {5, 6, 7}, 4), nullptr, std::vector<int32_t>{5, 6, 7}, 0, 0);
+  auto s = std::make_unique<Sequence>(token_request(0, {5, 6, 7}, 4), nullptr,
+                                      std::vector<int32_t>{5, 6, 7}, 0, 0);
   s->assign_slot(1);
   active.push_back(std::move(s));
   ASSERT_EQ(blocks.reserve(*active[0], 3), 3);
@@ -149,7 +154,8 @@ TEST(BlockAllocator, SlotsGoLowestFirstAndTakeTheirBlocksBack) {
 
 TEST(Scheduler, DecodesGoFirstThenPrefillChunksWithinTheBudget) {
   BlockAllocator blocks(100, 4, 4);
-  Scheduler scheduler({/*max_batch_tokens=*/10, /*max_logit_rows=*/8, /*max_seqs=*/4, /*groups=*/1}, blocks);
+  Scheduler scheduler({/*max_batch_tokens=*/10, /*max_logit_rows=*/8, /*max_seqs=*/4, /*groups=*/1},
+                      blocks);
   ActiveSequences active;
   active.push_back(make_sequence(0, 25, blocks));  // a long prompt, admitted first
   active.push_back(make_sequence(1, 3, blocks));
@@ -159,7 +165,8 @@ TEST(Scheduler, DecodesGoFirstThenPrefillChunksWithinTheBudget) {
   ASSERT_EQ(plan->batch.size(), 10u);
   EXPECT_EQ(plan->batch.slots[0], active[1]->slot()) << "the decode token leads the plan";
   EXPECT_EQ(plan->batch.positions[0], 3);
-  for (size_t i = 1; i < 10; ++i) EXPECT_EQ(plan->batch.positions[i], static_cast<int>(i) - 1) << "a 9-token chunk";
+  for (size_t i = 1; i < 10; ++i)
+    EXPECT_EQ(plan->batch.positions[i], static_cast<int>(i) - 1) << "a 9-token chunk";
   ASSERT_EQ(plan->batch.logit_rows.size(), 1u) << "an unfinished prefill chunk wants no logits";
   EXPECT_EQ(plan->batch.logit_rows[0], 0);
   EXPECT_EQ(active[0]->scheduled(), 9);
@@ -188,10 +195,12 @@ TEST(Scheduler, PlansStayWithinTheLimitsAndGroupsInFlightAreDisjoint) {
         EXPECT_EQ(plan->sampling.size(), plan->batch.logit_rows.size());
         const std::set<int> slots(plan->batch.slots.begin(), plan->batch.slots.end());
         EXPECT_LE(static_cast<int>(slots.size()), (limits.max_seqs + groups - 1) / groups);
-        for (int s : slots) EXPECT_TRUE(slots_in_flight.insert(s).second) << "slot " << s << " in two groups";
+        for (int s : slots)
+          EXPECT_TRUE(slots_in_flight.insert(s).second) << "slot " << s << " in two groups";
       }
       EXPECT_EQ(static_cast<int>(scheduler.in_flight()), groups) << "budget " << budget;
-      for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(scheduler.take_oldest().id, ids[i]) << "in planning order";
+      for (size_t i = 0; i < ids.size(); ++i)
+        EXPECT_EQ(scheduler.take_oldest().id, ids[i]) << "in planning order";
     }
   }
 }
@@ -218,14 +227,17 @@ class Collected : public ResultSink {
   std::vector<Result> results;
 };
 
-IntakeOptions intake_options(int context) { return {kVocab, context}; }
+IntakeOptions intake_options(int context) {
+  return {kVocab, context};
+}
 
 TEST(RequestIntake, TurnsBadRequestsIntoErrorRecordsInOrder) {
   Request duplicate = token_request(0, {1, 5}, 4);
   duplicate.line = 3;
   Request outside = token_request(2, {1, kVocab}, 4);
   Request too_long = token_request(3, std::vector<int>(16, 5), 4);
-  Requests source({token_request(0, {1, 5, 6}, 4), token_request(1, {1, 7}, 4), duplicate, outside, too_long});
+  Requests source(
+      {token_request(0, {1, 5, 6}, 4), token_request(1, {1, 7}, 4), duplicate, outside, too_long});
   RequestIntake intake(source, nullptr, intake_options(16), nullptr);
   std::vector<Admission> got;
   while (std::optional<Admission> a = intake.next(true)) got.push_back(std::move(*a));
@@ -238,10 +250,12 @@ TEST(RequestIntake, TurnsBadRequestsIntoErrorRecordsInOrder) {
     EXPECT_EQ(got[i].order, i) << "every record is numbered in input order";
     EXPECT_EQ(got[i].rejected->finish_reason, "error");
   }
-  EXPECT_NE(got[2].rejected->error.find("duplicate id 0 (first on line 1)"), std::string::npos) << got[2].rejected->error;
+  EXPECT_NE(got[2].rejected->error.find("duplicate id 0 (first on line 1)"), std::string::npos)
+      << got[2].rejected->error;
   EXPECT_NE(got[3].rejected->error.find("token id 64 (element 1 of the prompt)"), std::string::npos)
       << got[3].rejected->error;
-  EXPECT_NE(got[4].rejected->error.find("leaving no room to generate"), std::string::npos) << got[4].rejected->error;
+  EXPECT_NE(got[4].rejected->error.find("leaving no room to generate"), std::string::npos)
+      << got[4].rejected->error;
   EXPECT_TRUE(intake.done());
 }
 
@@ -267,14 +281,16 @@ TEST(RequestIntake, RefusesAnOutputWhoseRecordHasAnotherTokenCount) {
   ResumeIndex resume;
   resume.path = "out.jsonl";
   resume.done = {{"0", 1}};
-  resume.by_id["0"] = {{4, false, 9}};  // line 4 of the output says 9 prompt tokens; the request has 3
+  resume.by_id["0"] = {
+      {4, false, 9}};  // line 4 of the output says 9 prompt tokens; the request has 3
   Requests source({token_request(0, {1, 5, 6}, 4)});
   RequestIntake intake(source, nullptr, intake_options(16), &resume);
   try {
     intake.next(true);
     FAIL() << "the other input's output was taken";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("line 4 of out.jsonl answers id 0 for a 9-token prompt"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("line 4 of out.jsonl answers id 0 for a 9-token prompt"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -341,7 +357,8 @@ class StandIn : public StepExecutor {
       } else {
         if (!sharing) {
           for (const auto& table : tables_)
-            for (int32_t b : table) EXPECT_NE(b, op.block) << "block " << op.block << " given while held";
+            for (int32_t b : table)
+              EXPECT_NE(b, op.block) << "block " << op.block << " given while held";
         }
         tables_.at(static_cast<size_t>(op.slot)).push_back(op.block);
       }
@@ -349,8 +366,10 @@ class StandIn : public StepExecutor {
     EXPECT_LE(static_cast<int>(plan.batch.size()), max_batch_tokens);
     for (size_t i = 0; i < plan.batch.size(); ++i) {
       const int slot = plan.batch.slots[i], pos = plan.batch.positions[i];
-      const int32_t block = tables_.at(static_cast<size_t>(slot)).at(static_cast<size_t>(pos / block_size_));
-      EXPECT_EQ(holders(block), 1) << "block " << block << " written at position " << pos << " while shared";
+      const int32_t block =
+          tables_.at(static_cast<size_t>(slot)).at(static_cast<size_t>(pos / block_size_));
+      EXPECT_EQ(holders(block), 1)
+          << "block " << block << " written at position " << pos << " while shared";
       store_.at(row(slot, pos)) = plan.batch.tokens[i];
     }
     SampledRows rows;
@@ -362,7 +381,8 @@ class StandIn : public StepExecutor {
       for (int p = 0; p <= pos; ++p) prefix.push_back(store_.at(row(slot, p)));
       const int token = next_token(prefix);
       rows.tokens.push_back(token);
-      if (plan.sampling[i].logprobs >= 0) rows.logprobs.push_back({static_cast<int32_t>(i), static_cast<float>(token), {}, {}});
+      if (plan.sampling[i].logprobs >= 0)
+        rows.logprobs.push_back({static_cast<int32_t>(i), static_cast<float>(token), {}, {}});
     }
     ++steps;
     if (depth_ == 1) return rows;  // rank 0 is also the last stage
@@ -380,18 +400,22 @@ class StandIn : public StepExecutor {
 
   int steps = 0;
   int max_batch_tokens = 1 << 30;
-  bool sharing = false;  // prefix caching: one block may sit in several tables, but is never written there
+  bool sharing =
+      false;  // prefix caching: one block may sit in several tables, but is never written there
 
  private:
   int holders(int32_t block) const {
     int n = 0;
-    for (const auto& table : tables_) n += static_cast<int>(std::count(table.begin(), table.end(), block));
+    for (const auto& table : tables_)
+      n += static_cast<int>(std::count(table.begin(), table.end(), block));
     return n;
   }
   size_t row(int slot, int pos) const {
     const std::vector<int32_t>& table = tables_.at(static_cast<size_t>(slot));
-    EXPECT_LT(static_cast<size_t>(pos / block_size_), table.size()) << "position " << pos << " of slot " << slot;
-    return static_cast<size_t>(table.at(static_cast<size_t>(pos / block_size_)) * block_size_ + pos % block_size_);
+    EXPECT_LT(static_cast<size_t>(pos / block_size_), table.size())
+        << "position " << pos << " of slot " << slot;
+    return static_cast<size_t>(table.at(static_cast<size_t>(pos / block_size_)) * block_size_ +
+                               pos % block_size_);
   }
 
   std::vector<int32_t> store_;  // the token at each row of the KV pool
@@ -405,7 +429,7 @@ class StandIn : public StepExecutor {
 struct LoopCase {
   int n_blocks, block_size, max_seqs, max_batch_tokens, groups;
   bool ordered;
-  int shared_prefix = 0;        // tokens every prompt starts with (BOS included)
+  int shared_prefix = 0;  // tokens every prompt starts with (BOS included)
   bool prefix_caching = false;
 };
 
@@ -445,16 +469,19 @@ std::vector<Result> run_loop(const LoopCase& c, RunSummary* summary) {
   for (const Result& r : sink.results) {
     const Request& q = requests.at(r.id.get<size_t>());
     const std::vector<int> expected =
-        closed_form(std::vector<int32_t>(q.token_ids.begin(), q.token_ids.end()), q.max_tokens, config.max_seq_len);
+        closed_form(std::vector<int32_t>(q.token_ids.begin(), q.token_ids.end()), q.max_tokens,
+                    config.max_seq_len);
     EXPECT_EQ(r.finish_reason, "length") << r.error;
     EXPECT_TRUE(r.logprobs.has_value());
     std::vector<int> got;
-    for (const TokenLogprob& t : r.logprobs.value_or(std::vector<TokenLogprob>{})) got.push_back(static_cast<int>(t.logprob));
+    for (const TokenLogprob& t : r.logprobs.value_or(std::vector<TokenLogprob>{}))
+      got.push_back(static_cast<int>(t.logprob));
     EXPECT_EQ(got, expected) << "request " << r.id;
     EXPECT_EQ(r.completion_tokens, static_cast<int>(expected.size()));
   }
   std::set<size_t> ids;
-  for (const Result& r : sink.results) EXPECT_TRUE(ids.insert(r.id.get<size_t>()).second) << "twice: " << r.id;
+  for (const Result& r : sink.results)
+    EXPECT_TRUE(ids.insert(r.id.get<size_t>()).second) << "twice: " << r.id;
   EXPECT_EQ(ids.size(), requests.size());
   if (c.ordered) {
     for (size_t i = 0; i < sink.results.size(); ++i) EXPECT_EQ(sink.results[i].id.get<size_t>(), i);
@@ -471,13 +498,16 @@ TEST(EngineLoop, EveryRequestGetsTheClosedFormTokensOnce) {
 
 TEST(EngineLoop, PreemptedSequencesComeBackWithTheSameTokens) {
   RunSummary s;
-  run_loop({/*n_blocks=*/4, /*block_size=*/16, /*max_seqs=*/8, 64, 1, false}, &s);  // one full context
+  run_loop({/*n_blocks=*/4, /*block_size=*/16, /*max_seqs=*/8, 64, 1, false},
+           &s);  // one full context
   EXPECT_GT(s.preemptions, 0) << "the case must preempt to prove anything";
 }
 
 TEST(EngineLoop, GroupsInFlightChunkedPrefillAndOrderedOutput) {
   RunSummary s;
-  run_loop({/*n_blocks=*/16, /*block_size=*/4, /*max_seqs=*/6, /*max_batch_tokens=*/5, /*groups=*/3, true}, &s);
+  run_loop({/*n_blocks=*/16, /*block_size=*/4, /*max_seqs=*/6, /*max_batch_tokens=*/5, /*groups=*/3,
+            true},
+           &s);
   EXPECT_GT(s.preemptions, 0);
   RunSummary two;
   run_loop({64, 8, 5, 7, 2, false}, &two);
@@ -485,7 +515,9 @@ TEST(EngineLoop, GroupsInFlightChunkedPrefillAndOrderedOutput) {
 
 TEST(EngineLoop, SharedPrefixesComeFromTheCacheWithTheSameTokens) {
   RunSummary s;
-  run_loop({/*n_blocks=*/200, /*block_size=*/4, /*max_seqs=*/8, 64, 1, false, /*shared_prefix=*/21, true}, &s);
+  run_loop({/*n_blocks=*/200, /*block_size=*/4, /*max_seqs=*/8, 64, 1, false, /*shared_prefix=*/21,
+            true},
+           &s);
   EXPECT_EQ(s.preemptions, 0);
   EXPECT_EQ(s.prefix.prompt_tokens, s.prompt_tokens);
   // 5 full blocks of the 21-token prefix for every request but the first: nearly 23 × 20 tokens.
@@ -496,8 +528,10 @@ TEST(EngineLoop, SharedPrefixesComeFromTheCacheWithTheSameTokens) {
 }
 
 TEST(EngineLoop, TheCacheSurvivesPreemptionGroupsInFlightAndChunkedPrefill) {
-  RunSummary small;  // room for about two sequences: preemptions, evictions, recomputes from the cache
-  run_loop({/*n_blocks=*/24, /*block_size=*/4, /*max_seqs=*/6, /*max_batch_tokens=*/9, /*groups=*/3, true, 21, true},
+  RunSummary
+      small;  // room for about two sequences: preemptions, evictions, recomputes from the cache
+  run_loop({/*n_blocks=*/24, /*block_size=*/4, /*max_seqs=*/6, /*max_batch_tokens=*/9, /*groups=*/3,
+            true, 21, true},
            &small);
   EXPECT_GT(small.preemptions, 0);
   EXPECT_GT(small.prefix.hit_tokens, 0);

@@ -28,7 +28,7 @@ struct Candidate {
 
   static constexpr int kBlockSize = 4;  // small, so sequences cross many block boundaries
   static constexpr int kBlocks = 128;
-  int next_block = kBlocks - 1;          // hand blocks out backwards: tables are never contiguous
+  int next_block = kBlocks - 1;  // hand blocks out backwards: tables are never contiguous
 
   explicit Candidate(const std::string& dir, int max_tokens = 256, int slots = 4)
       : checkpoint(dir),
@@ -60,7 +60,8 @@ struct Candidate {
       }
       Tensor logits = model.forward(b, cache);
       for (int64_t r = 0; r < logits.size(0); ++r)
-        out.emplace_back(logits.as<float>() + r * logits.size(1), logits.as<float>() + (r + 1) * logits.size(1));
+        out.emplace_back(logits.as<float>() + r * logits.size(1),
+                         logits.as<float>() + (r + 1) * logits.size(1));
     }
     return out;
   }
@@ -92,7 +93,8 @@ std::vector<int> first_reference_tokens(const std::string& stories, size_t n) {
 TEST(ForwardParity, Stories260kMatchesReferenceForwardAndShippedLogits) {
   TPLLAMA_REQUIRE_STORIES(stories);
   const std::string dir = testing_util::fresh_dir("parity_stories");
-  convert_llama2c(stories + "/stories260K.bin", ConvertOptions{dir, stories + "/tok512.model", DType::kF32});
+  convert_llama2c(stories + "/stories260K.bin",
+                  ConvertOptions{dir, stories + "/tok512.model", DType::kF32});
   const std::vector<int> tokens = first_reference_tokens(stories, 64);
 
   // Reference: the original llama2.c weights in Meta's interleaved RoPE layout, so the converter's
@@ -107,10 +109,12 @@ TEST(ForwardParity, Stories260kMatchesReferenceForwardAndShippedLogits) {
 
   std::ifstream f(stories + "/logits_once_upon_a_time.f32", std::ios::binary);
   std::vector<float> shipped(64 * 512);
-  ASSERT_TRUE(f.read(reinterpret_cast<char*>(shipped.data()), static_cast<std::streamsize>(shipped.size() * 4)));
+  ASSERT_TRUE(f.read(reinterpret_cast<char*>(shipped.data()),
+                     static_cast<std::streamsize>(shipped.size() * 4)));
   double worst = 0;
   for (size_t p = 0; p < 64; ++p)
-    for (size_t v = 0; v < 512; ++v) worst = std::max(worst, std::abs(double(shipped[p * 512 + v]) - got[p][v]));
+    for (size_t v = 0; v < 512; ++v)
+      worst = std::max(worst, std::abs(double(shipped[p * 512 + v]) - got[p][v]));
   EXPECT_LT(worst, 1e-4) << "against logits_once_upon_a_time.f32";
 }
 
@@ -122,9 +126,12 @@ struct RandomCase {
   double tolerance;
 };
 
-void PrintTo(const RandomCase& c, std::ostream* os) { *os << c.name << " (" << c.dtype << ")"; }
+void PrintTo(const RandomCase& c, std::ostream* os) {
+  *os << c.name << " (" << c.dtype << ")";
+}
 
-reference::Config make_config(int dim, int hidden, int layers, int heads, int kv_heads, int vocab, bool tied) {
+reference::Config make_config(int dim, int hidden, int layers, int heads, int kv_heads, int vocab,
+                              bool tied) {
   reference::Config c{};
   c.dim = dim;
   c.hidden_dim = hidden;
@@ -186,7 +193,8 @@ TEST(ForwardParity, ChunkingDoesNotChangeLogits) {
     auto chunked = candidate.all_logits(tokens, chunk);
     double worst = 0;
     for (size_t p = 0; p < whole.size(); ++p)
-      for (size_t v = 0; v < whole[p].size(); ++v) worst = std::max(worst, double(std::abs(whole[p][v] - chunked[p][v])));
+      for (size_t v = 0; v < whole[p].size(); ++v)
+        worst = std::max(worst, double(std::abs(whole[p][v] - chunked[p][v])));
     EXPECT_LT(worst, 1e-5) << "chunk " << chunk;
   }
 }

@@ -26,19 +26,24 @@ namespace {
 
 namespace cpu = ops::cpu;
 constexpr int64_t kG = cpu::kInt8Group;
-constexpr int64_t kGuard = 64;  // floats of out, or bytes of the packed buffer, that must stay as set
+constexpr int64_t kGuard =
+    64;  // floats of out, or bytes of the packed buffer, that must stay as set
 constexpr float kSentinel = 12345.0f;
 constexpr unsigned char kPackedSentinel = 0xA5;
 
-int64_t groups_of(int64_t k) { return (k + kG - 1) / kG; }
+int64_t groups_of(int64_t k) {
+  return (k + kG - 1) / kG;
+}
 
 // gemm.h's rule, written here from its text: per row and group, scale = max|v| / 127 and
 // q = v / scale rounded to nearest even, clamped to ±127; scale 0 and q 0 for an all-zero group.
 struct Quantized {
   int64_t rows = 0, k = 0, groups = 0;
-  std::vector<int> q;          // (rows, k)
-  std::vector<float> scale;    // (rows, groups)
-  double value(int64_t r, int64_t c) const { return static_cast<double>(q[r * k + c]) * scale[r * groups + c / kG]; }
+  std::vector<int> q;        // (rows, k)
+  std::vector<float> scale;  // (rows, groups)
+  double value(int64_t r, int64_t c) const {
+    return static_cast<double>(q[r * k + c]) * scale[r * groups + c / kG];
+  }
   float scale_at(int64_t r, int64_t c) const { return scale[r * groups + c / kG]; }
 };
 
@@ -53,8 +58,9 @@ Quantized quantize(const float* v, int64_t rows, int64_t k) {
       const float scale = amax / 127.0f;
       out.scale[r * out.groups + g] = scale;
       for (int64_t c = begin; c < end; ++c)
-        out.q[r * k + c] =
-            scale == 0 ? 0 : static_cast<int>(std::clamp(std::nearbyint(v[r * k + c] / scale), -127.0f, 127.0f));
+        out.q[r * k + c] = scale == 0 ? 0
+                                      : static_cast<int>(std::clamp(
+                                            std::nearbyint(v[r * k + c] / scale), -127.0f, 127.0f));
     }
   return out;
 }
@@ -67,11 +73,13 @@ struct Inputs {
 Inputs make_inputs(int64_t m, int64_t n, int64_t k, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  Inputs in{std::vector<float>(static_cast<size_t>(m * k)), std::vector<float>(static_cast<size_t>(n * k))};
+  Inputs in{std::vector<float>(static_cast<size_t>(m * k)),
+            std::vector<float>(static_cast<size_t>(n * k))};
   for (float& v : in.x) v = u(rng);
   for (float& v : in.w) v = u(rng);
   auto zero = [](std::vector<float>& v, int64_t row, int64_t k_all, int64_t begin, int64_t end) {
-    std::fill(v.begin() + row * k_all + std::min(begin, k_all), v.begin() + row * k_all + std::min(end, k_all), 0.0f);
+    std::fill(v.begin() + row * k_all + std::min(begin, k_all),
+              v.begin() + row * k_all + std::min(end, k_all), 0.0f);
   };
   if (n > 3) zero(in.w, 3, k, 0, k);
   if (n > 5) zero(in.w, 5, k, kG, 2 * kG);  // group 1 (nothing when k has one group)
@@ -84,8 +92,9 @@ Inputs make_inputs(int64_t m, int64_t n, int64_t k, unsigned seed) {
 struct Expected {
   double value;  // x · ŵ in double, ŵ the dequantized weights
   double bound;
-  double quantized_value;  // x̂ · ŵ in double, x̂ = x as gemm.h quantizes it (kInt8QuantizedRows+ rows)
-  double slack;            // f32 summation alone
+  double
+      quantized_value;  // x̂ · ŵ in double, x̂ = x as gemm.h quantizes it (kInt8QuantizedRows+ rows)
+  double slack;         // f32 summation alone
 };
 Expected expect(const float* x, const Quantized& w, int64_t j, int64_t k, bool quantized_x) {
   const Quantized xq = quantize(x, 1, k);
@@ -97,11 +106,13 @@ Expected expect(const float* x, const Quantized& w, int64_t j, int64_t k, bool q
     e.quantized_value += xq.value(0, c) * wv;
     magnitude += std::fabs(x[c] * wv) + std::fabs(xq.value(0, c) * wv);
     // |x - x̂| ≤ s_x / 2 for each k: s_w · q_w · s_x / 2, summed as gemm.h's bound per group says.
-    rounding += static_cast<double>(w.scale_at(j, c)) * (xq.scale_at(0, c) / 2.0) * std::abs(w.q[j * k + c]);
+    rounding += static_cast<double>(w.scale_at(j, c)) * (xq.scale_at(0, c) / 2.0) *
+                std::abs(w.q[j * k + c]);
   }
   // A sum of k products in f32 is off by at most about k · 2^-24 of the magnitudes summed; twice
   // that, with room for the per-group scaling and the partial sums the kernels add at the end.
-  e.slack = 2.0 * static_cast<double>(k + 2 * groups_of(k) + 8) * std::ldexp(1.0, -24) * magnitude + 1e-30;
+  e.slack = 2.0 * static_cast<double>(k + 2 * groups_of(k) + 8) * std::ldexp(1.0, -24) * magnitude +
+            1e-30;
   e.bound = (quantized_x ? rounding * (1 + 1e-6) : 0.0) + e.slack;
   return e;
 }
@@ -135,13 +146,15 @@ std::vector<float> nan_after(const std::vector<float>& x) {
 struct GuardedOut {
   std::vector<float> data;
   int64_t size;
-  explicit GuardedOut(int64_t m, int64_t n) : data(static_cast<size_t>(m * n + 2 * kGuard), kSentinel), size(m * n) {}
+  explicit GuardedOut(int64_t m, int64_t n)
+      : data(static_cast<size_t>(m * n + 2 * kGuard), kSentinel), size(m * n) {}
   float* out() { return data.data() + kGuard; }
   float at(int64_t i) const { return data[static_cast<size_t>(kGuard + i)]; }
   // The first guard element written, or -1.
   int64_t first_guard_written() const {
     for (int64_t i = 0; i < kGuard; ++i)
-      if (data[static_cast<size_t>(i)] != kSentinel || data[static_cast<size_t>(kGuard + size + i)] != kSentinel)
+      if (data[static_cast<size_t>(i)] != kSentinel ||
+          data[static_cast<size_t>(kGuard + size + i)] != kSentinel)
         return i;
     return -1;
   }
@@ -170,17 +183,19 @@ bool with_kernels(Kernels k, int64_t m, F f) {
 }
 
 // out of gemm against expect(); ties the failure message to the case.
-void check_product(const GuardedOut& out, const Inputs& in, const Quantized& w, const Case& c, bool quantized_x,
-                   const std::string& what) {
+void check_product(const GuardedOut& out, const Inputs& in, const Quantized& w, const Case& c,
+                   bool quantized_x, const std::string& what) {
   ASSERT_EQ(out.first_guard_written(), -1) << what << ": write outside the output";
   for (int64_t r = 0; r < c.m; ++r)
     for (int64_t j = 0; j < c.n; ++j) {
       const Expected e = expect(in.x.data() + r * c.k, w, j, c.k, quantized_x);
       const float got = out.at(r * c.n + j);
       ASSERT_NEAR(got, e.value, e.bound) << what << ": row " << r << " col " << j;
-      // Where x is quantized the kernels compute x̂ · ŵ up to f32 summation: a tighter check of what ran.
+      // Where x is quantized the kernels compute x̂ · ŵ up to f32 summation: a tighter check of what
+      // ran.
       if (quantized_x) {
-        ASSERT_NEAR(got, e.quantized_value, e.slack) << what << ": row " << r << " col " << j << " (x̂)";
+        ASSERT_NEAR(got, e.quantized_value, e.slack)
+            << what << ": row " << r << " col " << j << " (x̂)";
       }
     }
 }
@@ -205,23 +220,26 @@ TEST_P(GemmInt8Test, MatchesDoubleProductOfDequantizedWeights) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, GemmInt8Test,
-    ::testing::Combine(::testing::Values(Case{1, 1, 1}, Case{1, 33, 3}, Case{1, 100, 130}, Case{1, 65, 515},
-                                         Case{1, 96, 768}, Case{2, 31, 5}, Case{2, 64, 200}, Case{3, 97, 1030},
-                                         Case{4, 33, 257}, Case{7, 40, 2051}, Case{12, 65, 384}, Case{13, 64, 130},
-                                         Case{25, 100, 513}, Case{40, 57, 1031}, Case{300, 70, 262},  // two row blocks
+    ::testing::Combine(::testing::Values(Case{1, 1, 1}, Case{1, 33, 3}, Case{1, 100, 130},
+                                         Case{1, 65, 515}, Case{1, 96, 768}, Case{2, 31, 5},
+                                         Case{2, 64, 200}, Case{3, 97, 1030}, Case{4, 33, 257},
+                                         Case{7, 40, 2051}, Case{12, 65, 384}, Case{13, 64, 130},
+                                         Case{25, 100, 513}, Case{40, 57, 1031},
+                                         Case{300, 70, 262},  // two row blocks
                                          Case{247, 33, 777}),
                        ::testing::Values(Kernels::kDispatch, Kernels::kPortable, Kernels::kNoVnni),
                        ::testing::Values(1, 2)),
     [](const auto& param_info) {
       const Case c = std::get<0>(param_info.param);
       std::ostringstream name;
-      name << "m" << c.m << "n" << c.n << "k" << c.k << "_" << kernels_name(std::get<1>(param_info.param)) << "_t"
-           << std::get<2>(param_info.param);
+      name << "m" << c.m << "n" << c.n << "k" << c.k << "_"
+           << kernels_name(std::get<1>(param_info.param)) << "_t" << std::get<2>(param_info.param);
       return name.str();
     });
 
 TEST(GemmInt8, EveryHeightFrom1To40OnEveryKernel) {
-  constexpr int64_t n = 65, k = 301;  // three groups, the last 45 long: neither a multiple of 4 nor of 64
+  constexpr int64_t n = 65,
+                    k = 301;  // three groups, the last 45 long: neither a multiple of 4 nor of 64
   const std::vector<float> w = make_inputs(1, n, k, 1).w;
   const Quantized w0 = quantize(w.data(), n, k);
   const Packed packed(w, n, k, DType::kI8);
@@ -230,9 +248,11 @@ TEST(GemmInt8, EveryHeightFrom1To40OnEveryKernel) {
     const std::vector<float> x = nan_after(in.x);
     for (Kernels kernels : {Kernels::kDispatch, Kernels::kPortable, Kernels::kNoVnni}) {
       GuardedOut out(m, n);
-      const bool quantized_x =
-          with_kernels(kernels, m, [&] { cpu::gemm(out.out(), x.data(), m, packed.data(), DType::kI8, n, k, 2); });
-      check_product(out, in, w0, {m, n, k}, quantized_x, "m " + std::to_string(m) + " " + kernels_name(kernels));
+      const bool quantized_x = with_kernels(kernels, m, [&] {
+        cpu::gemm(out.out(), x.data(), m, packed.data(), DType::kI8, n, k, 2);
+      });
+      check_product(out, in, w0, {m, n, k}, quantized_x,
+                    "m " + std::to_string(m) + " " + kernels_name(kernels));
       if (HasFatalFailure()) return;
     }
   }
@@ -249,16 +269,19 @@ TEST(GemmInt8, PortableQuantizedPathEqualsVnniBitForBit) {
   cpu::force_portable_gemm(false);
   cpu::gemm(candidate.data(), in.x.data(), c.m, packed.data(), DType::kI8, c.n, c.k, 2);
   EXPECT_EQ(std::string(cpu::int8_kernel_name(c.m)), cpu::cpu_has_avx512_vnni() ? "avx512-vnni"
-                                                     : cpu::cpu_has_avx512()    ? "avx512-widen"
-                                                                                : "portable-quantized");
+                                                     : cpu::cpu_has_avx512()
+                                                         ? "avx512-widen"
+                                                         : "portable-quantized");
   if (!cpu::cpu_has_avx512_vnni() && cpu::cpu_has_avx512())
     return;  // no VNNI kernel to compare (widening is checked above)
-  for (size_t i = 0; i < reference.size(); ++i) ASSERT_EQ(candidate[i], reference[i]) << "element " << i;
+  for (size_t i = 0; i < reference.size(); ++i)
+    ASSERT_EQ(candidate[i], reference[i]) << "element " << i;
 }
 
 TEST(GemmInt8, KernelsAreNamedForThePathsTheyRun) {
   const int64_t few = cpu::kInt8QuantizedRows - 1, many = cpu::kInt8QuantizedRows;
-  EXPECT_STREQ(cpu::int8_kernel_name(few), cpu::cpu_has_avx512() ? "avx512-widen" : "portable-widen");
+  EXPECT_STREQ(cpu::int8_kernel_name(few),
+               cpu::cpu_has_avx512() ? "avx512-widen" : "portable-widen");
   EXPECT_STREQ(cpu::int8_kernel_name(many), cpu::cpu_has_avx512_vnni() ? "avx512-vnni"
                                             : cpu::cpu_has_avx512()    ? "avx512-widen"
                                                                        : "portable-quantized");
@@ -267,13 +290,14 @@ TEST(GemmInt8, KernelsAreNamedForThePathsTheyRun) {
   EXPECT_STREQ(cpu::int8_kernel_name(many), "portable-quantized");
   cpu::force_portable_gemm(false);
   cpu::force_no_vnni(true);  // AVX-512 without VNNI widens at every height
-  EXPECT_STREQ(cpu::int8_kernel_name(many), cpu::cpu_has_avx512() ? "avx512-widen" : "portable-quantized");
+  EXPECT_STREQ(cpu::int8_kernel_name(many),
+               cpu::cpu_has_avx512() ? "avx512-widen" : "portable-quantized");
   cpu::force_no_vnni(false);
 }
 
-// The layout of gemm.h, read here from its text: panel p at p · panel_bytes; in it, group g's values
-// (4 k × 32 rows a 128 bytes, row j's 4 bytes at 4j) then its 32 f32 scales; after all groups,
-// 32 int32 biases (-128 · Σ q) a group.
+// The layout of gemm.h, read here from its text: panel p at p · panel_bytes; in it, group g's
+// values (4 k × 32 rows a 128 bytes, row j's 4 bytes at 4j) then its 32 f32 scales; after all
+// groups, 32 int32 biases (-128 · Σ q) a group.
 struct Layout {
   int64_t k;
   int64_t quads(int64_t len) const { return (len + 3) / 4; }
@@ -288,7 +312,8 @@ struct Layout {
     return row / 32 * panel_bytes() + group_start(g) + quads(group_len(g)) * 128 + row % 32 * 4;
   }
   int64_t bias(int64_t row, int64_t g) const {
-    return row / 32 * panel_bytes() + 32 * quads(k) * 4 + 128 * groups_of(k) + g * 128 + row % 32 * 4;
+    return row / 32 * panel_bytes() + 32 * quads(k) * 4 + 128 * groups_of(k) + g * 128 +
+           row % 32 * 4;
   }
 };
 
@@ -298,9 +323,9 @@ TEST(GemmInt8Pack, HandMadeRowsHaveTheClosedFormValuesScalesAndBiases) {
   std::vector<float> w(static_cast<size_t>(n * k), 0.0f);
   std::vector<int> q(static_cast<size_t>(k));
   std::vector<float> scale = {0.25f, 0.0f, 0.0625f};
-  // Group 0: ±(i % 255 - 127) / 4, largest |w| 127 / 4 (at i = 0), so scale 1/4 and q = ±(i % 255 - 127).
-  // Group 1: zeros. Group 2: scale 1/16 with ties (0.5 → 0, 1.5 → 2, 2.5 → 2, -2.5 → -2: to even)
-  // and the largest value 127/16.
+  // Group 0: ±(i % 255 - 127) / 4, largest |w| 127 / 4 (at i = 0), so scale 1/4 and q = ±(i % 255 -
+  // 127). Group 1: zeros. Group 2: scale 1/16 with ties (0.5 → 0, 1.5 → 2, 2.5 → 2, -2.5 → -2: to
+  // even) and the largest value 127/16.
   for (int64_t i = 0; i < kG; ++i) q[i] = (i % 2 == 0 ? 1 : -1) * (static_cast<int>(i % 255) - 127);
   const float tail[5] = {0.5f, 1.5f, 2.5f, -2.5f, 127.0f};
   const int tail_q[5] = {0, 2, 2, -2, 127};
@@ -316,8 +341,10 @@ TEST(GemmInt8Pack, HandMadeRowsHaveTheClosedFormValuesScalesAndBiases) {
   const Layout at{k};
   for (int64_t row : {0, 33}) {
     for (int64_t c = 0; c < k; ++c) {
-      ASSERT_EQ(static_cast<int>(static_cast<int8_t>(bytes[at.value(row, c)])), q[c]) << "row " << row << " col " << c;
-      ASSERT_EQ(cpu::packed_at(packed.data(), k, DType::kI8, row, c), static_cast<float>(q[c]) * scale[c / kG]);
+      ASSERT_EQ(static_cast<int>(static_cast<int8_t>(bytes[at.value(row, c)])), q[c])
+          << "row " << row << " col " << c;
+      ASSERT_EQ(cpu::packed_at(packed.data(), k, DType::kI8, row, c),
+                static_cast<float>(q[c]) * scale[c / kG]);
     }
     for (int64_t g = 0; g < 3; ++g) {
       float s;
@@ -332,7 +359,8 @@ TEST(GemmInt8Pack, HandMadeRowsHaveTheClosedFormValuesScalesAndBiases) {
   }
   // The rows left zero, and the padding of the last panel (rows 40-63), hold zeros.
   for (int64_t row : {1, 32, 39, 40, 63})
-    for (int64_t c = 0; c < k; c += 7) ASSERT_EQ(bytes[at.value(row, c)], 0) << "row " << row << " col " << c;
+    for (int64_t c = 0; c < k; c += 7)
+      ASSERT_EQ(bytes[at.value(row, c)], 0) << "row " << row << " col " << c;
 }
 
 TEST(GemmInt8Pack, PackedAtIsTheDequantizedValue) {
@@ -343,7 +371,8 @@ TEST(GemmInt8Pack, PackedAtIsTheDequantizedValue) {
   const Quantized w = quantize(in.w.data(), n, k);
   for (int64_t r = 0; r < n; ++r)
     for (int64_t c = 0; c < k; ++c)
-      ASSERT_EQ(cpu::packed_at(packed.data(), k, DType::kI8, r, c), static_cast<float>(w.value(r, c)))
+      ASSERT_EQ(cpu::packed_at(packed.data(), k, DType::kI8, r, c),
+                static_cast<float>(w.value(r, c)))
           << "row " << r << " col " << c;
 }
 
@@ -370,12 +399,14 @@ TEST_P(GemmInt8MultiTest, MixedProductsMatchTheirReferencesAndGemmAlone) {
   for (size_t i = 0; i < shapes.size(); ++i)
     products.push_back({outs[i].out(), packed[i].data(), shapes[i].second, shapes[i].first});
   std::vector<std::vector<float>> alone;
-  const bool quantized_x =
-      with_kernels(portable ? Kernels::kPortable : Kernels::kDispatch, m, [&, m = m, threads = threads] {
-        cpu::gemm_multi(base.x.data(), m, k, products.data(), static_cast<int>(products.size()), threads);
+  const bool quantized_x = with_kernels(
+      portable ? Kernels::kPortable : Kernels::kDispatch, m, [&, m = m, threads = threads] {
+        cpu::gemm_multi(base.x.data(), m, k, products.data(), static_cast<int>(products.size()),
+                        threads);
         for (const auto& [n, dtype] : shapes) {
           alone.emplace_back(static_cast<size_t>(m * n));
-          cpu::gemm(alone.back().data(), base.x.data(), m, packed[alone.size() - 1].data(), dtype, n, k, threads);
+          cpu::gemm(alone.back().data(), base.x.data(), m, packed[alone.size() - 1].data(), dtype,
+                    n, k, threads);
         }
       });
   for (size_t i = 0; i < shapes.size(); ++i) {
@@ -395,7 +426,8 @@ TEST_P(GemmInt8MultiTest, MixedProductsMatchTheirReferencesAndGemmAlone) {
             dot += static_cast<double>(base.x[static_cast<size_t>(r * k + c)]) *
                    (dtype == DType::kBF16 ? bf16_to_f32(f32_to_bf16(wv)) : wv);
           }
-          ASSERT_NEAR(outs[i].at(r * n + j), dot, 4e-6 * std::sqrt(static_cast<double>(k)) + 1e-6) << what;
+          ASSERT_NEAR(outs[i].at(r * n + j), dot, 4e-6 * std::sqrt(static_cast<double>(k)) + 1e-6)
+              << what;
         }
     }
     for (int64_t e = 0; e < m * n; ++e)
@@ -404,11 +436,12 @@ TEST_P(GemmInt8MultiTest, MixedProductsMatchTheirReferencesAndGemmAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Heights, GemmInt8MultiTest,
-                         ::testing::Combine(::testing::Values<int64_t>(1, 5, 32, 300), ::testing::Values(1, 2),
-                                            ::testing::Bool()),
+                         ::testing::Combine(::testing::Values<int64_t>(1, 5, 32, 300),
+                                            ::testing::Values(1, 2), ::testing::Bool()),
                          [](const auto& param_info) {
                            std::ostringstream name;
-                           name << "m" << std::get<0>(param_info.param) << "_t" << std::get<1>(param_info.param)
+                           name << "m" << std::get<0>(param_info.param) << "_t"
+                                << std::get<1>(param_info.param)
                                 << (std::get<2>(param_info.param) ? "_portable" : "_dispatch");
                            return name.str();
                          });

@@ -46,18 +46,20 @@ TEST_P(GemmTest, MatchesDoubleProduct) {
 
   const DeviceContext ctx{Device::kCpu, threads};
   Buffer packed(ops::weight_bytes(ctx, c.n, c.k, dtype));
-  const ops::Weight weight = ops::pack_weight(ctx, Tensor(w.data(), DType::kF32, {c.n, c.k}), dtype, packed.data());
+  const ops::Weight weight =
+      ops::pack_weight(ctx, Tensor(w.data(), DType::kF32, {c.n, c.k}), dtype, packed.data());
   constexpr int64_t kGuard = 64;
   constexpr float kSentinel = 12345.0f;
   std::vector<float> out(static_cast<size_t>(c.m * c.n + 2 * kGuard), kSentinel);
   ops::cpu::force_portable_gemm(portable);
-  ops::matmul(ctx, Tensor(out.data() + kGuard, DType::kF32, {c.m, c.n}), Tensor(x.data(), DType::kF32, {c.m, c.k}),
-              weight);
+  ops::matmul(ctx, Tensor(out.data() + kGuard, DType::kF32, {c.m, c.n}),
+              Tensor(x.data(), DType::kF32, {c.m, c.k}), weight);
   ops::cpu::force_portable_gemm(false);
 
   for (int64_t i = 0; i < kGuard; ++i) {
     ASSERT_EQ(out[static_cast<size_t>(i)], kSentinel) << "write before the output at " << i;
-    ASSERT_EQ(out[static_cast<size_t>(kGuard + c.m * c.n + i)], kSentinel) << "write past the output at " << i;
+    ASSERT_EQ(out[static_cast<size_t>(kGuard + c.m * c.n + i)], kSentinel)
+        << "write past the output at " << i;
   }
   const double tol = 4e-6 * std::sqrt(static_cast<double>(c.k)) + 1e-6;  // fp32 summation order
   for (int64_t i = 0; i < c.m; ++i)
@@ -72,17 +74,21 @@ TEST_P(GemmTest, MatchesDoubleProduct) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, GemmTest,
-    ::testing::Combine(::testing::Values(Case{1, 1, 1}, Case{1, 33, 17}, Case{13, 64, 300}, Case{25, 100, 513},
-                                         Case{247, 65, 257}, Case{1, 512, 768}, Case{12, 32, 256}, Case{3, 97, 1031},
-                                         Case{5, 57, 384}, Case{36, 96, 1024}, Case{128, 48, 2048},
-                                         Case{16, 40, 200}, Case{32, 64, 193},  // balanced tiles: 8+8, 11+11+10
-                                         Case{300, 200, 1500}),  // two row blocks, threads sharing 14 items
-                       ::testing::Values(DType::kF32, DType::kBF16), ::testing::Bool(), ::testing::Values(1, 2)),
+    ::testing::Combine(
+        ::testing::Values(Case{1, 1, 1}, Case{1, 33, 17}, Case{13, 64, 300}, Case{25, 100, 513},
+                          Case{247, 65, 257}, Case{1, 512, 768}, Case{12, 32, 256},
+                          Case{3, 97, 1031}, Case{5, 57, 384}, Case{36, 96, 1024},
+                          Case{128, 48, 2048}, Case{16, 40, 200},
+                          Case{32, 64, 193},      // balanced tiles: 8+8, 11+11+10
+                          Case{300, 200, 1500}),  // two row blocks, threads sharing 14 items
+        ::testing::Values(DType::kF32, DType::kBF16), ::testing::Bool(), ::testing::Values(1, 2)),
     [](const auto& param_info) {
       const Case c = std::get<0>(param_info.param);
       std::ostringstream name;
-      name << "m" << c.m << "n" << c.n << "k" << c.k << "_" << dtype_name(std::get<1>(param_info.param))
-           << (std::get<2>(param_info.param) ? "_portable" : "_dispatch") << "_t" << std::get<3>(param_info.param);
+      name << "m" << c.m << "n" << c.n << "k" << c.k << "_"
+           << dtype_name(std::get<1>(param_info.param))
+           << (std::get<2>(param_info.param) ? "_portable" : "_dispatch") << "_t"
+           << std::get<3>(param_info.param);
       return name.str();
     });
 
@@ -129,23 +135,31 @@ TEST_P(GemmMultiTest, EachProductMatchesDoubleProductAndMatmul) {
     w.emplace_back(static_cast<size_t>(n * k));
     for (float& v : w.back()) v = u(rng);
     packed.emplace_back(ops::weight_bytes(ctx, n, k, dtype));
-    weights.push_back(ops::pack_weight(ctx, Tensor(w.back().data(), DType::kF32, {n, k}), dtype, packed.back().data()));
+    weights.push_back(ops::pack_weight(ctx, Tensor(w.back().data(), DType::kF32, {n, k}), dtype,
+                                       packed.back().data()));
     out.emplace_back(static_cast<size_t>(m * n + 2 * kGuard), kSentinel);
     alone.emplace_back(static_cast<size_t>(m * n));
   }
-  auto view = [&](size_t i) { return Tensor(out[i].data() + kGuard, DType::kF32, {m, shapes[i].first}); };
+  auto view = [&](size_t i) {
+    return Tensor(out[i].data() + kGuard, DType::kF32, {m, shapes[i].first});
+  };
   const Tensor xt(x.data(), DType::kF32, {m, k});
   if (shapes.size() == 3)
     ops::matmuls(ctx, xt, {{view(0), &weights[0]}, {view(1), &weights[1]}, {view(2), &weights[2]}});
   else
     ops::matmuls(ctx, xt,
-                 {{view(0), &weights[0]}, {view(1), &weights[1]}, {view(2), &weights[2]}, {view(3), &weights[3]}});
+                 {{view(0), &weights[0]},
+                  {view(1), &weights[1]},
+                  {view(2), &weights[2]},
+                  {view(3), &weights[3]}});
   for (size_t i = 0; i < shapes.size(); ++i) {
     const auto [n, dtype] = shapes[i];
     ops::matmul(ctx, Tensor(alone[i].data(), DType::kF32, {m, n}), xt, weights[i]);
     for (int64_t g = 0; g < kGuard; ++g) {
-      ASSERT_EQ(out[i][static_cast<size_t>(g)], kSentinel) << "product " << i << ": write before its output";
-      ASSERT_EQ(out[i][static_cast<size_t>(kGuard + m * n + g)], kSentinel) << "product " << i << ": write past it";
+      ASSERT_EQ(out[i][static_cast<size_t>(g)], kSentinel)
+          << "product " << i << ": write before its output";
+      ASSERT_EQ(out[i][static_cast<size_t>(kGuard + m * n + g)], kSentinel)
+          << "product " << i << ": write past it";
     }
     const double tol = 4e-6 * std::sqrt(static_cast<double>(k)) + 1e-6;
     for (int64_t r = 0; r < m; ++r)
@@ -153,18 +167,20 @@ TEST_P(GemmMultiTest, EachProductMatchesDoubleProductAndMatmul) {
         const double expected = reference_dot(x.data() + r * k, w[i].data() + j * k, k, dtype);
         const float got = out[i][static_cast<size_t>(kGuard + r * n + j)];
         ASSERT_NEAR(got, expected, tol) << "product " << i << " row " << r << " col " << j;
-        ASSERT_EQ(got, alone[i][static_cast<size_t>(r * n + j)]) << "product " << i << " differs from matmul alone";
+        ASSERT_EQ(got, alone[i][static_cast<size_t>(r * n + j)])
+            << "product " << i << " differs from matmul alone";
       }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Heights, GemmMultiTest,
-                         ::testing::Combine(::testing::Values<int64_t>(1, 7, 32, 300), ::testing::Values(1, 2),
-                                            ::testing::Values(0, 1)),
+                         ::testing::Combine(::testing::Values<int64_t>(1, 7, 32, 300),
+                                            ::testing::Values(1, 2), ::testing::Values(0, 1)),
                          [](const auto& param_info) {
                            std::ostringstream name;
-                           name << "m" << std::get<0>(param_info.param) << "_t" << std::get<1>(param_info.param)
-                                << "_set" << std::get<2>(param_info.param);
+                           name << "m" << std::get<0>(param_info.param) << "_t"
+                                << std::get<1>(param_info.param) << "_set"
+                                << std::get<2>(param_info.param);
                            return name.str();
                          });
 
@@ -172,13 +188,17 @@ TEST(GemmMulti, RefusesMoreProductsThanItTakesAndTensorsOffTheDevice) {
   const DeviceContext ctx{Device::kCpu, 1};
   std::vector<float> w(4 * 8, 0.5f), x(8, 1.0f), out(4 * 5);
   Buffer packed(ops::weight_bytes(ctx, 4, 8, DType::kF32));
-  const ops::Weight weight = ops::pack_weight(ctx, Tensor(w.data(), DType::kF32, {4, 8}), DType::kF32, packed.data());
+  const ops::Weight weight =
+      ops::pack_weight(ctx, Tensor(w.data(), DType::kF32, {4, 8}), DType::kF32, packed.data());
   const Tensor xt(x.data(), DType::kF32, {1, 8});
   auto o = [&](int i) { return Tensor(out.data() + 4 * i, DType::kF32, {1, 4}); };
-  EXPECT_THROW(ops::matmuls(ctx, xt, {{o(0), &weight}, {o(1), &weight}, {o(2), &weight}, {o(3), &weight},
-                                      {o(4), &weight}}),
-               Error);
-  const Tensor on_gpu(out.data(), DType::kF32, {1, 4}, Device::kCuda);  // claims device memory: never touched
+  EXPECT_THROW(
+      ops::matmuls(
+          ctx, xt,
+          {{o(0), &weight}, {o(1), &weight}, {o(2), &weight}, {o(3), &weight}, {o(4), &weight}}),
+      Error);
+  const Tensor on_gpu(out.data(), DType::kF32, {1, 4},
+                      Device::kCuda);  // claims device memory: never touched
   EXPECT_THROW(ops::matmuls(ctx, xt, {{o(0), &weight}, {on_gpu, &weight}}), Error);
   ops::matmuls(ctx, xt, {{o(0), &weight}, {o(1), &weight}});
   EXPECT_EQ(out[0], 4.0f);  // 8 × 0.5 × 1

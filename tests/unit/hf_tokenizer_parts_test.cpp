@@ -520,7 +520,8 @@ TEST(HfTokenizerParts, UnreadableFilesAreRefusedWithTheirPath) {
         try {
           HfTokenizer tok(missing);
         } catch (const Error& e) {
-          EXPECT_EQ(std::string(e.what()), "cannot read tokenizer file " + missing + ": No such file or directory");
+          EXPECT_EQ(std::string(e.what()),
+                    "cannot read tokenizer file " + missing + ": No such file or directory");
           throw;
         }
       },
@@ -542,7 +543,8 @@ TEST(HfTokenizerParts, MinTokensFollowsTheNormalizerAndWhatDropsText) {
   const std::vector<std::string> vocab = {"<unk>", "a", "b", "-", "abcdefgh"};
   const std::string text(64, '-');
   const auto least = [&](const Json& parts, const Json& options) {
-    return Tokenizer(write(tokenizer_json(bpe(vocab, Json::array(), options), parts))).min_tokens(text);
+    return Tokenizer(write(tokenizer_json(bpe(vocab, Json::array(), options), parts)))
+        .min_tokens(text);
   };
   const auto replace = [](const Json& pattern, const std::string& content) {
     return Json{{"normalizer", {{"type", "Replace"}, {"pattern", pattern}, {"content", content}}}};
@@ -553,16 +555,19 @@ TEST(HfTokenizerParts, MinTokensFollowsTheNormalizerAndWhatDropsText) {
   EXPECT_EQ(least(replace({{"String", "-"}}, "--"), unk), Count(8)) << "growing text costs nothing";
   EXPECT_EQ(least({{"normalizer", {{"type", "NFC"}}}}, unk), Count(2));
   EXPECT_EQ(least(replace({{"String", "-"}}, ""), unk), std::nullopt) << "text removed";
-  EXPECT_EQ(least(replace({{"Regex", "-+"}}, "-"), unk), std::nullopt) << "a run of any length made one";
+  EXPECT_EQ(least(replace({{"Regex", "-+"}}, "-"), unk), std::nullopt)
+      << "a run of any length made one";
   EXPECT_EQ(least({{"pre_tokenizer", split({{"String", "-"}}, "Removed")}}, unk), std::nullopt);
   EXPECT_EQ(least({{"added_tokens", {added(5, "<x>", {{"rstrip", true}})}}}, unk), std::nullopt)
       << "the token takes the whitespace after it";
   EXPECT_EQ(least(Json::object(), {{"unk_token", "<unk>"}, {"fuse_unk", true}}), std::nullopt)
       << "a run of unknown characters is one token";
-  EXPECT_EQ(least(Json::object(), Json::object()), std::nullopt) << "no unk token: unknown characters vanish";
+  EXPECT_EQ(least(Json::object(), Json::object()), std::nullopt)
+      << "no unk token: unknown characters vanish";
   // The bound holds for the densest text: the longest token over and over, and unknown characters.
   const Tokenizer plain(write(tokenizer_json(bpe(vocab, Json::array(), unk))));
-  for (const std::string& t : {std::string(64, 'a'), std::string("abcdefgh") + "abcdefgh", std::string(40, '?')})
+  for (const std::string& t :
+       {std::string(64, 'a'), std::string("abcdefgh") + "abcdefgh", std::string(40, '?')})
     EXPECT_LE(*plain.min_tokens(t), plain.encode(t).size()) << t;
 }
 

@@ -1,7 +1,8 @@
 // int8 checkpoints (`convert` / `shard --dtype int8`): the quantization they store is the closed
-// form of ops/cpu/gemm.h; loading one as int8 packs, byte for byte, what quantizing the f32 original
-// at load packs, in every layout and from shard files; held as f32 its matrices are q × scale; and
-// every malformed one is refused before a weight is read, naming the tensor or the field.
+// form of ops/cpu/gemm.h; loading one as int8 packs, byte for byte, what quantizing the f32
+// original at load packs, in every layout and from shard files; held as f32 its matrices are q ×
+// scale; and every malformed one is refused before a weight is read, naming the tensor or the
+// field.
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,8 +52,9 @@ TEST(Int8Quantization, IsSymmetricPerRowAndGroupOf128) {
   ASSERT_EQ(ops::int8_group_size(), group);
   ASSERT_EQ(ops::int8_scale_cols(cols), groups);
   std::vector<float> w = gaussian(rows * cols, 1);
-  for (int64_t c = 128; c < 256; ++c) w[static_cast<size_t>(5 * cols + c)] = 0.0f;  // an all-zero group
-  w[static_cast<size_t>(9 * cols + 299)] = -3.0f;                                   // an outlier in a short group
+  for (int64_t c = 128; c < 256; ++c)
+    w[static_cast<size_t>(5 * cols + c)] = 0.0f;   // an all-zero group
+  w[static_cast<size_t>(9 * cols + 299)] = -3.0f;  // an outlier in a short group
   std::vector<int8_t> q(static_cast<size_t>(rows * cols));
   std::vector<float> scales(static_cast<size_t>(rows * groups));
   ops::quantize_int8_weight(w.data(), rows, cols, q.data(), scales.data());
@@ -60,7 +62,8 @@ TEST(Int8Quantization, IsSymmetricPerRowAndGroupOf128) {
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t begin = g * group, end = std::min(cols, begin + group);
       double amax = 0;
-      for (int64_t c = begin; c < end; ++c) amax = std::max(amax, std::abs(static_cast<double>(w[r * cols + c])));
+      for (int64_t c = begin; c < end; ++c)
+        amax = std::max(amax, std::abs(static_cast<double>(w[r * cols + c])));
       const float scale = scales[static_cast<size_t>(r * groups + g)];
       EXPECT_NEAR(scale, amax / 127, amax / 127 * 1e-6) << "row " << r << " group " << g;
       int largest = 0;
@@ -69,7 +72,8 @@ TEST(Int8Quantization, IsSymmetricPerRowAndGroupOf128) {
         EXPECT_LE(std::abs(qv), 127);
         largest = std::max(largest, std::abs(qv));
         // Round to nearest: within half a step of the weight.
-        EXPECT_LE(std::abs(qv * static_cast<double>(scale) - w[static_cast<size_t>(r * cols + c)]), scale * 0.5000001)
+        EXPECT_LE(std::abs(qv * static_cast<double>(scale) - w[static_cast<size_t>(r * cols + c)]),
+                  scale * 0.5000001)
             << "row " << r << " column " << c;
       }
       EXPECT_EQ(largest, amax > 0 ? 127 : 0) << "row " << r << " group " << g;
@@ -79,18 +83,21 @@ TEST(Int8Quantization, IsSymmetricPerRowAndGroupOf128) {
 }
 
 TEST(Int8Quantization, PackingTheQuantizedRowsIsPackingTheirF32) {
-  for (const auto& [rows, cols] :
-       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {31, 5}, {32, 128}, {33, 129}, {70, 300}, {64, 512}}) {
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {31, 5}, {32, 128}, {33, 129}, {70, 300}, {64, 512}}) {
     const std::vector<float> w = gaussian(rows * cols, static_cast<uint32_t>(rows * 1000 + cols));
     const size_t bytes = ops::weight_bytes(DeviceContext{}, rows, cols, DType::kI8);
     std::vector<uint8_t> q(static_cast<size_t>(rows * cols));
     std::vector<float> scales(static_cast<size_t>(rows * ops::int8_scale_cols(cols)));
-    ops::quantize_int8_weight(w.data(), rows, cols, reinterpret_cast<int8_t*>(q.data()), scales.data());
+    ops::quantize_int8_weight(w.data(), rows, cols, reinterpret_cast<int8_t*>(q.data()),
+                              scales.data());
     Buffer from_f32(bytes), from_q(bytes);
-    ops::pack_weight(DeviceContext{}, Tensor(const_cast<float*>(w.data()), DType::kF32, {rows, cols}), DType::kI8,
+    ops::pack_weight(DeviceContext{},
+                     Tensor(const_cast<float*>(w.data()), DType::kF32, {rows, cols}), DType::kI8,
                      from_f32.data());
-    const ops::Weight packed = ops::pack_int8_weight(DeviceContext{}, reinterpret_cast<int8_t*>(q.data()),
-                                                     scales.data(), rows, cols, from_q.data());
+    const ops::Weight packed =
+        ops::pack_int8_weight(DeviceContext{}, reinterpret_cast<int8_t*>(q.data()), scales.data(),
+                              rows, cols, from_q.data());
     EXPECT_EQ(packed.nbytes, bytes);
     EXPECT_EQ(std::memcmp(from_f32.data(), from_q.data(), bytes), 0) << rows << " x " << cols;
   }
@@ -137,7 +144,8 @@ void expect_same_bytes(const ModelWeights& a, const ModelWeights& b, const std::
 class Int8Checkpoint : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = (fs::temp_directory_path() / ("tpllama_int8_ckpt_" + std::to_string(::getpid()))).string();
+    dir_ =
+        (fs::temp_directory_path() / ("tpllama_int8_ckpt_" + std::to_string(::getpid()))).string();
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -155,7 +163,8 @@ class Int8Checkpoint : public ::testing::Test {
     {
       SafetensorsFile f(path);
       for (const auto& [name, t] : f.tensors())
-        tensors.push_back({name, t.shape, t.dtype, std::vector<uint8_t>(f.data(t), f.data(t) + (t.end - t.begin))});
+        tensors.push_back({name, t.shape, t.dtype,
+                           std::vector<uint8_t>(f.data(t), f.data(t) + (t.end - t.begin))});
     }
     edit(tensors);
     write_safetensors(path, tensors);
@@ -203,10 +212,12 @@ TEST_F(Int8Checkpoint, EveryLayoutLoadsTheBytesQuantizingTheOriginalAtLoadHolds)
         const Topology t(tp * pp, rank, tp, pp, 2, {});
         const ModelWeights at_load = load_weights(original, t, DeviceContext{}, DType::kI8);
         const ModelWeights stored = load_weights(int8, t, DeviceContext{}, DType::kI8);
-        const std::string what = std::string(tied ? "tied" : "untied") + " tp " + std::to_string(tp) + " pp " +
-                                 std::to_string(pp) + " rank " + std::to_string(rank);
+        const std::string what = std::string(tied ? "tied" : "untied") + " tp " +
+                                 std::to_string(tp) + " pp " + std::to_string(pp) + " rank " +
+                                 std::to_string(rank);
         expect_same_bytes(at_load, stored, what);
-        EXPECT_LT(stored.bytes_read, at_load.bytes_read * 2 / 5) << what << ": the int8 file is read, not f32";
+        EXPECT_LT(stored.bytes_read, at_load.bytes_read * 2 / 5)
+            << what << ": the int8 file is read, not f32";
       }
   }
 }
@@ -219,7 +230,8 @@ TEST_F(Int8Checkpoint, ShardFilesOfEitherSourceHoldTheSameBytes) {
   for (int rank = 0; rank < 4; ++rank) {
     char name[64];
     std::snprintf(name, sizeof name, "/rank-%05d-of-00004.safetensors", rank);
-    std::ifstream a(dir_ + "/from_f32" + name, std::ios::binary), b(dir_ + "/from_int8" + name, std::ios::binary);
+    std::ifstream a(dir_ + "/from_f32" + name, std::ios::binary),
+        b(dir_ + "/from_int8" + name, std::ios::binary);
     const std::string bytes_a((std::istreambuf_iterator<char>(a)), {}),
         bytes_b((std::istreambuf_iterator<char>(b)), {});
     EXPECT_EQ(bytes_a, bytes_b) << "rank " << rank;
@@ -228,7 +240,8 @@ TEST_F(Int8Checkpoint, ShardFilesOfEitherSourceHoldTheSameBytes) {
     shard.open_rank_shard(t);
     EXPECT_GT(shard.config().int8_group_size, 0) << "config.json says the shards are int8";
     expect_same_bytes(load_weights(original, t, DeviceContext{}, DType::kI8),
-                      load_weights(shard, t, DeviceContext{}, DType::kI8), "shard of rank " + std::to_string(rank));
+                      load_weights(shard, t, DeviceContext{}, DType::kI8),
+                      "shard of rank " + std::to_string(rank));
   }
 }
 
@@ -237,7 +250,8 @@ std::map<std::string, RawTensor> tensors_of(const std::string& path) {
   SafetensorsFile f(path);
   std::map<std::string, RawTensor> out;
   for (const auto& [name, t] : f.tensors())
-    out[name] = {name, t.shape, t.dtype, std::vector<uint8_t>(f.data(t), f.data(t) + (t.end - t.begin))};
+    out[name] = {name, t.shape, t.dtype,
+                 std::vector<uint8_t>(f.data(t), f.data(t) + (t.end - t.begin))};
   return out;
 }
 
@@ -260,9 +274,11 @@ TEST_F(Int8Checkpoint, ConvertingAnHfCheckpointWritesWhatConvertingItsSourceWrit
     fs::remove_all(dir_);
     convert_both(tied);
     write_random_model(aligned_config(tied), 11, ConvertOptions{dir_ + "/bf16", "", DType::kBF16});
-    for (const auto& [dtype, name] : {std::pair{DType::kI8, "int8"}, std::pair{DType::kBF16, "bf16"}}) {
+    for (const auto& [dtype, name] :
+         {std::pair{DType::kI8, "int8"}, std::pair{DType::kBF16, "bf16"}}) {
       convert_checkpoint(dir_ + "/f32", ConvertOptions{dir_ + "/hf_" + name, "", dtype});
-      expect_same_tensors(dir_ + "/" + name + "/model.safetensors", dir_ + "/hf_" + name + "/model.safetensors");
+      expect_same_tensors(dir_ + "/" + name + "/model.safetensors",
+                          dir_ + "/hf_" + name + "/model.safetensors");
       const LlamaConfig c = Checkpoint(dir_ + "/hf_" + name).config();
       EXPECT_EQ(c.int8_group_size, dtype == DType::kI8 ? 128 : 0);
       EXPECT_EQ(c.tie_word_embeddings, tied);
@@ -270,17 +286,21 @@ TEST_F(Int8Checkpoint, ConvertingAnHfCheckpointWritesWhatConvertingItsSourceWrit
     convert_checkpoint(dir_ + "/int8", ConvertOptions{dir_ + "/int8_again", "", DType::kI8});
     expect_same_tensors(dir_ + "/int8/model.safetensors", dir_ + "/int8_again/model.safetensors");
     convert_checkpoint(dir_ + "/int8", ConvertOptions{dir_ + "/dequantized", "", DType::kF32});
-    EXPECT_EQ(Checkpoint(dir_ + "/dequantized").config().int8_group_size, 0) << "no quantization_config is left";
+    EXPECT_EQ(Checkpoint(dir_ + "/dequantized").config().int8_group_size, 0)
+        << "no quantization_config is left";
     const Topology one = Topology::single(2);
-    const ModelWeights q = load_weights(Checkpoint(dir_ + "/int8"), one, DeviceContext{}, DType::kF32);
-    const ModelWeights f = load_weights(Checkpoint(dir_ + "/dequantized"), one, DeviceContext{}, DType::kF32);
+    const ModelWeights q =
+        load_weights(Checkpoint(dir_ + "/int8"), one, DeviceContext{}, DType::kF32);
+    const ModelWeights f =
+        load_weights(Checkpoint(dir_ + "/dequantized"), one, DeviceContext{}, DType::kF32);
     const auto mq = matrices(q), mf = matrices(f);
     ASSERT_EQ(mq.size(), mf.size());
     for (size_t i = 0; i < mq.size(); ++i)
       EXPECT_EQ(std::memcmp(mq[i]->data, mf[i]->data, mq[i]->nbytes), 0) << "matrix " << i;
   }
-  EXPECT_NE(testing_util::error_of([&] { convert_checkpoint(dir_ + "/f32", ConvertOptions{dir_ + "/f32", "", DType::kI8}); })
-                .find("is the model directory itself"),
+  EXPECT_NE(testing_util::error_of([&] {
+              convert_checkpoint(dir_ + "/f32", ConvertOptions{dir_ + "/f32", "", DType::kI8});
+            }).find("is the model directory itself"),
             std::string::npos);
 }
 
@@ -301,9 +321,12 @@ TEST_F(Int8Checkpoint, HeldAsF32ItsMatricesAreQTimesScaleAndItsReadIsTheFileSize
   }
   // Closed form: every matrix's q (1 byte) and scales (4 bytes per 128 columns), the rest f32.
   const LlamaConfig c = aligned_config(false);
-  auto matrix = [](uint64_t rows, uint64_t cols) { return rows * cols + rows * ((cols + 127) / 128) * 4; };
+  auto matrix = [](uint64_t rows, uint64_t cols) {
+    return rows * cols + rows * ((cols + 127) / 128) * 4;
+  };
   const uint64_t d = 256, kv = 128, hid = 512, v = 301;
-  const uint64_t per_layer = 2 * matrix(d, d) + 2 * matrix(kv, d) + 2 * matrix(hid, d) + matrix(d, hid) + 2 * d * 4;
+  const uint64_t per_layer =
+      2 * matrix(d, d) + 2 * matrix(kv, d) + 2 * matrix(hid, d) + matrix(d, hid) + 2 * d * 4;
   const uint64_t expected = v * d * 4 + c.n_layers * per_layer + d * 4 + matrix(v, d);
   EXPECT_EQ(q.bytes_read, expected);
   EXPECT_EQ(f.bytes_read, expected);
@@ -332,7 +355,8 @@ TEST_F(Int8Checkpoint, HeldAsF32ATpSplitThatCutsGroupsHoldsTheOneRankValues) {
           for (int64_t r = 0; r < mine->rows; r += 7)
             for (int64_t col = 0; col < mine->cols; ++col)
               ASSERT_EQ(ops::weight_at(*mine, r, col), ops::weight_at(*all, r, first + col))
-                  << "tp " << tp << " rank " << rank << " layer " << l << " (" << r << ", " << col << ")";
+                  << "tp " << tp << " rank " << rank << " layer " << l << " (" << r << ", " << col
+                  << ")";
         }
     }
 }
@@ -347,17 +371,22 @@ TEST_F(Int8Checkpoint, AnI8TensorWithoutQuantizationConfigIsRefused) {
 
 TEST_F(Int8Checkpoint, AnotherQuantMethodIsRefusedByName) {
   convert_both(false);
-  edit_config([](nlohmann::json& j) { j["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}}; });
+  edit_config([](nlohmann::json& j) {
+    j["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}};
+  });
   const std::string err = load_error(dir_ + "/int8");
-  EXPECT_NE(err.find("quantization_config.quant_method 'gptq' is not supported"), std::string::npos) << err;
+  EXPECT_NE(err.find("quantization_config.quant_method 'gptq' is not supported"), std::string::npos)
+      << err;
 }
 
 TEST_F(Int8Checkpoint, AnotherGroupSizeIsRefused) {
   convert_both(false);
   edit_config([](nlohmann::json& j) { j["quantization_config"]["group_size"] = 64; });
   const std::string err = load_error(dir_ + "/int8");
-  EXPECT_NE(err.find("quantization_config.group_size is 64, but tpllama's int8 kernels use groups of 128"),
-            std::string::npos)
+  EXPECT_NE(
+      err.find(
+          "quantization_config.group_size is 64, but tpllama's int8 kernels use groups of 128"),
+      std::string::npos)
       << err;
 }
 
@@ -365,10 +394,12 @@ TEST_F(Int8Checkpoint, MissingOrMisshapenScalesAreRefusedByName) {
   convert_both(false);
   const std::string scale = "model.layers.1.self_attn.o_proj.weight_scale";
   rewrite([&](std::vector<RawTensor>& t) {
-    t.erase(std::remove_if(t.begin(), t.end(), [&](const RawTensor& x) { return x.name == scale; }), t.end());
+    t.erase(std::remove_if(t.begin(), t.end(), [&](const RawTensor& x) { return x.name == scale; }),
+            t.end());
   });
   std::string err = load_error(dir_ + "/int8");
-  EXPECT_NE(err.find("int8 tensor 'model.layers.1.self_attn.o_proj.weight' has no scales: '" + scale + "' is missing"),
+  EXPECT_NE(err.find("int8 tensor 'model.layers.1.self_attn.o_proj.weight' has no scales: '" +
+                     scale + "' is missing"),
             std::string::npos)
       << err;
 
@@ -378,7 +409,8 @@ TEST_F(Int8Checkpoint, MissingOrMisshapenScalesAreRefusedByName) {
       if (x.name == scale) x.shape = {128, 4};  // same bytes, the wrong shape
   });
   err = load_error(dir_ + "/int8");
-  EXPECT_NE(err.find("tensor '" + scale + "' has shape [128, 4] but config.json implies [256, 2]"), std::string::npos)
+  EXPECT_NE(err.find("tensor '" + scale + "' has shape [128, 4] but config.json implies [256, 2]"),
+            std::string::npos)
       << err;
 
   convert_both(false);
@@ -390,7 +422,8 @@ TEST_F(Int8Checkpoint, MissingOrMisshapenScalesAreRefusedByName) {
       }
   });
   err = load_error(dir_ + "/int8");
-  EXPECT_NE(err.find("'" + scale + "' has dtype BF16; int8 scales are F32"), std::string::npos) << err;
+  EXPECT_NE(err.find("'" + scale + "' has dtype BF16; int8 scales are F32"), std::string::npos)
+      << err;
 }
 
 TEST_F(Int8Checkpoint, AnI8EmbeddingIsRefused) {
@@ -403,7 +436,8 @@ TEST_F(Int8Checkpoint, AnI8EmbeddingIsRefused) {
       }
   });
   const std::string err = load_error(dir_ + "/int8");
-  EXPECT_NE(err.find("tensor 'model.embed_tokens.weight' is I8, but only weight matrices other than the embedding"),
+  EXPECT_NE(err.find("tensor 'model.embed_tokens.weight' is I8, but only weight matrices other "
+                     "than the embedding"),
             std::string::npos)
       << err;
 }
@@ -413,9 +447,11 @@ TEST_F(Int8Checkpoint, ANonFiniteWeightIsNotQuantizedIntoAShard) {
   reference::Weights w = reference::random_weights(c, 3);
   w.layers[1].w2[5 * 32 + 7] = std::numeric_limits<double>::infinity();
   reference::write_hf_model(dir_ + "/bad", c, &w, "F32");
-  const std::string err = testing_util::error_of(
-      [&] { write_shards(ShardOptions{dir_ + "/bad", dir_ + "/shards", 1, 1, {}, /*int8=*/true}); });
-  EXPECT_NE(err.find("cannot quantize model.layers.1.mlp.down_proj.weight: element 167 (row 5, column 7) is infinite"),
+  const std::string err = testing_util::error_of([&] {
+    write_shards(ShardOptions{dir_ + "/bad", dir_ + "/shards", 1, 1, {}, /*int8=*/true});
+  });
+  EXPECT_NE(err.find("cannot quantize model.layers.1.mlp.down_proj.weight: element 167 (row 5, "
+                     "column 7) is infinite"),
             std::string::npos)
       << "an Inf weight was quantized: " << err;
   EXPECT_FALSE(fs::exists(dir_ + "/shards/tpllama_shards.json")) << "no shard set is left behind";
@@ -423,9 +459,11 @@ TEST_F(Int8Checkpoint, ANonFiniteWeightIsNotQuantizedIntoAShard) {
 
 TEST_F(Int8Checkpoint, AShardSplitThatCutsAGroupIsRefusedBeforeAnyWrite) {
   convert_both(false);
-  const std::string err = testing_util::error_of(
-      [&] { write_shards(ShardOptions{dir_ + "/int8", dir_ + "/shards", 4, 1, {}, false}); });
-  EXPECT_NE(err.find("this int8 checkpoint quantizes model.layers.0.self_attn.o_proj.weight per group of 128 of its "
+  const std::string err = testing_util::error_of([&] {
+    write_shards(ShardOptions{dir_ + "/int8", dir_ + "/shards", 4, 1, {}, false});
+  });
+  EXPECT_NE(err.find("this int8 checkpoint quantizes model.layers.0.self_attn.o_proj.weight per "
+                     "group of 128 of its "
                      "256 columns"),
             std::string::npos)
       << "tp 4 cuts 256 columns into 64: " << err;

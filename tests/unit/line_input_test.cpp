@@ -23,7 +23,9 @@ namespace {
 using Status = LineInput::Status;
 namespace fs = std::filesystem;
 
-std::string fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+std::string fd_path(int fd) {
+  return "/proc/self/fd/" + std::to_string(fd);
+}
 
 void write_all(int fd, const std::string& text) {
   ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
@@ -55,7 +57,8 @@ TEST(LineInput, APipesLineComesWithoutWaitingForTheNext) {
   EXPECT_EQ(line, "first");
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(in.next(&line, 200), Status::kPending) << "half a line is not a line";
-  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(150)) << "the wait is the one asked for";
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(150))
+      << "the wait is the one asked for";
   write_all(p[1], "ond\n");
   EXPECT_EQ(in.next(&line, 1000), Status::kLine);
   EXPECT_EQ(line, "second");
@@ -110,7 +113,8 @@ TEST(LineInput, AnEndlessLineReturnsWithinTheWaitHoldingNoMoreThanTheLimit) {
   std::string line;
   EXPECT_EQ(zeros.next(&line, 5000), Status::kTooLong);
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(zeros.next(&line, 100), Status::kPending) << "bytes keep coming, but no line: the caller gets control back";
+  EXPECT_EQ(zeros.next(&line, 100), Status::kPending)
+      << "bytes keep coming, but no line: the caller gets control back";
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
@@ -131,16 +135,21 @@ TEST(FileRead, ModelFilesMustBeRegularFilesWithinTheLimit) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_EQ(testing_util::error_of([&] { read_regular_file(fifo, "model config", 1024); }),
             "model config " + fifo +
-                " is a FIFO (named pipe), not a regular file (a FIFO or a device would be waited on or read without "
+                " is a FIFO (named pipe), not a regular file (a FIFO or a device would be waited "
+                "on or read without "
                 "end): give the file itself");
-  EXPECT_NE(testing_util::error_of([&] { read_regular_file("/dev/zero", "tokenizer file", 1024); })
-                .find("tokenizer file /dev/zero is a character device, not a regular file"),
+  EXPECT_NE(testing_util::error_of([&] {
+              read_regular_file("/dev/zero", "tokenizer file", 1024);
+            }).find("tokenizer file /dev/zero is a character device, not a regular file"),
             std::string::npos);
-  EXPECT_NE(testing_util::error_of([&] { read_regular_file(dir, "model config", 1024); }).find(" is a directory, not a regular file"),
+  EXPECT_NE(testing_util::error_of([&] {
+              read_regular_file(dir, "model config", 1024);
+            }).find(" is a directory, not a regular file"),
             std::string::npos);
   std::ofstream(small) << std::string(2000, 'x');
   EXPECT_EQ(testing_util::error_of([&] { read_regular_file(small, "model config", 1024); }),
-            "model config " + small + " is 2000 bytes, over the 1 KiB limit for such a file: is it the right file?");
+            "model config " + small +
+                " is 2000 bytes, over the 1 KiB limit for such a file: is it the right file?");
   EXPECT_EQ(read_regular_file(small, "model config", 2000), std::string(2000, 'x'));
   fs::remove_all(dir);
 }
@@ -152,9 +161,11 @@ TEST(FileRead, StreamsAreReadAsTheyComeUpToTheLimit) {
   ::close(p[1]);
   EXPECT_EQ(read_stream_file(fd_path(p[0]), "hostfile", 1024), "node1 slots=4\nnode2 slots=4\n");
   ::close(p[0]);
-  EXPECT_EQ(testing_util::error_of([] { read_stream_file("/dev/zero", "hostfile", size_t{1} << 20); }),
-            "hostfile /dev/zero is over the 1 MiB limit for such a file (read that far and stopped): is it the right "
-            "file?");
+  EXPECT_EQ(
+      testing_util::error_of([] { read_stream_file("/dev/zero", "hostfile", size_t{1} << 20); }),
+      "hostfile /dev/zero is over the 1 MiB limit for such a file (read that far and stopped): is "
+      "it the right "
+      "file?");
 }
 
 }  // namespace

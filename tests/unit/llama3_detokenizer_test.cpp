@@ -21,7 +21,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string llama3_tokenizer_path() { return oracles::lenml_file("TPLLAMA_LLAMA3_TOKENIZER", "tokenizer-llama3"); }
+std::string llama3_tokenizer_path() {
+  return oracles::lenml_file("TPLLAMA_LLAMA3_TOKENIZER", "tokenizer-llama3");
+}
 
 class Llama3Detokenizer : public ::testing::Test {
  protected:
@@ -77,12 +79,18 @@ TEST_F(Llama3Detokenizer, IllFormedBytesBecomeOneReplacementPerMaximalSubpart) {
     std::string oracle;
   };
   const Case cases[] = {
-      {{160, 121, 64}, "\xEF\xBF\xBD" "a"},                           // E4 BD a
-      {{160, 121}, "\xEF\xBF\xBD"},                                   // E4 BD, cut short
-      {{172, 253, 246, 222, 222, 64}, "\xF0\x9F\x98\x80\xEF\xBF\xBD" "a"},  // 😀 80 a
-      {{127, 7}, "\xEF\xBF\xBD("},                                    // C3 28
-      {{169, 254, 222}, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},       // ED A0 80: a surrogate
-      {{187, 64}, "\xEF\xBF\xBD" "a"},                                // FF a
+      {{160, 121, 64},
+       "\xEF\xBF\xBD"
+       "a"},                         // E4 BD a
+      {{160, 121}, "\xEF\xBF\xBD"},  // E4 BD, cut short
+      {{172, 253, 246, 222, 222, 64},
+       "\xF0\x9F\x98\x80\xEF\xBF\xBD"
+       "a"},                                                      // 😀 80 a
+      {{127, 7}, "\xEF\xBF\xBD("},                                // C3 28
+      {{169, 254, 222}, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},  // ED A0 80: a surrogate
+      {{187, 64},
+       "\xEF\xBF\xBD"
+       "a"},  // FF a
   };
   for (const Case& c : cases) {
     EXPECT_EQ(stream(c.ids), c.oracle);

@@ -1,7 +1,7 @@
 // ModelText over a model directory with the shipped stories260K SentencePiece tokenizer: BOS from
 // tokenizer_config.json, stop ids from config.json, generation_config.json and the chat template's
-// end of turn, chat prompts whose special-token text becomes ids, and where the template comes from.
-// SentencePiece's own encoder is the oracle for the text between special tokens.
+// end of turn, chat prompts whose special-token text becomes ids, and where the template comes
+// from. SentencePiece's own encoder is the oracle for the text between special tokens.
 #include "runtime/model_text.h"
 
 #include <gtest/gtest.h>
@@ -22,7 +22,8 @@ using nlohmann::json;
 
 // Llama 2 chat's shape: BOS as text, turns in [INST], the answer closed by eos_token.
 constexpr const char* kTemplate =
-    "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST] {{ m['content'] }} [/INST]"
+    "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST] {{ m['content'] }} "
+    "[/INST]"
     "{% else %} {{ m['content'] }} {{ eos_token }}{% endif %}{% endfor %}";
 
 class ModelTextTest : public ::testing::Test {
@@ -41,7 +42,9 @@ class ModelTextTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  void write(const std::string& name, const json& j) { std::ofstream(dir_ + "/" + name) << j.dump(); }
+  void write(const std::string& name, const json& j) {
+    std::ofstream(dir_ + "/" + name) << j.dump();
+  }
   std::vector<int> sp(const std::string& text) const {
     std::vector<int> ids;
     EXPECT_TRUE(sp_.Encode(text, &ids).ok());
@@ -79,7 +82,8 @@ TEST_F(ModelTextTest, BosIsPrependedUnlessTokenizerConfigTurnsItOff) {
 }
 
 TEST_F(ModelTextTest, StopIdsJoinConfigGenerationConfigAndTheEndOfTurn) {
-  write("tokenizer_config.json", {{"chat_template", kTemplate}, {"bos_token", "<s>"}, {"eos_token", "</s>"}});
+  write("tokenizer_config.json",
+        {{"chat_template", kTemplate}, {"bos_token", "<s>"}, {"eos_token", "</s>"}});
   write("generation_config.json", {{"eos_token_id", json::array({2, 7})}});
   config_.eos_token_ids = {5};
   ModelText text(dir_, config_);
@@ -89,7 +93,8 @@ TEST_F(ModelTextTest, StopIdsJoinConfigGenerationConfigAndTheEndOfTurn) {
 }
 
 TEST_F(ModelTextTest, AChatPromptsSpecialTokenTextBecomesItsIdAndNoBosIsAdded) {
-  write("tokenizer_config.json", {{"chat_template", kTemplate}, {"bos_token", "<s>"}, {"eos_token", "</s>"}});
+  write("tokenizer_config.json",
+        {{"chat_template", kTemplate}, {"bos_token", "<s>"}, {"eos_token", "</s>"}});
   ModelText text(dir_, config_);
   const Request r = chat(json::array({{{"role", "user"}, {"content", "Hi"}},
                                       {{"role", "assistant"}, {"content", "Yo"}},
@@ -138,7 +143,8 @@ TEST_F(ModelTextTest, BadFilesAreNamed) {
         try {
           ModelText(dir_, config_, dir_ + "/missing.jinja");
         } catch (const Error& e) {
-          EXPECT_NE(std::string(e.what()).find(dir_ + "/missing.jinja"), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find(dir_ + "/missing.jinja"), std::string::npos)
+              << e.what();
           throw;
         }
       },
@@ -148,7 +154,8 @@ TEST_F(ModelTextTest, BadFilesAreNamed) {
     ModelText text(dir_, config_);
     FAIL() << "an eos_token_id beyond the vocabulary was taken";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("eos_token_id 900 is outside the vocabulary [0, 512)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("eos_token_id 900 is outside the vocabulary [0, 512)"),
+              std::string::npos)
         << e.what();
   }
   fs::remove(dir_ + "/tokenizer.model");

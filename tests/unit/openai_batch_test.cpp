@@ -92,8 +92,7 @@ TEST(OpenAiBatchInput, UnsupportedRequestsAreErrorRecordsNamingTheLine) {
   const std::string ok_body = R"({"prompt": "p"})";
   auto reqs = read_batch(
       "\n" +
-      std::string(
-          R"({"custom_id": "chat", "url": "/v1/embeddings", "body": {"prompt": "p"}})") +
+      std::string(R"({"custom_id": "chat", "url": "/v1/embeddings", "body": {"prompt": "p"}})") +
       "\n" + line_with_body(R"({"prompt": "p", "n": 2})") +
       line_with_body(R"({"prompt": "p", "echo": true})") +
       R"({"url": "/v1/completions", "body": {"prompt": "p"}})"
@@ -105,12 +104,16 @@ TEST(OpenAiBatchInput, UnsupportedRequestsAreErrorRecordsNamingTheLine) {
       line_with_body(ok_body));
   ASSERT_EQ(reqs.size(), 7u);
   EXPECT_EQ(reqs[0].error,
-            "line 2: field 'url' is \"/v1/embeddings\": only /v1/completions and /v1/chat/completions are "
+            "line 2: field 'url' is \"/v1/embeddings\": only /v1/completions and "
+            "/v1/chat/completions are "
             "supported");
   EXPECT_EQ(reqs[0].id, json("chat"));
-  EXPECT_EQ(reqs[1].error, "line 3: field 'body.n' is 2: tpllama does not support it (only 1, which has no effect)");
+  EXPECT_EQ(
+      reqs[1].error,
+      "line 3: field 'body.n' is 2: tpllama does not support it (only 1, which has no effect)");
   EXPECT_EQ(reqs[2].error,
-            "line 4: field 'body.echo' is true: tpllama does not support it (only false, which has no effect)");
+            "line 4: field 'body.echo' is true: tpllama does not support it (only false, which has "
+            "no effect)");
   EXPECT_EQ(reqs[3].error, "line 5: missing required field 'custom_id'");
   EXPECT_TRUE(reqs[3].id.is_null()) << "no custom_id: none is made up";
   EXPECT_EQ(reqs[4].error, "line 6: field 'custom_id' must be a string, got 5");
@@ -137,10 +140,12 @@ TEST(OpenAiBatchInput, BadBodyFieldsNameTheBodyPath) {
                          "\n");
   ASSERT_EQ(reqs.size(), 8u);
   EXPECT_EQ(reqs[0].error,
-            "line 1: field 'body.prompt' must be a string, a list of token ids, or a list of one of either, got "
+            "line 1: field 'body.prompt' must be a string, a list of token ids, or a list of one "
+            "of either, got "
             "[\"a\",\"b\"]");
   EXPECT_EQ(reqs[1].error,
-            "line 2: field 'body.prompt' must be a string or a list of token ids (integers >= 0); element 1 is -2");
+            "line 2: field 'body.prompt' must be a string or a list of token ids (integers >= 0); "
+            "element 1 is -2");
   EXPECT_EQ(reqs[2].error, "line 3: missing required field 'body.prompt'");
   EXPECT_EQ(reqs[3].error, "line 4: field 'body.temperature' must be a number >= 0, got -1");
   EXPECT_EQ(reqs[4].error, "line 5: field 'body.logprobs' must be an integer in [0, 20], got true");
@@ -152,24 +157,28 @@ TEST(OpenAiBatchInput, BadBodyFieldsNameTheBodyPath) {
 
 // The completions API's token-id forms of one prompt: a list of ids, or a list of one such list.
 TEST(OpenAiBatchInput, TokenIdPromptsAreTakenAsGiven) {
-  auto reqs = read_batch(line_with_body(R"({"prompt": [1, 403, 407]})") + line_with_body(R"({"prompt": [[1, 5]]})") +
-                         line_with_body(R"({"prompt": [[1], [2]]})") + line_with_body(R"({"prompt": []})"));
+  auto reqs = read_batch(
+      line_with_body(R"({"prompt": [1, 403, 407]})") + line_with_body(R"({"prompt": [[1, 5]]})") +
+      line_with_body(R"({"prompt": [[1], [2]]})") + line_with_body(R"({"prompt": []})"));
   ASSERT_EQ(reqs.size(), 4u);
   EXPECT_TRUE(reqs[0].error.empty()) << reqs[0].error;
   EXPECT_EQ(reqs[0].token_ids, (std::vector<int>{1, 403, 407}));
   EXPECT_TRUE(reqs[0].prompt.empty());
   EXPECT_EQ(reqs[1].token_ids, (std::vector<int>{1, 5}));
-  EXPECT_NE(reqs[2].error.find("must be a string, a list of token ids, or a list of one of either"), std::string::npos)
+  EXPECT_NE(reqs[2].error.find("must be a string, a list of token ids, or a list of one of either"),
+            std::string::npos)
       << reqs[2].error;
   EXPECT_EQ(reqs[3].error, "line 4: field 'body.prompt' is an empty list: no token to start from");
 }
 
 TEST(OpenAiBatchInput, PenaltiesAreRefusedUnlessNeutral) {
-  auto reqs = read_batch(line_with_body(R"({"prompt": "p", "frequency_penalty": 0.3})") + "\n" +
-                         line_with_body(R"({"prompt": "p", "presence_penalty": 0, "logit_bias": {}})") + "\n");
+  auto reqs = read_batch(
+      line_with_body(R"({"prompt": "p", "frequency_penalty": 0.3})") + "\n" +
+      line_with_body(R"({"prompt": "p", "presence_penalty": 0, "logit_bias": {}})") + "\n");
   ASSERT_EQ(reqs.size(), 2u);
   EXPECT_EQ(reqs[0].error,
-            "line 1: field 'body.frequency_penalty' is 0.3: tpllama does not support it (only 0, which has no effect)");
+            "line 1: field 'body.frequency_penalty' is 0.3: tpllama does not support it (only 0, "
+            "which has no effect)");
   EXPECT_TRUE(reqs[1].error.empty()) << reqs[1].error;
 }
 
@@ -186,7 +195,8 @@ TEST(OpenAiBatchInput, ARequestedModelOtherThanTheRunsIsSaidOnce) {
     while (reader.next(true)) {
     }
     const std::string err = testing::internal::GetCapturedStderr();
-    const size_t said = testing_util::count_occurrences(err, "asks for model \"gpt-4o\": stories260K (--model) answers");
+    const size_t said = testing_util::count_occurrences(
+        err, "asks for model \"gpt-4o\": stories260K (--model) answers");
     EXPECT_EQ(said, answering == "gpt-4o" ? 0u : 1u) << err;
     EXPECT_EQ(testing_util::count_occurrences(err, "ignoring unknown field"), 0u) << err;
   }
@@ -205,16 +215,19 @@ TEST(InputFormatDetection, OpenAiContentWinsOverJsonlExtension) {
   std::filesystem::remove(path);
 }
 
-// A malformed first line (a torn export, a stray header) does not turn a batch file into JSONL, whose
-// every line would then be an error for lacking 'prompt'.
+// A malformed first line (a torn export, a stray header) does not turn a batch file into JSONL,
+// whose every line would then be an error for lacking 'prompt'.
 TEST(InputFormatDetection, AMalformedFirstLineDoesNotHideABatchFile) {
-  auto path = write_file("detect_torn.jsonl", "{\"custom_id\": \"a\", \"bo\n[1, 2]\n" + line_with_body(R"({"prompt": "p"})"));
+  auto path = write_file("detect_torn.jsonl", "{\"custom_id\": \"a\", \"bo\n[1, 2]\n" +
+                                                  line_with_body(R"({"prompt": "p"})"));
   EXPECT_EQ(detect_input_format(path), InputFormat::kOpenAiBatch);
   // The first object decides: a plain JSONL object first keeps the file JSONL.
-  auto plain = write_file("detect_first.jsonl", "oops\n{\"prompt\": \"x\"}\n" + line_with_body(R"({"prompt": "p"})"));
+  auto plain = write_file("detect_first.jsonl",
+                          "oops\n{\"prompt\": \"x\"}\n" + line_with_body(R"({"prompt": "p"})"));
   EXPECT_EQ(detect_input_format(plain), InputFormat::kJsonl);
   // A text line ends the search: a prompt file that quotes a batch request later stays text.
-  auto text = write_file("detect_quote.txt", "Summarise this request:\n" + line_with_body(R"({"prompt": "p"})"));
+  auto text = write_file("detect_quote.txt",
+                         "Summarise this request:\n" + line_with_body(R"({"prompt": "p"})"));
   EXPECT_EQ(detect_input_format(text), InputFormat::kText);
   std::filesystem::remove(path);
   std::filesystem::remove(plain);

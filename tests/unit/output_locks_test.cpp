@@ -39,7 +39,8 @@ TEST(OutputLocks, AFileAnotherWriterHoldsIsRefusedForEveryFlagAndKept) {
   other_job.hold("--output", path);
   for (const char* flag : {"--output", "--stats", "--trace", "--json", "--windows"}) {
     const std::string what = error_of([&] { check_output_files({}, {{flag, path}}); });
-    EXPECT_NE(what.find(std::string(flag) + " " + path + " is locked by another tpllama process"), std::string::npos)
+    EXPECT_NE(what.find(std::string(flag) + " " + path + " is locked by another tpllama process"),
+              std::string::npos)
         << flag << ": " << what;
   }
   EXPECT_TRUE(locked_by_another_writer(path));
@@ -51,8 +52,11 @@ TEST(OutputLocks, WritingAFileAnotherWriterHoldsIsRefusedWithoutCuttingIt) {
   std::ofstream(path) << "{\"id\":1}\n";
   OutputHolds other_job;
   other_job.hold("--output", path);
-  const std::string what = error_of([&] { write_json_file(path, nlohmann::json::object(), "--stats"); });
-  EXPECT_NE(what.find("--stats " + path + " is locked by another tpllama process"), std::string::npos) << what;
+  const std::string what =
+      error_of([&] { write_json_file(path, nlohmann::json::object(), "--stats"); });
+  EXPECT_NE(what.find("--stats " + path + " is locked by another tpllama process"),
+            std::string::npos)
+      << what;
   EXPECT_EQ(read_file(path), "{\"id\":1}\n");
 }
 
@@ -68,7 +72,8 @@ TEST(OutputLocks, FilesNobodyHoldsAndStreamsPass) {
   EXPECT_FALSE(locked_by_another_writer(missing));
   EXPECT_FALSE(locked_by_another_writer("/dev/null"));
   EXPECT_EQ(error_of([&] {
-              check_output_files({}, {{"--output", held_before}, {"--stats", missing}, {"--trace", "/dev/null"}});
+              check_output_files(
+                  {}, {{"--output", held_before}, {"--stats", missing}, {"--trace", "/dev/null"}});
             }),
             "");
   EXPECT_FALSE(std::filesystem::exists(missing)) << "the check created a file";
@@ -82,17 +87,20 @@ TEST(OutputLocks, AnUnwritableFileIsRefusedWithTheReason) {
   const std::string dir = testing_util::fresh_dir("locks_perm");
   const std::string path = dir + "/read_only.jsonl";
   std::ofstream(path) << "x\n";
-  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::group_read |
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read |
+                                         std::filesystem::perms::group_read |
                                          std::filesystem::perms::others_read);
-  std::filesystem::permissions(dir, std::filesystem::perms::others_read | std::filesystem::perms::others_exec,
-                               std::filesystem::perm_options::add);
+  std::filesystem::permissions(
+      dir, std::filesystem::perms::others_read | std::filesystem::perms::others_exec,
+      std::filesystem::perm_options::add);
   EXPECT_EXIT(
       {
         if (::geteuid() == 0 && ::setuid(65534) != 0) ::_exit(3);
         std::fputs(error_of([&] { check_output_files({}, {{"--output", path}}); }).c_str(), stderr);
         ::_exit(1);
       },
-      ::testing::ExitedWithCode(1), "cannot write --output file .*read_only.jsonl: Permission denied");
+      ::testing::ExitedWithCode(1),
+      "cannot write --output file .*read_only.jsonl: Permission denied");
 }
 
 // A file a job will write, held from its start: a missing one is created for it and another job's

@@ -54,7 +54,8 @@ TEST(Plan, APipelineWithOneSequenceWaitsStageByStage) {
   const LayoutPlan& pp2 = plans[1];
   EXPECT_EQ(pp2.pp, 2);
   EXPECT_NEAR(pp2.bubble_fraction, 0.5, 0.01);
-  EXPECT_NEAR(pp2.prefill_tokens_per_s, plans[0].prefill_tokens_per_s / 2, plans[0].prefill_tokens_per_s * 0.01);
+  EXPECT_NEAR(pp2.prefill_tokens_per_s, plans[0].prefill_tokens_per_s / 2,
+              plans[0].prefill_tokens_per_s * 0.01);
   PlanRequest one = llama2_7b(1, 1, "a100-80g");
   one.max_seqs = 1;
   EXPECT_NEAR(pp2.decode_tokens_per_s, plan_layouts(one)[0].decode_tokens_per_s,
@@ -74,7 +75,8 @@ TEST(Plan, InvalidLayoutsSayWhyAndFittingOnesComeFirst) {
   EXPECT_EQ(plans[0].tp, 1);
   EXPECT_TRUE(plans[0].fits);
   EXPECT_FALSE(plans[1].fits);
-  EXPECT_NE(plans[1].problem.find("not divisible by tp (3)"), std::string::npos) << plans[1].problem;
+  EXPECT_NE(plans[1].problem.find("not divisible by tp (3)"), std::string::npos)
+      << plans[1].problem;
 }
 
 TEST(Plan, AModelTooLargeDoesNotFit) {
@@ -109,7 +111,8 @@ TEST(Plan, ClustersBeyondTheRankLimitAreRefusedWithTheirSize) {
       plan_layouts(r);
       FAIL() << n << " x " << n;
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("has " + std::to_string(static_cast<long long>(n) * n) + " ranks"),
+      EXPECT_NE(std::string(e.what()).find("has " + std::to_string(static_cast<long long>(n) * n) +
+                                           " ranks"),
                 std::string::npos)
           << e.what();
     }
@@ -131,11 +134,13 @@ TEST(Plan, Int8CountsItsScalesAndRefusesSplitsThatCutGroups) {
     if (p.tp == 4) {
       saw_tp4 = true;
       EXPECT_FALSE(p.fits);
-      EXPECT_NE(p.problem.find("quantizes model.layers.0.mlp.down_proj.weight per group of 128 of its 11008 columns"),
+      EXPECT_NE(p.problem.find("quantizes model.layers.0.mlp.down_proj.weight per group of 128 of "
+                               "its 11008 columns"),
                 std::string::npos)
           << p.problem;
     } else if (p.tp == 1 && p.pp == 4) {
-      EXPECT_NEAR(static_cast<double>(p.weight_bytes), static_cast<double>(elements) * 17.0 / 16.0 / 4.0,
+      EXPECT_NEAR(static_cast<double>(p.weight_bytes),
+                  static_cast<double>(elements) * 17.0 / 16.0 / 4.0,
                   0.05 * static_cast<double>(elements) / 4.0)
           << "the heaviest stage's share";
     }

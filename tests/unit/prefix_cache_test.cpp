@@ -1,7 +1,8 @@
 // The prefix cache in the BlockAllocator, on hand-made sequences: blocks found by a hash chain over
 // their tokens (equal chains share, a different earlier block does not), reference counts, eviction
 // least recently used and only of blocks no sequence holds, the last prompt token always computed
-// again, a partial block never shared, and a block written by the group being planned not read by it.
+// again, a partial block never shared, and a block written by the group being planned not read by
+// it.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -17,8 +18,8 @@ namespace {
 constexpr int kBlock = 4;
 
 // A sequence holding `tokens` as its prompt, in a slot of `a`.
-std::unique_ptr<Sequence> sequence(BlockAllocator& a, std::vector<int32_t> tokens, bool scoring = false,
-                                   int n_context = 0) {
+std::unique_ptr<Sequence> sequence(BlockAllocator& a, std::vector<int32_t> tokens,
+                                   bool scoring = false, int n_context = 0) {
   Request r;
   r.token_ids.assign(tokens.begin(), tokens.end());
   r.scoring = scoring;
@@ -134,7 +135,8 @@ TEST(PrefixCache, BlocksNoSequenceHoldsAreEvictedLeastRecentlyUsedFirst) {
   run_step(a, *big, 2);
   EXPECT_EQ(a.prefix_stats().evicted_blocks, 1);
   auto again_older = sequence(a, iota_tokens(9, 100));
-  EXPECT_EQ(run_step(a, *again_older, 3), 4) << "older's first block is still cached, its second is not";
+  EXPECT_EQ(run_step(a, *again_older, 3), 4)
+      << "older's first block is still cached, its second is not";
   // It needed 2 more blocks: newer's, least recently used now.
   EXPECT_EQ(a.prefix_stats().evicted_blocks, 3);
   auto again_newer = sequence(a, iota_tokens(9, 200));
@@ -169,7 +171,8 @@ TEST(PrefixCache, APromptWithACachedPrefixGoesFirstWithinPatience) {
     ActiveSequences active;
     active.push_back(sequence(a, iota_tokens(12, 500)));  // older: nothing cached
     active.push_back(sequence(a, iota_tokens(12)));       // newer: its first 8 tokens are cached
-    Scheduler scheduler({/*max_batch_tokens=*/4, /*max_logit_rows=*/8, /*max_seqs=*/8, /*groups=*/1}, a);
+    Scheduler scheduler(
+        {/*max_batch_tokens=*/4, /*max_logit_rows=*/8, /*max_seqs=*/8, /*groups=*/1}, a);
     std::optional<StepPlan> plan = scheduler.schedule(active);
     ASSERT_TRUE(plan.has_value());
     EXPECT_EQ(plan->batch.slots.front(), active[caching ? 1 : 0]->slot())

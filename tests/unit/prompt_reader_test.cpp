@@ -168,7 +168,9 @@ TEST(PromptReaderJsonl, MalformedLinesBecomeErrorRecordsAndLaterLinesStillArrive
       {R"("just a string")", "line 2: expected a JSON object, got string"},
       {R"({"id": "a"})", "line 2: missing required field 'prompt'"},
       {R"({"prompt": 5})", "line 2: field 'prompt' must be a string or a list of token ids, got 5"},
-      {R"({"prompt": [1, 2.5]})", "line 2: field 'prompt' must be a string or a list of token ids (integers >= 0); element 1 is 2.5"},
+      {R"({"prompt": [1, 2.5]})",
+       "line 2: field 'prompt' must be a string or a list of token ids (integers >= 0); element 1 "
+       "is 2.5"},
       {R"({"prompt": []})", "line 2: field 'prompt' is an empty list: no token to start from"},
       {R"({"id": [1], "prompt": "x"})",
        "line 2: field 'id' must be a string or an integer, got [1]"},
@@ -327,7 +329,8 @@ TEST(PromptReaderJsonl, StopAcceptsStringOrListAndDropsEmptyStrings) {
 TEST(PromptReaderJsonl, UnsupportedSamplingFieldsAreRefusedUnlessNeutral) {
   testing::internal::CaptureStderr();
   auto reqs = read_jsonl(
-      "{\"prompt\": \"a\", \"presence_penalty\": 0, \"frequency_penalty\": 0.0, \"repetition_penalty\": 1, "
+      "{\"prompt\": \"a\", \"presence_penalty\": 0, \"frequency_penalty\": 0.0, "
+      "\"repetition_penalty\": 1, "
       "\"logit_bias\": {}, \"best_of\": 1, \"n\": 1, \"echo\": false}\n"
       "{\"prompt\": \"b\", \"presence_penalty\": 0.5}\n"
       "{\"prompt\": \"c\", \"repetition_penalty\": 1.1}\n"
@@ -340,14 +343,25 @@ TEST(PromptReaderJsonl, UnsupportedSamplingFieldsAreRefusedUnlessNeutral) {
   ASSERT_EQ(reqs.size(), 8u);
   EXPECT_TRUE(reqs[0].error.empty()) << reqs[0].error;
   EXPECT_EQ(err.find("ignoring"), std::string::npos) << err;
-  EXPECT_EQ(reqs[1].error, "line 2: field 'presence_penalty' is 0.5: tpllama does not support it (only 0, which has no effect)");
-  EXPECT_EQ(reqs[2].error, "line 3: field 'repetition_penalty' is 1.1: tpllama does not support it (only 1, which has no effect)");
+  EXPECT_EQ(reqs[1].error,
+            "line 2: field 'presence_penalty' is 0.5: tpllama does not support it (only 0, which "
+            "has no effect)");
+  EXPECT_EQ(reqs[2].error,
+            "line 3: field 'repetition_penalty' is 1.1: tpllama does not support it (only 1, which "
+            "has no effect)");
   EXPECT_EQ(reqs[3].error,
-            "line 4: field 'logit_bias' is {\"5\":10}: tpllama does not support it (only {}, which has no effect)");
-  EXPECT_EQ(reqs[4].error, "line 5: field 'best_of' is 2: tpllama does not support it (only 1, which has no effect)");
-  EXPECT_NE(reqs[5].error.find("field 'frequency_penalty' is \"0\""), std::string::npos) << reqs[5].error;
-  EXPECT_EQ(reqs[6].error, "line 7: field 'n' is 2: tpllama does not support it (only 1, which has no effect)");
-  EXPECT_EQ(reqs[7].error, "line 8: field 'echo' is true: tpllama does not support it (only false, which has no effect)");
+            "line 4: field 'logit_bias' is {\"5\":10}: tpllama does not support it (only {}, which "
+            "has no effect)");
+  EXPECT_EQ(
+      reqs[4].error,
+      "line 5: field 'best_of' is 2: tpllama does not support it (only 1, which has no effect)");
+  EXPECT_NE(reqs[5].error.find("field 'frequency_penalty' is \"0\""), std::string::npos)
+      << reqs[5].error;
+  EXPECT_EQ(reqs[6].error,
+            "line 7: field 'n' is 2: tpllama does not support it (only 1, which has no effect)");
+  EXPECT_EQ(reqs[7].error,
+            "line 8: field 'echo' is true: tpllama does not support it (only false, which has no "
+            "effect)");
 }
 
 // splitmix64 reference outputs for seed 0 (the published sequence: e220a8397b1dcdaf,

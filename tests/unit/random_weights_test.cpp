@@ -15,7 +15,8 @@ namespace {
 TEST(RandomWeights, SlicesOfEveryLayoutAreTheOneRankModel) {
   LlamaConfig c = shape_config("tiny");
   c.vocab_size = 501;  // uneven over 2 ranks: the last vocab shard is padded
-  const ModelWeights one = random_weights(c, Topology::single(c.n_layers), DeviceContext{}, DType::kF32, 7);
+  const ModelWeights one =
+      random_weights(c, Topology::single(c.n_layers), DeviceContext{}, DType::kF32, 7);
   for (int rank = 0; rank < 4; ++rank) {
     const Topology t(4, rank, 2, 2, c.n_layers, {});  // tp 2 x pp 2
     const ModelWeights part = random_weights(c, t, DeviceContext{}, DType::kF32, 7);
@@ -26,21 +27,25 @@ TEST(RandomWeights, SlicesOfEveryLayoutAreTheOneRankModel) {
       const LayerWeights& o = one.layers[static_cast<size_t>(first) + l];
       const int q0 = h.head_begin * c.head_dim;
       for (int r = 0; r < p.wq.rows; r += 7)  // column-parallel: rows of the full matrix
-        for (int k = 0; k < c.dim; k += 5) ASSERT_EQ(ops::weight_at(p.wq, r, k), ops::weight_at(o.wq, q0 + r, k));
+        for (int k = 0; k < c.dim; k += 5)
+          ASSERT_EQ(ops::weight_at(p.wq, r, k), ops::weight_at(o.wq, q0 + r, k));
       for (int r = 0; r < c.dim; r += 7)  // row-parallel: columns of the full matrix
         for (int k = 0; k < p.w2.cols; k += 5)
           ASSERT_EQ(ops::weight_at(p.w2, r, k), ops::weight_at(o.w2, r, h.ffn_begin + k));
-      for (int i = 0; i < c.dim; ++i) ASSERT_EQ(p.attn_norm.as<float>()[i], o.attn_norm.as<float>()[i]);
+      for (int i = 0; i < c.dim; ++i)
+        ASSERT_EQ(p.attn_norm.as<float>()[i], o.attn_norm.as<float>()[i]);
     }
     if (t.is_last_stage()) {
       const int vl = vocab_local(c, 2), v0 = t.tp_rank() * vl;
       for (int r = 0; r < vl; r += 3)
         for (int k = 0; k < c.dim; k += 11)
-          ASSERT_EQ(ops::weight_at(part.lm_head, r, k), v0 + r < c.vocab_size ? ops::weight_at(one.lm_head, v0 + r, k) : 0.0f);
+          ASSERT_EQ(ops::weight_at(part.lm_head, r, k),
+                    v0 + r < c.vocab_size ? ops::weight_at(one.lm_head, v0 + r, k) : 0.0f);
     }
   }
   // Different seeds, different models; values in the documented ranges.
-  const ModelWeights other = random_weights(c, Topology::single(c.n_layers), DeviceContext{}, DType::kF32, 8);
+  const ModelWeights other =
+      random_weights(c, Topology::single(c.n_layers), DeviceContext{}, DType::kF32, 8);
   EXPECT_NE(ops::weight_at(other.layers[0].wq, 0, 0), ops::weight_at(one.layers[0].wq, 0, 0));
   const float bound = 1.0f / std::sqrt(static_cast<float>(c.dim));
   for (int r = 0; r < 64; ++r) EXPECT_LE(std::abs(ops::weight_at(one.layers[1].wk, r, r)), bound);
@@ -52,20 +57,24 @@ TEST(RandomWeights, TiedHeadIsTheEmbeddingAndCountedOnce) {
   c.vocab_size = 501;
   c.tie_word_embeddings = true;
   uint64_t unique = 0, replicated = 0;
-  for (int rank = 0; rank < 2; ++rank) {  // tp 2, one stage: each rank packs its embedding slice as its head
+  for (int rank = 0; rank < 2;
+       ++rank) {  // tp 2, one stage: each rank packs its embedding slice as its head
     const Topology t(2, rank, 2, 1, c.n_layers, {});
     const ModelWeights w = random_weights(c, t, DeviceContext{}, DType::kF32, 3);
     for (int r = 0; r < w.lm_head.rows; r += 5)
       for (int k = 0; k < c.dim; k += 3)
-        ASSERT_EQ(ops::weight_at(w.lm_head, r, k), w.embed.as<float>()[r * c.dim + k]) << "rank " << rank << " row " << r;
+        ASSERT_EQ(ops::weight_at(w.lm_head, r, k), w.embed.as<float>()[r * c.dim + k])
+            << "rank " << rank << " row " << r;
     unique += w.elements_unique;
     replicated += w.elements_replicated;
   }
-  const ModelWeights one = random_weights(c, Topology::single(c.n_layers), DeviceContext{}, DType::kF32, 3);
+  const ModelWeights one =
+      random_weights(c, Topology::single(c.n_layers), DeviceContext{}, DType::kF32, 3);
   EXPECT_EQ(unique, one.elements_unique);
-  const uint64_t per_layer = static_cast<uint64_t>(2 * c.dim) +  // the two norms, on both ranks
-                             static_cast<uint64_t>(c.dim) * (c.n_heads + 2 * c.n_kv_heads + c.n_heads) * c.head_dim +
-                             static_cast<uint64_t>(3) * c.dim * c.hidden_dim;
+  const uint64_t per_layer =
+      static_cast<uint64_t>(2 * c.dim) +  // the two norms, on both ranks
+      static_cast<uint64_t>(c.dim) * (c.n_heads + 2 * c.n_kv_heads + c.n_heads) * c.head_dim +
+      static_cast<uint64_t>(3) * c.dim * c.hidden_dim;
   EXPECT_EQ(one.elements_unique + one.elements_replicated,
             static_cast<uint64_t>(c.vocab_size) * c.dim + c.n_layers * per_layer + c.dim);
   EXPECT_GT(replicated, 0u);  // the norms

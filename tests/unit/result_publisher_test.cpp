@@ -61,7 +61,7 @@ TEST(ResultPublisher, OrderedRecordsWaitForEveryEarlierOne) {
   publisher.publish(1, record(1, "stop"));
   EXPECT_TRUE(sink.ids.empty());
   EXPECT_EQ(publisher.summary().records.requests, 0);  // counted when written, not when finished
-  EXPECT_FALSE(publisher.has_room());          // two held back, the limit
+  EXPECT_FALSE(publisher.has_room());                  // two held back, the limit
   publisher.publish(0, record(0, "length"));
   EXPECT_EQ(sink.ids, (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(publisher.summary().records.requests, 3);

@@ -19,7 +19,10 @@ OutputJob greedy_job() {
   OutputJob job;
   job.model = "stories260K";
   job.model_fingerprint = "0123456789abcdef";
-  job.settings = {{"--dtype", "f32"}, {"--temperature", setting_number(0.0)}, {"--seed", "0"}, {"--input", "/p.jsonl"}};
+  job.settings = {{"--dtype", "f32"},
+                  {"--temperature", setting_number(0.0)},
+                  {"--seed", "0"},
+                  {"--input", "/p.jsonl"}};
   job.files = {{"tokenizer.model", "af63dc4c8601ec8c"}, {"chat_template.jinja", "none"}};
   return job;
 }
@@ -36,8 +39,10 @@ TEST(OutputSidecar, WhatIsWrittenReadsBackNextToTheOutput) {
   EXPECT_EQ(read->settings, greedy_job().settings);
   EXPECT_EQ(read->files, greedy_job().files);
   EXPECT_EQ(output_job_difference(output, *read, greedy_job()), "");
-  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(output).parent_path()))
-    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << "a temporary file was left";
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::filesystem::path(output).parent_path()))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos)
+        << "a temporary file was left";
 }
 
 TEST(OutputSidecar, EveryDifferenceIsNamedWithBothValues) {
@@ -47,7 +52,8 @@ TEST(OutputSidecar, EveryDifferenceIsNamedWithBothValues) {
   here.model = "other";
   here.model_fingerprint = "fedcba9876543210";
   const std::string difference = output_job_difference("out.jsonl", greedy_job(), here);
-  EXPECT_NE(difference.find("out.jsonl was made with --model stories260K (fingerprint 0123456789abcdef), this run has "
+  EXPECT_NE(difference.find("out.jsonl was made with --model stories260K (fingerprint "
+                            "0123456789abcdef), this run has "
                             "other (fingerprint fedcba9876543210)"),
             std::string::npos)
       << difference;

@@ -3,9 +3,9 @@
 // file (read_window_file).
 #include "io/resume.h"
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -134,11 +134,13 @@ TEST(PrepareResume, OpenAiFormatKeysOnCustomId) {
 // prompt_tokens, a scoring record's n_tokens, OpenAI's usage.prompt_tokens; none for errors.
 TEST(PrepareResume, RecordsGiveTheirTokenCountsInFileOrder) {
   auto path = write_file("resume_token_counts.jsonl",
-                         "{\"id\":\"a\",\"text\":\"x\",\"prompt_tokens\":7,\"completion_tokens\":1,\"finish_reason\":\"stop\"}\n"
+                         "{\"id\":\"a\",\"text\":\"x\",\"prompt_tokens\":7,\"completion_tokens\":1,"
+                         "\"finish_reason\":\"stop\"}\n"
                          "{\"id\":\"s\",\"logprob\":-3.5,\"is_greedy\":false,\"n_tokens\":4}\n"
                          "{\"id\":\"e\",\"text\":\"\",\"prompt_tokens\":9,\"completion_tokens\":0,"
                          "\"finish_reason\":\"error\",\"error\":\"too long\"}\n"
-                         "{\"id\":\"b\",\"text\":\"y\",\"prompt_tokens\":3,\"completion_tokens\":1,\"finish_reason\":\"stop\"}\n");
+                         "{\"id\":\"b\",\"text\":\"y\",\"prompt_tokens\":3,\"completion_tokens\":1,"
+                         "\"finish_reason\":\"stop\"}\n");
   ResumeIndex index = prepare_resume(path, OutputFormat::kJsonl);
   EXPECT_EQ(index.path, path);
   ASSERT_EQ(index.by_id.at("\"a\"").size(), 1u);
@@ -151,11 +153,12 @@ TEST(PrepareResume, RecordsGiveTheirTokenCountsInFileOrder) {
   EXPECT_EQ(index.by_id.at("\"b\"")[0].line, 4u);
   std::filesystem::remove(path);
 
-  path = write_file("resume_counts_openai.jsonl",
-                    "{\"id\":\"batch_req_1\",\"custom_id\":\"r1\",\"response\":{\"status_code\":200,"
-                    "\"body\":{\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}},\"error\":null}\n"
-                    "{\"id\":\"batch_req_2\",\"custom_id\":\"r2\",\"response\":{\"status_code\":400,"
-                    "\"body\":{\"usage\":{\"prompt_tokens\":5}}},\"error\":{\"code\":\"invalid_request\"}}\n");
+  path = write_file(
+      "resume_counts_openai.jsonl",
+      "{\"id\":\"batch_req_1\",\"custom_id\":\"r1\",\"response\":{\"status_code\":200,"
+      "\"body\":{\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}},\"error\":null}\n"
+      "{\"id\":\"batch_req_2\",\"custom_id\":\"r2\",\"response\":{\"status_code\":400,"
+      "\"body\":{\"usage\":{\"prompt_tokens\":5}}},\"error\":{\"code\":\"invalid_request\"}}\n");
   index = prepare_resume(path, OutputFormat::kOpenAiBatch);
   EXPECT_EQ(index.by_id.at("\"r1\"")[0].tokens, 5);
   EXPECT_EQ(index.by_id.at("\"r2\"")[0].tokens, -1);
@@ -186,19 +189,22 @@ TEST(PrepareResume, CompleteLineThatIsNotARecordThrowsNamingTheLine) {
                  "line 1 is a JSON array, not an object");
   // An output of the other format belongs to another input: refused both ways.
   expect_refused("resume_wrong_format.jsonl", "{\"id\":\"a\",\"finish_reason\":\"stop\"}\n",
-                 OutputFormat::kOpenAiBatch, "line 1 is a tpllama JSONL record, but this input's output is OpenAI batch");
+                 OutputFormat::kOpenAiBatch,
+                 "line 1 is a tpllama JSONL record, but this input's output is OpenAI batch");
   expect_refused("resume_wrong_format2.jsonl",
                  "{\"id\":\"batch_req_1\",\"custom_id\":\"a\",\"response\":{},\"error\":null}\n",
-                 OutputFormat::kJsonl, "line 1 is an OpenAI batch record, but this input's output is tpllama JSONL");
+                 OutputFormat::kJsonl,
+                 "line 1 is an OpenAI batch record, but this input's output is tpllama JSONL");
 }
 
 TEST(PrepareResume, DirectoryIsRefused) {
   EXPECT_THROW(prepare_resume(testing::TempDir(), OutputFormat::kJsonl), Error);
 }
 
-WindowRun a_window_run(long long corpus_tokens, std::vector<int> corpus, int context_len, int stride, long long windows) {
-  return WindowRun{"llama-7b", "00112233aabbccdd", "bf16", "f32", corpus_tokens, corpus_hash(corpus), context_len, stride,
-                   windows};
+WindowRun a_window_run(long long corpus_tokens, std::vector<int> corpus, int context_len,
+                       int stride, long long windows) {
+  return WindowRun{"llama-7b",          "00112233aabbccdd", "bf16", "f32",  corpus_tokens,
+                   corpus_hash(corpus), context_len,        stride, windows};
 }
 
 TEST(WindowFile, ScoresReadBackExactlyAndTheTornLineIsLeftForTheCaller) {
@@ -229,15 +235,18 @@ TEST(WindowFile, ScoresReadBackExactlyAndTheTornLineIsLeftForTheCaller) {
 // A file of one unterminated line is a torn header only if that line starts as a header does.
 TEST(WindowFile, ATornHeaderIsToldFromAnotherFile) {
   const std::string header = window_run_line(a_window_run(10, {1}, 8, 4, 2));
-  const WindowFile torn = read_window_file(write_file("windows_torn_header.jsonl", header.substr(0, 30)));
+  const WindowFile torn =
+      read_window_file(write_file("windows_torn_header.jsonl", header.substr(0, 30)));
   EXPECT_FALSE(torn.run.has_value());
   EXPECT_EQ(torn.torn_bytes, 30u);
   EXPECT_EQ(torn.torn_start, header.substr(0, 30));
   EXPECT_TRUE(starts_like_a_window_header(torn.torn_start));
   EXPECT_TRUE(starts_like_a_window_header("{\"perp"));
   EXPECT_FALSE(starts_like_a_window_header("xxxx"));
-  EXPECT_FALSE(starts_like_a_window_header("{\"id\": 1, \"text\": \"a very long line of another output\""));
-  const WindowFile junk = read_window_file(write_file("windows_junk.jsonl", std::string(5000, 'x')));
+  EXPECT_FALSE(
+      starts_like_a_window_header("{\"id\": 1, \"text\": \"a very long line of another output\""));
+  const WindowFile junk =
+      read_window_file(write_file("windows_junk.jsonl", std::string(5000, 'x')));
   EXPECT_EQ(junk.torn_bytes, 5000u);
   EXPECT_EQ(junk.torn_start, std::string(64, 'x'));
 }
@@ -261,15 +270,19 @@ TEST(WindowFile, OtherFilesAreRefusedNamingTheLine) {
   const std::string header = window_run_line(a_window_run(10, {1}, 8, 4, 2));
   expect_refused(write_file("windows_run_output.jsonl", "{\"id\":1,\"text\":\"x\"}\n"),
                  "line 1 has no \"perplexity_windows\" object");
-  expect_refused(write_file("windows_no_model.jsonl",
-                            R"({"perplexity_windows":{"corpus_tokens":10,"corpus_hash":"a","context_len":8,"stride":4,"windows":2}})"
-                            "\n"),
-                 "line 1 does not give model, model_fingerprint, dtype");
-  expect_refused(write_file("windows_bad_nll.jsonl",
-                            header + window_score_line({0, 7, 1.0}) + "{\"window\":1,\"n_tokens\":4,\"nll\":\"x\"}\n"),
-                 "line 3 does not give a window, its n_tokens and a finite nll");
-  expect_refused(write_file("windows_negative.jsonl", header + "{\"window\":-1,\"n_tokens\":4,\"nll\":1}\n"),
-                 "line 2 does not give");
+  expect_refused(
+      write_file(
+          "windows_no_model.jsonl",
+          R"({"perplexity_windows":{"corpus_tokens":10,"corpus_hash":"a","context_len":8,"stride":4,"windows":2}})"
+          "\n"),
+      "line 1 does not give model, model_fingerprint, dtype");
+  expect_refused(
+      write_file("windows_bad_nll.jsonl", header + window_score_line({0, 7, 1.0}) +
+                                              "{\"window\":1,\"n_tokens\":4,\"nll\":\"x\"}\n"),
+      "line 3 does not give a window, its n_tokens and a finite nll");
+  expect_refused(
+      write_file("windows_negative.jsonl", header + "{\"window\":-1,\"n_tokens\":4,\"nll\":1}\n"),
+      "line 2 does not give");
   expect_refused(write_file("windows_not_json.jsonl", header + "hello\n"), "line 2 is not JSON");
   expect_refused(testing::TempDir(), "is not a regular file");
 }
@@ -280,17 +293,21 @@ TEST(WindowFile, AnotherRunIsDescribedFieldByField) {
   there.stride = 20;
   there.context_len = 128;
   there.windows = 45;
-  EXPECT_EQ(window_run_difference(there, here), "context_len 128 there, 64 here; stride 20 there, 31 here");
+  EXPECT_EQ(window_run_difference(there, here),
+            "context_len 128 there, 64 here; stride 20 there, 31 here");
   there = here;
   there.corpus_hash = corpus_hash({2, 1});
-  EXPECT_EQ(window_run_difference(there, here), "corpus hash " + there.corpus_hash + " there, " + here.corpus_hash + " here");
+  EXPECT_EQ(window_run_difference(there, here),
+            "corpus hash " + there.corpus_hash + " there, " + here.corpus_hash + " here");
   there = here;
   there.model = "llama-7b-chat";
-  EXPECT_EQ(window_run_difference(there, here), "") << "the same files under another name (a staged copy)";
+  EXPECT_EQ(window_run_difference(there, here), "")
+      << "the same files under another name (a staged copy)";
   there.model_fingerprint = "ffffffffffffffff";
   there.kv_dtype = "bf16";
   EXPECT_EQ(window_run_difference(there, here),
-            "model llama-7b-chat (fingerprint ffffffffffffffff) there, llama-7b (fingerprint 00112233aabbccdd) here; "
+            "model llama-7b-chat (fingerprint ffffffffffffffff) there, llama-7b (fingerprint "
+            "00112233aabbccdd) here; "
             "kv_dtype bf16 there, f32 here");
   EXPECT_NE(corpus_hash({1, 2}), corpus_hash({2, 1}));
   EXPECT_EQ(corpus_hash({}), "cbf29ce484222325");  // FNV-1a 64's offset basis: nothing hashed
@@ -302,7 +319,8 @@ TEST(WindowFile, ModelFingerprintFollowsTheFilesNotTheName) {
   namespace fs = std::filesystem;
   const fs::path base = fs::path(testing::TempDir()) / "fingerprint";
   fs::remove_all(base);
-  const auto make_model = [&](const std::string& name, size_t changed_byte, const std::string& config) {
+  const auto make_model = [&](const std::string& name, size_t changed_byte,
+                              const std::string& config) {
     const fs::path dir = base / name;
     fs::create_directories(dir);
     std::ofstream(dir / "config.json") << config;

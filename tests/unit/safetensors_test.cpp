@@ -25,7 +25,8 @@ std::string le64(uint64_t v) {
 }
 
 // Writes [u64 header_len][header][data] with header_len given explicitly (may lie).
-std::string write_raw(const std::string& name, uint64_t header_len, const std::string& header, size_t data_bytes) {
+std::string write_raw(const std::string& name, uint64_t header_len, const std::string& header,
+                      size_t data_bytes) {
   std::string path = testing_util::fresh_dir("st_" + name) + "/model.safetensors";
   std::ofstream out(path, std::ios::binary);
   out << le64(header_len) << header << std::string(data_bytes, '\x01');
@@ -44,13 +45,15 @@ void expect_error(const std::string& path, std::initializer_list<const char*> ne
   } catch (const Error& e) {
     std::string what = e.what();
     EXPECT_NE(what.find(path), std::string::npos) << what;
-    for (const char* n : needles) EXPECT_NE(what.find(n), std::string::npos) << "'" << n << "' not in: " << what;
+    for (const char* n : needles)
+      EXPECT_NE(what.find(n), std::string::npos) << "'" << n << "' not in: " << what;
   }
 }
 
 TEST(Safetensors, ReadsAValidFile) {
   std::string path = write_file(
-      "valid", R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},"b":{"dtype":"BF16","shape":[4],"data_offsets":[24,32]}})",
+      "valid",
+      R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},"b":{"dtype":"BF16","shape":[4],"data_offsets":[24,32]}})",
       32);
   SafetensorsFile f(path);
   ASSERT_EQ(f.tensors().size(), 2u);
@@ -70,35 +73,46 @@ TEST(Safetensors, HeaderLengthPastEndIsAnError) {
 }
 
 TEST(Safetensors, TruncatedDataIsAnError) {
-  expect_error(write_file("truncated", R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 10),
-               {"'w'", "past the end"});
+  expect_error(
+      write_file("truncated", R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 10),
+      {"'w'", "past the end"});
 }
 
 TEST(Safetensors, OffsetsOutOfRangeAreAnError) {
-  expect_error(write_file("oob", R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[100,104]}})", 8), {"'w'", "[100, 104]"});
+  expect_error(
+      write_file("oob", R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[100,104]}})", 8),
+      {"'w'", "[100, 104]"});
 }
 
 TEST(Safetensors, BackwardOffsetsAreAnError) {
-  expect_error(write_file("backwards", R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[8,4]}})", 8), {"'w'", "backwards"});
+  expect_error(
+      write_file("backwards", R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[8,4]}})", 8),
+      {"'w'", "backwards"});
 }
 
 TEST(Safetensors, OverlappingTensorsAreAnError) {
-  expect_error(write_file("overlap",
-                          R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
-                          24),
-               {"'a'", "'b'", "overlap"});
+  expect_error(
+      write_file(
+          "overlap",
+          R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
+          24),
+      {"'a'", "'b'", "overlap"});
 }
 
 TEST(Safetensors, OverlapBehindAnEmptyTensorIsAnError) {
-  expect_error(write_file("overlap_empty",
-                          R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]},"e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})",
-                          32),
-               {"'a'", "'b'", "overlap"});
+  expect_error(
+      write_file(
+          "overlap_empty",
+          R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]},"e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})",
+          32),
+      {"'a'", "'b'", "overlap"});
 }
 
 TEST(Safetensors, ShapeWhoseByteSizeWrapsIsAnError) {
-  expect_error(write_file("wrap", R"({"w":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", 8),
-               {"'w'", "too large"});
+  expect_error(
+      write_file("wrap",
+                 R"({"w":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", 8),
+      {"'w'", "too large"});
 }
 
 TEST(Safetensors, DeeplyNestedHeaderValueIsAnErrorNotACrash) {
@@ -110,11 +124,14 @@ TEST(Safetensors, DeeplyNestedHeaderValueIsAnErrorNotACrash) {
 }
 
 TEST(Safetensors, SizeNotMatchingShapeIsAnError) {
-  expect_error(write_file("size", R"({"w":{"dtype":"F16","shape":[3],"data_offsets":[0,8]}})", 8), {"'w'", "need 6"});
+  expect_error(write_file("size", R"({"w":{"dtype":"F16","shape":[3],"data_offsets":[0,8]}})", 8),
+               {"'w'", "need 6"});
 }
 
 TEST(Safetensors, UnknownDtypeIsAnError) {
-  expect_error(write_file("dtype", R"({"w":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})", 2), {"'w'", "F8_E4M3"});
+  expect_error(
+      write_file("dtype", R"({"w":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})", 2),
+      {"'w'", "F8_E4M3"});
 }
 
 TEST(Safetensors, HeaderThatIsNotJsonIsAnError) {
@@ -122,7 +139,8 @@ TEST(Safetensors, HeaderThatIsNotJsonIsAnError) {
 }
 
 TEST(Safetensors, MissingFileIsAnError) {
-  expect_error("/nonexistent/dir/model.safetensors", {"cannot read weights file", "No such file or directory"});
+  expect_error("/nonexistent/dir/model.safetensors",
+               {"cannot read weights file", "No such file or directory"});
 }
 
 // A small valid model directory written by the reference writer, then damaged in one way.

@@ -21,25 +21,35 @@ TEST(ShardTable, EveryWeightOfARankIsFoundByItsRoleOnce) {
       const Topology t(tp * pp, rank, tp, pp, c.n_layers);
       const std::vector<ShardEntry> table = build_shard_table(c, t);
       std::set<std::pair<WeightRole, int>> keys;
-      for (const ShardEntry& e : table) EXPECT_TRUE(keys.insert({e.role, e.layer}).second) << e.name;
+      for (const ShardEntry& e : table)
+        EXPECT_TRUE(keys.insert({e.role, e.layer}).second) << e.name;
       for (int l = t.my_layers().begin; l < t.my_layers().end; ++l) {
-        EXPECT_EQ(find_entry(table, WeightRole::kWq, l).name, layer_tensor_name(l, "self_attn.q_proj.weight"));
-        EXPECT_EQ(find_entry(table, WeightRole::kWk, l).name, layer_tensor_name(l, "self_attn.k_proj.weight"));
-        EXPECT_EQ(find_entry(table, WeightRole::kWv, l).name, layer_tensor_name(l, "self_attn.v_proj.weight"));
-        EXPECT_EQ(find_entry(table, WeightRole::kWo, l).name, layer_tensor_name(l, "self_attn.o_proj.weight"));
-        EXPECT_EQ(find_entry(table, WeightRole::kW1, l).name, layer_tensor_name(l, "mlp.gate_proj.weight"));
-        EXPECT_EQ(find_entry(table, WeightRole::kW3, l).name, layer_tensor_name(l, "mlp.up_proj.weight"));
-        EXPECT_EQ(find_entry(table, WeightRole::kW2, l).name, layer_tensor_name(l, "mlp.down_proj.weight"));
-        EXPECT_EQ(find_entry(table, WeightRole::kAttnNorm, l).name, layer_tensor_name(l, "input_layernorm.weight"));
+        EXPECT_EQ(find_entry(table, WeightRole::kWq, l).name,
+                  layer_tensor_name(l, "self_attn.q_proj.weight"));
+        EXPECT_EQ(find_entry(table, WeightRole::kWk, l).name,
+                  layer_tensor_name(l, "self_attn.k_proj.weight"));
+        EXPECT_EQ(find_entry(table, WeightRole::kWv, l).name,
+                  layer_tensor_name(l, "self_attn.v_proj.weight"));
+        EXPECT_EQ(find_entry(table, WeightRole::kWo, l).name,
+                  layer_tensor_name(l, "self_attn.o_proj.weight"));
+        EXPECT_EQ(find_entry(table, WeightRole::kW1, l).name,
+                  layer_tensor_name(l, "mlp.gate_proj.weight"));
+        EXPECT_EQ(find_entry(table, WeightRole::kW3, l).name,
+                  layer_tensor_name(l, "mlp.up_proj.weight"));
+        EXPECT_EQ(find_entry(table, WeightRole::kW2, l).name,
+                  layer_tensor_name(l, "mlp.down_proj.weight"));
+        EXPECT_EQ(find_entry(table, WeightRole::kAttnNorm, l).name,
+                  layer_tensor_name(l, "input_layernorm.weight"));
         EXPECT_EQ(find_entry(table, WeightRole::kFfnNorm, l).name,
                   layer_tensor_name(l, "post_attention_layernorm.weight"));
       }
-      EXPECT_EQ(keys.size(), 9u * static_cast<size_t>(t.my_layers().count()) + (t.is_first_stage() ? 1 : 0) +
-                                 (t.is_last_stage() ? 2 : 0));
+      EXPECT_EQ(keys.size(), 9u * static_cast<size_t>(t.my_layers().count()) +
+                                 (t.is_first_stage() ? 1 : 0) + (t.is_last_stage() ? 2 : 0));
       if (t.is_first_stage()) {
         EXPECT_EQ(find_entry(table, WeightRole::kEmbed).name, "model.embed_tokens.weight");
       } else {
-        EXPECT_THROW(find_entry(table, WeightRole::kEmbed), Error) << "rank " << rank << " holds no embedding";
+        EXPECT_THROW(find_entry(table, WeightRole::kEmbed), Error)
+            << "rank " << rank << " holds no embedding";
       }
       if (t.is_last_stage()) {
         EXPECT_EQ(find_entry(table, WeightRole::kLmHead).name, "lm_head.weight");

@@ -40,8 +40,10 @@ TEST_F(StallWatchDeath, NoStepForTheTimeoutEndsTheProcessWith75) {
         std::_Exit(0);
       },
       ::testing::ExitedWithCode(kExitStoppedEarly),
-      "rank 5 \\(stage 1, tp rank 0\\) on n1: no pipeline step for 1\\.[0-9] s.*the job ends at --stall-timeout 2 s"
-      ".*no pipeline step for 2\\.[0-9] s \\(1 steps done; now waiting for hidden states from the previous stage\\); "
+      "rank 5 \\(stage 1, tp rank 0\\) on n1: no pipeline step for 1\\.[0-9] s.*the job ends at "
+      "--stall-timeout 2 s"
+      ".*no pipeline step for 2\\.[0-9] s \\(1 steps done; now waiting for hidden states from the "
+      "previous stage\\); "
       "a rank is hung.*\\(exit status 75; --resume continues\\)");
 }
 
@@ -63,7 +65,8 @@ TEST_F(StallWatchDeath, StepsKeepItAliveAndAStallAfterThemStillEndsIt) {
         std::this_thread::sleep_for(20s);
         std::_Exit(0);
       },
-      ::testing::ExitedWithCode(kExitStoppedEarly), "no pipeline step for 1\\.[0-9] s \\(150 steps done");
+      ::testing::ExitedWithCode(kExitStoppedEarly),
+      "no pipeline step for 1\\.[0-9] s \\(150 steps done");
 }
 
 TEST_F(StallWatchDeath, StepsWithinTheTimeoutNeverEndItNorDoesTheTimeAfterStop) {

@@ -53,12 +53,14 @@ std::string error_of(F f) {
 
 inline size_t count_occurrences(const std::string& haystack, const std::string& needle) {
   size_t n = 0;
-  for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  for (size_t at = haystack.find(needle); at != std::string::npos;
+       at = haystack.find(needle, at + 1))
+    ++n;
   return n;
 }
 
 }  // namespace tpllama::testing_util
 
-#define TPLLAMA_REQUIRE_STORIES(dir)                               \
-  const std::string dir = ::tpllama::shipped::stories_dir();      \
+#define TPLLAMA_REQUIRE_STORIES(dir)                         \
+  const std::string dir = ::tpllama::shipped::stories_dir(); \
   if (dir.empty()) GTEST_FAIL() << ::tpllama::shipped::kStoriesMissing

@@ -283,13 +283,14 @@ TEST(TokenizerLoad, BadPathThrowsNamingPath) {
 // so two byte-fallback tokens never share a top_logprobs key.
 TEST(TokenDisplayText, PartialCharactersBecomeByteEscapes) {
   EXPECT_EQ(token_display_text("abc"), "abc");
-  EXPECT_EQ(token_display_text("\xc3\xa9"), "\xc3\xa9");  // é
+  EXPECT_EQ(token_display_text("\xc3\xa9"), "\xc3\xa9");                  // é
   EXPECT_EQ(token_display_text("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");  // one 4-byte character
   EXPECT_EQ(token_display_text(""), "");
   EXPECT_EQ(token_display_text("\xe4"), "bytes:\\xe4");
   EXPECT_EQ(token_display_text("\xe4\xbd"), "bytes:\\xe4\\xbd");
   EXPECT_EQ(token_display_text("a\xff"), "bytes:\\x61\\xff");
-  EXPECT_EQ(token_display_text("\xed\xa0\x80"), "bytes:\\xed\\xa0\\x80");  // a surrogate is not valid UTF-8
+  EXPECT_EQ(token_display_text("\xed\xa0\x80"),
+            "bytes:\\xed\\xa0\\x80");  // a surrogate is not valid UTF-8
   EXPECT_NE(token_display_text("\xe4"), token_display_text("\xe5"));
 }
 
@@ -308,10 +309,12 @@ TEST_F(TokenizerTest, MinTokensNeverExceedsSentencePiecesCount) {
   }
   for (const std::string& text : texts) {
     const std::optional<size_t> least = tok_->min_tokens(text);
-    ASSERT_TRUE(least.has_value()) << "stories260K's tokenizer (identity rules, byte fallback) drops no text but spaces";
+    ASSERT_TRUE(least.has_value())
+        << "stories260K's tokenizer (identity rules, byte fallback) drops no text but spaces";
     std::vector<int> ids;
     ASSERT_TRUE(sp_.Encode(text, &ids).ok());
-    EXPECT_LE(*least, ids.size()) << "'" << text << "' is " << text.size() << " bytes in " << ids.size() << " tokens";
+    EXPECT_LE(*least, ids.size()) << "'" << text << "' is " << text.size() << " bytes in "
+                                  << ids.size() << " tokens";
   }
   // Not a bound so loose it refuses nothing: ten megabytes are far more than a 512-token context.
   std::string long_text;
@@ -324,25 +327,32 @@ TEST_F(TokenizerTest, MinTokensNeverExceedsSentencePiecesCount) {
 // with remove_extra_whitespaces makes a run of spaces one, and NFKC (which removes control
 // characters, among others) gives no bound.
 TEST(SentencePieceBound, FollowsTheNormalizerOfModelsTrainedHere) {
-  const std::string dir = (std::filesystem::temp_directory_path() / ("tpllama_sp_bound_" + std::to_string(::getpid())))
-                              .string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("tpllama_sp_bound_" + std::to_string(::getpid())))
+          .string();
   std::filesystem::create_directories(dir);
   {
     std::ofstream corpus(dir + "/corpus.txt");
     for (int i = 0; i < 50; ++i)
-      corpus << "Once upon a time there was a little dog named Tom " << i << ".\nThe cat sat on the mat.\n";
+      corpus << "Once upon a time there was a little dog named Tom " << i
+             << ".\nThe cat sat on the mat.\n";
   }
   const auto train = [&](const std::string& name, const std::string& options) {
     const auto status = sentencepiece::SentencePieceTrainer::Train(
         "--input=" + dir + "/corpus.txt --model_prefix=" + dir + "/" + name +
-        " --vocab_size=320 --model_type=bpe --byte_fallback=true --hard_vocab_limit=false --minloglevel=2 " + options);
+        " --vocab_size=320 --model_type=bpe --byte_fallback=true --hard_vocab_limit=false "
+        "--minloglevel=2 " +
+        options);
     EXPECT_TRUE(status.ok()) << status.ToString();
     return Tokenizer(dir + "/" + name + ".model");
   };
   const std::string spaced = "a" + std::string(400, ' ') + "b";
-  const Tokenizer identity = train("identity", "--normalization_rule_name=identity --remove_extra_whitespaces=false");
-  const Tokenizer collapse = train("collapse", "--normalization_rule_name=identity --remove_extra_whitespaces=true");
-  const Tokenizer nfkc = train("nfkc", "--normalization_rule_name=nmt_nfkc --remove_extra_whitespaces=false");
+  const Tokenizer identity =
+      train("identity", "--normalization_rule_name=identity --remove_extra_whitespaces=false");
+  const Tokenizer collapse =
+      train("collapse", "--normalization_rule_name=identity --remove_extra_whitespaces=true");
+  const Tokenizer nfkc =
+      train("nfkc", "--normalization_rule_name=nmt_nfkc --remove_extra_whitespaces=false");
   for (const Tokenizer* tok : {&identity, &collapse}) {
     ASSERT_TRUE(tok->min_tokens(spaced).has_value());
     EXPECT_LE(*tok->min_tokens(spaced), tok->encode(spaced).size());

@@ -39,9 +39,13 @@ TEST(Topology, WorldMismatchNamesAllThreeNumbers) {
   }
 }
 
-TEST(Topology, MoreStagesThanLayersIsRefused) { EXPECT_THROW(Topology(6, 0, 1, 6, 5), Error); }
+TEST(Topology, MoreStagesThanLayersIsRefused) {
+  EXPECT_THROW(Topology(6, 0, 1, 6, 5), Error);
+}
 
-TEST(Topology, StageSizesMustSumToLayers) { EXPECT_THROW(Topology(2, 0, 1, 2, 5, {2, 2}), Error); }
+TEST(Topology, StageSizesMustSumToLayers) {
+  EXPECT_THROW(Topology(2, 0, 1, 2, 5, {2, 2}), Error);
+}
 
 NodeInfo nodes(int n_nodes, int per_node) {
   NodeInfo n;
@@ -66,7 +70,9 @@ TEST(MakeTopology, NonDividingRequestNamesTheNumbers) {
     make_topology({3, 0, {}}, nodes(1, 8), 8, 0, 32);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--tp 3 does not divide the number of ranks (8)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--tp 3 does not divide the number of ranks (8)"),
+              std::string::npos)
+        << e.what();
   }
 }
 

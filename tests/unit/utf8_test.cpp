@@ -36,7 +36,8 @@ TEST(Utf8Repair, OneReplacementPerMaximalSubpartAsTheStandardShows) {
   // Surrogates.
   EXPECT_EQ(utf8::repair("\xED\xA0\x80\xED\xBF\xBF\xED\xAF\x41"), join({fffd(8), "A"}));
   // Beyond U+10FFFF, and a byte that is never UTF-8.
-  EXPECT_EQ(utf8::repair("\xF4\x91\x92\x93\xFF\x41\x80\xBF\x42"), join({fffd(5), "A", fffd(2), "B"}));
+  EXPECT_EQ(utf8::repair("\xF4\x91\x92\x93\xFF\x41\x80\xBF\x42"),
+            join({fffd(5), "A", fffd(2), "B"}));
   // Truncated sequences, each one subpart.
   EXPECT_EQ(utf8::repair("\xE1\x80\xE2\xF0\x91\x92\xF1\xBF\x41"), join({fffd(4), "A"}));
 }
@@ -93,7 +94,9 @@ TEST(Utf8Decode, ASurrogateComesBackAndAStrayByteIsItself) {
 }
 
 TEST(Utf8Decode, TheCharacterBeforeAnEnd) {
-  const std::string s = "a\xE2\x82\xAC" "b";  // a € b
+  const std::string s =
+      "a\xE2\x82\xAC"
+      "b";  // a € b
   size_t begin = 99;
   EXPECT_EQ(utf8::decode_before(s, 4, &begin), char32_t{0x20AC});
   EXPECT_EQ(begin, 1u);

@@ -21,7 +21,9 @@ template <typename KV>
 void attend_portable(float* o, const float* qh, const KvView& v, int64_t kv_stride, int64_t kv_off,
                      const AttentionShape& s, float* scores) {
   const int hd = s.head_dim, bs = s.block_size;
-  auto row_of = [&](int t) { return (static_cast<int64_t>(v.blocks[t / bs]) * bs + t % bs) * kv_stride + kv_off; };
+  auto row_of = [&](int t) {
+    return (static_cast<int64_t>(v.blocks[t / bs]) * bs + t % bs) * kv_stride + kv_off;
+  };
   float max_score = -INFINITY;
   for (int t = 0; t < v.n_ctx; ++t) {  // scores = q·k / sqrt(head_dim)
     const KV* k = static_cast<const KV*>(v.keys) + row_of(t);
@@ -54,8 +56,10 @@ bool same_sequence(const std::vector<KvView>& kv, int64_t a, int64_t b) {
 
 // Runs of kGemmRun or more tokens (one sequence, consecutive positions) attend on the GEMM; returns
 // which tokens they took.
-std::vector<char> attend_runs_on_gemm(Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& s) {
-  const int64_t n_tokens = static_cast<int64_t>(kv.size()), q_stride = int64_t{s.n_heads} * s.head_dim;
+std::vector<char> attend_runs_on_gemm(Tensor out, Tensor q, const std::vector<KvView>& kv,
+                                      const AttentionShape& s) {
+  const int64_t n_tokens = static_cast<int64_t>(kv.size()),
+                q_stride = int64_t{s.n_heads} * s.head_dim;
   std::vector<char> on_gemm(static_cast<size_t>(n_tokens), 0);
   for (int64_t m = 0, e = 0; m < n_tokens; m = e) {
     for (e = m + 1; e < n_tokens && same_sequence(kv, e - 1, e) &&
@@ -63,8 +67,8 @@ std::vector<char> attend_runs_on_gemm(Tensor out, Tensor q, const std::vector<Kv
          ++e) {
     }
     if (e - m < kGemmRun) continue;
-    attend_run_on_gemm(out.as<float>() + m * q_stride, q.as<float>() + m * q_stride, kv[static_cast<size_t>(m)], e - m,
-                       s);
+    attend_run_on_gemm(out.as<float>() + m * q_stride, q.as<float>() + m * q_stride,
+                       kv[static_cast<size_t>(m)], e - m, s);
     std::fill(on_gemm.begin() + m, on_gemm.begin() + e, 1);
   }
   return on_gemm;
@@ -77,8 +81,10 @@ std::vector<char> attend_runs_on_gemm(Tensor out, Tensor q, const std::vector<Kv
 // decode (a sequence per token) one token's kv heads in turn, neighbours in every cache row.
 void attend_tokens(Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& s,
                    const std::vector<char>& on_gemm, AttendFn kernel, int max_ctx) {
-  const int64_t n_tokens = static_cast<int64_t>(kv.size()), q_stride = int64_t{s.n_heads} * s.head_dim;
-  int64_t rest = 0, continued = 0, work = 0;  // work: multiply-adds, whether threads pay for themselves
+  const int64_t n_tokens = static_cast<int64_t>(kv.size()),
+                q_stride = int64_t{s.n_heads} * s.head_dim;
+  int64_t rest = 0, continued = 0,
+          work = 0;  // work: multiply-adds, whether threads pay for themselves
   for (int64_t m = 0; m < n_tokens; ++m) {
     if (on_gemm[static_cast<size_t>(m)]) continue;
     ++rest;
@@ -100,9 +106,10 @@ void attend_tokens(Tensor out, Tensor q, const std::vector<KvView>& kv, const At
   const int64_t n_units = static_cast<int64_t>(units.size()), items = n_units * s.n_kv_heads;
 #pragma omp parallel if (work >= kParallelWork)
   {
-    const size_t padded = static_cast<size_t>(max_ctx + 15) / 16 * 16;  // scores are written 16 at a time
-    AttendScratch w{std::vector<const void*>(padded), std::vector<const void*>(padded), std::vector<float>(padded),
-                    std::vector<float>(pair != nullptr ? padded : 0)};
+    const size_t padded =
+        static_cast<size_t>(max_ctx + 15) / 16 * 16;  // scores are written 16 at a time
+    AttendScratch w{std::vector<const void*>(padded), std::vector<const void*>(padded),
+                    std::vector<float>(padded), std::vector<float>(pair != nullptr ? padded : 0)};
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < items; ++i) {
       const int64_t u = by_head ? i % n_units : i / s.n_kv_heads;
@@ -111,7 +118,8 @@ void attend_tokens(Tensor out, Tensor q, const std::vector<KvView>& kv, const At
       float* o = out.as<float>() + m * q_stride;
       const float* qm = q.as<float>() + m * q_stride;
       if (paired[static_cast<size_t>(u)])
-        pair(o, o + q_stride, qm, qm + q_stride, kv[static_cast<size_t>(m)], kv[static_cast<size_t>(m + 1)], s, g, w);
+        pair(o, o + q_stride, qm, qm + q_stride, kv[static_cast<size_t>(m)],
+             kv[static_cast<size_t>(m + 1)], s, g, w);
       else
         kernel(o, qm, kv[static_cast<size_t>(m)], s, g, w);
     }
@@ -133,12 +141,14 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
     work += static_cast<int64_t>(v.n_ctx) * s.n_heads * hd * 2;
   }
   const DType kv_dtype = kv.empty() ? DType::kF32 : kv[0].dtype;
-  for (const KvView& v : kv) TPLLAMA_CHECK(v.dtype == kv_dtype, "attention: tokens of one step read one cache");
+  for (const KvView& v : kv)
+    TPLLAMA_CHECK(v.dtype == kv_dtype, "attention: tokens of one step read one cache");
   if (const AttendFn kernel = attend_kernel(hd, kv_dtype); kernel != nullptr) {
     attend_tokens(out, q, kv, s, attend_runs_on_gemm(out, q, kv, s), kernel, max_ctx);
     return;
   }
-  const auto portable = kv_dtype == DType::kBF16 ? &attend_portable<uint16_t> : &attend_portable<float>;
+  const auto portable =
+      kv_dtype == DType::kBF16 ? &attend_portable<uint16_t> : &attend_portable<float>;
 #pragma omp parallel if (work >= kParallelWork)
   {
     std::vector<float> scores(static_cast<size_t>(max_ctx));
@@ -146,7 +156,8 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
     for (int64_t m = 0; m < n_tokens; ++m)
       for (int h = 0; h < s.n_heads; ++h)
         portable(out.as<float>() + m * q_stride + h * hd, q.as<float>() + m * q_stride + h * hd,
-                 kv[static_cast<size_t>(m)], kv_stride, static_cast<int64_t>(h / group) * hd, s, scores.data());
+                 kv[static_cast<size_t>(m)], kv_stride, static_cast<int64_t>(h / group) * hd, s,
+                 scores.data());
   }
 }
 
@@ -154,17 +165,21 @@ void attention(Tensor out, Tensor q, const KvBatch& kv, const AttentionShape& s)
   const int64_t tokens = q.size(0);
   const int64_t max_blocks = kv.tables.size(1), pool_rows = kv.keys.size(0);
   std::vector<KvView> views(static_cast<size_t>(tokens));
-  std::vector<int64_t> checked(static_cast<size_t>(kv.tables.size(0)), 0);  // table entries checked, per row
+  std::vector<int64_t> checked(static_cast<size_t>(kv.tables.size(0)),
+                               0);  // table entries checked, per row
   for (int64_t m = 0; m < tokens; ++m) {
     const int32_t seq = kv.seq.as<int32_t>()[m], n_ctx = kv.n_ctx.as<int32_t>()[m];
-    TPLLAMA_CHECK(seq >= 0 && seq < kv.tables.size(0) && n_ctx > 0 && n_ctx <= max_blocks * s.block_size,
-                  "attention: token ", m, " of sequence row ", seq, " sees ", n_ctx, " positions");
+    TPLLAMA_CHECK(
+        seq >= 0 && seq < kv.tables.size(0) && n_ctx > 0 && n_ctx <= max_blocks * s.block_size,
+        "attention: token ", m, " of sequence row ", seq, " sees ", n_ctx, " positions");
     const int32_t* blocks = kv.tables.as<int32_t>() + seq * max_blocks;
-    int64_t& done = checked[static_cast<size_t>(seq)];  // a prefill chunk's tokens share their table
+    int64_t& done =
+        checked[static_cast<size_t>(seq)];  // a prefill chunk's tokens share their table
     for (; done < (n_ctx + s.block_size - 1) / s.block_size; ++done)
-      TPLLAMA_CHECK(blocks[done] >= 0 && (blocks[done] + int64_t{1}) * s.block_size <= pool_rows, "attention: block ",
-                    blocks[done], " outside the pool of ", pool_rows, " rows");
-    views[static_cast<size_t>(m)] = {kv.keys.data(), kv.values.data(), blocks, n_ctx, kv.keys.dtype()};
+      TPLLAMA_CHECK(blocks[done] >= 0 && (blocks[done] + int64_t{1}) * s.block_size <= pool_rows,
+                    "attention: block ", blocks[done], " outside the pool of ", pool_rows, " rows");
+    views[static_cast<size_t>(m)] = {kv.keys.data(), kv.values.data(), blocks, n_ctx,
+                                     kv.keys.dtype()};
   }
   attention(out, q, views, s);
 }
@@ -174,7 +189,8 @@ void kv_write(Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor row
   const bool bf16 = key_pool.dtype() == DType::kBF16;
   for (int64_t m = 0; m < k.size(0); ++m) {
     const int64_t r = rows.as<int32_t>()[m];
-    TPLLAMA_CHECK(r >= 0 && r < key_pool.size(0), "kv_write: row ", r, " outside the pool of ", key_pool.size(0));
+    TPLLAMA_CHECK(r >= 0 && r < key_pool.size(0), "kv_write: row ", r, " outside the pool of ",
+                  key_pool.size(0));
     for (auto [pool, src] : {std::pair{key_pool, k}, std::pair{value_pool, v}}) {
       const float* from = src.as<float>() + m * width;
       if (bf16) {

@@ -17,8 +17,8 @@ using namespace avx512;
 
 // scores[t] = scale · q·k_t for t in [0, n), 16 positions at a time; rows[t]: position t's key.
 template <int kChunks, typename KV>
-__attribute__((target("avx512f"))) void scores_avx512(float* scores, const float* q, const KV* const* rows, int n,
-                                                      float scale) {
+__attribute__((target("avx512f"))) void scores_avx512(float* scores, const float* q,
+                                                      const KV* const* rows, int n, float scale) {
   __m512 qv[kChunks];
   for (int c = 0; c < kChunks; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
   for (int t0 = 0; t0 < n; t0 += 16) {
@@ -31,14 +31,16 @@ __attribute__((target("avx512f"))) void scores_avx512(float* scores, const float
       acc[j] = _mm512_mul_ps(qv[0], load16(k));
       for (int c = 1; c < kChunks; ++c) acc[j] = _mm512_fmadd_ps(qv[c], load16(k + 16 * c), acc[j]);
     }
-    _mm512_mask_storeu_ps(scores + t0, lanes(n - t0), _mm512_mul_ps(sum_lanes16(acc), _mm512_set1_ps(scale)));
+    _mm512_mask_storeu_ps(scores + t0, lanes(n - t0),
+                          _mm512_mul_ps(sum_lanes16(acc), _mm512_set1_ps(scale)));
   }
 }
 
 // o = Σ_t p[t] · v_t over t in [0, n); rows[t]: position t's value. Two sets of accumulators hide
 // the FMA latency when a head is only a few vectors wide.
 template <int kChunks, typename KV>
-__attribute__((target("avx512f"))) void weighted_sum_avx512(float* o, const float* p, const KV* const* rows, int n) {
+__attribute__((target("avx512f"))) void weighted_sum_avx512(float* o, const float* p,
+                                                            const KV* const* rows, int n) {
   __m512 a[kChunks], b[kChunks];
   for (int c = 0; c < kChunks; ++c) a[c] = b[c] = _mm512_setzero_ps();
   int t = 0;
@@ -53,7 +55,8 @@ __attribute__((target("avx512f"))) void weighted_sum_avx512(float* o, const floa
     }
   }
   if (t < n)
-    for (int c = 0; c < kChunks; ++c) a[c] = _mm512_fmadd_ps(_mm512_set1_ps(p[t]), load16(rows[t] + 16 * c), a[c]);
+    for (int c = 0; c < kChunks; ++c)
+      a[c] = _mm512_fmadd_ps(_mm512_set1_ps(p[t]), load16(rows[t] + 16 * c), a[c]);
   for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(o + 16 * c, _mm512_add_ps(a[c], b[c]));
 }
 
@@ -70,8 +73,9 @@ void look_up_rows(const KvView& v, int n, const AttentionShape& s, int kv_head, 
 // One token's attention for the query heads of one kv head with AVX-512 (head_dim 16 · kChunks):
 // the rows of the context looked up once, then per query head scores, softmax, weighted sum.
 template <int kChunks, typename KV>
-__attribute__((target("avx512f"))) void attend_avx512(float* o, const float* q, const KvView& v, const AttentionShape& s,
-                                                      int kv_head, AttendScratch& w) {
+__attribute__((target("avx512f"))) void attend_avx512(float* o, const float* q, const KvView& v,
+                                                      const AttentionShape& s, int kv_head,
+                                                      AttendScratch& w) {
   const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, n = v.n_ctx;
   look_up_rows<KV>(v, n, s, kv_head, w);
   const auto* keys = reinterpret_cast<const KV* const*>(w.keys.data());
@@ -93,8 +97,9 @@ bool avx512_head_dim(int head_dim) {
 // s1[t] = scale · q1·k_t for t in [0, n), 8 positions of both tokens per combined lane reduction
 // (written 8 at a time: the arrays are padded).
 template <int kChunks, typename KV>
-__attribute__((target("avx512f"))) void scores_pair_avx512(float* s0, float* s1, const float* q0, const float* q1,
-                                                           const KV* const* rows, int n, float scale) {
+__attribute__((target("avx512f"))) void scores_pair_avx512(float* s0, float* s1, const float* q0,
+                                                           const float* q1, const KV* const* rows,
+                                                           int n, float scale) {
   for (int t0 = 0; t0 < n; t0 += 8) {
     __m512 acc[16];
     for (int j = 0; j < 8; ++j) {
@@ -110,7 +115,8 @@ __attribute__((target("avx512f"))) void scores_pair_avx512(float* s0, float* s1,
         acc[8 + j] = _mm512_fmadd_ps(_mm512_loadu_ps(q1 + 16 * c), kc, acc[8 + j]);
       }
     }
-    const __m512 sums = _mm512_mul_ps(sum_lanes16(acc), _mm512_set1_ps(scale));  // lanes 0-7: token 0; 8-15: token 1
+    const __m512 sums = _mm512_mul_ps(sum_lanes16(acc),
+                                      _mm512_set1_ps(scale));  // lanes 0-7: token 0; 8-15: token 1
     _mm256_storeu_ps(s0 + t0, _mm512_castps512_ps256(sums));
     _mm256_storeu_ps(s1 + t0, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sums), 1)));
   }
@@ -118,15 +124,16 @@ __attribute__((target("avx512f"))) void scores_pair_avx512(float* s0, float* s1,
 
 // o0 = Σ_{t < n0} p0[t] · v_t and o1 = Σ_{t < n1} p1[t] · v_t, each row read once for both.
 template <int kChunks, typename KV>
-__attribute__((target("avx512f"))) void weighted_sum_pair_avx512(float* o0, float* o1, const float* p0, const float* p1,
-                                                                 const KV* const* rows, int n0, int n1) {
+__attribute__((target("avx512f"))) void weighted_sum_pair_avx512(float* o0, float* o1,
+                                                                 const float* p0, const float* p1,
+                                                                 const KV* const* rows, int n0,
+                                                                 int n1) {
   __m512 a[kChunks], b[kChunks];
   for (int c = 0; c < kChunks; ++c) a[c] = b[c] = _mm512_setzero_ps();
   const int both = std::min(n0, n1), n = std::max(n0, n1);
   constexpr int kAhead = 8;
   for (int t = 0; t < n; ++t) {
-    if (t + kAhead < n)
-      prefetch_row(rows[t + kAhead], kChunks * 16 * static_cast<int>(sizeof(KV)));
+    if (t + kAhead < n) prefetch_row(rows[t + kAhead], kChunks * 16 * static_cast<int>(sizeof(KV)));
     if (t < both) {
       const __m512 pa = _mm512_set1_ps(p0[t]), pb = _mm512_set1_ps(p1[t]);
       for (int c = 0; c < kChunks; ++c) {
@@ -135,9 +142,11 @@ __attribute__((target("avx512f"))) void weighted_sum_pair_avx512(float* o0, floa
         b[c] = _mm512_fmadd_ps(pb, v, b[c]);
       }
     } else if (n0 > n1) {
-      for (int c = 0; c < kChunks; ++c) a[c] = _mm512_fmadd_ps(_mm512_set1_ps(p0[t]), load16(rows[t] + 16 * c), a[c]);
+      for (int c = 0; c < kChunks; ++c)
+        a[c] = _mm512_fmadd_ps(_mm512_set1_ps(p0[t]), load16(rows[t] + 16 * c), a[c]);
     } else {
-      for (int c = 0; c < kChunks; ++c) b[c] = _mm512_fmadd_ps(_mm512_set1_ps(p1[t]), load16(rows[t] + 16 * c), b[c]);
+      for (int c = 0; c < kChunks; ++c)
+        b[c] = _mm512_fmadd_ps(_mm512_set1_ps(p1[t]), load16(rows[t] + 16 * c), b[c]);
     }
   }
   for (int c = 0; c < kChunks; ++c) {
@@ -149,19 +158,22 @@ __attribute__((target("avx512f"))) void weighted_sum_pair_avx512(float* o0, floa
 // Two tokens of one sequence (the same block table; any contexts n0, n1) for the query heads of
 // one kv head.
 template <int kChunks, typename KV>
-__attribute__((target("avx512f"))) void attend_pair_avx512(float* o0, float* o1, const float* q0, const float* q1,
-                                                           const KvView& v0, const KvView& v1, const AttentionShape& s,
-                                                           int kv_head, AttendScratch& w) {
+__attribute__((target("avx512f"))) void attend_pair_avx512(float* o0, float* o1, const float* q0,
+                                                           const float* q1, const KvView& v0,
+                                                           const KvView& v1,
+                                                           const AttentionShape& s, int kv_head,
+                                                           AttendScratch& w) {
   const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, n = std::max(v0.n_ctx, v1.n_ctx);
   look_up_rows<KV>(v0, n, s, kv_head, w);
   const auto* keys = reinterpret_cast<const KV* const*>(w.keys.data());
   const auto* values = reinterpret_cast<const KV* const*>(w.values.data());
   for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
-    scores_pair_avx512<kChunks>(w.scores.data(), w.scores2.data(), q0 + h * hd, q1 + h * hd, keys, n, s.scale);
+    scores_pair_avx512<kChunks>(w.scores.data(), w.scores2.data(), q0 + h * hd, q1 + h * hd, keys,
+                                n, s.scale);
     softmax_avx512(w.scores.data(), v0.n_ctx);
     softmax_avx512(w.scores2.data(), v1.n_ctx);
-    weighted_sum_pair_avx512<kChunks>(o0 + h * hd, o1 + h * hd, w.scores.data(), w.scores2.data(), values, v0.n_ctx,
-                                      v1.n_ctx);
+    weighted_sum_pair_avx512<kChunks>(o0 + h * hd, o1 + h * hd, w.scores.data(), w.scores2.data(),
+                                      values, v0.n_ctx, v1.n_ctx);
   }
 }
 
@@ -173,16 +185,18 @@ AttendPairFn attend_pair_kernel(int head_dim, DType kv) {
       &attend_pair_avx512<4, float>, &attend_pair_avx512<5, float>, &attend_pair_avx512<6, float>,
       &attend_pair_avx512<7, float>, &attend_pair_avx512<8, float>};
   static constexpr AttendPairFn bf16[] = {
-      &attend_pair_avx512<1, uint16_t>, &attend_pair_avx512<2, uint16_t>, &attend_pair_avx512<3, uint16_t>,
-      &attend_pair_avx512<4, uint16_t>, &attend_pair_avx512<5, uint16_t>, &attend_pair_avx512<6, uint16_t>,
+      &attend_pair_avx512<1, uint16_t>, &attend_pair_avx512<2, uint16_t>,
+      &attend_pair_avx512<3, uint16_t>, &attend_pair_avx512<4, uint16_t>,
+      &attend_pair_avx512<5, uint16_t>, &attend_pair_avx512<6, uint16_t>,
       &attend_pair_avx512<7, uint16_t>, &attend_pair_avx512<8, uint16_t>};
   if (!avx512_head_dim(head_dim)) return nullptr;
   return (kv == DType::kBF16 ? bf16 : f32)[head_dim / 16 - 1];
 }
 
 AttendFn attend_kernel(int head_dim, DType kv) {
-  static constexpr AttendFn f32[] = {&attend_avx512<1, float>, &attend_avx512<2, float>, &attend_avx512<3, float>,
-                                     &attend_avx512<4, float>, &attend_avx512<5, float>, &attend_avx512<6, float>,
+  static constexpr AttendFn f32[] = {&attend_avx512<1, float>, &attend_avx512<2, float>,
+                                     &attend_avx512<3, float>, &attend_avx512<4, float>,
+                                     &attend_avx512<5, float>, &attend_avx512<6, float>,
                                      &attend_avx512<7, float>, &attend_avx512<8, float>};
   static constexpr AttendFn bf16[] = {&attend_avx512<1, uint16_t>, &attend_avx512<2, uint16_t>,
                                       &attend_avx512<3, uint16_t>, &attend_avx512<4, uint16_t>,

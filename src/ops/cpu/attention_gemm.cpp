@@ -40,7 +40,8 @@ float* aligned_floats(std::vector<float>& v, int64_t n) {
 }
 
 // row[0, visible) ← e^(scale · (row - max)), row[visible, n) ← 0; returns 1 / the sum.
-__attribute__((target("avx512f"))) float causal_softmax_avx512(float* row, int64_t visible, int64_t n, float scale) {
+__attribute__((target("avx512f"))) float causal_softmax_avx512(float* row, int64_t visible,
+                                                               int64_t n, float scale) {
   __m512 mx = _mm512_set1_ps(-INFINITY);
   for (int64_t t = 0; t < visible; t += 16)
     mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, lanes(visible - t), row + t));
@@ -53,7 +54,8 @@ __attribute__((target("avx512f"))) float causal_softmax_avx512(float* row, int64
     _mm512_mask_storeu_ps(row + t, k, e);
     total = _mm512_add_ps(total, e);
   }
-  for (int64_t t = visible; t < n; t += 16) _mm512_mask_storeu_ps(row + t, lanes(n - t), _mm512_setzero_ps());
+  for (int64_t t = visible; t < n; t += 16)
+    _mm512_mask_storeu_ps(row + t, lanes(n - t), _mm512_setzero_ps());
   return 1.0f / _mm512_reduce_add_ps(total);
 }
 
@@ -84,14 +86,17 @@ void pack_head(float* kp, int64_t keys_floats, float* vp, const KvView& first, i
 
 // The run of T tokens whose first token's view is `first` (q and out: the run's first row).
 template <typename KV>
-void attend_run_gemm(float* out, const float* q, const KvView& first, int64_t T, const AttentionShape& s) {
+void attend_run_gemm(float* out, const float* q, const KvView& first, int64_t T,
+                     const AttentionShape& s) {
   const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, threads = omp_get_max_threads();
   const int64_t q_stride = int64_t{s.n_heads} * hd;
   const int64_t c0 = first.n_ctx, n = c0 + T - 1;  // the positions the run's last token sees
   const int64_t panels = (hd + kPanelRows - 1) / kPanelRows;
-  const int64_t keys_floats = static_cast<int64_t>(packed_bytes(n, hd, DType::kF32) / sizeof(float));
+  const int64_t keys_floats =
+      static_cast<int64_t>(packed_bytes(n, hd, DType::kF32) / sizeof(float));
   const int64_t head_floats = keys_floats + panels * kPanelRows * n;
-  const int pass_heads = static_cast<int>(std::clamp<int64_t>(kPackFloats / head_floats, 1, s.n_kv_heads));
+  const int pass_heads =
+      static_cast<int>(std::clamp<int64_t>(kPackFloats / head_floats, 1, s.n_kv_heads));
   // Tokens a block: at most kGemmRows rows and kScoreFloats of scores, and small enough that a
   // pass has work for every thread twice over.
   int64_t per_block = std::max<int64_t>(1, std::min(kGemmRows, kScoreFloats / n) / group);
@@ -115,29 +120,37 @@ void attend_run_gemm(float* out, const float* q, const KvView& first, int64_t T,
 #pragma omp for schedule(dynamic, 1)
       for (int64_t item = 0; item < heads * blocks; ++item) {
         const int g = g0 + static_cast<int>(item % heads);
-        const int64_t b0 = (blocks - 1 - item / heads) * per_block, nt = std::min(per_block, T - b0);
-        const int64_t rows = nt * group, nb = c0 + b0 + nt - 1;  // the positions the block's last token sees
+        const int64_t b0 = (blocks - 1 - item / heads) * per_block,
+                      nt = std::min(per_block, T - b0);
+        const int64_t rows = nt * group,
+                      nb = c0 + b0 + nt - 1;  // the positions the block's last token sees
         const float* kp = packed + (g - g0) * head_floats;
         const float* vp = kp + keys_floats;
         float* x = aligned_floats(w.x, rows * hd);
         float* sc = aligned_floats(w.scores, rows * nb);
         float* o = aligned_floats(w.o, rows * kPanelRows);
         w.inv.resize(static_cast<size_t>(rows));
-        for (int hi = 0; hi < group; ++hi)  // row hi · nt + i: token b0 + i, query head g · group + hi
+        for (int hi = 0; hi < group;
+             ++hi)  // row hi · nt + i: token b0 + i, query head g · group + hi
           for (int64_t i = 0; i < nt; ++i)
-            std::memcpy(x + (hi * nt + i) * hd, q + (b0 + i) * q_stride + int64_t{g * group + hi} * hd,
+            std::memcpy(x + (hi * nt + i) * hd,
+                        q + (b0 + i) * q_stride + int64_t{g * group + hi} * hd,
                         static_cast<size_t>(hd) * sizeof(float));
         gemm(sc, x, rows, kp, DType::kF32, nb, hd, 1);
         for (int64_t r = 0; r < rows; ++r)
-          w.inv[static_cast<size_t>(r)] = causal_softmax_avx512(sc + r * nb, c0 + b0 + r % nt, nb, s.scale);
+          w.inv[static_cast<size_t>(r)] =
+              causal_softmax_avx512(sc + r * nb, c0 + b0 + r % nt, nb, s.scale);
         for (int64_t p = 0; p < panels; ++p) {
           const int64_t width = std::min<int64_t>(kPanelRows, hd - p * kPanelRows);
-          gemm(o, sc, rows, vp + p * n * kPanelRows, DType::kF32, width, nb, 1);  // the panel's first nb positions
+          gemm(o, sc, rows, vp + p * n * kPanelRows, DType::kF32, width, nb,
+               1);  // the panel's first nb positions
           for (int hi = 0; hi < group; ++hi)
             for (int64_t i = 0; i < nt; ++i) {
               const int64_t r = hi * nt + i;
-              float* dst = out + (b0 + i) * q_stride + int64_t{g * group + hi} * hd + p * kPanelRows;
-              for (int64_t j = 0; j < width; ++j) dst[j] = o[r * width + j] * w.inv[static_cast<size_t>(r)];
+              float* dst =
+                  out + (b0 + i) * q_stride + int64_t{g * group + hi} * hd + p * kPanelRows;
+              for (int64_t j = 0; j < width; ++j)
+                dst[j] = o[r * width + j] * w.inv[static_cast<size_t>(r)];
             }
         }
       }
@@ -147,8 +160,10 @@ void attend_run_gemm(float* out, const float* q, const KvView& first, int64_t T,
 
 }  // namespace
 
-void attend_run_on_gemm(float* out, const float* q, const KvView& first, int64_t T, const AttentionShape& s) {
-  const auto run = first.dtype == DType::kBF16 ? &attend_run_gemm<uint16_t> : &attend_run_gemm<float>;
+void attend_run_on_gemm(float* out, const float* q, const KvView& first, int64_t T,
+                        const AttentionShape& s) {
+  const auto run =
+      first.dtype == DType::kBF16 ? &attend_run_gemm<uint16_t> : &attend_run_gemm<float>;
   run(out, q, first, T, s);
 }
 

@@ -23,8 +23,12 @@ struct AttendScratch {
 };
 
 // KV elements as f32 (the portable kernel and the GEMM packing).
-inline float as_f32(float v) { return v; }
-inline float as_f32(uint16_t v) { return bf16_to_f32(v); }
+inline float as_f32(float v) {
+  return v;
+}
+inline float as_f32(uint16_t v) {
+  return bf16_to_f32(v);
+}
 
 // fn(t, key, value) for positions t in [0, n) of the sequence v's table names, with the key and
 // value rows of kv head kv_head. Block by block: one table read and one multiply a block, an add a
@@ -35,15 +39,18 @@ void for_each_row(const KvView& v, int64_t n, const AttentionShape& s, int kv_he
   const int64_t stride = static_cast<int64_t>(s.n_kv_heads) * s.head_dim;
   const int64_t off = static_cast<int64_t>(kv_head) * s.head_dim;
   for (int64_t t0 = 0; t0 < n; t0 += bs) {
-    const KV* key = static_cast<const KV*>(v.keys) + static_cast<int64_t>(v.blocks[t0 / bs]) * bs * stride + off;
+    const KV* key = static_cast<const KV*>(v.keys) +
+                    static_cast<int64_t>(v.blocks[t0 / bs]) * bs * stride + off;
     const KV* value = static_cast<const KV*>(v.values) + (key - static_cast<const KV*>(v.keys));
-    for (int64_t t = t0; t < std::min(n, t0 + bs); ++t, key += stride, value += stride) fn(t, key, value);
+    for (int64_t t = t0; t < std::min(n, t0 + bs); ++t, key += stride, value += stride)
+      fn(t, key, value);
   }
 }
 
-using AttendFn = void (*)(float*, const float*, const KvView&, const AttentionShape&, int, AttendScratch&);
-using AttendPairFn = void (*)(float*, float*, const float*, const float*, const KvView&, const KvView&,
-                              const AttentionShape&, int, AttendScratch&);
+using AttendFn = void (*)(float*, const float*, const KvView&, const AttentionShape&, int,
+                          AttendScratch&);
+using AttendPairFn = void (*)(float*, float*, const float*, const float*, const KvView&,
+                              const KvView&, const AttentionShape&, int, AttendScratch&);
 // The AVX-512 kernel for a head_dim and KV dtype (one token; two tokens of one sequence), or null
 // where there is none (no AVX-512, or a head_dim not a multiple of 16 or over 128).
 AttendFn attend_kernel(int head_dim, DType kv);
@@ -51,6 +58,7 @@ AttendPairFn attend_pair_kernel(int head_dim, DType kv);
 
 // Attention of a run of T tokens of one sequence at consecutive positions on the GEMM; `first` is
 // its first token's view, q and out its first row.
-void attend_run_on_gemm(float* out, const float* q, const KvView& first, int64_t T, const AttentionShape& s);
+void attend_run_on_gemm(float* out, const float* q, const KvView& first, int64_t T,
+                        const AttentionShape& s);
 
 }  // namespace tpllama::ops::cpu

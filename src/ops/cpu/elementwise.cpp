@@ -9,8 +9,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "ops/cpu/avx512.h"
 #include "core/splitmix64.h"
+#include "ops/cpu/avx512.h"
 #include "ops/cpu/gemm.h"
 #include "ops/weight.h"
 
@@ -100,8 +100,10 @@ void fill_uniform(float* out, int64_t rows, int64_t cols, const UniformFill& f) 
 #pragma omp parallel for schedule(static) if (present * cols >= (int64_t{1} << 20))
   for (int64_t r = 0; r < present; ++r)
     for (int64_t c = 0; c < cols; ++c) {
-      const uint64_t z = splitmix64(f.stream + static_cast<uint64_t>((f.row0 + r) * f.full_cols + f.col0 + c));
-      const float u = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);  // exact, in [-1, 1)
+      const uint64_t z =
+          splitmix64(f.stream + static_cast<uint64_t>((f.row0 + r) * f.full_cols + f.col0 + c));
+      const float u =
+          static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);  // exact, in [-1, 1)
       out[r * cols + c] = std::fma(f.scale, u, f.offset);
     }
   std::fill(out + present * cols, out + rows * cols, 0.0f);

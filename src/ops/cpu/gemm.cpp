@@ -23,10 +23,12 @@
 namespace tpllama::ops::cpu {
 namespace {
 
-constexpr int kTileRows = 12;      // rows of x per register tile: 12 × 2 accumulators of 16 floats
-constexpr int64_t kDepth = 192;    // k per block: a 24 KiB f32 panel slice beside a 9 KiB tile of x in L1
+constexpr int kTileRows = 12;  // rows of x per register tile: 12 × 2 accumulators of 16 floats
+constexpr int64_t kDepth =
+    192;  // k per block: a 24 KiB f32 panel slice beside a 9 KiB tile of x in L1
 constexpr int64_t kRowBlock = 240;  // rows of x per block at most (a multiple of kTileRows)
-constexpr int64_t kBlockX = int64_t{1} << 20;  // floats of x per block at most (4 MiB, in L2 and L3)
+constexpr int64_t kBlockX = int64_t{1}
+                            << 20;  // floats of x per block at most (4 MiB, in L2 and L3)
 // How far ahead of its loads the one-row (decode) kernel prefetches, into L2: measured on a
 // 128 MiB product, 4 KiB into L2 beat 2 KiB into L1 by 15% (bf16) and 3% (f32); 1 KiB and 8 KiB, or
 // L1 at any distance, were slower.
@@ -56,11 +58,11 @@ namespace {
 
 // One tile of the product: out[0..rows) × [0..valid) (+)= x[0..rows) · panel[k0..k0+depth).
 struct Tile {
-  const float* x;   // first row, first k of the block: element (r, k) at x[r * ldx + k]
+  const float* x;  // first row, first k of the block: element (r, k) at x[r * ldx + k]
   int64_t ldx;
   const void* panel;  // first k of the block inside the panel
   int64_t depth;
-  float* out;       // first row, first column of the panel
+  float* out;  // first row, first column of the panel
   int64_t ldo;
   int valid;        // columns of the panel that exist (the last panel may be short)
   bool accumulate;  // add to out (later k blocks) instead of overwriting it
@@ -77,8 +79,8 @@ struct Tile {
 // cleared. So a bf16 tile accumulates even columns in its "lo" vectors and odd ones in its "hi"
 // vectors, and store_tile_row puts them back in order.
 template <bool kBf16>
-__attribute__((target("avx512f,avx512bw"))) inline void load_panel_row(const void* panel, int64_t k, __m512& w0,
-                                                                       __m512& w1) {
+__attribute__((target("avx512f,avx512bw"))) inline void load_panel_row(const void* panel, int64_t k,
+                                                                       __m512& w0, __m512& w1) {
   if constexpr (kBf16) {
     const __m512i v = _mm512_load_si512(static_cast<const uint16_t*>(panel) + k * kPanelRows);
     w0 = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
@@ -91,10 +93,12 @@ __attribute__((target("avx512f,avx512bw"))) inline void load_panel_row(const voi
 }
 
 template <bool kBf16>
-__attribute__((target("avx512f,avx512bw"))) inline void store_tile_row(const Tile& t, int r, __m512 lo, __m512 hi) {
+__attribute__((target("avx512f,avx512bw"))) inline void store_tile_row(const Tile& t, int r,
+                                                                       __m512 lo, __m512 hi) {
   if constexpr (kBf16) {  // even and odd columns (load_panel_row) back to columns 0-15 and 16-31
     const __m512i first = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    const __m512i second = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    const __m512i second =
+        _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
     const __m512 even = lo;
     lo = _mm512_permutex2var_ps(even, first, hi);
     hi = _mm512_permutex2var_ps(even, second, hi);
@@ -106,7 +110,8 @@ __attribute__((target("avx512f,avx512bw"))) inline void store_tile_row(const Til
 // four accumulators (two k at a time) to stay clear of the FMA latency.
 template <bool kBf16>
 __attribute__((target("avx512f,avx512bw"))) void tile_avx512_row(const Tile& t) {
-  __m512 lo0 = _mm512_setzero_ps(), hi0 = _mm512_setzero_ps(), lo1 = _mm512_setzero_ps(), hi1 = _mm512_setzero_ps();
+  __m512 lo0 = _mm512_setzero_ps(), hi0 = _mm512_setzero_ps(), lo1 = _mm512_setzero_ps(),
+         hi1 = _mm512_setzero_ps();
   const char* prefetch = static_cast<const char*>(t.panel) + kPrefetchBytes;
   constexpr int64_t row_bytes = kPanelRows * (kBf16 ? 2 : 4);
   int64_t k = 0;
@@ -145,7 +150,8 @@ __attribute__((target("avx512f,avx512bw"))) void tile_avx512(const Tile& t) {
   __m512 lo[kRows], hi[kRows];
   for (int r = 0; r < kRows; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
   constexpr int64_t row_bytes = kPanelRows * (kBf16 ? 2 : 4);
-  const int64_t every = t.ahead_rows > 0 ? std::max<int64_t>(1, t.depth / t.ahead_rows) : t.depth + 1;
+  const int64_t every =
+      t.ahead_rows > 0 ? std::max<int64_t>(1, t.depth / t.ahead_rows) : t.depth + 1;
   const char* ahead = t.ahead;
   const char* ahead_end = t.ahead + t.ahead_rows * row_bytes;
   for (int64_t k = 0, next = 0; k < t.depth; ++k) {
@@ -180,7 +186,8 @@ void tile_portable(const Tile& t, int rows) {
     }
   }
   for (int r = 0; r < rows; ++r)
-    for (int j = 0; j < t.valid; ++j) t.out[r * t.ldo + j] = (t.accumulate ? t.out[r * t.ldo + j] : 0.0f) + acc[r][j];
+    for (int j = 0; j < t.valid; ++j)
+      t.out[r * t.ldo + j] = (t.accumulate ? t.out[r * t.ldo + j] : 0.0f) + acc[r][j];
 }
 
 using TileFn = void (*)(const Tile&);
@@ -192,8 +199,8 @@ constexpr std::array<TileFn, sizeof...(kRows)> avx512_tiles(std::integer_sequenc
 
 void run_tile(const Tile& t, int rows, bool bf16, bool avx512) {
   using Rows = std::make_integer_sequence<int, kTileRows>;
-  static constexpr std::array<std::array<TileFn, kTileRows>, 2> tiles = {avx512_tiles<false>(Rows{}),
-                                                                         avx512_tiles<true>(Rows{})};
+  static constexpr std::array<std::array<TileFn, kTileRows>, 2> tiles = {
+      avx512_tiles<false>(Rows{}), avx512_tiles<true>(Rows{})};
   if (avx512)
     tiles[bf16 ? 1 : 0][static_cast<size_t>(rows - 1)](t);
   else if (bf16)
@@ -211,7 +218,8 @@ void run_tile(const Tile& t, int rows, bool bf16, bool avx512) {
 class PanelQueue {
  public:
   // panels[i] and run[i]: product i's panels and the panels a run of it holds.
-  PanelQueue(int64_t row_blocks, const int64_t* panels, const int64_t* run, int count) : count_(count) {
+  PanelQueue(int64_t row_blocks, const int64_t* panels, const int64_t* run, int count)
+      : count_(count) {
     int64_t runs = 0;
     for (int i = 0; i < count; ++i) {
       panels_[i] = panels[i];
@@ -253,7 +261,8 @@ struct RowBlocks {
       count = 1;
       return;
     }
-    const int64_t most = std::clamp<int64_t>(kBlockX / ((k + 16) * kTileRows) * kTileRows, kTileRows, kRowBlock);
+    const int64_t most =
+        std::clamp<int64_t>(kBlockX / ((k + 16) * kTileRows) * kTileRows, kTileRows, kRowBlock);
     const int64_t blocks = (m + most - 1) / most;
     rows = ((m + blocks - 1) / blocks + kTileRows - 1) / kTileRows * kTileRows;
     count = (m + rows - 1) / rows;
@@ -266,8 +275,8 @@ struct RowBlocks {
 // the same L1 sets; measured as fast as packing tiles k-major, at a tenth of the copying), once per
 // block a thread works on whichever product the item is of, and sweep every panel slice over all
 // of the block's tiles. Int8 products keep their own copy of the block, quantized (gemm_int8.h).
-void gemm_panels(const float* x, int64_t m, int64_t k, const GemmProduct* products, const RowBlocks& blocks,
-                 PanelQueue& queue, int8::Kernels kernels) {
+void gemm_panels(const float* x, int64_t m, int64_t k, const GemmProduct* products,
+                 const RowBlocks& blocks, PanelQueue& queue, int8::Kernels kernels) {
   int product = 0;
   int64_t block = 0, p_begin = 0, p_end = 0;
   const int64_t ldx = k + 16;
@@ -281,7 +290,8 @@ void gemm_panels(const float* x, int64_t m, int64_t k, const GemmProduct* produc
     const GemmProduct& pr = products[product];
     if (pr.dtype == DType::kI8) {
       const int64_t mb = block * blocks.rows;
-      const int8::Item item{x, mb, std::min(blocks.rows, m - mb), k, pr.packed, pr.out, pr.n, p_begin, p_end, block};
+      const int8::Item item{
+          x, mb, std::min(blocks.rows, m - mb), k, pr.packed, pr.out, pr.n, p_begin, p_end, block};
       int8::run_item(item, m, kernels, quantized);
       continue;
     }
@@ -289,8 +299,12 @@ void gemm_panels(const float* x, int64_t m, int64_t k, const GemmProduct* produc
     const size_t es = bf16 ? 2 : 4;
     const int64_t n = pr.n;
     const auto* base = static_cast<const char*>(pr.packed);
-    auto panel_at = [&](int64_t p, int64_t k0) { return base + static_cast<size_t>((p * k + k0) * kPanelRows) * es; };
-    auto valid = [&](int64_t p) { return static_cast<int>(std::min<int64_t>(kPanelRows, n - p * kPanelRows)); };
+    auto panel_at = [&](int64_t p, int64_t k0) {
+      return base + static_cast<size_t>((p * k + k0) * kPanelRows) * es;
+    };
+    auto valid = [&](int64_t p) {
+      return static_cast<int>(std::min<int64_t>(kPanelRows, n - p * kPanelRows));
+    };
     // Slices follow each other in memory (k blocks of a panel, then the next panel): the next one
     // starts where this one ends.
     auto next_slice = [&](int64_t p, int64_t k0) {
@@ -299,8 +313,9 @@ void gemm_panels(const float* x, int64_t m, int64_t k, const GemmProduct* produc
     if (m <= kTileRows) {
       for (int64_t p = p_begin; p < p_end; ++p)
         for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-          const Tile t{x + k0, k, panel_at(p, k0), std::min(kDepth, k - k0), pr.out + p * kPanelRows, n, valid(p),
-                       k0 > 0, next_slice(p, k0), kDepth};
+          const Tile t{
+              x + k0, k,        panel_at(p, k0), std::min(kDepth, k - k0), pr.out + p * kPanelRows,
+              n,      valid(p), k0 > 0,          next_slice(p, k0),        kDepth};
           run_tile(t, static_cast<int>(m), bf16, avx512);
         }
       continue;
@@ -308,17 +323,26 @@ void gemm_panels(const float* x, int64_t m, int64_t k, const GemmProduct* produc
     const int64_t mb = block * blocks.rows, rows = std::min(blocks.rows, m - mb);
     if (block != copied) {
       for (int64_t r = 0; r < rows; ++r)
-        std::memcpy(rows_copy.data() + r * ldx, x + (mb + r) * k, static_cast<size_t>(k) * sizeof(float));
+        std::memcpy(rows_copy.data() + r * ldx, x + (mb + r) * k,
+                    static_cast<size_t>(k) * sizeof(float));
       copied = block;
     }
     const int64_t n_tiles = (rows + kTileRows - 1) / kTileRows;
     for (int64_t p = p_begin; p < p_end; ++p)
       for (int64_t k0 = 0; k0 < k; k0 += kDepth)
         for (int64_t i = 0; i < n_tiles; ++i) {
-          // Tiles of balanced height (16 rows: 8 + 8, not 12 + 4); they share the next slice's prefetch.
-          const int64_t r = rows * i / n_tiles, r_end = rows * (i + 1) / n_tiles, ahead_from = kDepth * i / n_tiles;
-          const Tile t{rows_copy.data() + r * ldx + k0, ldx, panel_at(p, k0), std::min(kDepth, k - k0),
-                       pr.out + (mb + r) * n + p * kPanelRows, n, valid(p), k0 > 0,
+          // Tiles of balanced height (16 rows: 8 + 8, not 12 + 4); they share the next slice's
+          // prefetch.
+          const int64_t r = rows * i / n_tiles, r_end = rows * (i + 1) / n_tiles,
+                        ahead_from = kDepth * i / n_tiles;
+          const Tile t{rows_copy.data() + r * ldx + k0,
+                       ldx,
+                       panel_at(p, k0),
+                       std::min(kDepth, k - k0),
+                       pr.out + (mb + r) * n + p * kPanelRows,
+                       n,
+                       valid(p),
+                       k0 > 0,
                        next_slice(p, k0) + static_cast<size_t>(ahead_from * kPanelRows) * es,
                        kDepth * (i + 1) / n_tiles - ahead_from};
           run_tile(t, static_cast<int>(r_end - r), bf16, avx512);
@@ -364,7 +388,8 @@ void pack_weight(const float* w, int64_t n, int64_t k, DType dtype, void* dst) {
 void quantize_int8(const float* w, int64_t n, int64_t k, int8_t* q, float* scales) {
   const int64_t groups = int8_groups(k);
 #pragma omp parallel for schedule(static) if (n * k >= (int64_t{1} << 20))
-  for (int64_t r = 0; r < n; ++r) int8::quantize_weight_row(w + r * k, k, q + r * k, scales + r * groups);
+  for (int64_t r = 0; r < n; ++r)
+    int8::quantize_weight_row(w + r * k, k, q + r * k, scales + r * groups);
 }
 
 void pack_int8(const int8_t* q, const float* scales, int64_t n, int64_t k, void* dst) {
@@ -379,17 +404,21 @@ void pack_int8(const int8_t* q, const float* scales, int64_t n, int64_t k, void*
 
 float packed_at(const void* packed, int64_t k, DType dtype, int64_t row, int64_t col) {
   if (dtype == DType::kI8) return int8::value_at(packed, k, row, col);
-  const size_t at = static_cast<size_t>(((row / kPanelRows) * k + col) * kPanelRows + row % kPanelRows);
+  const size_t at =
+      static_cast<size_t>(((row / kPanelRows) * k + col) * kPanelRows + row % kPanelRows);
   return dtype == DType::kF32 ? static_cast<const float*>(packed)[at]
                               : bf16_to_f32(static_cast<const uint16_t*>(packed)[at]);
 }
 
-void gemm_multi(const float* x, int64_t m, int64_t k, const GemmProduct* products, int count, int threads) {
-  TPLLAMA_CHECK(count >= 1 && count <= kMaxProducts, "gemm_multi: ", count, " products (1 to ", kMaxProducts, ")");
+void gemm_multi(const float* x, int64_t m, int64_t k, const GemmProduct* products, int count,
+                int threads) {
+  TPLLAMA_CHECK(count >= 1 && count <= kMaxProducts, "gemm_multi: ", count, " products (1 to ",
+                kMaxProducts, ")");
   if (m == 0) return;
   if (k == 0) {
     for (int i = 0; i < count; ++i)
-      if (products[i].n > 0) std::memset(products[i].out, 0, static_cast<size_t>(m * products[i].n) * sizeof(float));
+      if (products[i].n > 0)
+        std::memset(products[i].out, 0, static_cast<size_t>(m * products[i].n) * sizeof(float));
     return;
   }
   const int8::Kernels kernels = int8::kernels();
@@ -401,7 +430,8 @@ void gemm_multi(const float* x, int64_t m, int64_t k, const GemmProduct* product
   }
   if (total_panels == 0) return;
   const int64_t macs = m * n_total * k;
-  const int64_t worth = std::max<int64_t>({1, macs / kParallelMacs, n_total * k / kParallelWeights});
+  const int64_t worth =
+      std::max<int64_t>({1, macs / kParallelMacs, n_total * k / kParallelWeights});
   const int use = static_cast<int>(std::min<int64_t>({std::max(1, threads), total_panels, worth}));
   const RowBlocks blocks(m, k);
   // One thread: each product's panels as one run. Several: about kRunsPerThread runs of panels per
@@ -422,14 +452,19 @@ void gemm_multi(const float* x, int64_t m, int64_t k, const GemmProduct* product
   gemm_panels(x, m, k, products, blocks, queue, kernels);
 }
 
-void gemm(float* out, const float* x, int64_t m, const void* packed, DType dtype, int64_t n, int64_t k, int threads) {
+void gemm(float* out, const float* x, int64_t m, const void* packed, DType dtype, int64_t n,
+          int64_t k, int threads) {
   const GemmProduct product{out, packed, dtype, n};
   gemm_multi(x, m, k, &product, 1, threads);
 }
 
-bool avx512_kernels() { return cpu_has_avx512() && !g_force_portable.load(std::memory_order_relaxed); }
+bool avx512_kernels() {
+  return cpu_has_avx512() && !g_force_portable.load(std::memory_order_relaxed);
+}
 
-const char* gemm_kernel_name() { return avx512_kernels() ? "avx512" : "portable"; }
+const char* gemm_kernel_name() {
+  return avx512_kernels() ? "avx512" : "portable";
+}
 
 const char* int8_kernel_name(int64_t m) {
   const int8::Kernels kernels = int8::kernels();
@@ -442,7 +477,11 @@ bool int8_vnni_kernels() {
   return cpu_has_avx512_vnni() && !g_force_no_vnni.load(std::memory_order_relaxed);
 }
 
-void force_portable_gemm(bool on) { g_force_portable = on; }
-void force_no_vnni(bool on) { g_force_no_vnni = on; }
+void force_portable_gemm(bool on) {
+  g_force_portable = on;
+}
+void force_no_vnni(bool on) {
+  g_force_no_vnni = on;
+}
 
 }  // namespace tpllama::ops::cpu

@@ -41,7 +41,8 @@ constexpr int64_t kPanelRows = 32;
 constexpr int64_t kInt8Group = 128;
 // From this many rows of x on, int8 products quantize x and run the VNNI kernels (see above).
 // Measured on the same products, widening against VNNI: 1 row 490 against 520 us, 2 rows 512
-// against 590, 3 rows 578 against 594; at 4 rows VNNI is 25% faster (widening runs out of registers).
+// against 590, 3 rows 578 against 594; at 4 rows VNNI is 25% faster (widening runs out of
+// registers).
 constexpr int64_t kInt8QuantizedRows = 4;
 
 // Bytes of a packed (n, k) matrix (rows padded to a multiple of 32 with zeros; int8 as above).
@@ -54,7 +55,8 @@ constexpr int64_t int8_groups(int64_t k) {
   return (k + kInt8Group - 1) / kInt8Group;
 }
 // The int8 quantization above of row-major w (n, k), finite: q (n, k) and scales (n,
-// int8_groups(k)), both row-major. What pack_weight holds as int8, and what an int8 checkpoint stores.
+// int8_groups(k)), both row-major. What pack_weight holds as int8, and what an int8 checkpoint
+// stores.
 void quantize_int8(const float* w, int64_t n, int64_t k, int8_t* q, float* scales);
 // Packs quantized weights (as quantize_int8 writes them) into dst (packed_bytes(n, k, kI8), 64-byte
 // aligned): of quantize_int8(w), byte for byte what pack_weight(w, kI8) writes.
@@ -63,7 +65,8 @@ void pack_int8(const int8_t* q, const float* scales, int64_t n, int64_t k, void*
 float packed_at(const void* packed, int64_t k, DType dtype, int64_t row, int64_t col);
 
 // out (m, n) = x (m, k) · Wᵀ on up to `threads` threads of the rank's pool.
-void gemm(float* out, const float* x, int64_t m, const void* packed, DType dtype, int64_t n, int64_t k, int threads);
+void gemm(float* out, const float* x, int64_t m, const void* packed, DType dtype, int64_t n,
+          int64_t k, int threads);
 
 // One of the products of gemm_multi: out (m, n) = x · Wᵀ, W packed (n, k) in dtype.
 struct GemmProduct {
@@ -76,7 +79,8 @@ constexpr int kMaxProducts = 4;
 // Up to kMaxProducts products of one x (m, k) in one parallel pass (the Q, K and V projections;
 // gate and up), of any mix of dtypes: their panels share one work queue, so the threads meet once
 // at the end instead of once per product, and one copy of each block of x serves all of them.
-void gemm_multi(const float* x, int64_t m, int64_t k, const GemmProduct* products, int count, int threads);
+void gemm_multi(const float* x, int64_t m, int64_t k, const GemmProduct* products, int count,
+                int threads);
 
 // AVX-512 F and BW are present: the kernels of gemm, attention and the bandwidth probe use them.
 bool cpu_has_avx512();

@@ -19,13 +19,16 @@
 namespace tpllama::ops::cpu::int8 {
 namespace {
 
-constexpr int64_t kQuadBytes = 4 * kPanelRows;               // 4 k of a panel's 32 rows
-constexpr int64_t kRowScalarsBytes = kPanelRows * 4;         // one group's 32 scales, or 32 biases
-constexpr int64_t kGroupBytes = kInt8Group * kPanelRows + kRowScalarsBytes;  // a whole group's values and scales
+constexpr int64_t kQuadBytes = 4 * kPanelRows;        // 4 k of a panel's 32 rows
+constexpr int64_t kRowScalarsBytes = kPanelRows * 4;  // one group's 32 scales, or 32 biases
+constexpr int64_t kGroupBytes =
+    kInt8Group * kPanelRows + kRowScalarsBytes;  // a whole group's values and scales
 static_assert(kInt8Group % 4 == 0 && kInt8Group >= 4, "groups hold whole quads of k");
-static_assert(kInt8Group * 255 * 127 < (int64_t{1} << 24), "a group's integer dot product is exact in f32");
+static_assert(kInt8Group * 255 * 127 < (int64_t{1} << 24),
+              "a group's integer dot product is exact in f32");
 constexpr int kWidenRows = kInt8QuantizedRows - 1;  // most rows a widening tile takes
-static_assert(kWidenRows >= 1 && kWidenRows <= 4, "a widening tile keeps 10 of the 32 registers a row");
+static_assert(kWidenRows >= 1 && kWidenRows <= 4,
+              "a widening tile keeps 10 of the 32 registers a row");
 // Rows of x per VNNI tile: two int32 and two f32 accumulators a row, 24 of the 32 registers.
 constexpr int kVnniTileRows = 6;
 // Rows of x up to which the VNNI kernel streams each panel whole, as the widening one does.
@@ -46,7 +49,8 @@ int64_t bias_offset(int64_t k) {
   return quads(k) * kQuadBytes + int8_groups(k) * kRowScalarsBytes;
 }
 
-// One tile: rows [0, rows) of x against a k slice of one panel (whole groups, but for the row's last).
+// One tile: rows [0, rows) of x against a k slice of one panel (whole groups, but for the row's
+// last).
 struct Tile {
   const float* x;  // widening: x at the slice's first k, row r at x + r * ldx
   int64_t ldx;
@@ -67,14 +71,17 @@ struct Tile {
   int64_t ahead_lines = 0;
 };
 
-__attribute__((target("avx512f"))) inline void store_row(const Tile& t, int r, __m512 lo, __m512 hi) {
+__attribute__((target("avx512f"))) inline void store_row(const Tile& t, int r, __m512 lo,
+                                                         __m512 hi) {
   avx512::store_tile_columns(t.out + r * t.ldo, t.valid, t.accumulate, lo, hi);
 }
 
 // The widening kernel keeps 4 partial sums a row (one per k of a quad): a, b, c, d hold rows 0-3,
 // 4-7, 8-11 and 12-15 of 16, a row per 128-bit lane. Their 16 row totals, in row order.
-__attribute__((target("avx512f"))) inline __m512 sum_quad_slots(__m512 a, __m512 b, __m512 c, __m512 d) {
-  const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));  // a02 b02 a13 b13
+__attribute__((target("avx512f"))) inline __m512 sum_quad_slots(__m512 a, __m512 b, __m512 c,
+                                                                __m512 d) {
+  const __m512 ab =
+      _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));  // a02 b02 a13 b13
   const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
   const __m512 s = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)),
                                  _mm512_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
@@ -85,18 +92,20 @@ __attribute__((target("avx512f"))) inline __m512 sum_quad_slots(__m512 a, __m512
 
 // One quad of a panel (128 bytes) widened to f32 against xb[r] (x's 4 k, in every 128-bit lane).
 template <int kRows>
-__attribute__((target("avx512f"))) inline void widen_quad(const int8_t* v, const __m512* xb, __m512 (*acc)[8]) {
+__attribute__((target("avx512f"))) inline void widen_quad(const int8_t* v, const __m512* xb,
+                                                          __m512 (*acc)[8]) {
   for (int i = 0; i < 8; ++i) {
-    const __m512 w = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(v) + i)));
+    const __m512 w = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(v) + i)));
     for (int r = 0; r < kRows; ++r) acc[r][i] = _mm512_fmadd_ps(xb[r], w, acc[r][i]);
   }
 }
 
 // Few rows of x (decode): bound by reading the panel, so it prefetches ahead in its one stream and
 // widens each byte once for all its rows. Per group, sums in f32, then scales by the rows' s_w. It
-// asks for its stream into L1, and one row keeps two sets of sums (alternate quads): at one row, two
-// threads, each measured 3-5% faster on the 110m products than into L2 with one set, which was only
-// as fast as VNNI on quantized x.
+// asks for its stream into L1, and one row keeps two sets of sums (alternate quads): at one row,
+// two threads, each measured 3-5% faster on the 110m products than into L2 with one set, which was
+// only as fast as VNNI on quantized x.
 template <int kRows>
 __attribute__((target("avx512f"))) void tile_widen(const Tile& t) {
   constexpr int kSets = kRows == 1 ? 2 : 1;
@@ -116,13 +125,15 @@ __attribute__((target("avx512f"))) void tile_widen(const Tile& t) {
       for (int j = 0; j < kSets; ++j, prefetch += kQuadBytes) {
         _mm_prefetch(prefetch, _MM_HINT_T0);
         _mm_prefetch(prefetch + 64, _MM_HINT_T0);
-        for (int r = 0; r < kRows; ++r) xb[r] = _mm512_broadcast_f32x4(_mm_loadu_ps(x + r * t.ldx + 4 * (q + j)));
+        for (int r = 0; r < kRows; ++r)
+          xb[r] = _mm512_broadcast_f32x4(_mm_loadu_ps(x + r * t.ldx + 4 * (q + j)));
         widen_quad<kRows>(v + (q + j) * kQuadBytes, xb, acc[j]);
       }
     for (; q < full; ++q, prefetch += kQuadBytes) {
       _mm_prefetch(prefetch, _MM_HINT_T0);
       _mm_prefetch(prefetch + 64, _MM_HINT_T0);
-      for (int r = 0; r < kRows; ++r) xb[r] = _mm512_broadcast_f32x4(_mm_loadu_ps(x + r * t.ldx + 4 * q));
+      for (int r = 0; r < kRows; ++r)
+        xb[r] = _mm512_broadcast_f32x4(_mm_loadu_ps(x + r * t.ldx + 4 * q));
       widen_quad<kRows>(v + q * kQuadBytes, xb, acc[0]);
     }
     if (gk % 4 != 0) {  // the row's last k: x ends inside the quad, so read only what exists
@@ -143,8 +154,10 @@ __attribute__((target("avx512f"))) void tile_widen(const Tile& t) {
     const float* s = reinterpret_cast<const float*>(v + quads(gk) * kQuadBytes);
     const __m512 s0 = _mm512_load_ps(s), s1 = _mm512_load_ps(s + 16);
     for (int r = 0; r < kRows; ++r) {
-      lo[r] = _mm512_fmadd_ps(sum_quad_slots(acc[0][r][0], acc[0][r][1], acc[0][r][2], acc[0][r][3]), s0, lo[r]);
-      hi[r] = _mm512_fmadd_ps(sum_quad_slots(acc[0][r][4], acc[0][r][5], acc[0][r][6], acc[0][r][7]), s1, hi[r]);
+      lo[r] = _mm512_fmadd_ps(
+          sum_quad_slots(acc[0][r][0], acc[0][r][1], acc[0][r][2], acc[0][r][3]), s0, lo[r]);
+      hi[r] = _mm512_fmadd_ps(
+          sum_quad_slots(acc[0][r][4], acc[0][r][5], acc[0][r][6], acc[0][r][7]), s1, hi[r]);
     }
   }
   for (int r = 0; r < kRows; ++r) store_row(t, r, lo[r], hi[r]);
@@ -153,7 +166,8 @@ __attribute__((target("avx512f"))) void tile_widen(const Tile& t) {
 // acc += the 4-byte dot products of u (unsigned) and s (signed) in each 32-bit lane. The intrinsic
 // (_mm512_dpbusd_epi32) compiles under GCC 12 to two register copies around every vpdpbusd of an
 // unrolled tile (the accumulator in and out); the asm keeps each accumulator in its register.
-__attribute__((target("avx512f,avx512vnni"), always_inline)) inline __m512i dot_bytes(__m512i acc, __m512i u,
+__attribute__((target("avx512f,avx512vnni"), always_inline)) inline __m512i dot_bytes(__m512i acc,
+                                                                                      __m512i u,
                                                                                       __m512i s) {
   asm("vpdpbusd %[s], %[u], %[acc]" : [acc] "+v"(acc) : [u] "v"(u), [s] "v"(s));
   return acc;
@@ -173,14 +187,17 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile_vnni(const Tile
     const int8_t* v = t.panel + g * kGroupBytes;
     const uint8_t* x = t.xq + k0;
     __m512i a0[kRows], a1[kRows];
-    const __m512i b0 = _mm512_load_si512(t.bias + g * kPanelRows), b1 = _mm512_load_si512(t.bias + g * kPanelRows + 16);
+    const __m512i b0 = _mm512_load_si512(t.bias + g * kPanelRows),
+                  b1 = _mm512_load_si512(t.bias + g * kPanelRows + 16);
     for (int r = 0; r < kRows; ++r) {
       a0[r] = b0;
       a1[r] = b1;
     }
     for (int64_t q = 0; q < gq; ++q) {
-      for (due += t.ahead_lines; due >= all_quads; due -= all_quads, ahead += 64) _mm_prefetch(ahead, _MM_HINT_T1);
-      const __m512i w0 = _mm512_load_si512(v + q * kQuadBytes), w1 = _mm512_load_si512(v + q * kQuadBytes + 64);
+      for (due += t.ahead_lines; due >= all_quads; due -= all_quads, ahead += 64)
+        _mm_prefetch(ahead, _MM_HINT_T1);
+      const __m512i w0 = _mm512_load_si512(v + q * kQuadBytes),
+                    w1 = _mm512_load_si512(v + q * kQuadBytes + 64);
       for (int r = 0; r < kRows; ++r) {
         int32_t four;
         std::memcpy(&four, x + r * t.ldq + 4 * q, sizeof four);
@@ -240,7 +257,8 @@ void tile_portable_quantized(const Tile& t, int rows) {
       const uint8_t* x = t.xq + r * t.ldq + k0;
       for (int j = 0; j < kPanelRows; ++j) {
         int32_t acc = t.bias[g * kPanelRows + j];
-        for (int64_t kk = 0; kk < 4 * gq; ++kk) acc += x[kk] * v[(kk / 4) * kQuadBytes + 4 * j + kk % 4];
+        for (int64_t kk = 0; kk < 4 * gq; ++kk)
+          acc += x[kk] * v[(kk / 4) * kQuadBytes + 4 * j + kk % 4];
         total[r][j] = std::fma(static_cast<float>(acc), s[j] * t.sx[r * t.lds + g], total[r][j]);
       }
     }
@@ -288,7 +306,8 @@ void quantize_group(const float* x, int64_t len, uint8_t* bytes, float& scale) {
 
 // The same, 16 at a time: the division and the rounding (to nearest even, as nearbyint in the
 // default mode) are the same operations, so the bytes are the same.
-__attribute__((target("avx512f,avx512bw"))) void quantize_group_avx512(const float* x, int64_t len, uint8_t* bytes,
+__attribute__((target("avx512f,avx512bw"))) void quantize_group_avx512(const float* x, int64_t len,
+                                                                       uint8_t* bytes,
                                                                        float& scale) {
   __m512 amax = _mm512_setzero_ps();
   for (int64_t i = 0; i < len; i += 16) {
@@ -321,12 +340,15 @@ void quantize_weight_row(const float* row, int64_t k, int8_t* q, float* scales) 
     for (int64_t i = 0; i < gk; ++i) amax = std::max(amax, std::fabs(row[k0 + i]));
     const float scale = amax / 127.0f;
     for (int64_t i = 0; i < gk; ++i)
-      q[k0 + i] = scale > 0 ? static_cast<int8_t>(std::clamp(std::nearbyint(row[k0 + i] / scale), -127.0f, 127.0f)) : 0;
+      q[k0 + i] = scale > 0 ? static_cast<int8_t>(
+                                  std::clamp(std::nearbyint(row[k0 + i] / scale), -127.0f, 127.0f))
+                            : 0;
     scales[g] = scale;
   }
 }
 
-void pack_panel(const int8_t* q, int64_t ldq, const float* scales, int64_t lds, int64_t rows, int64_t k, void* dst) {
+void pack_panel(const int8_t* q, int64_t ldq, const float* scales, int64_t lds, int64_t rows,
+                int64_t k, void* dst) {
   auto* panel = static_cast<int8_t*>(dst);
   std::memset(panel, 0, panel_bytes(k));
   auto* bias = reinterpret_cast<int32_t*>(panel + bias_offset(k));
@@ -348,10 +370,12 @@ void pack_panel(const int8_t* q, int64_t ldq, const float* scales, int64_t lds, 
 }
 
 float value_at(const void* packed, int64_t k, int64_t row, int64_t col) {
-  const auto* panel = static_cast<const int8_t*>(packed) + static_cast<size_t>(row / kPanelRows) * panel_bytes(k);
+  const auto* panel =
+      static_cast<const int8_t*>(packed) + static_cast<size_t>(row / kPanelRows) * panel_bytes(k);
   const int64_t g = col / kInt8Group, j = row % kPanelRows, i = col % kInt8Group;
   const int8_t* v = panel + g * kGroupBytes;
-  const auto* scales = reinterpret_cast<const float*>(v + quads(std::min(kInt8Group, k - g * kInt8Group)) * kQuadBytes);
+  const auto* scales = reinterpret_cast<const float*>(
+      v + quads(std::min(kInt8Group, k - g * kInt8Group)) * kQuadBytes);
   return static_cast<float>(v[(i / 4) * kQuadBytes + 4 * j + i % 4]) * scales[j];
 }
 
@@ -384,7 +408,9 @@ Kernels kernels() {
 void run_item(const Item& it, int64_t m, Kernels kernels, QuantizedRows& q) {
   const auto* base = static_cast<const int8_t*>(it.packed);
   const int64_t pb = static_cast<int64_t>(panel_bytes(it.k));
-  auto valid = [&](int64_t p) { return static_cast<int>(std::min<int64_t>(kPanelRows, it.n - p * kPanelRows)); };
+  auto valid = [&](int64_t p) {
+    return static_cast<int>(std::min<int64_t>(kPanelRows, it.n - p * kPanelRows));
+  };
   // Widening: all of k at once, one tile of every row (fewer than kInt8QuantizedRows rows: nothing
   // to reuse); or, on AVX-512 without VNNI, tiles of kWidenRows rows down the block, the panel
   // found in L1 or L2 after the first (several times faster than the portable quantized kernels).
@@ -422,19 +448,35 @@ void run_item(const Item& it, int64_t m, Kernels kernels, QuantizedRows& q) {
     for (int64_t k0 = 0; k0 < it.k; k0 += slice_k) {
       const int64_t g0 = k0 / kInt8Group, depth = std::min(slice_k, it.k - k0);
       const int8_t* slice = base + p * pb + g0 * kGroupBytes;
-      const auto* bias = reinterpret_cast<const int32_t*>(base + p * pb + bias_offset(it.k)) + g0 * kPanelRows;
+      const auto* bias =
+          reinterpret_cast<const int32_t*>(base + p * pb + bias_offset(it.k)) + g0 * kPanelRows;
       // The next slice follows this one (the last one of a panel: its biases, then the next panel).
-      const char* next = stream ? reinterpret_cast<const char*>(slice) + kPrefetchBytes
-                                : reinterpret_cast<const char*>(slice + int8_groups(depth) * kGroupBytes);
+      const char* next =
+          stream ? reinterpret_cast<const char*>(slice) + kPrefetchBytes
+                 : reinterpret_cast<const char*>(slice + int8_groups(depth) * kGroupBytes);
       const int64_t next_lines = (stream ? pb : int8_groups(depth) * kGroupBytes) / 64;
       for (int64_t i = 0; i < n_tiles; ++i) {
-        // Tiles of balanced height (8 rows: 4 + 4, not 6 + 2); they share the next slice's prefetch.
+        // Tiles of balanced height (8 rows: 4 + 4, not 6 + 2); they share the next slice's
+        // prefetch.
         const int64_t r = it.rows * i / n_tiles, r_end = it.rows * (i + 1) / n_tiles;
         const int64_t ahead_from = stream ? 0 : next_lines * i / n_tiles;
-        const int64_t ahead_to = stream ? (i == 0 ? next_lines : 0) : next_lines * (i + 1) / n_tiles;
-        const Tile t{nullptr, 0, q.bytes.data() + r * q.ld + k0, q.ld, q.scales.data() + r * q.groups + g0, q.groups,
-                     slice, bias, depth, it.out + (it.row0 + r) * it.n + p * kPanelRows, it.n, valid(p), k0 > 0,
-                     next + ahead_from * 64, ahead_to - ahead_from};
+        const int64_t ahead_to =
+            stream ? (i == 0 ? next_lines : 0) : next_lines * (i + 1) / n_tiles;
+        const Tile t{nullptr,
+                     0,
+                     q.bytes.data() + r * q.ld + k0,
+                     q.ld,
+                     q.scales.data() + r * q.groups + g0,
+                     q.groups,
+                     slice,
+                     bias,
+                     depth,
+                     it.out + (it.row0 + r) * it.n + p * kPanelRows,
+                     it.n,
+                     valid(p),
+                     k0 > 0,
+                     next + ahead_from * 64,
+                     ahead_to - ahead_from};
         run_vnni(t, static_cast<int>(r_end - r), kernels.vnni);
       }
     }

@@ -16,7 +16,8 @@ size_t panel_bytes(int64_t k);
 void quantize_weight_row(const float* row, int64_t k, int8_t* q, float* scales);
 // Packs rows [0, rows) of quantized weights (rows ≤ 32, the rest of the panel zeros) into one
 // panel: row j's q at q + j * ldq, its scale of group g at scales[j * lds + g].
-void pack_panel(const int8_t* q, int64_t ldq, const float* scales, int64_t lds, int64_t rows, int64_t k, void* dst);
+void pack_panel(const int8_t* q, int64_t ldq, const float* scales, int64_t lds, int64_t rows,
+                int64_t k, void* dst);
 // q × scale of element (row, col).
 float value_at(const void* packed, int64_t k, int64_t row, int64_t col);
 

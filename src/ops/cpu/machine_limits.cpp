@@ -22,7 +22,8 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Sums n floats (n a multiple of 64) with eight independent accumulators so loads, not adds, bound it.
+// Sums n floats (n a multiple of 64) with eight independent accumulators so loads, not adds, bound
+// it.
 __attribute__((target("avx512f"))) float read_avx512(const float* p, size_t n) {
   __m512 acc[8];
   for (__m512& a : acc) a = _mm512_setzero_ps();
@@ -67,13 +68,16 @@ double measure_read_bandwidth(int threads, size_t bytes) {
     }
     const double dt = now_seconds() - t0;
     sink = sink + total;
-    if (pass > 0) best = std::max(best, static_cast<double>(per * static_cast<size_t>(threads) * sizeof(float)) / dt);
+    if (pass > 0)
+      best = std::max(best,
+                      static_cast<double>(per * static_cast<size_t>(threads) * sizeof(float)) / dt);
   }
   return best;
 }
 
 double measure_gemm_flops(int threads, DType dtype, int64_t n) {
-  std::vector<float> w(static_cast<size_t>(n * n)), x(static_cast<size_t>(n * n)), out(static_cast<size_t>(n * n));
+  std::vector<float> w(static_cast<size_t>(n * n)), x(static_cast<size_t>(n * n)),
+      out(static_cast<size_t>(n * n));
   for (size_t i = 0; i < w.size(); ++i) {
     w[i] = static_cast<float>(i % 7) * 0.01f - 0.03f;
     x[i] = static_cast<float>(i % 5) * 0.02f - 0.04f;

@@ -42,7 +42,8 @@ void zero(void* data, size_t nbytes, int threads) {
   auto* bytes = static_cast<char*>(data);
   const int64_t n = static_cast<int64_t>(nbytes), chunk = int64_t{1} << 21;
 #pragma omp parallel for schedule(static) num_threads(std::max(1, threads)) if (n >= 4 * chunk)
-  for (int64_t at = 0; at < n; at += chunk) std::memset(bytes + at, 0, static_cast<size_t>(std::min(chunk, n - at)));
+  for (int64_t at = 0; at < n; at += chunk)
+    std::memset(bytes + at, 0, static_cast<size_t>(std::min(chunk, n - at)));
 }
 
 void gather_rows(Tensor out, Tensor x, Tensor rows) {
@@ -50,14 +51,15 @@ void gather_rows(Tensor out, Tensor x, Tensor rows) {
   for (int64_t i = 0; i < rows.size(0); ++i) {
     const int64_t r = rows.as<int32_t>()[i];
     TPLLAMA_CHECK(r >= 0 && r < x.size(0), "gather_rows: row ", r, " of ", x.size(0));
-    std::memcpy(static_cast<char*>(out.data()) + i * row_bytes, static_cast<const char*>(x.data()) + r * row_bytes,
-                row_bytes);
+    std::memcpy(static_cast<char*>(out.data()) + i * row_bytes,
+                static_cast<const char*>(x.data()) + r * row_bytes, row_bytes);
   }
 }
 
 void fill_columns(Tensor x, int64_t col_begin, float value) {
   for (int64_t r = 0; r < x.size(0); ++r)
-    std::fill(x.as<float>() + r * x.size(1) + col_begin, x.as<float>() + (r + 1) * x.size(1), value);
+    std::fill(x.as<float>() + r * x.size(1) + col_begin, x.as<float>() + (r + 1) * x.size(1),
+              value);
 }
 
 uint64_t memory_available() {

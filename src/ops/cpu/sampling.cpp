@@ -182,8 +182,8 @@ int sample_with_uniform(const float* logits, int n, const SamplingParams& p, dou
 std::vector<int32_t> sample_rows(Tensor logits, int n, const std::vector<SampleRow>& rows) {
   std::vector<int32_t> tokens(rows.size());
   for (size_t r = 0; r < rows.size(); ++r)
-    tokens[r] = sample_with_uniform(logits.as<float>() + static_cast<int64_t>(r) * logits.size(1), n, rows[r].params,
-                                    rows[r].uniform);
+    tokens[r] = sample_with_uniform(logits.as<float>() + static_cast<int64_t>(r) * logits.size(1),
+                                    n, rows[r].params, rows[r].uniform);
   return tokens;
 }
 
@@ -210,7 +210,8 @@ void logit_sums(Tensor sums, Tensor logits, Tensor rows, Tensor max, Tensor chos
     TPLLAMA_CHECK(r >= 0 && r < logits.size(0), "logit_sums: row ", r, " of ", logits.size(0));
     const float* row = logits.as<float>() + r * cols;
     double sum = 0;
-    for (int64_t c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(row[c]) - max.as<float>()[i]);
+    for (int64_t c = 0; c < cols; ++c)
+      sum += std::exp(static_cast<double>(row[c]) - max.as<float>()[i]);
     const int32_t at = chosen.as<int32_t>()[i];
     sums.as<float>()[i] = static_cast<float>(sum);
     sums.as<float>()[n + i] = at >= 0 && at < cols ? row[at] : 0.0f;

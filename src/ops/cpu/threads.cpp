@@ -12,7 +12,9 @@
 namespace tpllama::ops::cpu {
 namespace {
 
-int node_cores() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+int node_cores() {
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
 
 std::vector<int> affinity_cpus() {
   cpu_set_t set;
@@ -52,8 +54,8 @@ ThreadPlacement plan_threads(int requested, int local_rank, int ranks_on_node) {
   const size_t may_use = std::max(mask.size(), share.size());
   if (requested > 0 && static_cast<size_t>(requested) > may_use)
     fail("--threads ", requested, " is more than the ", may_use, " cores this rank may use (",
-         cpu_list(mask.size() >= share.size() ? mask : share), "); give at most --threads ", may_use,
-         " or leave it out (default: the rank's share of its node, ", share.size(), ")");
+         cpu_list(mask.size() >= share.size() ? mask : share), "); give at most --threads ",
+         may_use, " or leave it out (default: the rank's share of its node, ", share.size(), ")");
   ThreadPlacement p;
   p.threads = requested > 0 ? requested : static_cast<int>(share.size());
   const bool launcher_bound = mask.size() < static_cast<size_t>(node_cores());
@@ -61,14 +63,15 @@ ThreadPlacement plan_threads(int requested, int local_rank, int ranks_on_node) {
   const std::vector<int>& cores = use_mask ? mask : share;
   if (static_cast<size_t>(p.threads) > cores.size()) {
     p.oversubscribed = true;
-    p.note = std::to_string(p.threads) + " threads for the " + std::to_string(cores.size()) + " core(s) of this rank (" +
-             cpu_list(cores) + "): threads will share cores and run slower";
+    p.note = std::to_string(p.threads) + " threads for the " + std::to_string(cores.size()) +
+             " core(s) of this rank (" + cpu_list(cores) +
+             "): threads will share cores and run slower";
     return p;
   }
   p.cpus.assign(cores.begin(), cores.begin() + p.threads);
   if (launcher_bound && !use_mask)
-    p.note = "the launcher bound this rank to cores " + cpu_list(mask) + "; using cores " + cpu_list(p.cpus) +
-             " (its share of the node) for " + std::to_string(p.threads) +
+    p.note = "the launcher bound this rank to cores " + cpu_list(mask) + "; using cores " +
+             cpu_list(p.cpus) + " (its share of the node) for " + std::to_string(p.threads) +
              " threads (launch with --bind-to none or --map-by slot:PE=n to choose)";
   return p;
 }
@@ -83,18 +86,21 @@ void apply_threads(const ThreadPlacement& placement) {
       cpu_set_t set;
       CPU_ZERO(&set);
       CPU_SET(placement.cpus[t], &set);
-      sched_setaffinity(0, sizeof set, &set);  // 0: the calling thread; a refusal leaves it unpinned
+      sched_setaffinity(0, sizeof set,
+                        &set);  // 0: the calling thread; a refusal leaves it unpinned
     }
   }
 }
 
 bool widen_to_node_share(int local_rank, int ranks_on_node) {
   const std::vector<int> share = node_share(local_rank, ranks_on_node);
-  if (share.size() < 2 || local_rank >= ranks_on_node || affinity_cpus().size() >= share.size()) return false;
+  if (share.size() < 2 || local_rank >= ranks_on_node || affinity_cpus().size() >= share.size())
+    return false;
   cpu_set_t wide;
   CPU_ZERO(&wide);
   for (int c : share) CPU_SET(c, &wide);
-  return sched_setaffinity(0, sizeof wide, &wide) == 0;  // a cgroup may forbid it: then keep the binding
+  return sched_setaffinity(0, sizeof wide, &wide) ==
+         0;  // a cgroup may forbid it: then keep the binding
 }
 
 }  // namespace tpllama::ops::cpu

@@ -26,22 +26,25 @@ std::string directory_of(const void* symbol) {
 
 void* open_library() {
   std::string tried;
-  for (const std::string& path : {std::string(kFileName),
-                                  directory_of(reinterpret_cast<const void*>(&cudaGetDeviceCount)) + kFileName,
-                                  std::string(TPLLAMA_CUBLAS_DIR) + kFileName}) {
+  for (const std::string& path :
+       {std::string(kFileName),
+        directory_of(reinterpret_cast<const void*>(&cudaGetDeviceCount)) + kFileName,
+        std::string(TPLLAMA_CUBLAS_DIR) + kFileName}) {
     if (void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
     const char* why = dlerror();
     tried += "\n  " + path + ": " + (why != nullptr ? why : "not found");
   }
   fail("cuBLAS could not be opened; the GPU path needs ", kFileName,
-       " (the cuBLAS of the CUDA toolkit this binary was built with) on LD_LIBRARY_PATH. Tried:", tried);
+       " (the cuBLAS of the CUDA toolkit this binary was built with) on LD_LIBRARY_PATH. Tried:",
+       tried);
 }
 
 template <typename Fn>
 void resolve(void* handle, Fn& fn, const char* name) {
   fn = reinterpret_cast<Fn>(dlsym(handle, name));
   if (fn == nullptr)
-    fail(kFileName, " has no ", name, " (a cuBLAS older than the headers this binary was built with?)");
+    fail(kFileName, " has no ", name,
+         " (a cuBLAS older than the headers this binary was built with?)");
 }
 
 CublasLibrary load() {
@@ -60,10 +63,13 @@ CublasLibrary load() {
 }  // namespace
 
 const CublasLibrary& cublas() {
-  static const CublasLibrary lib = load();  // a failed load throws and is tried again on the next call
+  static const CublasLibrary lib =
+      load();  // a failed load throws and is tried again on the next call
   return lib;
 }
 
-const char* cublas_file_name() { return kFileName; }
+const char* cublas_file_name() {
+  return kFileName;
+}
 
 }  // namespace tpllama::cuda

@@ -8,10 +8,12 @@
 namespace tpllama::cuda {
 
 // cublasGemmEx as exported (C++ also sees an inline overload taking a cudaDataType compute type).
-using CublasGemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int m, int n, int k,
-                                        const void* alpha, const void* a, cudaDataType a_type, int lda, const void* b,
-                                        cudaDataType b_type, int ldb, const void* beta, void* c, cudaDataType c_type,
-                                        int ldc, cublasComputeType_t compute, cublasGemmAlgo_t algo);
+using CublasGemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int m,
+                                        int n, int k, const void* alpha, const void* a,
+                                        cudaDataType a_type, int lda, const void* b,
+                                        cudaDataType b_type, int ldb, const void* beta, void* c,
+                                        cudaDataType c_type, int ldc, cublasComputeType_t compute,
+                                        cublasGemmAlgo_t algo);
 
 // The entry points this project calls, typed by the header's own declarations.
 struct CublasLibrary {

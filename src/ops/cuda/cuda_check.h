@@ -8,20 +8,20 @@
 #include "core/error.h"
 #include "ops/cuda/cublas_library.h"
 
-#define TPLLAMA_CUDA_CHECK(call)                                                                   \
-  do {                                                                                             \
-    const cudaError_t tpllama_status_ = (call);                                                    \
-    if (tpllama_status_ != cudaSuccess)                                                            \
-      ::tpllama::fail(#call, " failed: ", cudaGetErrorName(tpllama_status_), " (",                 \
-                      cudaGetErrorString(tpllama_status_), ")");                                   \
+#define TPLLAMA_CUDA_CHECK(call)                                                   \
+  do {                                                                             \
+    const cudaError_t tpllama_status_ = (call);                                    \
+    if (tpllama_status_ != cudaSuccess)                                            \
+      ::tpllama::fail(#call, " failed: ", cudaGetErrorName(tpllama_status_), " (", \
+                      cudaGetErrorString(tpllama_status_), ")");                   \
   } while (0)
 
-#define TPLLAMA_CUBLAS_CHECK(call)                                                                 \
-  do {                                                                                             \
-    const cublasStatus_t tpllama_status_ = (call);                                                 \
-    if (tpllama_status_ != CUBLAS_STATUS_SUCCESS) {                                                \
-      const ::tpllama::cuda::CublasLibrary& tpllama_blas_ = ::tpllama::cuda::cublas();             \
-      ::tpllama::fail(#call, " failed: ", tpllama_blas_.status_name(tpllama_status_), " (",        \
-                      tpllama_blas_.status_string(tpllama_status_), ")");                          \
-    }                                                                                              \
+#define TPLLAMA_CUBLAS_CHECK(call)                                                          \
+  do {                                                                                      \
+    const cublasStatus_t tpllama_status_ = (call);                                          \
+    if (tpllama_status_ != CUBLAS_STATUS_SUCCESS) {                                         \
+      const ::tpllama::cuda::CublasLibrary& tpllama_blas_ = ::tpllama::cuda::cublas();      \
+      ::tpllama::fail(#call, " failed: ", tpllama_blas_.status_name(tpllama_status_), " (", \
+                      tpllama_blas_.status_string(tpllama_status_), ")");                   \
+    }                                                                                       \
   } while (0)

@@ -17,7 +17,9 @@ namespace {
 
 using kernels::KernelType;
 
-cudaStream_t stream_of(const DeviceContext& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
+cudaStream_t stream_of(const DeviceContext& ctx) {
+  return static_cast<cudaStream_t>(ctx.stream);
+}
 
 KernelType kernel_type(DType d) {
   if (d == DType::kF32) return KernelType::kF32;
@@ -25,16 +27,20 @@ KernelType kernel_type(DType d) {
   fail("GPU ops take f32 or bf16 tensors, not ", dtype_name(d));
 }
 
-cudaDataType_t blas_type(DType d) { return d == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF; }
+cudaDataType_t blas_type(DType d) {
+  return d == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+}
 
 // Carves the context's scratch into consecutive 256-byte aligned pieces.
 class Scratch {
  public:
-  explicit Scratch(const DeviceContext& ctx) : base_(static_cast<char*>(ctx.scratch)), size_(ctx.scratch_bytes) {}
+  explicit Scratch(const DeviceContext& ctx)
+      : base_(static_cast<char*>(ctx.scratch)), size_(ctx.scratch_bytes) {}
   void* take(size_t nbytes, const char* what) {
     const size_t at = (used_ + 255) / 256 * 256;
     if (at + nbytes > size_)
-      fail(what, " needs ", nbytes, " bytes of GPU scratch; the context has ", size_ - std::min(size_, at), " left");
+      fail(what, " needs ", nbytes, " bytes of GPU scratch; the context has ",
+           size_ - std::min(size_, at), " left");
     used_ = at + nbytes;
     return base_ + at;
   }
@@ -48,7 +54,8 @@ class Scratch {
 }  // namespace
 
 size_t weight_bytes(int64_t rows, int64_t cols, DType dtype) {
-  TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "GPU weights are f32 or bf16, not ", dtype_name(dtype));
+  TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "GPU weights are f32 or bf16, not ",
+                dtype_name(dtype));
   return static_cast<size_t>(rows * cols) * dtype_size(dtype);
 }
 
@@ -56,19 +63,23 @@ Weight pack_weight(const DeviceContext& ctx, Tensor w, DType dtype, void* dst) {
   const size_t n = static_cast<size_t>(w.numel());
   const size_t bytes = weight_bytes(w.size(0), w.size(1), dtype);
   if (dtype == DType::kF32) {
-    TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(dst, w.data(), bytes, cudaMemcpyHostToDevice, stream_of(ctx)));
+    TPLLAMA_CUDA_CHECK(
+        cudaMemcpyAsync(dst, w.data(), bytes, cudaMemcpyHostToDevice, stream_of(ctx)));
   } else {
     std::vector<uint16_t> host(n);
     const float* src = w.as<float>();
 #pragma omp parallel for schedule(static) if (n >= (size_t{1} << 20))
     for (size_t i = 0; i < n; ++i) host[i] = f32_to_bf16(src[i]);
-    TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(dst, host.data(), bytes, cudaMemcpyHostToDevice, stream_of(ctx)));
+    TPLLAMA_CUDA_CHECK(
+        cudaMemcpyAsync(dst, host.data(), bytes, cudaMemcpyHostToDevice, stream_of(ctx)));
   }
   TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));  // the host copy goes out of scope
   return Weight{dst, w.size(0), w.size(1), dtype, Device::kCuda, bytes};
 }
 
-DType matmul_input_dtype(const Weight& w) { return w.dtype; }
+DType matmul_input_dtype(const Weight& w) {
+  return w.dtype;
+}
 
 float weight_at(const Weight& w, int64_t row, int64_t col) {
   const size_t at = static_cast<size_t>(row * w.cols + col) * dtype_size(w.dtype);
@@ -77,64 +88,73 @@ float weight_at(const Weight& w, int64_t row, int64_t col) {
   TPLLAMA_CUDA_CHECK(cudaDeviceSynchronize());
   if (w.dtype == DType::kF32) {
     float v = 0;
-    TPLLAMA_CUDA_CHECK(cudaMemcpy(&v, static_cast<const char*>(w.data) + at, sizeof v, cudaMemcpyDeviceToHost));
+    TPLLAMA_CUDA_CHECK(
+        cudaMemcpy(&v, static_cast<const char*>(w.data) + at, sizeof v, cudaMemcpyDeviceToHost));
     return v;
   }
   uint16_t h = 0;
-  TPLLAMA_CUDA_CHECK(cudaMemcpy(&h, static_cast<const char*>(w.data) + at, sizeof h, cudaMemcpyDeviceToHost));
+  TPLLAMA_CUDA_CHECK(
+      cudaMemcpy(&h, static_cast<const char*>(w.data) + at, sizeof h, cudaMemcpyDeviceToHost));
   return bf16_to_f32(h);
 }
 
 void matmul(const DeviceContext& ctx, Tensor out, Tensor x, const Weight& w) {
-  const int m = static_cast<int>(x.size(0)), n = static_cast<int>(w.rows), k = static_cast<int>(w.cols);
+  const int m = static_cast<int>(x.size(0)), n = static_cast<int>(w.rows),
+            k = static_cast<int>(w.cols);
   if (m == 0) return;
   Scratch scratch(ctx);
   // cuBLAS wants both inputs in one type: an f32 x meets bf16 weights as a bf16 copy in scratch.
   const void* xin = x.data();
   if (x.dtype() != w.dtype) {
-    void* converted = scratch.take(static_cast<size_t>(x.numel()) * dtype_size(w.dtype), "matmul input conversion");
-    TPLLAMA_CUDA_CHECK(kernels::convert(converted, kernel_type(w.dtype), x.data(), kernel_type(x.dtype()), x.numel(),
-                                        stream_of(ctx)));
+    void* converted = scratch.take(static_cast<size_t>(x.numel()) * dtype_size(w.dtype),
+                                   "matmul input conversion");
+    TPLLAMA_CUDA_CHECK(kernels::convert(converted, kernel_type(w.dtype), x.data(),
+                                        kernel_type(x.dtype()), x.numel(), stream_of(ctx)));
     xin = converted;
   }
   // f32 inputs give an f32 product only: a bf16 out gets it through scratch.
   const bool staged = w.dtype == DType::kF32 && out.dtype() == DType::kBF16;
-  void* product = staged ? scratch.take(static_cast<size_t>(m) * n * sizeof(float), "matmul f32 product") : out.data();
+  void* product =
+      staged ? scratch.take(static_cast<size_t>(m) * n * sizeof(float), "matmul f32 product")
+             : out.data();
   // Row-major out (m, n) = x (m, k) · wᵀ is, column-major, outᵀ (n, m) = w (k, n)ᵀ · xᵀ (k, m).
   const float alpha = 1.0f, beta = 0.0f;
   TPLLAMA_CUBLAS_CHECK(tpllama::cuda::cublas().gemm_ex(
-      static_cast<cublasHandle_t>(ctx.blas), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w.data, blas_type(w.dtype), k,
-      xin, blas_type(w.dtype), k, &beta, product, staged ? CUDA_R_32F : blas_type(out.dtype()), n, CUBLAS_COMPUTE_32F,
-      CUBLAS_GEMM_DEFAULT));
+      static_cast<cublasHandle_t>(ctx.blas), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w.data,
+      blas_type(w.dtype), k, xin, blas_type(w.dtype), k, &beta, product,
+      staged ? CUDA_R_32F : blas_type(out.dtype()), n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   if (staged)
     TPLLAMA_CUDA_CHECK(kernels::convert(out.data(), KernelType::kBF16, product, KernelType::kF32,
                                         static_cast<int64_t>(m) * n, stream_of(ctx)));
 }
 
 void rms_norm(const DeviceContext& ctx, Tensor out, Tensor x, Tensor weight, float eps) {
-  TPLLAMA_CUDA_CHECK(kernels::rms_norm(out.data(), kernel_type(out.dtype()), x.data(), kernel_type(x.dtype()),
-                                       weight.as<float>(), x.size(0), x.size(1), eps, stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(kernels::rms_norm(out.data(), kernel_type(out.dtype()), x.data(),
+                                       kernel_type(x.dtype()), weight.as<float>(), x.size(0),
+                                       x.size(1), eps, stream_of(ctx)));
 }
 
 void rope(const DeviceContext& ctx, Tensor x, Tensor cos, Tensor sin, int n_heads, int head_dim) {
-  TPLLAMA_CUDA_CHECK(kernels::rope(x.data(), cos.as<float>(), sin.as<float>(), x.size(0), n_heads, head_dim,
-                                   kernel_type(x.dtype()), stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(kernels::rope(x.data(), cos.as<float>(), sin.as<float>(), x.size(0), n_heads,
+                                   head_dim, kernel_type(x.dtype()), stream_of(ctx)));
 }
 
 void embedding(const DeviceContext& ctx, Tensor out, Tensor table, Tensor tokens, int vocab_begin) {
-  TPLLAMA_CHECK(table.dtype() == out.dtype(), "embedding: table ", dtype_name(table.dtype()), " vs out ",
-                dtype_name(out.dtype()));
-  TPLLAMA_CUDA_CHECK(kernels::embedding(out.data(), table.data(), table.size(0), tokens.as<int32_t>(), tokens.size(0),
-                                        table.size(1), vocab_begin, kernel_type(out.dtype()), stream_of(ctx)));
+  TPLLAMA_CHECK(table.dtype() == out.dtype(), "embedding: table ", dtype_name(table.dtype()),
+                " vs out ", dtype_name(out.dtype()));
+  TPLLAMA_CUDA_CHECK(kernels::embedding(out.data(), table.data(), table.size(0),
+                                        tokens.as<int32_t>(), tokens.size(0), table.size(1),
+                                        vocab_begin, kernel_type(out.dtype()), stream_of(ctx)));
 }
 
 void silu_mul(const DeviceContext& ctx, Tensor out, Tensor gate, Tensor up) {
-  TPLLAMA_CUDA_CHECK(kernels::silu_mul(out.data(), kernel_type(out.dtype()), gate.data(), up.data(), gate.numel(),
-                                       kernel_type(gate.dtype()), stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(kernels::silu_mul(out.data(), kernel_type(out.dtype()), gate.data(), up.data(),
+                                       gate.numel(), kernel_type(gate.dtype()), stream_of(ctx)));
 }
 
 void add(const DeviceContext& ctx, Tensor x, Tensor y) {
-  TPLLAMA_CUDA_CHECK(kernels::add(x.data(), y.data(), x.numel(), kernel_type(x.dtype()), stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(
+      kernels::add(x.data(), y.data(), x.numel(), kernel_type(x.dtype()), stream_of(ctx)));
 }
 
 static int sm_count() {
@@ -154,7 +174,9 @@ static std::atomic<bool> g_tensor_core_attention{[] {
   return v == nullptr || std::string(v) != "0";
 }()};
 
-bool use_tensor_core_attention(bool on) { return g_tensor_core_attention.exchange(on); }
+bool use_tensor_core_attention(bool on) {
+  return g_tensor_core_attention.exchange(on);
+}
 
 bool tensor_core_attention(int head_dim, DType kv) {
   kernels::AttentionParams p;
@@ -163,7 +185,8 @@ bool tensor_core_attention(int head_dim, DType kv) {
   return kernels::attention_uses_tensor_cores(p, kernel_type(kv));
 }
 
-void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv, const AttentionShape& s) {
+void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv,
+               const AttentionShape& s) {
   const int64_t tokens = q.size(0);
   if (tokens == 0) return;
   kernels::AttentionParams p;
@@ -183,7 +206,8 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
   p.block_size = s.block_size;
   p.scale = s.scale;
   if (!kv.runs.empty()) {
-    TPLLAMA_CHECK(kv.runs.device() == Device::kCuda, "attention: runs on ", device_name(kv.runs.device()));
+    TPLLAMA_CHECK(kv.runs.device() == Device::kCuda, "attention: runs on ",
+                  device_name(kv.runs.device()));
     p.runs = kv.runs.as<int32_t>();
     p.n_runs = static_cast<int>(kv.runs.size(0));
     p.max_run = kv.max_run;
@@ -192,8 +216,9 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
   p.splits = p.max_run > 1 ? 1 : decode_attention_splits(tokens, s.n_heads, max_ctx);
   if (p.splits > 1) {
     Scratch scratch(ctx);
-    p.partial = static_cast<float*>(scratch.take(
-        kernels::attention_partial_bytes(tokens, s.n_heads, s.head_dim, p.splits), "attention split partials"));
+    p.partial = static_cast<float*>(
+        scratch.take(kernels::attention_partial_bytes(tokens, s.n_heads, s.head_dim, p.splits),
+                     "attention split partials"));
   }
   TPLLAMA_CUDA_CHECK(kernels::attention(p, kernel_type(q.dtype()), kernel_type(out.dtype()),
                                         kernel_type(kv.keys.dtype()), stream_of(ctx)));
@@ -203,22 +228,26 @@ int decode_attention_splits(int64_t tokens, int n_heads, int max_ctx) {
   return kernels::attention_splits(tokens, n_heads, max_ctx, sm_count());
 }
 
-void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows) {
+void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v,
+              Tensor rows) {
   // Scattered to the pool rows, converted to the cache's dtype on the way in (f32 or bf16).
   for (auto [pool, src] : {std::pair{key_pool, k}, std::pair{value_pool, v}})
-    TPLLAMA_CUDA_CHECK(kernels::convert_rows(pool.data(), kernel_type(pool.dtype()), rows.as<int32_t>(), src.data(),
-                                             kernel_type(src.dtype()), src.size(0), src.size(1), stream_of(ctx)));
+    TPLLAMA_CUDA_CHECK(kernels::convert_rows(
+        pool.data(), kernel_type(pool.dtype()), rows.as<int32_t>(), src.data(),
+        kernel_type(src.dtype()), src.size(0), src.size(1), stream_of(ctx)));
 }
 
 void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows) {
   const int64_t row_bytes = x.size(1) * static_cast<int64_t>(dtype_size(x.dtype()));
-  TPLLAMA_CHECK(row_bytes % 4 == 0, "gather_rows on the GPU copies 4-byte words; a row has ", row_bytes, " bytes");
-  TPLLAMA_CUDA_CHECK(kernels::gather_rows(out.data(), x.data(), rows.as<int32_t>(), rows.size(0), row_bytes,
-                                          stream_of(ctx)));
+  TPLLAMA_CHECK(row_bytes % 4 == 0, "gather_rows on the GPU copies 4-byte words; a row has ",
+                row_bytes, " bytes");
+  TPLLAMA_CUDA_CHECK(kernels::gather_rows(out.data(), x.data(), rows.as<int32_t>(), rows.size(0),
+                                          row_bytes, stream_of(ctx)));
 }
 
 void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value) {
-  TPLLAMA_CUDA_CHECK(kernels::fill_columns(x.as<float>(), x.size(0), x.size(1), col_begin, value, stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(
+      kernels::fill_columns(x.as<float>(), x.size(0), x.size(1), col_begin, value, stream_of(ctx)));
 }
 
 namespace {
@@ -227,26 +256,30 @@ kernels::UniformFill kernel_fill(const UniformFill& f) {
 }
 }  // namespace
 
-void logit_sums(const DeviceContext& ctx, Tensor sums, Tensor logits, Tensor rows, Tensor max, Tensor chosen) {
-  TPLLAMA_CUDA_CHECK(kernels::logit_sums(sums.as<float>(), logits.as<float>(), logits.size(1), rows.as<int32_t>(),
-                                         max.as<float>(), chosen.as<int32_t>(), rows.numel(), stream_of(ctx)));
+void logit_sums(const DeviceContext& ctx, Tensor sums, Tensor logits, Tensor rows, Tensor max,
+                Tensor chosen) {
+  TPLLAMA_CUDA_CHECK(kernels::logit_sums(sums.as<float>(), logits.as<float>(), logits.size(1),
+                                         rows.as<int32_t>(), max.as<float>(), chosen.as<int32_t>(),
+                                         rows.numel(), stream_of(ctx)));
 }
 
 void fill_uniform(const DeviceContext& ctx, Tensor out, const UniformFill& f) {
   const int64_t rows = out.size(0), cols = out.ndim() == 2 ? out.size(1) : 1;
-  TPLLAMA_CUDA_CHECK(
-      kernels::fill_uniform(out.data(), kernels::KernelType::kF32, rows, cols, kernel_fill(f), stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(kernels::fill_uniform(out.data(), kernels::KernelType::kF32, rows, cols,
+                                           kernel_fill(f), stream_of(ctx)));
 }
 
 // The GPU weight layout is row-major (rows, cols) in dtype (see pack_weight): drawn in place.
-Weight fill_weight_uniform(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype, const UniformFill& f,
-                           void* dst) {
-  const kernels::KernelType t = dtype == DType::kBF16 ? kernels::KernelType::kBF16 : kernels::KernelType::kF32;
+Weight fill_weight_uniform(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype,
+                           const UniformFill& f, void* dst) {
+  const kernels::KernelType t =
+      dtype == DType::kBF16 ? kernels::KernelType::kBF16 : kernels::KernelType::kF32;
   TPLLAMA_CUDA_CHECK(kernels::fill_uniform(dst, t, rows, cols, kernel_fill(f), stream_of(ctx)));
   return Weight{dst, rows, cols, dtype, Device::kCuda, weight_bytes(rows, cols, dtype)};
 }
 
-std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n, const std::vector<SampleRow>& rows) {
+std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n,
+                                 const std::vector<SampleRow>& rows) {
   const int64_t r = logits.size(0), cols = logits.size(1);
   std::vector<int32_t> tokens(static_cast<size_t>(r));
   if (r == 0) return tokens;
@@ -258,18 +291,22 @@ std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n,
   Scratch scratch(ctx);
   auto* device_params = static_cast<kernels::SampleParams*>(
       scratch.take(params.size() * sizeof(kernels::SampleParams), "sampling parameters"));
-  auto* device_tokens = static_cast<int32_t*>(scratch.take(tokens.size() * sizeof(int32_t), "sampled tokens"));
+  auto* device_tokens =
+      static_cast<int32_t*>(scratch.take(tokens.size() * sizeof(int32_t), "sampled tokens"));
   const size_t workspace_bytes = kernels::sampling_workspace_bytes(r, cols);
   void* workspace = scratch.take(workspace_bytes, "sampling workspace");
-  TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(device_params, params.data(), params.size() * sizeof(kernels::SampleParams),
+  TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(device_params, params.data(),
+                                     params.size() * sizeof(kernels::SampleParams),
                                      cudaMemcpyHostToDevice, stream_of(ctx)));
-  TPLLAMA_CUDA_CHECK(kernels::sample_rows(device_tokens, logits.as<float>(), r, cols, n, device_params, workspace,
-                                          workspace_bytes, stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(kernels::sample_rows(device_tokens, logits.as<float>(), r, cols, n,
+                                          device_params, workspace, workspace_bytes,
+                                          stream_of(ctx)));
   TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(tokens.data(), device_tokens, tokens.size() * sizeof(int32_t),
                                      cudaMemcpyDeviceToHost, stream_of(ctx)));
   TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
   for (int64_t i = 0; i < r; ++i)
-    if (tokens[static_cast<size_t>(i)] < 0) fail("sampled row ", i, ": its logits have no finite maximum or hold a NaN");
+    if (tokens[static_cast<size_t>(i)] < 0)
+      fail("sampled row ", i, ": its logits have no finite maximum or hold a NaN");
   return tokens;
 }
 
@@ -292,8 +329,8 @@ Buffer allocate(size_t nbytes) {
     cudaGetLastError();
     size_t free = 0, total = 0;
     cudaMemGetInfo(&free, &total);
-    fail("cannot allocate ", nbytes, " bytes of GPU memory (", cudaGetErrorString(rc), "; ", free, " of ", total,
-         " bytes free)");
+    fail("cannot allocate ", nbytes, " bytes of GPU memory (", cudaGetErrorString(rc), "; ", free,
+         " of ", total, " bytes free)");
   }
   return Buffer(p, nbytes, Device::kCuda, [](void* q) { cudaFree(q); });
 }
@@ -304,11 +341,13 @@ void zero(const DeviceContext& ctx, Tensor t) {
 
 void upload(const DeviceContext& ctx, Tensor dst, const void* host) {
   // From pageable memory the call returns once the bytes are staged: host may be reused at once.
-  TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(dst.data(), host, dst.nbytes(), cudaMemcpyHostToDevice, stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(
+      cudaMemcpyAsync(dst.data(), host, dst.nbytes(), cudaMemcpyHostToDevice, stream_of(ctx)));
 }
 
 void download(const DeviceContext& ctx, void* host, Tensor src) {
-  TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(host, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(
+      cudaMemcpyAsync(host, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream_of(ctx)));
   TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
 }
 
@@ -329,7 +368,8 @@ void* end_capture(const DeviceContext& ctx) {
 
 void abort_capture(const DeviceContext& ctx) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream_of(ctx), &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+  if (cudaStreamIsCapturing(stream_of(ctx), &status) == cudaSuccess &&
+      status != cudaStreamCaptureStatusNone) {
     cudaGraph_t graph = nullptr;
     cudaStreamEndCapture(stream_of(ctx), &graph);
     if (graph != nullptr) cudaGraphDestroy(graph);
@@ -341,9 +381,13 @@ void launch_graph(const DeviceContext& ctx, void* exec) {
   TPLLAMA_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), stream_of(ctx)));
 }
 
-void destroy_graph(void* exec) { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec)); }
+void destroy_graph(void* exec) {
+  cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
+}
 
-void synchronize(const DeviceContext& ctx) { TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx))); }
+void synchronize(const DeviceContext& ctx) {
+  TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
+}
 
 uint64_t memory_available(const DeviceContext& ctx) {
   size_t free = 0, total = 0;
@@ -352,8 +396,9 @@ uint64_t memory_available(const DeviceContext& ctx) {
 }
 
 void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor logits) {
-  TPLLAMA_CUDA_CHECK(kernels::argmax_rows(index.as<int32_t>(), value.as<float>(), logits.as<float>(), logits.size(0),
-                                          logits.size(1), stream_of(ctx)));
+  TPLLAMA_CUDA_CHECK(kernels::argmax_rows(index.as<int32_t>(), value.as<float>(),
+                                          logits.as<float>(), logits.size(0), logits.size(1),
+                                          stream_of(ctx)));
 }
 
 }  // namespace tpllama::ops::cuda
@@ -389,7 +434,8 @@ double measure_copy_bandwidth(const DeviceContext& ctx, size_t bytes) {
   Buffer src = allocate(bytes), dst = allocate(bytes);
   TPLLAMA_CUDA_CHECK(cudaMemsetAsync(src.data(), 1, bytes, stream_of(ctx)));
   const double seconds = best_seconds(ctx, 5, [&] {
-    TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, stream_of(ctx)));
+    TPLLAMA_CUDA_CHECK(
+        cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, stream_of(ctx)));
   });
   return 2.0 * static_cast<double>(bytes) / seconds;
 }
@@ -411,9 +457,9 @@ double measure_gemm_flops(const DeviceContext& ctx, DType dtype, int64_t n) {
   const float alpha = 1.0f, beta = 0.0f;
   const double seconds = best_seconds(ctx, 10, [&] {
     TPLLAMA_CUBLAS_CHECK(tpllama::cuda::cublas().gemm_ex(
-        static_cast<cublasHandle_t>(ctx.blas), CUBLAS_OP_T, CUBLAS_OP_N, dim, dim, dim, &alpha, a.data(),
-        blas_type(dtype), dim, b.data(), blas_type(dtype), dim, &beta, c.data(), blas_type(dtype), dim,
-        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        static_cast<cublasHandle_t>(ctx.blas), CUBLAS_OP_T, CUBLAS_OP_N, dim, dim, dim, &alpha,
+        a.data(), blas_type(dtype), dim, b.data(), blas_type(dtype), dim, &beta, c.data(),
+        blas_type(dtype), dim, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   });
   return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / seconds;
 }

@@ -29,25 +29,30 @@ void rope(const DeviceContext& ctx, Tensor x, Tensor cos, Tensor sin, int n_head
 void embedding(const DeviceContext& ctx, Tensor out, Tensor table, Tensor tokens, int vocab_begin);
 void silu_mul(const DeviceContext& ctx, Tensor out, Tensor gate, Tensor up);
 void add(const DeviceContext& ctx, Tensor x, Tensor y);
-void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv, const AttentionShape& s);
+void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv,
+               const AttentionShape& s);
 // Whether attention takes prefill runs of this head size and cache dtype on tensor cores (a bf16
 // cache, head_dim 64 or 128, sm_80+, and not turned off below).
 bool tensor_core_attention(int head_dim, DType kv);
-// Test hook: false sends every prefill run to the fp32 run kernel (as TPLLAMA_TENSOR_CORE_ATTENTION=0
-// in the environment does from the start). Returns the previous choice.
+// Test hook: false sends every prefill run to the fp32 run kernel (as
+// TPLLAMA_TENSOR_CORE_ATTENTION=0 in the environment does from the start). Returns the previous
+// choice.
 bool use_tensor_core_attention(bool on);
 // How many pieces attention of `tokens` decode tokens (no prefill runs) splits each context into on
 // this GPU: more than 1 when too few tokens × heads fill it and the longest context is long.
 int decode_attention_splits(int64_t tokens, int n_heads, int max_ctx);
-void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v, Tensor rows);
+void kv_write(const DeviceContext& ctx, Tensor key_pool, Tensor value_pool, Tensor k, Tensor v,
+              Tensor rows);
 void gather_rows(const DeviceContext& ctx, Tensor out, Tensor x, Tensor rows);
 void fill_columns(const DeviceContext& ctx, Tensor x, int64_t col_begin, float value);
 void fill_uniform(const DeviceContext& ctx, Tensor out, const UniformFill& f);
-void logit_sums(const DeviceContext& ctx, Tensor sums, Tensor logits, Tensor rows, Tensor max, Tensor chosen);
-Weight fill_weight_uniform(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype, const UniformFill& f,
-                           void* dst);
+void logit_sums(const DeviceContext& ctx, Tensor sums, Tensor logits, Tensor rows, Tensor max,
+                Tensor chosen);
+Weight fill_weight_uniform(const DeviceContext& ctx, int64_t rows, int64_t cols, DType dtype,
+                           const UniformFill& f, void* dst);
 size_t scratch_bytes(int64_t max_rows, int64_t max_width);
-std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n, const std::vector<SampleRow>& rows);
+std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n,
+                                 const std::vector<SampleRow>& rows);
 size_t sampling_scratch_bytes(int64_t rows, int64_t cols);
 Buffer allocate(size_t nbytes);
 void zero(const DeviceContext& ctx, Tensor t);

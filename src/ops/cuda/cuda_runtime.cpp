@@ -29,9 +29,11 @@ std::string device_uuid(int device) {
   return hex;
 }
 
-CudaRuntime::CudaRuntime(int device, size_t scratch_bytes) : device_(device), scratch_bytes_(scratch_bytes) {
+CudaRuntime::CudaRuntime(int device, size_t scratch_bytes)
+    : device_(device), scratch_bytes_(scratch_bytes) {
   const int n = device_count();
-  if (device < 0 || device >= n) fail("GPU ", device, " asked for, but this process sees ", n, " GPU(s)");
+  if (device < 0 || device >= n)
+    fail("GPU ", device, " asked for, but this process sees ", n, " GPU(s)");
   TPLLAMA_CUDA_CHECK(cudaSetDevice(device));
   cudaStream_t stream = nullptr;
   TPLLAMA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -72,7 +74,9 @@ std::string CudaRuntime::describe() const {
   return text;
 }
 
-void CudaRuntime::synchronize() const { TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_))); }
+void CudaRuntime::synchronize() const {
+  TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)));
+}
 
 DeviceBuffer::DeviceBuffer(size_t nbytes) : nbytes_(nbytes) {
   TPLLAMA_CUDA_CHECK(cudaMalloc(&data_, nbytes == 0 ? 1 : nbytes));
@@ -95,17 +99,21 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 }
 
 void DeviceBuffer::upload(const void* host, size_t nbytes, size_t offset) {
-  TPLLAMA_CHECK(offset + nbytes <= nbytes_, "upload of ", nbytes, " bytes at ", offset, " into ", nbytes_);
-  TPLLAMA_CUDA_CHECK(cudaMemcpy(static_cast<char*>(data_) + offset, host, nbytes, cudaMemcpyHostToDevice));
+  TPLLAMA_CHECK(offset + nbytes <= nbytes_, "upload of ", nbytes, " bytes at ", offset, " into ",
+                nbytes_);
+  TPLLAMA_CUDA_CHECK(
+      cudaMemcpy(static_cast<char*>(data_) + offset, host, nbytes, cudaMemcpyHostToDevice));
   // From pageable memory cudaMemcpy may return before the bytes land, and the ops' non-blocking
   // streams do not wait for the legacy stream: finish the copy before anyone reads it.
   TPLLAMA_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void DeviceBuffer::download(void* host, size_t nbytes, size_t offset) const {
-  TPLLAMA_CHECK(offset + nbytes <= nbytes_, "download of ", nbytes, " bytes at ", offset, " from ", nbytes_);
+  TPLLAMA_CHECK(offset + nbytes <= nbytes_, "download of ", nbytes, " bytes at ", offset, " from ",
+                nbytes_);
   TPLLAMA_CUDA_CHECK(cudaDeviceSynchronize());  // every stream's writes to it are done
-  TPLLAMA_CUDA_CHECK(cudaMemcpy(host, static_cast<const char*>(data_) + offset, nbytes, cudaMemcpyDeviceToHost));
+  TPLLAMA_CUDA_CHECK(
+      cudaMemcpy(host, static_cast<const char*>(data_) + offset, nbytes, cudaMemcpyDeviceToHost));
 }
 
 bool is_device_pointer(const void* ptr) {
