@@ -72,9 +72,8 @@ class Sequence {
   // Positions still to compute: the rest of the prompt, or the last sampled token.
   int pending() const { return static_cast<int>(tokens_.size()) - n_computed_; }
 
-  const std::vector<int32_t>& tokens() const {
-    return tokens_;
-  }                                                 // prompt (with BOS), then generated
+  // The prompt (with BOS), then the generated tokens.
+  const std::vector<int32_t>& tokens() const { return tokens_; }
   int n_computed() const { return n_computed_; }    // positions already in the KV cache
   int slot() const { return slot_; }                // its KV cache slot (block table)
   int scheduled() const { return scheduled_; }      // positions of it in its group in flight
