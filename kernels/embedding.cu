@@ -1,5 +1,5 @@
-// Vocab-parallel embedding gather, and on the logits: the row argmax and the log-softmax sums of
-// scored rows.
+// Vocab-parallel embedding gather, and on the logits: the edits of penalties and biases, the row
+// argmax and the log-softmax sums of scored rows.
 #include <cmath>
 
 #include "common.cuh"
@@ -80,6 +80,20 @@ __global__ void logit_sums_kernel(float* sums, const float* logits, int64_t cols
   }
 }
 
+// One thread per edited cell (model/step_batch.h's LogitEdit; ops/cpu/sampling.cpp's edit_logits
+// is the same arithmetic).
+__global__ void edit_logits_kernel(float* logits, int64_t rows, int64_t cols, const int32_t* cells,
+                                   const float* params, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int64_t r = cells[2 * i], c = cells[2 * i + 1];
+  if (r < 0 || r >= rows || c < 0 || c >= cols) return;
+  float x = logits[r * cols + c] + params[3 * i];
+  const float scale = params[3 * i + 1];
+  if (scale != 1.0f) x = x > 0.0f ? x / scale : x * scale;
+  logits[r * cols + c] = x - params[3 * i + 2];
+}
+
 }  // namespace
 
 cudaError_t logit_sums(float* sums, const float* logits, int64_t cols, const int32_t* rows,
@@ -97,6 +111,15 @@ cudaError_t embedding(void* out, const void* table, int64_t table_rows, const in
       t, T,
       embedding_kernel<T><<<static_cast<unsigned>(rows), 256, 0, stream>>>(
           static_cast<T*>(out), static_cast<const T*>(table), table_rows, tokens, d, vocab_begin));
+  return cudaGetLastError();
+}
+
+cudaError_t edit_logits(float* logits, int64_t rows, int64_t cols, const int32_t* cells,
+                        const float* params, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  constexpr int kEditThreads = 256;
+  edit_logits_kernel<<<static_cast<unsigned>((n + kEditThreads - 1) / kEditThreads), kEditThreads,
+                       0, stream>>>(logits, rows, cols, cells, params, n);
   return cudaGetLastError();
 }
 

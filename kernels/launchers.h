@@ -35,6 +35,11 @@ cudaError_t embedding(void* out, const void* table, int64_t table_rows, const in
 // and +inf where the row holds a NaN or +inf.
 cudaError_t argmax_rows(int32_t* index, float* value, const float* logits, int64_t rows,
                         int64_t cols, cudaStream_t stream);
+// For i < n: the logit at row cells[2i], column cells[2i + 1] of logits (rows, cols, f32) becomes
+// x = (x + bias) then x > 0 ? x / scale : x * scale, then x - subtract, with (bias, scale,
+// subtract) = params[3i..3i+2] (ops/sampling.h's edit_logits; cells out of range are skipped).
+cudaError_t edit_logits(float* logits, int64_t rows, int64_t cols, const int32_t* cells,
+                        const float* params, int64_t n, cudaStream_t stream);
 // For i < n: sums[i] = sum over c of exp(logits[rows[i]][c] - max[i]) (double accumulation), sums[n
 // + i] = logits[rows[i]][chosen[i]] where 0 <= chosen[i] < cols, else 0 (logits f32, cols wide).
 cudaError_t logit_sums(float* sums, const float* logits, int64_t cols, const int32_t* rows,

@@ -146,9 +146,11 @@ ordered_json completion_body(const Result& r, const std::string& hex, const std:
     choice["message"] = {{"role", "assistant"}, {"content", r.text}};
     choice["logprobs"] = r.logprobs ? chat_logprobs_json(*r.logprobs) : ordered_json(nullptr);
     choice["finish_reason"] = r.finish_reason;
+    choice["stop_reason"] = r.stop_reason;  // vLLM's: the stop string or id, else null
   } else {
     choice["text"] = r.text;
     choice["finish_reason"] = r.finish_reason;
+    choice["stop_reason"] = r.stop_reason;
     choice["logprobs"] = r.logprobs ? logprobs_to_json(*r.logprobs) : ordered_json(nullptr);
   }
   ordered_json body;

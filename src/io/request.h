@@ -32,7 +32,12 @@ struct Request {
   std::string prompt;
   int max_tokens = 256;
   SamplingParams sampling;  // resolved: request fields override defaults
+  LogitRules logit_rules;   // penalties, logit_bias, min_tokens (ids checked against the vocabulary
+                            // at intake)
   std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;  // vLLM's: these ids end it too ("stop", stop_reason: id)
+  bool include_stop_str_in_output = false;  // the stop string (or stop id's text) stays in the text
+  bool skip_special_tokens = true;          // false: control tokens' pieces are part of the text
   bool ignore_eos = false;  // generate max_tokens whatever the model's stop ids say (benchmarks)
   int logprobs = -1;  // -1: not requested; 0..kMaxLogprobs: chosen token plus that many top ones
   // Scoring requests ({"context", "continuation"}): no generation; the log-probability of the
@@ -79,8 +84,10 @@ struct Result {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   std::string finish_reason;  // "stop" | "length" | "error"
-  std::string error;          // written only when finish_reason == "error"
-  size_t line = 0;            // input line, written with error records
+  // vLLM's stop_reason: the stop string or stop_token_ids id that ended it; null for EOS, length.
+  nlohmann::json stop_reason = nullptr;
+  std::string error;  // written only when finish_reason == "error"
+  size_t line = 0;    // input line, written with error records
   // Set when the request asked for logprobs. The explicit initializer keeps Result{...} aggregate
   // initialisations that stop at error free of -Wmissing-field-initializers.
   std::optional<std::vector<TokenLogprob>> logprobs = std::nullopt;

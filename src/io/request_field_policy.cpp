@@ -38,22 +38,24 @@ constexpr ForeignField kForeignFields[] = {
     {"safety_identifier", kAny},
     {"prompt_cache_key", kAny},
     {"cache_salt", kAny},
-    // Sampling and output controls tpllama lacks, at the default that leaves the text unchanged.
+    // parse_logit_rules's fields, read for completions and chats (kLogitRuleFields): a scoring
+    // request takes them only at the value that changes nothing.
     {"presence_penalty", "0"},
     {"frequency_penalty", "0"},
     {"repetition_penalty", "1"},
-    {"length_penalty", "1"},
     {"logit_bias", "{}"},
+    {"min_tokens", "0"},
+    {"stop_token_ids", "[]"},
+    {"include_stop_str_in_output", "false"},
+    {"skip_special_tokens", "true"},  // special tokens add no text (src/README.md, Requests)
+    {"spaces_between_special_tokens", "true"},
+    // Sampling and output controls tpllama lacks, at the default that leaves the text unchanged.
+    {"length_penalty", "1"},
     {"best_of", "1"},
     {"n", "1"},
     {"echo", "false"},
     {"use_beam_search", "false"},
-    {"min_tokens", "0"},
-    {"stop_token_ids", "[]"},
     {"bad_words", "[]"},
-    {"include_stop_str_in_output", "false"},
-    {"skip_special_tokens", "true"},  // special tokens add no text (src/README.md, Requests)
-    {"spaces_between_special_tokens", "true"},
     {"return_tokens_as_token_ids", "false"},
     {"priority", "0"},
     {"response_format", R"({"type":"text"})"},
@@ -117,9 +119,11 @@ void refuse_unread_fields(const json& object, const FieldSite& at,
                           std::span<const char* const> read, RequestKind kind) {
   for (auto it = object.begin(); it != object.end(); ++it) {
     const std::string& key = it.key();
-    if (std::find_if(read.begin(), read.end(), [&](const char* k) { return key == k; }) !=
-        read.end())
-      continue;
+    const auto is_key = [&](const char* k) { return key == k; };
+    if (std::find_if(read.begin(), read.end(), is_key) != read.end()) continue;
+    const bool logit_rule = std::find_if(std::begin(kLogitRuleFields), std::end(kLogitRuleFields),
+                                         is_key) != std::end(kLogitRuleFields);
+    if (logit_rule && kind != RequestKind::kScoring) continue;
     const ForeignField* field = find_foreign(key);
     if (field == nullptr)
       reject(at, "unknown field '", at.name(key.c_str()), "' for ", kind_name(kind),
@@ -129,6 +133,10 @@ void refuse_unread_fields(const json& object, const FieldSite& at,
         kind == RequestKind::kChat && field->chat_neutral ? field->chat_neutral : field->neutral;
     const json neutral = *text == '\0' ? json(nullptr) : json::parse(text);
     if (same_value(*it, neutral)) continue;
+    if (logit_rule)
+      reject(at, "field '", at.name(key.c_str()), "' is ", describe_json(*it),
+             ": a scoring request scores the model's own distribution (only ", neutral.dump(),
+             ", which has no effect)");
     reject(at, "field '", at.name(key.c_str()), "' is ", describe_json(*it),
            ": tpllama does not support it (only ", neutral.dump(), ", which has no effect)");
   }

@@ -148,6 +148,96 @@ void parse_logprobs(const json& object, const FieldSite& at, LogprobsSyntax synt
   req.logprobs = static_cast<int>(n);
 }
 
+bool parse_bool(const json& object, const char* key, const FieldSite& at, bool fallback) {
+  const json* v = find_field(object, key);
+  if (!v) return fallback;
+  if (!v->is_boolean())
+    reject(at, "field '", at.name(key), "' must be true or false, got ", describe_json(*v));
+  return v->get<bool>();
+}
+
+// A token id: an integer in [0, 2^31).
+int32_t parse_token_id(const json& v, const FieldSite& at, const std::string& where) {
+  int64_t id = 0;
+  if (!integer_in_range(v, 0, std::numeric_limits<int32_t>::max(), &id))
+    reject(at, "field '", where, "' must be a token id (an integer >= 0), got ", describe_json(v));
+  return static_cast<int32_t>(id);
+}
+
+// OpenAI's "logit_bias": {"token id": bias in [-100, 100]}, ids as decimal strings (JSON keys).
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& object, const FieldSite& at) {
+  const json* v = find_field(object, "logit_bias");
+  if (!v) return {};
+  const std::string name = at.name("logit_bias");
+  if (!v->is_object())
+    reject(at, "field '", name, "' must be an object of token id → bias, got ", describe_json(*v));
+  std::vector<std::pair<int32_t, float>> bias;
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    const std::string& key = it.key();
+    const bool digits =
+        !key.empty() && key.size() <= 10 &&
+        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const long long id = digits ? std::stoll(key) : -1;
+    if (id < 0 || id > std::numeric_limits<int32_t>::max())
+      reject(at, "field '", name, "' has the key ", describe_json(json(key)),
+             ": keys must be token ids (decimal integers >= 0)");
+    const double b = it->is_number() ? it->get<double>() : NAN;
+    if (!(b >= -100.0 && b <= 100.0))
+      reject(at, "field '", name, "[\"", key, "\"]' must be a number in [-100, 100], got ",
+             describe_json(*it));
+    bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+  }
+  std::sort(bias.begin(), bias.end());
+  for (size_t i = 1; i < bias.size(); ++i)
+    if (bias[i].first == bias[i - 1].first)
+      reject(at, "field '", name, "' names token ", bias[i].first, " twice");
+  return bias;
+}
+
+std::vector<int32_t> parse_stop_token_ids(const json& object, const FieldSite& at) {
+  const json* v = find_field(object, "stop_token_ids");
+  if (!v) return {};
+  const std::string name = at.name("stop_token_ids");
+  if (!v->is_array())
+    reject(at, "field '", name, "' must be a list of token ids, got ", describe_json(*v));
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < v->size(); ++i)
+    ids.push_back(parse_token_id((*v)[i], at, name + "[" + std::to_string(i) + "]"));
+  return ids;
+}
+
+// Penalties, logit_bias, min_tokens and vLLM's stop and detokenization options.
+void parse_logit_rules(const json& object, const FieldSite& at, Request& req) {
+  LogitRules& r = req.logit_rules;
+  parse_number(
+      object, "presence_penalty", at, "a number in [-2, 2]",
+      [](double d) { return d >= -2 && d <= 2; }, r.presence_penalty);
+  parse_number(
+      object, "frequency_penalty", at, "a number in [-2, 2]",
+      [](double d) { return d >= -2 && d <= 2; }, r.frequency_penalty);
+  parse_number(
+      object, "repetition_penalty", at, "a number > 0", [](double d) { return d > 0; },
+      r.repetition_penalty);
+  r.logit_bias = parse_logit_bias(object, at);
+  if (const json* v = find_field(object, "min_tokens")) {
+    int64_t n = 0;
+    if (!integer_in_range(*v, 0, std::numeric_limits<int>::max(), &n))
+      reject(at, "field '", at.name("min_tokens"), "' must be an integer >= 0, got ",
+             describe_json(*v));
+    if (n > req.max_tokens)
+      reject(at, "field '", at.name("min_tokens"), "' is ", n, ", more than max_tokens ",
+             req.max_tokens);
+    r.min_tokens = static_cast<int>(n);
+  }
+  req.stop_token_ids = parse_stop_token_ids(object, at);
+  req.include_stop_str_in_output =
+      parse_bool(object, "include_stop_str_in_output", at, req.include_stop_str_in_output);
+  req.skip_special_tokens = parse_bool(object, "skip_special_tokens", at, req.skip_special_tokens);
+  // Read for its type only: as vLLM's fast (tokenizer.json) detokenizer, which most LLaMA-family
+  // models get, special tokens' texts are joined as they are either way.
+  parse_bool(object, "spaces_between_special_tokens", at, true);
+}
+
 // A message's content as chat templates expect it: a string (or null); OpenAI's list of text parts
 // becomes their texts joined with newlines.
 void normalize_content(nlohmann::ordered_json& message, const FieldSite& at, size_t index) {
@@ -282,6 +372,7 @@ void parse_generation_fields(const json& object, const FieldSite& at,
   }
   req.stop = parse_stop(object, at);
   parse_logprobs(object, at, logprobs_syntax, req);
+  parse_logit_rules(object, at, req);
 }
 
 }  // namespace tpllama::request_fields

@@ -40,6 +40,7 @@ std::string result_to_json_line(const Result& r, OutputFormat format,
     j["prompt_tokens"] = r.prompt_tokens;
     j["completion_tokens"] = r.completion_tokens;
     j["finish_reason"] = r.finish_reason;
+    if (!r.stop_reason.is_null()) j["stop_reason"] = r.stop_reason;
     if (r.finish_reason == "error") {
       j["error"] = r.error;
       if (r.line > 0) j["line"] = r.line;

@@ -34,7 +34,19 @@ struct RowSampling {
   int32_t target = -1;  // >= 0 (scoring): return this token's logprob instead of the sampled one's
 };
 
-// Log-probabilities (of the model's own distribution: temperature 1, no filtering) of one row.
+// One logit of a row changed before the row is drawn from (runtime/logit_edits builds them from a
+// request's LogitRules): x = (x + bias); x = x > 0 ? x / scale : x * scale; x = x - subtract. A
+// bias of -inf bans the token. Each TP rank applies the edits of its own slice of the vocabulary.
+struct LogitEdit {
+  int32_t row = 0;  // index into the step's logit rows
+  int32_t token = 0;
+  float bias = 0.0f;
+  float scale = 1.0f;
+  float subtract = 0.0f;
+};
+
+// Log-probabilities of one row: of the distribution its token is drawn from, after its LogitEdits,
+// at temperature 1 and before top-k, top-p and min-p.
 struct RowLogprobs {
   int32_t row = 0;
   float logprob = 0;  // of the chosen token

@@ -1,5 +1,5 @@
-// The vocab-parallel head: argmax, draws and log-probabilities over the TP group's vocabulary
-// shards.
+// The vocab-parallel head: logit edits, argmax, draws and log-probabilities over the TP group's
+// vocabulary shards.
 #include "model/vocab_head.h"
 
 #include <algorithm>
@@ -30,15 +30,42 @@ VocabParallelHead::VocabParallelHead(const LlamaModel& model, Communicator& tp_c
   sample_index_ = ops::allocate(ctx, tp * chunk * sizeof(int32_t));
   sample_whole_ = ops::allocate(ctx, tp * chunk * row_bytes);
   if (tp > 1) sample_gathered_ = ops::allocate(ctx, tp * chunk * row_bytes);
+  edit_cells_ = ops::allocate(ctx, 2 * kEditChunk * sizeof(int32_t));
+  edit_params_ = ops::allocate(ctx, 3 * kEditChunk * sizeof(float));
 }
 
 SampledTokens VocabParallelHead::sample(const std::vector<RowSampling>& rows,
-                                        const Tensor& logits) {
+                                        const std::vector<LogitEdit>& edits, const Tensor& logits) {
   SampledTokens out;
+  apply_edits(edits, logits);
   local_argmax(logits);
   out.tokens = draw(rows, logits);
   out.logprobs = row_logprobs(rows, logits, out.tokens);
   return out;
+}
+
+void VocabParallelHead::apply_edits(const std::vector<LogitEdit>& edits, const Tensor& logits) {
+  const int begin = model_.vocab_begin(), v_local = model_.vocab_local();
+  std::vector<int32_t> cells;
+  std::vector<float> params;
+  for (const LogitEdit& e : edits) {
+    TPLLAMA_CHECK(e.row >= 0 && e.row < logits.size(0), "logit edit of row ", e.row, " for ",
+                  logits.size(0), " logit rows");
+    const int local = e.token - begin;
+    if (local < 0 || local >= v_local) continue;  // another rank's slice
+    cells.insert(cells.end(), {e.row, local});
+    params.insert(params.end(), {e.bias, e.scale, e.subtract});
+  }
+  const DeviceContext& ctx = model_.context();
+  const int64_t n = static_cast<int64_t>(cells.size() / 2);
+  for (int64_t first = 0; first < n; first += kEditChunk) {
+    const int64_t m = std::min(kEditChunk, n - first);
+    const Tensor cells_in = edit_cells_.view(DType::kI32, {m, 2}),
+                 params_in = edit_params_.view(DType::kF32, {m, 3});
+    ops::upload(ctx, cells_in, cells.data() + 2 * first);
+    ops::upload(ctx, params_in, params.data() + 3 * first);
+    ops::edit_logits(ctx, logits, cells_in, params_in);
+  }
 }
 
 void VocabParallelHead::local_argmax(const Tensor& logits) {

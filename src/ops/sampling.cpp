@@ -45,6 +45,20 @@ size_t sampling_scratch_bytes(const DeviceContext& ctx, int64_t rows, int64_t co
   return 0;
 }
 
+void edit_logits(const DeviceContext& ctx, Tensor logits, Tensor cells, Tensor params) {
+  TPLLAMA_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32, "edit_logits: logits ",
+                logits.shape_string());
+  const int64_t n = cells.ndim() == 2 ? cells.size(0) : -1;
+  TPLLAMA_CHECK(cells.dtype() == DType::kI32 && n >= 0 && cells.size(1) == 2 &&
+                    params.dtype() == DType::kF32 && params.ndim() == 2 && params.size(0) == n &&
+                    params.size(1) == 3,
+                "edit_logits: cells ", cells.shape_string(), " params ", params.shape_string());
+  if (n == 0) return;
+  if (on_gpu("edit_logits", ctx, {&logits, &cells, &params}))
+    TPLLAMA_GPU(edit_logits(ctx, logits, cells, params));
+  cpu::edit_logits(logits, cells, params);
+}
+
 void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor logits) {
   TPLLAMA_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32, "argmax_rows: logits ",
                 logits.shape_string());

@@ -39,6 +39,12 @@ std::vector<int32_t> sample_rows(const DeviceContext& ctx, Tensor logits, int n,
 // Bytes of ctx.scratch sample_rows needs for up to rows × cols logits (0 on the CPU).
 size_t sampling_scratch_bytes(const DeviceContext& ctx, int64_t rows, int64_t cols);
 
+// Edits logits (rows, cols) f32 in place, cell by cell: for i < n, the cell at row cells[i][0],
+// column cells[i][1] becomes x = (x + bias) then x > 0 ? x / scale : x * scale, then x - subtract,
+// with params[i] = (bias, scale, subtract) (model/step_batch.h's LogitEdit). cells (n, 2) i32,
+// params (n, 3) f32; no cell twice.
+void edit_logits(const DeviceContext& ctx, Tensor logits, Tensor cells, Tensor params);
+
 // index[r], value[r] = the largest logit of row r and its column (ties to the lowest column), over
 // logits (rows, cols) f32; -1 and +inf where the row holds a NaN or +inf (-inf is a masked logit,
 // not a fault). Across shards, MAXLOC then keeps the mark: +inf wins and -1 is the lowest index.

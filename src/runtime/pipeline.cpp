@@ -182,7 +182,7 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan,
     const auto sample_start = Clock::now();
     TraceSpan span(trace_, "sample", TraceTrack::kCompute);
     doing("sampling (with TP collectives)");
-    static_cast<SampledTokens&>(rows) = head_->sample(plan.sampling, out);
+    static_cast<SampledTokens&>(rows) = head_->sample(plan.sampling, plan.edits, out);
     stats_.compute_seconds += seconds_since(sample_start);
   }
   if (topology_.rank() == 0) return rows;

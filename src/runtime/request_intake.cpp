@@ -26,6 +26,24 @@ std::vector<int32_t> tokenize_request(const Request& r, const ModelText* text, i
   return text->encode(r, n_context, fit_tokens);
 }
 
+// Why a token id the request names (its prompt's, logit_bias's, stop_token_ids') is outside a
+// vocabulary of `vocab` tokens; "" when none is.
+std::string id_outside_vocabulary(const Request& r, int vocab) {
+  const auto outside = [&](int64_t id, const std::string& where) {
+    return "token id " + std::to_string(id) + " (" + where +
+           ") is outside the model's vocabulary of " + std::to_string(vocab) + " tokens";
+  };
+  for (size_t i = 0; i < r.token_ids.size(); ++i)
+    if (r.token_ids[i] < 0 || r.token_ids[i] >= vocab)
+      return outside(r.token_ids[i], "element " + std::to_string(i) + " of the prompt");
+  for (const auto& [id, bias] : r.logit_rules.logit_bias)
+    if (id >= vocab) return outside(id, "a key of logit_bias");
+  for (size_t i = 0; i < r.stop_token_ids.size(); ++i)
+    if (r.stop_token_ids[i] >= vocab)
+      return outside(r.stop_token_ids[i], "element " + std::to_string(i) + " of stop_token_ids");
+  return "";
+}
+
 }  // namespace
 
 RequestIntake::RequestIntake(RequestSource& source, const ModelText* text,
@@ -141,14 +159,8 @@ Admission RequestIntake::admit(Request req) {
     return reject(req, order, 0, line_prefix(req) + e.what());
   }
   const int n = static_cast<int>(tokens.size());
-  const std::vector<int>& ids = req.token_ids;
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] < 0 || ids[i] >= options_.vocab_size)
-      return reject(req, order, 0,
-                    line_prefix(req) + "token id " + std::to_string(ids[i]) + " (element " +
-                        std::to_string(i) +
-                        " of the prompt) is outside the model's vocabulary of " +
-                        std::to_string(options_.vocab_size) + " tokens");
+  if (const std::string outside = id_outside_vocabulary(req, options_.vocab_size); !outside.empty())
+    return reject(req, order, 0, line_prefix(req) + outside);
   if (req.scoring && (n_context < 1 || n_context >= n))
     return reject(
         req, order, n,

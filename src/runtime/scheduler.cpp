@@ -2,14 +2,16 @@
 #include "runtime/scheduler.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 
 namespace tpllama {
 
-Scheduler::Scheduler(const SchedulerLimits& limits, BlockAllocator& blocks)
+Scheduler::Scheduler(const SchedulerLimits& limits, BlockAllocator& blocks, StopRules rules)
     : limits_(limits),
       blocks_(blocks),
+      rules_(std::move(rules)),
       seqs_per_group_((limits.max_seqs + limits.groups - 1) / limits.groups) {
   TPLLAMA_CHECK(limits.max_batch_tokens > 0 && limits.max_logit_rows > 0 && limits.max_seqs > 0 &&
                     limits.groups > 0,
@@ -106,8 +108,10 @@ void Scheduler::add_chunk(Sequence& s, int take, Draft& draft) {
   if (take == pending && !s.request.scoring) {
     batch.logit_rows.push_back(static_cast<int32_t>(batch.positions.size()) - 1);
     const SamplingParams& p = s.request.sampling;
+    const auto row = static_cast<int32_t>(draft.plan.sampling.size());
     draft.plan.sampling.push_back(
         {p, p.temperature > 0 ? s.next_uniform() : 0.0, s.request.logprobs, -1});
+    s.append_logit_edits(row, rules_, &draft.plan.edits);
     group.rows.push_back(&s);
     --draft.rows_left;
   }

@@ -38,7 +38,8 @@ class Scheduler {
   // Groups a prompt may be passed over for others whose prefix is cached before it goes first.
   static constexpr int kPatience = 4;
 
-  Scheduler(const SchedulerLimits& limits, BlockAllocator& blocks);
+  // rules: the stop ids a row's min_tokens bans (Sequence::append_logit_edits).
+  Scheduler(const SchedulerLimits& limits, BlockAllocator& blocks, StopRules rules = {});
 
   // Whether another group may go in flight.
   bool has_room() const { return static_cast<int>(in_flight_.size()) < limits_.groups; }
@@ -87,6 +88,7 @@ class Scheduler {
 
   SchedulerLimits limits_;
   BlockAllocator& blocks_;
+  StopRules rules_;
   int seqs_per_group_;
   std::deque<Group> in_flight_;
   int64_t next_group_ = 0;

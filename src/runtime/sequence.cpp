@@ -9,15 +9,22 @@
 namespace tpllama {
 namespace {
 
-// Finds the earliest stop string that ends inside the text added since `from`.
-size_t find_stop(const std::string& text, size_t from, const std::vector<std::string>& stops) {
-  size_t best = std::string::npos;
-  for (const std::string& s : stops) {
-    size_t start = from >= s.size() ? from - s.size() + 1 : 0;
-    size_t at = text.find(s, start);
-    if (at != std::string::npos) best = std::min(best, at);
+// The earliest stop string that ends inside the text added since `from` (of two at one place, the
+// first listed): its index in stops, and where it starts in text; stops.size() if none.
+std::pair<size_t, size_t> find_stop(const std::string& text, size_t from,
+                                    const std::vector<std::string>& stops) {
+  std::pair<size_t, size_t> best{stops.size(), std::string::npos};
+  for (size_t i = 0; i < stops.size(); ++i) {
+    const std::string& s = stops[i];
+    const size_t start = from >= s.size() ? from - s.size() + 1 : 0;
+    const size_t at = text.find(s, start);
+    if (at < best.second) best = {i, at};
   }
   return best;
+}
+
+bool holds(const std::vector<int32_t>& ids, int token) {
+  return std::find(ids.begin(), ids.end(), token) != ids.end();
 }
 
 // A token as logprobs show it: a control token by its piece, others by their bytes.
@@ -52,9 +59,10 @@ Sequence::Sequence(Request r, const Tokenizer* tokenizer, std::vector<int32_t> p
       n_context(context_tokens),
       tokens_(std::move(prompt)),
       rng_(request.sampling.seed),
+      penalties_(request.logit_rules, tokens_),
       admitted_(admitted),
       tokenizer_(tokenizer),
-      detok_(tokenizer) {
+      detok_(tokenizer, request.skip_special_tokens) {
   detok_.prime(tokens_);
 }
 
@@ -105,22 +113,45 @@ void Sequence::finish(FinishReason reason) {
   state_ = SequenceState::kFinished;
 }
 
+std::vector<int32_t> Sequence::stop_ids(const StopRules& rules) const {
+  std::vector<int32_t> ids;
+  if (!request.ignore_eos) ids.assign(rules.eos_token_ids.begin(), rules.eos_token_ids.end());
+  ids.insert(ids.end(), request.stop_token_ids.begin(), request.stop_token_ids.end());
+  return ids;
+}
+
+void Sequence::append_logit_edits(int32_t row, const StopRules& rules,
+                                  std::vector<LogitEdit>* out) const {
+  const LogitRules& r = request.logit_rules;
+  const std::vector<int32_t> banned =
+      n_generated_ < r.min_tokens ? stop_ids(rules) : std::vector<int32_t>{};
+  penalties_.append_edits(r, row, banned, out);
+}
+
+bool Sequence::stop_at(int token, size_t before, const StopRules& rules) {
+  const bool eos = !request.ignore_eos && holds(rules.eos_token_ids, token);
+  if (eos || holds(request.stop_token_ids, token)) {
+    if (!request.include_stop_str_in_output) text_.resize(before);
+    if (!eos) stop_reason_ = token;
+    return true;
+  }
+  const auto [which, at] = find_stop(text_, before, request.stop);
+  if (which == request.stop.size()) return false;
+  text_.resize(at + (request.include_stop_str_in_output ? request.stop[which].size() : 0));
+  stop_reason_ = request.stop[which];
+  return true;
+}
+
 void Sequence::accept_token(int token, const StopRules& rules) {
   tokens_.push_back(token);
+  penalties_.add_generated(token);
   if (n_generated_++ == 0) first_token_ = Clock::now();
-  const auto& eos = rules.eos_token_ids;
-  if (!request.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end()) {
+  const size_t before = text_.size();
+  if (tokenizer_ != nullptr && token < tokenizer_->vocab_size())
+    text_ += detok_.push(token);  // else a padding id
+  // vLLM's StopChecker: no stop before min_tokens (its stop ids are banned from the logits).
+  if (n_generated_ >= request.logit_rules.min_tokens && stop_at(token, before, rules))
     finish(FinishReason::kStop);
-  } else {
-    const size_t before = text_.size();
-    if (tokenizer_ != nullptr && token < tokenizer_->vocab_size())
-      text_ += detok_.push(token);  // else a padding id
-    const size_t at = find_stop(text_, before, request.stop);
-    if (at != std::string::npos) {
-      text_.resize(at);
-      finish(FinishReason::kStop);
-    }
-  }
   if (!finished() &&
       (n_generated_ >= request.max_tokens || static_cast<int>(tokens_.size()) >= rules.context)) {
     text_ += detok_.flush();
@@ -160,6 +191,7 @@ Result Sequence::take_result() {
   result.prompt_tokens = n_prompt;
   result.completion_tokens = n_generated_;
   result.finish_reason = finish_reason_name(finish_reason_);
+  result.stop_reason = stop_reason_;
   if (finish_reason_ == FinishReason::kError) {
     result.error = error_;
     result.line = request.line;

@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "io/request.h"
 #include "model/step_batch.h"
+#include "runtime/logit_edits.h"
 #include "runtime/sampler.h"
 #include "text/tokenizer.h"
 
@@ -111,8 +112,12 @@ class Sequence {
   // The uniform of its next sampled token (its own stream, so a seed gives the same tokens in any
   // batch).
   double next_uniform() { return rng_.uniform(); }
-  // A sampled token joins the sequence; a stop id, a stop string, max_tokens or the context may
-  // finish it (the text then ends before the stop string).
+  // The edits of its next token's logit row `row`: its request's LogitRules over its tokens so far
+  // (runtime/logit_edits.h).
+  void append_logit_edits(int32_t row, const StopRules& rules, std::vector<LogitEdit>* out) const;
+  // A sampled token joins the sequence; once min_tokens are generated a stop id (the model's EOS,
+  // the request's stop_token_ids) or a stop string may finish it, as max_tokens or the context may
+  // (the text then ends before the stop, unless include_stop_str_in_output).
   void accept_token(int token, const StopRules& rules);
   // The log-probabilities of a sampled token (the request asked for them).
   void record_logprobs(const RowLogprobs& row, int token);
@@ -134,9 +139,14 @@ class Sequence {
 
  private:
   void finish(FinishReason reason);
+  // Its stop ids: the model's EOS ids (unless ignore_eos), then the request's stop_token_ids.
+  std::vector<int32_t> stop_ids(const StopRules& rules) const;
+  // Ends on a stop id or stop string of `token` (whose text starts at `before` in text_).
+  bool stop_at(int token, size_t before, const StopRules& rules);
 
   SequenceState state_ = SequenceState::kWaiting;
   FinishReason finish_reason_ = FinishReason::kNone;
+  nlohmann::json stop_reason_ = nullptr;  // the stop string or stop_token_ids id that ended it
   std::vector<int32_t> tokens_;
   int n_computed_ = 0;
   int slot_ = -1;
@@ -144,6 +154,7 @@ class Sequence {
   int passed_over_ = 0;
   int n_generated_ = 0;
   Rng rng_;
+  PenaltyCounts penalties_;
   std::string text_;
   std::string error_;  // why, when finish_reason is kError
   std::vector<TokenLogprob> logprobs_;

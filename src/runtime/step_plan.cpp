@@ -98,6 +98,7 @@ std::vector<uint8_t> encode_plan(const StepPlan& plan) {
   w.put_vector(plan.batch.slots);
   w.put_vector(plan.batch.logit_rows);
   w.put_vector(plan.sampling);
+  w.put_vector(plan.edits);
   return std::move(w.bytes);
 }
 
@@ -115,9 +116,13 @@ StepPlan decode_plan(const std::vector<uint8_t>& bytes) {
   plan.batch.slots = r.get_vector<int32_t>();
   plan.batch.logit_rows = r.get_vector<int32_t>();
   plan.sampling = r.get_vector<RowSampling>();
+  plan.edits = r.get_vector<LogitEdit>();
   TPLLAMA_CHECK(plan.sampling.size() == plan.batch.logit_rows.size(), "plan has ",
                 plan.sampling.size(), " sampling entries for ", plan.batch.logit_rows.size(),
                 " rows");
+  for (const LogitEdit& e : plan.edits)
+    TPLLAMA_CHECK(e.row >= 0 && static_cast<size_t>(e.row) < plan.sampling.size(),
+                  "plan has a logit edit of row ", e.row, " of ", plan.sampling.size());
   TPLLAMA_CHECK(r.position() == bytes.size(), "step plan message of ", bytes.size(), " bytes has ",
                 bytes.size() - r.position(), " after the plan");
   return plan;

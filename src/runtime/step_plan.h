@@ -38,6 +38,7 @@ struct StepPlan {
   std::vector<CacheOp> cache_ops;  // block table changes, applied in order before the step
   StepBatch batch;
   std::vector<RowSampling> sampling;  // one per batch.logit_rows entry
+  std::vector<LogitEdit> edits;       // penalties, biases and bans of the rows (by row, then token)
 };
 
 std::vector<uint8_t> encode_sampled(const SampledRows& rows);

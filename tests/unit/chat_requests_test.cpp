@@ -142,7 +142,8 @@ TEST(ChatRecords, AChatCompletionBodyInOpenAisLayout) {
   EXPECT_EQ(body["model"], "llama3");
   EXPECT_EQ(body["choices"],
             json::parse(R"([{"index": 0, "message": {"role": "assistant", "content": "Hello!"},
-                                              "logprobs": null, "finish_reason": "stop"}])"));
+                                              "logprobs": null, "finish_reason": "stop",
+                                              "stop_reason": null}])"));
   EXPECT_EQ(body["usage"],
             json::parse(R"({"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15})"));
 }

@@ -171,15 +171,32 @@ TEST(OpenAiBatchInput, TokenIdPromptsAreTakenAsGiven) {
   EXPECT_EQ(reqs[3].error, "line 4: field 'body.prompt' is an empty list: no token to start from");
 }
 
-TEST(OpenAiBatchInput, PenaltiesAreRefusedUnlessNeutral) {
+TEST(OpenAiBatchInput, PenaltiesBiasAndVllmStopFieldsAreRead) {
   auto reqs = read_batch(
-      line_with_body(R"({"prompt": "p", "frequency_penalty": 0.3})") + "\n" +
-      line_with_body(R"({"prompt": "p", "presence_penalty": 0, "logit_bias": {}})") + "\n");
-  ASSERT_EQ(reqs.size(), 2u);
-  EXPECT_EQ(reqs[0].error,
-            "line 1: field 'body.frequency_penalty' is 0.3: tpllama does not support it (only 0, "
-            "which has no effect)");
-  EXPECT_TRUE(reqs[1].error.empty()) << reqs[1].error;
+      line_with_body(
+          R"({"prompt": "p", "frequency_penalty": 0.3, "presence_penalty": -0.5,)"
+          R"( "repetition_penalty": 1.2, "logit_bias": {"7": -100, "12": 2.5}, "min_tokens": 3,)"
+          R"( "stop_token_ids": [4, 5], "include_stop_str_in_output": true,)"
+          R"( "skip_special_tokens": false})") +
+      line_with_body(R"({"prompt": "p", "frequency_penalty": 2.5})") +
+      line_with_body(R"({"prompt": "p", "logit_bias": {"-3": 1}})"));
+  ASSERT_EQ(reqs.size(), 3u);
+  ASSERT_TRUE(reqs[0].error.empty()) << reqs[0].error;
+  const LogitRules& r = reqs[0].logit_rules;
+  EXPECT_DOUBLE_EQ(r.frequency_penalty, 0.3);
+  EXPECT_DOUBLE_EQ(r.presence_penalty, -0.5);
+  EXPECT_DOUBLE_EQ(r.repetition_penalty, 1.2);
+  EXPECT_EQ(r.min_tokens, 3);
+  const std::vector<std::pair<int32_t, float>> bias = {{7, -100.0f}, {12, 2.5f}};
+  EXPECT_EQ(r.logit_bias, bias);
+  EXPECT_EQ(reqs[0].stop_token_ids, (std::vector<int32_t>{4, 5}));
+  EXPECT_TRUE(reqs[0].include_stop_str_in_output);
+  EXPECT_FALSE(reqs[0].skip_special_tokens);
+  EXPECT_EQ(reqs[1].error,
+            "line 2: field 'body.frequency_penalty' must be a number in [-2, 2], got 2.5");
+  EXPECT_NE(reqs[2].error.find("'body.logit_bias' has the key \"-3\": keys must be token ids"),
+            std::string::npos)
+      << reqs[2].error;
 }
 
 // body.model names the model a batch was made for; the run's own model answers, which is said once
@@ -304,7 +321,7 @@ TEST(OpenAiBatchOutput, SuccessRecordHasEveryKey) {
   ASSERT_EQ(body["choices"].size(), 1u);
   EXPECT_EQ(body["choices"][0],
             json::parse(R"({"index": 0, "text": " there was", "finish_reason": "length",
-                            "logprobs": null})"));
+                            "stop_reason": null, "logprobs": null})"));
   EXPECT_EQ(body["usage"],
             json::parse(R"({"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7})"));
 }

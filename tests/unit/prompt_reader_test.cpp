@@ -324,8 +324,9 @@ TEST(PromptReaderJsonl, StopAcceptsStringOrListAndDropsEmptyStrings) {
   for (const auto* r : {&single, &list, &empty_string, &empty_list}) EXPECT_TRUE(r->error.empty());
 }
 
-// vLLM / OpenAI sampling fields tpllama lacks: their neutral value is accepted without a warning,
-// any other value makes the line an error record naming the field (it would change the text).
+// vLLM / OpenAI sampling fields: those tpllama lacks are taken at their neutral value without a
+// warning, and any other value makes the line an error record naming the field (it would change the
+// text); the penalties and logit_bias are read, and a value of the wrong type or range is refused.
 TEST(PromptReaderJsonl, UnsupportedSamplingFieldsAreRefusedUnlessNeutral) {
   testing::internal::CaptureStderr();
   auto reqs = read_jsonl(
@@ -343,20 +344,17 @@ TEST(PromptReaderJsonl, UnsupportedSamplingFieldsAreRefusedUnlessNeutral) {
   ASSERT_EQ(reqs.size(), 8u);
   EXPECT_TRUE(reqs[0].error.empty()) << reqs[0].error;
   EXPECT_EQ(err.find("ignoring"), std::string::npos) << err;
-  EXPECT_EQ(reqs[1].error,
-            "line 2: field 'presence_penalty' is 0.5: tpllama does not support it (only 0, which "
-            "has no effect)");
-  EXPECT_EQ(reqs[2].error,
-            "line 3: field 'repetition_penalty' is 1.1: tpllama does not support it (only 1, which "
-            "has no effect)");
-  EXPECT_EQ(reqs[3].error,
-            "line 4: field 'logit_bias' is {\"5\":10}: tpllama does not support it (only {}, which "
-            "has no effect)");
+  EXPECT_TRUE(reqs[1].error.empty()) << reqs[1].error;
+  EXPECT_DOUBLE_EQ(reqs[1].logit_rules.presence_penalty, 0.5);
+  EXPECT_TRUE(reqs[2].error.empty()) << reqs[2].error;
+  EXPECT_DOUBLE_EQ(reqs[2].logit_rules.repetition_penalty, 1.1);
+  EXPECT_TRUE(reqs[3].error.empty()) << reqs[3].error;
+  EXPECT_EQ(reqs[3].logit_rules.logit_bias, (std::vector<std::pair<int32_t, float>>{{5, 10.0f}}));
   EXPECT_EQ(
       reqs[4].error,
       "line 5: field 'best_of' is 2: tpllama does not support it (only 1, which has no effect)");
-  EXPECT_NE(reqs[5].error.find("field 'frequency_penalty' is \"0\""), std::string::npos)
-      << reqs[5].error;
+  EXPECT_EQ(reqs[5].error,
+            "line 6: field 'frequency_penalty' must be a number in [-2, 2], got \"0\"");
   EXPECT_EQ(reqs[6].error,
             "line 7: field 'n' is 2: tpllama does not support it (only 1, which has no effect)");
   EXPECT_EQ(reqs[7].error,

@@ -95,9 +95,10 @@ TEST(RequestFieldPolicy, FieldsThatWouldChangeTheOutputAreErrorRecordsNamingThem
        R"(support it (only {"type":"text"}, which has no effect))"},
       {chat_line(R"("tool_choice": "required")"),
        R"(line 1: field 'tool_choice' is "required": tpllama does not support it (only "none", which has no effect))"},
-      {prompt_line(R"("min_tokens": 5)"),
-       "line 1: field 'min_tokens' is 5: tpllama does not support it (only 0, which has no "
-       "effect)"},
+      {R"({"context": "a", "continuation": "b", "min_tokens": 5})"
+       "\n",
+       "line 1: field 'min_tokens' is 5: a scoring request scores the model's own distribution "
+       "(only 0, which has no effect)"},
       {chat_line(R"("continue_final_message": true)"),
        "line 1: field 'continue_final_message' is true: tpllama does not support it (only false, "
        "which has no "
@@ -106,10 +107,10 @@ TEST(RequestFieldPolicy, FieldsThatWouldChangeTheOutputAreErrorRecordsNamingThem
        "line 1: field 'add_generation_prompt' is false: tpllama does not support it (only true, "
        "which has no "
        "effect)"},
-      {prompt_line(R"("skip_special_tokens": false)"),
-       "line 1: field 'skip_special_tokens' is false: tpllama does not support it (only true, "
-       "which has no "
-       "effect)"},
+      {R"({"context": "a", "continuation": "b", "skip_special_tokens": false})"
+       "\n",
+       "line 1: field 'skip_special_tokens' is false: a scoring request scores the model's own "
+       "distribution (only true, which has no effect)"},
       {chat_line(R"("add_special_tokens": true)"),
        "line 1: field 'add_special_tokens' is true: tpllama does not support it (only false, which "
        "has no effect)"},

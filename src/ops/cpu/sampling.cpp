@@ -187,6 +187,19 @@ std::vector<int32_t> sample_rows(Tensor logits, int n, const std::vector<SampleR
   return tokens;
 }
 
+void edit_logits(Tensor logits, Tensor cells, Tensor params) {
+  const int64_t rows = logits.size(0), cols = logits.size(1);
+  for (int64_t i = 0; i < cells.size(0); ++i) {
+    const int64_t r = cells.as<int32_t>()[2 * i], c = cells.as<int32_t>()[2 * i + 1];
+    TPLLAMA_CHECK(r >= 0 && r < rows && c >= 0 && c < cols, "edit_logits: cell (", r, ", ", c,
+                  ") of ", logits.shape_string());
+    const float* p = params.as<float>() + 3 * i;
+    float x = logits.as<float>()[r * cols + c] + p[0];
+    if (p[1] != 1.0f) x = x > 0.0f ? x / p[1] : x * p[1];
+    logits.as<float>()[r * cols + c] = x - p[2];
+  }
+}
+
 void argmax_rows(Tensor index, Tensor value, Tensor logits) {
   const int64_t cols = logits.size(1);
   for (int64_t r = 0; r < logits.size(0); ++r) {

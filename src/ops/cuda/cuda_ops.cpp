@@ -395,6 +395,12 @@ uint64_t memory_available(const DeviceContext& ctx) {
   return free;
 }
 
+void edit_logits(const DeviceContext& ctx, Tensor logits, Tensor cells, Tensor params) {
+  TPLLAMA_CUDA_CHECK(kernels::edit_logits(logits.as<float>(), logits.size(0), logits.size(1),
+                                          cells.as<int32_t>(), params.as<float>(), cells.size(0),
+                                          stream_of(ctx)));
+}
+
 void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor logits) {
   TPLLAMA_CUDA_CHECK(kernels::argmax_rows(index.as<int32_t>(), value.as<float>(),
                                           logits.as<float>(), logits.size(0), logits.size(1),

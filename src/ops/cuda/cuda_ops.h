@@ -71,5 +71,6 @@ void destroy_graph(void* exec);
 double measure_copy_bandwidth(const DeviceContext& ctx, size_t bytes);
 double measure_gemm_flops(const DeviceContext& ctx, DType dtype, int64_t n);
 void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor logits);
+void edit_logits(const DeviceContext& ctx, Tensor logits, Tensor cells, Tensor params);
 
 }  // namespace tpllama::ops::cuda
