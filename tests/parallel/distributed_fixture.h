@@ -39,7 +39,7 @@ class Distributed : public ::testing::Test {
     write_reference_prompts(input_, references_, [](size_t i) { return json(i); });
     single_ = run_shell(binary() + " run --model " + model_ + " --input " + input_ + " --output " +
                         work_ + "/single.jsonl");
-    // Sampled requests: every sampler stage, seeded per request.
+    // Sampled requests: every sampler stage, seeded per request; and penalties.
     sampled_input_ = work_ + "/sampled.jsonl";
     std::ofstream sampled(sampled_input_);
     const char* prompts[] = {"Once upon a time", "The little dog", "She said"};
@@ -54,6 +54,34 @@ class Distributed : public ::testing::Test {
                        {"seed", 1000 + i}})
                      .dump()
               << "\n";
+    // Penalties, biases on both halves of the vocabulary and min_tokens: edits that each TP rank
+    // applies to its own slice, greedy and sampled.
+    sampled << json({{"id", 6},
+                     {"prompt", prompts[0]},
+                     {"max_tokens", 40},
+                     {"repetition_penalty", 1.5},
+                     {"frequency_penalty", 0.5},
+                     {"presence_penalty", 0.3},
+                     {"logit_bias", {{"300", 2}, {"10", -1}}}})
+                   .dump()
+            << "\n"
+            << json({{"id", 7},
+                     {"prompt", prompts[1]},
+                     {"max_tokens", 40},
+                     {"min_tokens", 30},
+                     {"logit_bias", {{"2", 8}}},
+                     {"presence_penalty", 0.2}})
+                   .dump()
+            << "\n"
+            << json({{"id", 8},
+                     {"prompt", prompts[2]},
+                     {"max_tokens", 40},
+                     {"temperature", 0.8},
+                     {"repetition_penalty", 1.2},
+                     {"frequency_penalty", 0.4},
+                     {"seed", 2000}})
+                   .dump()
+            << "\n";
     sampled.close();
     single_sampled_ = run_shell(binary() + " run --model " + model_ + " --input " + sampled_input_ +
                                 " --output " + work_ + "/single_sampled.jsonl");
