@@ -594,6 +594,31 @@ TEST_P(GpuOps, LogitSumsOfScoredRows) {
   EXPECT_EQ(got[static_cast<size_t>(n + 1)], 0.0f);  // the column this shard does not hold
 }
 
+// Logit edits (penalties, biases, bans): the GPU's one thread per cell against the CPU loop, cell
+// for cell, with a scale on positive and negative logits, a ban and cells spread over the rows.
+TEST_P(GpuOps, EditLogitsMatchesTheCpu) {
+  if (act() == DType::kBF16) GTEST_SKIP() << "logits are f32 whatever the activations";
+  const int64_t rows = 6, cols = 32000, n = 20000;
+  std::vector<float> logits = random(static_cast<size_t>(rows * cols), 8.0f);
+  std::vector<int32_t> cells;
+  std::vector<float> params;
+  for (int64_t i = 0; i < n; ++i) {  // distinct cells: row i % rows, column (i * 7) % cols
+    cells.insert(cells.end(), {static_cast<int32_t>(i % rows), static_cast<int32_t>((i * 7) % cols)});
+    params.insert(params.end(), {i % 97 == 0 ? -INFINITY : 0.01f * static_cast<float>(i % 13),
+                                 i % 3 == 0 ? 1.0f : 1.3f, 0.05f * static_cast<float>(i % 5)});
+  }
+  std::vector<float> expected = logits;
+  ops::edit_logits(cpu_, host(expected, {rows, cols}), Tensor(cells.data(), DType::kI32, {n, 2}),
+                   host(params, {n, 3}));
+  Device gl = upload(logits, {rows, cols}, DType::kF32), gp = upload(params, {n, 3}, DType::kF32);
+  Device gc = upload_i32(cells);
+  ops::edit_logits(gpu_, gl.tensor, gc.tensor.reshape({n, 2}), gp.tensor);
+  const std::vector<float> got = download(gl);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_TRUE(got[i] == expected[i]) << "logit " << i << ": " << got[i] << " vs " << expected[i];
+}
+
 TEST_P(GpuOps, ArgmaxTiesToTheLowestColumn) {
   const int64_t rows = 5, cols = 32000;
   std::vector<float> logits = random(static_cast<size_t>(rows * cols), 10.0f);
