@@ -27,9 +27,10 @@ struct RunOptions {
   bool resume = false;
   bool overwrite = false;  // replace the records an earlier run left in --output
   bool ordered = false;
-  double stall_timeout = 900;  // seconds without a pipeline step before the job ends; 0: never
-  std::string stats;           // --stats JSON path
-  std::string trace;           // --trace Chrome trace path
+  double stall_timeout = 900;     // seconds without a pipeline step before the job ends; 0: never
+  std::string stats;              // --stats JSON path
+  std::string trace;              // --trace Chrome trace path
+  std::string served_model_name;  // the records' "model"; "": the model directory's name
 };
 
 struct ConvertOptionsCli {
@@ -108,6 +109,8 @@ void add_chat_template_option(CLI::App& command, std::string& path);
 ServeOptions serve_options(const RunOptions& options, Continuation continuation);
 // The model directory's own name ("llama-7b" for "/models/llama-7b/"): OpenAI records' "model".
 std::string model_name(const std::string& model_dir);
+// --served-model-name, else model_name of --model.
+std::string served_model_name(const RunOptions& o);
 void add_plan_command(CLI::App& app, PlanOptions& options);
 void add_perplexity_command(CLI::App& app, PerplexityOptions& options);
 void add_convert_command(CLI::App& app, ConvertOptionsCli& options);

@@ -9,6 +9,7 @@
 #include "app/run_report.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "io/output_holds.h"
 #include "io/output_sidecar.h"
@@ -96,13 +97,25 @@ OutputJob output_job(const RunOptions& o, const Session& session, InputFormat fo
   return job;
 }
 
+// The records' "model" (--served-model-name, else the model directory's name) and
+// "system_fingerprint": the weights, the dtypes they and the KV cache are held in, and the files
+// that shape a prompt (tokenizer, chat template, generation config).
+RecordOrigin record_origin(const RunOptions& o, const OutputJob& job) {
+  Fnv1a h;
+  h.add(job.model_fingerprint);
+  for (const auto& [flag, value] : job.settings)
+    if (flag == "--dtype" || flag == "--kv-dtype") h.add(flag + "=" + value + "\n");
+  for (const auto& [file, hash] : job.files) h.add(file + "=" + hash + "\n");
+  return {served_model_name(o), "fp_" + h.hex()};
+}
+
 // The output is opened (and truncated, without --resume) only once everything else is known to
 // work; it is held (locked) from the run's start, before anything reads or cuts it.
 RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& holds) {
   RunFiles f;
   f.reader =
       std::make_unique<PromptReader>(o.input, o.defaults, parse_input_format(o.input_format));
-  f.reader->set_answering_model(model_name(o.session.model));
+  f.reader->set_answering_model(served_model_name(o));
   const OutputFormat format = f.reader->format() == InputFormat::kOpenAiBatch
                                   ? OutputFormat::kOpenAiBatch
                                   : OutputFormat::kJsonl;
@@ -110,7 +123,7 @@ RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& ho
   const bool file = output_is_a_file(o.output);
   const bool had_output =
       file && std::filesystem::exists(o.output) && std::filesystem::file_size(o.output) > 0;
-  const OutputJob job = file ? output_job(o, session, f.reader->format()) : OutputJob{};
+  const OutputJob job = output_job(o, session, f.reader->format());
   if (o.resume) {
     if (had_output) check_resumed_job(o.output, job);
     f.resume = std::make_unique<ResumeIndex>(prepare_resume(o.output, format));
@@ -125,7 +138,7 @@ RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& ho
               " bytes of records in " + o.output);
   }
   f.writer = std::make_unique<ResultWriter>(o.output, format, /*append=*/o.resume || !file,
-                                            model_name(o.session.model));
+                                            record_origin(o, job));
   if (file && !(o.resume && had_output))
     write_sidecar(o.output, job, &holds);  // after the cut: a kill between leaves no records
   if (std::optional<size_t> lines = count_prompt_lines(o.input))

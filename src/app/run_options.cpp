@@ -94,6 +94,10 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--max-model-len", o.session.max_model_len,
                   "Context per sequence, prompt + completion (default: the model's)")
       ->check(at_least(1));
+  run->add_option("--served-model-name", o.served_model_name,
+                  "The \"model\" of OpenAI batch records and the name a request's \"model\" is "
+                  "compared with (default: the model directory's name, a hash for a Hugging Face "
+                  "cache snapshot)");
   add_chat_template_option(*run, o.session.chat_template);
   add_layout_options(*run, o);
 }
@@ -184,6 +188,10 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
 
 ServeOptions serve_options(const RunOptions& o, Continuation continuation) {
   return ServeOptions{o.stall_timeout, std::move(continuation)};
+}
+
+std::string served_model_name(const RunOptions& o) {
+  return o.served_model_name.empty() ? model_name(o.session.model) : o.served_model_name;
 }
 
 std::string model_name(const std::string& model_dir) {

@@ -138,7 +138,7 @@ ordered_json chat_logprobs_json(const std::vector<TokenLogprob>& logprobs) {
   return {{"content", std::move(content)}};
 }
 
-ordered_json completion_body(const Result& r, const std::string& hex, const std::string& model,
+ordered_json completion_body(const Result& r, const std::string& hex, const RecordOrigin& origin,
                              int64_t created) {
   ordered_json choice;
   choice["index"] = 0;
@@ -157,7 +157,10 @@ ordered_json completion_body(const Result& r, const std::string& hex, const std:
   body["id"] = (r.chat ? "chatcmpl-" : "cmpl-") + hex;
   body["object"] = r.chat ? "chat.completion" : "text_completion";
   body["created"] = created;
-  body["model"] = model;
+  body["model"] = origin.model;
+  body["system_fingerprint"] = origin.system_fingerprint.empty()
+                                   ? ordered_json(nullptr)
+                                   : ordered_json(origin.system_fingerprint);
   body["choices"] = ordered_json::array({choice});
   body["usage"] = usage_json(r);
   return body;
@@ -211,10 +214,24 @@ std::string openai_request_hex(const Result& r) {
   return h.hex();
 }
 
+namespace {
+
+// Code points of UTF-8 text (a token's shown text is valid UTF-8): its bytes but continuations.
+size_t code_points(const std::string& text) {
+  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+}
+
+}  // namespace
+
 ordered_json logprobs_to_json(const std::vector<TokenLogprob>& logprobs) {
   ordered_json tokens = ordered_json::array(), values = ordered_json::array(),
-               tops = ordered_json::array();
+               tops = ordered_json::array(), offsets = ordered_json::array();
+  size_t offset = 0;
   for (const TokenLogprob& t : logprobs) {
+    offsets.push_back(offset);
+    offset += code_points(t.token);
     tokens.push_back(t.token);
     values.push_back(t.logprob);
     // Two token ids can decode to the same text; keep the first (most likely) of them.
@@ -227,10 +244,11 @@ ordered_json logprobs_to_json(const std::vector<TokenLogprob>& logprobs) {
   j["tokens"] = std::move(tokens);
   j["token_logprobs"] = std::move(values);
   j["top_logprobs"] = std::move(tops);
+  j["text_offset"] = std::move(offsets);
   return j;
 }
 
-ordered_json openai_batch_record(const Result& r, const std::string& model_name, int64_t created) {
+ordered_json openai_batch_record(const Result& r, const RecordOrigin& origin, int64_t created) {
   const std::string hex = openai_request_hex(r);
   ordered_json response(nullptr);
   ordered_json error(nullptr);
@@ -247,7 +265,7 @@ ordered_json openai_batch_record(const Result& r, const std::string& model_name,
   } else {
     response["status_code"] = 200;
     response["request_id"] = hex;
-    response["body"] = completion_body(r, hex, model_name, created);
+    response["body"] = completion_body(r, hex, origin, created);
   }
   ordered_json j;
   j["id"] = "batch_req_" + hex;

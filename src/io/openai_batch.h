@@ -24,14 +24,23 @@ void parse_openai_batch_request(const nlohmann::json& object, const std::string&
 // input line for a record without an id.
 std::string openai_request_hex(const Result& r);
 
-// The legacy completions layout: {"tokens", "token_logprobs", "top_logprobs": [{token: lp}]}.
+// The legacy completions layout: {"tokens", "token_logprobs", "top_logprobs": [{token: lp}],
+// "text_offset"}, text_offset[i] being where token i's text starts in the text (in code points, as
+// Python counts them: the sum of the earlier tokens' lengths).
 nlohmann::ordered_json logprobs_to_json(const std::vector<TokenLogprob>& logprobs);
+
+// What a response body says made it: "model" (--served-model-name, else the model directory's
+// name) and "system_fingerprint" (the weights and how they are held; "" writes null).
+struct RecordOrigin {
+  std::string model;
+  std::string system_fingerprint;
+};
 
 // One output line's object: {"id", "custom_id", "response", "error"}; created is the unix time
 // stamped into a successful response body. A refused request's response is a 400 whose body holds
 // the error, and "error" is null (as OpenAI writes a request its endpoint refused); a line that was
 // no request (Result::line_failed) has a null response and the error (code "invalid_request").
-nlohmann::ordered_json openai_batch_record(const Result& r, const std::string& model_name,
+nlohmann::ordered_json openai_batch_record(const Result& r, const RecordOrigin& origin,
                                            int64_t created);
 
 }  // namespace tpllama

@@ -19,11 +19,10 @@
 
 namespace tpllama {
 
-std::string result_to_json_line(const Result& r, OutputFormat format,
-                                const std::string& model_name) {
+std::string result_to_json_line(const Result& r, OutputFormat format, const RecordOrigin& origin) {
   nlohmann::ordered_json j;
   if (format == OutputFormat::kOpenAiBatch) {
-    j = openai_batch_record(r, model_name, static_cast<int64_t>(std::time(nullptr)));
+    j = openai_batch_record(r, origin, static_cast<int64_t>(std::time(nullptr)));
     if (r.finish_reason == "error" && r.line > 0) j["line"] = r.line;
   } else {
     // ordered_json keeps the documented key order, which makes the output easy to eyeball.
@@ -137,8 +136,8 @@ void write_text_file(const std::string& path, const std::string& text, const cha
 }
 
 ResultWriter::ResultWriter(const std::string& path, OutputFormat format, bool append,
-                           std::string model_name)
-    : path_(path), format_(format), model_name_(std::move(model_name)) {
+                           RecordOrigin origin)
+    : path_(path), format_(format), origin_(std::move(origin)) {
   std::string why;
   fd_ = open_output(path, append, why);
   if (fd_ < 0) fail("cannot open output file ", path, ": ", why);
@@ -151,7 +150,7 @@ ResultWriter::~ResultWriter() {
 ResultWriter::ResultWriter(ResultWriter&& other) noexcept
     : path_(std::move(other.path_)),
       format_(other.format_),
-      model_name_(std::move(other.model_name_)),
+      origin_(std::move(other.origin_)),
       fd_(std::exchange(other.fd_, -1)),
       records_written_(other.records_written_) {}
 
@@ -160,7 +159,7 @@ ResultWriter& ResultWriter::operator=(ResultWriter&& other) noexcept {
     if (fd_ >= 0) ::close(fd_);
     path_ = std::move(other.path_);
     format_ = other.format_;
-    model_name_ = std::move(other.model_name_);
+    origin_ = std::move(other.origin_);
     fd_ = std::exchange(other.fd_, -1);
     records_written_ = other.records_written_;
   }
@@ -168,7 +167,7 @@ ResultWriter& ResultWriter::operator=(ResultWriter&& other) noexcept {
 }
 
 void ResultWriter::write(const Result& r) {
-  write_line(result_to_json_line(r, format_, model_name_));
+  write_line(result_to_json_line(r, format_, origin_));
 }
 
 void ResultWriter::write_line(const std::string& line) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "io/openai_batch.h"
 #include "io/request.h"
 
 namespace tpllama {
@@ -25,10 +26,10 @@ class ResultSink {
 class ResultWriter : public ResultSink {
  public:
   // Creates path, or truncates it unless append (then earlier records stay, e.g. for a resumed
-  // run). The parent directory must exist. Throws Error naming the path. model_name fills the
-  // OpenAI body's "model".
+  // run). The parent directory must exist. Throws Error naming the path. origin fills the OpenAI
+  // body's "model" and "system_fingerprint".
   explicit ResultWriter(const std::string& path, OutputFormat format = OutputFormat::kJsonl,
-                        bool append = false, std::string model_name = "");
+                        bool append = false, RecordOrigin origin = {});
   ~ResultWriter();
   ResultWriter(const ResultWriter&) = delete;
   ResultWriter& operator=(const ResultWriter&) = delete;
@@ -47,7 +48,7 @@ class ResultWriter : public ResultSink {
  private:
   std::string path_;
   OutputFormat format_ = OutputFormat::kJsonl;
-  std::string model_name_;
+  RecordOrigin origin_;
   int fd_ = -1;
   size_t records_written_ = 0;
 };
@@ -74,7 +75,7 @@ bool locked_by_another_writer(const std::string& path);
 // kOpenAiBatch: {"id": "batch_req_<hex>", "custom_id", "response", "error"} (see openai_batch.h).
 // Invalid UTF-8 becomes U+FFFD. Ends with '\n'.
 std::string result_to_json_line(const Result& r, OutputFormat format = OutputFormat::kJsonl,
-                                const std::string& model_name = "");
+                                const RecordOrigin& origin = {});
 
 // Writes results in input order although they finish in any order. The caller numbers requests
 // 0, 1, 2, ... as it reads them and submits each number exactly once; a result waits here until

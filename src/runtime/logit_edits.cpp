@@ -25,8 +25,8 @@ void PenaltyCounts::append_edits(const LogitRules& rules, int32_t row,
   for (const auto& [token, count] : counts_) {
     LogitEdit e{row, token, 0.0f, scale, 0.0f};
     if (count.generated > 0)
-      e.subtract = static_cast<float>(rules.frequency_penalty * count.generated +
-                                      rules.presence_penalty);
+      e.subtract =
+          static_cast<float>(rules.frequency_penalty * count.generated + rules.presence_penalty);
     if (e.scale != 1.0f || e.subtract != 0.0f) out->push_back(e);
   }
   for (const auto& [token, bias] : rules.logit_bias) out->push_back({row, token, bias, 1.0f, 0.0f});

@@ -465,6 +465,34 @@ TEST_F(Engine, OpenAiBatchRoundTrip) {
       << bad.dump();
 }
 
+// --served-model-name is the records' "model"; system_fingerprint names the weights and their
+// dtype: the same for two runs of one model, another for another dtype.
+TEST_F(Engine, ServedModelNameAndSystemFingerprint) {
+  const std::string in = work_ + "/served.jsonl";
+  std::ofstream(in) << json({{"custom_id", "a"},
+                             {"method", "POST"},
+                             {"url", "/v1/completions"},
+                             {"body",
+                              {{"model", "llama-served"}, {"prompt", "Once"}, {"max_tokens", 3}}}})
+                           .dump()
+                    << "\n";
+  const auto body_of = [&](const std::string& name, const std::string& flags) {
+    const std::string out = work_ + "/" + name + ".jsonl";
+    const CommandResult r = run(in, out, flags);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output.find("asks for model"), std::string::npos) << "the served name matches";
+    return read_jsonl(out).at(0)["response"]["body"];
+  };
+  const json first = body_of("served1", "--served-model-name llama-served");
+  const json again = body_of("served2", "--served-model-name llama-served");
+  const json bf16 = body_of("served3", "--served-model-name llama-served --dtype bf16");
+  EXPECT_EQ(first["model"], "llama-served");
+  ASSERT_TRUE(first["system_fingerprint"].is_string());
+  EXPECT_EQ(first["system_fingerprint"].get<std::string>().rfind("fp_", 0), 0u);
+  EXPECT_EQ(first["system_fingerprint"], again["system_fingerprint"]);
+  EXPECT_NE(first["system_fingerprint"], bf16["system_fingerprint"]);
+}
+
 // logprobs of the greedy continuation equal log-softmax of run.c's own logits (shipped file).
 TEST_F(Engine, LogprobsMatchTheShippedLogits) {
   const std::string in = work_ + "/lp.jsonl";

@@ -162,8 +162,8 @@ TEST_F(Penalties, LogitBiasIsAddedAndMinusOneHundredBansPlusOneHundredForces) {
     x[300] += 3.5;
   };
   const std::vector<Step> banned = reference_steps(ban, 16, 5);
-  const json rec = run_one("bias", {{"logit_bias", {{std::to_string(first), -100}, {"300", 3.5}}}},
-                           16);
+  const json rec =
+      run_one("bias", {{"logit_bias", {{std::to_string(first), -100}, {"300", 3.5}}}}, 16);
   expect_steps(rec, banned);
   for (const Step& s : banned) EXPECT_NE(s.token, first);
 
@@ -287,7 +287,10 @@ TEST_F(Penalties, BadValuesAreErrorRecordsNamingTheField) {
     f << request.dump() << "\n";
   }
   // A scoring request takes no penalty: refused by name, at any value but the neutral one.
-  f << json({{"id", "score"}, {"context", "Once"}, {"continuation", " upon"}, {"presence_penalty", 1}})
+  f << json({{"id", "score"},
+             {"context", "Once"},
+             {"continuation", " upon"},
+             {"presence_penalty", 1}})
            .dump()
     << "\n"
     << json({{"id", "score_neutral"},

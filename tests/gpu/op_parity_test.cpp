@@ -603,7 +603,8 @@ TEST_P(GpuOps, EditLogitsMatchesTheCpu) {
   std::vector<int32_t> cells;
   std::vector<float> params;
   for (int64_t i = 0; i < n; ++i) {  // distinct cells: row i % rows, column (i * 7) % cols
-    cells.insert(cells.end(), {static_cast<int32_t>(i % rows), static_cast<int32_t>((i * 7) % cols)});
+    cells.insert(cells.end(),
+                 {static_cast<int32_t>(i % rows), static_cast<int32_t>((i * 7) % cols)});
     params.insert(params.end(), {i % 97 == 0 ? -INFINITY : 0.01f * static_cast<float>(i % 13),
                                  i % 3 == 0 ? 1.0f : 1.3f, 0.05f * static_cast<float>(i % 5)});
   }

@@ -133,8 +133,8 @@ Result chat_result() {
 }
 
 TEST(ChatRecords, AChatCompletionBodyInOpenAisLayout) {
-  const json j =
-      json::parse(result_to_json_line(chat_result(), OutputFormat::kOpenAiBatch, "llama3"));
+  const json j = json::parse(
+      result_to_json_line(chat_result(), OutputFormat::kOpenAiBatch, RecordOrigin{"llama3", ""}));
   const json& body = j["response"]["body"];
   const std::string hex = j["response"]["request_id"];
   EXPECT_EQ(body["id"], "chatcmpl-" + hex);
@@ -151,7 +151,8 @@ TEST(ChatRecords, AChatCompletionBodyInOpenAisLayout) {
 TEST(ChatRecords, LogprobsInTheChatLayoutWithBytes) {
   Result r = chat_result();
   r.logprobs = std::vector<TokenLogprob>{{"Hi", -0.5, {{"Hi", -0.5}, {"bytes:\\xe2\\x82", -2.0}}}};
-  const json j = json::parse(result_to_json_line(r, OutputFormat::kOpenAiBatch, "m"));
+  const json j =
+      json::parse(result_to_json_line(r, OutputFormat::kOpenAiBatch, RecordOrigin{"m", ""}));
   EXPECT_EQ(j["response"]["body"]["choices"][0]["logprobs"], json::parse(R"({"content": [
       {"token": "Hi", "logprob": -0.5, "bytes": [72, 105], "top_logprobs": [
           {"token": "Hi", "logprob": -0.5, "bytes": [72, 105]},

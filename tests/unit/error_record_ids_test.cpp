@@ -81,7 +81,7 @@ std::string batch_line(const std::string& custom_id, const std::string& url,
 }
 
 json record(const Result& r) {
-  return json::parse(result_to_json_line(r, OutputFormat::kOpenAiBatch, "m"));
+  return json::parse(result_to_json_line(r, OutputFormat::kOpenAiBatch, RecordOrigin{"m", ""}));
 }
 
 // OpenAI's output for a line that never became a request: custom_id as given (or null), no

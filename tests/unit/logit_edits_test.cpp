@@ -88,9 +88,9 @@ TEST(LogitEdits, BiasPenaltyAndBanOfOneTokenAreOneEdit) {
 TEST(LogitEdits, EditLogitsAppliesBiasThenScaleThenSubtract) {
   std::vector<float> logits = {1.0f, -2.0f, 3.0f, 0.5f, 4.0f, -1.0f};  // 2 rows × 3
   std::vector<int32_t> cells = {0, 0, 0, 1, 1, 1, 1, 2};
-  std::vector<float> params = {0.0f, 2.0f, 0.0f,        // 1 / 2
-                               0.0f, 2.0f, 0.5f,        // -2 × 2 - 0.5
-                               -5.0f, 1.5f, 0.0f,       // (4 - 5) × 1.5
+  std::vector<float> params = {0.0f,      2.0f, 0.0f,   // 1 / 2
+                               0.0f,      2.0f, 0.5f,   // -2 × 2 - 0.5
+                               -5.0f,     1.5f, 0.0f,   // (4 - 5) × 1.5
                                -INFINITY, 1.0f, 0.0f};  // banned
   DeviceContext cpu;
   ops::edit_logits(cpu, Tensor(logits.data(), DType::kF32, {2, 3}),

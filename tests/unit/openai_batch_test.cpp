@@ -296,7 +296,8 @@ Result finished(json id) {
 
 TEST(OpenAiBatchOutput, SuccessRecordHasEveryKey) {
   const auto before = static_cast<int64_t>(std::time(nullptr));
-  std::string line = result_to_json_line(finished("req-1"), OutputFormat::kOpenAiBatch, "llama");
+  std::string line =
+      result_to_json_line(finished("req-1"), OutputFormat::kOpenAiBatch, RecordOrigin{"llama", ""});
   const auto after = static_cast<int64_t>(std::time(nullptr));
   ASSERT_EQ(line.back(), '\n');
   json j = json::parse(line);
@@ -310,8 +311,8 @@ TEST(OpenAiBatchOutput, SuccessRecordHasEveryKey) {
   EXPECT_EQ(resp["status_code"], 200);
   EXPECT_EQ(resp["request_id"], hex);
   const json& body = resp["body"];
-  EXPECT_EQ(keys_of(body),
-            (std::set<std::string>{"id", "object", "created", "model", "choices", "usage"}));
+  EXPECT_EQ(keys_of(body), (std::set<std::string>{"id", "object", "created", "model",
+                                                  "system_fingerprint", "choices", "usage"}));
   EXPECT_EQ(body["id"], "cmpl-" + hex);
   EXPECT_EQ(body["object"], "text_completion");
   ASSERT_TRUE(body["created"].is_number_integer());
@@ -332,7 +333,7 @@ TEST(OpenAiBatchOutput, ARefusedRequestIsA400ResponseWithANullError) {
   Result r = finished("bad");
   r.finish_reason = "error";
   r.error = "line 3: field 'body.n' is 2: only n = 1 is supported";
-  json j = json::parse(result_to_json_line(r, OutputFormat::kOpenAiBatch, "m"));
+  json j = json::parse(result_to_json_line(r, OutputFormat::kOpenAiBatch, RecordOrigin{"m", ""}));
   const std::string hex = "618074ccf1d290ee";  // FNV-1a 64 of "\"bad\""
   EXPECT_EQ(j, json::parse(R"({"id": "batch_req_618074ccf1d290ee", "custom_id": "bad",
       "response": {"status_code": 400, "request_id": ")" +
@@ -350,7 +351,7 @@ TEST(OpenAiBatchOutput, ALineThatIsNoRequestHasANullResponseAndTheError) {
   r.error = "line 4: not valid JSON: parse error";
   r.line = 4;
   r.line_failed = true;
-  json j = json::parse(result_to_json_line(r, OutputFormat::kOpenAiBatch, "m"));
+  json j = json::parse(result_to_json_line(r, OutputFormat::kOpenAiBatch, RecordOrigin{"m", ""}));
   // FNV-1a 64 of "line:4", the key of an error record by its line.
   EXPECT_EQ(j,
             json::parse(R"({"id": "batch_req_aba659c5ec503fc9", "custom_id": null, "response": null,
@@ -368,10 +369,11 @@ TEST(OpenAiBatchOutput, LogprobsUseTheLegacyCompletionsLayout) {
   Result r = finished("req-1");
   r.logprobs = std::vector<TokenLogprob>{{" there", -0.5, {{" there", -0.5}, {" a", -1.25}}},
                                          {" was", -0.125, {{" was", -0.125}}}};
-  json j = json::parse(result_to_json_line(r, OutputFormat::kOpenAiBatch, "m"));
+  json j = json::parse(result_to_json_line(r, OutputFormat::kOpenAiBatch, RecordOrigin{"m", ""}));
   EXPECT_EQ(j["response"]["body"]["choices"][0]["logprobs"],
             json::parse(R"({"tokens": [" there", " was"], "token_logprobs": [-0.5, -0.125],
-                            "top_logprobs": [{" there": -0.5, " a": -1.25}, {" was": -0.125}]})"));
+                            "top_logprobs": [{" there": -0.5, " a": -1.25}, {" was": -0.125}],
+                            "text_offset": [0, 6]})"));
 }
 
 TEST(OpenAiBatchOutput, InvalidUtf8IsReplacedNotThrown) {
@@ -379,7 +381,7 @@ TEST(OpenAiBatchOutput, InvalidUtf8IsReplacedNotThrown) {
   r.text = "ab\xc3";
   r.logprobs = std::vector<TokenLogprob>{{"\xe2\x82", -1.0, {{"\xe2\x82", -1.0}}}};
   std::string line;
-  ASSERT_NO_THROW(line = result_to_json_line(r, OutputFormat::kOpenAiBatch, "m"));
+  ASSERT_NO_THROW(line = result_to_json_line(r, OutputFormat::kOpenAiBatch, RecordOrigin{"m", ""}));
   json j = json::parse(line);
   EXPECT_EQ(j["response"]["body"]["choices"][0]["text"], "ab\xEF\xBF\xBD");
   EXPECT_EQ(j["custom_id"], "c\xEF\xBF\xBD");
@@ -388,7 +390,7 @@ TEST(OpenAiBatchOutput, InvalidUtf8IsReplacedNotThrown) {
 TEST(OpenAiBatchOutput, WriterInOpenAiFormatWritesBatchLines) {
   auto path = (std::filesystem::path(testing::TempDir()) / "openai_out.jsonl").string();
   {
-    ResultWriter w(path, OutputFormat::kOpenAiBatch, false, "model-x");
+    ResultWriter w(path, OutputFormat::kOpenAiBatch, false, RecordOrigin{"model-x", ""});
     EXPECT_EQ(w.format(), OutputFormat::kOpenAiBatch);
     w.write(finished("a"));
   }

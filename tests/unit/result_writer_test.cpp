@@ -178,10 +178,12 @@ TEST(ResultToJsonLine, LogprobsKeyOnlyWhenSetInTheLegacyLayout) {
   EXPECT_EQ(result_to_json_line(r),
             "{\"id\":\"q\",\"text\":\"ab\",\"prompt_tokens\":5,\"completion_tokens\":3,"
             "\"finish_reason\":\"length\",\"logprobs\":{\"tokens\":[\"a\",\"b\"],"
-            "\"token_logprobs\":[-0.25,-1.5],\"top_logprobs\":[{\"a\":-0.25,\"b\":-2.0},{}]}}\n");
+            "\"token_logprobs\":[-0.25,-1.5],\"top_logprobs\":[{\"a\":-0.25,\"b\":-2.0},{}],"
+            "\"text_offset\":[0,1]}}\n");
   r.logprobs = std::vector<TokenLogprob>{};  // requested, nothing generated
   EXPECT_EQ(json::parse(result_to_json_line(r))["logprobs"],
-            json::parse(R"({"tokens": [], "token_logprobs": [], "top_logprobs": []})"));
+            json::parse(
+                R"({"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []})"));
 }
 
 TEST(ResultWriter, AppendKeepsEarlierContent) {
