@@ -265,26 +265,10 @@ nlohmann::json rank_figures_json(const std::vector<RankFigures>& figures) {
   return ranks;
 }
 
-// The report: one table on stdout, the same figures as JSON.
-nlohmann::json make_report(const BenchOptions& o, const Session& session, const RunSummary& s,
-                           const std::vector<RankFigures>& figures, const MachineLimits& limits,
-                           const SyntheticSource& source, LengthRange in, LengthRange out) {
+// The run's setup: the model and its shape, the dtypes, the device and the layout.
+nlohmann::json setup_json(const BenchOptions& o, const Session& session) {
   const LlamaConfig& c = session.config();
-  const WorkEstimate work = estimate_work(session, s, figures, source);
-  const double decode_bytes = work.decode_bytes, prompt_tokens = work.prompt_tokens;
-  const double decode_tokens = static_cast<double>(s.phases.decode_step_tokens);
-  const bool measured = limits.devices > 0,
-             decoded = s.phases.decode_steps > 0 && s.phases.decode_seconds > 0;
-  const nlohmann::json decode_bw = decoded ? ratio(decode_bytes, s.phases.decode_seconds) : nullptr;
-  const nlohmann::json prefill_flops = ratio(work.prefill_flop, s.phases.prefill_seconds);
   const Topology& t = session.topology();
-  const double prompts = static_cast<double>(o.prompts);
-  nlohmann::json machine = nullptr;
-  if (measured)
-    machine = {{"measured_on", limits.where},
-               {"devices", limits.devices},
-               {"read_bandwidth_bytes_per_second", limits.read_bandwidth},
-               {"gemm_flops_per_second", limits.gemm_flops}};
   nlohmann::json j = {
       {"model", o.run.session.model.empty() ? o.shape + " (random weights)" : o.run.session.model},
       {"config",
@@ -303,21 +287,40 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
         {"pp", t.pp_size()},
         {"threads_per_rank", session.threads()},
         {"nodes", session.nodes().n_nodes}}},
-      {"workload",
-       {{"prompts", o.prompts},
-        {"shared_prefix", o.shared_prefix},
-        {"continuations", o.continuations},
-        {"input_len", o.input_len},
-        {"output_len", o.output_len},
-        {"input_len_min", in.lo},
-        {"input_len_max", in.hi},
-        {"output_len_min", out.lo},
-        {"output_len_max", out.hi},
-        {"mean_input_len", prompt_tokens / prompts},
-        {"mean_output_len", static_cast<double>(source.output_tokens()) / prompts},
-        {"seed", o.seed},
-        {"max_seqs", o.run.session.engine.max_seqs},
-        {"max_batch_tokens", o.run.session.engine.max_batch_tokens}}},
+  };
+  return j;
+}
+
+// The workload as the flags asked for it and as the source drew it (prompt_tokens: the prompts'
+// tokens).
+nlohmann::json workload_json(const BenchOptions& o, const SyntheticSource& source, LengthRange in,
+                             LengthRange out, double prompt_tokens) {
+  const double prompts = static_cast<double>(o.prompts);
+  nlohmann::json j = {
+      {"prompts", o.prompts},
+      {"shared_prefix", o.shared_prefix},
+      {"continuations", o.continuations},
+      {"input_len", o.input_len},
+      {"output_len", o.output_len},
+      {"input_len_min", in.lo},
+      {"input_len_max", in.hi},
+      {"output_len_min", out.lo},
+      {"output_len_max", out.hi},
+      {"mean_input_len", prompt_tokens / prompts},
+      {"mean_output_len", static_cast<double>(source.output_tokens()) / prompts},
+      {"seed", o.seed},
+      {"max_seqs", o.run.session.engine.max_seqs},
+      {"max_batch_tokens", o.run.session.engine.max_batch_tokens},
+  };
+  return j;
+}
+
+// Throughput and latency as the engine measured them: the whole run, its prefill and decode
+// phases, the prefix cache.
+nlohmann::json throughput_json(const RunSummary& s) {
+  const double decode_tokens = static_cast<double>(s.phases.decode_step_tokens);
+  const bool decoded = s.phases.decode_steps > 0 && s.phases.decode_seconds > 0;
+  nlohmann::json j = {
       {"elapsed_seconds", s.seconds},
       {"steps", s.steps},
       {"requests", s.records.requests},
@@ -345,6 +348,27 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
       {"ttft_from_start_seconds", percentiles(s.latency.ttft_from_start)},
       {"latency_from_start_seconds", percentiles(s.latency.latency_from_start)},
       {"tpot_seconds", percentiles(s.latency.tpot)},
+  };
+  return j;
+}
+
+// The roofline: the bytes decode read and the FLOPs prefill computed, per second and as fractions
+// of the machine's measured limits (null where there is nothing to measure them by).
+nlohmann::json roofline_json(const RunSummary& s, const WorkEstimate& work,
+                             const MachineLimits& limits) {
+  const double decode_bytes = work.decode_bytes;
+  const double decode_tokens = static_cast<double>(s.phases.decode_step_tokens);
+  const bool measured = limits.devices > 0,
+             decoded = s.phases.decode_steps > 0 && s.phases.decode_seconds > 0;
+  const nlohmann::json decode_bw = decoded ? ratio(decode_bytes, s.phases.decode_seconds) : nullptr;
+  const nlohmann::json prefill_flops = ratio(work.prefill_flop, s.phases.prefill_seconds);
+  nlohmann::json machine = nullptr;
+  if (measured)
+    machine = {{"measured_on", limits.where},
+               {"devices", limits.devices},
+               {"read_bandwidth_bytes_per_second", limits.read_bandwidth},
+               {"gemm_flops_per_second", limits.gemm_flops}};
+  nlohmann::json j = {
       {"machine", machine},
       {"decode_bytes_per_token", decoded ? ratio(decode_bytes, decode_tokens) : nullptr},
       {"decode_bandwidth_bytes_per_second", decode_bw},
@@ -356,29 +380,54 @@ nlohmann::json make_report(const BenchOptions& o, const Session& session, const 
       {"prefill_gemm_fraction", measured && !prefill_flops.is_null()
                                     ? ratio(prefill_flops.get<double>(), limits.gemm_flops)
                                     : nullptr},
-      {"ranks", rank_figures_json(figures)},
   };
   return j;
 }
 
-void print_report(const nlohmann::json& j) {
+// The report: one table on stdout, the same figures as JSON (one object: the parts' keys are
+// distinct).
+nlohmann::json make_report(const BenchOptions& o, const Session& session, const RunSummary& s,
+                           const std::vector<RankFigures>& figures, const MachineLimits& limits,
+                           const SyntheticSource& source, LengthRange in, LengthRange out) {
+  const WorkEstimate work = estimate_work(session, s, figures, source);
+  nlohmann::json j = setup_json(o, session);
+  j["workload"] = workload_json(o, source, in, out, work.prompt_tokens);
+  j.update(throughput_json(s));
+  j.update(roofline_json(s, work, limits));
+  j["ranks"] = rank_figures_json(figures);
+  return j;
+}
+
+// A row of the table: its name padded to 34 columns, then its value.
+void add_row(std::ostream& os, const std::string& name, const std::string& value) {
+  os << "  " << name << std::string(name.size() < 34 ? 34 - name.size() : 1, ' ') << value << '\n';
+}
+
+// A figure of the JSON, scaled, or "-" where it is null.
+std::string figure(const nlohmann::json& v, double scale, int digits) {
+  return v.is_null() ? std::string("-") : fixed(v.get<double>() * scale, digits);
+}
+
+// A FLOP rate of the JSON, or "- FLOP/s" where it is null.
+std::string flop_rate(const nlohmann::json& v) {
+  return v.is_null() ? std::string("- FLOP/s") : flops(v.get<double>());
+}
+
+// "p50 / p90 / p99" of a percentiles object, scaled, or "-" where it is null (no request had one).
+std::string p50_p90_p99(const nlohmann::json& h, double scale) {
+  if (h.is_null()) return std::string("-");
+  return figure(h["p50"], scale, 2) + " / " + figure(h["p90"], scale, 2) + " / " +
+         figure(h["p99"], scale, 2);
+}
+
+// " = 12.3% of <limit>", or nothing when the limit was not measured.
+std::string share_of(const nlohmann::json& v, const std::string& limit) {
+  return v.is_null() ? std::string() : " = " + figure(v, 100, 1) + "% of " + limit;
+}
+
+// The first line: what ran, where, and the workload.
+std::string report_title(const nlohmann::json& j) {
   std::ostringstream os;
-  auto row = [&os](const std::string& name, const std::string& value) {
-    os << "  " << name << std::string(name.size() < 34 ? 34 - name.size() : 1, ' ') << value
-       << '\n';
-  };
-  // A figure of the JSON, scaled, or "-" where it is null.
-  auto num = [](const nlohmann::json& v, double scale, int digits) {
-    return v.is_null() ? std::string("-") : fixed(v.get<double>() * scale, digits);
-  };
-  auto rate = [](const nlohmann::json& v) {
-    return v.is_null() ? std::string("- FLOP/s") : flops(v.get<double>());
-  };
-  auto pct = [&num](const nlohmann::json& h, double scale) {
-    if (h.is_null()) return std::string("-");
-    return num(h["p50"], scale, 2) + " / " + num(h["p90"], scale, 2) + " / " +
-           num(h["p99"], scale, 2);
-  };
   const auto& l = j["layout"];
   const auto& w = j["workload"];
   os << "tpllama bench: " << j["model"].get<std::string>() << ", " << j["dtype"].get<std::string>()
@@ -387,56 +436,115 @@ void print_report(const nlohmann::json& j) {
      << w["prompts"] << " prompts, input " << w["input_len"].get<std::string>() << ", output "
      << w["output_len"].get<std::string>() << ", max-seqs " << w["max_seqs"] << ", seed "
      << w["seed"] << '\n';
+  return os.str();
+}
+
+// The machine's limits, then prefill and decode against them.
+void roofline_rows(std::ostream& os, const nlohmann::json& j) {
   const auto& m = j["machine"];
   if (m.is_null())
-    row("machine", "not measured (--no-limits)");
+    add_row(os, "machine", "not measured (--no-limits)");
   else
-    row("machine (" + m["measured_on"].get<std::string>() + ")",
-        "read " + fixed(m["read_bandwidth_bytes_per_second"].get<double>() / 1e9, 1) +
-            " GB/s, GEMM " + flops(m["gemm_flops_per_second"].get<double>()));
-  // " = 12.3% of <limit>", or nothing when the limit was not measured.
-  auto share = [&num](const nlohmann::json& v, const std::string& limit) {
-    return v.is_null() ? std::string() : " = " + num(v, 100, 1) + "% of " + limit;
-  };
-  row("prefill", num(j["prefill_tokens_per_second"], 1, 1) + " tok/s, " +
-                     rate(j["prefill_flops_per_second"]) +
-                     share(j["prefill_gemm_fraction"], "the GEMM peak"));
+    add_row(os, "machine (" + m["measured_on"].get<std::string>() + ")",
+            "read " + fixed(m["read_bandwidth_bytes_per_second"].get<double>() / 1e9, 1) +
+                " GB/s, GEMM " + flops(m["gemm_flops_per_second"].get<double>()));
+  add_row(os, "prefill",
+          figure(j["prefill_tokens_per_second"], 1, 1) + " tok/s, " +
+              flop_rate(j["prefill_flops_per_second"]) +
+              share_of(j["prefill_gemm_fraction"], "the GEMM peak"));
   if (j["decode_tokens_per_second"].is_null())
-    row("decode", "- (no pure-decode step: every token came from a step with prompt tokens)");
+    add_row(os, "decode",
+            "- (no pure-decode step: every token came from a step with prompt tokens)");
   else
-    row("decode",
-        num(j["decode_tokens_per_second"], 1, 1) + " tok/s, " +
-            num(j["decode_bandwidth_bytes_per_second"], 1e-9, 1) + " GB/s" +
-            share(j["decode_bandwidth_fraction"], "read bandwidth") +
-            (j["decode_roofline_tokens_per_second"].is_null()
-                 ? std::string()
-                 : " (roofline " + num(j["decode_roofline_tokens_per_second"], 1, 1) + " tok/s)"));
-  row("output / total", num(j["output_tokens_per_second"], 1, 1) + " / " +
-                            num(j["total_tokens_per_second"], 1, 1) + " tok/s, " +
-                            num(j["requests_per_second"], 1, 2) + " req/s over " +
-                            fixed(j["elapsed_seconds"].get<double>(), 2) + " s, " +
-                            std::to_string(j["steps"].get<long long>()) + " steps");
+    add_row(os, "decode",
+            figure(j["decode_tokens_per_second"], 1, 1) + " tok/s, " +
+                figure(j["decode_bandwidth_bytes_per_second"], 1e-9, 1) + " GB/s" +
+                share_of(j["decode_bandwidth_fraction"], "read bandwidth") +
+                (j["decode_roofline_tokens_per_second"].is_null()
+                     ? std::string()
+                     : " (roofline " + figure(j["decode_roofline_tokens_per_second"], 1, 1) +
+                           " tok/s)"));
+}
+
+// The whole run's throughput and the prefix cache.
+void throughput_rows(std::ostream& os, const nlohmann::json& j) {
+  add_row(os, "output / total",
+          figure(j["output_tokens_per_second"], 1, 1) + " / " +
+              figure(j["total_tokens_per_second"], 1, 1) + " tok/s, " +
+              figure(j["requests_per_second"], 1, 2) + " req/s over " +
+              fixed(j["elapsed_seconds"].get<double>(), 2) + " s, " +
+              std::to_string(j["steps"].get<long long>()) + " steps");
   const auto& pc = j["prefix_cache"];
   if (pc["enabled"].get<bool>())
-    row("prefix cache", num(pc["hit_rate"], 100, 1) + "% of prompt tokens (" +
-                            std::to_string(pc["hit_tokens"].get<long long>()) + " of " +
-                            std::to_string(pc["prompt_tokens"].get<long long>()) + "), " +
-                            std::to_string(pc["evicted_blocks"].get<long long>()) +
-                            " blocks evicted");
+    add_row(os, "prefix cache",
+            figure(pc["hit_rate"], 100, 1) + "% of prompt tokens (" +
+                std::to_string(pc["hit_tokens"].get<long long>()) + " of " +
+                std::to_string(pc["prompt_tokens"].get<long long>()) + "), " +
+                std::to_string(pc["evicted_blocks"].get<long long>()) + " blocks evicted");
   else
-    row("prefix cache", "off");
-  row("TTFT p50 / p90 / p99", pct(j["ttft_seconds"], 1e3) + " ms from admission, " +
-                                  pct(j["ttft_from_start_seconds"], 1e3) + " ms from the start");
-  row("TPOT p50 / p90 / p99", pct(j["tpot_seconds"], 1e3) + " ms");
-  row("latency p50 / p90 / p99", pct(j["latency_from_start_seconds"], 1e3) + " ms from the start");
+    add_row(os, "prefix cache", "off");
+}
+
+// The latencies in milliseconds, then each rank's time.
+void latency_and_rank_rows(std::ostream& os, const nlohmann::json& j) {
+  add_row(os, "TTFT p50 / p90 / p99",
+          p50_p90_p99(j["ttft_seconds"], 1e3) + " ms from admission, " +
+              p50_p90_p99(j["ttft_from_start_seconds"], 1e3) + " ms from the start");
+  add_row(os, "TPOT p50 / p90 / p99", p50_p90_p99(j["tpot_seconds"], 1e3) + " ms");
+  add_row(os, "latency p50 / p90 / p99",
+          p50_p90_p99(j["latency_from_start_seconds"], 1e3) + " ms from the start");
   for (const auto& r : j["ranks"])
-    row("rank " + std::to_string(r["rank"].get<int>()),
-        "compute " + fixed(r["compute_seconds"].get<double>(), 3) + " s (collectives " +
-            fixed(r["collective_seconds"].get<double>(), 3) + " s of it), waiting " +
-            fixed(r["wait_seconds"].get<double>(), 3) + " s, bubble " +
-            num(r["bubble_fraction"], 100, 1) + "%");
+    add_row(os, "rank " + std::to_string(r["rank"].get<int>()),
+            "compute " + fixed(r["compute_seconds"].get<double>(), 3) + " s (collectives " +
+                fixed(r["collective_seconds"].get<double>(), 3) + " s of it), waiting " +
+                fixed(r["wait_seconds"].get<double>(), 3) + " s, bubble " +
+                figure(r["bubble_fraction"], 100, 1) + "%");
+}
+
+void print_report(const nlohmann::json& j) {
+  std::ostringstream os;
+  os << report_title(j);
+  roofline_rows(os, j);
+  throughput_rows(os, j);
+  latency_and_rank_rows(os, j);
   std::fputs(os.str().c_str(), stdout);
   std::fflush(stdout);
+}
+
+// What the flags ask for, checked on every rank before the session opens: the model (a
+// checkpoint's config.json, or a named shape with random weights) and the length ranges, which
+// must fit its context.
+struct BenchSetup {
+  std::optional<SyntheticModel> synthetic;  // --shape --random-weights
+  LengthRange in, out;
+};
+
+BenchSetup check_bench_flags(const BenchOptions& o) {
+  BenchSetup m;
+  collective_phase([&] {
+    if (o.run.session.model.empty() == o.shape.empty())
+      fail("bench needs either --model DIR or --shape NAME --random-weights",
+           o.shape.empty() ? "" : ", not both");
+    if (!o.shape.empty() && !o.random_weights)
+      fail("--shape ", o.shape, " has no weight files: add --random-weights");
+    if (o.random_weights && o.shape.empty()) fail("--random-weights needs --shape");
+    if (o.vocab > 0 && o.shape.empty()) fail("--vocab applies to --shape only");
+    LlamaConfig config;
+    if (!o.shape.empty()) {
+      config = shape_config(o.shape, o.vocab);
+      m.synthetic = SyntheticModel{config, o.seed};
+    } else {
+      config = load_llama_config(o.run.session.model + "/config.json");
+    }
+    m.in = parse_range(o.input_len, "--input-len", 1);
+    m.out = parse_range(o.output_len, "--output-len", 1);
+    if (o.shared_prefix + m.in.hi + m.out.hi > config.max_seq_len)
+      fail(o.shared_prefix > 0 ? "--shared-prefix " + std::to_string(o.shared_prefix) + " + "
+                               : std::string(),
+           "--input-len ", m.in.hi, " + --output-len ", m.out.hi,
+           " exceeds the model's context of ", config.max_seq_len, " tokens");
+  });
+  return m;
 }
 
 }  // namespace
@@ -497,31 +605,8 @@ void add_bench_command(CLI::App& app, BenchOptions& o) {
 }
 
 int bench_command(BenchOptions o, const MpiSession& mpi) {
-  std::optional<SyntheticModel> synthetic;
-  LlamaConfig config;
-  LengthRange in, out;
-  collective_phase([&] {
-    if (o.run.session.model.empty() == o.shape.empty())
-      fail("bench needs either --model DIR or --shape NAME --random-weights",
-           o.shape.empty() ? "" : ", not both");
-    if (!o.shape.empty() && !o.random_weights)
-      fail("--shape ", o.shape, " has no weight files: add --random-weights");
-    if (o.random_weights && o.shape.empty()) fail("--random-weights needs --shape");
-    if (o.vocab > 0 && o.shape.empty()) fail("--vocab applies to --shape only");
-    if (!o.shape.empty()) {
-      config = shape_config(o.shape, o.vocab);
-      synthetic = SyntheticModel{config, o.seed};
-    } else {
-      config = load_llama_config(o.run.session.model + "/config.json");
-    }
-    in = parse_range(o.input_len, "--input-len", 1);
-    out = parse_range(o.output_len, "--output-len", 1);
-    if (o.shared_prefix + in.hi + out.hi > config.max_seq_len)
-      fail(o.shared_prefix > 0 ? "--shared-prefix " + std::to_string(o.shared_prefix) + " + "
-                               : std::string(),
-           "--input-len ", in.hi, " + --output-len ", out.hi, " exceeds the model's context of ",
-           config.max_seq_len, " tokens");
-  });
+  const BenchSetup setup = check_bench_flags(o);
+  const LengthRange in = setup.in, out = setup.out;
   const Workload workload{o.prompts, in, out, o.shared_prefix, o.continuations};
   if (o.run.session.engine.max_seqs <= 0)
     o.run.session.engine.max_seqs = std::min(workload.requests(), 256);
@@ -531,7 +616,7 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   TraceRecorder trace(
       !o.run.trace.empty());  // before the session: its communicators record into it
   SessionOptions options = o.run.session;
-  options.synthetic = synthetic;
+  options.synthetic = setup.synthetic;
   options.context_flag =
       "--input-len + --output-len";  // they set the context (max_model_len above)
   OutputHolds holds;                 // rank 0's: --stats, --trace and --json, from the run's start

@@ -1,6 +1,7 @@
 // `tpllama plan`: does this model fit this cluster, in which layout, and how fast — before launch.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -67,6 +68,53 @@ void add_plan_command(CLI::App& app, PlanOptions& o) {
 
 namespace {
 
+// A hostfile line's host and its slots (one unless the line gives them).
+struct HostLine {
+  std::string name;
+  long long slots = 1;
+  bool slots_given = false;
+};
+
+// Line `number` of hostfile `path`: a host, then settings; '#' starts a comment, and spaces around
+// '=' are allowed. slots=N, cpu=N and count=N give the slots; the max-slots spellings are ignored,
+// other settings too, with a warning. A line without a host: nullopt.
+std::optional<HostLine> parse_hostfile_line(const std::string& text, const std::string& path,
+                                            size_t number) {
+  std::string line = text;
+  if (line.find('#') != std::string::npos) line.resize(line.find('#'));
+  std::string joined;  // "slots = 4" is "slots=4"
+  for (size_t i = 0; i < line.size(); ++i) {
+    const bool space = line[i] == ' ' || line[i] == '\t';
+    if (space && ((!joined.empty() && joined.back() == '=') ||
+                  line.find_first_not_of(" \t", i) == line.find('=', i)))
+      continue;
+    joined += line[i];
+  }
+  std::istringstream words(joined);
+  HostLine host;
+  std::string word;
+  if (!(words >> host.name)) return std::nullopt;
+  while (words >> word) {
+    const size_t eq = word.find('=');
+    const std::string key = word.substr(0, eq),
+                      value = eq == std::string::npos ? "" : word.substr(eq + 1);
+    if (key == "slots" || key == "cpu" || key == "count") {
+      const bool digits = !value.empty() && value.size() <= 7 &&
+                          value.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits || std::stoll(value) < 1)
+        fail(path, ":", number, ": ", key, "=", value,
+             " is not a number of slots (an integer from 1 to 9999999)");
+      host.slots = std::stoll(value);
+      host.slots_given = true;
+    } else if (key != "max_slots" && key != "max-slots" && key != "slots_max" &&
+               key != "slots-max" && key != "cpu_max") {
+      log::warn(path + ":" + std::to_string(number) + ": '" + word +
+                "' is not a hostfile setting plan knows; ignored");
+    }
+  }
+  return host;
+}
+
 // An Open MPI hostfile: a host per line with "slots=N" (or cpu=N, count=N; spaces around '='
 // allowed; none: one slot), '#' comments; a host listed again without slots= adds one slot, as
 // Open MPI counts them (listed again with slots=, Open MPI refuses the file, and so does plan).
@@ -75,61 +123,25 @@ void read_hostfile(const std::string& path, int* nodes, int* per_node) {
   // Read as it comes (`--hostfile <(...)` is a pipe), with a bound far above any cluster's list.
   constexpr uint64_t kMaxHostfileBytes = uint64_t{16} << 20;
   std::istringstream in(read_stream_file(path, "hostfile", kMaxHostfileBytes));
-  struct Host {
-    std::string name;
-    long long slots = 0;
-    bool slots_given = false;
-  };
-  std::vector<Host> hosts;  // in order of first appearance
+  std::vector<HostLine> hosts;  // in order of first appearance, slots summed
   std::string line;
   for (size_t number = 1; std::getline(in, line); ++number) {
-    if (line.find('#') != std::string::npos) line.resize(line.find('#'));
-    std::string joined;  // "slots = 4" is "slots=4"
-    for (size_t i = 0; i < line.size(); ++i) {
-      const bool space = line[i] == ' ' || line[i] == '\t';
-      if (space && ((!joined.empty() && joined.back() == '=') ||
-                    line.find_first_not_of(" \t", i) == line.find('=', i)))
-        continue;
-      joined += line[i];
-    }
-    line = joined;
-    std::istringstream words(line);
-    std::string host, word;
-    if (!(words >> host)) continue;
-    long long slots = 1;
-    bool given = false;
-    while (words >> word) {
-      const size_t eq = word.find('=');
-      const std::string key = word.substr(0, eq),
-                        value = eq == std::string::npos ? "" : word.substr(eq + 1);
-      if (key == "slots" || key == "cpu" || key == "count") {
-        const bool digits = !value.empty() && value.size() <= 7 &&
-                            value.find_first_not_of("0123456789") == std::string::npos;
-        if (!digits || std::stoll(value) < 1)
-          fail(path, ":", number, ": ", key, "=", value,
-               " is not a number of slots (an integer from 1 to 9999999)");
-        slots = std::stoll(value);
-        given = true;
-      } else if (key != "max_slots" && key != "max-slots" && key != "slots_max" &&
-                 key != "slots-max" && key != "cpu_max") {
-        log::warn(path + ":" + std::to_string(number) + ": '" + word +
-                  "' is not a hostfile setting plan knows; ignored");
-      }
-    }
-    auto it =
-        std::find_if(hosts.begin(), hosts.end(), [&](const Host& h) { return h.name == host; });
+    const std::optional<HostLine> host = parse_hostfile_line(line, path, number);
+    if (!host) continue;
+    auto it = std::find_if(hosts.begin(), hosts.end(),
+                           [&](const HostLine& h) { return h.name == host->name; });
     if (it == hosts.end()) {
-      hosts.push_back({host, slots, given});
+      hosts.push_back(*host);
     } else {
-      if (given || it->slots_given)
-        fail(path, ":", number, ": ", host,
+      if (host->slots_given || it->slots_given)
+        fail(path, ":", number, ": ", host->name,
              " is listed again, and one of its lines gives slots=: give its slots on one "
              "line (Open MPI refuses this file too)");
-      it->slots += slots;
+      it->slots += host->slots;
     }
   }
   if (hosts.empty()) fail(path, " names no host");
-  for (const Host& h : hosts)
+  for (const HostLine& h : hosts)
     if (h.slots != hosts.front().slots)
       fail(path, ": nodes have different slot counts (", hosts.front().name, " ",
            hosts.front().slots, ", ", h.name, " ", h.slots,
@@ -144,15 +156,30 @@ std::string gib(double bytes) {
   return text;
 }
 
-}  // namespace
+// The prompt and output lengths the plan counts: the flags', or the defaults as far as the context
+// leaves room for them (as run treats such requests: a prompt must leave room to generate;
+// generation stops at the context).
+void plan_lengths(const PlanOptions& o, PlanRequest& r) {
+  const int context = r.config.max_seq_len;
+  if (o.input_len >= context)
+    fail("--input-len ", o.input_len, " leaves no room to generate in the model's context of ",
+         context,
+         " tokens (max_position_embeddings): run refuses such prompts; give a shorter --input-len");
+  r.input_len = o.input_len > 0 ? o.input_len : std::max(1, std::min(512, context / 2));
+  r.output_len = o.output_len > 0 ? std::min(o.output_len, context - r.input_len)
+                                  : std::min(256, context - r.input_len);
+  if (o.output_len > 0 && r.output_len < o.output_len)
+    log::warn("--input-len " + std::to_string(r.input_len) + " + --output-len " +
+              std::to_string(o.output_len) + " is beyond the model's context of " +
+              std::to_string(context) + " tokens: generation stops at it, so " +
+              "the plan counts " + std::to_string(r.output_len) + " output tokens");
+}
 
-int plan_command(const PlanOptions& o, const MpiSession& mpi) {
-  if (mpi.rank() != 0) return 0;
+// What the flags ask to plan: the model's config, the cluster (a hostfile's nodes and slots, or
+// --nodes and --gpus-per-node), the device with its overrides, the links, the dtype, the lengths
+// and the layouts to consider.
+PlanRequest plan_request(const PlanOptions& o) {
   PlanRequest r;
-  if (o.model.empty() == o.shape.empty()) fail("give exactly one of --model and --shape");
-  if (o.vocab > 0 && o.shape.empty()) fail("--vocab applies to --shape only");
-  check_output_files({o.model.empty() ? "" : o.model + "/config.json", o.hostfile},
-                     {{"--json", o.json}}, model_files(o.model));
   r.config = o.model.empty() ? shape_config(o.shape, o.vocab)
                              : load_llama_config(o.model + "/config.json");
   r.nodes = o.nodes;
@@ -172,36 +199,25 @@ int plan_command(const PlanOptions& o, const MpiSession& mpi) {
     fail(
         "--dtype int8 is held on the CPU only (no GPU kernels for int8 weights yet): plan it with "
         "--gpu cpu");
-  // As run treats such requests: a prompt must leave room to generate; generation stops at the
-  // context.
-  const int context = r.config.max_seq_len;
-  if (o.input_len >= context)
-    fail("--input-len ", o.input_len, " leaves no room to generate in the model's context of ",
-         context,
-         " tokens (max_position_embeddings): run refuses such prompts; give a shorter --input-len");
-  // Unset lengths are the defaults, as far as the context leaves room for them.
-  r.input_len = o.input_len > 0 ? o.input_len : std::max(1, std::min(512, context / 2));
-  r.output_len = o.output_len > 0 ? std::min(o.output_len, context - r.input_len)
-                                  : std::min(256, context - r.input_len);
-  if (o.output_len > 0 && r.output_len < o.output_len)
-    log::warn("--input-len " + std::to_string(r.input_len) + " + --output-len " +
-              std::to_string(o.output_len) + " is beyond the model's context of " +
-              std::to_string(context) + " tokens: generation stops at it, so " +
-              "the plan counts " + std::to_string(r.output_len) + " output tokens");
+  plan_lengths(o, r);
   r.max_seqs = o.max_seqs;
   r.tp = o.tp;
   r.pp = o.pp;
-  const std::vector<LayoutPlan> plans = plan_layouts(r);
+  return r;
+}
 
+// The table on stdout: the cluster and workload in one line, then a row per layout, the best first
+// (`dtype` as --dtype spells it).
+void print_plans(const PlanRequest& r, const std::string& dtype,
+                 const std::vector<LayoutPlan>& plans) {
   std::printf(
       "%d node(s) x %d rank(s), %s (%s, %s/s, %.1f GFLOP/s), %s inside nodes, %s between; %s; %d "
       "in / %d out\n",
       r.nodes, r.ranks_per_node, r.device.name.c_str(), gib(r.device.memory_bytes).c_str(),
       gib(r.device.bandwidth).c_str(), r.device.flops / 1e9, r.intra.name.c_str(),
-      r.inter.name.c_str(), o.dtype.c_str(), r.input_len, r.output_len);
+      r.inter.name.c_str(), dtype.c_str(), r.input_len, r.output_len);
   std::printf("%4s %4s %12s %12s %12s %10s %12s %12s %8s  %s\n", "tp", "pp", "weights",
               "activations", "KV tokens", "seqs", "decode tok/s", "prefill t/s", "bubble", "note");
-  nlohmann::json out = nlohmann::json::array();
   for (const LayoutPlan& p : plans) {
     std::string note = p.fits ? (p.tp_crosses_nodes ? "TP crosses nodes" : "") : p.problem;
     if (&p == &plans.front() && p.fits)
@@ -213,6 +229,13 @@ int plan_command(const PlanOptions& o, const MpiSession& mpi) {
                 static_cast<unsigned long long>(p.kv_capacity_tokens), p.concurrent_seqs,
                 p.decode_tokens_per_s, p.prefill_tokens_per_s, 100 * p.bubble_fraction,
                 note.c_str());
+  }
+}
+
+// --json: every layout's figures, in the table's order.
+nlohmann::json plans_json(const std::vector<LayoutPlan>& plans) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const LayoutPlan& p : plans)
     out.push_back({{"tp", p.tp},
                    {"pp", p.pp},
                    {"fits", p.fits},
@@ -228,8 +251,21 @@ int plan_command(const PlanOptions& o, const MpiSession& mpi) {
                    {"send_seconds_per_step", p.send_seconds_per_step},
                    {"bubble_fraction", p.bubble_fraction},
                    {"tp_crosses_nodes", p.tp_crosses_nodes}});
-  }
-  if (!o.json.empty()) write_json_file(o.json, out, "--json");
+  return out;
+}
+
+}  // namespace
+
+int plan_command(const PlanOptions& o, const MpiSession& mpi) {
+  if (mpi.rank() != 0) return 0;
+  if (o.model.empty() == o.shape.empty()) fail("give exactly one of --model and --shape");
+  if (o.vocab > 0 && o.shape.empty()) fail("--vocab applies to --shape only");
+  check_output_files({o.model.empty() ? "" : o.model + "/config.json", o.hostfile},
+                     {{"--json", o.json}}, model_files(o.model));
+  const PlanRequest r = plan_request(o);
+  const std::vector<LayoutPlan> plans = plan_layouts(r);
+  print_plans(r, o.dtype, plans);
+  if (!o.json.empty()) write_json_file(o.json, plans_json(plans), "--json");
   return plans.front().fits ? 0 : 1;
 }
 

@@ -80,71 +80,119 @@ LlamaModel::LlamaModel(const LlamaConfig& config, ModelWeights weights, const To
   logits_ = ops::allocate(ctx_, r * static_cast<size_t>(vocab_local_) * f);
 }
 
+namespace {
+
+// A step's indices and RoPE tables packed in one area, the same layout on the host and on the
+// device: tokens, KV rows, sequence slots and context lengths (n each), the logit rows (r), cos and
+// sin (n × half each), then the runs ([first token, length] each).
+struct StepWords {
+  int32_t* tokens;
+  int32_t* kv_rows;
+  int32_t* seq;
+  int32_t* n_ctx;
+  int32_t* logit_rows;
+  float* cos;
+  float* sin;
+  int32_t* runs;
+};
+
+StepWords step_words(void* base, int64_t n, int64_t r, int64_t half) {
+  StepWords w{};
+  w.tokens = static_cast<int32_t*>(base);
+  w.kv_rows = w.tokens + n;
+  w.seq = w.kv_rows + n;
+  w.n_ctx = w.seq + n;
+  w.logit_rows = w.n_ctx + n;
+  w.cos = reinterpret_cast<float*>(w.logit_rows + r);
+  w.sin = w.cos + n * half;
+  w.runs = reinterpret_cast<int32_t*>(w.sin + n * half);
+  return w;
+}
+
+// What attention's launch follows: the runs (consecutive positions of one sequence), the longest
+// of them, and the longest context.
+struct StepRuns {
+  int64_t n_runs = 0;
+  int max_ctx = 0;
+  int max_run = 0;
+};
+
+// Each token's id (on the first stage, which embeds; 0 elsewhere), KV row, slot and context length,
+// and the runs they form.
+StepRuns pack_tokens(const StepBatch& batch, const KvCache& cache, bool embeds,
+                     const StepWords& w) {
+  if (embeds) TPLLAMA_CHECK(batch.tokens.size() == batch.size(), "batch tokens");
+  StepRuns s;
+  const int64_t n = static_cast<int64_t>(batch.size());
+  for (int64_t m = 0; m < n; ++m) {
+    const int slot = batch.slots[static_cast<size_t>(m)],
+              pos = batch.positions[static_cast<size_t>(m)];
+    TPLLAMA_CHECK(slot >= 0 && slot < cache.max_slots(), "slot ", slot, " of ", cache.max_slots());
+    w.tokens[m] = embeds ? batch.tokens[static_cast<size_t>(m)] : 0;
+    w.kv_rows[m] = static_cast<int32_t>(cache.row_of(slot, pos));
+    w.seq[m] = slot;
+    w.n_ctx[m] = pos + 1;
+    s.max_ctx = std::max(s.max_ctx, pos + 1);
+    if (m > 0 && w.seq[m - 1] == slot && w.n_ctx[m - 1] == pos) {
+      ++w.runs[2 * s.n_runs - 1];
+    } else {
+      w.runs[2 * s.n_runs] = static_cast<int32_t>(m);
+      w.runs[2 * s.n_runs + 1] = 1;
+      ++s.n_runs;
+    }
+    s.max_run = std::max(s.max_run, w.runs[2 * s.n_runs - 1]);
+  }
+  return s;
+}
+
+// RoPE's tables: cos and sin of each token's position times each frequency.
+void pack_rope(const StepBatch& batch, const std::vector<double>& inv_freq, const StepWords& w) {
+  const int64_t n = static_cast<int64_t>(batch.size()),
+                half = static_cast<int64_t>(inv_freq.size());
+  for (int64_t m = 0; m < n; ++m) {
+    const int pos = batch.positions[static_cast<size_t>(m)];
+    for (int64_t i = 0; i < half; ++i) {  // angles in double: positions reach 10^5 and beyond
+      const double angle = pos * inv_freq[static_cast<size_t>(i)];
+      w.cos[m * half + i] = static_cast<float>(std::cos(angle));
+      w.sin[m * half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
+}  // namespace
+
 // Fills the host staging area, packed for this step's n tokens, r logit rows and its runs
 // (consecutive positions of one sequence), and uploads it in one copy.
 LlamaModel::StepViews LlamaModel::stage_step(const StepBatch& batch, const KvCache& cache) {
   const int64_t n = static_cast<int64_t>(batch.size()),
                 r = static_cast<int64_t>(batch.logit_rows.size());
   const int64_t half = static_cast<int64_t>(inv_freq_.size());
-  auto* words = static_cast<int32_t*>(step_host_.data());
-  int32_t* tokens = words;
-  int32_t* kv_rows = tokens + n;
-  int32_t* seq = kv_rows + n;
-  int32_t* n_ctx = seq + n;
-  int32_t* logit_rows = n_ctx + n;
-  auto* cos = reinterpret_cast<float*>(logit_rows + r);
-  float* sin = cos + n * half;
-  int32_t* runs = reinterpret_cast<int32_t*>(sin + n * half);
-  const bool embeds = topology_.is_first_stage();
-  if (embeds) TPLLAMA_CHECK(batch.tokens.size() == batch.size(), "batch tokens");
-  int max_ctx = 0, max_run = 0;
-  int64_t n_runs = 0;
-  for (int64_t m = 0; m < n; ++m) {
-    const int slot = batch.slots[static_cast<size_t>(m)],
-              pos = batch.positions[static_cast<size_t>(m)];
-    TPLLAMA_CHECK(slot >= 0 && slot < cache.max_slots(), "slot ", slot, " of ", cache.max_slots());
-    tokens[m] = embeds ? batch.tokens[static_cast<size_t>(m)] : 0;
-    kv_rows[m] = static_cast<int32_t>(cache.row_of(slot, pos));
-    seq[m] = slot;
-    n_ctx[m] = pos + 1;
-    max_ctx = std::max(max_ctx, pos + 1);
-    if (m > 0 && seq[m - 1] == slot && n_ctx[m - 1] == pos) {
-      ++runs[2 * n_runs - 1];
-    } else {
-      runs[2 * n_runs] = static_cast<int32_t>(m);
-      runs[2 * n_runs + 1] = 1;
-      ++n_runs;
-    }
-    max_run = std::max(max_run, runs[2 * n_runs - 1]);
-    for (int64_t i = 0; i < half; ++i) {  // angles in double: positions reach 10^5 and beyond
-      const double angle = pos * inv_freq_[static_cast<size_t>(i)];
-      cos[m * half + i] = static_cast<float>(std::cos(angle));
-      sin[m * half + i] = static_cast<float>(std::sin(angle));
-    }
-  }
+  const StepWords host = step_words(step_host_.data(), n, r, half);
+  const StepRuns runs = pack_tokens(batch, cache, topology_.is_first_stage(), host);
+  pack_rope(batch, inv_freq_, host);
   for (int64_t i = 0; i < r; ++i) {
     const int32_t row = batch.logit_rows[static_cast<size_t>(i)];
     TPLLAMA_CHECK(row >= 0 && row < n, "logit row ", row, " of a ", n, "-token step");
-    logit_rows[i] = row;
+    host.logit_rows[i] = row;
   }
-  const int64_t used = 4 * n + r + 2 * n * half + 2 * n_runs;
+  const int64_t used = 4 * n + r + 2 * n * half + 2 * runs.n_runs;
   const Device d = ctx_.device;
-  auto* base = static_cast<int32_t*>(step_.data());
-  ops::upload(ctx_, Tensor(base, DType::kI32, {used}, d), words);
+  ops::upload(ctx_, Tensor(step_.data(), DType::kI32, {used}, d), host.tokens);
+  const StepWords dev = step_words(step_.data(), n, r, half);
   StepViews v;
-  v.tokens = Tensor(base, DType::kI32, {n}, d);
-  v.kv_rows = Tensor(base + n, DType::kI32, {n}, d);
-  v.seq = Tensor(base + 2 * n, DType::kI32, {n}, d);
-  v.n_ctx = Tensor(base + 3 * n, DType::kI32, {n}, d);
-  v.logit_rows = Tensor(base + 4 * n, DType::kI32, {r}, d);
-  v.cos = Tensor(base + 4 * n + r, DType::kF32, {n, half}, d);
-  v.sin = Tensor(base + 4 * n + r + n * half, DType::kF32, {n, half}, d);
-  v.runs = Tensor(base + 4 * n + r + 2 * n * half, DType::kI32, {n_runs, 2}, d);
+  v.tokens = Tensor(dev.tokens, DType::kI32, {n}, d);
+  v.kv_rows = Tensor(dev.kv_rows, DType::kI32, {n}, d);
+  v.seq = Tensor(dev.seq, DType::kI32, {n}, d);
+  v.n_ctx = Tensor(dev.n_ctx, DType::kI32, {n}, d);
+  v.logit_rows = Tensor(dev.logit_rows, DType::kI32, {r}, d);
+  v.cos = Tensor(dev.cos, DType::kF32, {n, half}, d);
+  v.sin = Tensor(dev.sin, DType::kF32, {n, half}, d);
+  v.runs = Tensor(dev.runs, DType::kI32, {runs.n_runs, 2}, d);
   // A pure-decode step does not tell attention its longest context: its splits along the sequence
   // then follow the cache's full width, the same for every step of this shape, so a replayed CUDA
   // graph and an eager launch sum in the same order (and give the same tokens).
-  v.max_ctx = max_run > 1 ? max_ctx : 0;
-  v.max_run = max_run;
+  v.max_ctx = runs.max_run > 1 ? runs.max_ctx : 0;
+  v.max_run = runs.max_run;
   return v;
 }
 
@@ -203,59 +251,85 @@ Tensor LlamaModel::output(int64_t n, int64_t r) const {
 }
 
 Tensor LlamaModel::run_stage(const StepViews& step, KvCache& cache, int64_t n, int64_t r) {
-  const int64_t dim = config_.dim, hd = config_.head_dim;
-  const int64_t q_local = heads_.n_heads_local * hd, kv_local = kv_dim_local();
-  const int64_t hidden_local = heads_.ffn_local;
-  const float eps = static_cast<float>(config_.rms_norm_eps);
-  Tensor x = x_.view(DType::kF32, {n, dim});
-  Tensor xn = xn_.view(DType::kF32, {n, dim});   // a sublayer's output, all-reduced across TP
-  Tensor xin = gemm_input(xin_, xn_, {n, dim});  // the normalised input of a sublayer
-  Tensor q = q_.view(DType::kF32, {n, q_local});
-  Tensor k = k_.view(DType::kF32, {n, kv_local});
-  Tensor v = v_.view(DType::kF32, {n, kv_local});
-  Tensor att = att_.view(in_dtype_, {n, q_local});
-  Tensor gate = gate_.view(DType::kF32, {n, hidden_local});
-  Tensor up = up_.view(DType::kF32, {n, hidden_local});
-  Tensor act = gemm_input(act_, gate_, {n, hidden_local});
-
+  const Activations a = activations(n);
   if (topology_.is_first_stage()) {
     // Token embedding (vocab-parallel: each rank fills the rows it holds, the all-reduce the rest).
-    ops::embedding(ctx_, x, weights_.embed, step.tokens, vocab_begin_);
-    tp_comm_.all_reduce_sum(x);
+    ops::embedding(ctx_, a.x, weights_.embed, step.tokens, vocab_begin_);
+    tp_comm_.all_reduce_sum(a.x);
   }  // later stages find the previous stage's hidden states in x (input_hidden)
 
-  const ops::AttentionShape shape{heads_.n_heads_local, heads_.n_kv_heads_local, config_.head_dim,
-                                  static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
-                                  cache.block_size()};
+  const ops::AttentionShape shape{
+      heads_.n_heads_local, heads_.n_kv_heads_local, config_.head_dim,
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(config_.head_dim))),
+      cache.block_size()};
   for (int l = 0; l < n_layers_local(); ++l) {
-    const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
-    // Attention block: x += Wo · attention(rope(Wq xin), rope(Wk xin), Wv xin), xin = rmsnorm(x).
-    ops::rms_norm(ctx_, xin, x, w.attn_norm, eps);
-    ops::matmuls(ctx_, xin, {{q, &w.wq}, {k, &w.wk}, {v, &w.wv}});
-    ops::rope(ctx_, q, step.cos, step.sin, heads_.n_heads_local, config_.head_dim);
-    ops::rope(ctx_, k, step.cos, step.sin, heads_.n_kv_heads_local, config_.head_dim);
-    // Append this step's keys and values, then attend causally up to each token's own position.
-    const ops::KvBatch kv{cache.key_pool(l), cache.value_pool(l), cache.device_tables(),
-                          step.seq,          step.n_ctx,          step.max_ctx,
-                          step.runs,         step.max_run};
-    ops::kv_write(ctx_, kv.keys, kv.values, k, v, step.kv_rows);
-    ops::attention(ctx_, att, q, kv, shape);
-    ops::matmul(ctx_, xn, att, w.wo);
-    tp_comm_.all_reduce_sum(xn);  // row-parallel Wo: partial sums over this rank's heads
-    ops::add(ctx_, x, xn);
-
-    // Feed-forward block: x += W2 (silu(W1 xin) * W3 xin), xin = rmsnorm(x).
-    ops::rms_norm(ctx_, xin, x, w.ffn_norm, eps);
-    ops::matmuls(ctx_, xin, {{gate, &w.w1}, {up, &w.w3}});
-    ops::silu_mul(ctx_, act, gate, up);
-    ops::matmul(ctx_, xn, act, w.w2);
-    tp_comm_.all_reduce_sum(xn);  // row-parallel W2
-    ops::add(ctx_, x, xn);
+    attention_block(a, l, step, cache, shape);
+    feed_forward_block(a, l);
   }
 
-  if (!topology_.is_last_stage()) return x;
+  if (!topology_.is_last_stage()) return a.x;
+  return lm_head(a.x, step, n, r);
+}
 
-  // Final norm and lm_head, only for the rows whose next token is wanted.
+LlamaModel::Activations LlamaModel::activations(int64_t n) const {
+  const int64_t dim = config_.dim;
+  const int64_t q_local = heads_.n_heads_local * config_.head_dim, kv_local = kv_dim_local();
+  const int64_t hidden_local = heads_.ffn_local;
+  Activations a;
+  a.x = x_.view(DType::kF32, {n, dim});
+  a.xn = xn_.view(DType::kF32, {n, dim});
+  a.xin = gemm_input(xin_, xn_, {n, dim});
+  a.q = q_.view(DType::kF32, {n, q_local});
+  a.k = k_.view(DType::kF32, {n, kv_local});
+  a.v = v_.view(DType::kF32, {n, kv_local});
+  a.att = att_.view(in_dtype_, {n, q_local});
+  a.gate = gate_.view(DType::kF32, {n, hidden_local});
+  a.up = up_.view(DType::kF32, {n, hidden_local});
+  a.act = gemm_input(act_, gate_, {n, hidden_local});
+  return a;
+}
+
+// Attention block: x += Wo · attention(rope(Wq xin), rope(Wk xin), Wv xin), xin = rmsnorm(x).
+void LlamaModel::attention_block(const Activations& a, int layer, const StepViews& step,
+                                 KvCache& cache, const ops::AttentionShape& shape) {
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  ops::rms_norm(ctx_, a.xin, a.x, w.attn_norm, eps);
+  ops::matmuls(ctx_, a.xin, {{a.q, &w.wq}, {a.k, &w.wk}, {a.v, &w.wv}});
+  ops::rope(ctx_, a.q, step.cos, step.sin, heads_.n_heads_local, config_.head_dim);
+  ops::rope(ctx_, a.k, step.cos, step.sin, heads_.n_kv_heads_local, config_.head_dim);
+  // Append this step's keys and values, then attend causally up to each token's own position.
+  const ops::KvBatch kv{cache.key_pool(layer),
+                        cache.value_pool(layer),
+                        cache.device_tables(),
+                        step.seq,
+                        step.n_ctx,
+                        step.max_ctx,
+                        step.runs,
+                        step.max_run};
+  ops::kv_write(ctx_, kv.keys, kv.values, a.k, a.v, step.kv_rows);
+  ops::attention(ctx_, a.att, a.q, kv, shape);
+  ops::matmul(ctx_, a.xn, a.att, w.wo);
+  tp_comm_.all_reduce_sum(a.xn);  // row-parallel Wo: partial sums over this rank's heads
+  ops::add(ctx_, a.x, a.xn);
+}
+
+// Feed-forward block: x += W2 (silu(W1 xin) * W3 xin), xin = rmsnorm(x).
+void LlamaModel::feed_forward_block(const Activations& a, int layer) {
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  ops::rms_norm(ctx_, a.xin, a.x, w.ffn_norm, eps);
+  ops::matmuls(ctx_, a.xin, {{a.gate, &w.w1}, {a.up, &w.w3}});
+  ops::silu_mul(ctx_, a.act, a.gate, a.up);
+  ops::matmul(ctx_, a.xn, a.act, w.w2);
+  tp_comm_.all_reduce_sum(a.xn);  // row-parallel W2
+  ops::add(ctx_, a.x, a.xn);
+}
+
+// Final norm and lm_head, only for the rows whose next token is wanted.
+Tensor LlamaModel::lm_head(const Tensor& x, const StepViews& step, int64_t n, int64_t r) {
+  const int64_t dim = config_.dim;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
   Tensor last = last_.view(DType::kF32, {r, dim});
   Tensor logits = output(n, r);
   if (r == 0) return logits;

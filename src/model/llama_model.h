@@ -24,6 +24,10 @@
 
 namespace tpllama {
 
+namespace ops {
+struct AttentionShape;
+}
+
 struct ModelLimits {
   int max_batch_tokens = 0;  // tokens per forward step
   int max_logit_rows = 0;    // logit rows per forward step
@@ -75,6 +79,24 @@ class LlamaModel {
   StepViews stage_step(const StepBatch& batch, const KvCache& cache);
   // The stage's device work for a staged step of n tokens and r logit rows; returns output(n, r).
   Tensor run_stage(const StepViews& step, KvCache& cache, int64_t n, int64_t r);
+  // A step's activations: views of the buffers below for its n tokens.
+  struct Activations {
+    Tensor x;         // (n, dim) residual stream
+    Tensor xn;        // (n, dim) a sublayer's output, all-reduced across TP
+    Tensor xin;       // (n, dim) the normalised input of a sublayer, in in_dtype_
+    Tensor q, k, v;   // (n, n_heads_local*head_dim), (n, kv_dim_local) twice
+    Tensor att;       // (n, n_heads_local*head_dim) in in_dtype_
+    Tensor gate, up;  // (n, hidden_local)
+    Tensor act;       // (n, hidden_local) silu(gate) * up, in in_dtype_
+  };
+  Activations activations(int64_t n) const;
+  // The sublayers of run_stage, for one of this stage's layers: each adds its output to the
+  // residual stream a.x.
+  void attention_block(const Activations& a, int layer, const StepViews& step, KvCache& cache,
+                       const ops::AttentionShape& shape);
+  void feed_forward_block(const Activations& a, int layer);
+  // The last stage's logits (r, vocab_local) of the hidden states x (n, dim) at the logit rows.
+  Tensor lm_head(const Tensor& x, const StepViews& step, int64_t n, int64_t r);
   // What forward returns: logits (r, vocab_local) on the last stage, hidden states (n, dim) before.
   Tensor output(int64_t n, int64_t r) const;
   // A GEMM input: a view of the f32 buffer where the matmul reads f32, else of its own buffer.

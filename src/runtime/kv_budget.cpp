@@ -1,9 +1,11 @@
-// The KV pool's block count from a byte budget, and its floor of one full-context sequence.
+// The KV pool's block count from a byte budget, its ceiling of the free memory, and its floor of
+// one full-context sequence.
 #include "runtime/kv_budget.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "core/byte_size.h"
 #include "core/error.h"
 
 namespace tpllama {
@@ -28,6 +30,18 @@ long long kv_blocks_for(const KvBudget& b) {
       static_cast<long long>(b.max_seqs) * blocks_per_sequence(b.context, b.block_size);
   return std::min<long long>(
       most, static_cast<long long>(budget / std::max<uint64_t>(b.bytes_per_block, 1)));
+}
+
+void check_kv_fits_free_memory(const KvBudget& b, long long n_blocks,
+                               const std::string& requested_text, int rank) {
+  // An explicit budget is what the user asked for, but not past what the device has free now.
+  const uint64_t wanted = static_cast<uint64_t>(n_blocks) * b.bytes_per_block;
+  const uint64_t free = b.free / static_cast<uint64_t>(std::max(1, b.sharers));
+  if (b.requested > 0 && free > 0 && wanted > free)
+    fail("--kv-cache-memory ", requested_text, ": rank ", rank, " would hold a KV cache of ",
+         mib(static_cast<double>(wanted)), " but has ", mib(static_cast<double>(free)),
+         " of free memory left after the weights: give a smaller --kv-cache-memory, or leave it "
+         "out to use 80% of what is free");
 }
 
 void check_kv_holds_one_sequence(long long n_blocks, int block_size, int context,

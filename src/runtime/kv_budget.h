@@ -1,5 +1,5 @@
-// How many KV blocks a rank's pool holds, from plain numbers (no MPI, no model), and the one check
-// that the pool holds a full-context sequence.
+// How many KV blocks a rank's pool holds, from plain numbers (no MPI, no model), and the checks
+// that an explicit budget fits the free memory and that the pool holds a full-context sequence.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,11 @@ double sequences_held(long long n_blocks, int block_size, double tokens);
 // The blocks this rank's budget holds, never more than max_seqs sequences at the full context
 // take. The pool's count is the minimum of this over ranks.
 long long kv_blocks_for(const KvBudget& budget);
+// Fails when an explicit budget (budget.requested; `requested_text` as --kv-cache-memory gave it)
+// makes n_blocks blocks that take more than this rank's share of the free memory; passes without a
+// request or where the free memory is unknown.
+void check_kv_fits_free_memory(const KvBudget& budget, long long n_blocks,
+                               const std::string& requested_text, int rank);
 // Fails when n_blocks blocks of block_size hold less than one `context`-token sequence, naming the
 // flag that sets the context; `where` qualifies the count (" on the smallest rank").
 void check_kv_holds_one_sequence(long long n_blocks, int block_size, int context,

@@ -147,4 +147,10 @@ void log_layout(const Topology& t, const NodeInfo& nodes, bool allow_cross_node_
   if (!allow_cross_node_tp) warn_cross_node_tp(t, nodes);
 }
 
+std::string describe_rank(const Topology& t, const NodeInfo& nodes) {
+  return "rank " + std::to_string(t.rank()) + " (stage " + std::to_string(t.pp_rank()) +
+         ", tp rank " + std::to_string(t.tp_rank()) + ") on " +
+         nodes.host_of_rank[static_cast<size_t>(t.rank())];
+}
+
 }  // namespace tpllama

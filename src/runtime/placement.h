@@ -62,4 +62,7 @@ Placement place_rank(const MpiSession& mpi, const Topology& topology, const Node
 // (unless allowed).
 void log_layout(const Topology& topology, const NodeInfo& nodes, bool allow_cross_node_tp);
 
+// This rank and where it runs, for messages about it: "rank 5 (stage 1, tp rank 1) on node07".
+std::string describe_rank(const Topology& topology, const NodeInfo& nodes);
+
 }  // namespace tpllama

@@ -2,17 +2,10 @@
 // then serve.
 #include "runtime/session.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <iomanip>
-#include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "core/byte_size.h"
 #include "core/clock.h"
@@ -24,14 +17,13 @@
 #include "model/llama_model.h"
 #include "model/weights.h"
 #include "ops/device.h"
-#include "ops/graph.h"
-#include "ops/matmul.h"
 #include "ops/threads.h"
 #include "parallel/communicator.h"
 #include "parallel/group_comm.h"
 #include "runtime/kv_budget.h"
 #include "runtime/model_text.h"
 #include "runtime/pipeline.h"
+#include "runtime/session_log.h"
 #include "runtime/weight_audit.h"
 
 namespace tpllama {
@@ -47,11 +39,7 @@ Session::Session(const MpiSession& mpi, SessionOptions options,
   if (const std::string note = mpirun_stop_note([](const char* name) { return std::getenv(name); });
       is_rank0() && !note.empty())
     log::info(note);
-  if (text_)
-    log::info("tokenizer: " + text_->tokenizer().path() + " (" +
-              std::to_string(text_->tokenizer().vocab_size()) + " tokens); chat template: " +
-              (text_->has_chat_template() ? text_->chat_template_source() : std::string("none")) +
-              "; stop ids: " + text_->stop_ids_origin());
+  if (text_) log_model_text(*text_);
 }
 
 Session::~Session() = default;
@@ -96,14 +84,7 @@ void Session::load(const std::function<void(const Session&)>& on_device) {
   const int sharers = placement_.sharers;
   collective_phase(
       [&] { check_weights_placeable(config_, *topology_, device_->context(), dtype, sharers); });
-  if (is_rank0()) {
-    const bool gpu = device_->context().device == Device::kCuda;
-    log::info("device: rank 0 on " + device_->describe() + "; TP and stage tensors over " +
-              (placement_.comm == CommBackend::kNccl ? "NCCL"
-               : !gpu                                ? "MPI"
-                                                     : "MPI, staged through host memory") +
-              (sharers > 1 && gpu ? "; " + std::to_string(sharers) + " ranks share its GPU" : ""));
-  }
+  if (is_rank0()) log_device(*device_, placement_);
   load_model();
   make_kv_cache();
 }
@@ -136,32 +117,9 @@ void Session::load_model() {
   audit_weights(mpi_, *topology_, model_->weights(),
                 checkpoint_ ? checkpoint_->total_elements() : config_.parameter_count(),
                 checkpoint_ != nullptr);
-  if (!is_rank0()) return;
-  std::ostringstream os;
-  os.setf(std::ios::fixed);
-  os.precision(2);
-  os << "model " << (checkpoint_ ? o_.model : "(random weights)") << ": " << config_.n_layers
-     << " layers, dim " << config_.dim << ", " << config_.n_heads << " heads ("
-     << config_.n_kv_heads << " kv), vocab " << config_.vocab_size << ", context "
-     << config_.max_seq_len << "; loaded in " << seconds_since(t0) << " s; " << threads()
-     << " threads per rank; weights " << dtype_name(dtype);
-  if (ctx.device == Device::kCpu) os << ", GEMM kernel " << ops::cpu_gemm_kernel_name();
-  if (dtype == DType::kI8)
-    os << " (int8: " << ops::cpu_int8_kernel_name(1) << " at decode, "
-       << ops::cpu_int8_kernel_name(ops::cpu_int8_quantized_rows()) << " from "
-       << ops::cpu_int8_quantized_rows() << " rows)";
-  if (ops::graphs_supported(ctx))
-    os << "; decode steps "
-       << (model_->graphs_on() && comms_.tp->graph_capturable() ? "as CUDA graphs"
-                                                                : "launched eagerly");
-  log::info(os.str());
-  // Measured with gemm_int8_bench --portable: the portable int8 kernels run 2-34 times slower than
-  // the portable f32 ones; int8 then only saves memory.
-  if (dtype == DType::kI8 && !ops::cpu_avx512_kernels())
-    log::warn(
-        "this CPU has no AVX-512, so --dtype int8 runs portable kernels, several times slower than "
-        "--dtype "
-        "f32 or bf16 here: use int8 only to fit the model in memory");
+  if (is_rank0())
+    log_model_loaded(checkpoint_ ? o_.model : "(random weights)", *model_, *comms_.tp, dtype,
+                     threads(), seconds_since(t0));
 }
 
 // The KV pool: the same block count on every rank (kv_budget.h), refused if one full-context
@@ -183,15 +141,7 @@ void Session::make_kv_cache() {
                           context_,
                           e.kv_block_size};
     blocks = kv_blocks_for(budget);
-    // An explicit budget is what the user asked for, but not past what the device has free now.
-    const uint64_t wanted = static_cast<uint64_t>(blocks) * budget.bytes_per_block;
-    const uint64_t free = budget.free / static_cast<uint64_t>(std::max(1, budget.sharers));
-    if (kv_cache_bytes_ > 0 && free > 0 && wanted > free)
-      fail("--kv-cache-memory ", o_.kv_cache_memory, ": rank ", topology_->rank(),
-           " would hold a KV cache of ", mib(static_cast<double>(wanted)), " but has ",
-           mib(static_cast<double>(free)), " of free memory left after ",
-           "the weights: give a smaller --kv-cache-memory, or leave it out to use ",
-           "80% of what is free");
+    check_kv_fits_free_memory(budget, blocks, o_.kv_cache_memory, topology_->rank());
   });
   n_blocks_ = static_cast<int>(std::min<long long>(mpi_.min(blocks), INT32_MAX));
   collective_phase([&] {
@@ -201,21 +151,7 @@ void Session::make_kv_cache() {
         model_->n_layers_local(), model_->kv_dim_local(), e.kv_block_size, n_blocks_, e.max_seqs,
         model_->context(), static_cast<int>(blocks_per_sequence(context_, e.kv_block_size)), kv);
   });
-  if (!is_rank0()) return;
-  std::ostringstream os;
-  os << "KV cache (" << dtype_name(cache_->dtype()) << "): " << n_blocks_ << " blocks of "
-     << e.kv_block_size << " tokens = " << static_cast<long long>(n_blocks_) * e.kv_block_size
-     << " tokens (" << mib(static_cast<double>(cache_->bytes())) << " on rank 0), room for "
-     << static_cast<long long>(sequences_held(n_blocks_, e.kv_block_size, context_))
-     << " sequences at the full context of " << context_ << " tokens; set up in " << std::fixed
-     << std::setprecision(2) << seconds_since(t0) << " s"
-     << (device_->context().device == Device::kCpu ? ", its pages taken as blocks are first written"
-                                                   : "");
-  log::info(os.str());
-  if (e.kv_block_size > context_)
-    log::warn("--kv-block-size " + std::to_string(e.kv_block_size) +
-              " is larger than the context of " + std::to_string(context_) +
-              " tokens: every sequence takes a whole block, most of it unused");
+  if (is_rank0()) log_kv_cache(*cache_, device_->context().device, context_, seconds_since(t0));
 }
 
 RunSummary Session::serve(const ServeOptions& options, EngineIo io, TraceRecorder& trace) {
@@ -228,10 +164,7 @@ RunSummary Session::serve(const ServeOptions& options, EngineIo io, TraceRecorde
                                          *comms_.world, &trace);
   const Topology& t = *topology_;
   const Continuation& c = options.continuation;
-  StallWatch stall(options.stall_timeout,
-                   "rank " + std::to_string(t.rank()) + " (stage " + std::to_string(t.pp_rank()) +
-                       ", tp rank " + std::to_string(t.tp_rank()) + ") on " +
-                       nodes_.host_of_rank[static_cast<size_t>(t.rank())],
+  StallWatch stall(options.stall_timeout, describe_rank(t, nodes_),
                    c.resumable ? "--resume continues from what was written" : c.restart_hint);
   pipeline_->set_stall_watch(&stall);
   RunSummary summary;
@@ -254,30 +187,8 @@ RunSummary Session::serve(const ServeOptions& options, EngineIo io, TraceRecorde
 }
 
 RankFigures Session::rank_figures() const {
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
-  RankFigures f;
-  const ModelWeights& weights = model_->weights();
-  f.peak_memory_bytes = static_cast<double>(usage.ru_maxrss) * 1024.0;
-  f.weight_bytes = static_cast<double>(weights.bytes_held);
-  f.matrix_bytes = static_cast<double>(weights.matrix_bytes);
-  f.kv_cache_bytes = static_cast<double>(cache_->bytes());
-  f.kv_capacity_tokens = static_cast<double>(cache_->n_blocks()) * cache_->block_size();
-  if (pipeline_) {
-    f.compute_seconds = pipeline_->stats().compute_seconds;
-    f.wait_seconds = pipeline_->stats().wait_seconds;
-    f.steps = static_cast<double>(pipeline_->stats().steps);
-  }
-  const Communicator* comms[] = {comms_.tp.get(), comms_.stage.get(), comms_.world.get()};
-  for (const Communicator* c : comms) {
-    const CommStats& s = c->stats();
-    f.collective_seconds += s.collective_seconds;
-    f.p2p_seconds += s.p2p_seconds;
-    f.all_reduce_seconds += s.all_reduce_seconds;
-    f.all_reduce_bytes += s.all_reduce_bytes;
-    f.all_reduce_calls += static_cast<double>(s.all_reduce_calls);
-  }
-  return f;
+  return measure_rank_figures(model_->weights(), *cache_, pipeline_ ? &pipeline_->stats() : nullptr,
+                              comms_);
 }
 
 DType Session::kv_dtype() const {

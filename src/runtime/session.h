@@ -17,6 +17,7 @@
 #include "parallel/topology.h"
 #include "runtime/engine.h"
 #include "runtime/placement.h"
+#include "runtime/rank_figures.h"
 
 namespace tpllama {
 
@@ -73,23 +74,6 @@ struct Continuation {
 struct ServeOptions {
   double stall_timeout = 900;  // seconds without a pipeline step before the job ends; 0: never
   Continuation continuation;
-};
-
-// One rank's figures for the end-of-run report (gathered on rank 0 as plain doubles).
-struct RankFigures {
-  double peak_memory_bytes = 0;
-  double weight_bytes = 0;
-  double matrix_bytes = 0;  // packed matrices: the weight bytes a decode step reads
-  double kv_cache_bytes = 0;
-  double kv_capacity_tokens = 0;
-  double compute_seconds = 0;
-  double wait_seconds = 0;
-  double collective_seconds = 0;
-  double p2p_seconds = 0;
-  double all_reduce_seconds = 0;
-  double all_reduce_bytes = 0;
-  double all_reduce_calls = 0;
-  double steps = 0;
 };
 
 class Session {

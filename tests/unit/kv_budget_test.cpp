@@ -46,6 +46,29 @@ TEST(KvBlocksFor, WithoutARequestTakesEightyPercentOfTheFreeShare) {
   EXPECT_EQ(kv_blocks_for(budget(100, 0, 0, 1, 64, 16, 16)), 0);
 }
 
+TEST(KvFitsFreeMemory, PassesWithoutARequestOrAKnownFreeMemory) {
+  // 100 blocks of 1 000 bytes against 10 000 free: only an explicit budget is held to it.
+  EXPECT_NO_THROW(check_kv_fits_free_memory(budget(1000, 0, 10000, 1, 64, 16, 16), 100, "", 0));
+  EXPECT_NO_THROW(
+      check_kv_fits_free_memory(budget(1000, 100000, 0, 1, 64, 16, 16), 100, "100000", 0));
+  // 10 blocks of 1 000 bytes fit 10 000 free exactly.
+  EXPECT_NO_THROW(
+      check_kv_fits_free_memory(budget(1000, 10000, 10000, 1, 64, 16, 16), 10, "10000", 0));
+}
+
+TEST(KvFitsFreeMemory, NamesTheRequestTheRankAndBothSizes) {
+  try {
+    // 2 MiB asked for; 4 MiB free over 4 sharers leaves this rank 1 MiB.
+    check_kv_fits_free_memory(budget(1 << 20, 2 << 20, 4 << 20, 4, 64, 16, 16), 2, "2MiB", 3);
+    FAIL() << "2 MiB of blocks exceed a 1 MiB share";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--kv-cache-memory 2MiB: rank 3 would hold a KV cache of 2.00 MiB but has 1.00 MiB "
+              "of free memory left after the weights: give a smaller --kv-cache-memory, or leave "
+              "it out to use 80% of what is free");
+  }
+}
+
 TEST(KvHoldsOneSequence, AcceptsExactlyOneFullContext) {
   EXPECT_NO_THROW(check_kv_holds_one_sequence(2, 16, 17, "", "--max-model-len"));
   EXPECT_NO_THROW(check_kv_holds_one_sequence(1, 16, 16, "", "--max-model-len"));
