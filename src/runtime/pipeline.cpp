@@ -126,25 +126,43 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan,
     if (stall_ != nullptr) stall_->step_done();
     return std::nullopt;
   }
+  apply_cache_ops(plan);
+  if (plan.kind == PlanKind::kShutdown) {
+    if (!topology_.is_last_stage()) world_.send_bytes_async(bytes, next_stage_rank(), kTagStep);
+    return std::nullopt;
+  }
+  const int64_t n = static_cast<int64_t>(plan.batch.positions.size());
+  if (!topology_.is_first_stage() && n > 0) receive_hidden(n);
+  const Tensor out = forward(plan);
+  if (!topology_.is_last_stage()) {
+    send_hidden(bytes, out, n);
+    return std::nullopt;
+  }
+  SampledRows rows = sample(plan, out);
+  if (topology_.rank() == 0) return rows;
+  if (topology_.tp_rank() == 0) world_.send_bytes_async(encode_sampled(rows), 0, kTagTokens);
+  return std::nullopt;
+}
+
+void Pipeline::apply_cache_ops(const StepPlan& plan) {
   for (const CacheOp& op : plan.cache_ops) {
     if (op.block == CacheOp::kRelease)
       cache_.release(op.slot);
     else
       cache_.append_block(op.slot, op.block);
   }
-  if (plan.kind == PlanKind::kShutdown) {
-    if (!topology_.is_last_stage()) world_.send_bytes_async(bytes, next_stage_rank(), kTagStep);
-    return std::nullopt;
-  }
-  const int64_t n = static_cast<int64_t>(plan.batch.positions.size());
-  if (!topology_.is_first_stage() && n > 0) {
-    const auto start = Clock::now();
-    TraceSpan span(trace_, "wait for hidden states", TraceTrack::kWait);
-    doing("waiting for hidden states from the previous stage");
-    stage_comm_.recv(model_.input_hidden(n), topology_.pp_rank() - 1, kTagHidden);
-    ops::synchronize(model_.context());  // NCCL receives on the stream: the wait ends here
-    stats_.wait_seconds += seconds_since(start);
-  }
+}
+
+void Pipeline::receive_hidden(int64_t n) {
+  const auto start = Clock::now();
+  TraceSpan span(trace_, "wait for hidden states", TraceTrack::kWait);
+  doing("waiting for hidden states from the previous stage");
+  stage_comm_.recv(model_.input_hidden(n), topology_.pp_rank() - 1, kTagHidden);
+  ops::synchronize(model_.context());  // NCCL receives on the stream: the wait ends here
+  stats_.wait_seconds += seconds_since(start);
+}
+
+Tensor Pipeline::forward(const StepPlan& plan) {
   const auto start = Clock::now();
   Tensor out;
   {
@@ -156,38 +174,38 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan,
   stats_.compute_seconds += seconds_since(start);
   ++stats_.steps;
   if (stall_ != nullptr) stall_->step_done();
-  if (!topology_.is_last_stage()) {
-    // The plan first: the next stage learns from it how many rows of hidden states follow.
-    world_.send_bytes_async(bytes, next_stage_rank(), kTagStep);
-    if (n == 0) return std::nullopt;
-    TPLLAMA_CHECK(out.numel() == n * model_.config().dim, "hidden states ", out.shape_string(),
-                  " for ", n, " tokens");
-    if (stage_comm_.sends_hold_stream()) {
-      // The next stage posts its receive only once it has the plan, and MPI moves a large message
-      // only while its sender is in MPI: waiting on the stream (or in NCCL's connection to the
-      // peer) with the plan still in flight would hang both ranks. The send would wait for the
-      // receiver anyway.
-      const auto wait_start = Clock::now();
-      TraceSpan span(trace_, "wait for the next stage", TraceTrack::kWait);
-      doing("waiting for the next stage to take the plan");
-      world_.wait_sends();
-      stats_.wait_seconds += seconds_since(wait_start);
-    }
-    stage_comm_.send_async(out, topology_.pp_rank() + 1, kTagHidden);
-    return std::nullopt;
+  return out;
+}
+
+void Pipeline::send_hidden(const std::vector<uint8_t>& bytes, const Tensor& out, int64_t n) {
+  // The plan first: the next stage learns from it how many rows of hidden states follow.
+  world_.send_bytes_async(bytes, next_stage_rank(), kTagStep);
+  if (n == 0) return;
+  TPLLAMA_CHECK(out.numel() == n * model_.config().dim, "hidden states ", out.shape_string(),
+                " for ", n, " tokens");
+  if (stage_comm_.sends_hold_stream()) {
+    // The next stage posts its receive only once it has the plan, and MPI moves a large message
+    // only while its sender is in MPI: waiting on the stream (or in NCCL's connection to the
+    // peer) with the plan still in flight would hang both ranks. The send would wait for the
+    // receiver anyway.
+    const auto wait_start = Clock::now();
+    TraceSpan span(trace_, "wait for the next stage", TraceTrack::kWait);
+    doing("waiting for the next stage to take the plan");
+    world_.wait_sends();
+    stats_.wait_seconds += seconds_since(wait_start);
   }
+  stage_comm_.send_async(out, topology_.pp_rank() + 1, kTagHidden);
+}
+
+SampledRows Pipeline::sample(const StepPlan& plan, const Tensor& logits) {
   SampledRows rows;
   rows.group = plan.group;
-  {
-    const auto sample_start = Clock::now();
-    TraceSpan span(trace_, "sample", TraceTrack::kCompute);
-    doing("sampling (with TP collectives)");
-    static_cast<SampledTokens&>(rows) = head_->sample(plan.sampling, plan.edits, out);
-    stats_.compute_seconds += seconds_since(sample_start);
-  }
-  if (topology_.rank() == 0) return rows;
-  if (topology_.tp_rank() == 0) world_.send_bytes_async(encode_sampled(rows), 0, kTagTokens);
-  return std::nullopt;
+  const auto start = Clock::now();
+  TraceSpan span(trace_, "sample", TraceTrack::kCompute);
+  doing("sampling (with TP collectives)");
+  static_cast<SampledTokens&>(rows) = head_->sample(plan.sampling, plan.edits, logits);
+  stats_.compute_seconds += seconds_since(start);
+  return rows;
 }
 
 }  // namespace tpllama

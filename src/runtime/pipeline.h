@@ -56,6 +56,14 @@ class Pipeline final : public StepExecutor {
   }
   // bytes: the plan as it came, passed on to the next stage as is.
   std::optional<SampledRows> execute(const StepPlan& plan, const std::vector<uint8_t>& bytes);
+  // The pieces of a step, in order: the block table changes; the previous stage's hidden states
+  // (n rows) into the model's input; the forward; the hidden states on to the next stage (after
+  // the plan, bytes); the last stage's tokens.
+  void apply_cache_ops(const StepPlan& plan);
+  void receive_hidden(int64_t n);
+  Tensor forward(const StepPlan& plan);
+  void send_hidden(const std::vector<uint8_t>& bytes, const Tensor& out, int64_t n);
+  SampledRows sample(const StepPlan& plan, const Tensor& logits);
   void connect_stages();
   int next_stage_rank() const { return topology_.rank() + topology_.tp_size(); }
   int prev_stage_rank() const { return topology_.rank() - topology_.tp_size(); }

@@ -44,6 +44,23 @@ std::string id_outside_vocabulary(const Request& r, int vocab) {
   return "";
 }
 
+// Why n tokens (n_context of them a scoring request's context) cannot be served in a context of
+// `context` tokens; "" when they can.
+std::string length_error(const Request& req, int n, int n_context, int context) {
+  if (req.scoring && (n_context < 1 || n_context >= n))
+    return n_context < 1 ? "the context is empty and the model adds no BOS token"
+                         : "the continuation adds no token after the context";
+  if (n == 0) return "the prompt is empty and the model adds no BOS token: nothing to condition on";
+  if (req.scoring && n > context)
+    return "context and continuation have " + std::to_string(n) +
+           " tokens (with BOS) but the context is " + std::to_string(context) +
+           " tokens: the continuation cannot be scored whole";
+  if (!req.scoring && n >= context)
+    return "prompt has " + std::to_string(n) + " tokens (with BOS) but the context is " +
+           std::to_string(context) + " tokens, leaving no room to generate";
+  return "";
+}
+
 }  // namespace
 
 RequestIntake::RequestIntake(RequestSource& source, const ModelText* text,
@@ -161,26 +178,8 @@ Admission RequestIntake::admit(Request req) {
   const int n = static_cast<int>(tokens.size());
   if (const std::string outside = id_outside_vocabulary(req, options_.vocab_size); !outside.empty())
     return reject(req, order, 0, line_prefix(req) + outside);
-  if (req.scoring && (n_context < 1 || n_context >= n))
-    return reject(
-        req, order, n,
-        line_prefix(req) + (n_context < 1 ? "the context is empty and the model adds no BOS token"
-                                          : "the continuation adds no token after the context"));
-  if (n == 0)
-    return reject(
-        req, order, 0,
-        line_prefix(req) +
-            "the prompt is empty and the model adds no BOS token: nothing to condition on");
-  if (req.scoring && n > options_.context)
-    return reject(req, order, n,
-                  line_prefix(req) + "context and continuation have " + std::to_string(n) +
-                      " tokens (with BOS) but the context is " + std::to_string(options_.context) +
-                      " tokens: the continuation cannot be scored whole");
-  if (!req.scoring && n >= options_.context)
-    return reject(req, order, n,
-                  line_prefix(req) + "prompt has " + std::to_string(n) +
-                      " tokens (with BOS) but the context is " + std::to_string(options_.context) +
-                      " tokens, leaving no room to generate");
+  if (const std::string why = length_error(req, n, n_context, options_.context); !why.empty())
+    return reject(req, order, n, line_prefix(req) + why);
   Admission a;
   a.order = order;
   a.sequence = std::make_unique<Sequence>(std::move(req), text_ ? &text_->tokenizer() : nullptr,

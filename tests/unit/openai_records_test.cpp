@@ -32,7 +32,8 @@ void expect_shape(const json& got, const json& expected, const std::string& path
                   const json& extras = json::object()) {
   ASSERT_TRUE(same_type(got, expected))
       << path << ": " << got.type_name() << " where the docs show " << expected.type_name();
-  const bool by_token = expected.is_object() && path.find("logprobs.top_logprobs[") != std::string::npos;
+  const bool by_token =
+      expected.is_object() && path.find("logprobs.top_logprobs[") != std::string::npos;
   if (by_token) {  // the legacy layout's {token text: logprob}: the docs' tokens are not ours
     for (auto it = got.begin(); it != got.end(); ++it)
       EXPECT_TRUE(it.value().is_number()) << path << "." << it.key();
@@ -83,8 +84,8 @@ TEST(OpenAiRecords, ACompletionLineHasEveryKeyOfOpenAisLayout) {
 
 TEST(OpenAiRecords, AChatLineHasEveryKeyOfOpenAisLayout) {
   const json f = fixture();
-  const json line = json::parse(result_to_json_line(
-      finished(true), OutputFormat::kOpenAiBatch, RecordOrigin{"m", "fp_0123456789abcdef"}));
+  const json line = json::parse(result_to_json_line(finished(true), OutputFormat::kOpenAiBatch,
+                                                    RecordOrigin{"m", "fp_0123456789abcdef"}));
   expect_shape(line, f["batch_line"], "line");
   expect_shape(line["response"]["body"], f["chat_body"], "body", f["vllm_choice_extras"]);
 }
