@@ -6,9 +6,13 @@ tests/data/chat/templates/ over the conversations below, with add_generation_pro
 true, using Jinja2 set up exactly as Hugging Face transformers' apply_chat_template(tokenize=False)
 sets it up, and writes tests/data/chat/renderings.jsonl: one line per (template, conversation,
 add_generation_prompt) holding the inputs and the expected text, or the expected error.
+It also writes tests/data/chat/chat_options.jsonl: every template over the OPTION_CASES below, the
+request options of apply_chat_template beyond add_generation_prompt: continue_final_message (the
+rendering cut after the last message, by transformers' own procedure, redone in
+continue_final_message() below) and documents.
 tests/unit/chat_template_test.cpp renders each line with tpllama and compares byte for byte.
 
-  --check  write nothing; exit 1 when the committed renderings.jsonl differs from a fresh one.
+  --check  write nothing; exit 1 when a committed file differs from a fresh one.
 
 Run from anywhere; needs python3 with jinja2 >= 3.1 (Debian: apt-get install python3-jinja2),
 not transformers. The environment mirrors transformers' _compile_jinja_template
@@ -32,6 +36,7 @@ import jinja2.sandbox
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "tests" / "data" / "chat" / "templates"
 OUTPUT = ROOT / "tests" / "data" / "chat" / "renderings.jsonl"
+OPTIONS_OUTPUT = ROOT / "tests" / "data" / "chat" / "chat_options.jsonl"
 FIXED_NOW = datetime.datetime(2025, 2, 3, 12, 0, 0, tzinfo=datetime.timezone.utc)
 
 # bos_token / eos_token of each checkpoint's tokenizer_config.json.
@@ -194,22 +199,92 @@ CONVERSATIONS = [
 ]
 
 
-def render(env, template_text, tokens, conv, add_generation_prompt):
+LLAMA_DOCS = [
+    {"title": "Llamas", "text": "Llamas are camelids from South America."},
+    {"title": "Alpacas", "text": "Alpacas are smaller than llamas.", "source": "notes.txt"},
+]
+
+
+def option_case(conv, continue_final_message=False, add_generation_prompt=False, documents=None):
+    return {"conversation": conv, "continue_final_message": continue_final_message,
+            "add_generation_prompt": add_generation_prompt, "documents": documents}
+
+
+# apply_chat_template's other options. continue_final_message always with add_generation_prompt
+# false (transformers refuses both); each final message tests one way of finding its content.
+OPTION_CASES = [
+    option_case(conversation("prefill", [system("You are a poet."), user("Write a haiku about llamas."),
+                                         assistant("Soft wool on the hills,")]), True),
+    option_case(conversation("prefill_no_system", [user("Count to five."), assistant("One, two, three,")]), True),
+    option_case(conversation("prefill_multi_turn", [user("Hi"), assistant("Hello!"), user("Tell me a joke."),
+                                                    assistant("Why did the llama")]), True),
+    # Trailing whitespace: kept by templates that print the content as is, trimmed by others.
+    option_case(conversation("prefill_trailing_space", [user("Finish it."), assistant("The answer is ")]), True),
+    # Leading whitespace and Unicode spaces (Python's str.strip() takes both).
+    option_case(conversation("prefill_whitespace", [user("Indent it."), assistant("\n  indented\u00a0\u3000")]),
+                True),
+    # The content also occurs earlier in the conversation: the last occurrence is the message's.
+    option_case(conversation("prefill_repeated", [user("Say yes."), assistant("yes")]), True),
+    option_case(conversation("prefill_unicode", [user("日本語で答えて。"), assistant("はい、🦙 ")]), True),
+    # Empty content is found at the very end: transformers keeps the whole rendering.
+    option_case(conversation("prefill_empty", [user("Hi"), assistant("")]), True),
+    # A template that drops the reasoning from an assistant message (DeepSeek-R1) cannot continue it.
+    option_case(conversation("prefill_think", [user("2+2?"),
+                                               assistant("<think>\nAdding.\n</think>\n\nThe answer")]), True),
+    option_case(conversation("prefill_tools", [user("What's the weather in Paris?"), assistant("Let me check")],
+                             tools=[WEATHER], date_string=DATE), True),
+    # documents reach every template (transformers passes them); those without a use ignore them.
+    option_case(conversation("documents", [user("What do the documents say?")]), add_generation_prompt=True,
+                documents=LLAMA_DOCS),
+    option_case(conversation("documents_prefill", [user("What do the documents say?"), assistant("They say")]),
+                True, documents=LLAMA_DOCS),
+]
+
+
+def render(env, template_text, tokens, conv, add_generation_prompt, documents=None):
     bos, eos = tokens
     extra = dict(conv["extra"])
     tools = extra.pop("tools", None)
     template = env.from_string(template_text)
-    return template.render(messages=conv["messages"], tools=tools, documents=None,
+    return template.render(messages=conv["messages"], tools=tools, documents=documents,
                            add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos, **extra)
 
 
-def records():
-    env = environment()
+def continue_final_message(rendered, messages):
+    """transformers' render_jinja_template with continue_final_message=True, after rendering: the
+    text cut after the final message's content (its last occurrence, stripped)."""
+    final = messages[-1]["content"]
+    if final.strip() not in rendered:
+        raise ValueError("continue_final_message is set but the final message does not appear in the chat after "
+                         "applying the chat template!")
+    at = rendered.rindex(final.strip())
+    if rendered[at:at + len(final.lstrip())] == final:
+        return rendered[:at + len(final.lstrip())]
+    return rendered[:at + len(final.strip())]
+
+
+def template_names():
     names = sorted(p.name for p in TEMPLATES.glob("*.jinja"))
     missing = [n for n in names if n not in SPECIAL_TOKENS]
     if missing or not names:
         sys.exit(f"no bos/eos tokens listed for {missing} (or no templates in {TEMPLATES})")
-    for name in names:
+    return names
+
+
+def expect(record, produce):
+    """record["expected"] = produce(), or record["error"] as the fixture records a failure."""
+    try:
+        record["expected"] = produce()
+    except RaisedByTemplate as e:
+        record["error"] = {"raised_by_template": True, "type": "TemplateError", "message": str(e)}
+    except (jinja2.exceptions.TemplateError, TypeError, ValueError) as e:
+        record["error"] = {"raised_by_template": False, "type": type(e).__name__, "message": str(e)}
+    return record
+
+
+def records():
+    env = environment()
+    for name in template_names():
         text = (TEMPLATES / name).read_text(encoding="utf-8")
         for conv in CONVERSATIONS:
             for add_generation_prompt in (False, True):
@@ -218,26 +293,49 @@ def records():
                     "bos_token": SPECIAL_TOKENS[name][0], "eos_token": SPECIAL_TOKENS[name][1],
                     "clock": int(FIXED_NOW.timestamp()), "messages": conv["messages"], "extra": conv["extra"],
                 }
-                try:
-                    record["expected"] = render(env, text, SPECIAL_TOKENS[name], conv, add_generation_prompt)
-                except RaisedByTemplate as e:
-                    record["error"] = {"raised_by_template": True, "type": "TemplateError", "message": str(e)}
-                except (jinja2.exceptions.TemplateError, TypeError, ValueError) as e:
-                    record["error"] = {"raised_by_template": False, "type": type(e).__name__, "message": str(e)}
-                yield record
+                yield expect(record, lambda: render(env, text, SPECIAL_TOKENS[name], conv, add_generation_prompt))
+
+
+def option_records():
+    env = environment()
+    for name in template_names():
+        text = (TEMPLATES / name).read_text(encoding="utf-8")
+        for case in OPTION_CASES:
+            conv = case["conversation"]
+            record = {
+                "template": name, "conversation": conv["name"], "add_generation_prompt": case["add_generation_prompt"],
+                "continue_final_message": case["continue_final_message"], "documents": case["documents"],
+                "bos_token": SPECIAL_TOKENS[name][0], "eos_token": SPECIAL_TOKENS[name][1],
+                "clock": int(FIXED_NOW.timestamp()), "messages": conv["messages"], "extra": conv["extra"],
+            }
+
+            def produce():
+                rendered = render(env, text, SPECIAL_TOKENS[name], conv, case["add_generation_prompt"],
+                                  case["documents"])
+                return continue_final_message(rendered, conv["messages"]) if case["continue_final_message"] \
+                    else rendered
+            yield expect(record, produce)
 
 
 def main():
     if len(sys.argv) > 2 or (len(sys.argv) == 2 and sys.argv[1] != "--check"):
         sys.exit(__doc__)
-    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records())
-    if len(sys.argv) == 2:
-        if not OUTPUT.exists() or OUTPUT.read_text(encoding="utf-8") != text:
-            sys.exit(f"{OUTPUT} differs from a fresh rendering (jinja2 {jinja2.__version__}); rerun without --check")
-        print(f"{OUTPUT}: up to date")
-        return
-    OUTPUT.write_text(text, encoding="utf-8")
-    print(f"wrote {text.count(chr(10))} renderings to {OUTPUT} (jinja2 {jinja2.__version__})")
+    outputs = [(OUTPUT, records()), (OPTIONS_OUTPUT, option_records())]
+    stale = False
+    for path, lines in outputs:
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines)
+        if len(sys.argv) == 2:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                print(f"{path} differs from a fresh rendering (jinja2 {jinja2.__version__}); rerun without --check",
+                      file=sys.stderr)
+                stale = True
+            else:
+                print(f"{path}: up to date")
+            continue
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {text.count(chr(10))} renderings to {path} (jinja2 {jinja2.__version__})")
+    if stale:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 
 #include "chat/jinja_builtins.h"
 #include "chat/jinja_template.h"
+#include "chat/jinja_text.h"
 
 namespace tpllama {
 
@@ -106,6 +107,36 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
   } catch (const jinja::EvalError& e) {  // a JSON value with no Jinja counterpart (binary)
     throw ChatTemplateError(source_ + ": " + e.what());
   }
+}
+
+std::string ChatTemplate::render_continuing(const nlohmann::ordered_json& messages,
+                                            const std::string& bos_token,
+                                            const std::string& eos_token,
+                                            const nlohmann::ordered_json& extra) const {
+  const std::string rendered =
+      render(messages, /*add_generation_prompt=*/false, bos_token, eos_token, extra);
+  const nlohmann::ordered_json* content = nullptr;
+  if (!messages.empty() && messages.back().is_object()) {
+    const auto it = messages.back().find("content");
+    if (it != messages.back().end() && it->is_string()) content = &*it;
+  }
+  if (content == nullptr)
+    throw ChatTemplateError(source_ +
+                            ": continue_final_message: the last message has no text to continue");
+  const std::string& text = content->get_ref<const std::string&>();
+  const std::string stripped = jinja::text::strip(text, true, true);
+  const size_t at = rendered.rfind(stripped);
+  if (at == std::string::npos)
+    throw ChatTemplateError(source_ +
+                            ": continue_final_message: the last message's content does not appear "
+                            "in the rendered chat (the template changes it), so it cannot be "
+                            "continued");
+  // Cut after the whole message when the template kept its trailing whitespace, else after the
+  // stripped text (transformers compares text without its leading whitespace to the whole message,
+  // so a message with leading whitespace takes the second way too).
+  const size_t without_leading = jinja::text::strip(text, true, false).size();
+  const bool kept = rendered.compare(at, without_leading, text) == 0;
+  return rendered.substr(0, at + (kept ? without_leading : stripped.size()));
 }
 
 std::optional<std::string> chat_template_from_config(const nlohmann::json& tokenizer_config,

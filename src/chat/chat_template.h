@@ -37,6 +37,17 @@ class ChatTemplate {
                      const std::string& bos_token, const std::string& eos_token,
                      const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
+  // As apply_chat_template(continue_final_message=True): rendered with add_generation_prompt false,
+  // then cut right after the last message's content (a string), so that its end of turn is gone
+  // and the model goes on with the message. The content is found as transformers finds it: the
+  // last occurrence of its Python-stripped text; the cut keeps its trailing whitespace when the
+  // template kept it. Throws ChatTemplateError as render does, and when the last message has no
+  // string content or the rendered text does not hold it (a template that rewrites it).
+  std::string render_continuing(
+      const nlohmann::ordered_json& messages, const std::string& bos_token,
+      const std::string& eos_token,
+      const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
+
   // The budget of each render (jinja_limits.h): the defaults unless a test asks for others.
   void set_render_limits(jinja::RenderLimits limits) { limits_ = limits; }
 

@@ -43,7 +43,10 @@ constexpr const char* kChatBodyFields[] = {"messages",
                                            "top_logprobs",
                                            "ignore_eos",
                                            "tools",
-                                           "chat_template_kwargs"};
+                                           "chat_template_kwargs",
+                                           "documents",
+                                           "add_generation_prompt",
+                                           "continue_final_message"};
 
 // A batch line is its four fields: anything else beside them is no part of the convention.
 void refuse_unknown_envelope_fields(const json& object, const FieldSite& at) {

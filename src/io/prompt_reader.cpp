@@ -48,13 +48,23 @@ constexpr const char* kScoringFields[] = {
     "id",          "context",  "continuation", "max_tokens", "max_completion_tokens",
     "temperature", "top_k",    "top_p",        "min_p",      "seed",
     "stop",        "logprobs", "ignore_eos"};
-constexpr const char* kChatFields[] = {"id",          "messages",
-                                       "tools",       "chat_template_kwargs",
-                                       "max_tokens",  "max_completion_tokens",
-                                       "temperature", "top_k",
-                                       "top_p",       "min_p",
-                                       "seed",        "stop",
-                                       "logprobs",    "ignore_eos"};
+constexpr const char* kChatFields[] = {"id",
+                                       "messages",
+                                       "tools",
+                                       "chat_template_kwargs",
+                                       "documents",
+                                       "add_generation_prompt",
+                                       "continue_final_message",
+                                       "max_tokens",
+                                       "max_completion_tokens",
+                                       "temperature",
+                                       "top_k",
+                                       "top_p",
+                                       "min_p",
+                                       "seed",
+                                       "stop",
+                                       "logprobs",
+                                       "ignore_eos"};
 constexpr size_t kSniffBytes = size_t{4} << 20;
 constexpr const char* kByteOrderMark = "\xEF\xBB\xBF";
 

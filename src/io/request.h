@@ -50,9 +50,14 @@ struct Request {
   int n_context_tokens = 0;
   // A chat request: the conversation ([{"role", "content", ...}], keys in their given order) that
   // the model's chat template renders into the prompt, and what else the template is given
-  // ("tools", the keys of "chat_template_kwargs").
+  // ("tools", "documents", the keys of "chat_template_kwargs").
   std::optional<nlohmann::ordered_json> messages;
   nlohmann::ordered_json chat_variables = nlohmann::ordered_json::object();
+  // Hugging Face's apply_chat_template options: the assistant header after the conversation, or
+  // (continue_final_message, never with it) the last assistant message left open, its end of turn
+  // cut off, for the model to go on with it.
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
   std::string error;  // non-empty: the request is invalid; the message names the line
   // With error: the line is no request at all (not a JSON object, too long, a batch line's envelope
   // wrong, a repeated id), as against a request refused for its fields (an HTTP 400 in OpenAI's

@@ -65,6 +65,8 @@ constexpr ForeignField kForeignFields[] = {
     {"function_call", R"("none")"},
     // The prompt as tpllama builds it: BOS for a prompt, the template's own for a chat.
     {"add_special_tokens", "true", "false"},
+    // Read on chat requests (parse_chat_fields, with "documents" below); a completion or scoring
+    // request has no template to give them to.
     {"add_generation_prompt", "true"},
     {"continue_final_message", "false"},
     // Null only: any value asks for something tpllama does not do.

@@ -262,6 +262,61 @@ void normalize_content(nlohmann::ordered_json& message, const FieldSite& at, siz
   *content = text;
 }
 
+// "documents" (vLLM's and Hugging Face's, for retrieval-augmented templates): a list of objects,
+// the template's `documents` variable; the field named for it wins over a "documents" key of
+// chat_template_kwargs.
+void parse_documents(const nlohmann::ordered_json& object, const FieldSite& at, Request& req) {
+  auto documents = object.find("documents");
+  if (documents == object.end() || documents->is_null()) return;
+  const std::string name = at.name("documents");
+  if (!documents->is_array())
+    reject(at, "field '", name, "' must be a list of objects, got ",
+           describe_json(json(*documents)));
+  for (size_t i = 0; i < documents->size(); ++i)
+    if (!(*documents)[i].is_object())
+      reject(at, "field '", name, "[", i, "]' must be an object, got ",
+             describe_json(json((*documents)[i])));
+  req.chat_variables["documents"] = *documents;
+}
+
+bool parse_chat_bool(const nlohmann::ordered_json& object, const char* key, const FieldSite& at,
+                     bool fallback) {
+  auto v = object.find(key);
+  if (v == object.end() || v->is_null()) return fallback;
+  if (!v->is_boolean())
+    reject(at, "field '", at.name(key), "' must be true or false, got ", describe_json(json(*v)));
+  return v->get<bool>();
+}
+
+// add_generation_prompt (default true) and continue_final_message (default false). Continuing
+// needs an assistant message with text last, and add_generation_prompt false said outright: vLLM
+// refuses both true, and Hugging Face refuses continue_final_message beside vLLM's default true.
+void parse_generation_prompt(const nlohmann::ordered_json& object, const FieldSite& at,
+                             Request& req) {
+  req.add_generation_prompt = parse_chat_bool(object, "add_generation_prompt", at, true);
+  req.continue_final_message = parse_chat_bool(object, "continue_final_message", at, false);
+  if (!req.continue_final_message) return;
+  const std::string field = at.name("continue_final_message");
+  if (req.add_generation_prompt) {
+    const auto given = object.find("add_generation_prompt");
+    if (given != object.end() && !given->is_null())
+      reject(at, "fields '", field, "' and '", at.name("add_generation_prompt"),
+             "' are both true: a continued message opens no new turn, so use one");
+    reject(at, "field '", field, "' is true but '", at.name("add_generation_prompt"),
+           "' is not given, and it is true by default: give it as false (as vLLM requires)");
+  }
+  const nlohmann::ordered_json& last = req.messages->back();
+  const std::string where =
+      at.name("messages") + "[" + std::to_string(req.messages->size() - 1) + "]";
+  if (last["role"] != "assistant")
+    reject(at, "field '", field, "' is true but the last message ('", where, "') has role ",
+           describe_json(json(last["role"])), ": only an assistant message can be continued");
+  const auto content = last.find("content");
+  if (content == last.end() || !content->is_string())
+    reject(at, "field '", field, "' is true but the last message ('", where,
+           "') has no text content to continue");
+}
+
 }  // namespace
 
 const json* find_field(const json& object, const char* key) {
@@ -349,6 +404,8 @@ void parse_chat_fields(const nlohmann::ordered_json& object, const FieldSite& at
     for (auto it = kwargs->begin(); it != kwargs->end(); ++it)
       req.chat_variables[it.key()] = it.value();
   }
+  parse_documents(object, at, req);
+  parse_generation_prompt(object, at, req);
 }
 
 void parse_generation_fields(const json& object, const FieldSite& at,

@@ -48,8 +48,10 @@ bool parse_token_ids(const nlohmann::json& v, const FieldSite& at, const char* k
 // A chat request's fields, from its object parsed with keys in order (a template may print a
 // message or a tool with tojson): "messages", a non-empty list of objects, each with a string
 // "role" and a "content" that is a string, null, or a list of {"type": "text", "text"} parts
-// (joined with "\n", as vLLM does); "tools" (a list) and the keys of "chat_template_kwargs" (an
-// object) become template variables.
+// (joined with "\n", as vLLM does); "tools" (a list), "documents" (a list of objects) and the keys
+// of "chat_template_kwargs" (an object) become template variables; "add_generation_prompt" and
+// "continue_final_message" (booleans; continuing needs an assistant message last and
+// add_generation_prompt false).
 void parse_chat_fields(const nlohmann::ordered_json& object, const FieldSite& at, Request& req);
 
 // kIntegerOrBool: JSONL's "logprobs" (true: the chosen token only); kIntegerOnly: the completions

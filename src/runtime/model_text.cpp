@@ -207,7 +207,9 @@ std::string ModelText::render_chat(const Request& r) const {
         "chat_template.jinja): "
         "pass --chat-template FILE, or send a prompt instead of messages");
   try {
-    return chat_->render(*r.messages, /*add_generation_prompt=*/true, bos_token_, eos_token_,
+    if (r.continue_final_message)
+      return chat_->render_continuing(*r.messages, bos_token_, eos_token_, r.chat_variables);
+    return chat_->render(*r.messages, r.add_generation_prompt, bos_token_, eos_token_,
                          r.chat_variables);
   } catch (const ChatTemplateError& e) {
     throw PromptError(std::string("the chat template refused the conversation: ") + e.what());

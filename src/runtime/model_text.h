@@ -56,8 +56,9 @@ class ModelText {
   bool has_chat_template() const { return chat_ != nullptr; }
   const std::string& chat_template_source() const { return chat_source_; }
 
-  // A chat request's prompt: its messages rendered with the chat template (add_generation_prompt,
-  // bos_token, eos_token and the request's chat variables). Throws PromptError.
+  // A chat request's prompt: its messages rendered with the chat template (the request's
+  // add_generation_prompt, bos_token, eos_token and the request's chat variables), or with its last
+  // message left open (continue_final_message). Throws PromptError.
   std::string render_chat(const Request& r) const;
   // The tokens the model is given for r: its token ids as given; a chat request's rendered prompt
   // with its special tokens (no BOS added: the template writes it); else prefix, the prompt's

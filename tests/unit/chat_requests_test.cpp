@@ -121,6 +121,97 @@ TEST(ChatRequests, OpenAiChatLogprobFieldsFollowTheChatApi) {
   EXPECT_EQ(reqs[3].error, "line 4: missing required field 'body.messages'");
 }
 
+const char* kPrefill =
+    R"("messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Once"}])";
+
+TEST(ChatRequests, GenerationPromptOptionsAndDocumentsAreRead) {
+  const std::string docs = R"("documents": [{"title": "T", "text": "x"}])";
+  auto reqs = read(std::string("{") + kPrefill + "}\n" + "{" + kPrefill +
+                       R"(, "add_generation_prompt": false})"
+                       "\n" +
+                       "{" + kPrefill +
+                       R"(, "add_generation_prompt": false, "continue_final_message": true, )" +
+                       docs + "}\n",
+                   InputFormat::kJsonl);
+  ASSERT_EQ(reqs.size(), 3u);
+  for (const Request& r : reqs) ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_TRUE(reqs[0].add_generation_prompt);
+  EXPECT_FALSE(reqs[0].continue_final_message);
+  EXPECT_FALSE(reqs[0].chat_variables.contains("documents"));
+  EXPECT_FALSE(reqs[1].add_generation_prompt);
+  EXPECT_FALSE(reqs[1].continue_final_message);
+  EXPECT_FALSE(reqs[2].add_generation_prompt);
+  EXPECT_TRUE(reqs[2].continue_final_message);
+  EXPECT_EQ(reqs[2].chat_variables.dump(), R"({"documents":[{"title":"T","text":"x"}]})");
+
+  auto batch = read(chat_batch_line(std::string("{") + kPrefill +
+                                    R"(, "add_generation_prompt": false, )"
+                                    R"("continue_final_message": true, )" +
+                                    docs + "}"),
+                    InputFormat::kOpenAiBatch);
+  ASSERT_EQ(batch.size(), 1u);
+  ASSERT_TRUE(batch[0].error.empty()) << batch[0].error;
+  EXPECT_FALSE(batch[0].add_generation_prompt);
+  EXPECT_TRUE(batch[0].continue_final_message);
+  EXPECT_EQ(batch[0].chat_variables.dump(), R"({"documents":[{"title":"T","text":"x"}]})");
+}
+
+// The request's own documents win over a "documents" key of chat_template_kwargs.
+TEST(ChatRequests, DocumentsOverChatTemplateKwargs) {
+  auto reqs = read(std::string("{") + kPrefill +
+                       R"(, "chat_template_kwargs": {"documents": [], "x": 1}, )"
+                       R"("documents": [{"text": "mine"}]})"
+                       "\n",
+                   InputFormat::kJsonl);
+  ASSERT_TRUE(reqs[0].error.empty()) << reqs[0].error;
+  EXPECT_EQ(reqs[0].chat_variables.dump(), R"({"documents":[{"text":"mine"}],"x":1})");
+}
+
+TEST(ChatRequests, BadGenerationPromptOptionsAreErrorRecordsNamingFieldAndValue) {
+  const std::string user_last = R"("messages": [{"role": "user", "content": "Hi"}])";
+  const std::string silent_last =
+      R"("messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": null}])";
+  auto reqs = read(
+      std::string("{") + kPrefill + R"(, "add_generation_prompt": 0})" + "\n{" + kPrefill +
+          R"(, "continue_final_message": "yes"})" + "\n{" + kPrefill +
+          R"(, "add_generation_prompt": true, "continue_final_message": true})" + "\n{" + kPrefill +
+          R"(, "continue_final_message": true})" + "\n{" + user_last +
+          R"(, "add_generation_prompt": false, "continue_final_message": true})" + "\n{" +
+          silent_last + R"(, "add_generation_prompt": false, "continue_final_message": true})" +
+          "\n{" + kPrefill + R"(, "documents": {"text": "x"}})" + "\n{" + kPrefill +
+          R"(, "documents": [{"text": "x"}, "y"]})" + "\n",
+      InputFormat::kJsonl);
+  ASSERT_EQ(reqs.size(), 8u);
+  EXPECT_EQ(reqs[0].error, "line 1: field 'add_generation_prompt' must be true or false, got 0");
+  EXPECT_EQ(reqs[1].error,
+            "line 2: field 'continue_final_message' must be true or false, got \"yes\"");
+  EXPECT_EQ(reqs[2].error,
+            "line 3: fields 'continue_final_message' and 'add_generation_prompt' are both true: a "
+            "continued message opens no new turn, so use one");
+  EXPECT_EQ(reqs[3].error,
+            "line 4: field 'continue_final_message' is true but 'add_generation_prompt' is not "
+            "given, and it is true by default: give it as false (as vLLM requires)");
+  EXPECT_EQ(reqs[4].error,
+            "line 5: field 'continue_final_message' is true but the last message ('messages[0]') "
+            "has role \"user\": only an assistant message can be continued");
+  EXPECT_EQ(reqs[5].error,
+            "line 6: field 'continue_final_message' is true but the last message ('messages[1]') "
+            "has no text content to continue");
+  EXPECT_EQ(reqs[6].error,
+            "line 7: field 'documents' must be a list of objects, got {\"text\":\"x\"}");
+  EXPECT_EQ(reqs[7].error, "line 8: field 'documents[1]' must be an object, got \"y\"");
+  for (const Request& r : reqs) EXPECT_FALSE(r.line_failed) << r.error;
+
+  auto batch = read(chat_batch_line(std::string("{") + user_last +
+                                    R"(, "add_generation_prompt": false, )"
+                                    R"("continue_final_message": true})"),
+                    InputFormat::kOpenAiBatch);
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].error,
+            "line 1: field 'body.continue_final_message' is true but the last message "
+            "('body.messages[0]') has role \"user\": only an assistant message can be continued");
+}
+
 Result chat_result() {
   Result r;
   r.id = "c";

@@ -109,6 +109,48 @@ TEST_F(ModelTextTest, AChatPromptsSpecialTokenTextBecomesItsIdAndNoBosIsAdded) {
   EXPECT_EQ(std::vector<int>(got.begin(), got.end()), expected);
 }
 
+// The request's add_generation_prompt reaches the template; continue_final_message leaves the last
+// assistant message open: its end of turn (</s>, id 2) is gone from the text and the tokens.
+TEST_F(ModelTextTest, ARequestsGenerationPromptOptionsShapeItsPrompt) {
+  write("tokenizer_config.json",
+        {{"chat_template", std::string(kTemplate) + "{% if add_generation_prompt %}[NEXT]"
+                                                    "{% endif %}"},
+         {"bos_token", "<s>"},
+         {"eos_token", "</s>"}});
+  ModelText text(dir_, config_);
+  Request r = chat(json::array(
+      {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", "Once upon"}}}));
+  EXPECT_EQ(text.render_chat(r), "<s>[INST] Hi [/INST] Once upon </s>[NEXT]");
+  r.add_generation_prompt = false;
+  EXPECT_EQ(text.render_chat(r), "<s>[INST] Hi [/INST] Once upon </s>");
+  r.continue_final_message = true;
+  EXPECT_EQ(text.render_chat(r), "<s>[INST] Hi [/INST] Once upon");
+  std::vector<int> expected = {1};
+  for (int id : sp("[INST] Hi [/INST] Once upon")) expected.push_back(id);
+  int n_context = 0;
+  const std::vector<int32_t> got = text.encode(r, &n_context);
+  EXPECT_EQ(std::vector<int>(got.begin(), got.end()), expected);
+  EXPECT_EQ(text.stop_ids(), (std::vector<int>{2}));  // the model's stop ids, as for any request
+}
+
+TEST_F(ModelTextTest, AContinuationTheTemplateCannotShowIsThatRequestsPromptError) {
+  std::ofstream(dir_ + "/upper.jinja")
+      << "{% for m in messages %}{{ m.content | upper }}{% endfor %}";
+  ModelText text(dir_, config_, dir_ + "/upper.jinja");
+  Request r = chat(json::array(
+      {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", "Once upon"}}}));
+  r.add_generation_prompt = false;
+  r.continue_final_message = true;
+  int n_context = 0;
+  try {
+    text.encode(r, &n_context);
+    FAIL() << "no PromptError";
+  } catch (const PromptError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not appear in the rendered chat"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(ModelTextTest, TemplateSourcesInHuggingFacesOrder) {
   // A list of named templates: "default" is the one.
   write("tokenizer_config.json",

@@ -67,13 +67,16 @@ TEST(RequestFieldPolicy, UnimplementedFieldsAreTakenAtTheirDefaultOrNull) {
       R"( "priority": 0, "response_format": {"type": "text"}, "suffix": null,)"
       R"( "guided_json": null, "structured_outputs": null, "prompt_logprobs": null)";
   const std::string chat =
-      R"(, "add_generation_prompt": true, "continue_final_message": false,)"
+      R"(, "add_generation_prompt": true, "continue_final_message": false, "documents": null,)"
       R"( "tool_choice": "none", "modalities": ["text"], "reasoning_effort": null)";
-  expect_taken_quietly(prompt_line(both + R"(, "add_special_tokens": true)") +
-                           chat_line(both + chat + R"(, "add_special_tokens": false)") +
-                           R"({"context": "a", "continuation": "b", "add_special_tokens": true})"
-                           "\n",
-                       InputFormat::kJsonl);
+  const std::string neutral_chat_options =
+      R"(, "add_generation_prompt": true, "continue_final_message": false, "documents": null)";
+  expect_taken_quietly(
+      prompt_line(both + R"(, "add_special_tokens": true)" + neutral_chat_options) +
+          chat_line(both + chat + R"(, "add_special_tokens": false)") +
+          R"({"context": "a", "continuation": "b", "add_special_tokens": true})"
+          "\n",
+      InputFormat::kJsonl);
   expect_taken_quietly(batch_line("/v1/completions", R"({"prompt": "p", )" + both +
                                                          R"(, "add_special_tokens": true})") +
                            batch_line("/v1/chat/completions",
@@ -99,14 +102,20 @@ TEST(RequestFieldPolicy, FieldsThatWouldChangeTheOutputAreErrorRecordsNamingThem
        "\n",
        "line 1: field 'min_tokens' is 5: a scoring request scores the model's own distribution "
        "(only 0, which has no effect)"},
-      {chat_line(R"("continue_final_message": true)"),
+      // A chat request reads these three (chat_requests_test.cpp); no other request has a
+      // template to give them to.
+      {prompt_line(R"("continue_final_message": true)"),
        "line 1: field 'continue_final_message' is true: tpllama does not support it (only false, "
        "which has no "
        "effect)"},
-      {chat_line(R"("add_generation_prompt": false)"),
+      {prompt_line(R"("add_generation_prompt": false)"),
        "line 1: field 'add_generation_prompt' is false: tpllama does not support it (only true, "
        "which has no "
        "effect)"},
+      {R"({"context": "a", "continuation": "b", "documents": [{"text": "d"}]})"
+       "\n",
+       R"(line 1: field 'documents' is [{"text":"d"}]: tpllama does not support it (only null, )"
+       "which has no effect)"},
       {R"({"context": "a", "continuation": "b", "skip_special_tokens": false})"
        "\n",
        "line 1: field 'skip_special_tokens' is false: a scoring request scores the model's own "
@@ -167,6 +176,12 @@ TEST(RequestFieldPolicy, BatchBodiesRefuseTheSameFieldsAndTheOtherEndpointsOnes)
        "line 1: unknown field 'body.messages' for a completion request: refused, as ignoring it "
        "could change the "
        "output"},
+      {batch_line("/v1/completions", R"({"prompt": "p", "continue_final_message": true})"),
+       "line 1: field 'body.continue_final_message' is true: tpllama does not support it (only "
+       "false, which has no effect)"},
+      {batch_line("/v1/completions", R"({"prompt": "p", "documents": []})"),
+       "line 1: field 'body.documents' is []: tpllama does not support it (only null, which has no "
+       "effect)"},
       {batch_line("/v1/chat/completions",
                   R"({"messages": [{"role": "user", "content": "Hi"}], "prompt": "p"})"),
        "line 1: unknown field 'body.prompt' for a chat request: refused, as ignoring it could "
