@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "core/sampling_params.h"
@@ -28,10 +27,12 @@ class PenaltyCounts {
 
  private:
   struct Count {
+    int32_t token = 0;
     int32_t generated = 0;
     bool in_prompt = false;
   };
-  std::unordered_map<int32_t, Count> counts_;
+  // By token: the edits come out in token order, with no sort per step.
+  std::vector<Count> counts_;
   bool counting_ = false;
 };
 
