@@ -12,22 +12,15 @@
 #include <vector>
 
 #include "chat/chat_template.h"
+#include "test_util.h"
 
 namespace tpllama {
 namespace {
 
 using nlohmann::ordered_json;
 
-const std::filesystem::path kChatData =
-    std::filesystem::path(__FILE__).parent_path() / "../data/chat";
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+const std::filesystem::path kChatData = testing_util::kTestData / "chat";
+using testing_util::read_whole_file;
 
 std::vector<ordered_json> option_lines() {
   std::ifstream in(kChatData / "chat_options.jsonl");
@@ -42,7 +35,8 @@ std::string render_line(const ordered_json& r) {
   const std::string name = r["template"].get<std::string>();
   auto it = cache.find(name);
   if (it == cache.end())
-    it = cache.emplace(name, ChatTemplate(read_file(kChatData / "templates" / name), name)).first;
+    it = cache.emplace(name, ChatTemplate(read_whole_file(kChatData / "templates" / name), name))
+             .first;
   ChatTemplate candidate = it->second;
   candidate.set_clock_for_tests(r["clock"].get<std::time_t>());
   ordered_json extra = r["extra"];

@@ -2,6 +2,7 @@
 // scripts/oracles/render_chat_templates.py, never by this code) rendered and compared byte for
 // byte.
 #include "chat/chat_template.h"
+#include "test_util.h"
 
 #include <chrono>
 #include <filesystem>
@@ -16,16 +17,8 @@
 namespace tpllama {
 namespace {
 
-const std::filesystem::path kChatData =
-    std::filesystem::path(__FILE__).parent_path() / "../data/chat";
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+const std::filesystem::path kChatData = testing_util::kTestData / "chat";
+using testing_util::read_whole_file;
 
 std::vector<nlohmann::ordered_json> renderings() {
   std::ifstream in(kChatData / "renderings.jsonl");
@@ -40,7 +33,7 @@ const ChatTemplate& template_named(const std::string& name) {
   auto it = cache.find(name);
   if (it == cache.end()) {
     const std::filesystem::path path = kChatData / "templates" / name;
-    it = cache.emplace(name, ChatTemplate(read_file(path), path.string())).first;
+    it = cache.emplace(name, ChatTemplate(read_whole_file(path), path.string())).first;
   }
   return it->second;
 }
@@ -177,8 +170,8 @@ TEST(ChatTemplate, CopiesShareTheParsedTemplate) {
 }
 
 TEST(ChatTemplate, RendersAFewMessagesWellUnderAMillisecond) {
-  const ChatTemplate t(read_file(kChatData / "templates/meta-llama-Llama-3.1-8B-Instruct.jinja"),
-                       "llama31");
+  const ChatTemplate t(
+      read_whole_file(kChatData / "templates/meta-llama-Llama-3.1-8B-Instruct.jinja"), "llama31");
   const auto messages = nlohmann::ordered_json::parse(
       R"([{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "Hi"},
           {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "How are you?"}])");
@@ -303,7 +296,7 @@ TEST(ChatTemplate, RealTemplatesRenderLongConversationsInAHundredthOfTheBudget) 
     if (!std::filesystem::is_directory(dir)) continue;
     for (const auto& entry : std::filesystem::directory_iterator(dir)) {
       if (entry.path().extension() != ".jinja") continue;
-      ChatTemplate t(read_file(entry.path()), entry.path().filename().string());
+      ChatTemplate t(read_whole_file(entry.path()), entry.path().filename().string());
       jinja::RenderLimits limits = defaults;
       const std::int64_t steps =
           least_budget(t, messages, extra, defaults.max_steps, [&](std::int64_t n) {

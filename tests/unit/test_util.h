@@ -5,6 +5,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -57,6 +60,18 @@ inline size_t count_occurrences(const std::string& haystack, const std::string& 
        at = haystack.find(needle, at + 1))
     ++n;
   return n;
+}
+
+// tests/data, from the build's definition (a path the compiler's __FILE__ may make relative).
+inline const std::filesystem::path kTestData = TPLLAMA_TEST_DATA_DIR;
+
+// A whole file; throws naming it when it cannot be read.
+inline std::string read_whole_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace tpllama::testing_util
