@@ -162,6 +162,9 @@ std::vector<std::string> run_warnings(const RunOptions& o, const RunSummary& sum
 }  // namespace
 
 int run_command(const RunOptions& o, const MpiSession& mpi) {
+  if (o.defaults.n > o.session.engine.max_seqs)
+    fail("--n ", o.defaults.n, " is more than --max-seqs ", o.session.engine.max_seqs,
+         ": a request's samples run at once, one sequence each; raise --max-seqs");
   TraceRecorder trace(!o.trace.empty());  // before the session: its communicators record into it
   OutputHolds holds;                      // rank 0's: every file the run writes, from its start
   Session session(mpi, o.session, [&](const Session& s) {

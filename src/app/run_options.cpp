@@ -52,6 +52,11 @@ void add_run_command(CLI::App& app, RunOptions& o) {
                   "Base seed; each request's stream derives from it and its line number")
       ->capture_default_str()
       ->check(unsigned_64());
+  run->add_option("--n", o.defaults.n,
+                  "Samples per request (requests may override with n), sharing its prompt's KV "
+                  "cache: one record with n choices; at most --max-seqs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxSamples));
   run->add_option("--max-seqs", o.session.engine.max_seqs, "Sequences in flight at once")
       ->capture_default_str()
       ->check(at_least(1));

@@ -98,6 +98,9 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes,
       {"elapsed_seconds", s.seconds},
       {"requests_per_second", static_cast<double>(s.records.requests) / secs},
       {"prompt_tokens", s.prompt_tokens},
+      // Prompt positions the forward computed: a prefix cache hit and the prompt a request's n
+      // samples share are not computed, a preempted sequence's are again.
+      {"prompt_tokens_computed", s.phases.prefill_step_tokens},
       {"generated_tokens", s.generated_tokens},
       {"output_tokens_per_second", static_cast<double>(s.generated_tokens) / secs},
       {"output_tokens_per_second_per_rank",

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/splitmix64.h"
+
 namespace tpllama {
 
 // How a row's token is drawn from its logits (after the LogitRules' edits).
@@ -16,6 +18,13 @@ struct SamplingParams {
   double min_p = 0.0;        // 0: off; keeps tokens with p >= min_p * p_max
   uint64_t seed = 0;         // the request's own random stream
 };
+
+// The random stream of sample `index` of a request of n samples: sample 0 draws from the request's
+// own seed (so n = 1 is a request like any other), sample k > 0 from splitmix64(seed ^ k * gamma),
+// which a request of n = 1 may be given as its seed to reproduce sample k alone.
+inline uint64_t sample_seed(uint64_t seed, int index) {
+  return index == 0 ? seed : splitmix64(seed ^ (static_cast<uint64_t>(index) * kSplitmix64Gamma));
+}
 
 // What changes a row's logits before it is drawn from, in vLLM's order: logit_bias is added, then
 // repetition_penalty divides a positive logit and multiplies a negative one of every token of the

@@ -29,7 +29,7 @@ constexpr const char* kTopFields[] = {"custom_id", "method", "url", "body"};
 // What each body reads; request_field_policy decides on any other field ("model" among them).
 constexpr const char* kBodyFields[] = {"prompt",   "max_tokens", "temperature", "top_k",
                                        "top_p",    "min_p",      "seed",        "stop",
-                                       "logprobs", "ignore_eos"};
+                                       "logprobs", "ignore_eos", "echo"};
 constexpr const char* kChatBodyFields[] = {"messages",
                                            "max_tokens",
                                            "max_completion_tokens",
@@ -141,21 +141,40 @@ ordered_json chat_logprobs_json(const std::vector<TokenLogprob>& logprobs) {
   return {{"content", std::move(content)}};
 }
 
+// One choice of a response body: a chat message or a completion's text.
+ordered_json choice_json(bool chat, int index, const std::string& text,
+                         const std::string& finish_reason, const json& stop_reason,
+                         const std::optional<std::vector<TokenLogprob>>& logprobs,
+                         const std::optional<std::vector<PositionLogprobs>>& prompt_logprobs) {
+  ordered_json choice;
+  choice["index"] = index;
+  if (chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+    choice["logprobs"] = logprobs ? chat_logprobs_json(*logprobs) : ordered_json(nullptr);
+    choice["finish_reason"] = finish_reason;
+    choice["stop_reason"] = stop_reason;  // vLLM's: the stop string or id, else null
+  } else {
+    choice["text"] = text;
+    choice["finish_reason"] = finish_reason;
+    choice["stop_reason"] = stop_reason;
+    choice["logprobs"] = logprobs ? logprobs_to_json(*logprobs) : ordered_json(nullptr);
+    // vLLM's, on each choice of a completion (a chat's are the body's).
+    if (prompt_logprobs) choice["prompt_logprobs"] = prompt_logprobs_to_json(*prompt_logprobs);
+  }
+  return choice;
+}
+
 ordered_json completion_body(const Result& r, const std::string& hex, const RecordOrigin& origin,
                              int64_t created) {
-  ordered_json choice;
-  choice["index"] = 0;
-  if (r.chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", r.text}};
-    choice["logprobs"] = r.logprobs ? chat_logprobs_json(*r.logprobs) : ordered_json(nullptr);
-    choice["finish_reason"] = r.finish_reason;
-    choice["stop_reason"] = r.stop_reason;  // vLLM's: the stop string or id, else null
-  } else {
-    choice["text"] = r.text;
-    choice["finish_reason"] = r.finish_reason;
-    choice["stop_reason"] = r.stop_reason;
-    choice["logprobs"] = r.logprobs ? logprobs_to_json(*r.logprobs) : ordered_json(nullptr);
-  }
+  ordered_json choices = ordered_json::array();
+  if (r.choices.empty())
+    choices.push_back(choice_json(r.chat, 0, r.text, r.finish_reason, r.stop_reason, r.logprobs,
+                                  r.prompt_logprobs));
+  for (const Choice& c : r.choices)
+    choices.push_back(choice_json(r.chat, c.index, c.text, c.finish_reason, c.stop_reason,
+                                  c.logprobs, c.prompt_logprobs));
+  const auto& prompt_logprobs =
+      r.choices.empty() ? r.prompt_logprobs : r.choices[0].prompt_logprobs;
   ordered_json body;
   body["id"] = (r.chat ? "chatcmpl-" : "cmpl-") + hex;
   body["object"] = r.chat ? "chat.completion" : "text_completion";
@@ -164,8 +183,10 @@ ordered_json completion_body(const Result& r, const std::string& hex, const Reco
   body["system_fingerprint"] = origin.system_fingerprint.empty()
                                    ? ordered_json(nullptr)
                                    : ordered_json(origin.system_fingerprint);
-  body["choices"] = ordered_json::array({choice});
+  body["choices"] = std::move(choices);
   body["usage"] = usage_json(r);
+  if (r.chat && prompt_logprobs)
+    body["prompt_logprobs"] = prompt_logprobs_to_json(*prompt_logprobs);
   return body;
 }
 
@@ -236,6 +257,11 @@ ordered_json logprobs_to_json(const std::vector<TokenLogprob>& logprobs) {
     offsets.push_back(offset);
     offset += code_points(t.token);
     tokens.push_back(t.token);
+    if (t.null) {  // an echoed prompt's first token: nothing before it to predict it
+      values.push_back(nullptr);
+      tops.push_back(nullptr);
+      continue;
+    }
     values.push_back(t.logprob);
     // Two token ids can decode to the same text; keep the first (most likely) of them.
     ordered_json top = ordered_json::object();
@@ -249,6 +275,20 @@ ordered_json logprobs_to_json(const std::vector<TokenLogprob>& logprobs) {
   j["top_logprobs"] = std::move(tops);
   j["text_offset"] = std::move(offsets);
   return j;
+}
+
+ordered_json prompt_logprobs_to_json(const std::vector<PositionLogprobs>& positions) {
+  ordered_json list = ordered_json::array({nullptr});
+  for (const PositionLogprobs& at : positions) {
+    ordered_json tokens = ordered_json::object();
+    for (const RankedLogprob& t : at) {
+      const std::string key = std::to_string(t.token);
+      if (tokens.contains(key)) continue;  // the prompt's token among the most likely
+      tokens[key] = {{"logprob", t.logprob}, {"rank", t.rank}, {"decoded_token", t.text}};
+    }
+    list.push_back(std::move(tokens));
+  }
+  return list;
 }
 
 ordered_json openai_batch_record(const Result& r, const RecordOrigin& origin, int64_t created) {

@@ -26,8 +26,13 @@ std::string openai_request_hex(const Result& r);
 
 // The legacy completions layout: {"tokens", "token_logprobs", "top_logprobs": [{token: lp}],
 // "text_offset"}, text_offset[i] being where token i's text starts in the text (in code points, as
-// Python counts them: the sum of the earlier tokens' lengths).
+// Python counts them: the sum of the earlier tokens' lengths); an echoed prompt's first token has
+// null for its logprob and its top ones.
 nlohmann::ordered_json logprobs_to_json(const std::vector<TokenLogprob>& logprobs);
+
+// vLLM's prompt_logprobs: [null, then for each later prompt position {"<token id>": {"logprob",
+// "rank", "decoded_token"}}, the prompt's own token first, then the most likely ones].
+nlohmann::ordered_json prompt_logprobs_to_json(const std::vector<PositionLogprobs>& positions);
 
 // What a response body says made it: "model" (--served-model-name, else the model directory's
 // name) and "system_fingerprint" (the weights and how they are held; "" writes null).

@@ -43,7 +43,8 @@ using request_fields::RequestKind;
 constexpr const char* kPromptFields[] = {
     "id",          "prompt", "max_tokens", "max_completion_tokens",
     "temperature", "top_k",  "top_p",      "min_p",
-    "seed",        "stop",   "logprobs",   "ignore_eos"};
+    "seed",        "stop",   "logprobs",   "ignore_eos",
+    "echo"};
 constexpr const char* kScoringFields[] = {
     "id",          "context",  "continuation", "max_tokens", "max_completion_tokens",
     "temperature", "top_k",    "top_p",        "min_p",      "seed",
@@ -188,6 +189,7 @@ void parse_fields(const json& object, const std::string& line, Request& req) {
     request_fields::parse_chat_fields(nlohmann::ordered_json::parse(line), at, req);
   } else if (kind == RequestKind::kScoring) {
     req.scoring = true;
+    req.n = 1;  // a score is one number (--n samples completions and chats)
     req.context = parse_string(object, at, "context");
     req.continuation = parse_string(object, at, "continuation");
     if (req.continuation.empty())
@@ -326,6 +328,7 @@ Request PromptReader::start_request() const {
   req.max_tokens = defaults_.max_tokens;
   req.sampling = defaults_.sampling;
   req.sampling.seed = derive_seed(defaults_.seed, lines_read_);
+  req.n = defaults_.n;
   return req;
 }
 

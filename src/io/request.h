@@ -20,9 +20,11 @@ struct RequestDefaults {
   int max_tokens = 256;
   SamplingParams sampling;
   uint64_t seed = 0;  // base for the per-request seeds (see PromptReader)
+  int n = 1;          // samples per completion or chat request
 };
 
 constexpr int kMaxLogprobs = 20;
+constexpr int kMaxSamples = 128;  // a request's n, at most
 
 struct Request {
   // As given (string or number); default: the 1-based line number. Null for a JSON line whose id
@@ -40,6 +42,15 @@ struct Request {
   bool skip_special_tokens = true;          // false: control tokens' pieces are part of the text
   bool ignore_eos = false;  // generate max_tokens whatever the model's stop ids say (benchmarks)
   int logprobs = -1;  // -1: not requested; 0..kMaxLogprobs: chosen token plus that many top ones
+  // Completions: the prompt's text is written before the completion's; with logprobs, the prompt
+  // tokens' log-probabilities come first in them (the first null), as OpenAI's legacy API does.
+  bool echo = false;
+  // vLLM's prompt_logprobs: -1 none; k >= 0: each prompt token's log-probability, rank and the k
+  // most likely tokens at its position (the first token: null).
+  int prompt_logprobs = -1;
+  // Samples of the prompt (1..kMaxSamples): they share its KV cache and make one record of n
+  // choices; sample k draws from the stream sample_seed(sampling.seed, k).
+  int n = 1;
   // Scoring requests ({"context", "continuation"}): no generation; the log-probability of the
   // continuation given the context. token_ids, when set, are used as they are: the prompt of a
   // generation request (benchmarks), or a scoring window whose first n_context_tokens are context.
@@ -72,7 +83,19 @@ struct TokenLogprob {
   std::string token;
   double logprob = 0;
   std::vector<std::pair<std::string, double>> top;
+  bool null = false;  // the first prompt token of an echo: no log-probability (written null)
 };
+
+// One token at a prompt position as vLLM's prompt_logprobs lists it: its id, text, log-probability
+// and rank (1 + the tokens more likely than it).
+struct RankedLogprob {
+  int32_t token = 0;
+  std::string text;
+  double logprob = 0;
+  int rank = 0;
+};
+// A prompt position's: the prompt's own token first, then the most likely ones, best first.
+using PositionLogprobs = std::vector<RankedLogprob>;
 
 // The answer to a scoring request.
 struct ScoreResult {
@@ -80,6 +103,17 @@ struct ScoreResult {
   bool is_greedy = true;               // every continuation token was the argmax
   int n_tokens = 0;                    // continuation tokens
   std::vector<double> token_logprobs;  // filled when the request asked for logprobs
+};
+
+// One of the n samples of a request, as a record's "choices" lists it.
+struct Choice {
+  int index = 0;
+  std::string text;
+  int completion_tokens = 0;
+  std::string finish_reason;
+  nlohmann::json stop_reason = nullptr;
+  std::optional<std::vector<TokenLogprob>> logprobs = std::nullopt;
+  std::optional<std::vector<PositionLogprobs>> prompt_logprobs = std::nullopt;
 };
 
 struct Result {
@@ -97,8 +131,17 @@ struct Result {
   // initialisations that stop at error free of -Wmissing-field-initializers.
   std::optional<std::vector<TokenLogprob>> logprobs = std::nullopt;
   std::optional<ScoreResult> score = std::nullopt;  // set for scoring requests
+  // prompt_logprobs: each prompt position's after the first (written after a leading null).
+  std::optional<std::vector<PositionLogprobs>> prompt_logprobs = std::nullopt;
   bool line_failed = false;  // an error record of a line that is no request (Request::line_failed)
+  // A request of n > 1 samples: every one, by index (join_samples); text, stop_reason and logprobs
+  // above are then unused, completion_tokens is their sum and finish_reason the first one's.
+  std::vector<Choice> choices = {};
 };
+
+// The record of a request of n > 1 samples from each sample's own (samples[k] is sample k): the
+// prompt counted once, the completions summed. An error record when any sample failed.
+Result join_samples(std::vector<Result> samples);
 
 // Canonical text of an id (its compact JSON), so "7" and 7 stay distinct and an id read back from
 // an output file matches the request it came from. Never throws on invalid UTF-8.

@@ -21,6 +21,7 @@ struct ForeignField {
   const char* name;
   const char* neutral;
   const char* chat_neutral = nullptr;
+  const char* instead = nullptr;  // what a request asks for in its place
 };
 
 constexpr ForeignField kForeignFields[] = {
@@ -38,8 +39,8 @@ constexpr ForeignField kForeignFields[] = {
     {"safety_identifier", kAny},
     {"prompt_cache_key", kAny},
     {"cache_salt", kAny},
-    // parse_logit_rules's fields, read for completions and chats (kLogitRuleFields): a scoring
-    // request takes them only at the value that changes nothing.
+    // parse_generation_fields's own, read for completions and chats (kGenerationFields): a
+    // scoring request takes them only at the value that changes nothing.
     {"presence_penalty", "0"},
     {"frequency_penalty", "0"},
     {"repetition_penalty", "1"},
@@ -49,11 +50,13 @@ constexpr ForeignField kForeignFields[] = {
     {"include_stop_str_in_output", "false"},
     {"skip_special_tokens", "true"},  // special tokens add no text (src/README.md, Requests)
     {"spaces_between_special_tokens", "true"},
+    {"n", "1"},
+    {"prompt_logprobs", ""},
     // Sampling and output controls tpllama lacks, at the default that leaves the text unchanged.
     {"length_penalty", "1"},
-    {"best_of", "1"},
-    {"n", "1"},
-    {"echo", "false"},
+    {"best_of", "1", nullptr,
+     "; ask for samples with 'n' (vLLM's V1 engine dropped best_of for it too)"},
+    {"echo", "false"},  // read on completions (the readers' field lists)
     {"use_beam_search", "false"},
     {"bad_words", "[]"},
     {"return_tokens_as_token_ids", "false"},
@@ -72,7 +75,6 @@ constexpr ForeignField kForeignFields[] = {
     // Null only: any value asks for something tpllama does not do.
     {"suffix", ""},
     {"functions", ""},
-    {"prompt_logprobs", ""},
     {"truncate_prompt_tokens", ""},
     {"allowed_token_ids", ""},
     {"logits_processors", ""},
@@ -123,9 +125,10 @@ void refuse_unread_fields(const json& object, const FieldSite& at,
     const std::string& key = it.key();
     const auto is_key = [&](const char* k) { return key == k; };
     if (std::find_if(read.begin(), read.end(), is_key) != read.end()) continue;
-    const bool logit_rule = std::find_if(std::begin(kLogitRuleFields), std::end(kLogitRuleFields),
-                                         is_key) != std::end(kLogitRuleFields);
-    if (logit_rule && kind != RequestKind::kScoring) continue;
+    const bool generation_only =
+        std::find_if(std::begin(kGenerationFields), std::end(kGenerationFields), is_key) !=
+        std::end(kGenerationFields);
+    if (generation_only && kind != RequestKind::kScoring) continue;
     const ForeignField* field = find_foreign(key);
     if (field == nullptr)
       reject(at, "unknown field '", at.name(key.c_str()), "' for ", kind_name(kind),
@@ -135,12 +138,13 @@ void refuse_unread_fields(const json& object, const FieldSite& at,
         kind == RequestKind::kChat && field->chat_neutral ? field->chat_neutral : field->neutral;
     const json neutral = *text == '\0' ? json(nullptr) : json::parse(text);
     if (same_value(*it, neutral)) continue;
-    if (logit_rule)
+    if (generation_only)
       reject(at, "field '", at.name(key.c_str()), "' is ", describe_json(*it),
              ": a scoring request scores the model's own distribution (only ", neutral.dump(),
              ", which has no effect)");
     reject(at, "field '", at.name(key.c_str()), "' is ", describe_json(*it),
-           ": tpllama does not support it (only ", neutral.dump(), ", which has no effect)");
+           ": tpllama does not support it (only ", neutral.dump(), ", which has no effect)",
+           field->instead ? field->instead : "");
   }
 }
 

@@ -17,7 +17,7 @@ namespace tpllama::request_fields {
 enum class RequestKind { kPrompt, kScoring, kChat };
 
 // Throws BadLine for the first field of `object` (in key order) that is not one of `read` (the
-// fields the format reads for this kind of request), nor of kLogitRuleFields (read by every kind
+// fields the format reads for this kind of request), nor of kGenerationFields (read by every kind
 // but scoring), and not one that changes nothing at the value
 // given. A field given as null counts as absent when it is one of OpenAI's or vLLM's.
 void refuse_unread_fields(const nlohmann::json& object, const FieldSite& at,

@@ -430,6 +430,22 @@ void parse_generation_fields(const json& object, const FieldSite& at,
   req.stop = parse_stop(object, at);
   parse_logprobs(object, at, logprobs_syntax, req);
   parse_logit_rules(object, at, req);
+  // Completions only (the readers' field lists): chat and scoring requests take echo false only.
+  req.echo = parse_bool(object, "echo", at, req.echo);
+  if (const json* v = find_field(object, "prompt_logprobs")) {
+    int64_t k = 0;
+    if (!integer_in_range(*v, 0, kMaxLogprobs, &k))
+      reject(at, "field '", at.name("prompt_logprobs"), "' must be an integer in [0, ",
+             kMaxLogprobs, "], got ", describe_json(*v));
+    req.prompt_logprobs = static_cast<int>(k);
+  }
+  if (const json* v = find_field(object, "n")) {
+    int64_t n = 0;
+    if (!integer_in_range(*v, 1, kMaxSamples, &n))
+      reject(at, "field '", at.name("n"), "' must be an integer from 1 to ", kMaxSamples, ", got ",
+             describe_json(*v));
+    req.n = static_cast<int>(n);
+  }
 }
 
 }  // namespace tpllama::request_fields

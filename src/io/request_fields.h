@@ -58,19 +58,23 @@ void parse_chat_fields(const nlohmann::ordered_json& object, const FieldSite& at
 // body's; kChat: the chat completions body's "logprobs": true with "top_logprobs": n.
 enum class LogprobsSyntax { kIntegerOrBool, kIntegerOnly, kChat };
 
-// The fields of a request's LogitRules and vLLM's stop and detokenization options, which
-// parse_generation_fields reads too.
-inline constexpr const char* kLogitRuleFields[] = {"presence_penalty",
-                                                   "frequency_penalty",
-                                                   "repetition_penalty",
-                                                   "logit_bias",
-                                                   "min_tokens",
-                                                   "stop_token_ids",
-                                                   "include_stop_str_in_output",
-                                                   "skip_special_tokens",
-                                                   "spaces_between_special_tokens"};
+// The fields parse_generation_fields reads besides the sampling ones: a request's LogitRules,
+// vLLM's stop and detokenization options and its sample count, which only completions and chats
+// take (a scoring request only at the value that changes nothing).
+inline constexpr const char* kGenerationFields[] = {"presence_penalty",
+                                                    "frequency_penalty",
+                                                    "repetition_penalty",
+                                                    "logit_bias",
+                                                    "min_tokens",
+                                                    "stop_token_ids",
+                                                    "include_stop_str_in_output",
+                                                    "skip_special_tokens",
+                                                    "spaces_between_special_tokens",
+                                                    "n",
+                                                    "prompt_logprobs"};
 
-// max_tokens, temperature, top_k, top_p, min_p, seed, stop, logprobs and kLogitRuleFields,
+// max_tokens, temperature, top_k, top_p, min_p, seed, stop, logprobs, echo (which only the
+// completions' field lists name) and kGenerationFields,
 // overriding req's values (fields it does not read are refuse_unread_fields's,
 // request_field_policy.h).
 void parse_generation_fields(const nlohmann::json& object, const FieldSite& at,

@@ -19,6 +19,28 @@
 
 namespace tpllama {
 
+namespace {
+
+// A request of n samples: each choice as {"index", "text", "completion_tokens", "finish_reason"},
+// with "stop_reason" when not null and "logprobs" when asked for.
+nlohmann::ordered_json choices_to_json(const std::vector<Choice>& choices) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const Choice& c : choices) {
+    nlohmann::ordered_json j;
+    j["index"] = c.index;
+    j["text"] = c.text;
+    j["completion_tokens"] = c.completion_tokens;
+    j["finish_reason"] = c.finish_reason;
+    if (!c.stop_reason.is_null()) j["stop_reason"] = c.stop_reason;
+    if (c.logprobs) j["logprobs"] = logprobs_to_json(*c.logprobs);
+    if (c.prompt_logprobs) j["prompt_logprobs"] = prompt_logprobs_to_json(*c.prompt_logprobs);
+    list.push_back(std::move(j));
+  }
+  return list;
+}
+
+}  // namespace
+
 std::string result_to_json_line(const Result& r, OutputFormat format, const RecordOrigin& origin) {
   nlohmann::ordered_json j;
   if (format == OutputFormat::kOpenAiBatch) {
@@ -35,6 +57,12 @@ std::string result_to_json_line(const Result& r, OutputFormat format, const Reco
       if (!r.score->token_logprobs.empty()) j["token_logprobs"] = r.score->token_logprobs;
       return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + '\n';
     }
+    if (!r.choices.empty()) {  // n samples: {"id", "choices", "prompt_tokens", "completion_tokens"}
+      j["choices"] = choices_to_json(r.choices);
+      j["prompt_tokens"] = r.prompt_tokens;
+      j["completion_tokens"] = r.completion_tokens;
+      return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + '\n';
+    }
     j["text"] = r.text;
     j["prompt_tokens"] = r.prompt_tokens;
     j["completion_tokens"] = r.completion_tokens;
@@ -45,6 +73,7 @@ std::string result_to_json_line(const Result& r, OutputFormat format, const Reco
       if (r.line > 0) j["line"] = r.line;
     }
     if (r.logprobs) j["logprobs"] = logprobs_to_json(*r.logprobs);
+    if (r.prompt_logprobs) j["prompt_logprobs"] = prompt_logprobs_to_json(*r.prompt_logprobs);
   }
   // Generated text can end mid-codepoint (or the model emits raw bytes); never lose the record.
   std::string line = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);

@@ -71,7 +71,10 @@ void write_json_file(const std::string& path, const nlohmann::json& j, const cha
 bool locked_by_another_writer(const std::string& path);
 
 // kJsonl: {"id","text","prompt_tokens","completion_tokens","finish_reason"} in that order, plus
-// "error" only when finish_reason is "error" and "logprobs" only when r.logprobs is set.
+// "stop_reason" when not null, "error" only when finish_reason is "error" and "logprobs" only when
+// r.logprobs is set; a request of n > 1 samples: {"id","choices","prompt_tokens",
+// "completion_tokens"}, each choice {"index","text","completion_tokens","finish_reason"} with its
+// own "stop_reason" and "logprobs" likewise.
 // kOpenAiBatch: {"id": "batch_req_<hex>", "custom_id", "response", "error"} (see openai_batch.h).
 // Invalid UTF-8 becomes U+FFFD. Ends with '\n'.
 std::string result_to_json_line(const Result& r, OutputFormat format = OutputFormat::kJsonl,

@@ -47,10 +47,30 @@ void KvCache::append_block(int slot, int block) {
   TPLLAMA_CHECK(static_cast<int>(t.size()) < max_blocks_per_slot_, "slot ", slot, " already holds ",
                 t.size(), " blocks, its most");
   t.push_back(block);
-  if (!is_changed_[static_cast<size_t>(slot)]) {
-    is_changed_[static_cast<size_t>(slot)] = 1;
-    changed_.push_back(slot);
-  }
+  mark_changed(slot);
+}
+
+void KvCache::replace_block(int slot, int index, int block) {
+  TPLLAMA_CHECK(slot >= 0 && static_cast<size_t>(slot) < tables_.size() && block >= 0 &&
+                    block < n_blocks_ && index >= 0 &&
+                    index < static_cast<int>(blocks(slot).size()),
+                "replace block ", index, " of slot ", slot, " by block ", block);
+  int32_t& old = tables_[static_cast<size_t>(slot)][static_cast<size_t>(index)];
+  const int64_t rows = block_size_;
+  for (int layer = 0; layer < n_layers_; ++layer)
+    for (int which = 0; which < 2; ++which) {
+      const Tensor p = pool(layer, which);
+      ops::copy(ctx_, p.rows(static_cast<int64_t>(block) * rows, rows),
+                p.rows(static_cast<int64_t>(old) * rows, rows));
+    }
+  old = block;
+  mark_changed(slot);
+}
+
+void KvCache::mark_changed(int slot) {
+  if (is_changed_[static_cast<size_t>(slot)]) return;
+  is_changed_[static_cast<size_t>(slot)] = 1;
+  changed_.push_back(slot);
 }
 
 void KvCache::release(int slot) {

@@ -27,6 +27,9 @@ class KvCache {
                                   DType dtype = DType::kF32);
 
   void append_block(int slot, int block);
+  // Block `index` of the slot's table becomes `block`, which first receives a copy of the old
+  // one's keys and values in every layer (copy on write of a block forked samples share).
+  void replace_block(int slot, int index, int block);
   void release(int slot);  // empties the slot's table; the blocks return to rank 0's free list
 
   const std::vector<int32_t>& blocks(int slot) const { return tables_[static_cast<size_t>(slot)]; }
@@ -52,6 +55,7 @@ class KvCache {
 
  private:
   Tensor pool(int layer_local, int which) const;
+  void mark_changed(int slot);  // its table goes to the device at the next upload_tables
 
   DeviceContext ctx_;
   int n_layers_;

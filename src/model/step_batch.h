@@ -52,6 +52,9 @@ struct RowLogprobs {
   float logprob = 0;  // of the chosen token
   std::vector<int32_t> top_tokens;
   std::vector<float> top_logprobs;
+  // A row with a target that asks for logprobs (a prompt position of prompt_logprobs): 1 + the
+  // tokens whose logit is above the target's. 0 otherwise.
+  int32_t rank = 0;
 };
 
 // The token of a logit row holding NaN or +Inf (activations overflowed, or a weight was bad): no

@@ -221,6 +221,28 @@ void VocabParallelHead::local_top(const std::vector<RowSampling>& sampling,
   }
 }
 
+// Of each row that asks for a target's rank, the logits of the whole vocabulary above the
+// target's (sums[n + i], already reduced): counted on each shard's slice, then summed (exact in
+// f32 below 2^24 tokens). Empty when no row asks, and then no rank of the group reduces.
+std::vector<float> VocabParallelHead::logits_above_target(const std::vector<RowSampling>& sampling,
+                                                          const std::vector<size_t>& rows,
+                                                          const std::vector<float>& sums,
+                                                          const Tensor& device_logits) {
+  if (std::none_of(rows.begin(), rows.end(), [&](size_t r) { return ranked(sampling[r]); }))
+    return {};
+  const int v_local = model_.vocab_local();
+  std::vector<float> above(rows.size(), 0.0f);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!ranked(sampling[rows[i]])) continue;
+    const float target = sums[rows.size() + i];
+    const float* row = host_row(device_logits, static_cast<int64_t>(rows[i]));
+    above[i] = static_cast<float>(
+        std::count_if(row, row + v_local, [target](float x) { return x > target; }));
+  }
+  tp_comm_.all_reduce_sum(Tensor(above.data(), DType::kF32, {static_cast<int64_t>(above.size())}));
+  return above;
+}
+
 // Log-softmax across the TP shards without gathering the rows: the maximum and the sum of
 // exponentials are reduced, the chosen token's logit comes from the rank that holds it, and each
 // rank's top-N candidates are gathered (N per rank, not the vocabulary).
@@ -245,6 +267,7 @@ std::vector<RowLogprobs> VocabParallelHead::row_logprobs(const std::vector<RowSa
   std::vector<int32_t> local_top_ids;
   local_top(sampling, rows, max_index, top_n, device_logits, &local_top_values, &local_top_ids);
   tp_comm_.all_reduce_sum(Tensor(sums.data(), DType::kF32, {2 * n}));
+  const std::vector<float> above = logits_above_target(sampling, rows, sums, device_logits);
   std::vector<float> all_values(static_cast<size_t>(tp) * local_top_values.size());
   std::vector<int32_t> all_ids(static_cast<size_t>(tp) * local_top_ids.size());
   if (top_n > 0) {
@@ -259,6 +282,7 @@ std::vector<RowLogprobs> VocabParallelHead::row_logprobs(const std::vector<RowSa
     RowLogprobs l;
     l.row = static_cast<int32_t>(rows[i]);
     l.logprob = static_cast<float>(sums[static_cast<size_t>(n) + i] - lse);
+    if (!above.empty() && ranked(sampling[rows[i]])) l.rank = static_cast<int32_t>(above[i]) + 1;
     std::vector<std::pair<float, int32_t>> candidates;
     for (int t = 0; t < tp; ++t)
       for (int j = 0; j < top_n; ++j) {

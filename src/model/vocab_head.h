@@ -47,6 +47,12 @@ class VocabParallelHead {
   void local_top(const std::vector<RowSampling>& sampling, const std::vector<size_t>& rows,
                  const std::vector<int32_t>& max_index, int top_n, const Tensor& logits,
                  std::vector<float>* values, std::vector<int32_t>* ids);
+  // A row whose target's rank is asked for: a prompt position of prompt_logprobs (a target and
+  // logprobs); a scoring request's rows ask for no logprobs.
+  static bool ranked(const RowSampling& r) { return r.target >= 0 && r.logprobs >= 0; }
+  std::vector<float> logits_above_target(const std::vector<RowSampling>& sampling,
+                                         const std::vector<size_t>& rows,
+                                         const std::vector<float>& sums, const Tensor& logits);
   // Row r of the logits where the host can read it: in place on the CPU, a copy from a GPU.
   const float* host_row(const Tensor& logits, int64_t r);
 

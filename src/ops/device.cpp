@@ -109,6 +109,13 @@ void download(const DeviceContext& ctx, void* host, Tensor src) {
   if (src.data() != host) std::memcpy(host, src.data(), src.nbytes());
 }
 
+void copy(const DeviceContext& ctx, Tensor dst, Tensor src) {
+  TPLLAMA_CHECK(dst.nbytes() == src.nbytes(), "copy of ", src.nbytes(), " bytes into ",
+                dst.nbytes());
+  if (on_gpu("copy", ctx, {&dst, &src})) TPLLAMA_GPU(copy(ctx, dst, src));
+  std::memcpy(dst.data(), src.data(), dst.nbytes());
+}
+
 void synchronize(const DeviceContext& ctx) {
   if (on_gpu("synchronize", ctx, {})) TPLLAMA_GPU(synchronize(ctx));
 }

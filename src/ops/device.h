@@ -57,6 +57,8 @@ void zero(const DeviceContext& ctx, Tensor t);
 void upload(const DeviceContext& ctx, Tensor dst, const void* host);
 // host ← src.nbytes() bytes of src (on the context's device); returns once they have arrived.
 void download(const DeviceContext& ctx, void* host, Tensor src);
+// dst ← src (same size, both on the context's device), in stream order.
+void copy(const DeviceContext& ctx, Tensor dst, Tensor src);
 // Waits until the context's device has finished its queued work (a no-op on the CPU).
 void synchronize(const DeviceContext& ctx);
 // Bytes free on the context's device: MemAvailable on the CPU (0 when unknown), free device

@@ -16,7 +16,7 @@ constexpr uint64_t kChainRoot = 0x6A09E667F3BCC908ULL;
 // needs.
 int cacheable_positions(const Sequence& s) {
   const int last = static_cast<int>(s.tokens().size()) - 1;
-  return s.request.scoring ? std::min(last, s.first_unscored()) : last;
+  return s.scores() ? std::min(last, s.first_unscored()) : last;
 }
 
 // n_blocks, once the sizes are checked (before the pool is built on them).
@@ -43,6 +43,19 @@ int BlockAllocator::acquire_slot() {
                 " sequence slots is taken");
   *free_slot = true;
   return static_cast<int>(free_slot - slot_used_.begin());
+}
+
+int BlockAllocator::fork_slot(int parent) {
+  const int slot = acquire_slot();
+  std::vector<int32_t>& blocks = tables_[static_cast<size_t>(slot)];
+  for (const int32_t block : table(parent)) {
+    pool_.add_reference(block);
+    blocks.push_back(block);
+    changes_.push_back({slot, block});
+  }
+  chains_[static_cast<size_t>(slot)] = chains_[static_cast<size_t>(parent)];
+  looked_up_[static_cast<size_t>(slot)] = true;  // its prompt was counted with its parent's
+  return slot;
 }
 
 void BlockAllocator::release_slot(int slot) {
@@ -142,19 +155,35 @@ int BlockAllocator::blocks_to_add(const Sequence& s, int take) const {
   return (positions + block_size_ - 1) / block_size_ - static_cast<int>(table(s.slot()).size());
 }
 
+bool BlockAllocator::writes_shared_block(const Sequence& s) const {
+  const std::vector<int32_t>& blocks = table(s.slot());
+  const auto first = static_cast<size_t>(s.n_computed() / block_size_);
+  return first < blocks.size() && pool_.shared(blocks[first]);
+}
+
 int BlockAllocator::shortfall(const Sequence& s, int take) const {
-  return std::max(0, blocks_to_add(s, take) - free_blocks());
+  return std::max(0, blocks_to_add(s, take) + (writes_shared_block(s) ? 1 : 0) - free_blocks());
 }
 
 int BlockAllocator::reserve(const Sequence& s, int take) {
   std::vector<int32_t>& blocks = tables_[static_cast<size_t>(s.slot())];
-  const int room = (static_cast<int>(blocks.size()) + free_blocks()) * block_size_ - s.n_computed();
+  const bool copy = writes_shared_block(s);
+  const int room =
+      (static_cast<int>(blocks.size()) + free_blocks() - (copy ? 1 : 0)) * block_size_ -
+      s.n_computed();
   take = std::min(take, room);
+  if (take <= 0) return 0;
+  if (copy) {  // its next position goes into a block another table holds: it gets a copy
+    const int index = s.n_computed() / block_size_;
+    int32_t& block = blocks[static_cast<size_t>(index)];
+    block = pool_.copy_on_write(block).block;
+    changes_.push_back({s.slot(), block, index});
+  }
   for (int n = blocks_to_add(s, take); n > 0; --n) {
     blocks.push_back(pool_.take());
     changes_.push_back({s.slot(), blocks.back()});
   }
-  return std::max(take, 0);
+  return take;
 }
 
 PrefixCacheStats BlockAllocator::prefix_stats() const {

@@ -24,6 +24,9 @@ class BlockAllocator {
 
   // The lowest free sequence slot; there must be one (the engine admits at most max_slots).
   int acquire_slot();
+  // A slot for a sample forked from the sequence in slot `parent`: its table holds the parent's
+  // blocks, each a reference more (whichever of them writes a shared block next writes a copy).
+  int fork_slot(int parent);
   // Returns the slot's blocks (each a reference less) and frees the slot.
   void release_slot(int slot);
   // Returns the slot's blocks, last first (a preemption); the slot stays taken.
@@ -47,10 +50,12 @@ class BlockAllocator {
   bool prefix_caching() const { return prefix_caching_; }
 
   // Blocks missing for s to compute `take` more positions after its n_computed (0: enough are
-  // available). The Scheduler preempts while there is a shortfall, then reserves.
+  // available), counting the copy of a shared block it writes into. The Scheduler preempts while
+  // there is a shortfall, then reserves.
   int shortfall(const Sequence& s, int take) const;
   // Gives s the blocks for up to `take` more positions after its n_computed, as many as are
-  // available. Returns how many positions s may compute now (0: none).
+  // available; the block its next position goes into is first copied if another table holds it
+  // (a CacheOp that replaces it). Returns how many positions s may compute now (0: none).
   int reserve(const Sequence& s, int take);
   // After s's chunk is planned: the blocks its positions below n_computed + scheduled fill become
   // findable by sequences of later groups.
@@ -70,6 +75,8 @@ class BlockAllocator {
  private:
   // Blocks s lacks for `take` more positions after its n_computed (<= 0: it holds enough).
   int blocks_to_add(const Sequence& s, int take) const;
+  // Whether s's next position goes into a block it shares (a forked sample's prompt block).
+  bool writes_shared_block(const Sequence& s) const;
   uint64_t block_hash(uint64_t parent, const Sequence& s, int index) const;
   // The cached block holding the hash of s's first block (s holds no block yet), or -1.
   int32_t cached_first_block(const Sequence& s) const;

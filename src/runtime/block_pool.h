@@ -32,13 +32,15 @@ class BlockPool {
   // block only this holder references is written in place (copy_from -1). A shared one is copied:
   // the holder gets a fresh block in its place (one reference), loses its reference to the old,
   // and every rank must copy the old block's KV into the new (copy_from) before the write. Only a
-  // partial block is ever written, and a partial block is never cached. Needed by forked sequences
-  // (`n` samples share their prompt's last, partial block); nothing calls it yet but its test.
+  // partial block is ever written, and a partial block is never cached (forked samples share
+  // their prompt's last, partial block: BlockAllocator::reserve).
   struct Write {
     int32_t block = -1;
     int32_t copy_from = -1;
   };
   Write copy_on_write(int32_t block);
+  // Whether copy_on_write would copy the block: another table holds it too, or it is cached.
+  bool shared(int32_t block) const { return ref_[index(block)] > 1 || cached_[index(block)]; }
 
   // The cached block of a chain hash, or -1.
   int32_t find(uint64_t hash) const;

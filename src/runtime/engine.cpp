@@ -29,7 +29,7 @@ class Run {
         o_(o),
         io_(io),
         rules_{text ? text->stop_ids() : config.eos_token_ids, o.context},
-        intake_(*io.reader, text, {config.vocab_size, o.context}, io.resume),
+        intake_(*io.reader, text, {config.vocab_size, o.context, o.max_seqs}, io.resume),
         blocks_(o.kv_blocks, o.kv_block_size, o.max_seqs, o.prefix_caching),
         scheduler_({o.max_batch_tokens, o.max_logit_rows, o.max_seqs, o.groups}, blocks_, rules_),
         publisher_(*io.writer, io.ordered, io.reorder_limit),
@@ -155,20 +155,31 @@ class Run {
     }
   }
 
+  // Sequence slots taken, and promised to the samples still to fork from them.
+  int slots_taken() const { return static_cast<int>(active_.size()) + promised_forks_; }
+
   // Requests already read are run at once: a stream that goes quiet is waited on (a quarter second
-  // at a time) only when nothing else can go on.
+  // at a time) only when nothing else can go on. A request of n samples waits until n slots are
+  // free (the intake refuses n above --max-seqs).
   void admit_while_room() {
-    while (!intake_.done() && static_cast<int>(active_.size()) < o_.max_seqs &&
-           publisher_.has_room()) {
-      std::optional<Admission> a = intake_.next(/*wait=*/active_.empty() && scheduler_.idle());
-      if (!a) return;
-      if (a->rejected) {
-        publisher_.publish(a->order, std::move(*a->rejected));
-      } else if (a->sequence) {
-        summary().prompt_tokens += a->sequence->n_prompt;
-        scheduler_.admit(*a->sequence);
-        active_.push_back(std::move(a->sequence));
+    while (publisher_.has_room()) {
+      if (!next_) {
+        if (intake_.done() || slots_taken() >= o_.max_seqs) return;
+        next_ = intake_.next(/*wait=*/active_.empty() && scheduler_.idle());
+        if (!next_) return;
       }
+      Admission& a = *next_;
+      if (a.rejected) {
+        publisher_.publish(a.order, std::move(*a.rejected));
+      } else if (a.sequence) {
+        const int n = a.sequence->request.n;
+        if (slots_taken() + n > o_.max_seqs) return;  // its samples wait for slots
+        summary().prompt_tokens += a.sequence->n_prompt;
+        promised_forks_ += n - 1;
+        scheduler_.admit(*a.sequence);
+        active_.push_back(std::move(a.sequence));
+      }
+      next_.reset();
     }
   }
 
@@ -178,13 +189,16 @@ class Run {
     // A scoring request's logit row scores one continuation token; any other samples one.
     for (const Sequence* row : group.rows)
       (row->request.scoring ? scored_tokens_ : sampled_tokens_) += 1;
-    Scheduler::apply(group, rows, rules_);
+    std::vector<Fork> forks = Scheduler::apply(group, rows, rules_);
+    promised_forks_ -= static_cast<int>(forks.size());
+    scheduler_.adopt(std::move(forks), active_);
     for (auto it = active_.begin(); it != active_.end();) {
       Sequence& s = **it;
       if (!s.finished()) {
         ++it;
         continue;
       }
+      promised_forks_ -= s.samples_to_fork();  // a first sample that failed forks none
       publisher_.retire(s);
       scheduler_.retire(s);
       it = active_.erase(it);
@@ -201,8 +215,10 @@ class Run {
   ResultPublisher publisher_;
   Progress progress_;
   ActiveSequences active_;
-  long long sampled_tokens_ = 0;  // generated so far, running requests' included (progress)
-  long long scored_tokens_ = 0;   // continuation tokens scored so far (progress)
+  std::optional<Admission> next_;  // read, and waiting for the slots of its n samples
+  int promised_forks_ = 0;         // slots kept for samples not yet forked
+  long long sampled_tokens_ = 0;   // generated so far, running requests' included (progress)
+  long long scored_tokens_ = 0;    // continuation tokens scored so far (progress)
   bool abandon_ = false;
   Clock::time_point stop_time_;
 };

@@ -148,6 +148,8 @@ void Pipeline::apply_cache_ops(const StepPlan& plan) {
   for (const CacheOp& op : plan.cache_ops) {
     if (op.block == CacheOp::kRelease)
       cache_.release(op.slot);
+    else if (op.replaces >= 0)
+      cache_.replace_block(op.slot, op.replaces, op.block);
     else
       cache_.append_block(op.slot, op.block);
   }

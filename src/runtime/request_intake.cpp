@@ -168,6 +168,12 @@ Admission RequestIntake::admit(Request req) {
   // prompt longer than the context).
   if (already_written(error_line_key(req.line)) || already_written(key, &req)) return {};
   const uint64_t order = next_order_++;
+  if (options_.max_seqs > 0 && req.n > options_.max_seqs)
+    return reject(req, order, 0,
+                  line_prefix(req) + "n is " + std::to_string(req.n) + " but --max-seqs is " +
+                      std::to_string(options_.max_seqs) +
+                      ": a request's samples run at once, one sequence each; raise --max-seqs to " +
+                      std::to_string(req.n) + " or more");
   int n_context = 0;
   std::vector<int32_t> tokens;
   try {

@@ -21,6 +21,7 @@ namespace tpllama {
 struct IntakeOptions {
   int vocab_size = 0;  // token ids must be below it
   int context = 0;     // tokens per sequence, prompt + completion
+  int max_seqs = 0;    // sequences at once, which a request's n samples must fit in (0: any n)
 };
 
 // What became of one request: a sequence to run, or an error record to write (number `order`

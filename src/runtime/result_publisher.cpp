@@ -36,11 +36,27 @@ void ResultPublisher::retire(Sequence& s) {
   const int generated = s.n_generated();
   summary_.generated_tokens += generated;
   RequestLatencies& l = summary_.latency;
-  if (generated > 0) l.ttft.add(seconds_between(s.admitted(), s.first_token()));
+  const bool first_sample = s.sample_index() == 0;  // a request's time to first token, once
+  if (generated > 0 && first_sample) l.ttft.add(seconds_between(s.admitted(), s.first_token()));
   if (generated > 1) l.tpot.add(seconds_between(s.first_token(), now) / (generated - 1));
-  if (generated > 0) l.ttft_from_start.add(seconds_between(start_, s.first_token()));
+  if (generated > 0 && first_sample)
+    l.ttft_from_start.add(seconds_between(start_, s.first_token()));
+  // A first sample that failed before its first token forked none: it is the whole record.
+  const int n = s.samples_to_fork() > 0 ? 1 : s.request.n;
+  if (s.request.n == 1) {
+    l.latency_from_start.add(seconds_between(start_, now));
+    publish(s.order, s.take_result());
+    return;
+  }
+  // A request of n samples: one record, once the last of them finishes.
+  Samples& samples = samples_[s.order];
+  samples.results.resize(static_cast<size_t>(n));
+  samples.results[static_cast<size_t>(s.sample_index())] = s.take_result();
+  if (++samples.finished < n) return;
   l.latency_from_start.add(seconds_between(start_, now));
-  publish(s.order, s.take_result());
+  Result joined = join_samples(std::move(samples.results));
+  samples_.erase(s.order);
+  publish(s.order, std::move(joined));
 }
 
 bool ResultPublisher::has_room() const {

@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
+#include <vector>
+
 #include "core/clock.h"
 
 #include "io/result_writer.h"
@@ -21,7 +24,8 @@ class ResultPublisher {
 
   // The record of request number `order` (a rejected request's error record).
   void publish(uint64_t order, Result result);
-  // The record of a finished sequence, with its latency figures.
+  // The record of a finished sequence, with its latency figures; of a request of n samples, once
+  // all n have finished (join_samples).
   void retire(Sequence& s);
   // Whether the reorder buffer has room for more requests to be admitted.
   bool has_room() const;
@@ -59,6 +63,12 @@ class ResultPublisher {
   RunSummary summary_;
   CountingSink sink_;
   std::unique_ptr<OrderedResultWriter> ordered_;
+  // The finished samples of requests of n samples, by record order, until the last finishes.
+  struct Samples {
+    std::vector<Result> results;  // by sample index
+    int finished = 0;
+  };
+  std::unordered_map<uint64_t, Samples> samples_;
   size_t reorder_limit_;
   long long published_ = 0;
 };

@@ -28,8 +28,12 @@ struct Scheduler::Draft {
 };
 
 int Scheduler::fit_rows(const Sequence& s, int take, int rows_left) {
-  if (!s.request.scoring) return take == s.pending() && rows_left < 1 ? 0 : take;
-  while (take > 0 && s.scoring_rows(s.n_computed(), s.n_computed() + take) > rows_left) --take;
+  // Its scored positions' rows, and at its last pending position its sampled rows.
+  const auto rows = [&s](int t) {
+    const int sampled = !s.request.scoring && t == s.pending() ? 1 + s.samples_to_fork() : 0;
+    return s.scoring_rows(s.n_computed(), s.n_computed() + t) + sampled;
+  };
+  while (take > 0 && rows(take) > rows_left) --take;
   return take;
 }
 
@@ -97,23 +101,28 @@ void Scheduler::add_chunk(Sequence& s, int take, Draft& draft) {
     batch.tokens.push_back(s.tokens()[static_cast<size_t>(p)]);
     batch.positions.push_back(p);
     batch.slots.push_back(s.slot());
-    if (s.request.scoring && s.scores_position(p)) {
+    if (s.scores_position(p)) {  // the row of the next token's log-probability
       batch.logit_rows.push_back(static_cast<int32_t>(batch.positions.size()) - 1);
-      draft.plan.sampling.push_back(
-          {SamplingParams{}, 0.0, -1, s.tokens()[static_cast<size_t>(p) + 1]});
+      draft.plan.sampling.push_back({SamplingParams{}, 0.0, s.request.scoring ? -1 : s.prompt_top(),
+                                     s.tokens()[static_cast<size_t>(p) + 1]});
       group.rows.push_back(&s);
       --draft.rows_left;
     }
   }
   if (take == pending && !s.request.scoring) {
-    batch.logit_rows.push_back(static_cast<int32_t>(batch.positions.size()) - 1);
+    // A request of n samples asks for its last prompt position's row n times, one per sample.
+    const int samples = 1 + s.samples_to_fork();
     const SamplingParams& p = s.request.sampling;
-    const auto row = static_cast<int32_t>(draft.plan.sampling.size());
-    draft.plan.sampling.push_back(
-        {p, p.temperature > 0 ? s.next_uniform() : 0.0, s.request.logprobs, -1});
-    s.append_logit_edits(row, rules_, &draft.plan.edits);
-    group.rows.push_back(&s);
-    --draft.rows_left;
+    for (int k = 0; k < samples; ++k) {
+      batch.logit_rows.push_back(static_cast<int32_t>(batch.positions.size()) - 1);
+      const auto row = static_cast<int32_t>(draft.plan.sampling.size());
+      const double uniform =
+          p.temperature <= 0 ? 0.0 : (k == 0 ? s.next_uniform() : s.fork_uniform(k));
+      draft.plan.sampling.push_back({p, uniform, s.request.logprobs, -1});
+      s.append_logit_edits(row, rules_, &draft.plan.edits);
+      group.rows.push_back(&s);
+    }
+    draft.rows_left -= samples;
   }
   if (s.decoding()) {
     group.decode_tokens += take;
@@ -152,33 +161,62 @@ Group Scheduler::take_oldest() {
   return g;
 }
 
-void Scheduler::apply(const Group& group, const SampledRows& rows, const StopRules& rules) {
+std::vector<Fork> Scheduler::apply(const Group& group, const SampledRows& rows,
+                                   const StopRules& rules) {
   TPLLAMA_CHECK(rows.group == group.id && rows.tokens.size() == group.rows.size(),
                 rows.tokens.size(), " tokens of group ", rows.group, " for the ", group.rows.size(),
                 " rows of group ", group.id);
   for (Sequence* s : group.members) s->end_step();
   std::vector<const RowLogprobs*> by_row(group.rows.size(), nullptr);
   for (const RowLogprobs& l : rows.logprobs) by_row.at(static_cast<size_t>(l.row)) = &l;
+  std::vector<Fork> forks;
+  // The sequence whose token the previous row gave: a row of it again draws a sample to fork.
+  const Sequence* sampled = nullptr;
+  int sample = 0;
   for (size_t r = 0; r < group.rows.size(); ++r) {
-    Sequence& s = *group.rows[r];
-    if (s.finished()) continue;  // an earlier row of its scoring run was not finite
+    Sequence* s = group.rows[r];
+    const bool repeat = s == sampled;
+    sample = repeat ? sample + 1 : 0;
+    sampled = nullptr;
+    if (repeat) {
+      forks.push_back({s, s->fork(sample)});
+      s = forks.back().child.get();
+    }
+    if (s->finished()) continue;  // an earlier row of it was not finite
+    const bool scored = s->request.scoring || s->prompt_rows_left() > 0;
     if (rows.tokens[r] == kNonFiniteRow) {
       // Position of the row's logits: the scored one, or the last computed before the next token.
-      s.fail_non_finite(s.request.scoring ? s.first_unscored() : s.n_computed() - 1);
+      s->fail_non_finite(scored ? s->first_unscored() : s->n_computed() - 1);
       continue;
     }
-    if (s.request.scoring) {
-      TPLLAMA_CHECK(by_row[r] != nullptr, "scoring row ", r, " came back without its logprob");
-      s.score_token(*by_row[r], rows.tokens[r]);
+    if (scored) {
+      TPLLAMA_CHECK(by_row[r] != nullptr, "scored row ", r, " came back without its logprob");
+      s->score_token(*by_row[r], rows.tokens[r]);
       continue;
     }
-    if (by_row[r] != nullptr) s.record_logprobs(*by_row[r], rows.tokens[r]);
-    s.accept_token(rows.tokens[r], rules);
+    if (by_row[r] != nullptr) s->record_logprobs(*by_row[r], rows.tokens[r]);
+    s->accept_token(rows.tokens[r], rules);
+    sampled = group.rows[r];
   }
   for (Sequence* s : group.members)
     if (s->request.scoring && !s->finished() &&
         s->n_computed() == static_cast<int>(s->tokens().size()))
       s->finish_scoring();
+  return forks;
+}
+
+void Scheduler::adopt(std::vector<Fork> forks, ActiveSequences& active) {
+  for (Fork& f : forks) {
+    // A sample its first token finished takes no slot: it is retired with the step.
+    if (!f.child->finished()) f.child->assign_slot(blocks_.fork_slot(f.parent->slot()));
+    // After its parent and the samples forked before it: a sample keeps its request's age.
+    auto at = std::find_if(active.begin(), active.end(),
+                           [&](const std::unique_ptr<Sequence>& s) { return s.get() == f.parent; });
+    TPLLAMA_CHECK(at != active.end(), "sample ", f.child->sample_index(),
+                  " forked from a sequence that is not active");
+    while (at != active.end() && (*at)->order == f.parent->order) ++at;
+    active.insert(at, std::move(f.child));
+  }
 }
 
 }  // namespace tpllama

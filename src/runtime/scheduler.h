@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -33,6 +34,13 @@ struct Group {
   long long decode_context = 0;  // positions its decode tokens attend to
 };
 
+// A sample forked from the first of its request when that one's prompt came back computed
+// (Sequence::fork), before the Scheduler adopts it.
+struct Fork {
+  Sequence* parent = nullptr;
+  std::unique_ptr<Sequence> child;
+};
+
 class Scheduler {
  public:
   // Groups a prompt may be passed over for others whose prefix is cached before it goes first.
@@ -49,7 +57,10 @@ class Scheduler {
 
   // A sequence the engine admits takes a KV slot; a finished one gives it back.
   void admit(Sequence& s) { s.assign_slot(blocks_.acquire_slot()); }
-  void retire(const Sequence& s) { blocks_.release_slot(s.slot()); }
+  void retire(const Sequence& s) {
+    if (s.slot() >= 0)
+      blocks_.release_slot(s.slot());  // a fork finished by its first token has none
+  }
 
   // Plans one group from the sequences of `active` that are not in flight (see the file comment),
   // which then is in flight; its plan carries the block table changes made for it and before it.
@@ -61,8 +72,13 @@ class Scheduler {
 
   // Applies a group's sampled rows: its sequences' scheduled positions are computed, each logit row
   // gives its sequence a token (or a scored token), and a scoring request whose every position is
-  // computed finishes.
-  static void apply(const Group& group, const SampledRows& rows, const StopRules& rules);
+  // computed finishes. A row repeated for a request of n samples forks sample k from its k-th
+  // repeat, with that row's token: the forks are returned for adopt.
+  static std::vector<Fork> apply(const Group& group, const SampledRows& rows,
+                                 const StopRules& rules);
+  // Gives each fork a slot whose table shares its parent's blocks (none to one its first token
+  // finished), and puts it in `active` after its parent and the samples forked before it.
+  void adopt(std::vector<Fork> forks, ActiveSequences& active);
 
   // Gives s the blocks for up to `take` more positions after its n_computed, first preempting the
   // youngest sequences of `active` admitted after s that are not in flight while blocks are short.

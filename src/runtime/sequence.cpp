@@ -2,6 +2,7 @@
 #include "runtime/sequence.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "core/error.h"
@@ -66,10 +67,36 @@ Sequence::Sequence(Request r, const Tokenizer* tokenizer, std::vector<int32_t> p
   detok_.prime(tokens_);
 }
 
+int Sequence::prompt_top() const {
+  if (request.scoring) return -1;
+  return std::max(request.prompt_logprobs, request.echo ? request.logprobs : -1);
+}
+
 int Sequence::scoring_rows(int from, int to) const {
-  const int first = std::max(from, first_unscored()),
-            last = std::min(to, static_cast<int>(tokens_.size()) - 1);
+  if (!scores()) return 0;
+  const int first = std::max(from, first_unscored()), last = std::min(to, score_end() - 1);
   return std::max(0, last - first);
+}
+
+double Sequence::fork_uniform(int index) const {
+  Rng stream(sample_seed(request.sampling.seed, index));
+  return stream.uniform();
+}
+
+std::unique_ptr<Sequence> Sequence::fork(int index) const {
+  TPLLAMA_CHECK(index > 0 && index < request.n && sample_index_ == 0 && n_computed_ >= n_prompt,
+                "fork of sample ", index, " of ", request.n, " from sample ", sample_index_,
+                " with ", n_computed_, " of ", n_prompt, " prompt positions computed");
+  std::vector<int32_t> prompt(tokens_.begin(), tokens_.begin() + n_prompt);
+  auto child = std::make_unique<Sequence>(request, tokenizer_, std::move(prompt), n_context, order,
+                                          admitted_);
+  child->sample_index_ = index;
+  child->rng_ = Rng(sample_seed(request.sampling.seed, index));
+  if (request.sampling.temperature > 0) child->rng_.uniform();  // fork_uniform drew it
+  child->n_computed_ = n_prompt;
+  child->score_ = score_;  // its prompt is scored: its rows are its own tokens'
+  child->prompt_scores_ = prompt_scores_;
+  return child;
 }
 
 void Sequence::assign_slot(int slot) {
@@ -169,11 +196,19 @@ void Sequence::record_logprobs(const RowLogprobs& row, int token) {
 }
 
 void Sequence::score_token(const RowLogprobs& row, int argmax_token) {
-  const int target = tokens_[static_cast<size_t>(n_context + score_.n_tokens)];
+  const int target = tokens_[static_cast<size_t>(first_unscored() + 1)];
+  ++score_.n_tokens;
+  if (!request.scoring) {  // a prompt position: the prompt's token first, then the top ones
+    PositionLogprobs at = {{target, token_text(tokenizer_, target), row.logprob, row.rank}};
+    for (size_t j = 0; j < row.top_tokens.size(); ++j)
+      at.push_back({row.top_tokens[j], token_text(tokenizer_, row.top_tokens[j]),
+                    row.top_logprobs[j], static_cast<int>(j) + 1});
+    prompt_scores_.push_back(std::move(at));
+    return;
+  }
   score_.logprob += row.logprob;
   score_.is_greedy = score_.is_greedy && argmax_token == target;
   if (request.logprobs >= 0) score_.token_logprobs.push_back(row.logprob);
-  ++score_.n_tokens;
 }
 
 void Sequence::fail_non_finite(int position) {
@@ -183,11 +218,35 @@ void Sequence::fail_non_finite(int position) {
            ": its activations overflowed or its weights hold a NaN or Inf";
 }
 
+std::string Sequence::prompt_text() const {
+  if (!request.token_ids.empty() && tokenizer_ != nullptr)
+    return tokenizer_->decode({request.token_ids.begin(), request.token_ids.end()});
+  return request.prompt;
+}
+
+std::vector<TokenLogprob> Sequence::echoed_logprobs() {
+  std::vector<TokenLogprob> all;
+  TokenLogprob first;
+  first.token = token_text(tokenizer_, tokens_.front());
+  first.null = true;
+  all.push_back(std::move(first));
+  const auto top = static_cast<size_t>(request.logprobs);
+  for (const PositionLogprobs& at : prompt_scores_) {
+    TokenLogprob t{at.front().text, at.front().logprob, {}};
+    for (size_t j = 1; j < at.size() && j <= top; ++j)
+      t.top.emplace_back(at[j].text, at[j].logprob);
+    all.push_back(std::move(t));
+  }
+  all.insert(all.end(), std::make_move_iterator(logprobs_.begin()),
+             std::make_move_iterator(logprobs_.end()));
+  return all;
+}
+
 Result Sequence::take_result() {
   Result result;
   result.id = request.id;
   result.chat = request.chat();
-  result.text = std::move(text_);
+  result.text = request.echo ? prompt_text() + text_ : std::move(text_);
   result.prompt_tokens = n_prompt;
   result.completion_tokens = n_generated_;
   result.finish_reason = finish_reason_name(finish_reason_);
@@ -196,7 +255,15 @@ Result Sequence::take_result() {
     result.error = error_;
     result.line = request.line;
   }
-  if (request.logprobs >= 0 && !request.scoring) result.logprobs = std::move(logprobs_);
+  if (request.logprobs >= 0 && !request.scoring)
+    result.logprobs = request.echo ? echoed_logprobs() : std::move(logprobs_);
+  if (request.prompt_logprobs >= 0) {
+    // The top ones the rows brought for echo too, cut to what prompt_logprobs asked for.
+    const auto keep = static_cast<size_t>(request.prompt_logprobs) + 1;
+    for (PositionLogprobs& at : prompt_scores_)
+      if (at.size() > keep) at.resize(keep);
+    result.prompt_logprobs = std::move(prompt_scores_);
+  }
   if (request.scoring) result.score = std::move(score_);
   return result;
 }

@@ -52,11 +52,12 @@ enum class FinishReason {
 // The output record's finish_reason ("" for kNone).
 const char* finish_reason_name(FinishReason reason);
 
-// A forked sequence (a request's `n` samples, a later issue) is one more Sequence of the same
-// request: its own slot and table, the parent's prompt blocks shared by reference (the
-// BlockPool's counts; the shared partial last block copied on first write,
-// BlockPool::copy_on_write), the parent's n_computed, its own Rng stream, and the same states —
-// no new flags.
+// The samples of a request of n > 1 are n Sequences. The first is admitted as any other; the logit
+// row of its last prompt position is asked for n times (one draw from each sample's own stream),
+// and when that step comes back the Scheduler forks the other n − 1 from it (Sequence::fork): each
+// its own slot, whose table holds the first sample's blocks by reference (the BlockAllocator's
+// counts; the shared partial last block is copied by whichever writes it first), its prompt
+// computed, its first token drawn, and the same states from then on. The prompt is computed once.
 class Sequence {
  public:
   // tokens: the request's prompt as the model is given it; n_context: of those, the scoring
@@ -80,19 +81,34 @@ class Sequence {
   int scheduled() const { return scheduled_; }      // positions of it in its group in flight
   int passed_over() const { return passed_over_; }  // groups planned without its pending prompt
   int n_generated() const { return n_generated_; }
+  int sample_index() const { return sample_index_; }  // which of its request's n samples
+  // Samples still to fork from it: n − 1 for the first sample of a request of n until its first
+  // token; then 0. Its last prompt position's logit row is asked for 1 + this many times.
+  int samples_to_fork() const {
+    return sample_index_ == 0 && n_generated_ == 0 && !request.scoring ? request.n - 1 : 0;
+  }
   Clock::time_point admitted() const { return admitted_; }
   Clock::time_point first_token() const { return first_token_; }
 
-  // Scoring: the first position whose logits are still to score (position p predicts token p + 1
-  // of the continuation). A preempted request recomputes its positions from 0, and those it
-  // already scored must not be scored again.
-  int first_unscored() const { return n_context - 1 + score_.n_tokens; }
-  // Whether position p of a scoring request yields a scored logit row.
+  // Scored positions: a scoring request's continuation, or the prompt of a request that asks for
+  // its log-probabilities (prompt_logprobs, or echo with logprobs), whose rows return that many
+  // top tokens (prompt_top; -1: it scores none).
+  int prompt_top() const;
+  bool scores() const { return request.scoring || prompt_top() >= 0; }
+  // The first position whose logits are still to score (position p predicts token p + 1). A
+  // preempted request recomputes its positions from 0, and those it already scored must not be
+  // scored again.
+  int first_unscored() const { return (request.scoring ? n_context : 1) - 1 + score_.n_tokens; }
+  // Whether position p yields a scored logit row.
   bool scores_position(int p) const {
-    return p >= first_unscored() && p + 1 < static_cast<int>(tokens_.size());
+    return scores() && p >= first_unscored() && p + 1 < score_end();
   }
   // Scoring rows among positions [from, to).
   int scoring_rows(int from, int to) const;
+  // Scored rows still to come back before a generation request's first sampled row.
+  int prompt_rows_left() const {
+    return request.scoring || !scores() ? 0 : std::max(0, score_end() - 1 - first_unscored());
+  }
 
   // The changes below are the Scheduler's (tests drive them by hand); each checks that its state
   // allows it.
@@ -112,6 +128,12 @@ class Sequence {
   // The uniform of its next sampled token (its own stream, so a seed gives the same tokens in any
   // batch).
   double next_uniform() { return rng_.uniform(); }
+  // The uniform of sample `index`'s first token, drawn on its behalf before it is forked.
+  double fork_uniform(int index) const;
+  // Sample `index` of its request, forked once its prompt is computed (samples_to_fork): its
+  // prompt computed, its own stream past its first uniform, no slot yet (the Scheduler gives it
+  // one sharing this one's blocks), and no token (its first comes from the row drawn for it).
+  std::unique_ptr<Sequence> fork(int index) const;
   // The edits of its next token's logit row `row`: its request's LogitRules over its tokens so far
   // (runtime/logit_edits.h).
   void append_logit_edits(int32_t row, const StopRules& rules, std::vector<LogitEdit>* out) const;
@@ -121,7 +143,8 @@ class Sequence {
   void accept_token(int token, const StopRules& rules);
   // The log-probabilities of a sampled token (the request asked for them).
   void record_logprobs(const RowLogprobs& row, int token);
-  // One continuation token of a scoring request: its logprob, and whether it was the argmax.
+  // One scored token (of a scoring request's continuation: its logprob, and whether it was the
+  // argmax; of a prompt: its logprob, rank and the top tokens).
   void score_token(const RowLogprobs& row, int argmax_token);
   // A scoring request whose every position is computed.
   void finish_scoring() { finish(FinishReason::kScore); }
@@ -141,6 +164,16 @@ class Sequence {
   void finish(FinishReason reason);
   // Its stop ids: the model's EOS ids (unless ignore_eos), then the request's stop_token_ids.
   std::vector<int32_t> stop_ids(const StopRules& rules) const;
+  // Positions [.., score_end - 1) are scored: the whole sequence of a scoring request, the prompt
+  // of another.
+  int score_end() const {
+    return request.scoring ? static_cast<int>(tokens_.size()) : (scores() ? n_prompt : 0);
+  }
+  // The prompt's text as echo writes it: as given, or its token ids decoded.
+  std::string prompt_text() const;
+  // Echo with logprobs: the prompt's tokens in the legacy layout (the first null), then the
+  // completion's.
+  std::vector<TokenLogprob> echoed_logprobs();
   // Ends on a stop id or stop string of `token` (whose text starts at `before` in text_).
   bool stop_at(int token, size_t before, const StopRules& rules);
 
@@ -153,12 +186,15 @@ class Sequence {
   int scheduled_ = 0;
   int passed_over_ = 0;
   int n_generated_ = 0;
+  int sample_index_ = 0;
   Rng rng_;
   PenaltyCounts penalties_;
   std::string text_;
   std::string error_;  // why, when finish_reason is kError
   std::vector<TokenLogprob> logprobs_;
-  ScoreResult score_;  // scoring: accumulated over the continuation
+  ScoreResult
+      score_;  // scoring: accumulated over the continuation; n_tokens counts prompt rows too
+  std::vector<PositionLogprobs> prompt_scores_;  // prompt_logprobs or echo: by position from 1
   const Clock::time_point admitted_;
   Clock::time_point first_token_;
   const Tokenizer* tokenizer_;

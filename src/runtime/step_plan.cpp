@@ -64,6 +64,7 @@ std::vector<uint8_t> encode_sampled(const SampledRows& rows) {
   for (const RowLogprobs& l : rows.logprobs) {
     w.put(l.row);
     w.put(l.logprob);
+    w.put(l.rank);
     w.put_vector(l.top_tokens);
     w.put_vector(l.top_logprobs);
   }
@@ -81,6 +82,7 @@ SampledRows decode_sampled(const std::vector<uint8_t>& bytes) {
     RowLogprobs l;
     l.row = r.get<int32_t>();
     l.logprob = r.get<float>();
+    l.rank = r.get<int32_t>();
     l.top_tokens = r.get_vector<int32_t>();
     l.top_logprobs = r.get_vector<float>();
     rows.logprobs.push_back(std::move(l));

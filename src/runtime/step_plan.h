@@ -15,6 +15,9 @@ struct CacheOp {
   int32_t slot = 0;
   int32_t block =
       kRelease;  // >= 0: append this block to the slot's table; kRelease: empty the table
+  // >= 0: instead of appending, `block` takes the place of the table's block at this index, after
+  // the KV of that block is copied into it (a shared block about to be written: copy on write).
+  int32_t replaces = -1;
 };
 
 // What the last stage sends back to rank 0 for one group: a token per logit row, and the

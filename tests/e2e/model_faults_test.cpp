@@ -79,6 +79,19 @@ TEST_F(ModelFaults, OverflowingLogitsEndEachRequestWithAnErrorRecord) {
         std::string::npos)
         << rec.dump();
   }
+  // Three samples of each: the first fails before it forks the others, and is the whole record.
+  const std::string samples_out = work_ + "/overflow_samples.jsonl";
+  const CommandResult s = run(dir, samples_out, " --temperature 0.8 --n 3");
+  EXPECT_EQ(s.exit_code, 65) << s.output;
+  const std::vector<json> sampled = read_jsonl(samples_out);
+  ASSERT_EQ(sampled.size(), 2u) << s.output;
+  for (const json& rec : sampled)
+    EXPECT_EQ(rec.value("error", "")
+                  .rfind("sample 0: the model's logits for this request are not "
+                         "finite",
+                         0),
+              0u)
+        << rec.dump();
 }
 
 TEST_F(ModelFaults, ConfigWithFewerLayersThanTheCheckpointIsRefused) {

@@ -39,7 +39,7 @@ class Distributed : public ::testing::Test {
     write_reference_prompts(input_, references_, [](size_t i) { return json(i); });
     single_ = run_shell(binary() + " run --model " + model_ + " --input " + input_ + " --output " +
                         work_ + "/single.jsonl");
-    // Sampled requests: every sampler stage, seeded per request; and penalties.
+    // Sampled requests: every sampler stage, seeded per request; penalties; n samples.
     sampled_input_ = work_ + "/sampled.jsonl";
     std::ofstream sampled(sampled_input_);
     const char* prompts[] = {"Once upon a time", "The little dog", "She said"};
@@ -80,6 +80,24 @@ class Distributed : public ::testing::Test {
                      {"repetition_penalty", 1.2},
                      {"frequency_penalty", 0.4},
                      {"seed", 2000}})
+                   .dump()
+            << "\n"
+            // n samples sharing their prompt's blocks (each copies the partial one it writes),
+            // seeded per sample; and greedy samples with penalties.
+            << json({{"id", 9},
+                     {"prompt", prompts[0]},
+                     {"max_tokens", 40},
+                     {"n", 4},
+                     {"temperature", 0.9},
+                     {"top_p", 0.95},
+                     {"seed", 3000}})
+                   .dump()
+            << "\n"
+            << json({{"id", 10},
+                     {"prompt", prompts[1]},
+                     {"max_tokens", 30},
+                     {"n", 3},
+                     {"frequency_penalty", 0.6}})
                    .dump()
             << "\n";
     sampled.close();

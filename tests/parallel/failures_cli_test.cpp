@@ -64,7 +64,8 @@ INSTANTIATE_TEST_SUITE_P(
       return "np" + std::to_string(param_info.param.np) + "_" + std::to_string(param_info.index);
     });
 
-// kill -9 of the whole mpirun job part-way, then --resume: exactly once, same texts.
+// kill -9 of the whole mpirun job part-way, then --resume: exactly once, same texts (each record
+// the two seeded samples of its prompt).
 TEST_F(Distributed, KilledJobResumesExactlyOnce) {
   const std::string in = work_ + "/job_in.txt";
   {
@@ -72,7 +73,7 @@ TEST_F(Distributed, KilledJobResumesExactlyOnce) {
     for (int i = 0; i < 2000; ++i)
       f << (i % 2 ? "Once upon a time " : "The little dog ") << i % 89 << "\n";
   }
-  const std::string flags = " --tp 2 --pp 2 --max-tokens 8 --max-seqs 16";
+  const std::string flags = " --tp 2 --pp 2 --max-tokens 8 --max-seqs 16 --n 2 --temperature 0.8";
   const std::string full = work_ + "/job_full.jsonl", out = work_ + "/job.jsonl";
   ASSERT_EQ(run_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in +
                       " --output " + full + flags)

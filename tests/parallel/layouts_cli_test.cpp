@@ -188,7 +188,7 @@ TEST_F(Distributed, SchedulingAndLogprobsMatchOneRankAtEveryDepth) {
 }
 
 // Scoring and perplexity: the same numbers at (2,2) and (4,1) as on one rank, within 1e-4.
-TEST_F(Distributed, ScoringAndPerplexityDoNotDependOnLayout) {
+TEST_F(Distributed, ScoringAndPerplexityDoNotDependOnLayout) {  // and prompt_logprobs
   const std::string in = work_ + "/score_in.jsonl", corpus = work_ + "/corpus.txt";
   {
     std::ofstream f(in);
@@ -202,6 +202,13 @@ TEST_F(Distributed, ScoringAndPerplexityDoNotDependOnLayout) {
                .dump()
         << "\n";
     }
+    // The prompt's log-probabilities, ranks and top 2 at every position: scored positions too.
+    f << json({{"id", 100},
+               {"prompt", references_[0]["output"]},
+               {"prompt_logprobs", 2},
+               {"max_tokens", 2}})
+             .dump()
+      << "\n";
     std::ofstream(corpus) << references_[3]["output"].get<std::string>();
   }
   auto score = [&](const std::string& launcher, const std::string& flags, const std::string& tag) {
@@ -223,7 +230,7 @@ TEST_F(Distributed, ScoringAndPerplexityDoNotDependOnLayout) {
     return std::make_pair(records, ppl_json);
   };
   const auto [one, one_ppl] = score("", "", "one");
-  ASSERT_EQ(one.size(), 4u);
+  ASSERT_EQ(one.size(), 5u);
   // Layout and batching: small steps split the continuations across many steps and groups.
   for (const auto& [np, flags] : std::vector<std::pair<int, std::string>>{
            {4, " --tp 2 --pp 2 --max-batch-tokens 37"},
@@ -234,6 +241,18 @@ TEST_F(Distributed, ScoringAndPerplexityDoNotDependOnLayout) {
     ASSERT_EQ(got.size(), one.size());
     for (const auto& [id, want] : one) {
       const json& have = got.at(id);
+      if (id == 100) {  // the same tokens at each position, ranked alike, within 1e-4
+        const json &a = have["prompt_logprobs"], &b = want["prompt_logprobs"];
+        ASSERT_EQ(a.size(), b.size());
+        ASSERT_GT(a.size(), 60u);
+        for (size_t p = 1; p < a.size(); ++p)
+          for (const auto& [token, entry] : b[p].items()) {
+            ASSERT_TRUE(a[p].contains(token)) << "position " << p;
+            EXPECT_EQ(a[p][token]["rank"], entry["rank"]) << "position " << p;
+            EXPECT_NEAR(a[p][token]["logprob"].get<double>(), entry["logprob"].get<double>(), 1e-4);
+          }
+        continue;
+      }
       EXPECT_NEAR(have["logprob"].get<double>(), want["logprob"].get<double>(), 1e-4)
           << "id " << id;
       EXPECT_EQ(have["is_greedy"], want["is_greedy"]);

@@ -93,8 +93,8 @@ TEST(OpenAiBatchInput, UnsupportedRequestsAreErrorRecordsNamingTheLine) {
   auto reqs = read_batch(
       "\n" +
       std::string(R"({"custom_id": "chat", "url": "/v1/embeddings", "body": {"prompt": "p"}})") +
-      "\n" + line_with_body(R"({"prompt": "p", "n": 2})") +
-      line_with_body(R"({"prompt": "p", "echo": true})") +
+      "\n" + line_with_body(R"({"prompt": "p", "best_of": 2})") +
+      line_with_body(R"({"prompt": "p", "suffix": "s"})") +
       R"({"url": "/v1/completions", "body": {"prompt": "p"}})"
       "\n" +
       R"({"custom_id": 5, "url": "/v1/completions", "body": {"prompt": "p"}})"
@@ -108,12 +108,12 @@ TEST(OpenAiBatchInput, UnsupportedRequestsAreErrorRecordsNamingTheLine) {
             "/v1/chat/completions are "
             "supported");
   EXPECT_EQ(reqs[0].id, json("chat"));
-  EXPECT_EQ(
-      reqs[1].error,
-      "line 3: field 'body.n' is 2: tpllama does not support it (only 1, which has no effect)");
+  EXPECT_EQ(reqs[1].error,
+            "line 3: field 'body.best_of' is 2: tpllama does not support it (only 1, which has no "
+            "effect); ask for samples with 'n' (vLLM's V1 engine dropped best_of for it too)");
   EXPECT_EQ(reqs[2].error,
-            "line 4: field 'body.echo' is true: tpllama does not support it (only false, which has "
-            "no effect)");
+            "line 4: field 'body.suffix' is \"s\": tpllama does not support it (only null, which "
+            "has no effect)");
   EXPECT_EQ(reqs[3].error, "line 5: missing required field 'custom_id'");
   EXPECT_TRUE(reqs[3].id.is_null()) << "no custom_id: none is made up";
   EXPECT_EQ(reqs[4].error, "line 6: field 'custom_id' must be a string, got 5");

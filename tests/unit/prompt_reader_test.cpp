@@ -339,9 +339,10 @@ TEST(PromptReaderJsonl, UnsupportedSamplingFieldsAreRefusedUnlessNeutral) {
       "{\"prompt\": \"e\", \"best_of\": 2}\n"
       "{\"prompt\": \"f\", \"frequency_penalty\": \"0\"}\n"
       "{\"prompt\": \"g\", \"n\": 2}\n"
-      "{\"prompt\": \"h\", \"echo\": true}\n");
+      "{\"prompt\": \"h\", \"echo\": true}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"i\"}], \"echo\": true}\n");
   const std::string err = testing::internal::GetCapturedStderr();
-  ASSERT_EQ(reqs.size(), 8u);
+  ASSERT_EQ(reqs.size(), 9u);
   EXPECT_TRUE(reqs[0].error.empty()) << reqs[0].error;
   EXPECT_EQ(err.find("ignoring"), std::string::npos) << err;
   EXPECT_TRUE(reqs[1].error.empty()) << reqs[1].error;
@@ -350,15 +351,18 @@ TEST(PromptReaderJsonl, UnsupportedSamplingFieldsAreRefusedUnlessNeutral) {
   EXPECT_DOUBLE_EQ(reqs[2].logit_rules.repetition_penalty, 1.1);
   EXPECT_TRUE(reqs[3].error.empty()) << reqs[3].error;
   EXPECT_EQ(reqs[3].logit_rules.logit_bias, (std::vector<std::pair<int32_t, float>>{{5, 10.0f}}));
-  EXPECT_EQ(
-      reqs[4].error,
-      "line 5: field 'best_of' is 2: tpllama does not support it (only 1, which has no effect)");
+  EXPECT_EQ(reqs[4].error,
+            "line 5: field 'best_of' is 2: tpllama does not support it (only 1, which has no "
+            "effect); ask for samples with 'n' (vLLM's V1 engine dropped best_of for it too)");
   EXPECT_EQ(reqs[5].error,
             "line 6: field 'frequency_penalty' must be a number in [-2, 2], got \"0\"");
-  EXPECT_EQ(reqs[6].error,
-            "line 7: field 'n' is 2: tpllama does not support it (only 1, which has no effect)");
-  EXPECT_EQ(reqs[7].error,
-            "line 8: field 'echo' is true: tpllama does not support it (only false, which has no "
+  EXPECT_TRUE(reqs[6].error.empty()) << reqs[6].error;
+  EXPECT_EQ(reqs[6].n, 2);
+  EXPECT_EQ(reqs[0].n, 1);
+  EXPECT_TRUE(reqs[7].error.empty()) << reqs[7].error;
+  EXPECT_TRUE(reqs[7].echo);
+  EXPECT_EQ(reqs[8].error,
+            "line 9: field 'echo' is true: tpllama does not support it (only false, which has no "
             "effect)");
 }
 

@@ -118,5 +118,62 @@ TEST(SequenceState, TheSchedulerMakesEachMove) {
   EXPECT_EQ(blocks.free_blocks(), 16);
 }
 
+// prompt_logprobs: each prompt position but the last is a scored row (its next token the target,
+// k top ones asked for), then the last gives the sampled token; a step too small for every row
+// takes fewer positions, and the rows come back in order across groups.
+TEST(SequenceState, APromptAskingForItsLogprobsScoresEachPositionThenSamples) {
+  BlockAllocator blocks(16, 4, 2);
+  Scheduler scheduler({64, /*rows=*/3, 2, 1}, blocks);
+  ActiveSequences active;
+  Request r;
+  r.token_ids = {1, 5, 6, 7, 8};
+  r.max_tokens = 2;
+  r.prompt_logprobs = 2;
+  active.push_back(
+      std::make_unique<Sequence>(r, nullptr, std::vector<int32_t>{1, 5, 6, 7, 8}, 0, 0));
+  Sequence& s = *active[0];
+  scheduler.admit(s);
+  std::optional<StepPlan> first = scheduler.schedule(active);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->batch.size(), 3u) << "three rows: positions 0, 1 and 2";
+  ASSERT_EQ(first->sampling.size(), 3u);
+  for (int p = 0; p < 3; ++p) {
+    EXPECT_EQ(first->sampling[static_cast<size_t>(p)].target,
+              r.token_ids[static_cast<size_t>(p) + 1]);
+    EXPECT_EQ(first->sampling[static_cast<size_t>(p)].logprobs, 2);
+  }
+  SampledRows rows;
+  rows.group = first->group;
+  rows.tokens = {5, 9, 9};
+  for (int32_t p = 0; p < 3; ++p)
+    rows.logprobs.push_back({p, -0.5f * (p + 1), {9, 5}, {-0.1f, -0.2f}, p + 1});
+  Scheduler::apply(scheduler.take_oldest(), rows, kRules);
+  EXPECT_EQ(s.prompt_rows_left(), 1);
+  EXPECT_EQ(s.n_generated(), 0);
+  std::optional<StepPlan> second = scheduler.schedule(active);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->batch.size(), 2u);
+  ASSERT_EQ(second->sampling.size(), 2u) << "position 3 scored, position 4 sampled";
+  EXPECT_EQ(second->sampling[0].target, 8);
+  EXPECT_EQ(second->sampling[1].target, -1);
+  rows.group = second->group;
+  rows.tokens = {8, 11};
+  rows.logprobs = {{0, -2.0f, {8}, {-2.0f}, 1}};
+  Scheduler::apply(scheduler.take_oldest(), rows, kRules);
+  EXPECT_EQ(s.prompt_rows_left(), 0);
+  EXPECT_EQ(s.tokens().back(), 11);
+  const Result result = s.take_result();
+  ASSERT_TRUE(result.prompt_logprobs.has_value());
+  ASSERT_EQ(result.prompt_logprobs->size(), 4u);
+  const PositionLogprobs& at0 = (*result.prompt_logprobs)[0];
+  ASSERT_EQ(at0.size(), 3u) << "the prompt's token, then the two best";
+  EXPECT_EQ(at0[0].token, 5);
+  EXPECT_EQ(at0[0].rank, 1);
+  EXPECT_FLOAT_EQ(static_cast<float>(at0[0].logprob), -0.5f);
+  EXPECT_EQ(at0[1].token, 9);
+  EXPECT_EQ(at0[2].rank, 2);
+  EXPECT_EQ((*result.prompt_logprobs)[3][0].token, 8);
+}
+
 }  // namespace
 }  // namespace tpllama

@@ -172,6 +172,7 @@ TEST(SampledRowsWire, TokensAndLogprobsComeBackAsSent) {
   l.logprob = -0.125f;
   l.top_tokens = {7, 9, 11};
   l.top_logprobs = {-0.125f, -2.5f, -3.0f};
+  l.rank = 4;
   sent.logprobs.push_back(l);
   sent.logprobs.push_back(RowLogprobs{0, -1.5f, {}, {}});
 
@@ -183,6 +184,7 @@ TEST(SampledRowsWire, TokensAndLogprobsComeBackAsSent) {
   EXPECT_EQ(got.logprobs[0].logprob, -0.125f);
   EXPECT_EQ(got.logprobs[0].top_tokens, (std::vector<int32_t>{7, 9, 11}));
   EXPECT_EQ(got.logprobs[0].top_logprobs, (std::vector<float>{-0.125f, -2.5f, -3.0f}));
+  EXPECT_EQ(got.logprobs[0].rank, 4);
   EXPECT_EQ(got.logprobs[1].row, 0);
   EXPECT_EQ(got.logprobs[1].logprob, -1.5f);
   EXPECT_TRUE(got.logprobs[1].top_tokens.empty());

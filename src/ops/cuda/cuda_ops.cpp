@@ -351,6 +351,11 @@ void download(const DeviceContext& ctx, void* host, Tensor src) {
   TPLLAMA_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
 }
 
+void copy(const DeviceContext& ctx, Tensor dst, Tensor src) {
+  TPLLAMA_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.nbytes(), cudaMemcpyDeviceToDevice,
+                                     stream_of(ctx)));
+}
+
 void begin_capture(const DeviceContext& ctx) {
   // Thread-local: CUDA calls of other threads (MPI progress, say) are not drawn into the capture.
   TPLLAMA_CUDA_CHECK(cudaStreamBeginCapture(stream_of(ctx), cudaStreamCaptureModeThreadLocal));

@@ -58,6 +58,7 @@ Buffer allocate(size_t nbytes);
 void zero(const DeviceContext& ctx, Tensor t);
 void upload(const DeviceContext& ctx, Tensor dst, const void* host);
 void download(const DeviceContext& ctx, void* host, Tensor src);
+void copy(const DeviceContext& ctx, Tensor dst, Tensor src);
 void synchronize(const DeviceContext& ctx);
 uint64_t memory_available(const DeviceContext& ctx);
 // CUDA graphs of the context's stream (ops::Graph holds the cudaGraphExec_t).
