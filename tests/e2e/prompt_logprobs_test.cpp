@@ -73,9 +73,9 @@ class PromptLogprobs : public StoriesSuite<PromptLogprobs> {
   std::vector<int> tokens_;  // the prompt's 5, then the 60 generated: run.c's 64 logit rows
 };
 
-// The whole story (run.c's tokens) as a prompt: each position's log-probability, rank and top 3 are run.c's, and
-// the continuation's equal a scoring request's to 1e-5; at 1 and 64 tokens a step (chunked), and
-// with a preemption.
+// The whole story (run.c's tokens) as a prompt: each position's log-probability, rank and top 3 are
+// run.c's, and the continuation's equal a scoring request's to 1e-5; at 1 and 64 tokens a step
+// (chunked), and with a preemption.
 TEST_F(PromptLogprobs, AreRunCsAndAgreeWithAScoringRequest) {
   const std::string prompt = reference_["prompt"], output = reference_["output"];
   const std::vector<json> requests = {
@@ -148,18 +148,14 @@ TEST_F(PromptLogprobs, EchoPrependsThePromptAndItsLogprobs) {
 
 TEST_F(PromptLogprobs, AreRefusedWhereTheyMeanNothing) {
   std::map<std::string, json> records =
-      run("refused", {{{"id", "wide"}, {"prompt", "Hi"}, {"prompt_logprobs", 21}},
-                      {{"id", "score"},
-                       {"context", "Hi"},
-                       {"continuation", " there"},
-                       {"prompt_logprobs", 1}},
-                      {{"id", "score_echo"},
-                       {"context", "Hi"},
-                       {"continuation", " there"},
-                       {"echo", true}},
-                      {{"id", "ok"}, {"prompt", "Hi"}, {"prompt_logprobs", 0}, {"max_tokens", 1}}});
-  EXPECT_NE(records["wide"].value("error", "").find("'prompt_logprobs' must be an integer in [0, 20]"),
-            std::string::npos)
+      run("refused",
+          {{{"id", "wide"}, {"prompt", "Hi"}, {"prompt_logprobs", 21}},
+           {{"id", "score"}, {"context", "Hi"}, {"continuation", " there"}, {"prompt_logprobs", 1}},
+           {{"id", "score_echo"}, {"context", "Hi"}, {"continuation", " there"}, {"echo", true}},
+           {{"id", "ok"}, {"prompt", "Hi"}, {"prompt_logprobs", 0}, {"max_tokens", 1}}});
+  EXPECT_NE(
+      records["wide"].value("error", "").find("'prompt_logprobs' must be an integer in [0, 20]"),
+      std::string::npos)
       << records["wide"].dump();
   EXPECT_NE(records["score"].value("error", "").find("field 'prompt_logprobs' is 1"),
             std::string::npos)

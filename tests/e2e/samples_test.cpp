@@ -41,7 +41,7 @@ class Samples : public StoriesSuite<Samples> {
 };
 
 // Block sizes that put the prompt's end inside a block (copy on write of the shared block) and
-// at a block's end (no copy), with and without the prefix cache.
+// at a block's end (no copy), with and without the prefix cache, chunked, and with preemptions.
 TEST_F(Samples, EachSampleIsTheSingleRequestOfItsSeed) {
   const uint64_t seed = 4242;
   const int n = 5;
@@ -59,8 +59,10 @@ TEST_F(Samples, EachSampleIsTheSingleRequestOfItsSeed) {
                         {"temperature", 1.0},
                         {"max_tokens", 48},
                         {"logprobs", 2}});
-  for (const std::string flags : {"", " --kv-block-size 4", " --kv-block-size 3 --prefix-caching off",
-                                  " --max-seqs 5 --max-batch-tokens 8"}) {
+  for (const std::string& flags :
+       std::vector<std::string>{"", " --kv-block-size 4", " --kv-block-size 3 --prefix-caching off",
+                                " --max-seqs 5 --max-batch-tokens 8",
+                                " --kv-cache-memory 700KB --stats " + work_ + "/each_stats.json"}) {
     SCOPED_TRACE("flags:" + flags);
     std::map<std::string, json> records = run("each", requests, flags);
     ASSERT_EQ(records.size(), static_cast<size_t>(n + 1));
@@ -90,6 +92,9 @@ TEST_F(Samples, EachSampleIsTheSingleRequestOfItsSeed) {
     EXPECT_EQ(joined["completion_tokens"], completion);
     EXPECT_EQ(texts.size(), static_cast<size_t>(n)) << "five draws of 48 tokens differ";
   }
+  std::ifstream f(work_ + "/each_stats.json");
+  EXPECT_GT(json::parse(f)["preemptions"].get<int>(), 0)
+      << "34 blocks of 16 for 10 sequences of 56 positions: samples are preempted and recompute";
 }
 
 // Greedy samples are all the greedy text: run.c's, shipped with the model.
@@ -167,9 +172,9 @@ TEST_F(Samples, NIsRefusedWhereItCannotBeServed) {
       << error_of("score");
   EXPECT_EQ(records["fits"]["choices"].size(), 8u) << records["fits"].dump();
   // --n is every request's default, and must fit in --max-seqs.
-  const CommandResult r = run_shell(binary() + " run --model " + model_ + " --input " + work_ +
-                                    "/refused.jsonl --output " + work_ +
-                                    "/never.jsonl --n 9 --max-seqs 8");
+  const CommandResult r =
+      run_shell(binary() + " run --model " + model_ + " --input " + work_ +
+                "/refused.jsonl --output " + work_ + "/never.jsonl --n 9 --max-seqs 8");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--n 9 is more than --max-seqs 8"), std::string::npos) << r.output;
 }

@@ -186,8 +186,8 @@ TEST(Samples, TheRecordHoldsEachSampleAsAChoiceAndThePromptOnce) {
       {"index":2,"text":"text 2","completion_tokens":3,"finish_reason":"length"}],
       "prompt_tokens":5,"completion_tokens":6})");
   EXPECT_EQ(line, expected);
-  const auto batch = nlohmann::json::parse(
-      result_to_json_line(joined, OutputFormat::kOpenAiBatch, {"m", "fp_1"}));
+  const auto batch =
+      nlohmann::json::parse(result_to_json_line(joined, OutputFormat::kOpenAiBatch, {"m", "fp_1"}));
   const nlohmann::json& body = batch["response"]["body"];
   ASSERT_EQ(body["choices"].size(), 3u);
   for (int k = 0; k < 3; ++k) {
