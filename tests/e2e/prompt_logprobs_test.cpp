@@ -74,8 +74,8 @@ class PromptLogprobs : public StoriesSuite<PromptLogprobs> {
 };
 
 // The whole story (run.c's tokens) as a prompt: each position's log-probability, rank and top 3 are
-// run.c's, and the continuation's equal a scoring request's to 1e-5; at 1 and 64 tokens a step
-// (chunked), and with a preemption.
+// run.c's, and the continuation's (prompt_logprobs' and echo's) equal a scoring request's to 1e-5;
+// in one step, and chunked to 7 and to 1 token a step.
 TEST_F(PromptLogprobs, AreRunCsAndAgreeWithAScoringRequest) {
   const std::string prompt = reference_["prompt"], output = reference_["output"];
   const std::vector<json> requests = {
@@ -83,7 +83,8 @@ TEST_F(PromptLogprobs, AreRunCsAndAgreeWithAScoringRequest) {
       {{"id", "score"},
        {"context", prompt},
        {"continuation", output.substr(prompt.size())},
-       {"logprobs", true}}};
+       {"logprobs", true}},
+      {{"id", "echo"}, {"prompt", tokens_}, {"echo", true}, {"logprobs", 0}, {"max_tokens", 1}}};
   for (const std::string flags : {"", " --max-batch-tokens 7", " --max-batch-tokens 1"}) {
     SCOPED_TRACE("flags:" + flags);
     std::map<std::string, json> records = run("story", requests, flags);
@@ -108,10 +109,14 @@ TEST_F(PromptLogprobs, AreRunCsAndAgreeWithAScoringRequest) {
     }
     const json& scored = records["score"]["token_logprobs"];
     ASSERT_EQ(scored.size(), 60u);
-    for (size_t g = 0; g < 60; ++g)
+    const json& echoed = records["echo"]["logprobs"]["token_logprobs"];
+    ASSERT_EQ(echoed.size(), 66u) << "the prompt's 65 tokens and the one generated";
+    for (size_t g = 0; g < 60; ++g) {
       EXPECT_NEAR(positions[5 + g].at(std::to_string(tokens_[5 + g]))["logprob"].get<double>(),
                   scored[g].get<double>(), 1e-5)
           << "token " << g;
+      EXPECT_NEAR(echoed[5 + g].get<double>(), scored[g].get<double>(), 1e-5) << "token " << g;
+    }
   }
 }
 

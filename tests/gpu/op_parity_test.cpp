@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "model/kv_cache.h"
 #include "ops/attention.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/cuda_runtime.h"
+#include "ops/device.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/rows.h"
@@ -618,6 +620,44 @@ TEST_P(GpuOps, EditLogitsMatchesTheCpu) {
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_TRUE(got[i] == expected[i]) << "logit " << i << ": " << got[i] << " vs " << expected[i];
+}
+
+// Copy on write of a KV block forked samples share: the GPU cache copies the old block's keys and
+// values in every layer into the new one, device to device, and leaves every other block alone.
+TEST_P(GpuOps, KvBlockCopyOnWriteCopiesEveryLayer) {
+  const int layers = 3, kv_dim = 40, block = 16, blocks = 6;
+  KvCache cache(layers, kv_dim, block, blocks, /*slots=*/2, gpu_, 0, act());
+  cache.append_block(0, 4);
+  cache.append_block(0, 1);
+  const size_t per_pool = static_cast<size_t>(blocks * block * kv_dim);
+  std::vector<std::vector<uint8_t>> before;
+  for (int l = 0; l < layers; ++l)
+    for (const Tensor& pool : {cache.key_pool(l), cache.value_pool(l)}) {
+      std::vector<float> v = random(per_pool);
+      std::vector<uint8_t> bytes(pool.nbytes());
+      if (act() == DType::kBF16) {
+        auto* b = reinterpret_cast<uint16_t*>(bytes.data());
+        for (size_t i = 0; i < per_pool; ++i) b[i] = f32_to_bf16(v[i]);
+      } else {
+        std::memcpy(bytes.data(), v.data(), bytes.size());
+      }
+      ops::upload(gpu_, pool, bytes.data());
+      before.push_back(std::move(bytes));
+    }
+  cache.replace_block(0, 1, 3);  // block 1 (the slot's second) is copied into block 3
+  EXPECT_EQ(cache.blocks(0), (std::vector<int32_t>{4, 3}));
+  const size_t row_bytes = static_cast<size_t>(kv_dim) * dtype_size(act());
+  const size_t block_bytes = static_cast<size_t>(block) * row_bytes;
+  size_t which = 0;
+  for (int l = 0; l < layers; ++l)
+    for (const Tensor& pool : {cache.key_pool(l), cache.value_pool(l)}) {
+      std::vector<uint8_t> after(pool.nbytes());
+      ops::download(gpu_, after.data(), pool);
+      std::vector<uint8_t> expected = before[which++];
+      std::memcpy(expected.data() + 3 * block_bytes, expected.data() + 1 * block_bytes,
+                  block_bytes);
+      ASSERT_TRUE(after == expected) << "layer " << l;
+    }
 }
 
 TEST_P(GpuOps, ArgmaxTiesToTheLowestColumn) {

@@ -90,6 +90,24 @@ TEST(OpenAiRecords, AChatLineHasEveryKeyOfOpenAisLayout) {
   expect_shape(line["response"]["body"], f["chat_body"], "body", f["vllm_choice_extras"]);
 }
 
+// n samples: every choice has the layout, numbered by index, and usage counts the prompt once.
+TEST(OpenAiRecords, ARecordOfNSamplesHasTheLayoutInEveryChoice) {
+  const json f = fixture();
+  for (const bool chat : {false, true}) {
+    const json line = json::parse(
+        result_to_json_line(join_samples({finished(chat), finished(chat), finished(chat)}),
+                            OutputFormat::kOpenAiBatch, RecordOrigin{"m", "fp_0123456789abcdef"}));
+    expect_shape(line, f["batch_line"], "line");
+    const json& body = line["response"]["body"];
+    expect_shape(body, f[chat ? "chat_body" : "completion_body"], "body", f["vllm_choice_extras"]);
+    ASSERT_EQ(body["choices"].size(), 3u);
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(body["choices"][k]["index"], k);
+    EXPECT_EQ(body["usage"]["prompt_tokens"], 5);
+    EXPECT_EQ(body["usage"]["completion_tokens"], 12);
+    EXPECT_EQ(body["usage"]["total_tokens"], 17);
+  }
+}
+
 TEST(OpenAiRecords, TextOffsetCountsCodePointsNotBytes) {
   Result r = finished(false);
   r.logprobs = std::vector<TokenLogprob>{{"é", -1.0, {}}, {"日本", -1.0, {}}, {"x", -1.0, {}}};
