@@ -186,9 +186,17 @@ class Run {
   void apply(const Group& group, const SampledRows& rows) {
     TraceSpan span(io_.trace, "apply tokens", TraceTrack::kSchedule);
     publisher_.step_done(group);
-    // A scoring request's logit row scores one continuation token; any other samples one.
-    for (const Sequence* row : group.rows)
-      (row->request.scoring ? scored_tokens_ : sampled_tokens_) += 1;
+    // A scoring request's logit row scores one continuation token, as do a prompt's first rows
+    // when it asks for its log-probabilities (a sequence's rows are consecutive); any other samples
+    // one.
+    const Sequence* last = nullptr;
+    int seen = 0;
+    for (const Sequence* row : group.rows) {
+      seen = row == last ? seen + 1 : 0;
+      last = row;
+      (row->request.scoring || seen < row->prompt_rows_left() ? scored_tokens_ : sampled_tokens_) +=
+          1;
+    }
     std::vector<Fork> forks = Scheduler::apply(group, rows, rules_);
     promised_forks_ -= static_cast<int>(forks.size());
     scheduler_.adopt(std::move(forks), active_);

@@ -41,7 +41,8 @@ void ResultPublisher::retire(Sequence& s) {
   if (generated > 1) l.tpot.add(seconds_between(s.first_token(), now) / (generated - 1));
   if (generated > 0 && first_sample)
     l.ttft_from_start.add(seconds_between(start_, s.first_token()));
-  // A first sample that failed before its first token forked none: it is the whole record.
+  // A first sample that failed before its last prompt position's step came back forked none: it
+  // is the whole record.
   const int n = s.samples_to_fork() > 0 ? 1 : s.request.n;
   if (s.request.n == 1) {
     l.latency_from_start.add(seconds_between(start_, now));

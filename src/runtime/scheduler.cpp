@@ -170,20 +170,21 @@ std::vector<Fork> Scheduler::apply(const Group& group, const SampledRows& rows,
   std::vector<const RowLogprobs*> by_row(group.rows.size(), nullptr);
   for (const RowLogprobs& l : rows.logprobs) by_row.at(static_cast<size_t>(l.row)) = &l;
   std::vector<Fork> forks;
-  // The sequence whose token the previous row gave: a row of it again draws a sample to fork.
+  // The sequence whose sampled row the previous row was: a row of it again is a sample to fork,
+  // whatever became of the first (the samples of a request come back together).
   const Sequence* sampled = nullptr;
   int sample = 0;
   for (size_t r = 0; r < group.rows.size(); ++r) {
     Sequence* s = group.rows[r];
     const bool repeat = s == sampled;
     sample = repeat ? sample + 1 : 0;
-    sampled = nullptr;
     if (repeat) {
       forks.push_back({s, s->fork(sample)});
       s = forks.back().child.get();
     }
-    if (s->finished()) continue;  // an earlier row of it was not finite
     const bool scored = s->request.scoring || s->prompt_rows_left() > 0;
+    sampled = scored ? nullptr : group.rows[r];
+    if (s->finished()) continue;  // an earlier row of it was not finite
     if (rows.tokens[r] == kNonFiniteRow) {
       // Position of the row's logits: the scored one, or the last computed before the next token.
       s->fail_non_finite(scored ? s->first_unscored() : s->n_computed() - 1);
@@ -196,7 +197,6 @@ std::vector<Fork> Scheduler::apply(const Group& group, const SampledRows& rows,
     }
     if (by_row[r] != nullptr) s->record_logprobs(*by_row[r], rows.tokens[r]);
     s->accept_token(rows.tokens[r], rules);
-    sampled = group.rows[r];
   }
   for (Sequence* s : group.members)
     if (s->request.scoring && !s->finished() &&

@@ -60,6 +60,7 @@ Sequence::Sequence(Request r, const Tokenizer* tokenizer, std::vector<int32_t> p
       n_context(context_tokens),
       tokens_(std::move(prompt)),
       rng_(request.sampling.seed),
+      forks_left_(request.scoring ? 0 : request.n - 1),
       penalties_(request.logit_rules, tokens_),
       admitted_(admitted),
       tokenizer_(tokenizer),
@@ -83,14 +84,17 @@ double Sequence::fork_uniform(int index) const {
   return stream.uniform();
 }
 
-std::unique_ptr<Sequence> Sequence::fork(int index) const {
-  TPLLAMA_CHECK(index > 0 && index < request.n && sample_index_ == 0 && n_computed_ >= n_prompt,
+std::unique_ptr<Sequence> Sequence::fork(int index) {
+  TPLLAMA_CHECK(index == request.n - forks_left_ && forks_left_ > 0 && n_computed_ >= n_prompt,
                 "fork of sample ", index, " of ", request.n, " from sample ", sample_index_,
-                " with ", n_computed_, " of ", n_prompt, " prompt positions computed");
+                " with ", forks_left_, " forks left and ", n_computed_, " of ", n_prompt,
+                " prompt positions computed");
+  --forks_left_;
   std::vector<int32_t> prompt(tokens_.begin(), tokens_.begin() + n_prompt);
   auto child = std::make_unique<Sequence>(request, tokenizer_, std::move(prompt), n_context, order,
                                           admitted_);
   child->sample_index_ = index;
+  child->forks_left_ = 0;
   child->rng_ = Rng(sample_seed(request.sampling.seed, index));
   if (request.sampling.temperature > 0) child->rng_.uniform();  // fork_uniform drew it
   child->n_computed_ = n_prompt;

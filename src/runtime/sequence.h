@@ -82,11 +82,10 @@ class Sequence {
   int passed_over() const { return passed_over_; }  // groups planned without its pending prompt
   int n_generated() const { return n_generated_; }
   int sample_index() const { return sample_index_; }  // which of its request's n samples
-  // Samples still to fork from it: n − 1 for the first sample of a request of n until its first
-  // token; then 0. Its last prompt position's logit row is asked for 1 + this many times.
-  int samples_to_fork() const {
-    return sample_index_ == 0 && n_generated_ == 0 && !request.scoring ? request.n - 1 : 0;
-  }
+  // Samples still to fork from it: n − 1 for the first sample of a request of n until the step
+  // of its last prompt position comes back; then 0. That position's logit row is asked for 1 +
+  // this many times.
+  int samples_to_fork() const { return forks_left_; }
   Clock::time_point admitted() const { return admitted_; }
   Clock::time_point first_token() const { return first_token_; }
 
@@ -133,7 +132,7 @@ class Sequence {
   // Sample `index` of its request, forked once its prompt is computed (samples_to_fork): its
   // prompt computed, its own stream past its first uniform, no slot yet (the Scheduler gives it
   // one sharing this one's blocks), and no token (its first comes from the row drawn for it).
-  std::unique_ptr<Sequence> fork(int index) const;
+  std::unique_ptr<Sequence> fork(int index);
   // The edits of its next token's logit row `row`: its request's LogitRules over its tokens so far
   // (runtime/logit_edits.h).
   void append_logit_edits(int32_t row, const StopRules& rules, std::vector<LogitEdit>* out) const;
@@ -187,6 +186,7 @@ class Sequence {
   int passed_over_ = 0;
   int n_generated_ = 0;
   int sample_index_ = 0;
+  int forks_left_ = 0;
   Rng rng_;
   PenaltyCounts penalties_;
   std::string text_;

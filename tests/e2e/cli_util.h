@@ -138,6 +138,25 @@ class StoriesSuite : public ::testing::Test {
     ASSERT_EQ(convert_.exit_code, 0) << convert_.output;
   }
 
+  // Runs `requests` (one JSONL line each, in the file work_/name.jsonl) with `flags`, expecting
+  // exit status 0; the records by id: a string id as it is, a number as its digits.
+  static std::map<std::string, json> run_requests(const std::string& name,
+                                                  const std::vector<json>& requests,
+                                                  const std::string& flags = "") {
+    const std::string in = work_ + "/" + name + ".jsonl", out = work_ + "/" + name + "_out.jsonl";
+    {
+      std::ofstream f(in);
+      for (const json& r : requests) f << r.dump() << "\n";
+    }
+    const CommandResult r = run_shell(binary() + " run --model " + model_ + " --input " + in +
+                                      " --output " + out + " --log-interval 0 --overwrite" + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::map<std::string, json> records;
+    for (const json& rec : read_jsonl(out))
+      records[rec["id"].is_string() ? rec["id"].get<std::string>() : rec["id"].dump()] = rec;
+    return records;
+  }
+
   static inline std::string stories_, work_, model_;
   static inline CommandResult convert_;
 };

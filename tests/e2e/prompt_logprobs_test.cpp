@@ -53,21 +53,6 @@ class PromptLogprobs : public StoriesSuite<PromptLogprobs> {
     return order[static_cast<size_t>(skip)];
   }
 
-  std::map<std::string, json> run(const std::string& name, const std::vector<json>& requests,
-                                  const std::string& flags = "") {
-    const std::string in = work_ + "/" + name + ".jsonl", out = work_ + "/" + name + "_out.jsonl";
-    {
-      std::ofstream f(in);
-      for (const json& r : requests) f << r.dump() << "\n";
-    }
-    const CommandResult r = run_shell(binary() + " run --model " + model_ + " --input " + in +
-                                      " --output " + out + " --log-interval 0 --overwrite" + flags);
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    std::map<std::string, json> records;
-    for (const json& rec : read_jsonl(out)) records[rec["id"].get<std::string>()] = rec;
-    return records;
-  }
-
   json reference_;
   std::vector<float> logits_;
   std::vector<int> tokens_;  // the prompt's 5, then the 60 generated: run.c's 64 logit rows
@@ -87,7 +72,7 @@ TEST_F(PromptLogprobs, AreRunCsAndAgreeWithAScoringRequest) {
       {{"id", "echo"}, {"prompt", tokens_}, {"echo", true}, {"logprobs", 0}, {"max_tokens", 1}}};
   for (const std::string flags : {"", " --max-batch-tokens 7", " --max-batch-tokens 1"}) {
     SCOPED_TRACE("flags:" + flags);
-    std::map<std::string, json> records = run("story", requests, flags);
+    std::map<std::string, json> records = run_requests("story", requests, flags);
     const json& story = records["story"];
     ASSERT_EQ(story["prompt_tokens"], 65) << story.dump();
     const json& positions = story["prompt_logprobs"];
@@ -129,7 +114,7 @@ TEST_F(PromptLogprobs, EchoPrependsThePromptAndItsLogprobs) {
   echo["id"] = "echo";
   echo["echo"] = true;
   plain["id"] = "plain";
-  std::map<std::string, json> records = run("echo", {echo, plain}, " --n 2 --max-seqs 4");
+  std::map<std::string, json> records = run_requests("echo", {echo, plain}, " --n 2 --max-seqs 4");
   for (int k = 0; k < 2; ++k) {
     const json& e = records["echo"]["choices"][k];
     const json& p = records["plain"]["choices"][k];
@@ -152,12 +137,12 @@ TEST_F(PromptLogprobs, EchoPrependsThePromptAndItsLogprobs) {
 }
 
 TEST_F(PromptLogprobs, AreRefusedWhereTheyMeanNothing) {
-  std::map<std::string, json> records =
-      run("refused",
-          {{{"id", "wide"}, {"prompt", "Hi"}, {"prompt_logprobs", 21}},
-           {{"id", "score"}, {"context", "Hi"}, {"continuation", " there"}, {"prompt_logprobs", 1}},
-           {{"id", "score_echo"}, {"context", "Hi"}, {"continuation", " there"}, {"echo", true}},
-           {{"id", "ok"}, {"prompt", "Hi"}, {"prompt_logprobs", 0}, {"max_tokens", 1}}});
+  std::map<std::string, json> records = run_requests(
+      "refused",
+      {{{"id", "wide"}, {"prompt", "Hi"}, {"prompt_logprobs", 21}},
+       {{"id", "score"}, {"context", "Hi"}, {"continuation", " there"}, {"prompt_logprobs", 1}},
+       {{"id", "score_echo"}, {"context", "Hi"}, {"continuation", " there"}, {"echo", true}},
+       {{"id", "ok"}, {"prompt", "Hi"}, {"prompt_logprobs", 0}, {"max_tokens", 1}}});
   EXPECT_NE(
       records["wide"].value("error", "").find("'prompt_logprobs' must be an integer in [0, 20]"),
       std::string::npos)

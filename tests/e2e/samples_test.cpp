@@ -17,23 +17,6 @@ class Samples : public StoriesSuite<Samples> {
   static constexpr const char* kTag = "samples";
 
  protected:
-  // Runs `requests` (one JSONL line each) with `flags`; the records by id.
-  static std::map<std::string, json> run(const std::string& name, const std::vector<json>& requests,
-                                         const std::string& flags = "") {
-    const std::string in = work_ + "/" + name + ".jsonl", out = work_ + "/" + name + "_out.jsonl";
-    {
-      std::ofstream f(in);
-      for (const json& r : requests) f << r.dump() << "\n";
-    }
-    const CommandResult r = run_shell(binary() + " run --model " + model_ + " --input " + in +
-                                      " --output " + out + " --log-interval 0 --overwrite" + flags);
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    std::map<std::string, json> records;  // a string id as it is, a number as its digits
-    for (const json& rec : read_jsonl(out))
-      records[rec["id"].is_string() ? rec["id"].get<std::string>() : rec["id"].dump()] = rec;
-    return records;
-  }
-
   // The seed a request of n = 1 is given to draw sample k of a request seeded `seed`.
   static uint64_t seed_of_sample(uint64_t seed, uint64_t k) {
     return k == 0 ? seed : tpllama::splitmix64(seed ^ (k * tpllama::kSplitmix64Gamma));
@@ -64,7 +47,7 @@ TEST_F(Samples, EachSampleIsTheSingleRequestOfItsSeed) {
                                 " --max-seqs 5 --max-batch-tokens 8",
                                 " --kv-cache-memory 700KB --stats " + work_ + "/each_stats.json"}) {
     SCOPED_TRACE("flags:" + flags);
-    std::map<std::string, json> records = run("each", requests, flags);
+    std::map<std::string, json> records = run_requests("each", requests, flags);
     ASSERT_EQ(records.size(), static_cast<size_t>(n + 1));
     const json& joined = records["n"];
     ASSERT_TRUE(joined.contains("choices")) << joined.dump();
@@ -105,14 +88,14 @@ TEST_F(Samples, GreedySamplesAreEachRunCsText) {
   const json reference = json::parse(line);
   const std::vector<int> generated = reference["generated_tokens"];
   const std::map<std::string, json> records =
-      run("greedy",
-          {{{"id", 0},
-            {"prompt", reference["prompt_tokens"]},
-            {"n", 3},
-            {"temperature", 0},
-            {"ignore_eos", true},
-            {"max_tokens", static_cast<int>(generated.size())}}},
-          " --kv-block-size 5");
+      run_requests("greedy",
+                   {{{"id", 0},
+                     {"prompt", reference["prompt_tokens"]},
+                     {"n", 3},
+                     {"temperature", 0},
+                     {"ignore_eos", true},
+                     {"max_tokens", static_cast<int>(generated.size())}}},
+                   " --kv-block-size 5");
   const json& r = records.at("0");
   ASSERT_EQ(r["choices"].size(), 3u) << r.dump();
   const std::string output = reference["output"], prompt = reference["prompt"];
@@ -137,7 +120,7 @@ TEST_F(Samples, ThePromptIsComputedOnce) {
                         {"ignore_eos", true}});
   const std::string stats = work_ + "/once_stats.json";
   const std::map<std::string, json> records =
-      run("once", requests, " --max-seqs 16 --prefix-caching off --stats " + stats);
+      run_requests("once", requests, " --max-seqs 16 --prefix-caching off --stats " + stats);
   ASSERT_EQ(records.size(), 4u);
   int prompt_tokens = 0;
   for (const auto& [id, r] : records) {
@@ -154,13 +137,13 @@ TEST_F(Samples, ThePromptIsComputedOnce) {
 
 TEST_F(Samples, NIsRefusedWhereItCannotBeServed) {
   std::map<std::string, json> records =
-      run("refused",
-          {{{"id", "wide"}, {"prompt", "Hi"}, {"n", 9}},
-           {{"id", "best_of"}, {"prompt", "Hi"}, {"best_of", 3}},
-           {{"id", "zero"}, {"prompt", "Hi"}, {"n", 0}},
-           {{"id", "score"}, {"context", "Hi"}, {"continuation", " there"}, {"n", 2}},
-           {{"id", "fits"}, {"prompt", "Hi"}, {"n", 8}, {"max_tokens", 2}}},
-          " --max-seqs 8");
+      run_requests("refused",
+                   {{{"id", "wide"}, {"prompt", "Hi"}, {"n", 9}},
+                    {{"id", "best_of"}, {"prompt", "Hi"}, {"best_of", 3}},
+                    {{"id", "zero"}, {"prompt", "Hi"}, {"n", 0}},
+                    {{"id", "score"}, {"context", "Hi"}, {"continuation", " there"}, {"n", 2}},
+                    {{"id", "fits"}, {"prompt", "Hi"}, {"n", 8}, {"max_tokens", 2}}},
+                   " --max-seqs 8");
   const auto error_of = [&](const char* id) { return records[id].value("error", std::string()); };
   EXPECT_NE(error_of("wide").find("n is 9 but --max-seqs is 8"), std::string::npos)
       << error_of("wide");

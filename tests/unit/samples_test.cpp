@@ -128,6 +128,35 @@ TEST(Samples, ASampleItsFirstTokenFinishesTakesNoSlot) {
   EXPECT_EQ(f.blocks.free_blocks(), 16);
 }
 
+// Rows that are not finite: the samples are forked all the same and each fails (the record is
+// the first failure); a request that fails on a scored prompt row never reaches its sampled rows
+// and forks none (it alone is the record).
+TEST(Samples, ANonFiniteRowFailsEverySampleOrForksNone) {
+  ForkedRequest f(/*temperature=*/0.8, {kNonFiniteRow, kNonFiniteRow, kNonFiniteRow});
+  ASSERT_EQ(f.active.size(), 3u);
+  for (const auto& s : f.active) EXPECT_EQ(s->finish_reason(), FinishReason::kError);
+  EXPECT_EQ(f.active[0]->samples_to_fork(), 0);
+
+  BlockAllocator blocks(16, 4, 4);
+  Scheduler scheduler({64, 8, 4, 1}, blocks);
+  ActiveSequences active;
+  Request r;
+  r.token_ids = {1, 5, 6, 7};
+  r.n = 3;
+  r.prompt_logprobs = 0;
+  active.push_back(std::make_unique<Sequence>(r, nullptr, r.token_ids, 0, 0));
+  scheduler.admit(*active[0]);
+  StepPlan plan = *scheduler.schedule(active);
+  ASSERT_EQ(plan.sampling.size(), 6u) << "three scored positions, then three samples";
+  SampledRows rows;
+  rows.group = plan.group;
+  rows.tokens = {kNonFiniteRow, 6, 7, 9, 9, 9};
+  rows.logprobs = {{1, -1.0f, {}, {}, 1}, {2, -1.0f, {}, {}, 1}};
+  EXPECT_TRUE(Scheduler::apply(scheduler.take_oldest(), rows, kRules).empty());
+  EXPECT_EQ(active[0]->finish_reason(), FinishReason::kError);
+  EXPECT_EQ(active[0]->samples_to_fork(), 2) << "its samples were never forked";
+}
+
 TEST(Samples, ACopyNeedsAFreeBlockOrItWaits) {
   // Two blocks in all, both the prompt's: a fork cannot copy the partial one.
   BlockAllocator blocks(2, 4, 2);
