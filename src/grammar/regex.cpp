@@ -138,12 +138,12 @@ const CodeRanges kSpace = {{'\t', '\r'}, {' ', ' '}};
 
 class RegexReader {
  public:
-  RegexReader(GrammarBuilder& b, std::string_view p, const RegexLimits& limits)
-      : b_(b), p_(p), limits_(limits) {}
+  RegexReader(GrammarBuilder& b, std::string_view p, const RegexOptions& limits)
+      : b_(b), p_(p), options_(limits) {}
 
   GrammarBuilder::Symbol read() {
-    if (p_.size() > limits_.max_pattern_bytes)
-      fail("the regex is ", p_.size(), " bytes, more than ", limits_.max_pattern_bytes);
+    if (p_.size() > options_.max_pattern_bytes)
+      fail("the regex is ", p_.size(), " bytes, more than ", options_.max_pattern_bytes);
     if (!p_.empty() && p_.front() == '^') ++at_;  // fullmatch anchors it anyway
     GrammarBuilder::Sequence whole = alternation(0);
     if (at_ != p_.size()) refuse("an unmatched ')'");
@@ -184,8 +184,8 @@ class RegexReader {
   }
 
   GrammarBuilder::Sequence alternation(int depth) {
-    if (depth > limits_.max_depth)
-      refuse("nesting deeper than " + std::to_string(limits_.max_depth));
+    if (depth > options_.max_depth)
+      refuse("nesting deeper than " + std::to_string(options_.max_depth));
     std::vector<GrammarBuilder::Sequence> alternatives{concatenation(depth)};
     while (eat('|')) alternatives.push_back(concatenation(depth));
     if (alternatives.size() == 1) return std::move(alternatives.front());
@@ -214,8 +214,8 @@ class RegexReader {
     while (more() && peek() >= '0' && peek() <= '9') {
       n = n * 10 + (p_[at_++] - '0');
       any = true;
-      if (n > limits_.max_count)
-        refuse("a repetition count above " + std::to_string(limits_.max_count));
+      if (n > options_.max_count)
+        refuse("a repetition count above " + std::to_string(options_.max_count));
     }
     return any ? n : -1;
   }
@@ -273,20 +273,53 @@ class RegexReader {
       b_.add_alternative(rule, std::move(inner));
       return {GrammarBuilder::ref(rule)};
     }
-    if (c == '[') return code_points(b_, char_class());
+    if (c == '[') return points(char_class());
     if (c == '.') {
       ++at_;
-      return code_points(b_, complement({{'\n', '\n'}}));
+      return points(complement({{'\n', '\n'}}));
     }
     if (c == '*' || c == '+' || c == '?') refuse("a quantifier with nothing to repeat");
     if (c == '^' || c == '$') refuse("an anchor inside the pattern");
     if (c == '\\') {
       ++at_;
       CodeRanges r;
-      if (escape(false, r)) return code_points(b_, r);
-      return b_.literal(utf8(r.front().first));
+      if (escape(false, r)) return points(r);
+      return literal(r.front().first);
     }
-    return b_.literal(utf8(next_code_point()));
+    return literal(next_code_point());
+  }
+
+  // The code points a JSON string may hold unescaped.
+  static bool json_plain(uint32_t c) { return c >= 0x20 && c != '"' && c != '\\'; }
+
+  GrammarBuilder::Sequence literal(uint32_t c) {
+    if (options_.json_string && !json_plain(c))
+      refuse("a character a JSON string must escape (U+" + std::to_string(c) + ")");
+    return b_.literal(utf8(c));
+  }
+
+  GrammarBuilder::Sequence points(CodeRanges r) {
+    if (options_.json_string) {  // without '"', '\\' and the control characters
+      r = normalized(r);
+      CodeRanges kept;
+      for (const auto& [lo, hi] : r) {
+        const auto keep = [&](uint32_t a, uint32_t z) {
+          if (a <= z) kept.emplace_back(a, z);
+        };
+        const uint32_t from = std::max<uint32_t>(lo, 0x20);
+        if (from > hi) continue;
+        uint32_t start = from;
+        for (const uint32_t cut : {static_cast<uint32_t>('"'), static_cast<uint32_t>('\\')}) {
+          if (cut >= start && cut <= hi) {
+            keep(start, cut - 1);
+            start = cut + 1;
+          }
+        }
+        keep(start, hi);
+      }
+      r = std::move(kept);
+    }
+    return code_points(b_, r);
   }
 
   // After a backslash: a class escape (true, its ranges) or one code point (false, r = {c, c}).
@@ -399,18 +432,18 @@ class RegexReader {
 
   GrammarBuilder& b_;
   std::string_view p_;
-  RegexLimits limits_;
+  RegexOptions options_;
   size_t at_ = 0;
 };
 
 }  // namespace
 
 GrammarBuilder::Symbol add_regex(GrammarBuilder& builder, std::string_view pattern,
-                                 const RegexLimits& limits) {
+                                 const RegexOptions& limits) {
   return RegexReader(builder, pattern, limits).read();
 }
 
-Grammar compile_regex(std::string_view pattern, const RegexLimits& limits,
+Grammar compile_regex(std::string_view pattern, const RegexOptions& limits,
                       const GrammarLimits& grammar_limits) {
   GrammarBuilder b(grammar_limits);
   const uint32_t root = b.rule("root");

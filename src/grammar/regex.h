@@ -14,7 +14,10 @@
 
 namespace tpllama::grammar {
 
-struct RegexLimits {
+struct RegexOptions {
+  // The text is a JSON string's content, written without escapes: '"', '\\' and the control
+  // characters are left out of classes and `.`, and a literal one is refused.
+  bool json_string = false;
   size_t max_pattern_bytes = 64 * 1024;
   int max_depth = 200;    // nested groups and quantifiers
   int max_count = 10000;  // the largest n or m of a {n,m}
@@ -23,10 +26,10 @@ struct RegexLimits {
 // The pattern as a symbol of `builder` (a rule matching exactly its texts). Throws Error naming
 // the construct and its offset when the pattern is refused.
 GrammarBuilder::Symbol add_regex(GrammarBuilder& builder, std::string_view pattern,
-                                 const RegexLimits& limits = {});
+                                 const RegexOptions& limits = {});
 
 // A grammar of the pattern alone.
-Grammar compile_regex(std::string_view pattern, const RegexLimits& limits = {},
+Grammar compile_regex(std::string_view pattern, const RegexOptions& limits = {},
                       const GrammarLimits& grammar_limits = {});
 
 }  // namespace tpllama::grammar

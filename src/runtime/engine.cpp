@@ -4,6 +4,7 @@
 #include "runtime/engine.h"
 
 #include <cmath>
+#include <set>
 #include <sstream>
 
 #include "core/clock.h"
@@ -139,9 +140,10 @@ class Run {
       stop_time_ = Clock::now();
       intake_.close();
       log::warn("received signal " + std::to_string(signal) +
-                ": admitting no more requests; finishing the " + std::to_string(active_.size()) +
-                " running within " + std::to_string(static_cast<int>(o_.grace_seconds)) +
-                " s, then stopping (" + o_.how_to_continue +
+                ": admitting no more requests; finishing the " +
+                std::to_string(running_requests()) + " running within " +
+                std::to_string(static_cast<int>(o_.grace_seconds)) + " s, then stopping (" +
+                o_.how_to_continue +
                 "); a second signal, 1 s or more after the first, stops at once");
     }
     const bool again = stop_signals_received() > 1;  // a second signal: stop now
@@ -149,10 +151,17 @@ class Run {
         !active_.empty()) {
       if (again)
         log::warn("a second stop signal: stopping now, abandoning the " +
-                  std::to_string(active_.size()) + " running requests");
-      s.abandoned = static_cast<long long>(active_.size());
+                  std::to_string(running_requests()) + " running requests");
+      s.abandoned = running_requests();
       abandon_ = true;
     }
+  }
+
+  // Requests with a sequence running (the samples of one are one request).
+  long long running_requests() const {
+    std::set<uint64_t> orders;
+    for (const auto& s : active_) orders.insert(s->order);
+    return static_cast<long long>(orders.size());
   }
 
   // Sequence slots taken, and promised to the samples still to fork from them.
@@ -162,6 +171,7 @@ class Run {
   // at a time) only when nothing else can go on. A request of n samples waits until n slots are
   // free (the intake refuses n above --max-seqs).
   void admit_while_room() {
+    if (summary().stopped_by != 0) next_.reset();  // a stop admits nothing (--resume redoes it)
     while (publisher_.has_room()) {
       if (!next_) {
         if (intake_.done() || slots_taken() >= o_.max_seqs) return;
@@ -175,7 +185,7 @@ class Run {
         const int n = a.sequence->request.n;
         if (slots_taken() + n > o_.max_seqs) return;  // its samples wait for slots
         summary().prompt_tokens += a.sequence->n_prompt;
-        promised_forks_ += n - 1;
+        promised_forks_ += a.sequence->samples_to_fork();
         scheduler_.admit(*a.sequence);
         active_.push_back(std::move(a.sequence));
       }

@@ -11,15 +11,11 @@
 #include "core/error.h"
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
+#include "grammar_test_util.h"
 #include "grammar/regex.h"
 
 namespace tpllama::grammar {
 namespace {
-
-bool full_match(const Grammar& g, const std::string& text) {
-  Matcher m(g);
-  return m.advance(text) && m.can_end();
-}
 
 TEST(Regex, MatchesWhatPythonsFullmatchMatches) {
   std::ifstream in(std::string(TPLLAMA_TEST_DATA_DIR) + "/grammar/regex_cases.json");
