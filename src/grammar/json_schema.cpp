@@ -129,6 +129,16 @@ class SchemaCompiler {
                           : sign == "++" ? "[1-9][0-9]*"
                                          : "-?(0|[1-9][0-9]*)")};
   }
+  // open ws inside ws close: an object's or an array's brackets around its contents.
+  Seq bracketed(const char* open, const Seq& inside, const char* close) {
+    Seq s = literal(open);
+    append(s, ws());
+    append(s, inside);
+    append(s, ws());
+    append(s, literal(close));
+    return s;
+  }
+
   // ws , ws v: an item or member after the first.
   Seq comma_then(const Seq& v) {
     Seq s = ws();
@@ -148,12 +158,7 @@ class SchemaCompiler {
     const Seq more = comma_then(pair);
     Seq pairs = pair;
     pairs.push_back(b_.repeat(more, 0, -1, "pairs"));
-    Seq obj = literal("{");
-    append(obj, ws());
-    obj.push_back(b_.repeat(pairs, 0, 1, "members"));
-    append(obj, ws());
-    append(obj, literal("}"));
-    return obj;
+    return bracketed("{", {b_.repeat(pairs, 0, 1, "members")}, "}");
   }
   // v, then [ws , ws v] so that there are min..max of them in all (max < 0: no bound); min 0
   // allows none.
@@ -385,12 +390,7 @@ class SchemaCompiler {
       first_next = {GrammarBuilder::ref(first)};
       rest_next = {GrammarBuilder::ref(rest)};
     }
-    Seq obj = literal("{");
-    append(obj, ws());
-    append(obj, first_next);
-    append(obj, ws());
-    append(obj, literal("}"));
-    return obj;
+    return bracketed("{", first_next, "}");
   }
 
   Seq array(const json& schema, const std::string& where, int depth) {
@@ -429,12 +429,7 @@ class SchemaCompiler {
       }
       list = suffix;
     }
-    Seq arr = literal("[");
-    append(arr, ws());
-    append(arr, list);
-    append(arr, ws());
-    append(arr, literal("]"));
-    return arr;
+    return bracketed("[", list, "]");
   }
 
   // The rule of a local reference, made once (a recursive schema refers to its own rule).

@@ -11,8 +11,8 @@
 #include "core/error.h"
 #include "grammar/grammar.h"
 #include "grammar/matcher.h"
-#include "grammar_test_util.h"
 #include "grammar/regex.h"
+#include "grammar_test_util.h"
 
 namespace tpllama::grammar {
 namespace {
