@@ -32,8 +32,14 @@ class Matcher {
   // Whether these bytes could follow (the state unchanged).
   bool accepts(std::string_view bytes) const;
 
- private:
+  // Where the matcher stands, and where it would stand after one more byte (empty: not
+  // allowed), for walks over many continuations (TokenTrie) without copying the matcher.
   using Stack = std::vector<uint32_t>;
+  using State = std::vector<Stack>;
+  const State& state() const { return stacks_; }
+  State next(const State& from, uint8_t b) const { return step(from, b); }
+
+ private:
   // The stacks `s` stands for once every rule reference at its top is entered: each with a byte
   // set on top, or empty (the root ended); appended to out.
   void expand(Stack s, std::vector<Stack>& out) const;

@@ -1,0 +1,66 @@
+// The vocabulary trie, built level by level from the sorted token bytes, and the masks walked on
+// it.
+#include "grammar/token_mask.h"
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+
+namespace tpllama::grammar {
+
+TokenTrie::TokenTrie(const std::vector<std::string>& bytes)
+    : vocab_(static_cast<int>(bytes.size())) {
+  // Token ids by their bytes: a node is a range of this order sharing a prefix.
+  std::vector<int32_t> order(bytes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return bytes[a] < bytes[b]; });
+  size_t skip = 0;  // tokens with no bytes sort first and belong to no node
+  while (skip < order.size() && bytes[order[skip]].empty()) ++skip;
+  // Breadth first: each node is the range [lo, hi) of order and its depth.
+  struct Range {
+    size_t lo, hi, depth;
+  };
+  std::vector<Range> ranges{{skip, order.size(), 0}};
+  byte_.push_back(0);
+  for (size_t n = 0; n < ranges.size(); ++n) {
+    const auto [lo, hi, depth] = ranges[n];
+    size_t i = lo;
+    first_token_.push_back(static_cast<uint32_t>(token_ids_.size()));
+    while (i < hi && bytes[order[i]].size() == depth) token_ids_.push_back(order[i++]);
+    n_tokens_.push_back(static_cast<uint32_t>(token_ids_.size()) - first_token_.back());
+    first_child_.push_back(static_cast<uint32_t>(ranges.size()));
+    while (i < hi) {  // the children: runs of one byte at this depth
+      const auto b = static_cast<uint8_t>(bytes[order[i]][depth]);
+      size_t j = i;
+      while (j < hi && static_cast<uint8_t>(bytes[order[j]][depth]) == b) ++j;
+      ranges.push_back({i, j, depth + 1});
+      byte_.push_back(b);
+      i = j;
+    }
+    n_children_.push_back(static_cast<uint32_t>(ranges.size()) - first_child_.back());
+  }
+}
+
+TokenMask TokenTrie::allowed(const Matcher& m) const {
+  TokenMask mask((static_cast<size_t>(vocab_) + 31) / 32, 0);
+  // Depth first, each node with the matcher's state after its bytes.
+  std::vector<std::pair<uint32_t, Matcher::State>> todo;
+  for (uint32_t c = 0; c < n_children_[0]; ++c) todo.emplace_back(first_child_[0] + c, m.state());
+  while (!todo.empty()) {
+    auto [node, before] = std::move(todo.back());
+    todo.pop_back();
+    Matcher::State after = m.next(before, byte_[node]);
+    if (after.empty()) continue;  // no token below this node can be taken
+    for (uint32_t k = 0; k < n_tokens_[node]; ++k) {
+      const auto t = static_cast<uint32_t>(token_ids_[first_token_[node] + k]);
+      mask[t >> 5] |= uint32_t{1} << (t & 31);
+    }
+    const uint32_t children = n_children_[node];
+    for (uint32_t c = 0; c + 1 < children; ++c) todo.emplace_back(first_child_[node] + c, after);
+    if (children > 0) todo.emplace_back(first_child_[node] + children - 1, std::move(after));
+  }
+  return mask;
+}
+
+}  // namespace tpllama::grammar
