@@ -3,7 +3,9 @@
 #include "grammar/token_mask.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
+#include <unordered_map>
 #include <utility>
 
 namespace tpllama::grammar {
@@ -44,21 +46,39 @@ TokenTrie::TokenTrie(const std::vector<std::string>& bytes)
 
 TokenMask TokenTrie::allowed(const Matcher& m) const {
   TokenMask mask((static_cast<size_t>(vocab_) + 31) / 32, 0);
-  // Depth first, each node with the matcher's state after its bytes.
-  std::vector<std::pair<uint32_t, Matcher::State>> todo;
-  for (uint32_t c = 0; c < n_children_[0]; ++c) todo.emplace_back(first_child_[0] + c, m.state());
+  // The matcher's states met in this walk, numbered, and the transitions between them by byte:
+  // inside a string most bytes lead back to the state they left, so most nodes cost a lookup.
+  std::map<Matcher::State, int32_t> ids;
+  std::vector<const Matcher::State*> states;
+  std::unordered_map<uint64_t, int32_t> moves;  // (state << 8 | byte) → state, or -1: refused
+  const auto intern = [&](Matcher::State s) {
+    auto [it, fresh] = ids.emplace(std::move(s), static_cast<int32_t>(states.size()));
+    if (fresh) states.push_back(&it->first);
+    return it->second;
+  };
+  const auto move = [&](int32_t from, uint8_t b) {
+    const uint64_t key = static_cast<uint64_t>(from) << 8 | b;
+    if (auto it = moves.find(key); it != moves.end()) return it->second;
+    Matcher::State after = m.next(*states[static_cast<size_t>(from)], b);
+    const int32_t to = after.empty() ? -1 : intern(std::move(after));
+    moves.emplace(key, to);
+    return to;
+  };
+  // Depth first, each node with the state before its byte.
+  std::vector<std::pair<uint32_t, int32_t>> todo;
+  const int32_t start = intern(m.state());
+  for (uint32_t c = 0; c < n_children_[0]; ++c) todo.emplace_back(first_child_[0] + c, start);
   while (!todo.empty()) {
-    auto [node, before] = std::move(todo.back());
+    const auto [node, before] = todo.back();
     todo.pop_back();
-    Matcher::State after = m.next(before, byte_[node]);
-    if (after.empty()) continue;  // no token below this node can be taken
+    const int32_t after = move(before, byte_[node]);
+    if (after < 0) continue;  // no token below this node can be taken
     for (uint32_t k = 0; k < n_tokens_[node]; ++k) {
       const auto t = static_cast<uint32_t>(token_ids_[first_token_[node] + k]);
       mask[t >> 5] |= uint32_t{1} << (t & 31);
     }
-    const uint32_t children = n_children_[node];
-    for (uint32_t c = 0; c + 1 < children; ++c) todo.emplace_back(first_child_[node] + c, after);
-    if (children > 0) todo.emplace_back(first_child_[node] + children - 1, std::move(after));
+    for (uint32_t c = 0; c < n_children_[node]; ++c)
+      todo.emplace_back(first_child_[node] + c, after);
   }
   return mask;
 }

@@ -1,6 +1,7 @@
 // TokenTrie: a vocabulary as a trie of its tokens' bytes, so that the tokens a grammar allows next
 // are found in one walk in which a prefix shared by many tokens is matched once (a grammar that
-// refuses a byte prunes every token below it). The mask is a bitmask by token id, the form the
+// refuses a byte prunes every token below it), and each matcher state's move on a byte is computed
+// once per walk. The mask is a bitmask by token id, the form the
 // vocabulary-parallel head takes.
 #pragma once
 
