@@ -94,7 +94,35 @@ __global__ void edit_logits_kernel(float* logits, int64_t rows, int64_t cols, co
   logits[r * cols + c] = x - params[3 * i + 2];
 }
 
+// Block (i, chunk): row rows[i], its columns chunk * blockDim.x * 8 on, a thread a column at a
+// time.
+__global__ void mask_logits_kernel(float* logits, int64_t cols, const int32_t* rows,
+                                   const uint32_t* words, int64_t width, int64_t first_token) {
+  const int64_t i = blockIdx.x;
+  const uint32_t* bits = words + i * width;
+  float* row = logits + static_cast<int64_t>(rows[i]) * cols;
+  const int64_t span = static_cast<int64_t>(blockDim.x) * 8;
+  const int64_t end = min(cols, (static_cast<int64_t>(blockIdx.y) + 1) * span);
+  for (int64_t c = static_cast<int64_t>(blockIdx.y) * span + threadIdx.x; c < end;
+       c += blockDim.x) {
+    const int64_t t = first_token + c;
+    if (t >= 32 * width || ((bits[t >> 5] >> (t & 31)) & 1u) == 0) row[c] = -INFINITY;
+  }
+}
+
 }  // namespace
+
+cudaError_t mask_logits(float* logits, int64_t cols, const int32_t* rows, int64_t n,
+                        const uint32_t* words, int64_t width, int64_t first_token,
+                        cudaStream_t stream) {
+  if (n == 0 || cols == 0) return cudaSuccess;
+  constexpr int kMaskThreads = 256;
+  const dim3 grid(static_cast<unsigned>(n),
+                  static_cast<unsigned>((cols + kMaskThreads * 8 - 1) / (kMaskThreads * 8)));
+  mask_logits_kernel<<<grid, kMaskThreads, 0, stream>>>(logits, cols, rows, words, width,
+                                                        first_token);
+  return cudaGetLastError();
+}
 
 cudaError_t logit_sums(float* sums, const float* logits, int64_t cols, const int32_t* rows,
                        const float* max, const int32_t* chosen, int64_t n, cudaStream_t stream) {

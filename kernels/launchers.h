@@ -40,6 +40,12 @@ cudaError_t argmax_rows(int32_t* index, float* value, const float* logits, int64
 // subtract) = params[3i..3i+2] (ops/sampling.h's edit_logits; cells out of range are skipped).
 cudaError_t edit_logits(float* logits, int64_t rows, int64_t cols, const int32_t* cells,
                         const float* params, int64_t n, cudaStream_t stream);
+// For i < n: every logit of row rows[i] of logits (cols wide, f32) whose token first_token + c has
+// no bit in words[i * width ..] (bit t of word t / 32; none past width words) becomes -inf
+// (ops/sampling.h's mask_logits).
+cudaError_t mask_logits(float* logits, int64_t cols, const int32_t* rows, int64_t n,
+                        const uint32_t* words, int64_t width, int64_t first_token,
+                        cudaStream_t stream);
 // For i < n: sums[i] = sum over c of exp(logits[rows[i]][c] - max[i]) (double accumulation), sums[n
 // + i] = logits[rows[i]][chosen[i]] where 0 <= chosen[i] < cols, else 0 (logits f32, cols wide).
 cudaError_t logit_sums(float* sums, const float* logits, int64_t cols, const int32_t* rows,

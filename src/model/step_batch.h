@@ -45,6 +45,16 @@ struct LogitEdit {
   float subtract = 0.0f;
 };
 
+// Rows a grammar restricts (structured outputs): bit t of a row's words (word t / 32, bit t % 32)
+// allows token t, and a token past its words is not allowed. Each TP rank sets the other logits of
+// its own slice of the vocabulary to -inf, after the row's LogitEdits.
+struct TokenMasks {
+  int32_t width = 0;            // words per row
+  std::vector<int32_t> rows;    // indices into the step's logit rows
+  std::vector<uint32_t> words;  // rows.size() × width
+  bool empty() const { return rows.empty(); }
+};
+
 // Log-probabilities of one row: of the distribution its token is drawn from, after its LogitEdits,
 // at temperature 1 and before top-k, top-p and min-p.
 struct RowLogprobs {

@@ -32,12 +32,17 @@ VocabParallelHead::VocabParallelHead(const LlamaModel& model, Communicator& tp_c
   if (tp > 1) sample_gathered_ = ops::allocate(ctx, tp * chunk * row_bytes);
   edit_cells_ = ops::allocate(ctx, 2 * kEditChunk * sizeof(int32_t));
   edit_params_ = ops::allocate(ctx, 3 * kEditChunk * sizeof(float));
+  mask_width_ = (static_cast<int64_t>(model.config().vocab_size) + 31) / 32;
+  mask_rows_ = ops::allocate(ctx, rows * sizeof(int32_t));
+  mask_words_ = ops::allocate(ctx, rows * static_cast<size_t>(mask_width_) * sizeof(uint32_t));
 }
 
 SampledTokens VocabParallelHead::sample(const std::vector<RowSampling>& rows,
-                                        const std::vector<LogitEdit>& edits, const Tensor& logits) {
+                                        const std::vector<LogitEdit>& edits,
+                                        const TokenMasks& masks, const Tensor& logits) {
   SampledTokens out;
   apply_edits(edits, logits);
+  apply_masks(masks, logits);
   local_argmax(logits);
   out.tokens = draw(rows, logits);
   out.logprobs = row_logprobs(rows, logits, out.tokens);
@@ -66,6 +71,23 @@ void VocabParallelHead::apply_edits(const std::vector<LogitEdit>& edits, const T
     ops::upload(ctx, params_in, params.data() + 3 * first);
     ops::edit_logits(ctx, logits, cells_in, params_in);
   }
+}
+
+void VocabParallelHead::apply_masks(const TokenMasks& masks, const Tensor& logits) {
+  if (masks.empty()) return;
+  const int64_t n = static_cast<int64_t>(masks.rows.size());
+  TPLLAMA_CHECK(masks.width == mask_width_ && n <= logits.size(0) &&
+                    masks.words.size() == static_cast<size_t>(n * mask_width_),
+                "grammar masks of ", n, " rows of ", masks.width, " words for ", logits.size(0),
+                " logit rows of ", mask_width_);
+  for (const int32_t row : masks.rows)
+    TPLLAMA_CHECK(row >= 0 && row < logits.size(0), "grammar mask of row ", row);
+  const DeviceContext& ctx = model_.context();
+  const Tensor rows_in = mask_rows_.view(DType::kI32, {n}),
+               words_in = mask_words_.view(DType::kI32, {n, mask_width_});
+  ops::upload(ctx, rows_in, masks.rows.data());
+  ops::upload(ctx, words_in, masks.words.data());
+  ops::mask_logits(ctx, logits, rows_in, words_in, model_.vocab_begin());
 }
 
 void VocabParallelHead::local_argmax(const Tensor& logits) {

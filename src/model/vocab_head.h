@@ -21,10 +21,10 @@ class VocabParallelHead {
 
   // The token of each logit row — greedy where its temperature is 0, else drawn with its uniform,
   // the same on every TP rank; kNonFiniteRow where the row holds a NaN or +inf on any shard — and
-  // the log-probabilities the rows ask for, all after the edits (each rank applies those of its
-  // own slice of the vocabulary, in place). Collective over the TP group.
+  // the log-probabilities the rows ask for, all after the edits and then the grammar masks (each
+  // rank applies those of its own slice of the vocabulary, in place). Collective over the TP group.
   SampledTokens sample(const std::vector<RowSampling>& rows, const std::vector<LogitEdit>& edits,
-                       const Tensor& logits);
+                       const TokenMasks& masks, const Tensor& logits);
 
   // Edits sent to the device at once (a step with more goes in several launches).
   static constexpr int64_t kEditChunk = 16384;
@@ -32,6 +32,8 @@ class VocabParallelHead {
  private:
   // The edits of this rank's slice of the vocabulary, applied to its logits in place.
   void apply_edits(const std::vector<LogitEdit>& edits, const Tensor& logits);
+  // The grammar masks, on this rank's slice: its disallowed tokens' logits become -inf.
+  void apply_masks(const TokenMasks& masks, const Tensor& logits);
   // This shard's argmax of every logit row (on the model's device), into local_max_*.
   void local_argmax(const Tensor& logits);
   // The largest logit of each given row and its token id over the whole vocabulary.
@@ -75,6 +77,10 @@ class VocabParallelHead {
   // Logit edits, kEditChunk at a time: (row, column) cells and (bias, scale, subtract).
   Buffer edit_cells_;
   Buffer edit_params_;
+  // Grammar masks in: each masked row's index and bit words (a row of the whole vocabulary).
+  int64_t mask_width_ = 0;
+  Buffer mask_rows_;
+  Buffer mask_words_;
   std::vector<int32_t> local_max_index_;
   std::vector<float> local_max_value_;
 };

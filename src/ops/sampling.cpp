@@ -59,6 +59,19 @@ void edit_logits(const DeviceContext& ctx, Tensor logits, Tensor cells, Tensor p
   cpu::edit_logits(logits, cells, params);
 }
 
+void mask_logits(const DeviceContext& ctx, Tensor logits, Tensor rows, Tensor words,
+                 int64_t first_token) {
+  TPLLAMA_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 &&
+                    rows.dtype() == DType::kI32 && words.dtype() == DType::kI32 &&
+                    words.ndim() == 2 && words.size(0) == rows.numel() && first_token >= 0,
+                "mask_logits: logits ", logits.shape_string(), " rows ", rows.shape_string(),
+                " words ", words.shape_string());
+  if (rows.numel() == 0) return;
+  if (on_gpu("mask_logits", ctx, {&logits, &rows, &words}))
+    TPLLAMA_GPU(mask_logits(ctx, logits, rows, words, first_token));
+  cpu::mask_logits(logits, rows, words, first_token);
+}
+
 void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor logits) {
   TPLLAMA_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32, "argmax_rows: logits ",
                 logits.shape_string());

@@ -45,6 +45,12 @@ size_t sampling_scratch_bytes(const DeviceContext& ctx, int64_t rows, int64_t co
 // params (n, 3) f32; no cell twice.
 void edit_logits(const DeviceContext& ctx, Tensor logits, Tensor cells, Tensor params);
 
+// Grammar masks: for i < n, every logit of row rows[i] of logits (rows, cols) f32 whose token
+// (first_token + its column) has no bit set in words[i] (n, width) i32 bit words (word t / 32,
+// bit t % 32; a token past them has none) becomes -inf.
+void mask_logits(const DeviceContext& ctx, Tensor logits, Tensor rows, Tensor words,
+                 int64_t first_token);
+
 // index[r], value[r] = the largest logit of row r and its column (ties to the lowest column), over
 // logits (rows, cols) f32; -1 and +inf where the row holds a NaN or +inf (-inf is a masked logit,
 // not a fault). Across shards, MAXLOC then keeps the mark: +inf wins and -1 is the lowest index.

@@ -205,7 +205,7 @@ SampledRows Pipeline::sample(const StepPlan& plan, const Tensor& logits) {
   const auto start = Clock::now();
   TraceSpan span(trace_, "sample", TraceTrack::kCompute);
   doing("sampling (with TP collectives)");
-  static_cast<SampledTokens&>(rows) = head_->sample(plan.sampling, plan.edits, logits);
+  static_cast<SampledTokens&>(rows) = head_->sample(plan.sampling, plan.edits, plan.masks, logits);
   stats_.compute_seconds += seconds_since(start);
   return rows;
 }

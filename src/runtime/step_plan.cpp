@@ -101,6 +101,9 @@ std::vector<uint8_t> encode_plan(const StepPlan& plan) {
   w.put_vector(plan.batch.logit_rows);
   w.put_vector(plan.sampling);
   w.put_vector(plan.edits);
+  w.put(plan.masks.width);
+  w.put_vector(plan.masks.rows);
+  w.put_vector(plan.masks.words);
   return std::move(w.bytes);
 }
 
@@ -119,6 +122,17 @@ StepPlan decode_plan(const std::vector<uint8_t>& bytes) {
   plan.batch.logit_rows = r.get_vector<int32_t>();
   plan.sampling = r.get_vector<RowSampling>();
   plan.edits = r.get_vector<LogitEdit>();
+  plan.masks.width = r.get<int32_t>();
+  plan.masks.rows = r.get_vector<int32_t>();
+  plan.masks.words = r.get_vector<uint32_t>();
+  TPLLAMA_CHECK(
+      plan.masks.width >= 0 &&
+          plan.masks.words.size() == plan.masks.rows.size() * static_cast<size_t>(plan.masks.width),
+      "plan has ", plan.masks.words.size(), " mask words for ", plan.masks.rows.size(), " rows of ",
+      plan.masks.width);
+  for (const int32_t row : plan.masks.rows)
+    TPLLAMA_CHECK(row >= 0 && static_cast<size_t>(row) < plan.sampling.size(), "plan masks row ",
+                  row, " of ", plan.sampling.size());
   TPLLAMA_CHECK(plan.sampling.size() == plan.batch.logit_rows.size(), "plan has ",
                 plan.sampling.size(), " sampling entries for ", plan.batch.logit_rows.size(),
                 " rows");

@@ -42,6 +42,7 @@ struct StepPlan {
   StepBatch batch;
   std::vector<RowSampling> sampling;  // one per batch.logit_rows entry
   std::vector<LogitEdit> edits;       // penalties, biases and bans of the rows (by row, then token)
+  TokenMasks masks;                   // the rows a grammar restricts
 };
 
 std::vector<uint8_t> encode_sampled(const SampledRows& rows);

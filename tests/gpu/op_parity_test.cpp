@@ -622,6 +622,31 @@ TEST_P(GpuOps, EditLogitsMatchesTheCpu) {
     ASSERT_TRUE(got[i] == expected[i]) << "logit " << i << ": " << got[i] << " vs " << expected[i];
 }
 
+// Grammar masks: the GPU's blocks over a row's columns against the CPU loop, on a 128k slice with
+// sparse and dense masks and a slice starting mid-vocabulary.
+TEST_P(GpuOps, MaskLogitsMatchesTheCpu) {
+  if (act() == DType::kBF16) GTEST_SKIP() << "logits are f32 whatever the activations";
+  const int64_t rows = 5, cols = 64128, width = (128256 + 31) / 32, first = 64128;
+  std::vector<float> logits = random(static_cast<size_t>(rows * cols), 8.0f);
+  std::vector<int32_t> masked = {4, 1, 2};
+  std::vector<int32_t> words(static_cast<size_t>(3 * width), 0);
+  for (int64_t w = 0; w < width; ++w) {
+    words[static_cast<size_t>(w)] =
+        static_cast<int32_t>(0x01010101u * static_cast<uint32_t>(w % 7));
+    words[static_cast<size_t>(width + w)] = -1;                       // everything
+    words[static_cast<size_t>(2 * width + w)] = w % 97 == 0 ? 4 : 0;  // a few tokens
+  }
+  std::vector<float> expected = logits;
+  ops::mask_logits(cpu_, host(expected, {rows, cols}), Tensor(masked.data(), DType::kI32, {3}),
+                   Tensor(words.data(), DType::kI32, {3, width}), first);
+  Device gl = upload(logits, {rows, cols}, DType::kF32);
+  Device gr = upload_i32(masked), gw = upload_i32(words);
+  ops::mask_logits(gpu_, gl.tensor, gr.tensor, gw.tensor.reshape({3, width}), first);
+  const std::vector<float> got = download(gl);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_TRUE(got[i] == expected[i]) << "logit " << i << ": " << got[i] << " vs " << expected[i];
+}
+
 // Copy on write of a KV block forked samples share: the GPU cache copies the old block's keys and
 // values in every layer into the new one, device to device, and leaves every other block alone.
 TEST_P(GpuOps, KvBlockCopyOnWriteCopiesEveryLayer) {

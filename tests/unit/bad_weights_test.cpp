@@ -126,7 +126,7 @@ TEST_F(BadWeights, NonFiniteLogitRowsAreMarkedNotDrawn) {
   rows[2].uniform = 0.5;
   rows[1].logprobs = 2;
   const SampledTokens out =
-      head.sample(rows, {}, Tensor(logits.data(), DType::kF32, {4, c.vocab_size}));
+      head.sample(rows, {}, {}, Tensor(logits.data(), DType::kF32, {4, c.vocab_size}));
   EXPECT_EQ(out.tokens, (std::vector<int32_t>{9, kNonFiniteRow, kNonFiniteRow, 11}));
 }
 

@@ -200,6 +200,20 @@ void edit_logits(Tensor logits, Tensor cells, Tensor params) {
   }
 }
 
+void mask_logits(Tensor logits, Tensor rows, Tensor words, int64_t first_token) {
+  const int64_t cols = logits.size(1), width = words.size(1);
+  for (int64_t i = 0; i < rows.numel(); ++i) {
+    const int64_t r = rows.as<int32_t>()[i];
+    TPLLAMA_CHECK(r >= 0 && r < logits.size(0), "mask_logits: row ", r, " of ", logits.size(0));
+    const auto* bits = reinterpret_cast<const uint32_t*>(words.as<int32_t>() + i * width);
+    float* row = logits.as<float>() + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t t = first_token + c;
+      if (t >= 32 * width || ((bits[t >> 5] >> (t & 31)) & 1) == 0) row[c] = -INFINITY;
+    }
+  }
+}
+
 void argmax_rows(Tensor index, Tensor value, Tensor logits) {
   const int64_t cols = logits.size(1);
   for (int64_t r = 0; r < logits.size(0); ++r) {

@@ -32,6 +32,7 @@ int sample_with_uniform(const float* logits, int n, const SamplingParams& p, dou
 // (over its first n columns), each row's argmax, and the log-softmax sums of the given rows.
 std::vector<int32_t> sample_rows(Tensor logits, int n, const std::vector<SampleRow>& rows);
 void edit_logits(Tensor logits, Tensor cells, Tensor params);
+void mask_logits(Tensor logits, Tensor rows, Tensor words, int64_t first_token);
 void argmax_rows(Tensor index, Tensor value, Tensor logits);
 void logit_sums(Tensor sums, Tensor logits, Tensor rows, Tensor max, Tensor chosen);
 

@@ -406,6 +406,14 @@ void edit_logits(const DeviceContext& ctx, Tensor logits, Tensor cells, Tensor p
                                           stream_of(ctx)));
 }
 
+void mask_logits(const DeviceContext& ctx, Tensor logits, Tensor rows, Tensor words,
+                 int64_t first_token) {
+  TPLLAMA_CUDA_CHECK(kernels::mask_logits(logits.as<float>(), logits.size(1), rows.as<int32_t>(),
+                                          rows.numel(),
+                                          reinterpret_cast<const uint32_t*>(words.as<int32_t>()),
+                                          words.size(1), first_token, stream_of(ctx)));
+}
+
 void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor logits) {
   TPLLAMA_CUDA_CHECK(kernels::argmax_rows(index.as<int32_t>(), value.as<float>(),
                                           logits.as<float>(), logits.size(0), logits.size(1),

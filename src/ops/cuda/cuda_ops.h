@@ -73,5 +73,7 @@ double measure_copy_bandwidth(const DeviceContext& ctx, size_t bytes);
 double measure_gemm_flops(const DeviceContext& ctx, DType dtype, int64_t n);
 void argmax_rows(const DeviceContext& ctx, Tensor index, Tensor value, Tensor logits);
 void edit_logits(const DeviceContext& ctx, Tensor logits, Tensor cells, Tensor params);
+void mask_logits(const DeviceContext& ctx, Tensor logits, Tensor rows, Tensor words,
+                 int64_t first_token);
 
 }  // namespace tpllama::ops::cuda
