@@ -289,6 +289,38 @@ TEST_P(PipelineInThreads, HandMadePlansGiveRunCsGreedyTokens) {
   }
 }
 
+// A grammar mask through the layout: of two rows over run.c's first prompt, the one masked to a
+// single token (in the upper half of the vocabulary: another TP rank's slice) takes it, and the one
+// beside it, unmasked, takes run.c's greedy token.
+TEST_P(PipelineInThreads, AMaskedRowTakesItsOnlyAllowedToken) {
+  const Layout l = GetParam();
+  const std::vector<int32_t>& prompt = references_[0].prompt_tokens;
+  const int32_t only = 500;
+  ASSERT_NE(references_[0].generated_tokens[0], only);
+  std::vector<int32_t> got;
+  run_layout(l, [&](Pipeline& pipeline) {
+    StepPlan plan;
+    for (int slot = 0; slot < 2; ++slot) {
+      plan.cache_ops.push_back({slot, slot});
+      for (size_t p = 0; p < prompt.size(); ++p) {
+        plan.batch.tokens.push_back(prompt[p]);
+        plan.batch.positions.push_back(static_cast<int32_t>(p));
+        plan.batch.slots.push_back(slot);
+      }
+      plan.batch.logit_rows.push_back(static_cast<int32_t>(plan.batch.tokens.size()) - 1);
+      plan.sampling.push_back(RowSampling{});
+    }
+    plan.masks.width = (512 + 31) / 32;
+    plan.masks.rows = {0};
+    plan.masks.words.assign(static_cast<size_t>(plan.masks.width), 0);
+    plan.masks.words[only / 32] = 1u << (only % 32);
+    std::optional<SampledRows> rows = pipeline.submit(plan);
+    got = (rows ? *rows : pipeline.receive_tokens(plan.group)).tokens;
+    pipeline.shutdown();
+  });
+  EXPECT_EQ(got, (std::vector<int32_t>{only, references_[0].generated_tokens[0]}));
+}
+
 // The Engine on rank 0 with the Pipeline as its executor, as Session::serve() runs them: run.c's
 // text for every prompt, ending at its step count or at the BOS that ends a story.
 TEST_P(PipelineInThreads, TheEngineOverThePipelineWritesRunCsText) {
