@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "text/utf8.h"
 
 namespace tpllama::grammar {
 namespace {
@@ -53,21 +54,7 @@ CodeRanges complement(const CodeRanges& r) {
 
 std::string utf8(uint32_t c) {
   std::string s;
-  if (c < 0x80) {
-    s += static_cast<char>(c);
-  } else if (c < 0x800) {
-    s += static_cast<char>(0xC0 | (c >> 6));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    s += static_cast<char>(0xE0 | (c >> 12));
-    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    s += static_cast<char>(0xF0 | (c >> 18));
-    s += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  }
+  utf8::append(s, static_cast<char32_t>(c));
   return s;
 }
 
@@ -326,43 +313,22 @@ class RegexReader {
   bool escape(bool in_class, CodeRanges& r) {
     if (!more()) refuse("a trailing backslash");
     const char c = p_[at_++];
+    // The class escapes (their upper case: the complement), and the one-character ones.
+    const std::pair<char, const CodeRanges*> classes[] = {
+        {'d', &kDigit}, {'w', &kWord}, {'s', &kSpace}};
+    for (const auto& [name, ranges] : classes) {
+      if (c != name && c != name - 'a' + 'A') continue;
+      r = c == name ? *ranges : complement(*ranges);
+      return true;
+    }
+    const std::pair<char, uint32_t> single[] = {{'n', '\n'}, {'t', '\t'}, {'r', '\r'},
+                                                {'f', '\f'}, {'v', '\v'}, {'0', 0}};
+    for (const auto& [name, code] : single)
+      if (c == name) {
+        r = {{code, code}};
+        return false;
+      }
     switch (c) {
-      case 'd':
-        r = kDigit;
-        return true;
-      case 'D':
-        r = complement(kDigit);
-        return true;
-      case 'w':
-        r = kWord;
-        return true;
-      case 'W':
-        r = complement(kWord);
-        return true;
-      case 's':
-        r = kSpace;
-        return true;
-      case 'S':
-        r = complement(kSpace);
-        return true;
-      case 'n':
-        r = {{'\n', '\n'}};
-        return false;
-      case 't':
-        r = {{'\t', '\t'}};
-        return false;
-      case 'r':
-        r = {{'\r', '\r'}};
-        return false;
-      case 'f':
-        r = {{'\f', '\f'}};
-        return false;
-      case 'v':
-        r = {{'\v', '\v'}};
-        return false;
-      case '0':
-        r = {{0, 0}};
-        return false;
       case 'x':
         return hex(2, r);
       case 'u':
