@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <memory>
 #include "core/tensor.h"
 #include "model/kv_cache.h"
 #include "ops/attention.h"
@@ -26,7 +27,6 @@
 #include "ops/rows.h"
 #include "ops/sampling.h"
 #include "ops/weight.h"
-#include <memory>
 
 namespace tpllama {
 

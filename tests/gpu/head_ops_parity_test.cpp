@@ -93,7 +93,6 @@ TEST_P(GpuOps, MaskLogitsMatchesTheCpu) {
     ASSERT_TRUE(got[i] == expected[i]) << "logit " << i << ": " << got[i] << " vs " << expected[i];
 }
 
-
 TEST_P(GpuOps, ArgmaxTiesToTheLowestColumn) {
   const int64_t rows = 5, cols = 32000;
   std::vector<float> logits = random(static_cast<size_t>(rows * cols), 10.0f);
@@ -155,7 +154,6 @@ TEST_P(GpuOps, SampleRowsDrawTheCpuSamplersTokens) {
           << ", u " << draws[static_cast<size_t>(r)].uniform;
   }
 }
-
 
 }  // namespace
 }  // namespace tpllama
