@@ -23,6 +23,7 @@ struct RunOptions {
   std::string input;
   std::string output;
   RequestDefaults defaults;
+  std::string response_format;  // --response-format FILE: every request's default constraint
   std::string input_format = "auto";
   bool resume = false;
   bool overwrite = false;  // replace the records an earlier run left in --output

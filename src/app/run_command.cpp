@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/log.h"
+#include "io/output_constraint.h"
 #include "io/output_holds.h"
 #include "io/output_sidecar.h"
 #include "io/prompt_reader.h"
@@ -50,6 +51,7 @@ void check_files(const RunOptions& o, OutputHolds& holds) {
       "--output", o.output, o.resume || o.overwrite,
       "pass --resume to keep its records and continue after them, or --overwrite to replace them");
   check_input_file(o.input);
+  if (!o.response_format.empty()) read_response_format_file(o.response_format);  // refused early
   // A resume onto records without a sidecar (an older tpllama's) writes none: nothing to hold
   // there.
   std::error_code ec;
@@ -94,6 +96,12 @@ OutputJob output_job(const RunOptions& o, const Session& session, InputFormat fo
                                                          : "openai"},
       {"--chat-template",
        o.session.chat_template.empty() ? "(the model's)" : absolute(o.session.chat_template)}};
+  // By what it asks for (a hash of its constraint), wherever the file now is.
+  const std::optional<OutputConstraint> c =
+      o.response_format.empty() ? std::nullopt : read_response_format_file(o.response_format);
+  Fnv1a h;
+  if (c) h.add(std::string(constraint_kind_name(c->kind)) + "\n" + c->text);
+  job.settings.emplace_back("--response-format", c ? c->field + " " + h.hex() : "(none)");
   return job;
 }
 
@@ -113,8 +121,11 @@ RecordOrigin record_origin(const RunOptions& o, const OutputJob& job) {
 // work; it is held (locked) from the run's start, before anything reads or cuts it.
 RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& holds) {
   RunFiles f;
-  f.reader =
-      std::make_unique<PromptReader>(o.input, o.defaults, parse_input_format(o.input_format));
+  RequestDefaults defaults = o.defaults;
+  if (!o.response_format.empty())
+    defaults.constraint = read_response_format_file(o.response_format);
+  f.reader = std::make_unique<PromptReader>(o.input, std::move(defaults),
+                                            parse_input_format(o.input_format));
   f.reader->set_answering_model(served_model_name(o));
   const OutputFormat format = f.reader->format() == InputFormat::kOpenAiBatch
                                   ? OutputFormat::kOpenAiBatch

@@ -57,6 +57,11 @@ void add_run_command(CLI::App& app, RunOptions& o) {
                   "cache: one record with n choices; at most --max-seqs")
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxSamples));
+  run->add_option("--response-format", o.response_format,
+                  "Structured outputs for every completion and chat that sets none: a JSON file "
+                  "holding an OpenAI response_format ({\"type\": \"json_schema\", \"json_schema\": "
+                  "{\"schema\": ...}} or {\"type\": \"json_object\"}) or a vLLM structured_outputs "
+                  "object ({\"json\"|\"regex\"|\"choice\"|\"grammar\": ...})");
   run->add_option("--max-seqs", o.session.engine.max_seqs, "Sequences in flight at once")
       ->capture_default_str()
       ->check(at_least(1));

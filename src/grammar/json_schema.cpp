@@ -52,19 +52,13 @@ class SchemaCompiler {
 
   Grammar compile() {
     const uint32_t top = b_.rule("root");
-    Seq whole = ws();
-    append(whole, value(root_, "#", 0));
-    append(whole, ws());
-    b_.add_alternative(top, std::move(whole));
+    b_.add_alternative(top, value(root_, "#", 0));
     return b_.build(top);
   }
 
   Grammar any_object() {
     const uint32_t top = b_.rule("root");
-    Seq whole = ws();
-    append(whole, map_of(any_value()));
-    append(whole, ws());
-    b_.add_alternative(top, std::move(whole));
+    b_.add_alternative(top, map_of(any_value()));
     return b_.build(top);
   }
 
@@ -82,12 +76,18 @@ class SchemaCompiler {
     return {GrammarBuilder::ref(r)};
   }
 
-  // Up to 20 spaces, tabs or newlines.
+  // Between tokens: nothing, a space, or a newline and up to 20 spaces or tabs of indentation (as
+  // llama.cpp's schema grammars): pretty-printed output, and no runs of blank lines.
   Seq ws() {
     if (!ws_) {
-      ByteSet space;
-      for (const char c : {' ', '\t', '\n', '\r'}) space.add(static_cast<uint8_t>(c));
-      ws_ = b_.repeat({b_.bytes(space)}, 0, 20, "ws");
+      ByteSet indent;
+      indent.add(static_cast<uint8_t>(' '));
+      indent.add(static_cast<uint8_t>('\t'));
+      const uint32_t r = b_.fresh_rule("ws");
+      b_.add_alternative(r, {});
+      b_.add_alternative(r, {b_.byte(' ')});
+      b_.add_alternative(r, {b_.byte('\n'), b_.repeat({b_.bytes(indent)}, 0, 20, "indent")});
+      ws_ = GrammarBuilder::ref(r);
     }
     return {*ws_};
   }

@@ -9,7 +9,8 @@
 // format (date, time, date-time, uuid, email), $ref to "#", "#/$defs/..." or "#/definitions/..."
 // (recursion included), and the annotations title, description, examples, default, $schema, $id,
 // $comment. Any other keyword, or a value of the wrong kind, is refused by name, never ignored.
-// Between tokens the grammar allows up to 20 spaces, tabs or newlines (pretty-printed output).
+// The value has no whitespace before or after it; between its tokens the grammar allows nothing, a
+// space, or a newline and up to 20 spaces or tabs (pretty-printed output, no runs of blank lines).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -226,6 +226,8 @@ void parse_openai_batch_request(const json& object, const std::string& line, Req
         body, in_body,
         chat ? request_fields::LogprobsSyntax::kChat : request_fields::LogprobsSyntax::kIntegerOnly,
         req);
+    if (request_fields::has_constraint_field(body))
+      request_fields::parse_output_constraint(ordered_json::parse(line).at("body"), in_body, req);
   } catch (const BadLine& bad) {
     req.error = bad.message;
   }

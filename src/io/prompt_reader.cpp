@@ -189,7 +189,8 @@ void parse_fields(const json& object, const std::string& line, Request& req) {
     request_fields::parse_chat_fields(nlohmann::ordered_json::parse(line), at, req);
   } else if (kind == RequestKind::kScoring) {
     req.scoring = true;
-    req.n = 1;  // a score is one number (--n samples completions and chats)
+    req.n = 1;               // a score is one number (--n samples completions and chats)
+    req.constraint.reset();  // nor is it constrained by --response-format
     req.context = parse_string(object, at, "context");
     req.continuation = parse_string(object, at, "continuation");
     if (req.continuation.empty())
@@ -201,6 +202,8 @@ void parse_fields(const json& object, const std::string& line, Request& req) {
   request_fields::refuse_unread_fields(object, at, fields_read(kind), kind);
   request_fields::parse_generation_fields(object, at,
                                           request_fields::LogprobsSyntax::kIntegerOrBool, req);
+  if (kind != RequestKind::kScoring && request_fields::has_constraint_field(object))
+    request_fields::parse_output_constraint(nlohmann::ordered_json::parse(line), at, req);
 }
 
 }  // namespace
@@ -329,6 +332,7 @@ Request PromptReader::start_request() const {
   req.sampling = defaults_.sampling;
   req.sampling.seed = derive_seed(defaults_.seed, lines_read_);
   req.n = defaults_.n;
+  req.constraint = defaults_.constraint;
   return req;
 }
 

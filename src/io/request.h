@@ -15,12 +15,28 @@
 
 namespace tpllama {
 
+// What a request's output must be (structured outputs): a JSON value of a schema, any JSON object,
+// a match of a regex, one of a list of strings, or a sentence of a GBNF grammar. Kept as text, the
+// key of the engine's compiled-grammar cache; compiled (and refused) at intake, on rank 0.
+struct OutputConstraint {
+  enum class Kind : uint8_t { kJsonSchema, kJsonObject, kRegex, kChoice, kGrammar };
+  Kind kind = Kind::kJsonObject;
+  // kJsonSchema: the schema as compact JSON, keys in their given order; kRegex: the pattern;
+  // kChoice: the choices as a compact JSON list of strings; kGrammar: the GBNF text.
+  std::string text;
+  std::string field;  // the field that gave it ("response_format", "guided_regex"), for messages
+
+  bool operator==(const OutputConstraint&) const = default;
+};
+
 // Command-line settings that apply to every request that does not say otherwise.
 struct RequestDefaults {
   int max_tokens = 256;
   SamplingParams sampling;
   uint64_t seed = 0;  // base for the per-request seeds (see PromptReader)
   int n = 1;          // samples per completion or chat request
+  // --response-format: the constraint of every completion and chat that gives none of its own.
+  std::optional<OutputConstraint> constraint;
 };
 
 constexpr int kMaxLogprobs = 20;
@@ -51,6 +67,8 @@ struct Request {
   // Samples of the prompt (1..kMaxSamples): they share its KV cache and make one record of n
   // choices; sample k draws from the stream sample_seed(sampling.seed, k).
   int n = 1;
+  // Structured outputs: what the completion must be (none: free text). Completions and chats only.
+  std::optional<OutputConstraint> constraint;
   // Scoring requests ({"context", "continuation"}): no generation; the log-probability of the
   // continuation given the context. token_ids, when set, are used as they are: the prompt of a
   // generation request (benchmarks), or a scoring window whose first n_context_tokens are context.

@@ -39,6 +39,7 @@ constexpr ForeignField kForeignFields[] = {
     {"safety_identifier", kAny},
     {"prompt_cache_key", kAny},
     {"cache_salt", kAny},
+    {"guided_decoding_backend", kAny},  // vLLM's choice of grammar engine; tpllama has its own
     // parse_generation_fields's own, read for completions and chats (kGenerationFields): a
     // scoring request takes them only at the value that changes nothing.
     {"presence_penalty", "0"},
@@ -61,7 +62,14 @@ constexpr ForeignField kForeignFields[] = {
     {"bad_words", "[]"},
     {"return_tokens_as_token_ids", "false"},
     {"priority", "0"},
+    // Structured outputs: read on completions and chats (kConstraintFields); a scoring request
+    // takes none.
     {"response_format", R"({"type":"text"})"},
+    {"structured_outputs", ""},
+    {"guided_json", ""},
+    {"guided_regex", ""},
+    {"guided_choice", ""},
+    {"guided_grammar", ""},
     {"modalities", R"(["text"])"},
     // vLLM's default: the tools reach the template, and the text is the answer.
     {"tool_choice", R"("none")"},
@@ -78,11 +86,7 @@ constexpr ForeignField kForeignFields[] = {
     {"truncate_prompt_tokens", ""},
     {"allowed_token_ids", ""},
     {"logits_processors", ""},
-    {"guided_json", ""},
-    {"guided_regex", ""},
-    {"guided_choice", ""},
-    {"guided_grammar", ""},
-    {"structured_outputs", ""},
+    {"guided_whitespace_pattern", ""},
     {"chat_template", ""},
     {"documents", ""},
     {"mm_processor_kwargs", ""},

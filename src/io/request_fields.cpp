@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -333,6 +334,11 @@ std::string parser_message(const json::exception& e) {
   const std::string noise = "parse error at line 1, ";
   if (msg.rfind(noise, 0) == 0) msg = "parse error at " + msg.substr(noise.size());
   return msg.size() > 2 * kMaxShownChars ? msg.substr(0, 2 * kMaxShownChars) + "..." : msg;
+}
+
+bool has_constraint_field(const json& object) {
+  return std::any_of(std::begin(kConstraintFields), std::end(kConstraintFields),
+                     [&](const char* key) { return find_field(object, key) != nullptr; });
 }
 
 bool parse_object_line(const std::string& line, json& object, Request& req) {

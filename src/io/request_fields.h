@@ -59,8 +59,9 @@ void parse_chat_fields(const nlohmann::ordered_json& object, const FieldSite& at
 enum class LogprobsSyntax { kIntegerOrBool, kIntegerOnly, kChat };
 
 // The fields parse_generation_fields reads besides the sampling ones: a request's LogitRules,
-// vLLM's stop and detokenization options and its sample count, which only completions and chats
-// take (a scoring request only at the value that changes nothing).
+// vLLM's stop and detokenization options and its sample count, and the structured-output fields
+// parse_output_constraint reads, which only completions and chats take (a scoring request only at
+// the value that changes nothing).
 inline constexpr const char* kGenerationFields[] = {"presence_penalty",
                                                     "frequency_penalty",
                                                     "repetition_penalty",
@@ -71,7 +72,18 @@ inline constexpr const char* kGenerationFields[] = {"presence_penalty",
                                                     "skip_special_tokens",
                                                     "spaces_between_special_tokens",
                                                     "n",
-                                                    "prompt_logprobs"};
+                                                    "prompt_logprobs",
+                                                    "response_format",
+                                                    "structured_outputs",
+                                                    "guided_json",
+                                                    "guided_regex",
+                                                    "guided_choice",
+                                                    "guided_grammar"};
+
+// The fields that constrain the output (parse_output_constraint), of kGenerationFields.
+inline constexpr const char* kConstraintFields[] = {"response_format", "structured_outputs",
+                                                    "guided_json",     "guided_regex",
+                                                    "guided_choice",   "guided_grammar"};
 
 // max_tokens, temperature, top_k, top_p, min_p, seed, stop, logprobs, echo (which only the
 // completions' field lists name) and kGenerationFields,
@@ -79,5 +91,15 @@ inline constexpr const char* kGenerationFields[] = {"presence_penalty",
 // request_field_policy.h).
 void parse_generation_fields(const nlohmann::json& object, const FieldSite& at,
                              LogprobsSyntax logprobs_syntax, Request& req);
+
+// The structured-output fields (kConstraintFields; at most one of them): req.constraint, read
+// from the object parsed with its keys in order (a schema's properties come in its order). A field
+// given replaces the --response-format default, and response_format {"type": "text"} removes it.
+// Rejects a malformed or unsupported value, or a text over kMaxConstraintBytes
+// (io/output_constraint.h); the schema, pattern or grammar itself is compiled, and refused, later.
+void parse_output_constraint(const nlohmann::ordered_json& object, const FieldSite& at,
+                             Request& req);
+// Whether object gives any of kConstraintFields (not null): the line is then read again in order.
+bool has_constraint_field(const nlohmann::json& object);
 
 }  // namespace tpllama::request_fields

@@ -30,7 +30,7 @@ class Run {
         o_(o),
         io_(io),
         rules_{text ? text->stop_ids() : config.eos_token_ids, o.context},
-        intake_(*io.reader, text, {config.vocab_size, o.context, o.max_seqs}, io.resume),
+        intake_(*io.reader, text, {config.vocab_size, o.context, o.max_seqs, rules_}, io.resume),
         blocks_(o.kv_blocks, o.kv_block_size, o.max_seqs, o.prefix_caching),
         scheduler_({o.max_batch_tokens, o.max_logit_rows, o.max_seqs, o.groups}, blocks_, rules_),
         publisher_(*io.writer, io.ordered, io.reorder_limit),
@@ -89,6 +89,14 @@ class Run {
     s.prefix_caching = o_.prefix_caching;
     s.prefix = blocks_.prefix_stats();
     if (intake_.done() && s.stopped_by == 0) s.unmatched_records = intake_.unmatched_records();
+    s.structured.requests = intake_.constrained();
+    if (const OutputGrammars* g = intake_.grammars()) {
+      s.structured.grammars_compiled = static_cast<long long>(g->compiled());
+      s.structured.compile_seconds = g->compile_ms() / 1e3;
+      const MaskStats masks = g->stats();
+      s.structured.masks = masks.time;
+      s.structured.masks_walked = masks.computed;
+    }
     return std::move(s);
   }
 

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/stop_signal.h"
+#include "io/output_constraint.h"
 
 namespace tpllama {
 namespace {
@@ -188,9 +189,27 @@ Admission RequestIntake::admit(Request req) {
     return reject(req, order, n, line_prefix(req) + why);
   Admission a;
   a.order = order;
-  a.sequence = std::make_unique<Sequence>(std::move(req), text_ ? &text_->tokenizer() : nullptr,
+  a.sequence = std::make_unique<Sequence>(req, text_ ? &text_->tokenizer() : nullptr,
                                           std::move(tokens), n_context, order, admitted);
+  if (req.constraint) {
+    if (const std::string why = constrain(req, *a.sequence); !why.empty())
+      return reject(req, order, n, line_prefix(req) + why);
+  }
   return a;
+}
+
+std::string RequestIntake::constrain(const Request& r, Sequence& s) {
+  const OutputConstraint& c = *r.constraint;
+  if (text_ == nullptr)
+    return "field '" + c.field + "': structured outputs need the model's tokenizer";
+  if (!grammars_) grammars_ = std::make_unique<OutputGrammars>(text_->tokenizer());
+  try {
+    s.constrain(grammars_->compile(c), options_.rules);
+  } catch (const Error& e) {
+    return "field '" + c.field + "' (" + constraint_kind_name(c.kind) + "): " + e.what();
+  }
+  ++constrained_;
+  return "";
 }
 
 }  // namespace tpllama

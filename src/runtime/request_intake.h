@@ -14,6 +14,7 @@
 #include "io/resume.h"
 #include "runtime/id_index.h"
 #include "runtime/model_text.h"
+#include "runtime/output_grammar.h"
 #include "runtime/sequence.h"
 
 namespace tpllama {
@@ -22,6 +23,7 @@ struct IntakeOptions {
   int vocab_size = 0;  // token ids must be below it
   int context = 0;     // tokens per sequence, prompt + completion
   int max_seqs = 0;    // sequences at once, which a request's n samples must fit in (0: any n)
+  StopRules rules;     // where a constrained sequence's grammar may end, it may stop on these
 };
 
 // What became of one request: a sequence to run, or an error record to write (number `order`
@@ -52,11 +54,17 @@ class RequestIntake {
   // Records of the resumed output that no request of the input matched (read to its end, the input
   // asked for none of them: records of another job).
   long long unmatched_records() const;
+  // Structured outputs so far: requests constrained, and the grammars' figures (null until the
+  // first constrained request).
+  long long constrained() const { return constrained_; }
+  const OutputGrammars* grammars() const { return grammars_.get(); }
 
  private:
   Admission reject(const Request& r, uint64_t order, int prompt_tokens,
                    const std::string& message) const;
   Admission admit(Request req);
+  // Compiles r's constraint and gives it to s; the reason when it is refused, else "".
+  std::string constrain(const Request& r, Sequence& s);
   // Whether the output already holds the record keyed `key`; skips it when so. A request skipped
   // by id (by_id) is first checked against its record (the first kCheckedResumes of them).
   bool already_written(const std::string& key, const Request* by_id = nullptr);
@@ -75,6 +83,8 @@ class RequestIntake {
   bool done_ = false;
   long long skipped_ = 0;
   uint64_t next_order_ = 0;
+  std::unique_ptr<OutputGrammars> grammars_;  // made at the first constrained request
+  long long constrained_ = 0;
 };
 
 }  // namespace tpllama

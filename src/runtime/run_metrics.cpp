@@ -47,6 +47,16 @@ std::string RunSummary::describe() const {
      << (seconds > 0 ? static_cast<double>(generated_tokens) / seconds : 0.0) << " tok/s), "
      << steps << " steps, " << preemptions << " preemptions";
   if (prefix_caching) os << "; " << describe_prefix_cache();
+  if (structured.requests > 0) {
+    os.precision(3);
+    os << "; structured outputs: " << structured.requests << " requests, "
+       << structured.grammars_compiled << " grammars compiled in "
+       << 1e3 * structured.compile_seconds << " ms, token masks " << 1e3 * structured.masks.mean()
+       << " ms mean, " << 1e3 * structured.masks.percentile(99) << " ms p99 ("
+       << structured.masks_walked << " of " << structured.masks.count()
+       << " walked, the rest memoized)";
+    os.precision(1);
+  }
   if (skipped > 0) os << "; " << skipped << " already in the output, skipped";
   if (stopped_by != 0)
     os << "; stopped early by signal " << stopped_by << " (" << abandoned

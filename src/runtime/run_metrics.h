@@ -68,6 +68,17 @@ struct RequestLatencies {
   LatencyHistogram latency_from_start;  // to its end
 };
 
+// Structured outputs (RequestIntake's grammars): the constrained requests, the grammars compiled
+// for them, and the token masks of their rows (each one's time on rank 0; walked on the vocabulary
+// trie, or found memoized).
+struct StructuredOutputStats {
+  long long requests = 0;
+  long long grammars_compiled = 0;  // distinct constraints compiled (or refused)
+  double compile_seconds = 0;
+  LatencyHistogram masks;
+  long long masks_walked = 0;
+};
+
 // A run's summary on rank 0, in parts by what fills them.
 struct RunSummary {
   RecordCounts records;
@@ -89,6 +100,7 @@ struct RunSummary {
   double seconds = 0;
   StepPhases phases;
   RequestLatencies latency;
+  StructuredOutputStats structured;
   std::string describe() const;
   // "prefix cache: 87.5% of prompt tokens (3584 of 4096), 12 blocks evicted"
   std::string describe_prefix_cache() const;

@@ -120,6 +120,7 @@ void Scheduler::add_chunk(Sequence& s, int take, Draft& draft) {
           p.temperature <= 0 ? 0.0 : (k == 0 ? s.next_uniform() : s.fork_uniform(k));
       draft.plan.sampling.push_back({p, uniform, s.request.logprobs, -1});
       s.append_logit_edits(row, rules_, &draft.plan.edits);
+      if (s.constrained()) s.append_token_mask(row, rules_, &draft.plan.masks);
       group.rows.push_back(&s);
     }
     draft.rows_left -= samples;

@@ -59,8 +59,8 @@ Sequence::Sequence(Request r, const Tokenizer* tokenizer, std::vector<int32_t> p
       n_prompt(static_cast<int>(prompt.size())),
       n_context(context_tokens),
       tokens_(std::move(prompt)),
-      rng_(request.sampling.seed),
       forks_left_(request.scoring ? 0 : request.n - 1),
+      rng_(request.sampling.seed),
       penalties_(request.logit_rules, tokens_),
       admitted_(admitted),
       tokenizer_(tokenizer),
@@ -100,6 +100,11 @@ std::unique_ptr<Sequence> Sequence::fork(int index) {
   child->n_computed_ = n_prompt;
   child->score_ = score_;  // its prompt is scored: its rows are its own tokens'
   child->prompt_scores_ = prompt_scores_;
+  if (grammar_) {  // from the grammar's start, as this one was when its rows were drawn
+    child->grammar_ = grammar_;
+    child->matcher_.emplace(grammar_->grammar());
+    child->next_mask_ = grammar_->mask(*child->matcher_);
+  }
   return child;
 }
 
@@ -173,6 +178,66 @@ bool Sequence::stop_at(int token, size_t before, const StopRules& rules) {
   return true;
 }
 
+namespace {
+bool any_token(const grammar::TokenMask& mask) {
+  return std::any_of(mask.begin(), mask.end(), [](uint32_t w) { return w != 0; });
+}
+}  // namespace
+
+void Sequence::constrain(std::shared_ptr<const OutputGrammar> grammar, const StopRules& rules) {
+  TPLLAMA_CHECK(n_generated_ == 0 && !request.scoring, "a grammar for a sequence under way");
+  grammar_ = std::move(grammar);
+  matcher_.emplace(grammar_->grammar());
+  next_mask_ = grammar_->mask(*matcher_);
+  if (!any_token(*next_mask_) && !(matcher_->can_end() && !stop_ids(rules).empty()))
+    fail("the grammar allows no token of the model's vocabulary at its start");
+}
+
+void Sequence::append_token_mask(int32_t row, const StopRules& rules, TokenMasks* out) const {
+  TPLLAMA_CHECK(next_mask_ != nullptr, "a token mask for a sequence without a grammar");
+  const grammar::TokenMask& mask = *next_mask_;
+  if (out->width == 0) out->width = static_cast<int32_t>(mask.size());
+  TPLLAMA_CHECK(static_cast<size_t>(out->width) == mask.size(), "masks of ", out->width, " and ",
+                mask.size(), " words in one step");
+  out->rows.push_back(row);
+  const size_t at = out->words.size();
+  out->words.insert(out->words.end(), mask.begin(), mask.end());
+  if (!matcher_->can_end()) return;
+  for (const int32_t id : stop_ids(rules))  // where the grammar may end, the sequence may stop
+    if (static_cast<size_t>(id) < 32 * mask.size())
+      out->words[at + (static_cast<size_t>(id) >> 5)] |= uint32_t{1} << (id & 31);
+}
+
+void Sequence::fail_grammar(const std::string& why) {
+  finish(FinishReason::kError);
+  error_ = "structured output failed after " + std::to_string(n_generated_) +
+           " generated tokens: " + why;
+}
+
+bool Sequence::advance_grammar(int token, const StopRules& rules) {
+  try {
+    const std::vector<int32_t> stops = stop_ids(rules);
+    if (!holds(stops, token)) {
+      const std::string bytes = tokenizer_ != nullptr && token < tokenizer_->vocab_size()
+                                    ? tokenizer_->token_bytes(token)
+                                    : std::string();
+      if (bytes.empty() || !matcher_->advance(bytes)) {
+        fail_grammar("token " + std::to_string(token) + " is not one its grammar allows here");
+        return false;
+      }
+    }
+    if (!matcher_->can_continue()) return false;  // the grammar is complete: nothing may follow
+    next_mask_ = grammar_->mask(*matcher_);
+    if (any_token(*next_mask_)) return true;
+    if (!matcher_->can_end())
+      fail_grammar("no token of the model's vocabulary continues its grammar here");
+    return false;             // only a stop may follow: it stops now
+  } catch (const Error& e) {  // the grammar is too ambiguous here
+    fail_grammar(e.what());
+    return false;
+  }
+}
+
 void Sequence::accept_token(int token, const StopRules& rules) {
   tokens_.push_back(token);
   penalties_.add_generated(token);
@@ -187,6 +252,10 @@ void Sequence::accept_token(int token, const StopRules& rules) {
       (n_generated_ >= request.max_tokens || static_cast<int>(tokens_.size()) >= rules.context)) {
     text_ += detok_.flush();
     finish(FinishReason::kLength);
+  }
+  if (!finished() && grammar_ && !advance_grammar(token, rules) && !finished()) {
+    text_ += detok_.flush();
+    finish(FinishReason::kStop);  // its grammar is complete
   }
 }
 

@@ -7,13 +7,16 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/clock.h"
+#include "grammar/matcher.h"
 #include "io/request.h"
 #include "model/step_batch.h"
 #include "runtime/logit_edits.h"
+#include "runtime/output_grammar.h"
 #include "runtime/sampler.h"
 #include "text/tokenizer.h"
 
@@ -138,8 +141,17 @@ class Sequence {
   void append_logit_edits(int32_t row, const StopRules& rules, std::vector<LogitEdit>* out) const;
   // A sampled token joins the sequence; once min_tokens are generated a stop id (the model's EOS,
   // the request's stop_token_ids) or a stop string may finish it, as max_tokens or the context may
-  // (the text then ends before the stop, unless include_stop_str_in_output).
+  // (the text then ends before the stop, unless include_stop_str_in_output). A constrained one's
+  // grammar takes the token's bytes; it finishes ("stop") where its grammar can take no more, and
+  // with an error record where the grammar fails (too ambiguous, no token of the vocabulary next).
   void accept_token(int token, const StopRules& rules);
+  // Structured outputs, at intake: the grammar its completion must match, from the start. Throws
+  // Error when the grammar allows no token of the vocabulary there, or is too ambiguous.
+  void constrain(std::shared_ptr<const OutputGrammar> grammar, const StopRules& rules);
+  bool constrained() const { return grammar_ != nullptr; }
+  // A constrained sequence's mask of its next token's logit row `row`: the tokens its grammar takes
+  // next, and its stop ids where the grammar may end (model/step_batch.h's TokenMasks).
+  void append_token_mask(int32_t row, const StopRules& rules, TokenMasks* out) const;
   // The log-probabilities of a sampled token (the request asked for them).
   void record_logprobs(const RowLogprobs& row, int token);
   // One scored token (of a scoring request's continuation: its logprob, and whether it was the
@@ -175,6 +187,10 @@ class Sequence {
   std::vector<TokenLogprob> echoed_logprobs();
   // Ends on a stop id or stop string of `token` (whose text starts at `before` in text_).
   bool stop_at(int token, size_t before, const StopRules& rules);
+  // The grammar's next mask, once it took a token; false (the sequence finished) when it ends here
+  // or fails.
+  bool advance_grammar(int token, const StopRules& rules);
+  void fail_grammar(const std::string& why);
 
   SequenceState state_ = SequenceState::kWaiting;
   FinishReason finish_reason_ = FinishReason::kNone;
@@ -199,6 +215,10 @@ class Sequence {
   Clock::time_point first_token_;
   const Tokenizer* tokenizer_;
   IncrementalDetokenizer detok_;
+  // Structured outputs: the grammar, where the text stands in it, and the tokens it takes next.
+  std::shared_ptr<const OutputGrammar> grammar_;
+  std::optional<grammar::Matcher> matcher_;
+  std::shared_ptr<const grammar::TokenMask> next_mask_;
 };
 
 // The sequences in flight through the engine, in admission order (oldest first).

@@ -23,7 +23,8 @@ using nlohmann::json;
 std::vector<Result> admit_all(const std::string& content, InputFormat format) {
   std::istringstream in(content);
   PromptReader reader(in, format, RequestDefaults{}, "ids.jsonl");
-  RequestIntake intake(reader, /*text=*/nullptr, IntakeOptions{/*vocab_size=*/64, /*context=*/16},
+  RequestIntake intake(reader, /*text=*/nullptr,
+                       IntakeOptions{/*vocab_size=*/64, /*context=*/16, /*max_seqs=*/0, {}},
                        nullptr);
   std::vector<Result> out;
   while (std::optional<Admission> a = intake.next(true)) {
@@ -90,7 +91,7 @@ TEST(ErrorRecordIds, OpenAiRecordsOfFailedLinesAndRefusedRequests) {
   const std::vector<Result> got = admit_all(
       "{\"custom_id\": \"x\", \"bo\n" +
           batch_line(R"("x")", "/v1/embeddings", R"({"input": "p"})") +
-          batch_line(R"("y")", "/v1/completions", R"({"prompt": [1, 5], "guided_regex": "a+"})") +
+          batch_line(R"("y")", "/v1/completions", R"({"prompt": [1, 5], "suffix": "a+"})") +
           batch_line(R"("x")", "/v1/completions", R"({"prompt": [1, 5]})") +
           batch_line(R"("z")", "/v1/completions", R"({"prompt": [1, 5]})") + "[]\n",
       InputFormat::kOpenAiBatch);
@@ -117,7 +118,7 @@ TEST(ErrorRecordIds, OpenAiRecordsOfFailedLinesAndRefusedRequests) {
   EXPECT_EQ(refused["response"]["status_code"], 400);
   EXPECT_EQ(refused["response"]["body"]["error"]["type"], "invalid_request_error");
   EXPECT_EQ(refused["response"]["body"]["error"]["message"],
-            "line 3: field 'body.guided_regex' is \"a+\": tpllama does not support it (only null, "
+            "line 3: field 'body.suffix' is \"a+\": tpllama does not support it (only null, "
             "which has no "
             "effect)");
 

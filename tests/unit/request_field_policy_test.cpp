@@ -93,9 +93,10 @@ struct Refused {
 // The fields of tpllama issue 28 item 11, each of which changes the output: an error record each.
 TEST(RequestFieldPolicy, FieldsThatWouldChangeTheOutputAreErrorRecordsNamingThem) {
   const std::vector<Refused> cases = {
-      {prompt_line(R"("response_format": {"type": "json_schema", "json_schema": {"name": "x"}})"),
-       R"(line 1: field 'response_format' is {"json_schema":{"name":"x"},"type":"json_schema"}: tpllama does not )"
-       R"(support it (only {"type":"text"}, which has no effect))"},
+      {prompt_line(R"("response_format": {"type": "structural_tag", "format": {}})"),
+       R"(line 1: field 'response_format.type' is "structural_tag": tpllama takes "text", )"
+       R"("json_object" and "json_schema" (for a regex, choice or grammar use vLLM's )"
+       R"('structured_outputs'))"},
       {chat_line(R"("tool_choice": "required")"),
        R"(line 1: field 'tool_choice' is "required": tpllama does not support it (only "none", which has no effect))"},
       {R"({"context": "a", "continuation": "b", "min_tokens": 5})"
@@ -162,9 +163,9 @@ TEST(RequestFieldPolicy, BatchBodiesRefuseTheSameFieldsAndTheOtherEndpointsOnes)
   const std::vector<Refused> cases = {
       {batch_line(
            "/v1/chat/completions",
-           R"({"messages": [{"role": "user", "content": "Hi"}], "response_format": {"type": "json_object"}})"),
-       R"(line 1: field 'body.response_format' is {"type":"json_object"}: tpllama does not support it (only )"
-       R"({"type":"text"}, which has no effect))"},
+           R"({"messages": [{"role": "user", "content": "Hi"}], "response_format": {"type": "json_object", "schema": {}}})"),
+       R"(line 1: field 'body.response_format.schema' is not read: a schema goes in {"type": )"
+       R"("json_schema", "json_schema": {"schema": ...}})"},
       {batch_line("/v1/chat/completions",
                   R"({"messages": [{"role": "user", "content": "Hi"}], "tool_choice": "auto"})"),
        R"(line 1: field 'body.tool_choice' is "auto": tpllama does not support it (only "none", which has no effect))"},

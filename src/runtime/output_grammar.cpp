@@ -1,0 +1,146 @@
+// Compiling constraints, with a cache by text, and memoized masks.
+#include "runtime/output_grammar.h"
+
+#include <utility>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/json_text.h"
+#include "grammar/gbnf.h"
+#include "grammar/json_schema.h"
+#include "grammar/regex.h"
+#include "io/output_constraint.h"
+
+namespace tpllama {
+namespace {
+
+// The bytes of every token of the tokenizer; none for a control (special) token.
+std::vector<std::string> vocabulary_bytes(const Tokenizer& tokenizer) {
+  std::vector<std::string> bytes(static_cast<size_t>(tokenizer.vocab_size()));
+  for (int id = 0; id < tokenizer.vocab_size(); ++id)
+    if (!tokenizer.is_control(id)) bytes[static_cast<size_t>(id)] = tokenizer.token_bytes(id);
+  return bytes;
+}
+
+// A matcher state as a memo key: its stacks' positions, each stack ended by a marker.
+std::string state_key(const grammar::Matcher::State& state) {
+  std::string key;
+  for (const grammar::Matcher::Stack& stack : state) {
+    for (const uint32_t p : stack) key.append(reinterpret_cast<const char*>(&p), sizeof p);
+    const uint32_t end = grammar::Grammar::kEnd;
+    key.append(reinterpret_cast<const char*>(&end), sizeof end);
+  }
+  return key;
+}
+
+grammar::Grammar choice_grammar(const std::string& choices_json) {
+  const nlohmann::json choices = nlohmann::json::parse(choices_json);
+  grammar::GrammarBuilder b;
+  const uint32_t root = b.rule("choice");
+  for (const auto& c : choices) {
+    const std::string& text = c.get_ref<const std::string&>();
+    if (text.empty())
+      fail("an empty choice: it would allow an empty completion");  // refused at intake
+    b.add_alternative(root, b.literal(text));
+  }
+  return b.build(root);
+}
+
+}  // namespace
+
+grammar::Grammar compile_constraint(const OutputConstraint& c) {
+  switch (c.kind) {
+    case OutputConstraint::Kind::kJsonSchema:
+      return grammar::compile_json_schema(nlohmann::ordered_json::parse(c.text));
+    case OutputConstraint::Kind::kJsonObject:
+      return grammar::json_object_grammar();
+    case OutputConstraint::Kind::kRegex:
+      return grammar::compile_regex(c.text);
+    case OutputConstraint::Kind::kChoice:
+      return choice_grammar(c.text);
+    case OutputConstraint::Kind::kGrammar:
+      return grammar::compile_gbnf(c.text);
+  }
+  fail("unknown constraint kind");
+}
+
+void MaskRecorder::add(double seconds, bool walked) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.time.add(seconds);
+  stats_.computed += walked ? 1 : 0;
+}
+
+MaskStats MaskRecorder::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+OutputGrammar::OutputGrammar(grammar::Grammar g, const grammar::TokenTrie& trie, size_t memo_bytes,
+                             MaskRecorder* stats)
+    : grammar_(std::move(g)),
+      trie_(trie),
+      stats_(stats),
+      memo_limit_(std::max<size_t>(
+          1, memo_bytes / ((static_cast<size_t>(trie.vocab_size()) + 31) / 32 * 4 + 64))) {}
+
+std::shared_ptr<const grammar::TokenMask> OutputGrammar::mask(const grammar::Matcher& m) const {
+  const Clock::time_point start = Clock::now();
+  std::string key = state_key(m.state());
+  std::shared_ptr<const grammar::TokenMask> found;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = memo_.find(key); it != memo_.end()) found = it->second;
+  }
+  bool walked = false;
+  if (!found) {
+    found = std::make_shared<const grammar::TokenMask>(trie_.allowed(m));
+    walked = true;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (memo_.emplace(key, found).second) {
+      order_.push_back(std::move(key));
+      if (order_.size() > memo_limit_) {  // the oldest entry goes (first in, first out)
+        memo_.erase(order_.front());
+        order_.pop_front();
+      }
+    }
+  }
+  if (stats_ != nullptr) stats_->add(seconds_since(start), walked);
+  return found;
+}
+
+OutputGrammars::OutputGrammars(const Tokenizer& tokenizer)
+    : trie_(std::make_unique<grammar::TokenTrie>(vocabulary_bytes(tokenizer))) {}
+
+std::shared_ptr<const OutputGrammar> OutputGrammars::compile(const OutputConstraint& c) {
+  std::string key = constraint_kind_name(c.kind);
+  key += '\0';
+  key += c.text;
+  if (auto it = cache_.find(key); it != cache_.end()) {
+    order_.remove(key);  // most recently used last; the list is short (kMaxGrammars)
+    order_.push_back(key);
+    if (!it->second.grammar) throw Error(it->second.refusal);
+    return it->second.grammar;
+  }
+  const Clock::time_point start = Clock::now();
+  Compiled entry;
+  try {
+    entry.grammar =
+        std::make_shared<const OutputGrammar>(compile_constraint(c), *trie_, kMemoBytes, &stats_);
+  } catch (const Error& e) {  // refused: so is every later request of the same text, at once
+    entry.refusal = e.what();
+  }
+  compile_ms_ += 1e3 * seconds_since(start);
+  ++compiled_;
+  auto compiled = entry.grammar;
+  const std::string refusal = entry.refusal;
+  cache_.emplace(key, std::move(entry));
+  order_.push_back(std::move(key));
+  if (order_.size() > kMaxGrammars) {
+    cache_.erase(order_.front());  // sequences still running keep theirs (shared)
+    order_.pop_front();
+  }
+  if (!compiled) throw Error(refusal);
+  return compiled;
+}
+
+}  // namespace tpllama
