@@ -99,6 +99,32 @@ class Distributed : public ::testing::Test {
                      {"n", 3},
                      {"frequency_penalty", 0.6}})
                    .dump()
+            << "\n"
+            // Structured outputs: grammar masks that each TP rank applies to its own slice, greedy
+            // and sampled, and for the samples of one request.
+            << json::parse(R"({"id": 11, "prompt": "Once upon a time", "max_tokens": 60,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "story",
+                "schema": {"type": "object", "properties": {"name": {"type": "string",
+                "maxLength": 12}, "happy": {"type": "boolean"}, "mood": {"enum": ["sad", "glad"]}},
+                "required": ["name", "happy", "mood"]}}}})")
+                   .dump()
+            << "\n"
+            << json({{"id", 12},
+                     {"prompt", prompts[2]},
+                     {"max_tokens", 20},
+                     {"temperature", 0.9},
+                     {"seed", 4000},
+                     {"guided_regex", "[A-Z][a-z]{2,8} (is|was) [a-z]+\\."}})
+                   .dump()
+            << "\n"
+            << json({{"id", 13},
+                     {"prompt", prompts[1]},
+                     {"max_tokens", 30},
+                     {"n", 3},
+                     {"temperature", 1.0},
+                     {"seed", 5000},
+                     {"guided_choice", {"the dog ran", "the cat sat", "a bird sang"}}})
+                   .dump()
             << "\n";
     sampled.close();
     single_sampled_ = run_shell(binary() + " run --model " + model_ + " --input " + sampled_input_ +

@@ -55,7 +55,21 @@ TEST_P(EveryLayout, GreedyAndSampledOutputAreByteIdenticalToOneRank) {
   CommandResult s = run_shell(mpirun(l.tp * l.pp) + binary() + " run --model " + model_ +
                               " --input " + sampled_input_ + " --output " + sampled_out + flags);
   ASSERT_EQ(s.exit_code, 0) << s.output;
-  EXPECT_EQ(lines_by_id(sampled_out), lines_by_id(work_ + "/single_sampled.jsonl"));
+  const auto sampled_lines = lines_by_id(sampled_out);
+  EXPECT_EQ(sampled_lines, lines_by_id(work_ + "/single_sampled.jsonl"));
+  // The constrained requests' texts are what they were asked to be, so their masks were applied.
+  ASSERT_TRUE(sampled_lines.count(11) && sampled_lines.count(12) && sampled_lines.count(13));
+  const json story = json::parse(sampled_lines.at(11));
+  if (story["finish_reason"] == "stop") {
+    const json value = json::parse(story["text"].get<std::string>());
+    EXPECT_TRUE(value["happy"].is_boolean()) << story.dump();
+  } else {
+    EXPECT_EQ(story["text"].get<std::string>().substr(0, 1), "{") << story.dump();
+  }
+  for (const json& choice : json::parse(sampled_lines.at(13))["choices"])
+    EXPECT_TRUE(choice["text"] == "the dog ran" || choice["text"] == "the cat sat" ||
+                choice["text"] == "a bird sang")
+        << choice.dump();
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, EveryLayout,
