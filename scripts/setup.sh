@@ -2,7 +2,8 @@
 # Usage: scripts/setup.sh [--no-install] [--no-demo]
 #
 # One command from a fresh Debian 12 clone to a finished batch job:
-#   1. installs the Debian packages tpllama builds with (apt-get; needs root or sudo),
+#   1. installs the Debian packages tpllama builds with, and python3-jsonschema for its tests
+#      (apt-get; needs root or sudo),
 #   2. configures and builds Release into build/ (the executable is build/tpllama), then, when
 #      npm is there, installs the tokenizer tests' oracle into tests/oracles/node_modules,
 #   3. converts the shipped TinyStories model (models/stories260K, a llama2.c checkpoint) into the
@@ -25,7 +26,8 @@ done
 
 packages=(build-essential cmake ninja-build pkg-config git openmpi-bin libopenmpi-dev
           libcli11-dev libsentencepiece-dev sentencepiece nlohmann-json3-dev libgtest-dev
-          libpcre2-dev libutf8proc-dev)
+          libpcre2-dev libutf8proc-dev
+          python3-jsonschema)  # the structured-output tests' oracle
 
 if [[ $install == 1 ]]; then
   missing=()
