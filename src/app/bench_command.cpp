@@ -20,6 +20,7 @@
 #include "app/run_report.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "io/output_constraint.h"
 #include "io/output_holds.h"
 #include "io/result_writer.h"
 #include "model/shapes.h"
@@ -73,8 +74,14 @@ struct Workload {
 // EOS; greedy; exactly max_tokens generated (or scoring requests, see Workload).
 class SyntheticSource : public RequestSource {
  public:
-  SyntheticSource(const Workload& w, const LlamaConfig& c, uint64_t seed)
-      : w_(w), vocab_(c.vocab_size), bos_(c.bos_token_id), rng_(seed) {
+  // constraint: every generation request's (--response-format), or none.
+  SyntheticSource(const Workload& w, const LlamaConfig& c, uint64_t seed,
+                  std::optional<OutputConstraint> constraint = std::nullopt)
+      : w_(w),
+        vocab_(c.vocab_size),
+        bos_(c.bos_token_id),
+        constraint_(std::move(constraint)),
+        rng_(seed) {
     special_.push_back(bos_);
     special_.insert(special_.end(), c.eos_token_ids.begin(), c.eos_token_ids.end());
     if (w_.shared_prefix > 0) {
@@ -100,7 +107,8 @@ class SyntheticSource : public RequestSource {
       r.max_tokens = 1;
     } else {
       r.max_tokens = out;
-      r.ignore_eos = true;
+      r.ignore_eos = true;  // a constrained one may still end early, where its grammar is complete
+      r.constraint = constraint_;
       output_tokens_ += out;
     }
     return r;
@@ -132,6 +140,7 @@ class SyntheticSource : public RequestSource {
   Workload w_;
   int made_ = 0;
   int vocab_, bos_;
+  std::optional<OutputConstraint> constraint_;
   std::vector<int> special_;  // BOS and the EOS ids
   std::vector<int> prefix_;
   std::vector<int> context_;  // the current prompt (scoring: shared by its continuations)
@@ -348,6 +357,17 @@ nlohmann::json throughput_json(const RunSummary& s) {
       {"ttft_from_start_seconds", percentiles(s.latency.ttft_from_start)},
       {"latency_from_start_seconds", percentiles(s.latency.latency_from_start)},
       {"tpot_seconds", percentiles(s.latency.tpot)},
+      {"finished_stop", s.records.finished_stop},
+      {"finished_length", s.records.finished_length},
+      {"structured_outputs",
+       s.structured.requests == 0
+           ? nlohmann::json(nullptr)
+           : nlohmann::json{{"requests", s.structured.requests},
+                            {"grammars_compiled", s.structured.grammars_compiled},
+                            {"compile_seconds", s.structured.compile_seconds},
+                            {"masks", s.structured.masks.count()},
+                            {"masks_walked", s.structured.masks_walked},
+                            {"mask_seconds", percentiles(s.structured.masks)}}},
   };
   return j;
 }
@@ -483,6 +503,17 @@ void throughput_rows(std::ostream& os, const nlohmann::json& j) {
                 std::to_string(pc["evicted_blocks"].get<long long>()) + " blocks evicted");
   else
     add_row(os, "prefix cache", "off");
+  const auto& so = j["structured_outputs"];
+  if (!so.is_null())
+    add_row(os, "structured outputs",
+            std::to_string(so["requests"].get<long long>()) + " requests (" +
+                std::to_string(j["finished_stop"].get<long long>()) +
+                " ended by their grammar), compiled in " +
+                fixed(so["compile_seconds"].get<double>() * 1e3, 2) + " ms; masks " +
+                figure(so["mask_seconds"]["mean"], 1e3, 3) + " ms mean, " +
+                figure(so["mask_seconds"]["p99"], 1e3, 3) + " ms p99, " +
+                std::to_string(so["masks_walked"].get<long long>()) + " of " +
+                std::to_string(so["masks"].get<long long>()) + " walked");
 }
 
 // The latencies in milliseconds, then each rank's time.
@@ -517,6 +548,7 @@ void print_report(const nlohmann::json& j) {
 struct BenchSetup {
   std::optional<SyntheticModel> synthetic;  // --shape --random-weights
   LengthRange in, out;
+  std::optional<OutputConstraint> constraint;  // --response-format
 };
 
 BenchSetup check_bench_flags(const BenchOptions& o) {
@@ -535,6 +567,13 @@ BenchSetup check_bench_flags(const BenchOptions& o) {
       m.synthetic = SyntheticModel{config, o.seed};
     } else {
       config = load_llama_config(o.run.session.model + "/config.json");
+    }
+    if (!o.run.response_format.empty()) {
+      m.constraint = read_response_format_file(o.run.response_format);
+      if (m.constraint && !o.shape.empty())
+        fail(
+            "--response-format needs the model's tokenizer: give --model a directory with one "
+            "(convert --from random --tokenizer makes such a model) instead of --shape");
     }
     m.in = parse_range(o.input_len, "--input-len", 1);
     m.out = parse_range(o.output_len, "--output-len", 1);
@@ -597,6 +636,9 @@ void add_bench_command(CLI::App& app, BenchOptions& o) {
       ->check(CLI::Range(1, 4096));
   add_log_interval_option(*c, o.run);
   add_layout_options(*c, o.run);
+  c->add_option("--response-format", o.run.response_format,
+                "Constrain every request as `run --response-format` does (needs --model with a "
+                "tokenizer), to compare with the same workload unconstrained");
   c->add_option("--json", o.json, "Write the report as JSON to this file");
   c->add_option("--stats", o.run.stats, "Also write the run's statistics JSON (as `run --stats`)");
   c->add_option("--trace", o.run.trace, "Write a Chrome trace of the run");
@@ -633,7 +675,7 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
     if (!o.skip_limits)
       limits = measure_limits(mpi, s.device_context(), s.dtype(), s.first_on_device());
   });
-  SyntheticSource source(workload, session.config(), o.seed);
+  SyntheticSource source(workload, session.config(), o.seed, setup.constraint);
   CountingSink sink;
   EngineIo io;
   io.reader = &source;
