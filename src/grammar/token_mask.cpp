@@ -3,9 +3,9 @@
 #include "grammar/token_mask.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <numeric>
-#include <unordered_map>
 #include <utility>
 
 namespace tpllama::grammar {
@@ -46,22 +46,27 @@ TokenTrie::TokenTrie(const std::vector<std::string>& bytes)
 
 TokenMask TokenTrie::allowed(const Matcher& m) const {
   TokenMask mask((static_cast<size_t>(vocab_) + 31) / 32, 0);
-  // The matcher's states met in this walk, numbered, and the transitions between them by byte:
-  // inside a string most bytes lead back to the state they left, so most nodes cost a lookup.
+  // The matcher's states met in this walk, numbered, and each one's moves by byte (a table per
+  // state, filled as the walk asks): inside a string most bytes lead back to the state they left,
+  // so most nodes cost one array lookup.
+  constexpr int32_t kUnknown = -2, kRefused = -1;
   std::map<Matcher::State, int32_t> ids;
   std::vector<const Matcher::State*> states;
-  std::unordered_map<uint64_t, int32_t> moves;  // (state << 8 | byte) → state, or -1: refused
+  std::vector<std::array<int32_t, 256>> moves;
   const auto intern = [&](Matcher::State s) {
     auto [it, fresh] = ids.emplace(std::move(s), static_cast<int32_t>(states.size()));
-    if (fresh) states.push_back(&it->first);
+    if (fresh) {
+      states.push_back(&it->first);
+      moves.emplace_back().fill(kUnknown);
+    }
     return it->second;
   };
   const auto move = [&](int32_t from, uint8_t b) {
-    const uint64_t key = static_cast<uint64_t>(from) << 8 | b;
-    if (auto it = moves.find(key); it != moves.end()) return it->second;
+    int32_t to = moves[static_cast<size_t>(from)][b];
+    if (to != kUnknown) return to;
     Matcher::State after = m.next(*states[static_cast<size_t>(from)], b);
-    const int32_t to = after.empty() ? -1 : intern(std::move(after));
-    moves.emplace(key, to);
+    to = after.empty() ? kRefused : intern(std::move(after));
+    moves[static_cast<size_t>(from)][b] = to;
     return to;
   };
   // Depth first, each node with the state before its byte.

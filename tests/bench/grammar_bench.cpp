@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +28,23 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
+// The text as tokens, each the longest one its remaining bytes start with (as a model writing it
+// might; the tokenizer's own encoding would start a SentencePiece text with a '▁' space, which a
+// JSON value does not).
+std::vector<int> longest_match_tokens(const std::string& text,
+                                      const std::unordered_map<std::string, int>& by_bytes,
+                                      size_t longest) {
+  std::vector<int> ids;
+  for (size_t at = 0; at < text.size();) {
+    size_t n = std::min(longest, text.size() - at);
+    while (n > 0 && by_bytes.find(text.substr(at, n)) == by_bytes.end()) --n;
+    if (n == 0) throw std::runtime_error("no token for byte " + std::to_string(at) + " of " + text);
+    ids.push_back(by_bytes.at(text.substr(at, n)));
+    at += n;
+  }
+  return ids;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -38,6 +57,13 @@ int main(int argc, char** argv) {
     std::vector<std::string> bytes(static_cast<size_t>(tok.vocab_size()));
     for (int id = 0; id < tok.vocab_size(); ++id)
       if (!tok.is_control(id)) bytes[static_cast<size_t>(id)] = tok.token_bytes(id);
+    std::unordered_map<std::string, int> by_bytes;
+    size_t longest = 0;
+    for (int id = 0; id < tok.vocab_size(); ++id)
+      if (!bytes[static_cast<size_t>(id)].empty()) {
+        by_bytes.emplace(bytes[static_cast<size_t>(id)], id);
+        longest = std::max(longest, bytes[static_cast<size_t>(id)].size());
+      }
     auto t0 = Clock::now();
     const tpllama::grammar::TokenTrie trie(bytes);
     std::printf("vocabulary %d tokens: trie of %zu nodes built in %.1f ms\n", tok.vocab_size(),
@@ -57,7 +83,7 @@ int main(int argc, char** argv) {
         }
       std::vector<double> masks;
       tpllama::grammar::Matcher m(g);
-      for (const int id : tok.encode(text)) {
+      for (const int id : longest_match_tokens(text, by_bytes, longest)) {
         t0 = Clock::now();
         const tpllama::grammar::TokenMask mask = trie.allowed(m);
         masks.push_back(ms_since(t0));

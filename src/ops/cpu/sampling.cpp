@@ -242,6 +242,7 @@ void mask_logits(Tensor logits, Tensor rows, Tensor words, int64_t first_token) 
         } else if (word != full) {  // a select by bit masks, without a branch per token
           uint32_t v[32];
           std::memcpy(v, at, sizeof v);
+#pragma omp simd
           for (int k = 0; k < 32; ++k) {
             const uint32_t keep = 0u - ((word >> k) & 1u);
             v[k] = (v[k] & keep) | (kRefusedBits & ~keep);
