@@ -276,7 +276,7 @@ class ConstrainedTest : public ::testing::Test {
 
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<OutputGrammars> grammars_;
-  StopRules rules_{{2}, 100};  // stories260K's EOS is 2
+  StopRules rules_{{2}, 10000};  // stories260K's EOS is 2
 };
 
 TEST_F(ConstrainedTest, StopIsAllowedOnlyWhereTheGrammarMayEnd) {
@@ -392,6 +392,50 @@ TEST_F(ConstrainedTest, ASampleForkedFromItStartsAtTheGrammarsStart) {
   EXPECT_TRUE(allowed(m, token("a")));
   EXPECT_FALSE(allowed(m, token("b")));
   EXPECT_TRUE(allowed(mask(*s), token("b")));
+}
+
+// The first token its mask allows (the head would draw among them).
+int first_allowed(const TokenMasks& m) {
+  for (size_t w = 0; w < m.words.size(); ++w)
+    if (m.words[w] != 0) return static_cast<int>(32 * w) + __builtin_ctz(m.words[w]);
+  return -1;
+}
+
+TEST_F(ConstrainedTest, HostileConstraintsAreRefusedOrBounded) {
+  // Nested past the schema depth limit, and an enum past its size limit: refused by name.
+  nlohmann::json deep = {{"type", "string"}};
+  for (int i = 0; i < 100; ++i) deep = {{"type", "array"}, {"items", deep}};
+  EXPECT_THROW(grammars_->compile({Kind::kJsonSchema, deep.dump(), "guided_json"}), Error);
+  nlohmann::json wide = {{"enum", nlohmann::json::array()}};
+  for (int i = 0; i < 5000; ++i) wide["enum"].push_back(std::to_string(i));
+  EXPECT_THROW(grammars_->compile({Kind::kJsonSchema, wide.dump(), "guided_json"}), Error);
+
+  // A pattern that backtracks catastrophically in a backtracking engine: here its parses are a
+  // bounded set, and a long text is matched in linear time.
+  std::unique_ptr<Sequence> s = sequence({Kind::kRegex, "(a+)+b", "guided_regex"}, 3000);
+  for (int i = 0; i < 2000 && !s->finished(); ++i) s->accept_token(token("a"), rules_);
+  ASSERT_FALSE(s->finished());
+  EXPECT_TRUE(allowed(mask(*s), token("b")));
+  s->accept_token(token("b"), rules_);
+  ASSERT_TRUE(s->finished());
+  EXPECT_EQ(s->take_result().finish_reason, "stop");
+
+  // A recursive $ref without a base case has no finite text: following its masks, the request
+  // runs to max_tokens and ends with "length", never "stop".
+  const std::string endless =
+      R"({"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]})";
+  s = sequence({Kind::kJsonSchema, nlohmann::ordered_json::parse(endless).dump(), "guided_json"},
+               40);
+  while (!s->finished()) {
+    const int t = first_allowed(mask(*s));
+    ASSERT_GE(t, 0) << "the mask allows nothing: " << s->take_result().text;
+    EXPECT_NE(t, 2) << "EOS where the grammar cannot end";
+    s->accept_token(t, rules_);
+  }
+  const Result r = s->take_result();
+  EXPECT_EQ(r.finish_reason, "length") << r.text;
+  EXPECT_EQ(r.completion_tokens, 40);
+  EXPECT_EQ(r.text.substr(0, 1), "{") << r.text;
 }
 
 }  // namespace
