@@ -210,6 +210,14 @@ const std::array<float, 32> kRefusedWord = [] {
   return a;
 }();
 constexpr uint32_t kRefusedBits = 0xFF800000u;  // -inf
+// For each byte of a mask word, its 8 bits as lane masks (all ones: keep the logit), so that the
+// select is plain ANDs and ORs, which the compiler vectorizes on any x86-64 or Arm.
+const std::array<std::array<uint32_t, 8>, 256> kKeepLanes = [] {
+  std::array<std::array<uint32_t, 8>, 256> t{};
+  for (int byte = 0; byte < 256; ++byte)
+    for (int k = 0; k < 8; ++k) t[byte][k] = ((byte >> k) & 1) != 0 ? ~uint32_t{0} : 0;
+  return t;
+}();
 }  // namespace
 
 void mask_logits(Tensor logits, Tensor rows, Tensor words, int64_t first_token) {
@@ -239,13 +247,13 @@ void mask_logits(Tensor logits, Tensor rows, Tensor words, int64_t first_token) 
       if (span == 32) {  // a whole word: fixed-length loops, which the compiler vectorizes
         if (word == 0) {
           std::memcpy(at, kRefusedWord.data(), sizeof kRefusedWord);
-        } else if (word != full) {  // a select by bit masks, without a branch per token
+        } else if (word != full) {  // a select by lane masks, a byte of the word at a time
           uint32_t v[32];
           std::memcpy(v, at, sizeof v);
-#pragma omp simd
-          for (int k = 0; k < 32; ++k) {
-            const uint32_t keep = 0u - ((word >> k) & 1u);
-            v[k] = (v[k] & keep) | (kRefusedBits & ~keep);
+          for (int b = 0; b < 4; ++b) {
+            const uint32_t* keep = kKeepLanes[(word >> (8 * b)) & 0xFF].data();
+            uint32_t* lanes = v + 8 * b;
+            for (int k = 0; k < 8; ++k) lanes[k] = (lanes[k] & keep[k]) | (kRefusedBits & ~keep[k]);
           }
           std::memcpy(at, v, sizeof v);
         }
