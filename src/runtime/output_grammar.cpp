@@ -108,6 +108,18 @@ std::shared_ptr<const grammar::TokenMask> OutputGrammar::mask(const grammar::Mat
   return found;
 }
 
+std::shared_ptr<const grammar::TokenMask> OutputGrammar::memoized(const grammar::Matcher& m) const {
+  const Clock::time_point start = Clock::now();
+  const std::string key = state_key(m.state());
+  std::shared_ptr<const grammar::TokenMask> found;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = memo_.find(key); it != memo_.end()) found = it->second;
+  }
+  if (found && stats_ != nullptr) stats_->add(seconds_since(start), false);
+  return found;
+}
+
 OutputGrammars::OutputGrammars(const Tokenizer& tokenizer)
     : trie_(std::make_unique<grammar::TokenTrie>(vocabulary_bytes(tokenizer))) {}
 

@@ -49,6 +49,8 @@ class OutputGrammar {
   const grammar::Grammar& grammar() const { return grammar_; }
   // The tokens the matcher may take next (no stop ids: the caller adds those where it may end).
   std::shared_ptr<const grammar::TokenMask> mask(const grammar::Matcher& m) const;
+  // The memoized mask of where the matcher stands, or null (counted as a mask when found).
+  std::shared_ptr<const grammar::TokenMask> memoized(const grammar::Matcher& m) const;
 
  private:
   grammar::Grammar grammar_;

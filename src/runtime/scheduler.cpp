@@ -2,6 +2,8 @@
 #include "runtime/scheduler.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <utility>
 
 #include "core/error.h"
@@ -171,6 +173,7 @@ std::vector<Fork> Scheduler::apply(const Group& group, const SampledRows& rows,
   std::vector<const RowLogprobs*> by_row(group.rows.size(), nullptr);
   for (const RowLogprobs& l : rows.logprobs) by_row.at(static_cast<size_t>(l.row)) = &l;
   std::vector<Fork> forks;
+  std::vector<Sequence*> constrained;  // sequences that took a token: their masks are made below
   // The sequence whose sampled row the previous row was: a row of it again is a sample to fork,
   // whatever became of the first (the samples of a request come back together).
   const Sequence* sampled = nullptr;
@@ -197,13 +200,35 @@ std::vector<Fork> Scheduler::apply(const Group& group, const SampledRows& rows,
       continue;
     }
     if (by_row[r] != nullptr) s->record_logprobs(*by_row[r], rows.tokens[r]);
-    s->accept_token(rows.tokens[r], rules);
+    s->accept_token(rows.tokens[r], rules, /*defer_mask=*/true);
+    constrained.push_back(s);
   }
+  make_masks(constrained);
   for (Sequence* s : group.members)
     if (s->request.scoring && !s->finished() &&
         s->n_computed() == static_cast<int>(s->tokens().size()))
       s->finish_scoring();
   return forks;
+}
+
+void Scheduler::make_masks(const std::vector<Sequence*>& sequences) {
+  std::vector<Sequence*> walks;  // those whose state's mask is not memoized
+  for (Sequence* s : sequences)
+    if (!s->finished() && s->constrained() && !s->mask_memoized()) walks.push_back(s);
+  const size_t threads =
+      std::min<size_t>(walks.size(), std::max(1u, std::thread::hardware_concurrency()));
+  if (threads >= 2) {  // each walk is a pass over the vocabulary trie: one thread per few of them
+    std::atomic<size_t> next{0};
+    const auto work = [&] {
+      for (size_t i = next++; i < walks.size(); i = next++) walks[i]->compute_mask();
+    };
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+  }
+  for (Sequence* s : sequences)
+    if (!s->finished()) s->settle_mask();
 }
 
 void Scheduler::adopt(std::vector<Fork> forks, ActiveSequences& active) {

@@ -76,6 +76,9 @@ class Scheduler {
   // repeat, with that row's token: the forks are returned for adopt.
   static std::vector<Fork> apply(const Group& group, const SampledRows& rows,
                                  const StopRules& rules);
+  // The next token masks of constrained sequences that took a token (Sequence::settle_mask): those
+  // not memoized are walked in parallel, a thread per core at most.
+  static void make_masks(const std::vector<Sequence*>& sequences);
   // Gives each fork a slot whose table shares its parent's blocks (none to one its first token
   // finished), and puts it in `active` after its parent and the samples forked before it.
   void adopt(std::vector<Fork> forks, ActiveSequences& active);

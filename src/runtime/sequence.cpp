@@ -226,19 +226,46 @@ bool Sequence::advance_grammar(int token, const StopRules& rules) {
         return false;
       }
     }
-    if (!matcher_->can_continue()) return false;  // the grammar is complete: nothing may follow
-    next_mask_ = grammar_->mask(*matcher_);
-    if (any_token(*next_mask_)) return true;
-    if (!matcher_->can_end())
-      fail_grammar("no token of the model's vocabulary continues its grammar here");
-    return false;             // only a stop may follow: it stops now
   } catch (const Error& e) {  // the grammar is too ambiguous here
     fail_grammar(e.what());
     return false;
   }
+  if (!matcher_->can_continue()) return false;  // the grammar is complete: nothing may follow
+  next_mask_.reset();
+  mask_due_ = true;
+  return true;
 }
 
-void Sequence::accept_token(int token, const StopRules& rules) {
+bool Sequence::mask_memoized() {
+  if (!mask_due_ || next_mask_) return true;
+  next_mask_ = grammar_->memoized(*matcher_);
+  return next_mask_ != nullptr;
+}
+
+void Sequence::compute_mask() {
+  if (!mask_due_ || next_mask_ || !mask_error_.empty()) return;
+  try {
+    next_mask_ = grammar_->mask(*matcher_);
+  } catch (const Error& e) {  // too ambiguous: settle_mask fails it
+    mask_error_ = e.what();
+  } catch (const std::bad_alloc&) {
+    mask_error_ = "out of memory making its token mask";
+  }
+}
+
+void Sequence::settle_mask() {
+  if (!mask_due_) return;
+  compute_mask();
+  mask_due_ = false;
+  if (!mask_error_.empty()) return fail_grammar(mask_error_);
+  if (any_token(*next_mask_)) return;
+  if (!matcher_->can_end())
+    return fail_grammar("no token of the model's vocabulary continues its grammar here");
+  text_ += detok_.flush();
+  finish(FinishReason::kStop);  // only a stop may follow: it stops now
+}
+
+void Sequence::accept_token(int token, const StopRules& rules, bool defer_mask) {
   tokens_.push_back(token);
   penalties_.add_generated(token);
   if (n_generated_++ == 0) first_token_ = Clock::now();
@@ -257,6 +284,7 @@ void Sequence::accept_token(int token, const StopRules& rules) {
     text_ += detok_.flush();
     finish(FinishReason::kStop);  // its grammar is complete
   }
+  if (!defer_mask) settle_mask();
 }
 
 void Sequence::record_logprobs(const RowLogprobs& row, int token) {

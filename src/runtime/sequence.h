@@ -144,7 +144,15 @@ class Sequence {
   // (the text then ends before the stop, unless include_stop_str_in_output). A constrained one's
   // grammar takes the token's bytes; it finishes ("stop") where its grammar can take no more, and
   // with an error record where the grammar fails (too ambiguous, no token of the vocabulary next).
-  void accept_token(int token, const StopRules& rules);
+  // defer_mask: a constrained sequence's next mask is left for compute_mask and settle_mask, so
+  // that the Scheduler makes a group's masks together (and in parallel).
+  void accept_token(int token, const StopRules& rules, bool defer_mask = false);
+  // The next mask after a deferred accept_token: whether it is memoized (then taken, cheaply);
+  // computing it (any thread, one per sequence); and its consequences (the rank-0 thread): the
+  // sequence finishes where only a stop may follow, or fails where no token can.
+  bool mask_memoized();
+  void compute_mask();
+  void settle_mask();
   // Structured outputs, at intake: the grammar its completion must match, from the start. Throws
   // Error when the grammar allows no token of the vocabulary there, or is too ambiguous.
   void constrain(std::shared_ptr<const OutputGrammar> grammar, const StopRules& rules);
@@ -187,8 +195,8 @@ class Sequence {
   std::vector<TokenLogprob> echoed_logprobs();
   // Ends on a stop id or stop string of `token` (whose text starts at `before` in text_).
   bool stop_at(int token, size_t before, const StopRules& rules);
-  // The grammar's next mask, once it took a token; false (the sequence finished) when it ends here
-  // or fails.
+  // The grammar takes a token (its next mask is then due); false when the grammar is complete, or
+  // failed (the sequence finished).
   bool advance_grammar(int token, const StopRules& rules);
   void fail_grammar(const std::string& why);
 
@@ -219,6 +227,8 @@ class Sequence {
   std::shared_ptr<const OutputGrammar> grammar_;
   std::optional<grammar::Matcher> matcher_;
   std::shared_ptr<const grammar::TokenMask> next_mask_;
+  bool mask_due_ = false;   // the grammar took a token whose mask is still to make
+  std::string mask_error_;  // making it failed (too ambiguous)
 };
 
 // The sequences in flight through the engine, in admission order (oldest first).

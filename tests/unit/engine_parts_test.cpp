@@ -228,7 +228,7 @@ class Collected : public ResultSink {
 };
 
 IntakeOptions intake_options(int context) {
-  return {kVocab, context};
+  return {kVocab, context, 0, {}};
 }
 
 TEST(RequestIntake, TurnsBadRequestsIntoErrorRecordsInOrder) {
