@@ -569,7 +569,7 @@ BenchSetup check_bench_flags(const BenchOptions& o) {
       config = load_llama_config(o.run.session.model + "/config.json");
     }
     if (!o.run.response_format.empty()) {
-      m.constraint = read_response_format_file(o.run.response_format);
+      m.constraint = checked_response_format(o.run.response_format);
       if (m.constraint && !o.shape.empty())
         fail(
             "--response-format needs the model's tokenizer: give --model a directory with one "

@@ -11,10 +11,25 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/output_constraint.h"
 #include "io/result_writer.h"
 #include "model/checkpoint.h"
+#include "runtime/output_grammar.h"
 
 namespace tpllama {
+
+std::optional<OutputConstraint> checked_response_format(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  std::optional<OutputConstraint> c = read_response_format_file(path);
+  if (c) {
+    try {
+      compile_constraint(*c);
+    } catch (const Error& e) {
+      fail("--response-format ", path, ": ", e.what());
+    }
+  }
+  return c;
+}
 
 namespace {
 

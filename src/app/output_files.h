@@ -1,11 +1,19 @@
 // The checks every command makes on the files it will read and write, before any work.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "io/request.h"
+
 namespace tpllama {
+
+// --response-format FILE read and compiled now, so that a schema the engine refuses ends the
+// command before any weight is read (Error naming the file), not request by request. nullopt for
+// an empty path or {"type": "text"}.
+std::optional<OutputConstraint> checked_response_format(const std::string& path);
 
 // Fails now, not after hours of work, when a file a command will write (flag, path; empty paths
 // skipped) is an input file, one of `read_files` (what it is, path: the model's files), or another

@@ -51,7 +51,7 @@ void check_files(const RunOptions& o, OutputHolds& holds) {
       "--output", o.output, o.resume || o.overwrite,
       "pass --resume to keep its records and continue after them, or --overwrite to replace them");
   check_input_file(o.input);
-  if (!o.response_format.empty()) read_response_format_file(o.response_format);  // refused early
+  checked_response_format(o.response_format);
   // A resume onto records without a sidecar (an older tpllama's) writes none: nothing to hold
   // there.
   std::error_code ec;
@@ -101,7 +101,9 @@ OutputJob output_job(const RunOptions& o, const Session& session, InputFormat fo
       o.response_format.empty() ? std::nullopt : read_response_format_file(o.response_format);
   Fnv1a h;
   if (c) h.add(std::string(constraint_kind_name(c->kind)) + "\n" + c->text);
-  job.settings.emplace_back("--response-format", c ? c->field + " " + h.hex() : "(none)");
+  job.settings.emplace_back(
+      "--response-format",
+      c ? std::string(constraint_kind_name(c->kind)) + " " + h.hex() : "(none)");
   return job;
 }
 

@@ -13,6 +13,9 @@ Matcher::Matcher(const Grammar& g, size_t max_stacks) : g_(&g), max_stacks_(max_
   for (const uint32_t alt : g.alternatives.at(g.root)) expand(Stack{alt}, stacks_);
   std::sort(stacks_.begin(), stacks_.end());
   stacks_.erase(std::unique(stacks_.begin(), stacks_.end()), stacks_.end());
+  if (stacks_.size() > max_stacks_)
+    fail("the grammar is too ambiguous at its start: more than ", max_stacks_,
+         " parses are alive at once");
 }
 
 void Matcher::expand(Stack s, std::vector<Stack>& out) const {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <utility>
 
@@ -46,27 +47,49 @@ TokenTrie::TokenTrie(const std::vector<std::string>& bytes)
 
 TokenMask TokenTrie::allowed(const Matcher& m) const {
   TokenMask mask((static_cast<size_t>(vocab_) + 31) / 32, 0);
-  // The matcher's states met in this walk, numbered, and each one's moves by byte (a table per
-  // state, filled as the walk asks): inside a string most bytes lead back to the state they left,
-  // so most nodes cost one array lookup.
+  // The matcher's states met in this walk, numbered, and each one's moves by byte: a short list
+  // first, a 256-entry table once a state has many (inside a string most bytes lead back to the
+  // state they left, so most nodes cost one lookup, and a state met once costs a few bytes).
   constexpr int32_t kUnknown = -2, kRefused = -1;
+  constexpr size_t kFewMoves = 8;
+  struct Moves {
+    std::vector<std::pair<uint8_t, int32_t>> few;
+    std::unique_ptr<std::array<int32_t, 256>> table;
+  };
   std::map<Matcher::State, int32_t> ids;
   std::vector<const Matcher::State*> states;
-  std::vector<std::array<int32_t, 256>> moves;
+  std::vector<Moves> moves;
   const auto intern = [&](Matcher::State s) {
     auto [it, fresh] = ids.emplace(std::move(s), static_cast<int32_t>(states.size()));
     if (fresh) {
       states.push_back(&it->first);
-      moves.emplace_back().fill(kUnknown);
+      moves.emplace_back();
     }
     return it->second;
   };
+  const auto known = [&](const Moves& from, uint8_t b) {
+    if (from.table) return (*from.table)[b];
+    for (const auto& [byte, to] : from.few)
+      if (byte == b) return to;
+    return kUnknown;
+  };
   const auto move = [&](int32_t from, uint8_t b) {
-    int32_t to = moves[static_cast<size_t>(from)][b];
+    int32_t to = known(moves[static_cast<size_t>(from)], b);
     if (to != kUnknown) return to;
     Matcher::State after = m.next(*states[static_cast<size_t>(from)], b);
     to = after.empty() ? kRefused : intern(std::move(after));
-    moves[static_cast<size_t>(from)][b] = to;
+    Moves& at = moves[static_cast<size_t>(from)];  // after intern, which may grow `moves`
+    if (at.table) {
+      (*at.table)[b] = to;
+    } else if (at.few.size() < kFewMoves) {
+      at.few.emplace_back(b, to);
+    } else {
+      at.table = std::make_unique<std::array<int32_t, 256>>();
+      at.table->fill(kUnknown);
+      for (const auto& [byte, t] : at.few) (*at.table)[byte] = t;
+      (*at.table)[b] = to;
+      at.few.clear();
+    }
     return to;
   };
   // Depth first, each node with the state before its byte.

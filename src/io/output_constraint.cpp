@@ -90,6 +90,8 @@ OutputConstraint choice_constraint(const ordered_json& v, const std::string& fie
                                    const FieldSite& at) {
   if (!v.is_array() || v.empty())
     reject(at, "field '", field, "' must be a non-empty list of strings, got ", shown(v));
+  if (v.size() > kMaxChoices)
+    reject(at, "field '", field, "' has ", v.size(), " choices; at most ", kMaxChoices);
   for (size_t i = 0; i < v.size(); ++i)
     if (!v[i].is_string())
       reject(at, "field '", field, "[", i, "]' must be a string, got ", shown(v[i]));
@@ -257,8 +259,11 @@ std::optional<OutputConstraint> read_response_format_file(const std::string& pat
   if (!v.is_object()) fail(what, ": expected a JSON object, got ", v.type_name());
   const FieldSite at{0, ""};
   try {
-    if (v.contains("type")) return response_format(v, "response_format", at);
-    return structured_outputs(v, "structured_outputs", at);
+    std::optional<OutputConstraint> c = v.contains("type")
+                                            ? response_format(v, "response_format", at)
+                                            : structured_outputs(v, "structured_outputs", at);
+    if (c) c->field = "--response-format " + path + " (" + c->field + ")";
+    return c;
   } catch (const request_fields::BadLine& bad) {
     // "line 0: " is the reader's; the file is one value.
     std::string message = bad.message;

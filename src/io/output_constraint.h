@@ -16,6 +16,8 @@ namespace tpllama {
 // The largest constraint text (a schema as compact JSON, a pattern, a grammar, the choices): a
 // larger one is refused as it is read, before anything is compiled.
 inline constexpr size_t kMaxConstraintBytes = size_t{1} << 20;
+// The most strings a guided_choice lists (as a schema's enum).
+inline constexpr size_t kMaxChoices = 4096;
 
 // "json_schema", "json_object", "regex", "choice", "grammar".
 const char* constraint_kind_name(OutputConstraint::Kind kind);
@@ -24,7 +26,7 @@ const char* constraint_kind_name(OutputConstraint::Kind kind);
 // "json_schema", "json_schema": {"name", "schema", "strict"}} or {"type": "json_object"}) or a vLLM
 // structured_outputs object ({"json": schema}, {"regex": ...}, {"choice": [...]}, {"grammar": ...}
 // or {"json_object": true}). nullopt for {"type": "text"}. Throws Error naming the file and the
-// field at fault.
+// field at fault. The constraint's field names the file, for the records' messages.
 std::optional<OutputConstraint> read_response_format_file(const std::string& path);
 
 }  // namespace tpllama

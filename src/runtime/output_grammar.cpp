@@ -14,9 +14,11 @@
 namespace tpllama {
 namespace {
 
-// The bytes of every token of the tokenizer; none for a control (special) token.
-std::vector<std::string> vocabulary_bytes(const Tokenizer& tokenizer) {
-  std::vector<std::string> bytes(static_cast<size_t>(tokenizer.vocab_size()));
+// The bytes of every token of the tokenizer; none for a control (special) token, nor for the
+// model's ids past the tokenizer's (padding).
+std::vector<std::string> vocabulary_bytes(const Tokenizer& tokenizer, int model_vocab) {
+  std::vector<std::string> bytes(
+      static_cast<size_t>(std::max(model_vocab, tokenizer.vocab_size())));
   for (int id = 0; id < tokenizer.vocab_size(); ++id)
     if (!tokenizer.is_control(id)) bytes[static_cast<size_t>(id)] = tokenizer.token_bytes(id);
   return bytes;
@@ -77,11 +79,15 @@ MaskStats MaskRecorder::snapshot() const {
 
 OutputGrammar::OutputGrammar(grammar::Grammar g, const grammar::TokenTrie& trie, size_t memo_bytes,
                              MaskRecorder* stats)
-    : grammar_(std::move(g)),
-      trie_(trie),
-      stats_(stats),
-      memo_limit_(std::max<size_t>(
-          1, memo_bytes / ((static_cast<size_t>(trie.vocab_size()) + 31) / 32 * 4 + 64))) {}
+    : grammar_(std::move(g)), trie_(trie), stats_(stats), memo_limit_(memo_bytes) {}
+
+namespace {
+// What one memo entry holds: its mask, its key (twice: the map's and the order's), and the nodes
+// and control blocks around them.
+size_t entry_bytes(const std::string& key, const grammar::TokenMask& mask) {
+  return mask.size() * sizeof(uint32_t) + 2 * key.size() + 256;
+}
+}  // namespace
 
 std::shared_ptr<const grammar::TokenMask> OutputGrammar::mask(const grammar::Matcher& m) const {
   const Clock::time_point start = Clock::now();
@@ -97,9 +103,12 @@ std::shared_ptr<const grammar::TokenMask> OutputGrammar::mask(const grammar::Mat
     walked = true;
     std::lock_guard<std::mutex> lock(mutex_);
     if (memo_.emplace(key, found).second) {
+      memo_bytes_ += entry_bytes(key, *found);
       order_.push_back(std::move(key));
-      if (order_.size() > memo_limit_) {  // the oldest entry goes (first in, first out)
-        memo_.erase(order_.front());
+      while (memo_bytes_ > memo_limit_ && !order_.empty()) {  // the oldest go (first in, first out)
+        auto it = memo_.find(order_.front());
+        memo_bytes_ -= entry_bytes(order_.front(), *it->second);
+        memo_.erase(it);
         order_.pop_front();
       }
     }
@@ -120,8 +129,8 @@ std::shared_ptr<const grammar::TokenMask> OutputGrammar::memoized(const grammar:
   return found;
 }
 
-OutputGrammars::OutputGrammars(const Tokenizer& tokenizer)
-    : trie_(std::make_unique<grammar::TokenTrie>(vocabulary_bytes(tokenizer))) {}
+OutputGrammars::OutputGrammars(const Tokenizer& tokenizer, int model_vocab)
+    : trie_(std::make_unique<grammar::TokenTrie>(vocabulary_bytes(tokenizer, model_vocab))) {}
 
 std::shared_ptr<const OutputGrammar> OutputGrammars::compile(const OutputConstraint& c) {
   std::string key = constraint_kind_name(c.kind);

@@ -56,7 +56,8 @@ class OutputGrammar {
   grammar::Grammar grammar_;
   const grammar::TokenTrie& trie_;
   MaskRecorder* stats_;
-  size_t memo_limit_;  // entries kept; the oldest go first
+  size_t memo_limit_;  // bytes the memo may hold (masks, keys, bookkeeping)
+  mutable size_t memo_bytes_ = 0;
   mutable std::mutex mutex_;
   mutable std::list<std::string> order_;  // memo keys, oldest first
   mutable std::unordered_map<std::string, std::shared_ptr<const grammar::TokenMask>> memo_;
@@ -65,11 +66,12 @@ class OutputGrammar {
 class OutputGrammars {
  public:
   // Compiled grammars kept (by constraint text), and the bytes of memoized masks per grammar.
-  static constexpr size_t kMaxGrammars = 64;
-  static constexpr size_t kMemoBytes = size_t{64} << 20;
+  static constexpr size_t kMaxGrammars = 16;
+  static constexpr size_t kMemoBytes = size_t{32} << 20;
 
-  // The tokenizer's tokens as bytes (a control token has none: a grammar never allows it).
-  explicit OutputGrammars(const Tokenizer& tokenizer);
+  // The tokenizer's tokens as bytes (a control token has none: a grammar never allows it), for a
+  // model of model_vocab ids (at least the tokenizer's: the ids past it, padding, have no bytes).
+  OutputGrammars(const Tokenizer& tokenizer, int model_vocab);
 
   // The constraint compiled, from the cache or now; throws Error naming what is refused (an
   // unsupported schema keyword, a pattern's construct, a grammar's line, a limit).

@@ -202,7 +202,8 @@ std::string RequestIntake::constrain(const Request& r, Sequence& s) {
   const OutputConstraint& c = *r.constraint;
   if (text_ == nullptr)
     return "field '" + c.field + "': structured outputs need the model's tokenizer";
-  if (!grammars_) grammars_ = std::make_unique<OutputGrammars>(text_->tokenizer());
+  if (!grammars_)
+    grammars_ = std::make_unique<OutputGrammars>(text_->tokenizer(), options_.vocab_size);
   try {
     s.constrain(grammars_->compile(c), options_.rules);
   } catch (const Error& e) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -203,7 +204,7 @@ std::vector<Fork> Scheduler::apply(const Group& group, const SampledRows& rows,
     s->accept_token(rows.tokens[r], rules, /*defer_mask=*/true);
     constrained.push_back(s);
   }
-  make_masks(constrained);
+  make_masks(constrained, rules);
   for (Sequence* s : group.members)
     if (s->request.scoring && !s->finished() &&
         s->n_computed() == static_cast<int>(s->tokens().size()))
@@ -211,7 +212,7 @@ std::vector<Fork> Scheduler::apply(const Group& group, const SampledRows& rows,
   return forks;
 }
 
-void Scheduler::make_masks(const std::vector<Sequence*>& sequences) {
+void Scheduler::make_masks(const std::vector<Sequence*>& sequences, const StopRules& rules) {
   std::vector<Sequence*> walks;  // those whose state's mask is not memoized
   for (Sequence* s : sequences)
     if (!s->finished() && s->constrained() && !s->mask_memoized()) walks.push_back(s);
@@ -223,12 +224,15 @@ void Scheduler::make_masks(const std::vector<Sequence*>& sequences) {
       for (size_t i = next++; i < walks.size(); i = next++) walks[i]->compute_mask();
     };
     std::vector<std::thread> pool;
-    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    try {
+      for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    } catch (const std::system_error&) {  // no more threads now: those started, and this one
+    }
     work();
     for (std::thread& t : pool) t.join();
   }
   for (Sequence* s : sequences)
-    if (!s->finished()) s->settle_mask();
+    if (!s->finished()) s->settle_mask(rules);
 }
 
 void Scheduler::adopt(std::vector<Fork> forks, ActiveSequences& active) {

@@ -78,7 +78,7 @@ class Scheduler {
                                  const StopRules& rules);
   // The next token masks of constrained sequences that took a token (Sequence::settle_mask): those
   // not memoized are walked in parallel, a thread per core at most.
-  static void make_masks(const std::vector<Sequence*>& sequences);
+  static void make_masks(const std::vector<Sequence*>& sequences, const StopRules& rules);
   // Gives each fork a slot whose table shares its parent's blocks (none to one its first token
   // finished), and puts it in `active` after its parent and the samples forked before it.
   void adopt(std::vector<Fork> forks, ActiveSequences& active);

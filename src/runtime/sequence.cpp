@@ -179,8 +179,17 @@ bool Sequence::stop_at(int token, size_t before, const StopRules& rules) {
 }
 
 namespace {
-bool any_token(const grammar::TokenMask& mask) {
-  return std::any_of(mask.begin(), mask.end(), [](uint32_t w) { return w != 0; });
+// Whether the mask allows a token that is not one of `stops` (a stop_token_ids entry may be a
+// text token, and a row must never be left with only stop ids that min_tokens bans).
+bool allows_text(const grammar::TokenMask& mask, const std::vector<int32_t>& stops) {
+  for (size_t w = 0; w < mask.size(); ++w) {
+    uint32_t word = mask[w];
+    if (word == 0) continue;
+    for (const int32_t id : stops)
+      if (static_cast<size_t>(id) >> 5 == w) word &= ~(uint32_t{1} << (id & 31));
+    if (word != 0) return true;
+  }
+  return false;
 }
 }  // namespace
 
@@ -189,8 +198,9 @@ void Sequence::constrain(std::shared_ptr<const OutputGrammar> grammar, const Sto
   grammar_ = std::move(grammar);
   matcher_.emplace(grammar_->grammar());
   next_mask_ = grammar_->mask(*matcher_);
-  if (!any_token(*next_mask_) && !(matcher_->can_end() && !stop_ids(rules).empty()))
-    fail("the grammar allows no token of the model's vocabulary at its start");
+  if (allows_text(*next_mask_, stop_ids(rules))) return;
+  if (matcher_->can_end()) fail("the grammar matches only an empty completion");
+  fail("the grammar allows no token of the model's vocabulary at its start");
 }
 
 void Sequence::append_token_mask(int32_t row, const StopRules& rules, TokenMasks* out) const {
@@ -202,10 +212,15 @@ void Sequence::append_token_mask(int32_t row, const StopRules& rules, TokenMasks
   out->rows.push_back(row);
   const size_t at = out->words.size();
   out->words.insert(out->words.end(), mask.begin(), mask.end());
-  if (!matcher_->can_end()) return;
-  for (const int32_t id : stop_ids(rules))  // where the grammar may end, the sequence may stop
-    if (static_cast<size_t>(id) < 32 * mask.size())
-      out->words[at + (static_cast<size_t>(id) >> 5)] |= uint32_t{1} << (id & 31);
+  // The stop ids where the grammar may end, and nowhere else (a stop_token_ids entry that is a text
+  // token would otherwise cut the text where its bytes fit but the grammar cannot end).
+  const bool may_end = matcher_->can_end();
+  for (const int32_t id : stop_ids(rules))
+    if (static_cast<size_t>(id) < 32 * mask.size()) {
+      uint32_t& word = out->words[at + (static_cast<size_t>(id) >> 5)];
+      const uint32_t bit = uint32_t{1} << (id & 31);
+      word = may_end ? word | bit : word & ~bit;
+    }
 }
 
 void Sequence::fail_grammar(const std::string& why) {
@@ -244,21 +259,23 @@ bool Sequence::mask_memoized() {
 
 void Sequence::compute_mask() {
   if (!mask_due_ || next_mask_ || !mask_error_.empty()) return;
-  try {
+  try {  // on a worker thread: nothing may escape
     next_mask_ = grammar_->mask(*matcher_);
-  } catch (const Error& e) {  // too ambiguous: settle_mask fails it
-    mask_error_ = e.what();
   } catch (const std::bad_alloc&) {
     mask_error_ = "out of memory making its token mask";
+  } catch (const std::exception& e) {  // too ambiguous: settle_mask fails it
+    mask_error_ = e.what();
+  } catch (...) {
+    mask_error_ = "an unknown error making its token mask";
   }
 }
 
-void Sequence::settle_mask() {
+void Sequence::settle_mask(const StopRules& rules) {
   if (!mask_due_) return;
   compute_mask();
   mask_due_ = false;
   if (!mask_error_.empty()) return fail_grammar(mask_error_);
-  if (any_token(*next_mask_)) return;
+  if (allows_text(*next_mask_, stop_ids(rules))) return;
   if (!matcher_->can_end())
     return fail_grammar("no token of the model's vocabulary continues its grammar here");
   text_ += detok_.flush();
@@ -284,7 +301,7 @@ void Sequence::accept_token(int token, const StopRules& rules, bool defer_mask) 
     text_ += detok_.flush();
     finish(FinishReason::kStop);  // its grammar is complete
   }
-  if (!defer_mask) settle_mask();
+  if (!defer_mask) settle_mask(rules);
 }
 
 void Sequence::record_logprobs(const RowLogprobs& row, int token) {

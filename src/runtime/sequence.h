@@ -152,13 +152,15 @@ class Sequence {
   // sequence finishes where only a stop may follow, or fails where no token can.
   bool mask_memoized();
   void compute_mask();
-  void settle_mask();
+  void settle_mask(const StopRules& rules);
   // Structured outputs, at intake: the grammar its completion must match, from the start. Throws
-  // Error when the grammar allows no token of the vocabulary there, or is too ambiguous.
+  // Error when the grammar allows no token of the vocabulary there (or only an empty completion),
+  // or is too ambiguous.
   void constrain(std::shared_ptr<const OutputGrammar> grammar, const StopRules& rules);
   bool constrained() const { return grammar_ != nullptr; }
   // A constrained sequence's mask of its next token's logit row `row`: the tokens its grammar takes
-  // next, and its stop ids where the grammar may end (model/step_batch.h's TokenMasks).
+  // next, and its stop ids where the grammar may end and nowhere else (model/step_batch.h's
+  // TokenMasks).
   void append_token_mask(int32_t row, const StopRules& rules, TokenMasks* out) const;
   // The log-probabilities of a sampled token (the request asked for them).
   void record_logprobs(const RowLogprobs& row, int token);

@@ -146,6 +146,13 @@ TEST(RequestConstraints, TheDefaultAppliesUnlessARequestSaysOtherwise) {
   EXPECT_EQ(r->constraint, defaults.constraint) << "plain-text prompts take the default too";
 }
 
+// "0", "1", ... as the items of a JSON list.
+std::string numbered_choices(int n) {
+  std::string list;
+  for (int i = 0; i < n; ++i) list += (i > 0 ? ", \"" : "\"") + std::to_string(i) + "\"";
+  return list;
+}
+
 TEST(RequestConstraints, MalformedOrUnsupportedOnesAreErrorRecordsNamingTheField) {
   const std::string big(kMaxConstraintBytes + 1, 'a');
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -189,6 +196,8 @@ TEST(RequestConstraints, MalformedOrUnsupportedOnesAreErrorRecordsNamingTheField
       {R"("guided_regex": ")" + big + "\"",
        "line 1: field 'guided_regex' is 1048577 bytes; a constraint may have at most 1048576 (1 "
        "MiB)"},
+      {R"("guided_choice": [)" + numbered_choices(4097) + "]",
+       "line 1: field 'guided_choice' has 4097 choices; at most 4096"},
       {R"("guided_whitespace_pattern": " ")",
        R"(line 1: field 'guided_whitespace_pattern' is " ": tpllama does not support it (only )"
        "null, which has no effect)"},
@@ -240,7 +249,7 @@ class ConstrainedTest : public ::testing::Test {
   void SetUp() override {
     if (shipped::stories_dir().empty()) GTEST_SKIP() << shipped::kStoriesMissing;
     tok_ = std::make_unique<Tokenizer>(shipped::stories_dir() + "/tok512.model");
-    grammars_ = std::make_unique<OutputGrammars>(*tok_);
+    grammars_ = std::make_unique<OutputGrammars>(*tok_, tok_->vocab_size());
   }
 
   // The token whose bytes are exactly `bytes`.
@@ -251,11 +260,13 @@ class ConstrainedTest : public ::testing::Test {
     return 0;
   }
 
-  std::unique_ptr<Sequence> sequence(const OutputConstraint& c, int max_tokens = 50) {
+  std::unique_ptr<Sequence> sequence(const OutputConstraint& c, int max_tokens = 50,
+                                     std::vector<int32_t> stop_token_ids = {}) {
     Request r;
     r.prompt = "x";
     r.max_tokens = max_tokens;
     r.constraint = c;
+    r.stop_token_ids = std::move(stop_token_ids);
     auto s = std::make_unique<Sequence>(r, tok_.get(), std::vector<int32_t>{1, 5}, 0, 0);
     s->constrain(grammars_->compile(c), rules_);
     s->assign_slot(0);
@@ -392,6 +403,55 @@ TEST_F(ConstrainedTest, ASampleForkedFromItStartsAtTheGrammarsStart) {
   EXPECT_TRUE(allowed(m, token("a")));
   EXPECT_FALSE(allowed(m, token("b")));
   EXPECT_TRUE(allowed(mask(*s), token("b")));
+}
+
+TEST_F(ConstrainedTest, AStopTokenIdThatIsTextIsAllowedOnlyWhereTheGrammarMayEnd) {
+  // vLLM's stop_token_ids may name a text token; inside the grammar it would cut the text short.
+  std::unique_ptr<Sequence> s = sequence({Kind::kRegex, "[ab]c", "guided_regex"}, 50, {token("a")});
+  TokenMasks m = mask(*s);
+  EXPECT_FALSE(allowed(m, token("a"))) << "a stop id where the grammar cannot end";
+  EXPECT_TRUE(allowed(m, token("b")));
+  s->accept_token(token("b"), rules_);
+  s->accept_token(token("c"), rules_);
+  ASSERT_TRUE(s->finished());
+  EXPECT_EQ(s->take_result().text, "bc");
+
+  s = sequence({Kind::kRegex, "a[ab]*", "guided_regex"}, 50, {token("b")});
+  s->accept_token(token("a"), rules_);
+  m = mask(*s);
+  EXPECT_TRUE(allowed(m, token("b"))) << "where it may end, the stop id is allowed (as a stop)";
+  s->accept_token(token("b"), rules_);
+  ASSERT_TRUE(s->finished());
+  const Result r = s->take_result();
+  EXPECT_EQ(r.text, "a");
+  EXPECT_EQ(r.stop_reason, token("b"));
+}
+
+TEST_F(ConstrainedTest, AGrammarOfOnlyTheEmptyTextIsRefused) {
+  Request r;
+  r.prompt = "x";
+  Sequence s(r, tok_.get(), {1, 5}, 0, 0);
+  try {
+    s.constrain(grammars_->compile({Kind::kRegex, "a{0}", "guided_regex"}), rules_);
+    FAIL() << "a grammar that allows only \"\" was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "the grammar matches only an empty completion");
+  }
+}
+
+TEST_F(ConstrainedTest, MasksCoverAModelVocabularyLargerThanItsTokenizers) {
+  // Padded vocabularies (the embedding rounded up past the tokenizer's ids): those ids have no
+  // bytes, are never allowed, and the mask is as wide as the model's head.
+  OutputGrammars padded(*tok_, 600);
+  Request r;
+  r.prompt = "x";
+  r.constraint = OutputConstraint{Kind::kRegex, "[a-z]+", "guided_regex"};
+  Sequence s(r, tok_.get(), {1, 5}, 0, 0);
+  s.constrain(padded.compile(*r.constraint), rules_);
+  const TokenMasks m = mask(s);
+  EXPECT_EQ(m.width, (600 + 31) / 32);
+  EXPECT_TRUE(allowed(m, token("a")));
+  for (int t = tok_->vocab_size(); t < 600; ++t) ASSERT_FALSE(allowed(m, t)) << t;
 }
 
 // The first token its mask allows (the head would draw among them).
