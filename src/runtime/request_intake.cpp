@@ -198,10 +198,32 @@ Admission RequestIntake::admit(Request req) {
   return a;
 }
 
+bool RequestIntake::drops_first_space(const std::vector<int32_t>& prompt) {
+  const Tokenizer& tok = text_->tokenizer();
+  for (const int32_t id : prompt)
+    if (id < tok.vocab_size() && !tok.is_control(id)) return false;  // text before: no drop
+  if (!strips_leading_space_) {
+    strips_leading_space_ = false;
+    for (int id = 0; id < tok.vocab_size(); ++id) {
+      const std::string bytes = tok.is_control(id) ? std::string() : tok.token_bytes(id);
+      if (bytes.size() >= 2 && bytes[0] == ' ' && bytes[1] != ' ' &&
+          static_cast<unsigned char>(bytes[1]) < 0x80) {
+        strips_leading_space_ = tok.decode({id}) != bytes;
+        break;
+      }
+    }
+  }
+  return *strips_leading_space_;
+}
+
 std::string RequestIntake::constrain(const Request& r, Sequence& s) {
   const OutputConstraint& c = *r.constraint;
   if (text_ == nullptr)
     return "field '" + c.field + "': structured outputs need the model's tokenizer";
+  if (drops_first_space(s.tokens()))
+    return "field '" + c.field +
+           "': the prompt has no text, so the tokenizer drops the completion's leading space, "
+           "which the grammar would count: give the prompt some text";
   if (!grammars_)
     grammars_ = std::make_unique<OutputGrammars>(text_->tokenizer(), options_.vocab_size);
   try {

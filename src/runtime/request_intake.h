@@ -65,6 +65,10 @@ class RequestIntake {
   Admission admit(Request req);
   // Compiles r's constraint and gives it to s; the reason when it is refused, else "".
   std::string constrain(const Request& r, Sequence& s);
+  // Whether a completion after `prompt` loses its first piece's leading space in its text (a
+  // prompt of control tokens only, and a tokenizer that strips the text's first space, as
+  // SentencePiece does): the grammar, which takes each token's bytes, would disagree with it.
+  bool drops_first_space(const std::vector<int32_t>& prompt);
   // Whether the output already holds the record keyed `key`; skips it when so. A request skipped
   // by id (by_id) is first checked against its record (the first kCheckedResumes of them).
   bool already_written(const std::string& key, const Request* by_id = nullptr);
@@ -85,6 +89,7 @@ class RequestIntake {
   uint64_t next_order_ = 0;
   std::unique_ptr<OutputGrammars> grammars_;  // made at the first constrained request
   long long constrained_ = 0;
+  std::optional<bool> strips_leading_space_;  // the tokenizer's, found at the first need
 };
 
 }  // namespace tpllama

@@ -190,10 +190,13 @@ TEST_F(StructuredOutputs, RefusedConstraintsAreTheirRequestsErrorRecords) {
       {{"id", "regex"}, {"prompt", "A"}, {"guided_regex", "(?=a)b"}},
       {{"id", "grammar"}, {"prompt", "A"}, {"guided_grammar", "root ::= root \"a\""}},
       {{"id", "fine"}, {"prompt", "A"}, {"max_tokens", 5}, {"guided_regex", "[a-z]+"}},
+      // SentencePiece drops the first piece's space when no text precedes it: the grammar, which
+      // reads token bytes, would count a space the text does not have.
+      {{"id", "empty"}, {"prompt", ""}, {"guided_choice", {" yes", "no"}}},
   };
   std::map<std::string, json> records = run_requests("refused", requests);
   ASSERT_EQ(records.size(), requests.size());
-  for (const char* id : {"keyword", "regex", "grammar"}) {
+  for (const char* id : {"keyword", "regex", "grammar", "empty"}) {
     EXPECT_EQ(records[id]["finish_reason"], "error") << records[id].dump();
     EXPECT_EQ(records[id]["error"].get<std::string>().rfind("line ", 0), 0u);
   }
@@ -204,6 +207,10 @@ TEST_F(StructuredOutputs, RefusedConstraintsAreTheirRequestsErrorRecords) {
   EXPECT_NE(records["grammar"]["error"].get<std::string>().find("is left-recursive"),
             std::string::npos)
       << records["grammar"]["error"];
+  EXPECT_NE(
+      records["empty"]["error"].get<std::string>().find("drops the completion's leading space"),
+      std::string::npos)
+      << records["empty"]["error"];
   EXPECT_NE(records["fine"]["finish_reason"], "error");
 }
 
