@@ -174,7 +174,7 @@ std::vector<Fork> Scheduler::apply(const Group& group, const SampledRows& rows,
   std::vector<const RowLogprobs*> by_row(group.rows.size(), nullptr);
   for (const RowLogprobs& l : rows.logprobs) by_row.at(static_cast<size_t>(l.row)) = &l;
   std::vector<Fork> forks;
-  std::vector<Sequence*> constrained;  // sequences that took a token: their masks are made below
+  std::vector<Sequence*> took_token;  // the constrained ones' next masks are made below
   // The sequence whose sampled row the previous row was: a row of it again is a sample to fork,
   // whatever became of the first (the samples of a request come back together).
   const Sequence* sampled = nullptr;
@@ -202,9 +202,9 @@ std::vector<Fork> Scheduler::apply(const Group& group, const SampledRows& rows,
     }
     if (by_row[r] != nullptr) s->record_logprobs(*by_row[r], rows.tokens[r]);
     s->accept_token(rows.tokens[r], rules, /*defer_mask=*/true);
-    constrained.push_back(s);
+    took_token.push_back(s);
   }
-  make_masks(constrained, rules);
+  make_masks(took_token, rules);
   for (Sequence* s : group.members)
     if (s->request.scoring && !s->finished() &&
         s->n_computed() == static_cast<int>(s->tokens().size()))
