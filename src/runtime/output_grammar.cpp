@@ -1,6 +1,7 @@
 // Compiling constraints, with a cache by text, and memoized masks.
 #include "runtime/output_grammar.h"
 
+#include <new>
 #include <utility>
 
 #include "core/clock.h"
@@ -148,6 +149,10 @@ std::shared_ptr<const OutputGrammar> OutputGrammars::compile(const OutputConstra
     entry.grammar =
         std::make_shared<const OutputGrammar>(compile_constraint(c), *trie_, kMemoBytes, &stats_);
   } catch (const Error& e) {  // refused: so is every later request of the same text, at once
+    entry.refusal = e.what();
+  } catch (const std::bad_alloc&) {
+    entry.refusal = "out of memory compiling it";
+  } catch (const std::exception& e) {  // a parser's own (the text was JSON when it was read)
     entry.refusal = e.what();
   }
   compile_ms_ += 1e3 * seconds_since(start);

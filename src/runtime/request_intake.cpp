@@ -1,6 +1,7 @@
 // Reading, checking and tokenizing requests on rank 0.
 #include "runtime/request_intake.h"
 
+#include <new>
 #include <utility>
 
 #include "core/error.h"
@@ -228,6 +229,9 @@ std::string RequestIntake::constrain(const Request& r, Sequence& s) {
     grammars_ = std::make_unique<OutputGrammars>(text_->tokenizer(), options_.vocab_size);
   try {
     s.constrain(grammars_->compile(c), options_.rules);
+  } catch (const std::bad_alloc&) {  // its first mask: that request's error, not the run's
+    return "field '" + c.field + "' (" + constraint_kind_name(c.kind) +
+           "): out of memory making its first token mask";
   } catch (const Error& e) {
     return "field '" + c.field + "' (" + constraint_kind_name(c.kind) + "): " + e.what();
   }
