@@ -66,7 +66,9 @@ void check_files(const RunOptions& o, OutputHolds& holds) {
 
 // What made the records: a resume with another model, dtype, sampling default or input would mix
 // two jobs' records in one file.
-OutputJob output_job(const RunOptions& o, const Session& session, InputFormat format) {
+// c: the --response-format constraint, read once by open_files.
+OutputJob output_job(const RunOptions& o, const Session& session, InputFormat format,
+                     const std::optional<OutputConstraint>& c) {
   namespace fs = std::filesystem;
   const auto absolute = [](const std::string& path) {
     std::error_code ec;
@@ -97,8 +99,6 @@ OutputJob output_job(const RunOptions& o, const Session& session, InputFormat fo
       {"--chat-template",
        o.session.chat_template.empty() ? "(the model's)" : absolute(o.session.chat_template)}};
   // By what it asks for (a hash of its constraint), wherever the file now is.
-  const std::optional<OutputConstraint> c =
-      o.response_format.empty() ? std::nullopt : read_response_format_file(o.response_format);
   Fnv1a h;
   if (c) h.add(std::string(constraint_kind_name(c->kind)) + "\n" + c->text);
   job.settings.emplace_back(
@@ -126,6 +126,7 @@ RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& ho
   RequestDefaults defaults = o.defaults;
   if (!o.response_format.empty())
     defaults.constraint = read_response_format_file(o.response_format);
+  const std::optional<OutputConstraint> constraint = defaults.constraint;
   f.reader = std::make_unique<PromptReader>(o.input, std::move(defaults),
                                             parse_input_format(o.input_format));
   f.reader->set_answering_model(served_model_name(o));
@@ -136,7 +137,7 @@ RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& ho
   const bool file = output_is_a_file(o.output);
   const bool had_output =
       file && std::filesystem::exists(o.output) && std::filesystem::file_size(o.output) > 0;
-  const OutputJob job = output_job(o, session, f.reader->format());
+  const OutputJob job = output_job(o, session, f.reader->format(), constraint);
   if (o.resume) {
     if (had_output) check_resumed_job(o.output, job);
     f.resume = std::make_unique<ResumeIndex>(prepare_resume(o.output, format));

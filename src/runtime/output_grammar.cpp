@@ -90,14 +90,16 @@ size_t entry_bytes(const std::string& key, const grammar::TokenMask& mask) {
 }
 }  // namespace
 
+std::shared_ptr<const grammar::TokenMask> OutputGrammar::lookup(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = memo_.find(key);
+  return it == memo_.end() ? nullptr : it->second;
+}
+
 std::shared_ptr<const grammar::TokenMask> OutputGrammar::mask(const grammar::Matcher& m) const {
   const Clock::time_point start = Clock::now();
   std::string key = state_key(m.state());
-  std::shared_ptr<const grammar::TokenMask> found;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = memo_.find(key); it != memo_.end()) found = it->second;
-  }
+  std::shared_ptr<const grammar::TokenMask> found = lookup(key);
   bool walked = false;
   if (!found) {
     found = std::make_shared<const grammar::TokenMask>(trie_.allowed(m));
@@ -120,12 +122,7 @@ std::shared_ptr<const grammar::TokenMask> OutputGrammar::mask(const grammar::Mat
 
 std::shared_ptr<const grammar::TokenMask> OutputGrammar::memoized(const grammar::Matcher& m) const {
   const Clock::time_point start = Clock::now();
-  const std::string key = state_key(m.state());
-  std::shared_ptr<const grammar::TokenMask> found;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = memo_.find(key); it != memo_.end()) found = it->second;
-  }
+  std::shared_ptr<const grammar::TokenMask> found = lookup(state_key(m.state()));
   if (found && stats_ != nullptr) stats_->add(seconds_since(start), false);
   return found;
 }
@@ -148,12 +145,10 @@ std::shared_ptr<const OutputGrammar> OutputGrammars::compile(const OutputConstra
   try {
     entry.grammar =
         std::make_shared<const OutputGrammar>(compile_constraint(c), *trie_, kMemoBytes, &stats_);
-  } catch (const Error& e) {  // refused: so is every later request of the same text, at once
-    entry.refusal = e.what();
   } catch (const std::bad_alloc&) {
     entry.refusal = "out of memory compiling it";
-  } catch (const std::exception& e) {  // a parser's own (the text was JSON when it was read)
-    entry.refusal = e.what();
+  } catch (const std::exception& e) {  // refused (Error, or a parser's own): so is every later
+    entry.refusal = e.what();          // request of the same text, at once
   }
   compile_ms_ += 1e3 * seconds_since(start);
   ++compiled_;

@@ -53,6 +53,9 @@ class OutputGrammar {
   std::shared_ptr<const grammar::TokenMask> memoized(const grammar::Matcher& m) const;
 
  private:
+  // The memo's mask of a state key, or null.
+  std::shared_ptr<const grammar::TokenMask> lookup(const std::string& key) const;
+
   grammar::Grammar grammar_;
   const grammar::TokenTrie& trie_;
   MaskRecorder* stats_;
