@@ -50,8 +50,9 @@ __global__ void attention_kernel(AttentionParams p) {
   const KV* values = static_cast<const KV*>(p.values) + int64_t{kv_h} * p.head_dim;
   const int32_t* blocks = p.block_tables + int64_t{p.seq[m]} * p.max_blocks;
   const int n_ctx = p.n_ctx[m];
-  const int chunk = (n_ctx + p.splits - 1) / p.splits;
-  const int begin = split * chunk, end = min(n_ctx, begin + chunk);
+  const int lo = p.window > 0 ? max(0, n_ctx - p.window) : 0;  // the first position it sees
+  const int chunk = (n_ctx - lo + p.splits - 1) / p.splits;
+  const int begin = lo + split * chunk, end = min(n_ctx, begin + chunk);
 
   float qr[kPerLane], acc[kPerLane];
   for (int j = 0; j < kPerLane; ++j) {
@@ -177,7 +178,8 @@ __global__ void attention_runs_kernel(AttentionParams p) {
   const KV* keys = static_cast<const KV*>(p.keys) + int64_t{kv_h} * p.head_dim;
   const KV* values = static_cast<const KV*>(p.values) + int64_t{kv_h} * p.head_dim;
   const int end = ctx0 + nq - 1;
-  for (int t = 0; t < end; ++t) {
+  // Query j sees [ctx0 + j - window, ctx0 + j) under a sliding window: the first query's start on.
+  for (int t = p.window > 0 ? max(0, ctx0 - p.window) : 0; t < end; ++t) {
     const int64_t row = int64_t{blocks[t / p.block_size]} * p.block_size + t % p.block_size;
     float k[PerLane], v[PerLane];
 #pragma unroll
@@ -186,10 +188,11 @@ __global__ void attention_runs_kernel(AttentionParams p) {
       k[i] = d < p.head_dim ? to_f32(keys[row * kv_stride + d]) : 0.0f;
       v[i] = d < p.head_dim ? to_f32(values[row * kv_stride + d]) : 0.0f;
     }
-    // The queries that see position t: j < nq with t < ctx0 + j (the same for the whole warp).
+    // The queries that see position t: j < nq with t < ctx0 + j, and within the window (the same
+    // for the whole warp).
 #pragma unroll
     for (int j = 0; j < kQueriesPerWarp; ++j) {
-      if (j >= nq || t >= ctx0 + j) continue;
+      if (j >= nq || t >= ctx0 + j || (p.window > 0 && t < ctx0 + j - p.window)) continue;
       float dot = 0;
 #pragma unroll
       for (int i = 0; i < PerLane; ++i) dot += qr[j][i] * k[i];
@@ -296,6 +299,8 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
   // This lane's row of the warp's scores and its half of the columns; a row past the run sees none.
   const int row = lane / 2, half = lane % 2, qi = warp * 16 + row;
   const int visible = qi < nq ? ctx0 + qi : 0;
+  const int lo = p.window > 0 ? max(0, visible - p.window) : 0;  // the row's first position seen
+  const int start = p.window > 0 ? max(0, ctx0 - p.window) / kTcKeys * kTcKeys : 0;
 
   for (int i = threadIdx.x; i < kTcQueries * HD; i += blockDim.x) {
     const int r = i / HD, d = i % HD;
@@ -335,7 +340,7 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
 
   // Pass 1: each row's largest visible score.
   float top = -FLT_MAX;
-  for (int t0 = 0; t0 < end; t0 += kTcKeys) {
+  for (int t0 = start; t0 < end; t0 += kTcKeys) {
     __syncthreads();  // the previous tile's keys are no longer read
     stage_rows<HD>(ks, lay.ld, static_cast<const __nv_bfloat16*>(p.keys), kv_stride, kv_h, blocks,
                    p.block_size, t0, end);
@@ -343,7 +348,7 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
     if (!active) continue;
     scores();
     for (int c = half; c < kTcKeys; c += 2)
-      if (t0 + c < visible) top = fmaxf(top, ss[row * lay.lds + c]);
+      if (t0 + c < visible && t0 + c >= lo) top = fmaxf(top, ss[row * lay.lds + c]);
     __syncwarp();
   }
   top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
@@ -354,7 +359,7 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
 #pragma unroll
   for (int f = 0; f < kFrags; ++f) wmma::fill_fragment(of[f], 0.0f);
   float total = 0.0f;
-  for (int t0 = 0; t0 < end; t0 += kTcKeys) {
+  for (int t0 = start; t0 < end; t0 += kTcKeys) {
     __syncthreads();
     stage_rows<HD>(ks, lay.ld, static_cast<const __nv_bfloat16*>(p.keys), kv_stride, kv_h, blocks,
                    p.block_size, t0, end);
@@ -364,7 +369,9 @@ __global__ void __launch_bounds__(32 * kTcWarps) attention_runs_tc_kernel(Attent
     if (!active) continue;
     scores();
     for (int c = half; c < kTcKeys; c += 2) {
-      const float e = t0 + c < visible ? exp2f((ss[row * lay.lds + c] - top) * scale_log2) : 0.0f;
+      const float e = t0 + c < visible && t0 + c >= lo
+                          ? exp2f((ss[row * lay.lds + c] - top) * scale_log2)
+                          : 0.0f;
       const __nv_bfloat16 b = __float2bfloat16_rn(e);
       total += __bfloat162float(b);
       ps[row * lay.ldp + c] = b;

@@ -26,6 +26,13 @@ __global__ void add_kernel(T* x, const T* y, int64_t n) {
     x[i] = from_f32<T>(to_f32(x[i]) + to_f32(y[i]));
 }
 
+template <typename T>
+__global__ void add_bias_kernel(T* x, const float* bias, int64_t n, int64_t cols) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    x[i] = from_f32<T>(to_f32(x[i]) + bias[i % cols]);
+}
+
 template <typename T, typename Out>
 __global__ void silu_mul_kernel(Out* out, const T* gate, const T* up, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
@@ -137,6 +144,16 @@ cudaError_t add(void* x, const void* y, int64_t n, KernelType t, cudaStream_t st
   TPLLAMA_DISPATCH_TYPE(t, T,
                         add_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
                             static_cast<T*>(x), static_cast<const T*>(y), n));
+  return cudaGetLastError();
+}
+
+cudaError_t add_bias(void* x, const float* bias, int64_t rows, int64_t cols, KernelType t,
+                     cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n == 0) return cudaSuccess;
+  TPLLAMA_DISPATCH_TYPE(t, T,
+                        add_bias_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
+                            static_cast<T*>(x), bias, n, cols));
   return cudaGetLastError();
 }
 

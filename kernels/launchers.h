@@ -14,6 +14,9 @@ enum class KernelType { kF32, kBF16 };
 
 // x[i] += y[i]
 cudaError_t add(void* x, const void* y, int64_t n, KernelType t, cudaStream_t stream);
+// x (rows, cols) of type t += bias (cols) f32 on every row.
+cudaError_t add_bias(void* x, const float* bias, int64_t rows, int64_t cols, KernelType t,
+                     cudaStream_t stream);
 // out[i] = silu(gate[i]) * up[i] (gate and up of type t; out of out_t, may alias gate when alike)
 cudaError_t silu_mul(void* out, KernelType out_t, const void* gate, const void* up, int64_t n,
                      KernelType t, cudaStream_t stream);
@@ -80,6 +83,7 @@ struct AttentionParams {
   int block_size = 0;
   int splits = 1;
   float scale = 0;
+  int window = 0;  // a query at position p sees [p - window + 1, p]; 0: [0, p]
   // Runs of a bf16 cache with head_dim 64 or 128 on sm_80+ go to the tensor-core kernel (the
   // probabilities rounded to bf16, q kept to about 16 bits); false keeps the fp32 run kernel.
   bool use_tensor_cores = true;

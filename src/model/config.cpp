@@ -137,14 +137,121 @@ int parse_quantization(const nlohmann::json& q, const std::string& source) {
   return bounded_int(q, "group_size", 1, kMaxWidth, source + " quantization_config");
 }
 
+struct TypeNames {
+  ModelType type;
+  const char* name;          // config.json's model_type
+  const char* architecture;  // its architectures[0]
+};
+constexpr TypeNames kTypes[] = {
+    {ModelType::kLlama, "llama", "LlamaForCausalLM"},
+    {ModelType::kMistral, "mistral", "MistralForCausalLM"},
+    {ModelType::kQwen2, "qwen2", "Qwen2ForCausalLM"},
+    {ModelType::kQwen3, "qwen3", "Qwen3ForCausalLM"},
+};
+constexpr const char* kSupportedTypes = "llama, mistral, qwen2, qwen3";
+
+bool optional_bool(const nlohmann::json& j, const char* key, bool fallback,
+                   const std::string& source) {
+  if (!j.contains(key) || j.at(key).is_null()) return fallback;
+  if (!j.at(key).is_boolean())
+    fail(source, ": '", key, "' must be true or false, got ", describe_json(j.at(key)));
+  return j.at(key).get<bool>();
+}
+
+// model_type, or (without one) the architecture architectures names; a config whose architectures
+// name another model than its model_type is refused, never run as either.
+ModelType parse_model_type(const nlohmann::json& j, const std::string& source) {
+  std::string architecture;
+  if (j.contains("architectures") && !j.at("architectures").is_null()) {
+    const auto& a = j.at("architectures");
+    if (!a.is_array() || a.size() != 1 || !a[0].is_string())
+      fail(source, ": 'architectures' must be a list of one name, got ", describe_json(a));
+    architecture = a[0].get<std::string>();
+  }
+  const TypeNames* found = nullptr;
+  if (j.contains("model_type") && !j.at("model_type").is_null()) {
+    if (!j.at("model_type").is_string())
+      fail(source, ": 'model_type' must be a string, got ", describe_json(j.at("model_type")));
+    const std::string name = j.at("model_type").get<std::string>();
+    for (const TypeNames& t : kTypes)
+      if (name == t.name) found = &t;
+    if (found == nullptr)
+      fail(source, ": model_type '", name, "' is not supported (tpllama runs the model types ",
+           kSupportedTypes, ")");
+  } else {
+    for (const TypeNames& t : kTypes)
+      if (architecture == t.architecture) found = &t;
+    if (found == nullptr && !architecture.empty())
+      fail(source, ": architecture '", architecture, "' is not supported (tpllama runs ",
+           "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM)");
+    if (found == nullptr) found = &kTypes[0];
+  }
+  if (!architecture.empty() && architecture != found->architecture)
+    fail(source, ": architectures names '", architecture, "' but model_type '", found->name,
+         "' is run as ", found->architecture, "; tpllama runs only causal LMs of these types");
+  return found->type;
+}
+
+// A field that changes the computation and that tpllama does not implement is refused by name at
+// load, never ignored: each names the value that would be honoured (or null).
+void refuse_unimplemented(const nlohmann::json& j, ModelType type, const std::string& source) {
+  const std::string name = model_type_name(type);
+  auto refuse_true = [&](const char* key, const std::string& what) {
+    if (optional_bool(j, key, false, source))
+      fail(source, ": ", key, " true (", what, ") is not supported for model_type '", name, "'");
+  };
+  // Qwen2 always has q/k/v biases and no attention_bias key; the others would add o_proj's too.
+  if (type != ModelType::kQwen2)
+    refuse_true("attention_bias", "biases on q_proj, k_proj, v_proj and o_proj");
+  refuse_true("mlp_bias", "biases on gate_proj, up_proj and down_proj");
+  refuse_true("use_mrope", "multimodal RoPE");
+  if (type == ModelType::kQwen2 || type == ModelType::kQwen3)
+    refuse_true("use_sliding_window",
+                "sliding-window attention on the layers past max_window_layers; the released "
+                "checkpoints set it false");
+  if (j.contains("layer_types") && !j.at("layer_types").is_null()) {
+    const auto& l = j.at("layer_types");
+    if (!l.is_array()) fail(source, ": 'layer_types' must be a list, got ", describe_json(l));
+    for (const auto& e : l)
+      if (e != "full_attention")
+        fail(source, ": layer_types entry ", describe_json(e),
+             " is not supported (tpllama runs layers of \"full_attention\", with a model-wide "
+             "sliding_window for mistral)");
+  }
+  if (j.contains("partial_rotary_factor") && !j.at("partial_rotary_factor").is_null() &&
+      optional_number(j, "partial_rotary_factor", 1.0, source) != 1.0)
+    fail(source, ": partial_rotary_factor ", j.at("partial_rotary_factor").dump(),
+         " is not supported (RoPE over the whole head)");
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
+    if (j.contains(key) && !j.at(key).is_null())
+      fail(source, ": ", key, " ", j.at(key).dump(), " is not supported");
+}
+
 }  // namespace
+
+const char* model_type_name(ModelType type) {
+  for (const TypeNames& t : kTypes)
+    if (t.type == type) return t.name;
+  return "?";
+}
+
+const char* model_architecture_name(ModelType type) {
+  for (const TypeNames& t : kTypes)
+    if (t.type == type) return t.architecture;
+  return "?";
+}
 
 LlamaConfig parse_llama_config(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object()) fail(source, ": expected a JSON object");
-  if (j.contains("model_type") && j.at("model_type").is_string() && j.at("model_type") != "llama")
-    fail(source, ": model_type '", j.at("model_type").get<std::string>(),
-         "' is not supported (tpllama runs LLaMA-family models, model_type 'llama')");
   LlamaConfig c;
+  c.model_type = parse_model_type(j, source);
+  refuse_unimplemented(j, c.model_type, source);
+  c.qkv_bias = c.model_type == ModelType::kQwen2;
+  c.qk_norm = c.model_type == ModelType::kQwen3;
+  // Mistral's window (null: full attention). Qwen's sliding_window applies only with
+  // use_sliding_window, refused above, so it is not read.
+  if (c.model_type == ModelType::kMistral)
+    c.sliding_window = optional_size(j, "sliding_window", 0, kMaxPositions, source);
   c.dim = required_size(j, "hidden_size", kMaxWidth, source);
   c.hidden_dim = required_size(j, "intermediate_size", kMaxWidth, source);
   c.n_layers = required_size(j, "num_hidden_layers", kMaxLayers, source);
@@ -208,6 +315,7 @@ void LlamaConfig::validate() const {
   if (head_dim % 2 != 0) fail("head_dim (", head_dim, ") must be even for RoPE");
   if (!(rms_norm_eps > 0)) fail("rms_norm_eps must be positive, got ", rms_norm_eps);
   if (!(rope_theta > 0)) fail("rope_theta must be positive, got ", rope_theta);
+  if (sliding_window < 0) fail("sliding_window must be positive or null, got ", sliding_window);
   if (bos_token_id < 0 || bos_token_id >= vocab_size)
     fail("bos_token_id ", bos_token_id, " is outside the vocabulary [0, ", vocab_size, ")");
   for (int id : eos_token_ids)
@@ -217,8 +325,8 @@ void LlamaConfig::validate() const {
 
 nlohmann::json LlamaConfig::to_json() const {
   nlohmann::json j = {
-      {"architectures", {"LlamaForCausalLM"}},
-      {"model_type", "llama"},
+      {"architectures", {model_architecture_name(model_type)}},
+      {"model_type", model_type_name(model_type)},
       {"hidden_size", dim},
       {"intermediate_size", hidden_dim},
       {"num_hidden_layers", n_layers},
@@ -247,6 +355,11 @@ nlohmann::json LlamaConfig::to_json() const {
         {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings}};
   else
     j["rope_scaling"] = nullptr;
+  if (model_type == ModelType::kMistral)
+    j["sliding_window"] = sliding_window > 0 ? nlohmann::json(sliding_window) : nlohmann::json();
+  if (model_type == ModelType::kQwen2 || model_type == ModelType::kQwen3)
+    j["use_sliding_window"] = false;
+  if (model_type == ModelType::kQwen3) j["attention_bias"] = false;
   if (int8_group_size > 0) j["quantization_config"] = int8_quantization_json(int8_group_size);
   return j;
 }
@@ -299,8 +412,9 @@ LlamaConfig load_llama_config(const std::string& path) {
 unsigned long long LlamaConfig::parameter_count() const {
   using u64 = unsigned long long;
   const u64 d = static_cast<u64>(dim), v = static_cast<u64>(vocab_size);
-  const u64 layer = 2 * d + d * static_cast<u64>(q_dim()) * 2 + d * static_cast<u64>(kv_dim()) * 2 +
-                    3 * d * static_cast<u64>(hidden_dim);
+  const u64 q = static_cast<u64>(q_dim()), kv = static_cast<u64>(kv_dim());
+  const u64 layer = 2 * d + d * q * 2 + d * kv * 2 + 3 * d * static_cast<u64>(hidden_dim) +
+                    (qkv_bias ? q + 2 * kv : 0) + (qk_norm ? 2 * static_cast<u64>(head_dim) : 0);
   return v * d * (tie_word_embeddings ? 1 : 2) + static_cast<u64>(n_layers) * layer + d;
 }
 

@@ -18,7 +18,18 @@ struct RopeScaling {
   int original_max_position_embeddings = 8192;
 };
 
+// The architectures of the LLaMA family tpllama runs: LLaMA's block, plus what each adds.
+enum class ModelType {
+  kLlama,    // LlamaForCausalLM
+  kMistral,  // MistralForCausalLM: optional sliding-window attention
+  kQwen2,    // Qwen2ForCausalLM (Qwen2, Qwen2.5): biases on q, k and v
+  kQwen3,    // Qwen3ForCausalLM: per-head RMSNorm of q and k before RoPE
+};
+const char* model_type_name(ModelType type);          // config.json's model_type: "qwen2"
+const char* model_architecture_name(ModelType type);  // its architectures[0]: "Qwen2ForCausalLM"
+
 struct LlamaConfig {
+  ModelType model_type = ModelType::kLlama;
   int dim = 0;         // hidden_size
   int hidden_dim = 0;  // intermediate_size
   int n_layers = 0;
@@ -33,6 +44,10 @@ struct LlamaConfig {
   bool tie_word_embeddings = false;
   int bos_token_id = 1;
   std::vector<int> eos_token_ids{2};
+  // Attention sees only the last sliding_window positions, its own included (Mistral); 0: all.
+  int sliding_window = 0;
+  bool qkv_bias = false;  // q_proj, k_proj and v_proj have biases (Qwen2)
+  bool qk_norm = false;   // q_norm and k_norm: RMSNorm of each head's q and k before RoPE (Qwen3)
   // An int8 checkpoint's group size (config.json's quantization_config, quant_method
   // kInt8QuantMethod); 0: the weights are f32, f16 or bf16.
   int int8_group_size = 0;

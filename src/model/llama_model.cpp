@@ -259,9 +259,12 @@ Tensor LlamaModel::run_stage(const StepViews& step, KvCache& cache, int64_t n, i
   }  // later stages find the previous stage's hidden states in x (input_hidden)
 
   const ops::AttentionShape shape{
-      heads_.n_heads_local, heads_.n_kv_heads_local, config_.head_dim,
+      heads_.n_heads_local,
+      heads_.n_kv_heads_local,
+      config_.head_dim,
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(config_.head_dim))),
-      cache.block_size()};
+      cache.block_size(),
+      config_.sliding_window};
   for (int l = 0; l < n_layers_local(); ++l) {
     attention_block(a, l, step, cache, shape);
     feed_forward_block(a, l);
@@ -289,13 +292,28 @@ LlamaModel::Activations LlamaModel::activations(int64_t n) const {
   return a;
 }
 
-// Attention block: x += Wo · attention(rope(Wq xin), rope(Wk xin), Wv xin), xin = rmsnorm(x).
+// Attention block: x += Wo · attention(rope(q), rope(k), v), xin = rmsnorm(x), with q = Wq xin
+// (+ bq), k = Wk xin (+ bk), v = Wv xin (+ bv) where the model has biases (Qwen2), and q and k
+// each RMSNorm-ed per head before RoPE where it has q_norm and k_norm (Qwen3).
 void LlamaModel::attention_block(const Activations& a, int layer, const StepViews& step,
                                  KvCache& cache, const ops::AttentionShape& shape) {
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   const float eps = static_cast<float>(config_.rms_norm_eps);
   ops::rms_norm(ctx_, a.xin, a.x, w.attn_norm, eps);
   ops::matmuls(ctx_, a.xin, {{a.q, &w.wq}, {a.k, &w.wk}, {a.v, &w.wv}});
+  if (!w.bq.empty()) {
+    ops::add_bias(ctx_, a.q, w.bq);
+    ops::add_bias(ctx_, a.k, w.bk);
+    ops::add_bias(ctx_, a.v, w.bv);
+  }
+  if (!w.q_norm.empty()) {  // each head's vector is a row of its own
+    const int64_t hd = config_.head_dim;
+    const auto heads = [&](const Tensor& t) {
+      return Tensor(t.data(), DType::kF32, {t.numel() / hd, hd}, ctx_.device);
+    };
+    ops::rms_norm(ctx_, heads(a.q), heads(a.q), w.q_norm, eps);
+    ops::rms_norm(ctx_, heads(a.k), heads(a.k), w.k_norm, eps);
+  }
   ops::rope(ctx_, a.q, step.cos, step.sin, heads_.n_heads_local, config_.head_dim);
   ops::rope(ctx_, a.k, step.cos, step.sin, heads_.n_kv_heads_local, config_.head_dim);
   // Append this step's keys and values, then attend causally up to each token's own position.

@@ -62,17 +62,22 @@ std::vector<ShardEntry> build_shard_table(const LlamaConfig& c, const Topology& 
     e.count = count;
     t.push_back(std::move(e));
   };
-  auto add_norm = [&](std::string name, WeightRole role, int layer) {
-    add(std::move(name), role, layer, Split::kReplicated, c.dim, 1, 0, c.dim);
+  auto add_norm = [&](std::string name, WeightRole role, int layer, int64_t size) {
+    add(std::move(name), role, layer, Split::kReplicated, size, 1, 0, size);
     t.back().is_1d = true;
     t.back().replica = r > 0;
+  };
+  auto add_bias = [&](std::string name, WeightRole role, int layer, const ShardEntry& matrix) {
+    add(std::move(name), role, layer, Split::kColumn, matrix.rows, 1, matrix.begin, matrix.count);
+    t.back().is_1d = true;
+    t.back().replica = matrix.replica;
   };
   const bool kv_replica = r % h.kv_replication != 0;
   if (topo.is_first_stage())
     add("model.embed_tokens.weight", WeightRole::kEmbed, -1, Split::kVocab, c.vocab_size, c.dim,
         r * vl, vl);
   for (int l = topo.my_layers().begin; l < topo.my_layers().end; ++l) {
-    add_norm(layer_tensor_name(l, "input_layernorm.weight"), WeightRole::kAttnNorm, l);
+    add_norm(layer_tensor_name(l, "input_layernorm.weight"), WeightRole::kAttnNorm, l, c.dim);
     add(layer_tensor_name(l, "self_attn.q_proj.weight"), WeightRole::kWq, l, Split::kColumn,
         c.q_dim(), c.dim, h.head_begin * hd, h.n_heads_local * hd);
     add(layer_tensor_name(l, "self_attn.k_proj.weight"), WeightRole::kWk, l, Split::kColumn,
@@ -81,9 +86,23 @@ std::vector<ShardEntry> build_shard_table(const LlamaConfig& c, const Topology& 
     add(layer_tensor_name(l, "self_attn.v_proj.weight"), WeightRole::kWv, l, Split::kColumn,
         c.kv_dim(), c.dim, h.kv_head_begin * hd, h.n_kv_heads_local * hd);
     t.back().replica = kv_replica;
+    if (c.qkv_bias) {
+      const size_t wq = t.size() - 3;
+      add_bias(layer_tensor_name(l, "self_attn.q_proj.bias"), WeightRole::kBq, l,
+               ShardEntry(t[wq]));
+      add_bias(layer_tensor_name(l, "self_attn.k_proj.bias"), WeightRole::kBk, l,
+               ShardEntry(t[wq + 1]));
+      add_bias(layer_tensor_name(l, "self_attn.v_proj.bias"), WeightRole::kBv, l,
+               ShardEntry(t[wq + 2]));
+    }
+    if (c.qk_norm) {
+      add_norm(layer_tensor_name(l, "self_attn.q_norm.weight"), WeightRole::kQNorm, l, hd);
+      add_norm(layer_tensor_name(l, "self_attn.k_norm.weight"), WeightRole::kKNorm, l, hd);
+    }
     add(layer_tensor_name(l, "self_attn.o_proj.weight"), WeightRole::kWo, l, Split::kRow, c.dim,
         c.q_dim(), h.head_begin * hd, h.n_heads_local * hd);
-    add_norm(layer_tensor_name(l, "post_attention_layernorm.weight"), WeightRole::kFfnNorm, l);
+    add_norm(layer_tensor_name(l, "post_attention_layernorm.weight"), WeightRole::kFfnNorm, l,
+             c.dim);
     add(layer_tensor_name(l, "mlp.gate_proj.weight"), WeightRole::kW1, l, Split::kColumn,
         c.hidden_dim, c.dim, h.ffn_begin, h.ffn_local);
     add(layer_tensor_name(l, "mlp.up_proj.weight"), WeightRole::kW3, l, Split::kColumn,
@@ -92,7 +111,7 @@ std::vector<ShardEntry> build_shard_table(const LlamaConfig& c, const Topology& 
         c.hidden_dim, h.ffn_begin, h.ffn_local);
   }
   if (topo.is_last_stage()) {
-    add_norm("model.norm.weight", WeightRole::kFinalNorm, -1);
+    add_norm("model.norm.weight", WeightRole::kFinalNorm, -1, c.dim);
     std::string head = c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
     add(head, WeightRole::kLmHead, -1, Split::kVocab, c.vocab_size, c.dim, r * vl, vl);
     t.back().replica =
@@ -113,6 +132,16 @@ const char* weight_role_name(WeightRole role) {
       return "wk";
     case WeightRole::kWv:
       return "wv";
+    case WeightRole::kBq:
+      return "bq";
+    case WeightRole::kBk:
+      return "bk";
+    case WeightRole::kBv:
+      return "bv";
+    case WeightRole::kQNorm:
+      return "q_norm";
+    case WeightRole::kKNorm:
+      return "k_norm";
     case WeightRole::kWo:
       return "wo";
     case WeightRole::kFfnNorm:

@@ -51,6 +51,11 @@ enum class WeightRole {
   kWq,
   kWk,
   kWv,
+  kBq,     // q_proj's bias (Qwen2), split with q_proj's rows
+  kBk,     // k_proj's bias
+  kBv,     // v_proj's bias
+  kQNorm,  // q_norm (Qwen3): one (head_dim) weight every head shares
+  kKNorm,  // k_norm
   kWo,
   kFfnNorm,
   kW1,
@@ -76,7 +81,9 @@ struct ShardEntry {
 };
 
 // The entries this rank holds: embed (first stage), per layer of the stage attn_norm, wq, wk, wv,
-// wo, ffn_norm, w1, w3, w2, then final_norm and lm_head (last stage), each (role, layer) once.
+// (bq, bk, bv with qkv_bias; q_norm, k_norm with qk_norm), wo, ffn_norm, w1, w3, w2, then
+// final_norm and lm_head (last stage), each (role, layer) once. A bias is 1-D and split like its
+// matrix's rows (kColumn); norms are kReplicated.
 std::vector<ShardEntry> build_shard_table(const LlamaConfig& config, const Topology& topology);
 
 // The entry of (role, layer) in a rank's table; fails naming it when there is none.

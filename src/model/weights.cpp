@@ -34,7 +34,7 @@ int64_t present_rows(const ShardEntry& e) {
 }
 // Where the slice starts in the full tensor.
 int64_t full_row_begin(const ShardEntry& e) {
-  return e.split == Split::kRow || e.is_1d ? 0 : e.begin;
+  return e.split == Split::kRow ? 0 : e.begin;  // a norm's begin is 0, a bias's its rows'
 }
 int64_t full_col_begin(const ShardEntry& e) {
   return e.split == Split::kRow ? e.begin : 0;
@@ -53,7 +53,7 @@ Source source_of(const ShardEntry& e, bool presharded) {
     if (e.is_1d) return {{out_rows(e)}, 0, 0};
     return {{out_rows(e), out_cols(e)}, 0, 0};
   }
-  if (e.is_1d) return {{e.rows}, 0, 0};
+  if (e.is_1d) return {{e.rows}, full_row_begin(e), 0};
   return {{e.rows, e.cols}, full_row_begin(e), full_col_begin(e)};
 }
 
@@ -276,6 +276,15 @@ ModelWeights build_weights(const LlamaConfig& c, const Topology& topo, const Dev
     lw.wq = b.matrix(entry(WeightRole::kWq, l));
     lw.wk = b.matrix(entry(WeightRole::kWk, l));
     lw.wv = b.matrix(entry(WeightRole::kWv, l));
+    if (c.qkv_bias) {
+      lw.bq = b.plain(entry(WeightRole::kBq, l));
+      lw.bk = b.plain(entry(WeightRole::kBk, l));
+      lw.bv = b.plain(entry(WeightRole::kBv, l));
+    }
+    if (c.qk_norm) {
+      lw.q_norm = b.plain(entry(WeightRole::kQNorm, l));
+      lw.k_norm = b.plain(entry(WeightRole::kKNorm, l));
+    }
     lw.wo = b.matrix(entry(WeightRole::kWo, l));
     lw.ffn_norm = b.plain(entry(WeightRole::kFfnNorm, l));
     lw.w1 = b.matrix(entry(WeightRole::kW1, l));
@@ -414,8 +423,12 @@ ModelWeights random_weights(const LlamaConfig& config, const Topology& topo,
     ops::UniformFill f;
     f.stream = splitmix64(seed);
     for (char ch : e.name) f.stream = splitmix64(f.stream ^ static_cast<uint8_t>(ch));
-    const bool is_norm = e.is_1d, is_embed = e.name == "model.embed_tokens.weight";
-    f.scale = is_norm ? 0.1f : is_embed ? 1.0f : 1.0f / std::sqrt(static_cast<float>(e.cols));
+    const bool is_bias =
+        e.role == WeightRole::kBq || e.role == WeightRole::kBk || e.role == WeightRole::kBv;
+    const bool is_norm = e.is_1d && !is_bias, is_embed = e.name == "model.embed_tokens.weight";
+    f.scale = is_norm || is_bias ? 0.1f
+              : is_embed         ? 1.0f
+                                 : 1.0f / std::sqrt(static_cast<float>(e.cols));
     f.offset = is_norm ? 1.0f : 0.0f;
     f.full_cols = e.cols;
     f.row0 = full_row_begin(e);

@@ -16,15 +16,17 @@
 namespace tpllama {
 
 struct LayerWeights {
-  Tensor attn_norm;  // (dim)
-  ops::Weight wq;    // (n_heads_local*head_dim, dim)
-  ops::Weight wk;    // (n_kv_heads_local*head_dim, dim)
-  ops::Weight wv;    // (n_kv_heads_local*head_dim, dim)
-  ops::Weight wo;    // (dim, n_heads_local*head_dim)
-  Tensor ffn_norm;   // (dim)
-  ops::Weight w1;    // gate (hidden_local, dim)
-  ops::Weight w3;    // up (hidden_local, dim)
-  ops::Weight w2;    // down (dim, hidden_local)
+  Tensor attn_norm;       // (dim)
+  ops::Weight wq;         // (n_heads_local*head_dim, dim)
+  ops::Weight wk;         // (n_kv_heads_local*head_dim, dim)
+  ops::Weight wv;         // (n_kv_heads_local*head_dim, dim)
+  Tensor bq, bk, bv;      // biases of wq, wk, wv (their rows), or empty (qkv_bias false)
+  Tensor q_norm, k_norm;  // (head_dim) each, or empty (qk_norm false)
+  ops::Weight wo;         // (dim, n_heads_local*head_dim)
+  Tensor ffn_norm;        // (dim)
+  ops::Weight w1;         // gate (hidden_local, dim)
+  ops::Weight w3;         // up (hidden_local, dim)
+  ops::Weight w2;         // down (dim, hidden_local)
 };
 
 struct ModelWeights {

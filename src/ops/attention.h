@@ -31,6 +31,9 @@ struct AttentionShape {
   int head_dim = 0;
   float scale = 0;     // usually 1/sqrt(head_dim)
   int block_size = 0;  // positions per KV block
+  // Sliding-window attention (Mistral): a token at position p sees positions [p - window + 1, p],
+  // window of them, its own included; 0: every earlier position.
+  int window = 0;
 };
 
 // Grouped-query attention of each token over its own sequence's cache.

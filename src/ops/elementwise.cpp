@@ -66,4 +66,13 @@ void add(const DeviceContext& ctx, Tensor x, Tensor y) {
   cpu::add(x, y);
 }
 
+void add_bias(const DeviceContext& ctx, Tensor x, Tensor bias) {
+  TPLLAMA_CHECK(x.ndim() == 2 && bias.ndim() == 1 && bias.size(0) == x.size(1), "add_bias: x ",
+                x.shape_string(), " bias ", bias.shape_string());
+  require_f32("add_bias", bias, "bias");
+  if (on_gpu("add_bias", ctx, {&x, &bias})) TPLLAMA_GPU(add_bias(ctx, x, bias));
+  require_cpu_f32("add_bias", {&x});
+  cpu::add_bias(x, bias);
+}
+
 }  // namespace tpllama::ops

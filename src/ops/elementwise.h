@@ -24,4 +24,7 @@ void silu_mul(const DeviceContext& ctx, Tensor out, Tensor gate, Tensor up);
 // x += y, same shape.
 void add(const DeviceContext& ctx, Tensor x, Tensor y);
 
+// x (M, D) += bias (D) on every row: a projection's bias (Qwen2's q, k and v).
+void add_bias(const DeviceContext& ctx, Tensor x, Tensor bias);
+
 }  // namespace tpllama::ops

@@ -105,8 +105,34 @@ size_t write_safetensors(const std::filesystem::path& path, const std::vector<Te
 
 nlohmann::json config_json(const Config& c, const std::string& dtype) {
   nlohmann::json j;
-  j["architectures"] = {"LlamaForCausalLM"};
-  j["model_type"] = "llama";
+  switch (c.family) {  // the fields each family's released config.json carries
+    case Family::kLlama:
+      j["architectures"] = {"LlamaForCausalLM"};
+      j["model_type"] = "llama";
+      j["attention_bias"] = false;
+      j["mlp_bias"] = false;
+      break;
+    case Family::kMistral:
+      j["architectures"] = {"MistralForCausalLM"};
+      j["model_type"] = "mistral";
+      j["sliding_window"] =
+          c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nlohmann::json();
+      break;
+    case Family::kQwen2:
+      j["architectures"] = {"Qwen2ForCausalLM"};
+      j["model_type"] = "qwen2";
+      j["use_sliding_window"] = false;
+      j["sliding_window"] = c.max_seq_len;
+      j["max_window_layers"] = c.n_layers;
+      break;
+    case Family::kQwen3:
+      j["architectures"] = {"Qwen3ForCausalLM"};
+      j["model_type"] = "qwen3";
+      j["attention_bias"] = false;
+      j["use_sliding_window"] = false;
+      j["sliding_window"] = nullptr;
+      break;
+  }
   j["hidden_act"] = "silu";
   j["hidden_size"] = c.dim;
   j["intermediate_size"] = c.hidden_dim;
@@ -119,8 +145,6 @@ nlohmann::json config_json(const Config& c, const std::string& dtype) {
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["rope_theta"] = c.rope_theta;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
-  j["attention_bias"] = false;
-  j["mlp_bias"] = false;
   j["bos_token_id"] = c.bos_token_id;
   if (c.eos_token_ids.size() == 1)
     j["eos_token_id"] = c.eos_token_ids[0];
@@ -174,7 +198,8 @@ void write_hf_model(const std::string& dir, const Config& config, Weights* weigh
   };
   round_all(&weights->embed);
   for (auto& l : weights->layers) {
-    for (auto* v : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w1, &l.w2, &l.w3})
+    for (auto* v : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
+                    &l.wo, &l.ffn_norm, &l.w1, &l.w2, &l.w3})
       round_all(v);
   }
   round_all(&weights->final_norm);
@@ -193,6 +218,15 @@ void write_hf_model(const std::string& dir, const Config& config, Weights* weigh
     tensors.push_back({p + "self_attn.q_proj.weight", {q_dim, dim}, &l.wq});
     tensors.push_back({p + "self_attn.k_proj.weight", {kv_dim, dim}, &l.wk});
     tensors.push_back({p + "self_attn.v_proj.weight", {kv_dim, dim}, &l.wv});
+    if (config.family == Family::kQwen2) {
+      tensors.push_back({p + "self_attn.q_proj.bias", {q_dim}, &l.bq});
+      tensors.push_back({p + "self_attn.k_proj.bias", {kv_dim}, &l.bk});
+      tensors.push_back({p + "self_attn.v_proj.bias", {kv_dim}, &l.bv});
+    }
+    if (config.family == Family::kQwen3) {
+      tensors.push_back({p + "self_attn.q_norm.weight", {hd}, &l.q_norm});
+      tensors.push_back({p + "self_attn.k_norm.weight", {hd}, &l.k_norm});
+    }
     tensors.push_back({p + "self_attn.o_proj.weight", {dim, q_dim}, &l.wo});
     tensors.push_back({p + "post_attention_layernorm.weight", {dim}, &l.ffn_norm});
     tensors.push_back({p + "mlp.gate_proj.weight", {hidden, dim}, &l.w1});

@@ -115,31 +115,48 @@ std::vector<std::vector<double>> forward_all(const Config& config, const Weights
       std::vector<double> q = matvec(lw.wq, xn, q_dim, dim);
       std::vector<double> k = matvec(lw.wk, xn, kv_dim, dim);
       std::vector<double> v = matvec(lw.wv, xn, kv_dim, dim);
+      if (config.family == Family::kQwen2) {  // q, k and v biases, before RoPE
+        for (int i = 0; i < q_dim; i++) q[i] += lw.bq[i];
+        for (int i = 0; i < kv_dim; i++) k[i] += lw.bk[i];
+        for (int i = 0; i < kv_dim; i++) v[i] += lw.bv[i];
+      }
+      if (config.family == Family::kQwen3) {  // each head's vector normalised on its own
+        auto norm_heads = [&](std::vector<double>* vec, int heads, const std::vector<double>& g) {
+          for (int h = 0; h < heads; h++) {
+            std::vector<double> head(vec->begin() + h * hd, vec->begin() + (h + 1) * hd);
+            head = rmsnorm(head, g, config.rms_norm_eps);
+            std::copy(head.begin(), head.end(), vec->begin() + h * hd);
+          }
+        };
+        norm_heads(&q, n_heads, lw.q_norm);
+        norm_heads(&k, n_kv, lw.k_norm);
+      }
       // RoPE on q and k
       apply_rope(&q, n_heads, hd, inv_freq, p, layout);
       apply_rope(&k, n_kv, hd, inv_freq, p, layout);
       k_cache[l].push_back(k);
       v_cache[l].push_back(v);
 
-      // multi-head attention over positions 0..p
+      // multi-head attention over positions first..p: all of them, or the last W under a window
+      const int first = config.sliding_window > 0 ? std::max(0, p - config.sliding_window + 1) : 0;
       std::vector<double> att_out(q_dim, 0.0);
       for (int h = 0; h < n_heads; h++) {
         int kvh = h / group;
         const double* qh = q.data() + static_cast<size_t>(h) * hd;
         // scores = q . k / sqrt(hd)
-        std::vector<double> scores(p + 1);
-        for (int t = 0; t <= p; t++) {
+        std::vector<double> scores(p + 1, -INFINITY);
+        for (int t = first; t <= p; t++) {
           const double* kt = k_cache[l][t].data() + static_cast<size_t>(kvh) * hd;
           double dot = 0.0;
           for (int i = 0; i < hd; i++) dot += qh[i] * kt[i];
           scores[t] = dot * scale;
         }
         // softmax
-        double max_score = scores[0];
+        double max_score = scores[p];
         for (double s : scores) max_score = std::max(max_score, s);
         double sum = 0.0;
         for (double& s : scores) {
-          s = std::exp(s - max_score);
+          s = std::exp(s - max_score);  // exp(-inf) = 0 outside the window
           sum += s;
         }
         for (double& s : scores) s /= sum;

@@ -18,9 +18,20 @@ struct Llama3RopeScaling {
   int original_max_position_embeddings = 8192;
 };
 
+// The LLaMA-family architectures, each LLaMA's block with its own difference (Hugging Face
+// transformers' semantics).
+enum class Family {
+  kLlama,
+  kMistral,  // sliding_window: position p attends to keys p - W + 1 .. p (W keys, itself included)
+  kQwen2,    // biases on q_proj, k_proj and v_proj (none on o_proj or the MLP)
+  kQwen3,    // q_norm, k_norm: RMSNorm of each head's q and k (one head_dim weight) before RoPE
+};
+
 struct Config {
   int dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, max_seq_len;
-  int head_dim = 0;  // 0 -> dim / n_heads
+  Family family = Family::kLlama;
+  int sliding_window = 0;  // Mistral; 0: full attention
+  int head_dim = 0;        // 0 -> dim / n_heads
   double rms_norm_eps = 1e-5, rope_theta = 10000;
   Llama3RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
@@ -30,15 +41,17 @@ struct Config {
 
 // All matrices row-major [out][in], so y = W x.
 struct LayerWeights {
-  std::vector<double> attn_norm;  // [dim]
-  std::vector<double> wq;         // [n_heads*hd][dim]
-  std::vector<double> wk;         // [n_kv*hd][dim]
-  std::vector<double> wv;         // [n_kv*hd][dim]
-  std::vector<double> wo;         // [dim][n_heads*hd]
-  std::vector<double> ffn_norm;   // [dim]
-  std::vector<double> w1;         // gate [hidden][dim]
-  std::vector<double> w2;         // down [dim][hidden]
-  std::vector<double> w3;         // up [hidden][dim]
+  std::vector<double> attn_norm;       // [dim]
+  std::vector<double> wq;              // [n_heads*hd][dim]
+  std::vector<double> wk;              // [n_kv*hd][dim]
+  std::vector<double> wv;              // [n_kv*hd][dim]
+  std::vector<double> bq, bk, bv;      // Qwen2: [n_heads*hd], [n_kv*hd], [n_kv*hd]; else empty
+  std::vector<double> q_norm, k_norm;  // Qwen3: [hd] each; else empty
+  std::vector<double> wo;              // [dim][n_heads*hd]
+  std::vector<double> ffn_norm;        // [dim]
+  std::vector<double> w1;              // gate [hidden][dim]
+  std::vector<double> w2;              // down [dim][hidden]
+  std::vector<double> w3;              // up [hidden][dim]
 };
 
 struct Weights {
@@ -65,7 +78,8 @@ std::vector<std::vector<double>> forward_all(const Config& config, const Weights
 Weights load_llama2c(const std::string& path, Config* config);
 
 // Seeded random weights (splitmix64): matrices uniform in +-1/sqrt(fan_in), norms 1 +- 0.1,
-// embeddings uniform +-1; lm_head = embed when tied. Deterministic for a seed.
+// embeddings uniform +-1, Qwen2's biases +-0.5, Qwen3's q/k norms 1 +- 0.5; lm_head = embed when
+// tied. Deterministic for a seed (a LLaMA's draws do not depend on the family fields).
 Weights random_weights(const Config& config, uint64_t seed);
 
 // Rounds x to the nearest value of dtype "F32", "F16" or "BF16" (round-to-nearest-even).

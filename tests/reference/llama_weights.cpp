@@ -159,6 +159,17 @@ Weights random_weights(const Config& config, uint64_t seed) {
     l.w2 = rng.fill(dim * hidden, 0.0, mat_scale(hidden));
     l.w3 = rng.fill(hidden * dim, 0.0, mat_scale(dim));
   }
+  for (auto& l : w.layers) {  // after the LLaMA draws, so a LLaMA's weights stay as they were
+    if (config.family == Family::kQwen2) {
+      l.bq = rng.fill(q_dim, 0.0, 0.5);
+      l.bk = rng.fill(kv_dim, 0.0, 0.5);
+      l.bv = rng.fill(kv_dim, 0.0, 0.5);
+    }
+    if (config.family == Family::kQwen3) {
+      l.q_norm = rng.fill(hd, 1.0, 0.5);
+      l.k_norm = rng.fill(hd, 1.0, 0.5);
+    }
+  }
   w.final_norm = rng.fill(dim, 1.0, 0.1);
   w.lm_head = config.tie_word_embeddings ? w.embed : rng.fill(vocab * dim, 0.0, mat_scale(dim));
   return w;

@@ -74,8 +74,84 @@ TEST(Config, UnknownRopeScalingTypeIsRefused) {
 
 TEST(Config, OtherModelTypesAreRefused) {
   auto j = base();
+  j["model_type"] = "gemma";
+  EXPECT_NE(error_of(j).find("model_type 'gemma' is not supported"), std::string::npos)
+      << error_of(j);
+  j = base();
+  j.erase("model_type");
+  j["architectures"] = {"PhiForCausalLM"};
+  EXPECT_NE(error_of(j).find("PhiForCausalLM"), std::string::npos) << error_of(j);
+  j = base();
+  j["model_type"] = "qwen2";
+  j["architectures"] = {"LlamaForCausalLM"};
+  EXPECT_NE(error_of(j).find("LlamaForCausalLM"), std::string::npos) << error_of(j);
+}
+
+TEST(Config, FamiliesReadTheirDifferences) {
+  auto j = base();
   j["model_type"] = "mistral";
-  EXPECT_NE(error_of(j).find("mistral"), std::string::npos);
+  j["sliding_window"] = 4096;
+  LlamaConfig c = parse_llama_config(j, "x");
+  EXPECT_EQ(c.model_type, ModelType::kMistral);
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_FALSE(c.qkv_bias || c.qk_norm);
+  j["sliding_window"] = nullptr;
+  EXPECT_EQ(parse_llama_config(j, "x").sliding_window, 0);
+
+  j = base();
+  j["model_type"] = "qwen2";
+  j["sliding_window"] = 32768;  // not applied: use_sliding_window is false
+  j["use_sliding_window"] = false;
+  c = parse_llama_config(j, "x");
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(c.sliding_window, 0);
+
+  j = base();
+  j.erase("model_type");
+  j["architectures"] = {"Qwen3ForCausalLM"};
+  j["head_dim"] = 128;
+  c = parse_llama_config(j, "x");
+  EXPECT_EQ(c.model_type, ModelType::kQwen3);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_EQ(c.head_dim, 128);
+  // to_json round-trips the type and its fields.
+  EXPECT_EQ(parse_llama_config(c.to_json(), "y").model_type, ModelType::kQwen3);
+  j = base();
+  j["model_type"] = "mistral";
+  j["sliding_window"] = 16;
+  EXPECT_EQ(parse_llama_config(parse_llama_config(j, "x").to_json(), "y").sliding_window, 16);
+}
+
+TEST(Config, FieldsThatChangeTheComputationAreRefusedByName) {
+  struct Case {
+    const char* type;
+    const char* key;
+    nlohmann::json value;
+  };
+  const Case cases[] = {
+      {"llama", "attention_bias", true},
+      {"mistral", "attention_bias", true},
+      {"qwen3", "attention_bias", true},
+      {"llama", "mlp_bias", true},
+      {"qwen2", "use_sliding_window", true},
+      {"qwen3", "use_sliding_window", true},
+      {"qwen2", "use_mrope", true},
+      {"qwen3", "layer_types", {"full_attention", "sliding_attention"}},
+      {"llama", "partial_rotary_factor", 0.5},
+  };
+  for (const Case& c : cases) {
+    auto j = base();
+    j["model_type"] = c.type;
+    j[c.key] = c.value;
+    EXPECT_NE(error_of(j).find(c.key), std::string::npos) << c.type << " " << error_of(j);
+  }
+  auto j = base();
+  j["model_type"] = "qwen3";
+  j["layer_types"] = {"full_attention", "full_attention"};
+  j["attention_bias"] = false;
+  EXPECT_TRUE(parse_llama_config(j, "x").qk_norm);
 }
 
 TEST(Config, Llama3RopeFrequenciesMatchReference) {

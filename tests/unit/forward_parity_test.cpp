@@ -158,6 +158,32 @@ std::vector<RandomCase> random_cases() {
   auto wide_head = make_config(64, 128, 2, 2, 1, 50, false);
   wide_head.head_dim = 48;  // head_dim * n_heads != dim, as some checkpoints have
   cases.push_back({"explicit_head_dim", wide_head, "F32", 1, 1e-4});
+  // The other families, untied and tied, on the AVX-512 kernels (head_dim 16 or 32) and the
+  // portable one (head_dim 8).
+  auto family = [](reference::Family f, int dim, int heads, int kv_heads, bool tied) {
+    auto c = make_config(dim, 160, 3, heads, kv_heads, 90, tied);
+    c.family = f;
+    c.rope_theta = f == reference::Family::kMistral ? 10000 : 1000000;
+    return c;
+  };
+  auto mistral = family(reference::Family::kMistral, 64, 4, 2, false);
+  mistral.sliding_window = 8;  // 40 tokens: most positions see only part of the context
+  cases.push_back({"mistral_window", mistral, "F32", 1, 1e-4});
+  auto mistral_portable = family(reference::Family::kMistral, 32, 4, 4, true);
+  mistral_portable.sliding_window = 5;
+  cases.push_back({"mistral_window_portable_tied", mistral_portable, "F32", 1, 1e-4});
+  auto mistral_full = family(reference::Family::kMistral, 64, 4, 2, false);  // sliding_window null
+  cases.push_back({"mistral_no_window", mistral_full, "F32", 1, 1e-4});
+  cases.push_back(
+      {"qwen2_biases", family(reference::Family::kQwen2, 64, 4, 2, false), "F32", 2, 1e-4});
+  cases.push_back(
+      {"qwen2_biases_tied", family(reference::Family::kQwen2, 64, 2, 1, true), "BF16", 1, 1e-4});
+  auto qwen3 = family(reference::Family::kQwen3, 64, 4, 2, false);
+  qwen3.head_dim = 32;  // q_proj 64 -> 128: head_dim * heads != dim, as Qwen3 has
+  cases.push_back({"qwen3_qk_norm", qwen3, "F32", 1, 1e-4});
+  auto qwen3_tied = family(reference::Family::kQwen3, 64, 4, 4, true);
+  qwen3_tied.head_dim = 8;
+  cases.push_back({"qwen3_qk_norm_tied_portable", qwen3_tied, "F32", 1, 1e-4});
   return cases;
 }
 
@@ -197,6 +223,33 @@ TEST(ForwardParity, ChunkingDoesNotChangeLogits) {
         worst = std::max(worst, double(std::abs(whole[p][v] - chunked[p][v])));
     EXPECT_LT(worst, 1e-5) << "chunk " << chunk;
   }
+}
+
+// Mistral's sliding window whatever the step's shape: one token a step (decode), short chunks, and
+// one long prefill run (the GEMM path); the expected logits are the reference's with the window,
+// which differ from full attention's, so an engine that ignores the window fails.
+TEST(ForwardParity, SlidingWindowHoldsInEveryChunking) {
+  const std::string dir = testing_util::fresh_dir("parity_window");
+  auto config = make_config(64, 160, 2, 4, 2, 70, false);
+  config.family = reference::Family::kMistral;
+  config.sliding_window = 6;
+  reference::Weights w = reference::random_weights(config, 21);
+  reference::write_hf_model(dir, config, &w, "F32");
+  std::vector<int> tokens;
+  for (int i = 0; i < 48; ++i) tokens.push_back((i * 29 + 3) % 70);
+  const auto expected =
+      reference::forward_all(config, w, tokens, reference::RopeLayout::kRotateHalf);
+  auto full = config;
+  full.sliding_window = 0;
+  const auto unwindowed =
+      reference::forward_all(full, w, tokens, reference::RopeLayout::kRotateHalf);
+  std::vector<std::vector<float>> as_float;
+  for (const auto& row : unwindowed) as_float.emplace_back(row.begin(), row.end());
+  ASSERT_GT(max_abs_diff(expected, as_float), 0.1) << "the window must change these logits";
+  Candidate candidate(dir);
+  for (int chunk : {1, 2, 7, 48})
+    EXPECT_LT(max_abs_diff(expected, candidate.all_logits(tokens, chunk)), 1e-4)
+        << "chunk " << chunk;
 }
 
 // Two sequences sharing a step must not see each other: each gets its solo logits.

@@ -25,7 +25,7 @@ void attend_portable(float* o, const float* qh, const KvView& v, int64_t kv_stri
     return (static_cast<int64_t>(v.blocks[t / bs]) * bs + t % bs) * kv_stride + kv_off;
   };
   float max_score = -INFINITY;
-  for (int t = 0; t < v.n_ctx; ++t) {  // scores = q·k / sqrt(head_dim)
+  for (int t = v.first; t < v.n_ctx; ++t) {  // scores = q·k / sqrt(head_dim)
     const KV* k = static_cast<const KV*>(v.keys) + row_of(t);
     float dot = 0;
 #pragma omp simd reduction(+ : dot)  // lets the compiler reorder the sum into vector lanes
@@ -34,13 +34,13 @@ void attend_portable(float* o, const float* qh, const KvView& v, int64_t kv_stri
     max_score = std::max(max_score, scores[t]);
   }
   float sum = 0;  // softmax over the context
-  for (int t = 0; t < v.n_ctx; ++t) {
+  for (int t = v.first; t < v.n_ctx; ++t) {
     scores[t] = std::exp(scores[t] - max_score);
     sum += scores[t];
   }
   std::fill(o, o + hd, 0.0f);  // weighted sum of values
   const float inv_sum = 1.0f / sum;
-  for (int t = 0; t < v.n_ctx; ++t) {
+  for (int t = v.first; t < v.n_ctx; ++t) {
     const float p = scores[t] * inv_sum;
     const KV* val = static_cast<const KV*>(v.values) + row_of(t);
 #pragma omp simd
@@ -93,7 +93,9 @@ void attend_tokens(Tensor out, Tensor q, const std::vector<KvView>& kv, const At
   }
   if (rest == 0) return;
   const bool by_head = 2 * continued > rest;
-  const AttendPairFn pair = by_head ? attend_pair_kernel(s.head_dim, kv[0].dtype) : nullptr;
+  // The pair kernel reads both tokens' contexts from position 0: not under a sliding window.
+  const AttendPairFn pair =
+      by_head && s.window == 0 ? attend_pair_kernel(s.head_dim, kv[0].dtype) : nullptr;
   std::vector<int64_t> units;  // first token of each unit: one token, or two of one sequence
   std::vector<char> paired;    // whether the unit is two tokens
   for (int64_t m = 0; m < n_tokens; ++m) {
@@ -178,8 +180,9 @@ void attention(Tensor out, Tensor q, const KvBatch& kv, const AttentionShape& s)
     for (; done < (n_ctx + s.block_size - 1) / s.block_size; ++done)
       TPLLAMA_CHECK(blocks[done] >= 0 && (blocks[done] + int64_t{1}) * s.block_size <= pool_rows,
                     "attention: block ", blocks[done], " outside the pool of ", pool_rows, " rows");
-    views[static_cast<size_t>(m)] = {kv.keys.data(), kv.values.data(), blocks, n_ctx,
-                                     kv.keys.dtype()};
+    views[static_cast<size_t>(m)] = {
+        kv.keys.data(), kv.values.data(), blocks,
+        n_ctx,          kv.keys.dtype(),  s.window > 0 ? std::max(0, n_ctx - s.window) : 0};
   }
   attention(out, q, views, s);
 }

@@ -60,13 +60,14 @@ __attribute__((target("avx512f"))) void weighted_sum_avx512(float* o, const floa
   for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(o + 16 * c, _mm512_add_ps(a[c], b[c]));
 }
 
-// w.keys / w.values [0, n) = the key and value rows of kv head kv_head at positions [0, n): looked
-// up once per item, shared by its query heads.
+// w.keys / w.values [0, n - begin) = the key and value rows of kv head kv_head at positions
+// [begin, n): looked up once per item, shared by its query heads.
 template <typename KV>
-void look_up_rows(const KvView& v, int n, const AttentionShape& s, int kv_head, AttendScratch& w) {
-  for_each_row<KV>(v, n, s, kv_head, [&w](int64_t t, const KV* key, const KV* value) {
-    w.keys[static_cast<size_t>(t)] = key;
-    w.values[static_cast<size_t>(t)] = value;
+void look_up_rows(const KvView& v, int begin, int n, const AttentionShape& s, int kv_head,
+                  AttendScratch& w) {
+  for_each_row<KV>(v, begin, n, s, kv_head, [&w, begin](int64_t t, const KV* key, const KV* value) {
+    w.keys[static_cast<size_t>(t - begin)] = key;
+    w.values[static_cast<size_t>(t - begin)] = value;
   });
 }
 
@@ -76,8 +77,8 @@ template <int kChunks, typename KV>
 __attribute__((target("avx512f"))) void attend_avx512(float* o, const float* q, const KvView& v,
                                                       const AttentionShape& s, int kv_head,
                                                       AttendScratch& w) {
-  const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, n = v.n_ctx;
-  look_up_rows<KV>(v, n, s, kv_head, w);
+  const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, n = v.n_ctx - v.first;
+  look_up_rows<KV>(v, v.first, v.n_ctx, s, kv_head, w);
   const auto* keys = reinterpret_cast<const KV* const*>(w.keys.data());
   const auto* values = reinterpret_cast<const KV* const*>(w.values.data());
   for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
@@ -155,8 +156,8 @@ __attribute__((target("avx512f"))) void weighted_sum_pair_avx512(float* o0, floa
   }
 }
 
-// Two tokens of one sequence (the same block table; any contexts n0, n1) for the query heads of
-// one kv head.
+// Two tokens of one sequence (the same block table; any contexts n0, n1, both from position 0: no
+// sliding window) for the query heads of one kv head.
 template <int kChunks, typename KV>
 __attribute__((target("avx512f"))) void attend_pair_avx512(float* o0, float* o1, const float* q0,
                                                            const float* q1, const KvView& v0,
@@ -164,7 +165,7 @@ __attribute__((target("avx512f"))) void attend_pair_avx512(float* o0, float* o1,
                                                            const AttentionShape& s, int kv_head,
                                                            AttendScratch& w) {
   const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, n = std::max(v0.n_ctx, v1.n_ctx);
-  look_up_rows<KV>(v0, n, s, kv_head, w);
+  look_up_rows<KV>(v0, 0, n, s, kv_head, w);
   const auto* keys = reinterpret_cast<const KV* const*>(w.keys.data());
   const auto* values = reinterpret_cast<const KV* const*>(w.values.data());
   for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {

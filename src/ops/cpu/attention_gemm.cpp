@@ -39,15 +39,18 @@ float* aligned_floats(std::vector<float>& v, int64_t n) {
   return v.data() + (misalign == 0 ? 0 : (64 - misalign) / sizeof(float));
 }
 
-// row[0, visible) ← e^(scale · (row - max)), row[visible, n) ← 0; returns 1 / the sum.
-__attribute__((target("avx512f"))) float causal_softmax_avx512(float* row, int64_t visible,
-                                                               int64_t n, float scale) {
+// row[lo, visible) ← e^(scale · (row - max)), the rest of row[0, n) ← 0; returns 1 / the sum.
+__attribute__((target("avx512f"))) float causal_softmax_avx512(float* row, int64_t lo,
+                                                               int64_t visible, int64_t n,
+                                                               float scale) {
+  for (int64_t t = 0; t < lo; t += 16)
+    _mm512_mask_storeu_ps(row + t, lanes(lo - t), _mm512_setzero_ps());
   __m512 mx = _mm512_set1_ps(-INFINITY);
-  for (int64_t t = 0; t < visible; t += 16)
+  for (int64_t t = lo; t < visible; t += 16)
     mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, lanes(visible - t), row + t));
   const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx)), sc = _mm512_set1_ps(scale);
   __m512 total = _mm512_setzero_ps();
-  for (int64_t t = 0; t < visible; t += 16) {
+  for (int64_t t = lo; t < visible; t += 16) {
     const __mmask16 k = lanes(visible - t);
     const __m512 x = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + t), m), sc);
     const __m512 e = _mm512_maskz_mov_ps(k, exp_avx512(x));
@@ -73,7 +76,7 @@ void pack_head(float* kp, int64_t keys_floats, float* vp, const KvView& first, i
   const int hd = s.head_dim;
   const int64_t panels = (hd + kPanelRows - 1) / kPanelRows;
   std::fill(kp + n / kPanelRows * kPanelRows * hd, kp + keys_floats, 0.0f);
-  for_each_row<KV>(first, n, s, g, [&](int64_t t, const KV* key, const KV* value) {
+  for_each_row<KV>(first, 0, n, s, g, [&](int64_t t, const KV* key, const KV* value) {
     float* kdst = kp + (t / kPanelRows * hd) * kPanelRows + t % kPanelRows;
     for (int d = 0; d < hd; ++d) kdst[d * kPanelRows] = as_f32(key[d]);
     for (int64_t p = 0; p < panels; ++p) {
@@ -137,9 +140,12 @@ void attend_run_gemm(float* out, const float* q, const KvView& first, int64_t T,
                         q + (b0 + i) * q_stride + int64_t{g * group + hi} * hd,
                         static_cast<size_t>(hd) * sizeof(float));
         gemm(sc, x, rows, kp, DType::kF32, nb, hd, 1);
-        for (int64_t r = 0; r < rows; ++r)
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t visible = c0 + b0 + r % nt;  // the row's token's n_ctx
+          const int64_t lo = s.window > 0 ? std::max<int64_t>(0, visible - s.window) : 0;
           w.inv[static_cast<size_t>(r)] =
-              causal_softmax_avx512(sc + r * nb, c0 + b0 + r % nt, nb, s.scale);
+              causal_softmax_avx512(sc + r * nb, lo, visible, nb, s.scale);
+        }
         for (int64_t p = 0; p < panels; ++p) {
           const int64_t width = std::min<int64_t>(kPanelRows, hd - p * kPanelRows);
           gemm(o, sc, rows, vp + p * n * kPanelRows, DType::kF32, width, nb,

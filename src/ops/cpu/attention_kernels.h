@@ -30,20 +30,22 @@ inline float as_f32(uint16_t v) {
   return bf16_to_f32(v);
 }
 
-// fn(t, key, value) for positions t in [0, n) of the sequence v's table names, with the key and
-// value rows of kv head kv_head. Block by block: one table read and one multiply a block, an add a
-// position (no division).
+// fn(t, key, value) for positions t in [begin, n) of the sequence v's table names, with the key
+// and value rows of kv head kv_head. Block by block: one table read and one multiply a block, an
+// add a position (no division).
 template <typename KV, typename Fn>
-void for_each_row(const KvView& v, int64_t n, const AttentionShape& s, int kv_head, Fn&& fn) {
+void for_each_row(const KvView& v, int64_t begin, int64_t n, const AttentionShape& s, int kv_head,
+                  Fn&& fn) {
   const int bs = s.block_size;
   const int64_t stride = static_cast<int64_t>(s.n_kv_heads) * s.head_dim;
   const int64_t off = static_cast<int64_t>(kv_head) * s.head_dim;
-  for (int64_t t0 = 0; t0 < n; t0 += bs) {
+  for (int64_t t0 = begin / bs * bs; t0 < n; t0 += bs) {
+    const int64_t t = std::max(t0, begin);
     const KV* key = static_cast<const KV*>(v.keys) +
-                    static_cast<int64_t>(v.blocks[t0 / bs]) * bs * stride + off;
+                    (static_cast<int64_t>(v.blocks[t0 / bs]) * bs + (t - t0)) * stride + off;
     const KV* value = static_cast<const KV*>(v.values) + (key - static_cast<const KV*>(v.keys));
-    for (int64_t t = t0; t < std::min(n, t0 + bs); ++t, key += stride, value += stride)
-      fn(t, key, value);
+    for (int64_t u = t; u < std::min(n, t0 + bs); ++u, key += stride, value += stride)
+      fn(u, key, value);
   }
 }
 

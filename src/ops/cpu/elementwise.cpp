@@ -60,6 +60,17 @@ void add(Tensor x, Tensor y) {
   for (int64_t i = 0; i < n; ++i) a[i] += b[i];
 }
 
+void add_bias(Tensor x, Tensor bias) {
+  const int64_t rows = x.size(0), d = x.size(1);
+  const float* b = bias.as<float>();
+#pragma omp parallel for schedule(static) if (rows * d >= kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* xr = x.as<float>() + r * d;
+#pragma omp simd
+    for (int64_t i = 0; i < d; ++i) xr[i] += b[i];
+  }
+}
+
 void rms_norm(Tensor out, Tensor x, Tensor weight, float eps) {
   const int64_t rows = x.size(0), d = x.size(1);
   const float* w = weight.as<float>();

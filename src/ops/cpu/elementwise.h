@@ -15,6 +15,8 @@ void embedding(Tensor out, Tensor table, Tensor tokens, int vocab_begin);
 // out = silu(gate) * up; out may alias gate.
 void silu_mul(Tensor out, Tensor gate, Tensor up);
 void add(Tensor x, Tensor y);
+// x (M, D) += bias (D) on every row.
+void add_bias(Tensor x, Tensor bias);
 // out (rows, cols) f32 as ops::UniformFill defines.
 void fill_uniform(float* out, int64_t rows, int64_t cols, const UniformFill& f);
 

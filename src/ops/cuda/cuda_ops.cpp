@@ -157,6 +157,11 @@ void add(const DeviceContext& ctx, Tensor x, Tensor y) {
       kernels::add(x.data(), y.data(), x.numel(), kernel_type(x.dtype()), stream_of(ctx)));
 }
 
+void add_bias(const DeviceContext& ctx, Tensor x, Tensor bias) {
+  TPLLAMA_CUDA_CHECK(kernels::add_bias(x.data(), bias.as<float>(), x.size(0), x.size(1),
+                                       kernel_type(x.dtype()), stream_of(ctx)));
+}
+
 static int sm_count() {
   static const int count = [] {
     int device = 0, n = 0;
@@ -205,6 +210,7 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
   p.head_dim = s.head_dim;
   p.block_size = s.block_size;
   p.scale = s.scale;
+  p.window = s.window;
   if (!kv.runs.empty()) {
     TPLLAMA_CHECK(kv.runs.device() == Device::kCuda, "attention: runs on ",
                   device_name(kv.runs.device()));
@@ -212,7 +218,8 @@ void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv
     p.n_runs = static_cast<int>(kv.runs.size(0));
     p.max_run = kv.max_run;
   }
-  const int max_ctx = kv.max_ctx > 0 ? kv.max_ctx : p.max_blocks * s.block_size;
+  int max_ctx = kv.max_ctx > 0 ? kv.max_ctx : p.max_blocks * s.block_size;
+  if (s.window > 0) max_ctx = std::min(max_ctx, s.window);  // the positions a token reads
   p.splits = p.max_run > 1 ? 1 : decode_attention_splits(tokens, s.n_heads, max_ctx);
   if (p.splits > 1) {
     Scratch scratch(ctx);

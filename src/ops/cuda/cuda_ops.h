@@ -29,6 +29,7 @@ void rope(const DeviceContext& ctx, Tensor x, Tensor cos, Tensor sin, int n_head
 void embedding(const DeviceContext& ctx, Tensor out, Tensor table, Tensor tokens, int vocab_begin);
 void silu_mul(const DeviceContext& ctx, Tensor out, Tensor gate, Tensor up);
 void add(const DeviceContext& ctx, Tensor x, Tensor y);
+void add_bias(const DeviceContext& ctx, Tensor x, Tensor bias);
 void attention(const DeviceContext& ctx, Tensor out, Tensor q, const KvBatch& kv,
                const AttentionShape& s);
 // Whether attention takes prefill runs of this head size and cache dtype on tensor cores (a bf16
