@@ -42,13 +42,18 @@ FIXED_NOW = datetime.datetime(2025, 2, 3, 12, 0, 0, tzinfo=datetime.timezone.utc
 # bos_token / eos_token of each checkpoint's tokenizer_config.json.
 SPECIAL_TOKENS = {
     "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja": ("<|begin_of_text|>", "<|im_end|>"),
+    # Qwen's bos_token is null: transformers then leaves the variable undefined.
+    "Qwen-Qwen2.5-7B-Instruct.jinja": (None, "<|im_end|>"),
+    "Qwen-Qwen3-8B.jinja": (None, "<|im_end|>"),
     "TinyLlama-1.1B-Chat-v1.0.jinja": ("<s>", "</s>"),
     "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
     "llama-2-chat.jinja": ("<s>", "</s>"),
     "meta-llama-Llama-3.1-8B-Instruct.jinja": ("<|begin_of_text|>", "<|eot_id|>"),
     "meta-llama-Llama-3.2-3B-Instruct.jinja": ("<|begin_of_text|>", "<|eot_id|>"),
     "meta-llama-Llama-3.3-70B-Instruct.jinja": ("<|begin_of_text|>", "<|eot_id|>"),
     "meta-llama-Meta-Llama-3-8B-Instruct.jinja": ("<|begin_of_text|>", "<|eot_id|>"),
+    "mistralai-Mistral-Nemo-Instruct-2407.jinja": ("<s>", "</s>"),
 }
 
 
@@ -90,8 +95,16 @@ def assistant(text):
     return {"role": "assistant", "content": text}
 
 
-def tool_call(name, arguments):
-    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+def tool_call(name, arguments, call_id=None):
+    call = {"type": "function", "function": {"name": name, "arguments": arguments}}
+    if call_id is not None:
+        call["id"] = call_id  # Mistral's templates want 9 alphanumeric characters
+    return call
+
+
+def reasoning(content, reasoning_content, **fields):
+    """An assistant message whose thinking comes apart from its content (Qwen3, vLLM's parsers)."""
+    return {"role": "assistant", "content": content, "reasoning_content": reasoning_content, **fields}
 
 
 WEATHER = {"type": "function", "function": {
@@ -196,6 +209,53 @@ CONVERSATIONS = [
         {"role": "assistant", "tool_calls": [tool_call("brave_search", {"query": "weather Paris"})]},
         {"role": "ipython", "content": "sunny"},
     ], builtin_tools=["brave_search", "wolfram_alpha", "code_interpreter"], date_string=DATE),
+    # Qwen3's enable_thinking (a chat_template_kwargs variable): false prefills an empty <think>.
+    conversation("thinking_disabled", [user("Hi, quickly: 2+2?")], enable_thinking=False),
+    conversation("thinking_enabled", [system("Think step by step."), user("Is 91 prime?")], enable_thinking=True),
+    # reasoning_content beside content: dropped before the last user turn, kept after it.
+    conversation("reasoning_history", [
+        user("2+2?"), reasoning("The answer is 4.", "Two plus two.\nThat is four."), user("And 3+3?"),
+    ]),
+    conversation("reasoning_last", [
+        system("Be exact."), user("Is 7 odd?"), reasoning("\nYes.", "\n7 = 2*3 + 1.\n"),
+    ], enable_thinking=True),
+    # A multi-step tool turn: reasoning and content with the call, two results in a row, a final
+    # answer whose thinking is inside its content.
+    conversation("tool_turn_with_reasoning", [
+        system("You can call tools."),
+        user("Weather and forecast for Paris?"),
+        reasoning("Let me check.", "I need the weather tool.", tool_calls=[
+            tool_call("get_current_weather", {"location": "Paris, France", "unit": "celsius"}),
+            tool_call("search_docs", "{\"query\": \"forecast Paris\"}")]),
+        {"role": "tool", "name": "get_current_weather", "content": "22.5"},
+        {"role": "tool", "name": "search_docs", "content": "Sunny all week."},
+        assistant("<think>\nBoth results are in.\n</think>\n\nIt is 22.5 °C and sunny all week."),
+        user("Thanks! Tomorrow?"),
+    ], tools=[WEATHER, SEARCH], enable_thinking=False),
+    # Tool calls with ids and results that name them (Mistral's [TOOL_CALLS] / [TOOL_RESULTS]).
+    conversation("tool_call_ids", [
+        system("Use the tools."),
+        user("What's the weather in Paris?"),
+        {"role": "assistant", "content": None, "tool_calls": [
+            tool_call("get_current_weather", {"location": "Paris, France", "unit": "celsius"}, "call0Ab12")]},
+        {"role": "tool", "tool_call_id": "call0Ab12", "name": "get_current_weather", "content": "22.5"},
+        assistant("It is 22.5 °C in Paris."),
+        user("And in Köln?"),
+    ], tools=[WEATHER]),
+    conversation("tool_call_ids_structured_result", [
+        user("Search for llamas."),
+        {"role": "assistant", "tool_calls": [tool_call("search_docs", {"query": "llamas", "limit": 2}, "Zz9yX8wV7"),
+                                             tool_call("search_docs", {"query": "alpacas"}, "abcdefghi")]},
+        {"role": "tool", "tool_call_id": "Zz9yX8wV7", "content": {"content": "Llamas hum."}},
+        {"role": "tool", "tool_call_id": "abcdefghi", "content": "Alpacas are smaller."},
+    ], tools=[SEARCH]),
+    conversation("tool_call_bad_id", [
+        user("Weather?"),
+        {"role": "assistant", "tool_calls": [tool_call("get_current_weather", {"location": "Oslo"}, "short")]},
+        {"role": "tool", "tool_call_id": "short", "content": "-3"},
+    ], tools=[WEATHER]),
+    conversation("system_mid_conversation", [user("Hi"), assistant("Hello."), system("Answer in French now."),
+                                             user("How are you?")]),
 ]
 
 
@@ -245,9 +305,11 @@ def render(env, template_text, tokens, conv, add_generation_prompt, documents=No
     bos, eos = tokens
     extra = dict(conv["extra"])
     tools = extra.pop("tools", None)
+    # As transformers' special_tokens_map: a token the checkpoint does not set is not passed at all.
+    special = {k: v for k, v in (("bos_token", bos), ("eos_token", eos)) if v is not None}
     template = env.from_string(template_text)
     return template.render(messages=conv["messages"], tools=tools, documents=documents,
-                           add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos, **extra)
+                           add_generation_prompt=add_generation_prompt, **special, **extra)
 
 
 def continue_final_message(rendered, messages):

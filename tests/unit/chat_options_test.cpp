@@ -41,7 +41,8 @@ std::string render_line(const ordered_json& r) {
   candidate.set_clock_for_tests(r["clock"].get<std::time_t>());
   ordered_json extra = r["extra"];
   if (!r["documents"].is_null()) extra["documents"] = r["documents"];
-  const std::string bos = r["bos_token"].get<std::string>(),
+  // A null token (Qwen's bos_token) is undefined in Jinja2; "" prints the same.
+  const std::string bos = r["bos_token"].is_null() ? "" : r["bos_token"].get<std::string>(),
                     eos = r["eos_token"].get<std::string>();
   if (r["continue_final_message"].get<bool>())
     return candidate.render_continuing(r["messages"], bos, eos, extra);

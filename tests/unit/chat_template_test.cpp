@@ -44,14 +44,20 @@ struct Outcome {
   bool threw = false;
 };
 
+// A token the checkpoint leaves null (Qwen's bos_token) is undefined in Jinja2; tpllama passes "",
+// which prints the same.
+std::string token_or_empty(const nlohmann::ordered_json& token) {
+  return token.is_null() ? std::string() : token.get<std::string>();
+}
+
 Outcome render_line(const nlohmann::ordered_json& r) {
   ChatTemplate candidate = template_named(r["template"].get<std::string>());
   candidate.set_clock_for_tests(r["clock"].get<std::time_t>());
   Outcome out;
   try {
     out.text = candidate.render(r["messages"], r["add_generation_prompt"].get<bool>(),
-                                r["bos_token"].get<std::string>(),
-                                r["eos_token"].get<std::string>(), r["extra"]);
+                                token_or_empty(r["bos_token"]), token_or_empty(r["eos_token"]),
+                                r["extra"]);
   } catch (const ChatTemplateError& e) {
     out.threw = true;
     out.error = e.what();
