@@ -56,6 +56,8 @@ struct Request {
   std::vector<int32_t> stop_token_ids;  // vLLM's: these ids end it too ("stop", stop_reason: id)
   bool include_stop_str_in_output = false;  // the stop string (or stop id's text) stays in the text
   bool skip_special_tokens = true;          // false: control tokens' pieces are part of the text
+  // vLLM's: logprobs name each token "token_id:<id>" instead of by its text.
+  bool return_tokens_as_token_ids = false;
   bool ignore_eos = false;  // generate max_tokens whatever the model's stop ids say (benchmarks)
   int logprobs = -1;  // -1: not requested; 0..kMaxLogprobs: chosen token plus that many top ones
   // Completions: the prompt's text is written before the completion's; with logprobs, the prompt

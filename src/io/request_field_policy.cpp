@@ -60,7 +60,6 @@ constexpr ForeignField kForeignFields[] = {
     {"echo", "false"},  // read on completions (the readers' field lists)
     {"use_beam_search", "false"},
     {"bad_words", "[]"},
-    {"return_tokens_as_token_ids", "false"},
     {"priority", "0"},
     // Structured outputs: read on completions and chats (kConstraintFields); a scoring request
     // takes none.

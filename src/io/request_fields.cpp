@@ -234,6 +234,8 @@ void parse_logit_rules(const json& object, const FieldSite& at, Request& req) {
   req.include_stop_str_in_output =
       parse_bool(object, "include_stop_str_in_output", at, req.include_stop_str_in_output);
   req.skip_special_tokens = parse_bool(object, "skip_special_tokens", at, req.skip_special_tokens);
+  req.return_tokens_as_token_ids =
+      parse_bool(object, "return_tokens_as_token_ids", at, req.return_tokens_as_token_ids);
   // Read for its type only: as vLLM's fast (tokenizer.json) detokenizer, which most LLaMA-family
   // models get, special tokens' texts are joined as they are either way.
   parse_bool(object, "spaces_between_special_tokens", at, true);

@@ -34,6 +34,12 @@ std::string token_text(const Tokenizer* tok, int id) {
   return tok->is_control(id) ? tok->piece(id) : token_display_text(tok->token_bytes(id));
 }
 
+// As logprobs show a token: its text, or "token_id:<id>" (vLLM's return_tokens_as_token_ids).
+std::string shown_token(const Tokenizer* tok, const Request& request, int id) {
+  return request.return_tokens_as_token_ids ? "token_id:" + std::to_string(id)
+                                            : token_text(tok, id);
+}
+
 }  // namespace
 
 const char* finish_reason_name(FinishReason reason) {
@@ -306,10 +312,10 @@ void Sequence::accept_token(int token, const StopRules& rules, bool defer_mask) 
 
 void Sequence::record_logprobs(const RowLogprobs& row, int token) {
   TokenLogprob t;
-  t.token = token_text(tokenizer_, token);
+  t.token = shown_token(tokenizer_, request, token);
   t.logprob = row.logprob;
   for (size_t j = 0; j < row.top_tokens.size(); ++j)
-    t.top.emplace_back(token_text(tokenizer_, row.top_tokens[j]), row.top_logprobs[j]);
+    t.top.emplace_back(shown_token(tokenizer_, request, row.top_tokens[j]), row.top_logprobs[j]);
   logprobs_.push_back(std::move(t));
 }
 
@@ -345,14 +351,14 @@ std::string Sequence::prompt_text() const {
 std::vector<TokenLogprob> Sequence::echoed_logprobs() {
   std::vector<TokenLogprob> all;
   TokenLogprob first;
-  first.token = token_text(tokenizer_, tokens_.front());
+  first.token = shown_token(tokenizer_, request, tokens_.front());
   first.null = true;
   all.push_back(std::move(first));
   const auto top = static_cast<size_t>(request.logprobs);
   for (const PositionLogprobs& at : prompt_scores_) {
-    TokenLogprob t{at.front().text, at.front().logprob, {}};
+    TokenLogprob t{shown_token(tokenizer_, request, at.front().token), at.front().logprob, {}};
     for (size_t j = 1; j < at.size() && j <= top; ++j)
-      t.top.emplace_back(at[j].text, at[j].logprob);
+      t.top.emplace_back(shown_token(tokenizer_, request, at[j].token), at[j].logprob);
     all.push_back(std::move(t));
   }
   all.insert(all.end(), std::make_move_iterator(logprobs_.begin()),

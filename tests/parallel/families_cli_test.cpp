@@ -1,0 +1,122 @@
+// Mistral, Qwen2 and Qwen3 under every layout against engines outside the project: the random
+// models of tests/data/families (copied from the shared oracles) with the greedy ids, chosen-token
+// log-probabilities and top-5 that llama.cpp computed on them, cross-checked by a float64 forward.
+// Each fixture fails an engine that drops its family's difference (its README's negative
+// controls: the window ignored or one too wide, the biases dropped, the q/k norms skipped or after
+// RoPE).
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../e2e/cli_util.h"
+
+namespace {
+
+using namespace tpllama::cli_test;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr double kTolerance = 1e-4;  // the fixtures' float32 noise is about 1e-5
+
+struct FamilyLayout {
+  std::string family;
+  int tp;
+  int pp;
+};
+
+void PrintTo(const FamilyLayout& f, std::ostream* os) {
+  *os << f.family << " tp " << f.tp << " pp " << f.pp;
+}
+
+class FamilyOracle : public ::testing::TestWithParam<FamilyLayout> {};
+
+// The id of a token shown as "token_id:<id>" (return_tokens_as_token_ids).
+int id_of(const std::string& shown) {
+  EXPECT_EQ(shown.rfind("token_id:", 0), 0u) << shown;
+  return std::stoi(shown.substr(9));
+}
+
+TEST_P(FamilyOracle, GreedyIdsAndLogprobsMatchLlamaCpp) {
+  const FamilyLayout f = GetParam();
+  const std::string model = std::string(TPLLAMA_TEST_DATA_DIR) + "/families/" + f.family;
+  const fs::path work =
+      fs::path(::testing::TempDir()) /
+      ("families_" + f.family + "_" + std::to_string(f.tp) + "x" + std::to_string(f.pp));
+  fs::remove_all(work);
+  fs::create_directories(work);
+  // The fixture's prompts (token ids, 24 greedy tokens, logprobs 5, EOS ignored), naming each token
+  // by its id.
+  const std::vector<json> prompts = read_jsonl(model + "/prompts.jsonl");
+  const std::vector<json> expected = read_jsonl(model + "/reference.jsonl");
+  ASSERT_EQ(prompts.size(), expected.size());
+  ASSERT_FALSE(prompts.empty());
+  const std::string input = (work / "in.jsonl").string(), output = (work / "out.jsonl").string();
+  {
+    std::ofstream in(input);
+    for (json p : prompts) {
+      p["return_tokens_as_token_ids"] = true;
+      in << p.dump() << "\n";
+    }
+  }
+  const int ranks = f.tp * f.pp;
+  const std::string launcher =
+      ranks > 1 ? "mpirun -np " + std::to_string(ranks) + " --oversubscribe " : "";
+  const CommandResult r =
+      run_shell(launcher + binary() + " run --model " + model + " --input " + input + " --output " +
+                output + " --tp " + std::to_string(f.tp) + " --pp " + std::to_string(f.pp) +
+                " --max-model-len 128 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::map<std::string, json> got = by_id(read_jsonl(output));
+  ASSERT_EQ(got.size(), prompts.size()) << r.output;
+
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::string id = prompts[i]["id"].dump();
+    const json& want = expected[i];
+    ASSERT_EQ(want["prompt_ids"], prompts[i]["prompt"]) << "fixture line " << i;
+    ASSERT_TRUE(got.count(id)) << id;
+    const json& lp = got.at(id)["logprobs"];
+    std::vector<int> ids;
+    for (const json& t : lp["tokens"]) ids.push_back(id_of(t.get<std::string>()));
+    EXPECT_EQ(ids, want["greedy_ids"].get<std::vector<int>>()) << f.family << " " << id;
+    if (ids != want["greedy_ids"].get<std::vector<int>>()) continue;
+    double worst = 0;
+    for (size_t s = 0; s < ids.size(); ++s) {
+      worst = std::max(worst, std::abs(lp["token_logprobs"][s].get<double>() -
+                                       want["logprobs"][s].get<double>()));
+      // Every top-5 entry both sides list, by id.
+      std::map<int, double> mine;
+      for (const auto& [shown, value] : lp["top_logprobs"][s].items())
+        mine[id_of(shown)] = value.get<double>();
+      int shared = 0;
+      for (const json& pair : want["top5"][s]) {
+        auto it = mine.find(pair[0].get<int>());
+        if (it == mine.end()) continue;
+        ++shared;
+        worst = std::max(worst, std::abs(it->second - pair[1].get<double>()));
+      }
+      EXPECT_GE(shared, 4) << f.family << " " << id << " step " << s;
+    }
+    EXPECT_LE(worst, kTolerance) << f.family << " " << id;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyOracle, ::testing::ValuesIn([] {
+                           std::vector<FamilyLayout> all;
+                           for (const char* family : {"mistral", "qwen2", "qwen3"})
+                             for (const auto& [tp, pp] : {std::pair{1, 1}, {2, 1}, {1, 2}, {2, 2}})
+                               all.push_back({family, tp, pp});
+                           return all;
+                         }()),
+                         [](const auto& info) {
+                           return info.param.family + "_tp" + std::to_string(info.param.tp) +
+                                  "_pp" + std::to_string(info.param.pp);
+                         });
+
+}  // namespace
