@@ -595,8 +595,7 @@ void add_bench_command(CLI::App& app, BenchOptions& o) {
                          "against this machine's measured bandwidth and GEMM peak");
   c->add_option("--model", o.run.session.model,
                 "Hugging Face LLaMA model directory (or --shape with --random-weights)");
-  c->add_option("--shape", o.shape,
-                "Named shape: tiny, llama3-tiny, 110m, llama2-7b, llama3-8b, llama2-70b");
+  c->add_option("--shape", o.shape, std::string("Named shape: ") + shape_names());
   c->add_flag("--random-weights", o.random_weights,
               "Seeded random weights made in memory (with --shape)");
   c->add_option("--seed", o.seed, "Seed of the random weights and of the prompts")

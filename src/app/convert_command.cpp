@@ -42,8 +42,7 @@ void add_convert_command(CLI::App& app, ConvertOptionsCli& o) {
                 "the f32 pass")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16", "f16", "int8"}));
-  c->add_option("--shape", o.shape,
-                "For --from random: tiny, llama3-tiny, 110m, llama2-7b, llama3-8b, llama2-70b")
+  c->add_option("--shape", o.shape, std::string("For --from random: ") + shape_names())
       ->capture_default_str();
   c->add_option("--config", o.config,
                 "For --from random: take the architecture from this Hugging Face config.json "

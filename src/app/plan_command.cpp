@@ -26,8 +26,7 @@ void add_plan_command(CLI::App& app, PlanOptions& o) {
       app.add_subcommand("plan", "Which TP x PP layouts fit a cluster, and how fast (estimated)");
   c->add_option("--model", o.model,
                 "Hugging Face LLaMA model directory (only config.json is read)");
-  c->add_option("--shape", o.shape,
-                "Or a named shape: tiny, llama3-tiny, 110m, llama2-7b, llama3-8b, llama2-70b");
+  c->add_option("--shape", o.shape, std::string("Or a named shape: ") + shape_names());
   c->add_option("--vocab", o.vocab, "Vocabulary size of the shape (default: the shape's)")
       ->check(at_least(1));
   c->add_option("--hostfile", o.hostfile, "Open MPI hostfile: nodes and slots (ranks) per node");

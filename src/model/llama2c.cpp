@@ -225,6 +225,11 @@ void write_random_model(const LlamaConfig& c, uint64_t seed, const ConvertOption
     for (float& x : v) x = 1.0f + 0.1f * next_uniform();
     return v;
   };
+  auto bias = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = 0.1f * next_uniform();
+    return v;
+  };
   const int64_t d = c.dim, kv = c.kv_dim(), q = c.q_dim(), hid = c.hidden_dim, V = c.vocab_size;
   NamedArrays t;
   std::vector<float> embed(static_cast<size_t>(V * d));  // unit scale: RMSNorm follows
@@ -235,6 +240,15 @@ void write_random_model(const LlamaConfig& c, uint64_t seed, const ConvertOption
     t.add(layer_tensor_name(l, "self_attn.q_proj.weight"), {q, d}, matrix(q, d));
     t.add(layer_tensor_name(l, "self_attn.k_proj.weight"), {kv, d}, matrix(kv, d));
     t.add(layer_tensor_name(l, "self_attn.v_proj.weight"), {kv, d}, matrix(kv, d));
+    if (c.qkv_bias) {  // Qwen2: small biases, as trained ones are next to the projections
+      t.add(layer_tensor_name(l, "self_attn.q_proj.bias"), {q}, bias(q));
+      t.add(layer_tensor_name(l, "self_attn.k_proj.bias"), {kv}, bias(kv));
+      t.add(layer_tensor_name(l, "self_attn.v_proj.bias"), {kv}, bias(kv));
+    }
+    if (c.qk_norm) {  // Qwen3
+      t.add(layer_tensor_name(l, "self_attn.q_norm.weight"), {c.head_dim}, norm(c.head_dim));
+      t.add(layer_tensor_name(l, "self_attn.k_norm.weight"), {c.head_dim}, norm(c.head_dim));
+    }
     t.add(layer_tensor_name(l, "self_attn.o_proj.weight"), {d, q}, matrix(d, q));
     t.add(layer_tensor_name(l, "post_attention_layernorm.weight"), {d}, norm(d));
     t.add(layer_tensor_name(l, "mlp.gate_proj.weight"), {hid, d}, matrix(hid, d));
