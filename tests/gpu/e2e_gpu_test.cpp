@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_util.h"
+#include "family_oracle.h"
 #include "ops/device.h"
 
 namespace {
@@ -261,5 +262,32 @@ TEST_F(GpuStories, MoreRanksThanGpusIsRefusedUnlessShared) {
   EXPECT_NE(r.output.find("would share GPU"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("--share-gpus --comm mpi"), std::string::npos) << r.output;
 }
+
+// Mistral's sliding window, Qwen2's biases and Qwen3's q/k norms on the GPU (f32 weights, one
+// rank, and tp 2 sharing the GPU): the llama.cpp reference of tests/data/families, as on the CPU.
+class GpuFamilies : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuFamilies, GreedyIdsAndLogprobsMatchLlamaCpp) {
+  if (tpllama::ops::gpu_count() == 0)
+    GTEST_SKIP() << "no GPU visible: the GPU end-to-end tests need one (label gpu)";
+  const std::string model = family_dir(GetParam());
+  const fs::path work = fs::path(::testing::TempDir()) / ("gpu_families_" + GetParam());
+  fs::remove_all(work);
+  fs::create_directories(work);
+  const std::string input = (work / "in.jsonl").string();
+  write_family_input(model, input);
+  for (const int tp : {1, 2}) {
+    const std::string output = (work / ("tp" + std::to_string(tp) + ".jsonl")).string();
+    const std::string launcher = tp > 1 ? "mpirun -np 2 --oversubscribe " : "";
+    const CommandResult r =
+        run_shell(launcher + binary() + " run --model " + model + " --input " + input +
+                  " --output " + output + " --device cuda --dtype f32 --max-model-len 128 --tp " +
+                  std::to_string(tp) + (tp > 1 ? " --comm mpi --share-gpus" : ""));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    expect_family_reference(model, output, GetParam() + " on the GPU, tp " + std::to_string(tp));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GpuFamilies, ::testing::Values("mistral", "qwen2", "qwen3"));
 
 }  // namespace

@@ -28,6 +28,18 @@ TEST_P(GpuOps, AddAndSiluMul) {
   }
 }
 
+// A projection's bias on every row (Qwen2's q, k, v), on rows of a width past a block's threads.
+TEST_P(GpuOps, AddBias) {
+  for (const auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 7}, {37, 3584}, {300, 129}}) {
+    std::vector<float> x = random(static_cast<size_t>(rows * cols)),
+                       bias = random(static_cast<size_t>(cols), 2.0f);
+    Device gx = upload(x, {rows, cols}), gb = upload(bias, {cols}, DType::kF32);
+    ops::add_bias(gpu_, gx.tensor, gb.tensor);
+    ops::add_bias(cpu_, host(x, {rows, cols}), host(bias, {cols}));
+    expect_close(x, download(gx), "add_bias " + std::to_string(rows) + "x" + std::to_string(cols));
+  }
+}
+
 TEST_P(GpuOps, RmsNorm) {
   for (auto [rows, d] : {std::pair<int64_t, int64_t>{1, 64}, {7, 4096}, {33, 1000}}) {
     std::vector<float> x = random(static_cast<size_t>(rows * d), 2.0f), out(x.size());
@@ -204,56 +216,62 @@ TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
     Device gruns = upload_i32(runs);
     std::vector<int32_t> host_tables = tables, host_seq = seq_of_token,
                          host_ctx(contexts.begin(), contexts.end());
-    const ops::AttentionShape shape{
-        sh.heads, sh.kv_heads, sh.head_dim,
-        static_cast<float>(1.0 / std::sqrt(static_cast<double>(sh.head_dim))), sh.block_size};
-    const bool tensor_cores = ops::cuda::tensor_core_attention(sh.head_dim, kv_type);
-    if (kv_type == DType::kBF16 && sh.head_dim <= 128 && compute_capability_major() >= 8) {
-      EXPECT_TRUE(tensor_cores) << "a bf16 cache with head_dim " << sh.head_dim
-                                << " should take the tensor cores";
-    }
-    // 0: runs (on tensor cores where they apply); 1: no runs, the exact longest context; 2: no
-    // runs, no hint; where variant 0 took the tensor cores, 3: its step on the fp32 run kernel,
-    // 4: its step with queries 8 times larger.
-    for (int variant = 0; variant < (tensor_cores ? 5 : 3); ++variant) {
-      const bool runs_step = variant == 0 || variant >= 3,
-                 on_tensor_cores = tensor_cores && runs_step && variant != 3;
-      const int hint = variant == 1 ? 2000 : 0;
-      const TensorCoreAttention kernel_choice(variant != 3);
-      ops::KvBatch gpu_kv{gk.tensor,
-                          gv.tensor,
-                          gtables.tensor.reshape({n_seqs, max_blocks}),
-                          gseq.tensor,
-                          gctx.tensor,
-                          hint,
-                          runs_step ? gruns.tensor.reshape({5, 2}) : Tensor(),
-                          runs_step ? kChunk : 0};
-      ops::KvBatch cpu_kv{host(keys, {pool_rows, kv_stride}),
-                          host(values, {pool_rows, kv_stride}),
-                          Tensor(host_tables.data(), DType::kI32, {n_seqs, max_blocks}),
-                          Tensor(host_seq.data(), DType::kI32, {tokens}),
-                          Tensor(host_ctx.data(), DType::kI32, {tokens}),
-                          hint,
-                          Tensor(),
-                          0};
-      const std::string what =
-          "attention heads " + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
-          " head_dim " + std::to_string(sh.head_dim) + " variant " + std::to_string(variant) +
-          " KV " + dtype_name(kv_type) + (on_tensor_cores ? " (tensor cores)" : "");
-      std::vector<float> qv = q;
-      if (variant == 4)
-        for (float& x : qv) x *= 8.0f;  // exact in bf16 too
-      Device gq = upload(qv, {tokens, q_width}), gout = upload(out, {tokens, q_width});
-      ops::attention(gpu_, gout.tensor, gq.tensor, gpu_kv, shape);
-      ops::attention(cpu_, host(out, {tokens, q_width}), host(qv, {tokens, q_width}), cpu_kv,
-                     shape);
-      expect_close(out, download(gout), what, on_tensor_cores ? std::max(tolerance(), 4e-3) : 0);
-      if (act() ==
-          DType::kF32) {  // f32 queries, bf16 output (the model's Wo input with bf16 weights)
-        std::vector<float> zeros(out.size(), 0.0f);
-        Device gout16 = upload(zeros, {tokens, q_width}, DType::kBF16);
-        ops::attention(gpu_, gout16.tensor, gq.tensor, gpu_kv, shape);
-        expect_close(out, download(gout16), what + " f32 -> bf16 output", 1e-2);
+    // Full attention, then Mistral's sliding window (40 positions: inside the 104-token chunk, the
+    // 300- and 2000-position decodes, and the splits of the longest).
+    for (const int window : {0, 40}) {
+      const ops::AttentionShape shape{
+          sh.heads,      sh.kv_heads,
+          sh.head_dim,   static_cast<float>(1.0 / std::sqrt(static_cast<double>(sh.head_dim))),
+          sh.block_size, window};
+      const bool tensor_cores = ops::cuda::tensor_core_attention(sh.head_dim, kv_type);
+      if (kv_type == DType::kBF16 && sh.head_dim <= 128 && compute_capability_major() >= 8) {
+        EXPECT_TRUE(tensor_cores) << "a bf16 cache with head_dim " << sh.head_dim
+                                  << " should take the tensor cores";
+      }
+      // 0: runs (on tensor cores where they apply); 1: no runs, the exact longest context; 2: no
+      // runs, no hint; where variant 0 took the tensor cores, 3: its step on the fp32 run kernel,
+      // 4: its step with queries 8 times larger.
+      for (int variant = 0; variant < (tensor_cores ? 5 : 3); ++variant) {
+        const bool runs_step = variant == 0 || variant >= 3,
+                   on_tensor_cores = tensor_cores && runs_step && variant != 3;
+        const int hint = variant == 1 ? 2000 : 0;
+        const TensorCoreAttention kernel_choice(variant != 3);
+        ops::KvBatch gpu_kv{gk.tensor,
+                            gv.tensor,
+                            gtables.tensor.reshape({n_seqs, max_blocks}),
+                            gseq.tensor,
+                            gctx.tensor,
+                            hint,
+                            runs_step ? gruns.tensor.reshape({5, 2}) : Tensor(),
+                            runs_step ? kChunk : 0};
+        ops::KvBatch cpu_kv{host(keys, {pool_rows, kv_stride}),
+                            host(values, {pool_rows, kv_stride}),
+                            Tensor(host_tables.data(), DType::kI32, {n_seqs, max_blocks}),
+                            Tensor(host_seq.data(), DType::kI32, {tokens}),
+                            Tensor(host_ctx.data(), DType::kI32, {tokens}),
+                            hint,
+                            Tensor(),
+                            0};
+        const std::string what = "attention heads " + std::to_string(sh.heads) + "/" +
+                                 std::to_string(sh.kv_heads) + " head_dim " +
+                                 std::to_string(sh.head_dim) + " window " + std::to_string(window) +
+                                 " variant " + std::to_string(variant) + " KV " +
+                                 dtype_name(kv_type) + (on_tensor_cores ? " (tensor cores)" : "");
+        std::vector<float> qv = q;
+        if (variant == 4)
+          for (float& x : qv) x *= 8.0f;  // exact in bf16 too
+        Device gq = upload(qv, {tokens, q_width}), gout = upload(out, {tokens, q_width});
+        ops::attention(gpu_, gout.tensor, gq.tensor, gpu_kv, shape);
+        ops::attention(cpu_, host(out, {tokens, q_width}), host(qv, {tokens, q_width}), cpu_kv,
+                       shape);
+        expect_close(out, download(gout), what, on_tensor_cores ? std::max(tolerance(), 4e-3) : 0);
+        if (act() ==
+            DType::kF32) {  // f32 queries, bf16 output (the model's Wo input with bf16 weights)
+          std::vector<float> zeros(out.size(), 0.0f);
+          Device gout16 = upload(zeros, {tokens, q_width}, DType::kBF16);
+          ops::attention(gpu_, gout16.tensor, gq.tensor, gpu_kv, shape);
+          expect_close(out, download(gout16), what + " f32 -> bf16 output", 1e-2);
+        }
       }
     }
   }

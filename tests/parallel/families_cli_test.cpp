@@ -4,18 +4,16 @@
 // Each fixture fails an engine that drops its family's difference (its README's negative
 // controls: the window ignored or one too wide, the biases dropped, the q/k norms skipped or after
 // RoPE).
-#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <ostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "../e2e/cli_util.h"
+#include "../e2e/family_oracle.h"
 #include "shipped_models.h"
 
 namespace {
@@ -23,8 +21,6 @@ namespace {
 using namespace tpllama::cli_test;
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-constexpr double kTolerance = 1e-4;  // the fixtures' float32 noise is about 1e-5
 
 struct FamilyLayout {
   std::string family;
@@ -38,34 +34,16 @@ void PrintTo(const FamilyLayout& f, std::ostream* os) {
 
 class FamilyOracle : public ::testing::TestWithParam<FamilyLayout> {};
 
-// The id of a token shown as "token_id:<id>" (return_tokens_as_token_ids).
-int id_of(const std::string& shown) {
-  EXPECT_EQ(shown.rfind("token_id:", 0), 0u) << shown;
-  return std::stoi(shown.substr(9));
-}
-
 TEST_P(FamilyOracle, GreedyIdsAndLogprobsMatchLlamaCpp) {
   const FamilyLayout f = GetParam();
-  const std::string model = std::string(TPLLAMA_TEST_DATA_DIR) + "/families/" + f.family;
+  const std::string model = family_dir(f.family);
   const fs::path work =
       fs::path(::testing::TempDir()) /
       ("families_" + f.family + "_" + std::to_string(f.tp) + "x" + std::to_string(f.pp));
   fs::remove_all(work);
   fs::create_directories(work);
-  // The fixture's prompts (token ids, 24 greedy tokens, logprobs 5, EOS ignored), naming each token
-  // by its id.
-  const std::vector<json> prompts = read_jsonl(model + "/prompts.jsonl");
-  const std::vector<json> expected = read_jsonl(model + "/reference.jsonl");
-  ASSERT_EQ(prompts.size(), expected.size());
-  ASSERT_FALSE(prompts.empty());
   const std::string input = (work / "in.jsonl").string(), output = (work / "out.jsonl").string();
-  {
-    std::ofstream in(input);
-    for (json p : prompts) {
-      p["return_tokens_as_token_ids"] = true;
-      in << p.dump() << "\n";
-    }
-  }
+  write_family_input(model, input);
   const int ranks = f.tp * f.pp;
   const std::string launcher =
       ranks > 1 ? "mpirun -np " + std::to_string(ranks) + " --oversubscribe " : "";
@@ -74,38 +52,8 @@ TEST_P(FamilyOracle, GreedyIdsAndLogprobsMatchLlamaCpp) {
                 output + " --tp " + std::to_string(f.tp) + " --pp " + std::to_string(f.pp) +
                 " --max-model-len 128 --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::map<std::string, json> got = by_id(read_jsonl(output));
-  ASSERT_EQ(got.size(), prompts.size()) << r.output;
-
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    const std::string id = prompts[i]["id"].dump();
-    const json& want = expected[i];
-    ASSERT_EQ(want["prompt_ids"], prompts[i]["prompt"]) << "fixture line " << i;
-    ASSERT_TRUE(got.count(id)) << id;
-    const json& lp = got.at(id)["logprobs"];
-    std::vector<int> ids;
-    for (const json& t : lp["tokens"]) ids.push_back(id_of(t.get<std::string>()));
-    EXPECT_EQ(ids, want["greedy_ids"].get<std::vector<int>>()) << f.family << " " << id;
-    if (ids != want["greedy_ids"].get<std::vector<int>>()) continue;
-    double worst = 0;
-    for (size_t s = 0; s < ids.size(); ++s) {
-      worst = std::max(worst, std::abs(lp["token_logprobs"][s].get<double>() -
-                                       want["logprobs"][s].get<double>()));
-      // Every top-5 entry both sides list, by id.
-      std::map<int, double> mine;
-      for (const auto& [shown, value] : lp["top_logprobs"][s].items())
-        mine[id_of(shown)] = value.get<double>();
-      int shared = 0;
-      for (const json& pair : want["top5"][s]) {
-        auto it = mine.find(pair[0].get<int>());
-        if (it == mine.end()) continue;
-        ++shared;
-        worst = std::max(worst, std::abs(it->second - pair[1].get<double>()));
-      }
-      EXPECT_GE(shared, 4) << f.family << " " << id << " step " << s;
-    }
-    EXPECT_LE(worst, kTolerance) << f.family << " " << id;
-  }
+  expect_family_reference(model, output,
+                          f.family + " tp " + std::to_string(f.tp) + " pp " + std::to_string(f.pp));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyOracle, ::testing::ValuesIn([] {

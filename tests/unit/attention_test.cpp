@@ -27,8 +27,9 @@ namespace {
 struct Case {
   int n_heads, n_kv_heads, head_dim, block_size;
   std::vector<int> n_ctx;  // one token per entry, each over its own sequence
-  int chunk = 0;  // > 0 instead: consecutive tokens in groups of `chunk` are prefill chunks of one
-                  // sequence each
+  int chunk = 0;   // > 0 instead: consecutive tokens in groups of `chunk` are prefill chunks of one
+                   // sequence each
+  int window = 0;  // > 0: a sliding window, each token seeing its last `window` positions
 };
 
 // count consecutive contexts from first (the tokens of a prefill chunk), each list appended.
@@ -52,6 +53,7 @@ std::string describe(const Case& c) {
     s << "_chunks_of_" << c.chunk << "_" << c.n_ctx.front() << "_to_" << c.n_ctx.back();
   else
     for (int n : c.n_ctx) s << "_" << n;
+  if (c.window > 0) s << "_window_" << c.window;
   return s.str();
 }
 
@@ -107,8 +109,9 @@ std::vector<double> reference_head(const Case& c, const PagedCache& cache, size_
         t % c.block_size;
     return pool.data() + (r * c.n_kv_heads + kv_head) * hd;
   };
-  std::vector<double> scores(static_cast<size_t>(n));
-  for (int t = 0; t < n; ++t) {
+  const int first = c.window > 0 ? std::max(0, n - c.window) : 0;  // positions seen: [first, n)
+  std::vector<double> scores(static_cast<size_t>(n), -INFINITY);
+  for (int t = first; t < n; ++t) {
     double dot = 0;
     for (int i = 0; i < hd; ++i) dot += static_cast<double>(q[i]) * row(cache.keys, t)[i];
     scores[static_cast<size_t>(t)] = dot / std::sqrt(static_cast<double>(hd));
@@ -117,7 +120,7 @@ std::vector<double> reference_head(const Case& c, const PagedCache& cache, size_
   double sum = 0;
   for (double& sc : scores) sum += (sc = std::exp(sc - mx));
   std::vector<double> o(static_cast<size_t>(hd), 0.0);
-  for (int t = 0; t < n; ++t)
+  for (int t = first; t < n; ++t)
     for (int i = 0; i < hd; ++i)
       o[static_cast<size_t>(i)] += scores[static_cast<size_t>(t)] / sum * row(cache.values, t)[i];
   return o;
@@ -135,8 +138,9 @@ TEST_P(AttentionTest, MatchesDoubleSoftmax) {
   std::vector<float> q(static_cast<size_t>(tokens * width));
   for (float& v : q) v = u(rng);
   const ops::AttentionShape shape{
-      c.n_heads, c.n_kv_heads, c.head_dim,
-      static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))), c.block_size};
+      c.n_heads,    c.n_kv_heads,
+      c.head_dim,   static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))),
+      c.block_size, c.window};
   // First the f32 cache; then a bf16 cache, against the reference of its values (the f32 cache
   // rounded to bf16).
   for (DType kv_dtype : {DType::kF32, DType::kBF16}) {
@@ -156,7 +160,8 @@ TEST_P(AttentionTest, MatchesDoubleSoftmax) {
     std::vector<ops::cpu::KvView> kv;
     // The tokens of a chunk name one table, as ops::attention's views of a step do.
     for (size_t m = 0; m < c.n_ctx.size(); ++m)
-      kv.push_back({keys, values, cache.tables[sequence_of(c, m)].data(), c.n_ctx[m], kv_dtype});
+      kv.push_back({keys, values, cache.tables[sequence_of(c, m)].data(), c.n_ctx[m], kv_dtype,
+                    c.window > 0 ? std::max(0, c.n_ctx[m] - c.window) : 0});
 
     constexpr int64_t kGuard = 64;
     constexpr float kSentinel = 12345.0f;
@@ -227,7 +232,18 @@ INSTANTIATE_TEST_SUITE_P(
             // two sequences' runs side by side with 7 tokens left over;
             // single tokens before and after a run
             Case{4, 2, 48, 16, contexts({{3, 33}, {50, 40}}), 33},
-            Case{4, 2, 64, 16, contexts({{10, 1}, {3, 70}, {9, 1}}), 72}),
+            Case{4, 2, 64, 16, contexts({{10, 1}, {3, 70}, {9, 1}}), 72},
+            // sliding windows (Mistral): decode tokens inside and past the window; the
+            // portable head size; a prefill chunk on the token kernels (no pairs under a
+            // window); runs on the GEMMs, from position 0 and later, blocked; a window
+            // wider than every context
+            Case{4, 2, 64, 16, {1, 16, 17, 33, 100, 300}, 0, 20},
+            Case{4, 2, 8, 3, {7, 10, 30}, 0, 5},
+            Case{4, 2, 64, 16, {40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51}, 100, 16},
+            Case{4, 2, 64, 16, contexts({{1, 100}}), 100, 24},
+            Case{3, 3, 48, 8, contexts({{20, 40}, {100, 31}, {200, 9}}), 40, 33},
+            Case{4, 4, 64, 16, contexts({{1, 300}}), 300, 7},
+            Case{2, 1, 128, 16, contexts({{1, 32}}), 32, 1000}),
         ::testing::Bool(), ::testing::Values(1, 2)),
     [](const auto& param_info) {
       return describe(std::get<0>(param_info.param)) +

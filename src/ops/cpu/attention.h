@@ -19,7 +19,9 @@ struct KvView {
   const int32_t* blocks = nullptr;
   int n_ctx = 0;
   DType dtype = DType::kF32;
-  int first = 0;  // the first position it sees: n_ctx - window under a sliding window, else 0
+  // The first position it sees: max(0, n_ctx - window) under the shape's sliding window, else 0
+  // (the GEMM path of a run applies the shape's window itself).
+  int first = 0;
 };
 
 // Each token's attention over its own view: q, out (tokens, n_heads*head_dim). With AVX-512, the
