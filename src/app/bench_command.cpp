@@ -245,8 +245,13 @@ WorkEstimate estimate_work(const Session& session, const RunSummary& s,
   w.decode_bytes = static_cast<double>(s.phases.decode_steps) * matrix_bytes +
                    static_cast<double>(s.phases.decode_context_tokens) * kv_bytes_per_position;
   for (int len : source.prompt_lengths()) {
-    w.prefill_flop += 2.0 * len * layer_params +
-                      2.0 * static_cast<double>(len) * len * c.q_dim() * c.n_layers +
+    // Attention: 4 FLOPs a (query element, position seen) pair, about len² / 2 pairs causally;
+    // under a sliding window W, W (W + 1) / 2 + (len - W) W.
+    const double window = c.sliding_window, positions = len;
+    const double twice_pairs = c.sliding_window > 0 && len > c.sliding_window
+                                   ? window * (window + 1) + 2.0 * (positions - window) * window
+                                   : positions * positions;
+    w.prefill_flop += 2.0 * len * layer_params + 2.0 * twice_pairs * c.q_dim() * c.n_layers +
                       2.0 * c.vocab_size * c.dim;
     w.prompt_tokens += len;
   }

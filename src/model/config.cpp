@@ -2,8 +2,11 @@
 // checks with the numbers in the message.
 #include "model/config.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -161,13 +164,21 @@ bool optional_bool(const nlohmann::json& j, const char* key, bool fallback,
 // model_type, or (without one) the architecture architectures names; a config whose architectures
 // name another model than its model_type is refused, never run as either.
 ModelType parse_model_type(const nlohmann::json& j, const std::string& source) {
+  // Its first entry (old LLaMA checkpoints spell it "LLaMAForCausalLM": names compare
+  // case-insensitively); an empty list says nothing.
   std::string architecture;
   if (j.contains("architectures") && !j.at("architectures").is_null()) {
     const auto& a = j.at("architectures");
-    if (!a.is_array() || a.size() != 1 || !a[0].is_string())
-      fail(source, ": 'architectures' must be a list of one name, got ", describe_json(a));
-    architecture = a[0].get<std::string>();
+    if (!a.is_array() || (!a.empty() && !a[0].is_string()))
+      fail(source, ": 'architectures' must be a list of names, got ", describe_json(a));
+    if (!a.empty()) architecture = a[0].get<std::string>();
   }
+  const auto same_name = [](const std::string& x, const char* y) {
+    return std::equal(x.begin(), x.end(), y, y + std::strlen(y), [](char p, char q) {
+      return std::tolower(static_cast<unsigned char>(p)) ==
+             std::tolower(static_cast<unsigned char>(q));
+    });
+  };
   const TypeNames* found = nullptr;
   if (j.contains("model_type") && !j.at("model_type").is_null()) {
     if (!j.at("model_type").is_string())
@@ -180,13 +191,13 @@ ModelType parse_model_type(const nlohmann::json& j, const std::string& source) {
            kSupportedTypes, ")");
   } else {
     for (const TypeNames& t : kTypes)
-      if (architecture == t.architecture) found = &t;
+      if (same_name(architecture, t.architecture)) found = &t;
     if (found == nullptr && !architecture.empty())
       fail(source, ": architecture '", architecture, "' is not supported (tpllama runs ",
            "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM)");
     if (found == nullptr) found = &kTypes[0];
   }
-  if (!architecture.empty() && architecture != found->architecture)
+  if (!architecture.empty() && !same_name(architecture, found->architecture))
     fail(source, ": architectures names '", architecture, "' but model_type '", found->name,
          "' is run as ", found->architecture, "; tpllama runs only causal LMs of these types");
   return found->type;

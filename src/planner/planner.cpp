@@ -87,7 +87,9 @@ RankLoad rank_load(const PlanRequest& r, const Topology& t) {
 double stage_seconds(const PlanRequest& r, const RankLoad& load, int layers, int batch, int tp,
                      const LinkSpec& link, double* allreduce) {
   const double es = static_cast<double>(activation_element_bytes(r.dtype));
-  const double ctx = r.input_len + r.output_len / 2.0;  // mean context over a request's decode
+  double ctx = r.input_len + r.output_len / 2.0;  // mean context over a request's decode
+  if (r.config.sliding_window > 0)                // a token reads only its window's keys and values
+    ctx = std::min(ctx, static_cast<double>(r.config.sliding_window));
   const double bytes = static_cast<double>(load.elements) * weight_element_bytes(r.dtype) +
                        batch * ctx * static_cast<double>(load.kv_per_token);
   const double memory = bytes / r.device.bandwidth;

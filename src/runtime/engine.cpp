@@ -32,7 +32,9 @@ class Run {
         rules_{text ? text->stop_ids() : config.eos_token_ids, o.context},
         intake_(*io.reader, text, {config.vocab_size, o.context, o.max_seqs, rules_}, io.resume),
         blocks_(o.kv_blocks, o.kv_block_size, o.max_seqs, o.prefix_caching),
-        scheduler_({o.max_batch_tokens, o.max_logit_rows, o.max_seqs, o.groups}, blocks_, rules_),
+        scheduler_(
+            {o.max_batch_tokens, o.max_logit_rows, o.max_seqs, o.groups, config.sliding_window},
+            blocks_, rules_),
         publisher_(*io.writer, io.ordered, io.reorder_limit),
         progress_(io.total_requests, io.terminal, o.log_interval, Progress::kFirstLineSeconds,
                   io.progress_unit) {}

@@ -130,7 +130,9 @@ void Scheduler::add_chunk(Sequence& s, int take, Draft& draft) {
   }
   if (s.decoding()) {
     group.decode_tokens += take;
-    group.decode_context += s.n_computed() + take;
+    const int seen = s.n_computed() + take;  // the positions its attention reads
+    group.decode_context +=
+        limits_.attention_window > 0 ? std::min(seen, limits_.attention_window) : seen;
   } else {
     group.prefill_tokens += take;
   }

@@ -19,9 +19,10 @@ namespace tpllama {
 
 struct SchedulerLimits {
   int max_batch_tokens = 2048;  // tokens per forward step (prefill is chunked to fit)
-  int max_logit_rows = 64;  // logit rows per step (the model's buffer): decodes plus scored tokens
-  int max_seqs = 64;        // sequences in flight at once, spread over the groups
-  int groups = 1;           // micro-batch groups in flight (the pipeline depth)
+  int max_logit_rows = 64;   // logit rows per step (the model's buffer): decodes plus scored tokens
+  int max_seqs = 64;         // sequences in flight at once, spread over the groups
+  int groups = 1;            // micro-batch groups in flight (the pipeline depth)
+  int attention_window = 0;  // positions a token attends to (Mistral's sliding window); 0: all
 };
 
 // A micro-batch group in flight: its sequences, the sequence of each logit row, and its size.

@@ -42,10 +42,13 @@ void log_model_loaded(const std::string& source, const LlamaModel& model,
   std::ostringstream os;
   os.setf(std::ios::fixed);
   os.precision(2);
-  os << "model " << source << ": " << c.n_layers << " layers, dim " << c.dim << ", " << c.n_heads
-     << " heads (" << c.n_kv_heads << " kv), vocab " << c.vocab_size << ", context "
-     << c.max_seq_len << "; loaded in " << seconds << " s; " << threads
-     << " threads per rank; weights " << dtype_name(dtype);
+  os << "model " << source << ": " << model_type_name(c.model_type) << ", " << c.n_layers
+     << " layers, dim " << c.dim << ", " << c.n_heads << " heads (" << c.n_kv_heads << " kv";
+  if (c.head_dim * c.n_heads != c.dim) os << ", head_dim " << c.head_dim;
+  os << "), vocab " << c.vocab_size << ", context " << c.max_seq_len;
+  if (c.sliding_window > 0) os << ", sliding window " << c.sliding_window;
+  os << "; loaded in " << seconds << " s; " << threads << " threads per rank; weights "
+     << dtype_name(dtype);
   if (ctx.device == Device::kCpu) os << ", GEMM kernel " << ops::cpu_gemm_kernel_name();
   if (dtype == DType::kI8)
     os << " (int8: " << ops::cpu_int8_kernel_name(1) << " at decode, "

@@ -30,7 +30,7 @@ TEST_P(GpuOps, AddAndSiluMul) {
 
 // A projection's bias on every row (Qwen2's q, k, v), on rows of a width past a block's threads.
 TEST_P(GpuOps, AddBias) {
-  for (const auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 7}, {37, 3584}, {300, 129}}) {
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 7}, {37, 3584}, {300, 129}}) {
     std::vector<float> x = random(static_cast<size_t>(rows * cols)),
                        bias = random(static_cast<size_t>(cols), 2.0f);
     Device gx = upload(x, {rows, cols}), gb = upload(bias, {cols}, DType::kF32);
@@ -216,8 +216,8 @@ TEST_P(GpuOps, PagedAttentionDecodeAndPrefill) {
     Device gruns = upload_i32(runs);
     std::vector<int32_t> host_tables = tables, host_seq = seq_of_token,
                          host_ctx(contexts.begin(), contexts.end());
-    // Full attention, then Mistral's sliding window (40 positions: inside the 104-token chunk, the
-    // 300- and 2000-position decodes, and the splits of the longest).
+    // Full attention, then Mistral's sliding window (40 positions: inside the 104-token chunk, and
+    // the 300- and 2000-position decodes; SplitDecodeAttentionOfFewSequences splits windows).
     for (const int window : {0, 40}) {
       const ops::AttentionShape shape{
           sh.heads,      sh.kv_heads,
@@ -311,41 +311,50 @@ TEST_P(GpuOps, SplitDecodeAttentionOfFewSequences) {
       Device gtables = upload_i32(tables), gseq = upload_i32(seq_of_token),
              gctx = upload_i32(contexts);
       std::vector<int32_t> host_tables = tables, host_seq = seq_of_token, host_ctx = contexts;
-      const ops::AttentionShape shape{
-          sh.heads, sh.kv_heads, sh.head_dim,
-          static_cast<float>(1.0 / std::sqrt(static_cast<double>(sh.head_dim))), sh.block_size};
-      for (const int hint : {max_ctx, 0}) {
-        const int split_over = hint > 0 ? hint : max_blocks * sh.block_size;
-        const int splits = ops::cuda::decode_attention_splits(n, sh.heads, split_over);
-        const std::string what =
-            "decode of " + std::to_string(n) + " sequences, longest " + std::to_string(max_ctx) +
-            ", heads " + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
-            " head_dim " + std::to_string(sh.head_dim) + " KV " + dtype_name(sh.kv) + " hint " +
-            std::to_string(hint) + ", " + std::to_string(splits) + " splits";
-        if (max_ctx > 512 && n * sh.heads < 2 * multiprocessor_count()) {
-          EXPECT_GT(splits, 1)
-              << what << ": a long context of too few tokens x heads to fill the GPU should split";
+      // Full attention, then a 1000-position sliding window: the splits share the window's
+      // positions, the first split starting where it does.
+      for (const int window : {0, 1000}) {
+        const ops::AttentionShape shape{
+            sh.heads,      sh.kv_heads,
+            sh.head_dim,   static_cast<float>(1.0 / std::sqrt(static_cast<double>(sh.head_dim))),
+            sh.block_size, window};
+        for (const int hint : {max_ctx, 0}) {
+          int split_over = hint > 0 ? hint : max_blocks * sh.block_size;
+          if (window > 0) split_over = std::min(split_over, window);
+          const int splits = ops::cuda::decode_attention_splits(n, sh.heads, split_over);
+          const std::string what =
+              "decode of " + std::to_string(n) + " sequences, longest " + std::to_string(max_ctx) +
+              ", heads " + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) +
+              " head_dim " + std::to_string(sh.head_dim) + " KV " + dtype_name(sh.kv) + " hint " +
+              std::to_string(hint) + ", window " + std::to_string(window) + ", " +
+              std::to_string(splits) + " splits";
+          if (std::min(max_ctx, window > 0 ? window : max_ctx) > 512 &&
+              n * sh.heads < 2 * multiprocessor_count()) {
+            EXPECT_GT(splits, 1)
+                << what
+                << ": a long context of too few tokens x heads to fill the GPU should split";
+          }
+          ops::KvBatch gpu_kv{gk.tensor,
+                              gv.tensor,
+                              gtables.tensor.reshape({n, max_blocks}),
+                              gseq.tensor,
+                              gctx.tensor,
+                              hint,
+                              Tensor(),
+                              0};
+          ops::KvBatch cpu_kv{host(keys, {pool_rows, kv_stride}),
+                              host(values, {pool_rows, kv_stride}),
+                              Tensor(host_tables.data(), DType::kI32, {n, max_blocks}),
+                              Tensor(host_seq.data(), DType::kI32, {n}),
+                              Tensor(host_ctx.data(), DType::kI32, {n}),
+                              hint,
+                              Tensor(),
+                              0};
+          Device gq = upload(q, {n, q_width}), gout = upload(out, {n, q_width});
+          ops::attention(gpu_, gout.tensor, gq.tensor, gpu_kv, shape);
+          ops::attention(cpu_, host(out, {n, q_width}), host(q, {n, q_width}), cpu_kv, shape);
+          expect_close(out, download(gout), what);
         }
-        ops::KvBatch gpu_kv{gk.tensor,
-                            gv.tensor,
-                            gtables.tensor.reshape({n, max_blocks}),
-                            gseq.tensor,
-                            gctx.tensor,
-                            hint,
-                            Tensor(),
-                            0};
-        ops::KvBatch cpu_kv{host(keys, {pool_rows, kv_stride}),
-                            host(values, {pool_rows, kv_stride}),
-                            Tensor(host_tables.data(), DType::kI32, {n, max_blocks}),
-                            Tensor(host_seq.data(), DType::kI32, {n}),
-                            Tensor(host_ctx.data(), DType::kI32, {n}),
-                            hint,
-                            Tensor(),
-                            0};
-        Device gq = upload(q, {n, q_width}), gout = upload(out, {n, q_width});
-        ops::attention(gpu_, gout.tensor, gq.tensor, gpu_kv, shape);
-        ops::attention(cpu_, host(out, {n, q_width}), host(q, {n, q_width}), cpu_kv, shape);
-        expect_close(out, download(gout), what);
       }
     }
   }

@@ -243,6 +243,7 @@ INSTANTIATE_TEST_SUITE_P(
             Case{4, 2, 64, 16, contexts({{1, 100}}), 100, 24},
             Case{3, 3, 48, 8, contexts({{20, 40}, {100, 31}, {200, 9}}), 40, 33},
             Case{4, 4, 64, 16, contexts({{1, 300}}), 300, 7},
+            Case{4, 2, 64, 16, contexts({{500, 64}}), 64, 100},  // packed from 384 on
             Case{2, 1, 128, 16, contexts({{1, 32}}), 32, 1000}),
         ::testing::Bool(), ::testing::Values(1, 2)),
     [](const auto& param_info) {

@@ -89,7 +89,9 @@ void attend_tokens(Tensor out, Tensor q, const std::vector<KvView>& kv, const At
     if (on_gemm[static_cast<size_t>(m)]) continue;
     ++rest;
     continued += m > 0 && !on_gemm[static_cast<size_t>(m - 1)] && same_sequence(kv, m - 1, m);
-    work += static_cast<int64_t>(kv[static_cast<size_t>(m)].n_ctx) * s.n_heads * s.head_dim * 2;
+    work +=
+        static_cast<int64_t>(kv[static_cast<size_t>(m)].n_ctx - kv[static_cast<size_t>(m)].first) *
+        s.n_heads * s.head_dim * 2;
   }
   if (rest == 0) return;
   const bool by_head = 2 * continued > rest;
@@ -139,8 +141,11 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
   int max_ctx = 0;
   int64_t work = 0;  // multiply-adds, to decide whether threads pay for themselves
   for (const KvView& v : kv) {
+    TPLLAMA_CHECK(v.first == (s.window > 0 ? std::max(0, v.n_ctx - s.window) : 0),
+                  "attention: a token of ", v.n_ctx, " positions starts at ", v.first,
+                  " under a window of ", s.window);
     max_ctx = std::max(max_ctx, v.n_ctx);
-    work += static_cast<int64_t>(v.n_ctx) * s.n_heads * hd * 2;
+    work += static_cast<int64_t>(v.n_ctx - v.first) * s.n_heads * hd * 2;
   }
   const DType kv_dtype = kv.empty() ? DType::kF32 : kv[0].dtype;
   for (const KvView& v : kv)

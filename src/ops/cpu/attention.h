@@ -20,7 +20,7 @@ struct KvView {
   int n_ctx = 0;
   DType dtype = DType::kF32;
   // The first position it sees: max(0, n_ctx - window) under the shape's sliding window, else 0
-  // (the GEMM path of a run applies the shape's window itself).
+  // (checked against the shape; the GEMM path of a run applies the shape's window itself).
   int first = 0;
 };
 

@@ -67,20 +67,23 @@ struct RunScratch {
   std::vector<float> x, scores, o, inv;
 };
 
-// Keys and values of kv head g over positions [0, n) into kp (keys as gemm.h's panels: position
-// t's dimension d at [((t / 32) · hd + d) · 32 + t % 32], positions past n zero) and vp (Vᵀ:
-// position t's dimensions 32p.. at [(p · n + t) · 32, + 32), dimensions past hd zero).
+// Keys and values of kv head g over positions [p0, n), m = n - p0 of them, position t packed as
+// u = t - p0, into kp (keys as gemm.h's panels: u's dimension d at [((u / 32) · hd + d) · 32 + u %
+// 32], positions past n zero) and vp (Vᵀ: u's dimensions 32p.. at [(p · m + u) · 32, + 32),
+// dimensions past hd zero). Any run of positions from a panel boundary (keys) or from any
+// position (values) is itself packed.
 template <typename KV>
-void pack_head(float* kp, int64_t keys_floats, float* vp, const KvView& first, int64_t n, int g,
-               const AttentionShape& s) {
+void pack_head(float* kp, int64_t keys_floats, float* vp, const KvView& first, int64_t p0,
+               int64_t n, int g, const AttentionShape& s) {
   const int hd = s.head_dim;
-  const int64_t panels = (hd + kPanelRows - 1) / kPanelRows;
-  std::fill(kp + n / kPanelRows * kPanelRows * hd, kp + keys_floats, 0.0f);
-  for_each_row<KV>(first, 0, n, s, g, [&](int64_t t, const KV* key, const KV* value) {
-    float* kdst = kp + (t / kPanelRows * hd) * kPanelRows + t % kPanelRows;
+  const int64_t panels = (hd + kPanelRows - 1) / kPanelRows, m = n - p0;
+  std::fill(kp + m / kPanelRows * kPanelRows * hd, kp + keys_floats, 0.0f);
+  for_each_row<KV>(first, p0, n, s, g, [&](int64_t t, const KV* key, const KV* value) {
+    const int64_t u = t - p0;
+    float* kdst = kp + (u / kPanelRows * hd) * kPanelRows + u % kPanelRows;
     for (int d = 0; d < hd; ++d) kdst[d * kPanelRows] = as_f32(key[d]);
     for (int64_t p = 0; p < panels; ++p) {
-      float* vdst = vp + (p * n + t) * kPanelRows;
+      float* vdst = vp + (p * m + u) * kPanelRows;
       for (int64_t j = 0; j < kPanelRows; ++j)
         vdst[j] = p * kPanelRows + j < hd ? as_f32(value[p * kPanelRows + j]) : 0.0f;
     }
@@ -94,15 +97,22 @@ void attend_run_gemm(float* out, const float* q, const KvView& first, int64_t T,
   const int hd = s.head_dim, group = s.n_heads / s.n_kv_heads, threads = omp_get_max_threads();
   const int64_t q_stride = int64_t{s.n_heads} * hd;
   const int64_t c0 = first.n_ctx, n = c0 + T - 1;  // the positions the run's last token sees
+  // Under a sliding window no token of the run sees a position before its first token's window:
+  // only [p0, n) is packed, p0 on a panel boundary (and each block of tokens below reads from its
+  // own first token's window on), so the products cover the window, not the whole context.
+  const auto window_start = [&s](int64_t n_ctx) {
+    return s.window > 0 ? std::max<int64_t>(0, n_ctx - s.window) / kPanelRows * kPanelRows : 0;
+  };
+  const int64_t p0 = window_start(c0), m = n - p0;
   const int64_t panels = (hd + kPanelRows - 1) / kPanelRows;
   const int64_t keys_floats =
-      static_cast<int64_t>(packed_bytes(n, hd, DType::kF32) / sizeof(float));
-  const int64_t head_floats = keys_floats + panels * kPanelRows * n;
+      static_cast<int64_t>(packed_bytes(m, hd, DType::kF32) / sizeof(float));
+  const int64_t head_floats = keys_floats + panels * kPanelRows * m;
   const int pass_heads =
       static_cast<int>(std::clamp<int64_t>(kPackFloats / head_floats, 1, s.n_kv_heads));
   // Tokens a block: at most kGemmRows rows and kScoreFloats of scores, and small enough that a
   // pass has work for every thread twice over.
-  int64_t per_block = std::max<int64_t>(1, std::min(kGemmRows, kScoreFloats / n) / group);
+  int64_t per_block = std::max<int64_t>(1, std::min(kGemmRows, kScoreFloats / m) / group);
   const int64_t wanted = (2 * threads + pass_heads - 1) / pass_heads;
   per_block = std::max<int64_t>(1, std::min(per_block, (T + wanted - 1) / wanted));
   const int64_t blocks = (T + per_block - 1) / per_block;
@@ -117,7 +127,7 @@ void attend_run_gemm(float* out, const float* q, const KvView& first, int64_t T,
 #pragma omp for schedule(dynamic, 1)
       for (int g = g0; g < g0 + heads; ++g) {
         float* kp = packed + (g - g0) * head_floats;
-        pack_head<KV>(kp, keys_floats, kp + keys_floats, first, n, g, s);
+        pack_head<KV>(kp, keys_floats, kp + keys_floats, first, p0, n, g, s);
       }
       // Items (kv head, block of tokens), the blocks that see most first.
 #pragma omp for schedule(dynamic, 1)
@@ -127,10 +137,12 @@ void attend_run_gemm(float* out, const float* q, const KvView& first, int64_t T,
                       nt = std::min(per_block, T - b0);
         const int64_t rows = nt * group,
                       nb = c0 + b0 + nt - 1;  // the positions the block's last token sees
-        const float* kp = packed + (g - g0) * head_floats;
-        const float* vp = kp + keys_floats;
+        // ... from sb on (its first token's window, on a panel boundary): cols of them.
+        const int64_t sb = window_start(c0 + b0), cols = nb - sb;
+        const float* kp = packed + (g - g0) * head_floats + (sb - p0) * hd;
+        const float* vp = packed + (g - g0) * head_floats + keys_floats + (sb - p0) * kPanelRows;
         float* x = aligned_floats(w.x, rows * hd);
-        float* sc = aligned_floats(w.scores, rows * nb);
+        float* sc = aligned_floats(w.scores, rows * cols);
         float* o = aligned_floats(w.o, rows * kPanelRows);
         w.inv.resize(static_cast<size_t>(rows));
         for (int hi = 0; hi < group;
@@ -139,17 +151,17 @@ void attend_run_gemm(float* out, const float* q, const KvView& first, int64_t T,
             std::memcpy(x + (hi * nt + i) * hd,
                         q + (b0 + i) * q_stride + int64_t{g * group + hi} * hd,
                         static_cast<size_t>(hd) * sizeof(float));
-        gemm(sc, x, rows, kp, DType::kF32, nb, hd, 1);
+        gemm(sc, x, rows, kp, DType::kF32, cols, hd, 1);
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t visible = c0 + b0 + r % nt;  // the row's token's n_ctx
           const int64_t lo = s.window > 0 ? std::max<int64_t>(0, visible - s.window) : 0;
           w.inv[static_cast<size_t>(r)] =
-              causal_softmax_avx512(sc + r * nb, lo, visible, nb, s.scale);
+              causal_softmax_avx512(sc + r * cols, lo - sb, visible - sb, cols, s.scale);
         }
         for (int64_t p = 0; p < panels; ++p) {
           const int64_t width = std::min<int64_t>(kPanelRows, hd - p * kPanelRows);
-          gemm(o, sc, rows, vp + p * n * kPanelRows, DType::kF32, width, nb,
-               1);  // the panel's first nb positions
+          gemm(o, sc, rows, vp + p * m * kPanelRows, DType::kF32, width, cols,
+               1);  // the panel's positions [sb, nb)
           for (int hi = 0; hi < group; ++hi)
             for (int64_t i = 0; i < nt; ++i) {
               const int64_t r = hi * nt + i;
