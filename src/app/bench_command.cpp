@@ -171,22 +171,15 @@ struct MachineLimits {
 // The first rank on each device measures it (on the CPU every core of its node; on a GPU the GPU)
 // while the others wait without spinning; rank 0 gets the sums, since a run's work spreads over all
 // of them (a decode step's bytes are every rank's matrices).
-MachineLimits measure_limits(const MpiSession& mpi, const DeviceContext& ctx, DType dtype,
-                             bool first_on_device) {
+MachineLimits measure_limits(const MpiSession& mpi, const Session& s) {
+  const DeviceContext ctx = s.device_context();
   std::vector<double> mine = {0, 0, 0};  // bandwidth, GEMM FLOP/s, devices
   int cores = 0;
-  if (first_on_device) {
-    DeviceContext measured = ctx;
-    if (ctx.device == Device::kCpu) {
-      cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-      ops::ThreadPlacement all;
-      all.threads = cores;
-      for (int c = 0; c < cores; ++c) all.cpus.push_back(c);
-      ops::apply_threads(all);
-      measured.threads = cores;
-    }
-    mine[0] = ops::measure_read_bandwidth(measured);
-    mine[1] = ops::measure_gemm_flops(measured, dtype);
+  if (s.first_on_device()) {
+    const ops::DeviceLimits measured = ops::measure_limits(ctx, s.dtype(), s.thread_placement());
+    cores = measured.cores;
+    mine[0] = measured.read_bandwidth;
+    mine[1] = measured.gemm_flops;
     mine[2] = 1;
   }
   mpi.quiet_barrier();
@@ -676,8 +669,7 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   });
   MachineLimits limits;
   session.load([&](const Session& s) {
-    if (!o.skip_limits)
-      limits = measure_limits(mpi, s.device_context(), s.dtype(), s.first_on_device());
+    if (!o.skip_limits) limits = measure_limits(mpi, s);
   });
   SyntheticSource source(workload, session.config(), o.seed, setup.constraint);
   CountingSink sink;

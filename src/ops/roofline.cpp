@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <thread>
 
 #include "ops/cpu/machine_limits.h"
 #include "ops/dispatch.h"
@@ -28,6 +29,29 @@ double measure_gemm_flops(const DeviceContext& ctx, DType dtype) {
   for (int64_t n : {1024, 1536, 2048})
     best = std::max(best, cpu::measure_gemm_flops(ctx.threads, dtype, n));
   return best;
+}
+
+DeviceLimits measure_limits(const DeviceContext& ctx, DType dtype,
+                            const ThreadPlacement& rank_threads) {
+  DeviceLimits limits;
+  DeviceContext measured = ctx;
+  if (ctx.device == Device::kCpu) {
+    limits.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    ThreadPlacement all;
+    all.threads = limits.cores;
+    for (int c = 0; c < limits.cores; ++c) all.cpus.push_back(c);
+    apply_threads(all);
+    measured.threads = limits.cores;
+  }
+  try {
+    limits.read_bandwidth = measure_read_bandwidth(measured);
+    limits.gemm_flops = measure_gemm_flops(measured, dtype);
+  } catch (...) {
+    if (ctx.device == Device::kCpu) apply_threads(rank_threads);
+    throw;
+  }
+  if (ctx.device == Device::kCpu) apply_threads(rank_threads);
+  return limits;
 }
 
 }  // namespace tpllama::ops

@@ -4,6 +4,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "ops/threads.h"
 
 namespace tpllama::ops {
 
@@ -13,5 +14,17 @@ namespace tpllama::ops {
 // CPU GEMM: the best of squares of 1024, 1536 and 2048; cuBLAS: 8192) with weights held as dtype.
 double measure_read_bandwidth(const DeviceContext& ctx);
 double measure_gemm_flops(const DeviceContext& ctx, DType dtype);
+
+struct DeviceLimits {
+  double read_bandwidth = 0;  // bytes/s
+  double gemm_flops = 0;      // FLOP/s
+  int cores = 0;              // CPU: the cores measured (0 on a GPU)
+};
+// Both, measured where the rank's run cannot feel it afterwards. On the CPU: on every core of the
+// node, one pinned thread a core; then the rank's own threads are placed as rank_threads says
+// again (their count, their cores), so nothing of the probe is left: no wider OpenMP team, no
+// thread pinned elsewhere, no thread running.
+DeviceLimits measure_limits(const DeviceContext& ctx, DType dtype,
+                            const ThreadPlacement& rank_threads);
 
 }  // namespace tpllama::ops

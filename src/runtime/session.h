@@ -118,6 +118,7 @@ class Session {
   std::string device_description() const;
   bool first_on_device() const { return placement_.first_on_device; }
   int threads() const { return placement_.threads.threads; }
+  const ops::ThreadPlacement& thread_placement() const { return placement_.threads; }
   DType dtype() const { return placement_.dtype; }
   DType kv_dtype() const;
   int kv_blocks() const { return n_blocks_; }

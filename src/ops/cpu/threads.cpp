@@ -26,6 +26,21 @@ std::vector<int> affinity_cpus() {
   return cpus;
 }
 
+// The process's affinity mask when it started, before anything pinned a thread: where an unpinned
+// placement's threads may run.
+const cpu_set_t& start_mask() {
+  static const cpu_set_t mask = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+      for (int c = 0; c < node_cores(); ++c) CPU_SET(c, &set);
+    return set;
+  }();
+  return mask;
+}
+// Taken when the library loads, so it is the mask of the program's start.
+[[maybe_unused]] const bool g_start_mask_taken = (start_mask(), true);
+
 std::string cpu_list(const std::vector<int>& cpus) {
   std::string out;
   for (size_t i = 0; i < cpus.size(); ++i) {
@@ -78,17 +93,17 @@ ThreadPlacement plan_threads(int requested, int local_rank, int ranks_on_node) {
 
 void apply_threads(const ThreadPlacement& placement) {
   omp_set_num_threads(placement.threads);
-  if (placement.cpus.empty()) return;
+  // Every thread of the team, pinned to its core; or, unpinned, free on the cores the process
+  // started with again (a thread pinned before, by a probe over the node, is let go).
 #pragma omp parallel num_threads(placement.threads)
   {
     const size_t t = static_cast<size_t>(omp_get_thread_num());
+    cpu_set_t set = start_mask();
     if (t < placement.cpus.size()) {
-      cpu_set_t set;
       CPU_ZERO(&set);
       CPU_SET(placement.cpus[t], &set);
-      sched_setaffinity(0, sizeof set,
-                        &set);  // 0: the calling thread; a refusal leaves it unpinned
     }
+    sched_setaffinity(0, sizeof set, &set);  // 0: the calling thread; a refusal leaves it as it is
   }
 }
 

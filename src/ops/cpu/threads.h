@@ -18,6 +18,7 @@ std::vector<int> node_share(int local_rank, int ranks_on_node);
 // numbers, when requested exceeds every core the rank may use (its mask or its share, the larger).
 ThreadPlacement plan_threads(int requested, int local_rank, int ranks_on_node);
 // Sizes the OpenMP pool and pins thread t to cpus[t].
+// Unpinned (no cpus), the team's threads may run on every core the process started with.
 void apply_threads(const ThreadPlacement& placement);
 
 // Widens the process's affinity mask to its node share when a launcher bound it to fewer cores
