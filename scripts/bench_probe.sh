@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Usage: scripts/bench_probe.sh [PAIRS] [SHAPE] [DTYPE]
 #
-# Whether bench's probe of the machine (read bandwidth and GEMM peak, measured on every core before
-# the workload) slows the workload it measures: bench_env.sh's decode-1, decode-32 and prefill-128
+# Whether bench's probe of the machine (read bandwidth and GEMM peak on every core; on the CPU after
+# the workload, which it must not touch) changes the workload's figures: bench_env.sh's decode-1, decode-32 and prefill-128
 # workloads on seeded random weights of SHAPE (default 110m) held as DTYPE (default int8), 2
-# threads, each run with the probe and with --no-limits, alternating (PAIRS of each, default 3).
+# threads, each run with the probe and with --no-limits, alternating in ABBA order (PAIRS of each,
+# default 4).
 # Prints each run's prefill and decode rates and the probe's figures, then per workload the median
 # with/without ratio of each rate and its range: within the machine's noise when the probe leaves
 # nothing behind. Also says whether any engine rate beat the probe's limit (decode's bytes read per
@@ -12,12 +13,14 @@
 # lets happen.
 set -euo pipefail
 source "$(dirname "$0")/bench_env.sh"
-pairs=${1:-3}
+pairs=${1:-4}
 shape=${2:-110m}
 dtype=${3:-int8}
 for name in decode-1 decode-32 prefill-128; do
   for ((i = 1; i <= pairs; i++)); do
-    for probe in with without; do
+    order="with without"  # ABBA: what a run leaves the kernel (warm huge pages) favours the next
+    ((i % 2 == 0)) && order="without with"
+    for probe in $order; do
       flags=""
       [ "$probe" = without ] && flags="--no-limits"
       # shellcheck disable=SC2086

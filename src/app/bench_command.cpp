@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <random>
 #include <sstream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -23,6 +22,7 @@
 #include "io/output_constraint.h"
 #include "io/output_holds.h"
 #include "io/result_writer.h"
+#include "model/llama_model.h"
 #include "model/shapes.h"
 #include "ops/roofline.h"
 #include "ops/threads.h"
@@ -162,10 +162,12 @@ class CountingSink : public ResultSink {
 };
 
 struct MachineLimits {
-  double read_bandwidth = 0;  // bytes/s, summed over the devices of the run
-  double gemm_flops = 0;      // FLOP/s of this build's GEMM in the run's dtype, summed likewise
-  int devices = 0;            // nodes (CPU) or GPUs measured; 0: not measured
-  std::string where;          // what was measured
+  double read_bandwidth = 0;    // bytes/s, summed over the devices of the run: the larger of
+  double stream_bandwidth = 0;  // a stream far beyond the caches
+  double weights_read = 0;      // and (CPU) reading the measuring ranks' own weights
+  double gemm_flops = 0;        // FLOP/s of this build's GEMM in the run's dtype, summed likewise
+  int devices = 0;              // nodes (CPU) or GPUs measured; 0: not measured
+  std::string where;            // what was measured
 };
 
 // The first rank on each device measures it (on the CPU every core of its node; on a GPU the GPU)
@@ -173,14 +175,18 @@ struct MachineLimits {
 // of them (a decode step's bytes are every rank's matrices).
 MachineLimits measure_limits(const MpiSession& mpi, const Session& s) {
   const DeviceContext ctx = s.device_context();
-  std::vector<double> mine = {0, 0, 0};  // bandwidth, GEMM FLOP/s, devices
+  std::vector<double> mine = {0, 0, 0, 0, 0};  // bandwidth, GEMM FLOP/s, devices, stream, weights
   int cores = 0;
   if (s.first_on_device()) {
-    const ops::DeviceLimits measured = ops::measure_limits(ctx, s.dtype(), s.thread_placement());
-    cores = measured.cores;
-    mine[0] = measured.read_bandwidth;
-    mine[1] = measured.gemm_flops;
-    mine[2] = 1;
+    try {  // after a run, memory may be short: then the report has no roofline, the run's figures
+      const ops::DeviceLimits measured =
+          ops::measure_limits(ctx, s.dtype(), s.thread_placement(), s.weight_buffers());
+      cores = measured.cores;
+      mine = {measured.read_bandwidth, measured.gemm_flops, 1, measured.stream_bandwidth,
+              measured.resident_read};
+    } catch (const Error& e) {
+      log::warn(std::string("the machine's limits were not measured: ") + e.what());
+    }
   }
   mpi.quiet_barrier();
   const std::vector<double> sum = mpi.sum_to_root(mine);
@@ -189,6 +195,8 @@ MachineLimits measure_limits(const MpiSession& mpi, const Session& s) {
   m.read_bandwidth = sum[0];
   m.gemm_flops = sum[1];
   m.devices = static_cast<int>(sum[2]);
+  m.stream_bandwidth = sum[3];
+  m.weights_read = sum[4];
   const std::string n = std::to_string(m.devices);
   if (ctx.device != Device::kCpu)
     m.where = m.devices == 1 ? "1 GPU" : n + " GPUs";
@@ -385,6 +393,9 @@ nlohmann::json roofline_json(const RunSummary& s, const WorkEstimate& work,
     machine = {{"measured_on", limits.where},
                {"devices", limits.devices},
                {"read_bandwidth_bytes_per_second", limits.read_bandwidth},
+               {"stream_bytes_per_second", limits.stream_bandwidth},
+               {"weights_read_bytes_per_second",
+                limits.weights_read > 0 ? nlohmann::json(limits.weights_read) : nullptr},
                {"gemm_flops_per_second", limits.gemm_flops}};
   nlohmann::json j = {
       {"machine", machine},
@@ -530,12 +541,46 @@ void latency_and_rank_rows(std::ostream& os, const nlohmann::json& j) {
                 figure(r["bubble_fraction"], 100, 1) + "%");
 }
 
+// Rank 0's forward op by op, the costliest first: seconds, share of the forward, calls.
+nlohmann::json op_split_json(const OpSplit& split) {
+  std::vector<std::pair<std::string, OpSplit::Entry>> ops(split.ops.begin(), split.ops.end());
+  std::sort(ops.begin(), ops.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  nlohmann::json list = nlohmann::json::array();
+  double timed = 0;
+  for (const auto& [name, e] : ops) {
+    list.push_back({{"op", name},
+                    {"seconds", e.seconds},
+                    {"fraction", ratio(e.seconds, split.forward_seconds)},
+                    {"calls", e.calls}});
+    timed += e.seconds;
+  }
+  return {{"forward_seconds", split.forward_seconds},
+          {"forwards", split.forwards},
+          {"untimed_seconds", std::max(0.0, split.forward_seconds - timed)},
+          {"ops", list}};
+}
+
+void op_split_rows(std::ostream& os, const nlohmann::json& j) {
+  if (!j.contains("op_split")) return;
+  const nlohmann::json& s = j["op_split"];
+  add_row(os, "op split (rank 0)",
+          fixed(s["forward_seconds"].get<double>(), 3) + " s in " +
+              std::to_string(s["forwards"].get<long long>()) + " forward passes");
+  for (const nlohmann::json& e : s["ops"])
+    add_row(os, "  " + e["op"].get<std::string>(),
+            fixed(e["seconds"].get<double>(), 3) + " s = " + figure(e["fraction"], 100, 1) + "% (" +
+                std::to_string(e["calls"].get<long long>()) + " calls)");
+  add_row(os, "  between ops", fixed(s["untimed_seconds"].get<double>(), 3) + " s");
+}
+
 void print_report(const nlohmann::json& j) {
   std::ostringstream os;
   os << report_title(j);
   roofline_rows(os, j);
   throughput_rows(os, j);
   latency_and_rank_rows(os, j);
+  op_split_rows(os, j);
   std::fputs(os.str().c_str(), stdout);
   std::fflush(stdout);
 }
@@ -641,6 +686,9 @@ void add_bench_command(CLI::App& app, BenchOptions& o) {
   c->add_option("--trace", o.run.trace, "Write a Chrome trace of the run");
   c->add_flag("--no-limits", o.skip_limits,
               "Skip measuring bandwidth and GEMM peak (no roofline fractions)");
+  c->add_flag("--op-split", o.op_split,
+              "Time rank 0's forward op by op (each op finished before the next is timed, no "
+              "CUDA graphs) and report where its time goes");
 }
 
 int bench_command(BenchOptions o, const MpiSession& mpi) {
@@ -667,10 +715,17 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
     for (const auto& [flag, path] : outputs)
       if (output_is_a_file(path)) holds.hold(flag, path);
   });
+  // A GPU is measured before the model takes its memory; the CPU after the run, so that the run
+  // is the same run as without the probe (whose gigabyte of pages and all-core team it never
+  // meets: scripts/bench_probe.sh).
   MachineLimits limits;
+  bool measured_first = false;
   session.load([&](const Session& s) {
-    if (!o.skip_limits) limits = measure_limits(mpi, s);
+    measured_first = !o.skip_limits && s.device_context().device != Device::kCpu;
+    if (measured_first) limits = measure_limits(mpi, s);
   });
+  OpSplit split;
+  if (o.op_split) session.split_ops(&split);
   SyntheticSource source(workload, session.config(), o.seed, setup.constraint);
   CountingSink sink;
   EngineIo io;
@@ -683,8 +738,10 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
     holds.release(path);  // write_text_file locks them
   const std::vector<RankFigures> figures =
       report_run(session, summary, trace, o.run.stats, o.run.trace);
+  if (!o.skip_limits && !measured_first) limits = measure_limits(mpi, session);
   if (!session.is_rank0()) return 0;
-  const nlohmann::json report = make_report(o, session, summary, figures, limits, source, in, out);
+  nlohmann::json report = make_report(o, session, summary, figures, limits, source, in, out);
+  if (o.op_split) report["op_split"] = op_split_json(split);
   print_report(report);
   if (!o.json.empty()) write_json_file(o.json, report, "--json");
   return finish_run(session, summary, continuation, "");

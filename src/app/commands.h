@@ -79,6 +79,7 @@ struct BenchOptions {
   std::string output_len = "128";
   std::string json;
   bool skip_limits = false;
+  bool op_split = false;  // --op-split: rank 0's forward timed op by op
   BenchOptions() { run.session.engine.max_seqs = 0; }  // 0: as many as --prompts (at most 256)
 };
 

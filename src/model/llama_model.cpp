@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "ops/attention.h"
@@ -19,7 +20,6 @@
 #include "ops/sampling.h"
 
 namespace tpllama {
-
 LlamaModel::LlamaModel(const Checkpoint& checkpoint, const Topology& topology,
                        Communicator& tp_comm, DeviceContext ctx, ModelLimits limits, DType dtype)
     : LlamaModel(checkpoint.config(), load_weights(checkpoint, topology, ctx, dtype), topology,
@@ -78,6 +78,10 @@ LlamaModel::LlamaModel(const LlamaConfig& config, ModelWeights weights, const To
   step_ = ops::allocate(ctx_, step_words * 4);
   last_ = ops::allocate(ctx_, r * dim * f);
   logits_ = ops::allocate(ctx_, r * static_cast<size_t>(vocab_local_) * f);
+  // Their pages now, not in the first step (on the CPU a first write faults them in).
+  for (Buffer* b : {&x_, &xn_, &xin_, &q_, &k_, &v_, &att_, &gate_, &up_, &act_, &step_, &last_,
+                    &logits_, &scratch_})
+    if (b->nbytes() > 0) ops::zero(ctx_, b->view(DType::kI8, {static_cast<int64_t>(b->nbytes())}));
 }
 
 namespace {
@@ -206,8 +210,17 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
   const int64_t r = static_cast<int64_t>(batch.logit_rows.size());
   if (r > limits_.max_logit_rows)
     fail("step wants ", r, " logit rows, limit ", limits_.max_logit_rows);
+  const Clock::time_point start = Clock::now();
+  lap_start_ = start;
   const StepViews step = stage_step(batch, cache);
   cache.upload_tables();
+  lap("stage the step");
+  if (split_ != nullptr) {  // timed op by op: never a graph
+    Tensor out = run_stage(step, cache, n, r);
+    split_->forward_seconds += seconds_since(start);
+    ++split_->forwards;
+    return out;
+  }
   if (!graphs_on_ || step.max_run > 1 || !tp_comm_.graph_capturable())
     return run_stage(step, cache, n, r);
 
@@ -245,6 +258,16 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
   return output(n, r);
 }
 
+void LlamaModel::lap(const char* op) {
+  if (split_ == nullptr) return;
+  ops::synchronize(ctx_);
+  const Clock::time_point now = Clock::now();
+  OpSplit::Entry& e = split_->ops[op];
+  e.seconds += seconds_between(lap_start_, now);
+  ++e.calls;
+  lap_start_ = now;
+}
+
 Tensor LlamaModel::output(int64_t n, int64_t r) const {
   if (topology_.is_last_stage()) return logits_.view(DType::kF32, {r, vocab_local_});
   return x_.view(DType::kF32, {n, config_.dim});
@@ -255,7 +278,9 @@ Tensor LlamaModel::run_stage(const StepViews& step, KvCache& cache, int64_t n, i
   if (topology_.is_first_stage()) {
     // Token embedding (vocab-parallel: each rank fills the rows it holds, the all-reduce the rest).
     ops::embedding(ctx_, a.x, weights_.embed, step.tokens, vocab_begin_);
+    lap("embedding");
     tp_comm_.all_reduce_sum(a.x);
+    lap("TP all-reduce");
   }  // later stages find the previous stage's hidden states in x (input_hidden)
 
   const ops::AttentionShape shape{
@@ -300,11 +325,14 @@ void LlamaModel::attention_block(const Activations& a, int layer, const StepView
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   const float eps = static_cast<float>(config_.rms_norm_eps);
   ops::rms_norm(ctx_, a.xin, a.x, w.attn_norm, eps);
+  lap("RMSNorm");
   ops::matmuls(ctx_, a.xin, {{a.q, &w.wq}, {a.k, &w.wk}, {a.v, &w.wv}});
+  lap("GEMM q, k, v");
   if (!w.bq.empty()) {
     ops::add_bias(ctx_, a.q, w.bq);
     ops::add_bias(ctx_, a.k, w.bk);
     ops::add_bias(ctx_, a.v, w.bv);
+    lap("q, k, v biases");
   }
   if (!w.q_norm.empty()) {  // each head's vector is a row of its own
     const int64_t hd = config_.head_dim;
@@ -313,9 +341,11 @@ void LlamaModel::attention_block(const Activations& a, int layer, const StepView
     };
     ops::rms_norm(ctx_, heads(a.q), heads(a.q), w.q_norm, eps);
     ops::rms_norm(ctx_, heads(a.k), heads(a.k), w.k_norm, eps);
+    lap("q, k norms");
   }
   ops::rope(ctx_, a.q, step.cos, step.sin, heads_.n_heads_local, config_.head_dim);
   ops::rope(ctx_, a.k, step.cos, step.sin, heads_.n_kv_heads_local, config_.head_dim);
+  lap("RoPE");
   // Append this step's keys and values, then attend causally up to each token's own position.
   const ops::KvBatch kv{cache.key_pool(layer),
                         cache.value_pool(layer),
@@ -326,10 +356,15 @@ void LlamaModel::attention_block(const Activations& a, int layer, const StepView
                         step.runs,
                         step.max_run};
   ops::kv_write(ctx_, kv.keys, kv.values, a.k, a.v, step.kv_rows);
+  lap("KV write");
   ops::attention(ctx_, a.att, a.q, kv, shape);
+  lap("attention");
   ops::matmul(ctx_, a.xn, a.att, w.wo);
+  lap("GEMM o");
   tp_comm_.all_reduce_sum(a.xn);  // row-parallel Wo: partial sums over this rank's heads
+  lap("TP all-reduce");
   ops::add(ctx_, a.x, a.xn);
+  lap("residual add");
 }
 
 // Feed-forward block: x += W2 (silu(W1 xin) * W3 xin), xin = rmsnorm(x).
@@ -337,11 +372,17 @@ void LlamaModel::feed_forward_block(const Activations& a, int layer) {
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   const float eps = static_cast<float>(config_.rms_norm_eps);
   ops::rms_norm(ctx_, a.xin, a.x, w.ffn_norm, eps);
+  lap("RMSNorm");
   ops::matmuls(ctx_, a.xin, {{a.gate, &w.w1}, {a.up, &w.w3}});
+  lap("GEMM gate, up");
   ops::silu_mul(ctx_, a.act, a.gate, a.up);
+  lap("SiLU x up");
   ops::matmul(ctx_, a.xn, a.act, w.w2);
+  lap("GEMM down");
   tp_comm_.all_reduce_sum(a.xn);  // row-parallel W2
+  lap("TP all-reduce");
   ops::add(ctx_, a.x, a.xn);
+  lap("residual add");
 }
 
 // Final norm and lm_head, only for the rows whose next token is wanted.
@@ -354,9 +395,11 @@ Tensor LlamaModel::lm_head(const Tensor& x, const StepViews& step, int64_t n, in
   Tensor last_in = gemm_input(xin_, last_, {r, dim});
   ops::gather_rows(ctx_, last, x, step.logit_rows);
   ops::rms_norm(ctx_, last_in, last, weights_.final_norm, eps);
+  lap("RMSNorm");
   ops::matmul(ctx_, logits, last_in, weights_.lm_head);
   // The padding rows of the last vocab shard can never be chosen.
   ops::fill_columns(ctx_, logits, std::max(config_.vocab_size - vocab_begin_, 0), -INFINITY);
+  lap("GEMM lm_head");
   return logits;
 }
 

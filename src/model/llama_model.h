@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/device.h"
 #include "core/tensor.h"
 #include "model/checkpoint.h"
@@ -27,6 +29,18 @@ namespace tpllama {
 namespace ops {
 struct AttentionShape;
 }
+
+// Where a stage's forward spends its time, op by op (bench --op-split): wall seconds and calls by
+// op name, each op's device work finished before the next one is timed.
+struct OpSplit {
+  struct Entry {
+    double seconds = 0;
+    long long calls = 0;
+  };
+  std::map<std::string, Entry> ops;
+  double forward_seconds = 0;  // the stage's whole forward passes, the ops and what is between
+  long long forwards = 0;
+};
 
 struct ModelLimits {
   int max_batch_tokens = 0;  // tokens per forward step
@@ -56,6 +70,9 @@ class LlamaModel {
   // Pure-decode steps recorded once per (tokens, logit rows) as a CUDA graph and replayed, where
   // the device and the TP communicator allow it (off: every step launches its kernels).
   void use_graphs(bool on) { graphs_on_ = on && ops::graphs_supported(ctx_); }
+  // Times every op of the forward into `split` (null: off), each synchronized: slower, and never
+  // recorded as a CUDA graph while it is on.
+  void split_ops(OpSplit* split) { split_ = split; }
   bool graphs_on() const { return graphs_on_; }
 
   const LlamaConfig& config() const { return config_; }
@@ -90,6 +107,8 @@ class LlamaModel {
     Tensor act;       // (n, hidden_local) silu(gate) * up, in in_dtype_
   };
   Activations activations(int64_t n) const;
+  // Since the last lap, into split_ under `op` (nothing while split_ is null).
+  void lap(const char* op);
   // The sublayers of run_stage, for one of this stage's layers: each adds its output to the
   // residual stream a.x.
   void attention_block(const Activations& a, int layer, const StepViews& step, KvCache& cache,
@@ -115,6 +134,8 @@ class LlamaModel {
   std::vector<double> inv_freq_;  // (head_dim/2)
   DType in_dtype_ = DType::kF32;  // what ops::matmul reads its input as, without converting
   bool graphs_on_ = false;
+  OpSplit* split_ = nullptr;
+  Clock::time_point lap_start_;  // the last lap
   using GraphKey =
       std::tuple<int64_t, int64_t, const void*>;  // tokens, logit rows, the cache's pools
   std::map<GraphKey, ops::Graph> graphs_;

@@ -82,6 +82,10 @@ size_t scratch_bytes(const DeviceContext& ctx, int64_t max_rows, int64_t max_wid
 
 Buffer allocate(const DeviceContext& ctx, size_t nbytes) {
   if (on_gpu("allocate", ctx, {})) TPLLAMA_GPU(allocate(nbytes));
+  // Weights and activations of a few MiB and up on huge pages (cpu::map_pages says why); the
+  // memory is reserved now, as malloc's would be.
+  if (nbytes >= cpu::kHugePageBytes)
+    return Buffer(cpu::map_pages(nbytes, /*reserve=*/true), nbytes, Device::kCpu, cpu::unmap_pages);
   return Buffer(nbytes);
 }
 
@@ -91,7 +95,7 @@ Buffer allocate_zeroed(const DeviceContext& ctx, size_t nbytes) {
     zero(ctx, b.view(DType::kI8, {static_cast<int64_t>(nbytes)}));
     return b;
   }
-  return Buffer(cpu::map_zeroed(nbytes), nbytes, Device::kCpu, cpu::unmap_zeroed);
+  return Buffer(cpu::map_pages(nbytes, /*reserve=*/false), nbytes, Device::kCpu, cpu::unmap_pages);
 }
 
 void zero(const DeviceContext& ctx, Tensor t) {

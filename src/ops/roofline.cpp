@@ -32,7 +32,8 @@ double measure_gemm_flops(const DeviceContext& ctx, DType dtype) {
 }
 
 DeviceLimits measure_limits(const DeviceContext& ctx, DType dtype,
-                            const ThreadPlacement& rank_threads) {
+                            const ThreadPlacement& rank_threads,
+                            const std::vector<const Buffer*>& resident) {
   DeviceLimits limits;
   DeviceContext measured = ctx;
   if (ctx.device == Device::kCpu) {
@@ -44,7 +45,15 @@ DeviceLimits measure_limits(const DeviceContext& ctx, DType dtype,
     measured.threads = limits.cores;
   }
   try {
-    limits.read_bandwidth = measure_read_bandwidth(measured);
+    limits.stream_bandwidth = measure_read_bandwidth(measured);
+    if (ctx.device == Device::kCpu) {
+      std::vector<cpu::ByteSpan> spans;
+      for (const Buffer* b : resident)
+        if (b != nullptr && b->device() == Device::kCpu && b->nbytes() > 0)
+          spans.push_back({b->data(), b->nbytes()});
+      if (!spans.empty()) limits.resident_read = cpu::measure_read_rate(measured.threads, spans);
+    }
+    limits.read_bandwidth = std::max(limits.stream_bandwidth, limits.resident_read);
     limits.gemm_flops = measure_gemm_flops(measured, dtype);
   } catch (...) {
     if (ctx.device == Device::kCpu) apply_threads(rank_threads);

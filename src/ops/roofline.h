@@ -2,8 +2,11 @@
 // puts each phase against them).
 #pragma once
 
+#include <vector>
+
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/tensor.h"
 #include "ops/threads.h"
 
 namespace tpllama::ops {
@@ -16,15 +19,20 @@ double measure_read_bandwidth(const DeviceContext& ctx);
 double measure_gemm_flops(const DeviceContext& ctx, DType dtype);
 
 struct DeviceLimits {
-  double read_bandwidth = 0;  // bytes/s
-  double gemm_flops = 0;      // FLOP/s
-  int cores = 0;              // CPU: the cores measured (0 on a GPU)
+  double read_bandwidth = 0;    // bytes/s: the larger of the two below
+  double stream_bandwidth = 0;  // bytes/s over a buffer far beyond the caches
+  double resident_read = 0;     // bytes/s over `resident` (CPU; 0 when none was given)
+  double gemm_flops = 0;        // FLOP/s
+  int cores = 0;                // CPU: the cores measured (0 on a GPU)
 };
 // Both, measured where the rank's run cannot feel it afterwards. On the CPU: on every core of the
 // node, one pinned thread a core; then the rank's own threads are placed as rank_threads says
 // again (their count, their cores), so nothing of the probe is left: no wider OpenMP team, no
-// thread pinned elsewhere, no thread running.
+// thread pinned elsewhere, no thread running. `resident`: host buffers a decode step reads (the
+// rank's weights), whose read rate also bounds the bandwidth: a step reading them must never beat
+// its limit, even where the caches hold part of them.
 DeviceLimits measure_limits(const DeviceContext& ctx, DType dtype,
-                            const ThreadPlacement& rank_threads);
+                            const ThreadPlacement& rank_threads,
+                            const std::vector<const Buffer*>& resident = {});
 
 }  // namespace tpllama::ops

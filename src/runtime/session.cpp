@@ -73,6 +73,18 @@ void Session::validate(const std::function<void(const Session&)>& checks) {
   });
 }
 
+void Session::split_ops(OpSplit* split) {
+  TPLLAMA_CHECK(model_ != nullptr, "split_ops before load");
+  model_->split_ops(split);
+}
+
+std::vector<const Buffer*> Session::weight_buffers() const {
+  std::vector<const Buffer*> out;
+  if (model_ != nullptr)
+    for (const Buffer& b : model_->weights().storage) out.push_back(&b);
+  return out;
+}
+
 void Session::load(const std::function<void(const Session&)>& on_device) {
   open_device();
   if (on_device) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/device.h"
 #include "core/dtype.h"
@@ -25,6 +26,7 @@ class Checkpoint;
 class Communicator;
 class KvCache;
 class LlamaModel;
+struct OpSplit;
 class Pipeline;
 class ModelText;
 class Tokenizer;
@@ -119,6 +121,10 @@ class Session {
   bool first_on_device() const { return placement_.first_on_device; }
   int threads() const { return placement_.threads.threads; }
   const ops::ThreadPlacement& thread_placement() const { return placement_.threads; }
+  // After load: times this rank's forward op by op into `split` (LlamaModel::split_ops).
+  void split_ops(OpSplit* split);
+  // After load: the buffers of this rank's weights (bench reads them to bound decode's bandwidth).
+  std::vector<const Buffer*> weight_buffers() const;
   DType dtype() const { return placement_.dtype; }
   DType kv_dtype() const;
   int kv_blocks() const { return n_blocks_; }

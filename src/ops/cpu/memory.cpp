@@ -15,27 +15,48 @@
 namespace tpllama::ops::cpu {
 
 namespace {
-// The mapping's length is kept in the page before the one handed out, so that the Buffer's release
-// (a plain function pointer) can unmap it.
+// The mapping's start and length are kept in the page before the one handed out, so that the
+// Buffer's release (a plain function pointer) can unmap it.
+struct MappingHeader {
+  void* start;
+  size_t length;
+};
+
 size_t page_size() {
   return static_cast<size_t>(::sysconf(_SC_PAGESIZE));
 }
+
 }  // namespace
 
-void* map_zeroed(size_t nbytes) {
-  const size_t page = page_size(), length = page + (nbytes + page - 1) / page * page;
+// Mappings of kHugePageBytes and up are placed on a huge-page boundary and offered transparent
+// huge pages (where the kernel has them: THP "madvise" or "always"). A first write then faults in
+// 2 MiB, not 4 KiB: on a VM whose page faults cost ~10 us, 8 prompts of 128 tokens (110m) spent
+// 0.15-0.2 s of a 0.46 s prefill writing their first KV pages, 12 ms on huge pages; large weights
+// are read with fewer TLB misses; and the memory a probe frees is not left in 4 KiB pieces that a
+// later huge fault must compact.
+void* map_pages(size_t nbytes, bool reserve) {
+  const size_t page = page_size(), body = (nbytes + page - 1) / page * page;
+  const bool huge = body >= kHugePageBytes;
+  const size_t length = page + body + (huge ? kHugePageBytes : 0);
   void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                   MAP_PRIVATE | MAP_ANONYMOUS | (reserve ? 0 : MAP_NORESERVE), -1, 0);
   if (p == MAP_FAILED)
     fail("out of host memory mapping ", nbytes, " bytes: ", std::strerror(errno));
-  *static_cast<size_t*>(p) = length;
-  return static_cast<char*>(p) + page;
+  auto* data = static_cast<char*>(p) + page;
+  if (huge) {
+    const auto misalign = reinterpret_cast<uintptr_t>(data) % kHugePageBytes;
+    if (misalign != 0) data += kHugePageBytes - misalign;
+    ::madvise(data, body, MADV_HUGEPAGE);  // a refusal (no THP) leaves small pages: still correct
+  }
+  *reinterpret_cast<MappingHeader*>(data - page) = {p, length};
+  return data;
 }
 
-void unmap_zeroed(void* data) {
+void unmap_pages(void* data) {
   if (data == nullptr) return;
-  char* start = static_cast<char*>(data) - page_size();
-  ::munmap(start, *reinterpret_cast<size_t*>(start));
+  const MappingHeader h =
+      *reinterpret_cast<const MappingHeader*>(static_cast<char*>(data) - page_size());
+  ::munmap(h.start, h.length);
 }
 
 void zero(void* data, size_t nbytes, int threads) {

@@ -9,11 +9,15 @@
 
 namespace tpllama::ops::cpu {
 
+// From this size on, map_pages offers the kernel's transparent huge pages.
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 // nbytes of zeroed host memory whose pages the kernel supplies as they are first written (an
-// anonymous mapping, page-aligned): a KV pool sized for the full context costs the memory its
-// sequences reach, not its size, and no time to set up. Freed with unmap_zeroed.
-void* map_zeroed(size_t nbytes);
-void unmap_zeroed(void* data);
+// anonymous mapping, page-aligned; from kHugePageBytes on, aligned to a huge page and advised to
+// use them). reserve false: the memory is not reserved (MAP_NORESERVE), so a KV pool sized for the
+// full context costs the memory its sequences reach, not its size, and no time to set up. Freed
+// with unmap_pages.
+void* map_pages(size_t nbytes, bool reserve);
+void unmap_pages(void* data);
 // nbytes at data set to 0 by up to `threads` threads (a large buffer gets its pages here).
 void zero(void* data, size_t nbytes, int threads);
 // out row i ← x row rows[i]; rows are checked.
