@@ -542,7 +542,7 @@ void latency_and_rank_rows(std::ostream& os, const nlohmann::json& j) {
 }
 
 // Rank 0's forward op by op, the costliest first: seconds, share of the forward, calls.
-nlohmann::json op_split_json(const OpSplit& split) {
+nlohmann::json op_split_json(const OpSplit::Phase& split) {
   std::vector<std::pair<std::string, OpSplit::Entry>> ops(split.ops.begin(), split.ops.end());
   std::sort(ops.begin(), ops.end(),
             [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
@@ -563,15 +563,18 @@ nlohmann::json op_split_json(const OpSplit& split) {
 
 void op_split_rows(std::ostream& os, const nlohmann::json& j) {
   if (!j.contains("op_split")) return;
-  const nlohmann::json& s = j["op_split"];
-  add_row(os, "op split (rank 0)",
-          fixed(s["forward_seconds"].get<double>(), 3) + " s in " +
-              std::to_string(s["forwards"].get<long long>()) + " forward passes");
-  for (const nlohmann::json& e : s["ops"])
-    add_row(os, "  " + e["op"].get<std::string>(),
-            fixed(e["seconds"].get<double>(), 3) + " s = " + figure(e["fraction"], 100, 1) + "% (" +
-                std::to_string(e["calls"].get<long long>()) + " calls)");
-  add_row(os, "  between ops", fixed(s["untimed_seconds"].get<double>(), 3) + " s");
+  for (const char* phase : {"prefill", "decode"}) {
+    const nlohmann::json& s = j["op_split"][phase];
+    if (s["forwards"].get<long long>() == 0) continue;
+    add_row(os, std::string("op split, ") + phase + " steps (rank 0)",
+            fixed(s["forward_seconds"].get<double>(), 3) + " s in " +
+                std::to_string(s["forwards"].get<long long>()) + " forward passes");
+    for (const nlohmann::json& e : s["ops"])
+      add_row(os, "  " + e["op"].get<std::string>(),
+              fixed(e["seconds"].get<double>(), 3) + " s = " + figure(e["fraction"], 100, 1) +
+                  "% (" + std::to_string(e["calls"].get<long long>()) + " calls)");
+    add_row(os, "  between ops", fixed(s["untimed_seconds"].get<double>(), 3) + " s");
+  }
 }
 
 void print_report(const nlohmann::json& j) {
@@ -741,7 +744,9 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   if (!o.skip_limits && !measured_first) limits = measure_limits(mpi, session);
   if (!session.is_rank0()) return 0;
   nlohmann::json report = make_report(o, session, summary, figures, limits, source, in, out);
-  if (o.op_split) report["op_split"] = op_split_json(split);
+  if (o.op_split)
+    report["op_split"] = {{"prefill", op_split_json(split.prefill)},
+                          {"decode", op_split_json(split.decode)}};
   print_report(report);
   if (!o.json.empty()) write_json_file(o.json, report, "--json");
   return finish_run(session, summary, continuation, "");

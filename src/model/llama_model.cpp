@@ -214,11 +214,12 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
   lap_start_ = start;
   const StepViews step = stage_step(batch, cache);
   cache.upload_tables();
+  if (split_ != nullptr) phase_ = step.max_run > 1 ? &split_->prefill : &split_->decode;
   lap("stage the step");
   if (split_ != nullptr) {  // timed op by op: never a graph
     Tensor out = run_stage(step, cache, n, r);
-    split_->forward_seconds += seconds_since(start);
-    ++split_->forwards;
+    phase_->forward_seconds += seconds_since(start);
+    ++phase_->forwards;
     return out;
   }
   if (!graphs_on_ || step.max_run > 1 || !tp_comm_.graph_capturable())
@@ -262,7 +263,7 @@ void LlamaModel::lap(const char* op) {
   if (split_ == nullptr) return;
   ops::synchronize(ctx_);
   const Clock::time_point now = Clock::now();
-  OpSplit::Entry& e = split_->ops[op];
+  OpSplit::Entry& e = phase_->ops[op];
   e.seconds += seconds_between(lap_start_, now);
   ++e.calls;
   lap_start_ = now;

@@ -31,15 +31,19 @@ struct AttentionShape;
 }
 
 // Where a stage's forward spends its time, op by op (bench --op-split): wall seconds and calls by
-// op name, each op's device work finished before the next one is timed.
+// op name, each op's device work finished before the next one is timed; steps holding prompt tokens
+// (a run of two or more tokens of a sequence) and pure-decode steps apart.
 struct OpSplit {
   struct Entry {
     double seconds = 0;
     long long calls = 0;
   };
-  std::map<std::string, Entry> ops;
-  double forward_seconds = 0;  // the stage's whole forward passes, the ops and what is between
-  long long forwards = 0;
+  struct Phase {
+    std::map<std::string, Entry> ops;
+    double forward_seconds = 0;  // the stage's whole forward passes, the ops and what is between
+    long long forwards = 0;
+  };
+  Phase prefill, decode;
 };
 
 struct ModelLimits {
@@ -135,7 +139,8 @@ class LlamaModel {
   DType in_dtype_ = DType::kF32;  // what ops::matmul reads its input as, without converting
   bool graphs_on_ = false;
   OpSplit* split_ = nullptr;
-  Clock::time_point lap_start_;  // the last lap
+  OpSplit::Phase* phase_ = nullptr;  // the phase of the step being timed
+  Clock::time_point lap_start_;      // the last lap
   using GraphKey =
       std::tuple<int64_t, int64_t, const void*>;  // tokens, logit rows, the cache's pools
   std::map<GraphKey, ops::Graph> graphs_;
