@@ -112,8 +112,10 @@ void attend_tokens(Tensor out, Tensor q, const std::vector<KvView>& kv, const At
   {
     const size_t padded =
         static_cast<size_t>(max_ctx + 15) / 16 * 16;  // scores are written 16 at a time
+    const size_t group = static_cast<size_t>(s.n_heads / s.n_kv_heads);
     AttendScratch w{std::vector<const void*>(padded), std::vector<const void*>(padded),
-                    std::vector<float>(padded), std::vector<float>(pair != nullptr ? padded : 0)};
+                    std::vector<float>(padded * group),  // a row of scores per query head
+                    std::vector<float>(pair != nullptr ? padded : 0)};
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < items; ++i) {
       const int64_t u = by_head ? i % n_units : i / s.n_kv_heads;

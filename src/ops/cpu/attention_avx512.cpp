@@ -36,30 +36,6 @@ __attribute__((target("avx512f"))) void scores_avx512(float* scores, const float
   }
 }
 
-// o = Σ_t p[t] · v_t over t in [0, n); rows[t]: position t's value. Two sets of accumulators hide
-// the FMA latency when a head is only a few vectors wide.
-template <int kChunks, typename KV>
-__attribute__((target("avx512f"))) void weighted_sum_avx512(float* o, const float* p,
-                                                            const KV* const* rows, int n) {
-  __m512 a[kChunks], b[kChunks];
-  for (int c = 0; c < kChunks; ++c) a[c] = b[c] = _mm512_setzero_ps();
-  int t = 0;
-  constexpr int kAhead = 8;  // positions whose rows are requested ahead (as in scores_avx512)
-  for (; t + 1 < n; t += 2) {
-    for (int u = t + kAhead; u < std::min(n, t + kAhead + 2); ++u)
-      prefetch_row(rows[u], kChunks * 16 * static_cast<int>(sizeof(KV)));
-    const __m512 pa = _mm512_set1_ps(p[t]), pb = _mm512_set1_ps(p[t + 1]);
-    for (int c = 0; c < kChunks; ++c) {
-      a[c] = _mm512_fmadd_ps(pa, load16(rows[t] + 16 * c), a[c]);
-      b[c] = _mm512_fmadd_ps(pb, load16(rows[t + 1] + 16 * c), b[c]);
-    }
-  }
-  if (t < n)
-    for (int c = 0; c < kChunks; ++c)
-      a[c] = _mm512_fmadd_ps(_mm512_set1_ps(p[t]), load16(rows[t] + 16 * c), a[c]);
-  for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(o + 16 * c, _mm512_add_ps(a[c], b[c]));
-}
-
 // w.keys / w.values [0, n - begin) = the key and value rows of kv head kv_head at positions
 // [begin, n): looked up once per item, shared by its query heads.
 template <typename KV>
@@ -71,20 +47,54 @@ void look_up_rows(const KvView& v, int begin, int n, const AttentionShape& s, in
   });
 }
 
+// o (+)= Σ_t p[t] · v_t over t in [0, n), rows[t]: position t's value; adds to o unless `first`.
+template <int kChunks, typename KV>
+__attribute__((target("avx512f"))) void weighted_sum_add_avx512(float* o, const float* p,
+                                                                const KV* const* rows, int n,
+                                                                bool first) {
+  __m512 a[kChunks];
+  for (int c = 0; c < kChunks; ++c)
+    a[c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o + 16 * c);
+  constexpr int kAhead = 8;  // positions whose rows are requested ahead (as in scores_avx512)
+  for (int t = 0; t < n; ++t) {
+    if (t + kAhead < n) prefetch_row(rows[t + kAhead], kChunks * 16 * static_cast<int>(sizeof(KV)));
+    const __m512 pt = _mm512_set1_ps(p[t]);
+    for (int c = 0; c < kChunks; ++c) a[c] = _mm512_fmadd_ps(pt, load16(rows[t] + 16 * c), a[c]);
+  }
+  for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(o + 16 * c, a[c]);
+}
+
+// Positions a tile of the grouped kernel: its keys (or values) stay in L1 while every query head
+// of the kv head reads them (64 rows of 128 f32 dimensions: 32 KiB).
+constexpr int kGroupTile = 64;
+
 // One token's attention for the query heads of one kv head with AVX-512 (head_dim 16 · kChunks):
-// the rows of the context looked up once, then per query head scores, softmax, weighted sum.
+// the rows of the context looked up once; then, a tile of positions at a time, each query head's
+// scores (the tile's keys read from memory once for the whole group, not once a head); a softmax
+// per head; and the weighted sums, a tile of values at a time, likewise. Each head's numbers do
+// not depend on how many heads share its kv head (TP layouts give the same bits).
 template <int kChunks, typename KV>
 __attribute__((target("avx512f"))) void attend_avx512(float* o, const float* q, const KvView& v,
                                                       const AttentionShape& s, int kv_head,
                                                       AttendScratch& w) {
   const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, n = v.n_ctx - v.first;
+  const int stride = (n + 15) / 16 * 16;  // one head's scores in w.scores
   look_up_rows<KV>(v, v.first, v.n_ctx, s, kv_head, w);
   const auto* keys = reinterpret_cast<const KV* const*>(w.keys.data());
   const auto* values = reinterpret_cast<const KV* const*>(w.values.data());
-  for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
-    scores_avx512<kChunks>(w.scores.data(), q + h * hd, keys, n, s.scale);
-    softmax_avx512(w.scores.data(), n);
-    weighted_sum_avx512<kChunks>(o + h * hd, w.scores.data(), values, n);
+  const int h0 = kv_head * group;
+  for (int t0 = 0; t0 < n; t0 += kGroupTile) {
+    const int tn = std::min(kGroupTile, n - t0);
+    for (int h = 0; h < group; ++h)
+      scores_avx512<kChunks>(w.scores.data() + h * stride + t0, q + (h0 + h) * hd, keys + t0, tn,
+                             s.scale);
+  }
+  for (int h = 0; h < group; ++h) softmax_avx512(w.scores.data() + h * stride, n);
+  for (int t0 = 0; t0 < n; t0 += kGroupTile) {
+    const int tn = std::min(kGroupTile, n - t0);
+    for (int h = 0; h < group; ++h)
+      weighted_sum_add_avx512<kChunks>(o + (h0 + h) * hd, w.scores.data() + h * stride + t0,
+                                       values + t0, tn, t0 == 0);
   }
 }
 
