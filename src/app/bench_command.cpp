@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "app/bench_workload.h"
 #include "app/cli_checks.h"
 #include "app/commands.h"
 #include "app/output_files.h"
@@ -30,136 +30,6 @@
 namespace tpllama {
 
 namespace {
-
-struct LengthRange {
-  int lo = 0, hi = 0;
-};
-
-// "128" or "64:256" (inclusive).
-LengthRange parse_range(const std::string& text, const char* flag, int min_value) {
-  LengthRange r;
-  const size_t colon = text.find(':');
-  try {
-    size_t used = 0;
-    r.lo = std::stoi(text.substr(0, colon), &used);
-    if (used != (colon == std::string::npos ? text.size() : colon))
-      throw std::invalid_argument(text);
-    r.hi = r.lo;
-    if (colon != std::string::npos) {
-      r.hi = std::stoi(text.substr(colon + 1), &used);
-      if (used != text.size() - colon - 1) throw std::invalid_argument(text);
-    }
-  } catch (const std::exception&) {
-    fail(flag, " '", text, "': expected a length (128) or an inclusive range (64:256)");
-  }
-  if (r.lo < min_value || r.hi < r.lo)
-    fail(flag, " '", text, "': lengths must be at least ", min_value,
-         " and a range must not be empty");
-  return r;
-}
-
-// The workload's shape: prompts of `in` tokens generating `out`; with shared_prefix every prompt
-// starts with one seeded prefix of that many tokens (BOS included) before its own `in` tokens;
-// with continuations each prompt is a context scored with that many continuations of `out` tokens
-// (a few-shot multiple-choice evaluation) instead of generating.
-struct Workload {
-  int prompts = 16;
-  LengthRange in, out;
-  int shared_prefix = 0;
-  int continuations = 0;
-  int requests() const { return continuations > 0 ? prompts * continuations : prompts; }
-};
-
-// Seeded prompts of token ids: BOS, then ids drawn uniformly from those that are neither BOS nor an
-// EOS; greedy; exactly max_tokens generated (or scoring requests, see Workload).
-class SyntheticSource : public RequestSource {
- public:
-  // constraint: every generation request's (--response-format), or none.
-  SyntheticSource(const Workload& w, const LlamaConfig& c, uint64_t seed,
-                  std::optional<OutputConstraint> constraint = std::nullopt)
-      : w_(w),
-        vocab_(c.vocab_size),
-        bos_(c.bos_token_id),
-        constraint_(std::move(constraint)),
-        rng_(seed) {
-    special_.push_back(bos_);
-    special_.insert(special_.end(), c.eos_token_ids.begin(), c.eos_token_ids.end());
-    if (w_.shared_prefix > 0) {
-      prefix_.push_back(bos_);
-      append_tokens(prefix_, w_.shared_prefix - 1);
-    }
-  }
-
-  std::optional<Request> next(bool /*wait*/) override {
-    if (made_ == w_.requests()) return std::nullopt;
-    Request r;
-    r.id = made_;
-    r.line = static_cast<size_t>(made_ + 1);
-    const bool scoring = w_.continuations > 0;
-    if (!scoring || made_ % w_.continuations == 0) context_ = new_prompt();
-    ++made_;
-    r.token_ids.assign(context_.begin(), context_.end());
-    const int out = std::uniform_int_distribution<int>(w_.out.lo, w_.out.hi)(rng_);
-    if (scoring) {
-      r.scoring = true;
-      r.n_context_tokens = static_cast<int>(context_.size());
-      append_tokens(r.token_ids, out);
-      r.max_tokens = 1;
-    } else {
-      r.max_tokens = out;
-      r.ignore_eos = true;  // a constrained one may still end early, where its grammar is complete
-      r.constraint = constraint_;
-      output_tokens_ += out;
-    }
-    return r;
-  }
-  bool ended() const override { return made_ == w_.requests(); }
-  const std::vector<int>& prompt_lengths() const { return lengths_; }
-  long long output_tokens() const { return output_tokens_; }
-
- private:
-  void append_tokens(std::vector<int>& ids, int n) {
-    std::uniform_int_distribution<int> token(0, vocab_ - 1);
-    const bool ordinary_ids = vocab_ > static_cast<int>(special_.size());
-    for (int i = 0; i < n; ++i) {
-      int id = token(rng_);
-      while (ordinary_ids && std::find(special_.begin(), special_.end(), id) != special_.end())
-        id = token(rng_);
-      ids.push_back(id);
-    }
-  }
-  // The shared prefix (or BOS) and the prompt's own tokens.
-  std::vector<int> new_prompt() {
-    std::vector<int> ids = prefix_.empty() ? std::vector<int>{bos_} : prefix_;
-    const int own = std::uniform_int_distribution<int>(w_.in.lo, w_.in.hi)(rng_);
-    append_tokens(ids, own - (prefix_.empty() ? 1 : 0));
-    lengths_.push_back(static_cast<int>(ids.size()));
-    return ids;
-  }
-
-  Workload w_;
-  int made_ = 0;
-  int vocab_, bos_;
-  std::optional<OutputConstraint> constraint_;
-  std::vector<int> special_;  // BOS and the EOS ids
-  std::vector<int> prefix_;
-  std::vector<int> context_;  // the current prompt (scoring: shared by its continuations)
-  std::mt19937_64 rng_;
-  std::vector<int> lengths_;
-  long long output_tokens_ = 0;
-};
-
-class CountingSink : public ResultSink {
- public:
-  void write(const Result& r) override {
-    if (r.finish_reason == "error") fail("bench request ", r.id.dump(), " failed: ", r.error);
-    ++results_;
-  }
-  long long results() const { return results_; }
-
- private:
-  long long results_ = 0;
-};
 
 struct MachineLimits {
   double read_bandwidth = 0;    // bytes/s, summed over the devices of the run: the larger of

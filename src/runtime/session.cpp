@@ -17,7 +17,6 @@
 #include "model/llama_model.h"
 #include "model/weights.h"
 #include "ops/device.h"
-#include "ops/threads.h"
 #include "parallel/communicator.h"
 #include "parallel/group_comm.h"
 #include "runtime/kv_budget.h"
@@ -87,11 +86,7 @@ std::vector<const Buffer*> Session::weight_buffers() const {
 
 void Session::load(const std::function<void(const Session&)>& on_device) {
   open_device();
-  if (on_device) {
-    on_device(*this);
-    // The hook may have spread this rank over the node to measure it.
-    ops::apply_threads(placement_.threads);
-  }
+  if (on_device) on_device(*this);  // bench's probe gives the rank's threads back itself
   const DType dtype = placement_.dtype;
   const int sharers = placement_.sharers;
   collective_phase(

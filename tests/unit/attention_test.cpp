@@ -160,8 +160,7 @@ TEST_P(AttentionTest, MatchesDoubleSoftmax) {
     std::vector<ops::cpu::KvView> kv;
     // The tokens of a chunk name one table, as ops::attention's views of a step do.
     for (size_t m = 0; m < c.n_ctx.size(); ++m)
-      kv.push_back({keys, values, cache.tables[sequence_of(c, m)].data(), c.n_ctx[m], kv_dtype,
-                    c.window > 0 ? std::max(0, c.n_ctx[m] - c.window) : 0});
+      kv.push_back({keys, values, cache.tables[sequence_of(c, m)].data(), c.n_ctx[m], kv_dtype});
 
     constexpr int64_t kGuard = 64;
     constexpr float kSentinel = 12345.0f;

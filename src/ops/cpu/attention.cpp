@@ -25,7 +25,7 @@ void attend_portable(float* o, const float* qh, const KvView& v, int64_t kv_stri
     return (static_cast<int64_t>(v.blocks[t / bs]) * bs + t % bs) * kv_stride + kv_off;
   };
   float max_score = -INFINITY;
-  for (int t = v.first; t < v.n_ctx; ++t) {  // scores = q·k / sqrt(head_dim)
+  for (int t = first_seen(v, s); t < v.n_ctx; ++t) {  // scores = q·k / sqrt(head_dim)
     const KV* k = static_cast<const KV*>(v.keys) + row_of(t);
     float dot = 0;
 #pragma omp simd reduction(+ : dot)  // lets the compiler reorder the sum into vector lanes
@@ -34,13 +34,13 @@ void attend_portable(float* o, const float* qh, const KvView& v, int64_t kv_stri
     max_score = std::max(max_score, scores[t]);
   }
   float sum = 0;  // softmax over the context
-  for (int t = v.first; t < v.n_ctx; ++t) {
+  for (int t = first_seen(v, s); t < v.n_ctx; ++t) {
     scores[t] = std::exp(scores[t] - max_score);
     sum += scores[t];
   }
   std::fill(o, o + hd, 0.0f);  // weighted sum of values
   const float inv_sum = 1.0f / sum;
-  for (int t = v.first; t < v.n_ctx; ++t) {
+  for (int t = first_seen(v, s); t < v.n_ctx; ++t) {
     const float p = scores[t] * inv_sum;
     const KV* val = static_cast<const KV*>(v.values) + row_of(t);
 #pragma omp simd
@@ -89,9 +89,9 @@ void attend_tokens(Tensor out, Tensor q, const std::vector<KvView>& kv, const At
     if (on_gemm[static_cast<size_t>(m)]) continue;
     ++rest;
     continued += m > 0 && !on_gemm[static_cast<size_t>(m - 1)] && same_sequence(kv, m - 1, m);
-    work +=
-        static_cast<int64_t>(kv[static_cast<size_t>(m)].n_ctx - kv[static_cast<size_t>(m)].first) *
-        s.n_heads * s.head_dim * 2;
+    work += static_cast<int64_t>(kv[static_cast<size_t>(m)].n_ctx -
+                                 first_seen(kv[static_cast<size_t>(m)], s)) *
+            s.n_heads * s.head_dim * 2;
   }
   if (rest == 0) return;
   const bool by_head = 2 * continued > rest;
@@ -143,11 +143,8 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
   int max_ctx = 0;
   int64_t work = 0;  // multiply-adds, to decide whether threads pay for themselves
   for (const KvView& v : kv) {
-    TPLLAMA_CHECK(v.first == (s.window > 0 ? std::max(0, v.n_ctx - s.window) : 0),
-                  "attention: a token of ", v.n_ctx, " positions starts at ", v.first,
-                  " under a window of ", s.window);
     max_ctx = std::max(max_ctx, v.n_ctx);
-    work += static_cast<int64_t>(v.n_ctx - v.first) * s.n_heads * hd * 2;
+    work += static_cast<int64_t>(v.n_ctx - first_seen(v, s)) * s.n_heads * hd * 2;
   }
   const DType kv_dtype = kv.empty() ? DType::kF32 : kv[0].dtype;
   for (const KvView& v : kv)
@@ -187,9 +184,8 @@ void attention(Tensor out, Tensor q, const KvBatch& kv, const AttentionShape& s)
     for (; done < (n_ctx + s.block_size - 1) / s.block_size; ++done)
       TPLLAMA_CHECK(blocks[done] >= 0 && (blocks[done] + int64_t{1}) * s.block_size <= pool_rows,
                     "attention: block ", blocks[done], " outside the pool of ", pool_rows, " rows");
-    views[static_cast<size_t>(m)] = {
-        kv.keys.data(), kv.values.data(), blocks,
-        n_ctx,          kv.keys.dtype(),  s.window > 0 ? std::max(0, n_ctx - s.window) : 0};
+    views[static_cast<size_t>(m)] = {kv.keys.data(), kv.values.data(), blocks, n_ctx,
+                                     kv.keys.dtype()};
   }
   attention(out, q, views, s);
 }

@@ -19,10 +19,13 @@ struct KvView {
   const int32_t* blocks = nullptr;
   int n_ctx = 0;
   DType dtype = DType::kF32;
-  // The first position it sees: max(0, n_ctx - window) under the shape's sliding window, else 0
-  // (checked against the shape; the GEMM path of a run applies the shape's window itself).
-  int first = 0;
 };
+
+// The first position a token of view v sees: max(0, n_ctx - window) under the shape's sliding
+// window, else 0.
+inline int first_seen(const KvView& v, const AttentionShape& s) {
+  return s.window > 0 && v.n_ctx > s.window ? v.n_ctx - s.window : 0;
+}
 
 // Each token's attention over its own view: q, out (tokens, n_heads*head_dim). With AVX-512, the
 // per-token kernels (runs of kGemmRun or more tokens of one sequence on the GEMM); elsewhere the

@@ -77,9 +77,10 @@ template <int kChunks, typename KV>
 __attribute__((target("avx512f"))) void attend_avx512(float* o, const float* q, const KvView& v,
                                                       const AttentionShape& s, int kv_head,
                                                       AttendScratch& w) {
-  const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, n = v.n_ctx - v.first;
+  const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, first = first_seen(v, s),
+            n = v.n_ctx - first;
   const int stride = (n + 15) / 16 * 16;  // one head's scores in w.scores
-  look_up_rows<KV>(v, v.first, v.n_ctx, s, kv_head, w);
+  look_up_rows<KV>(v, first, v.n_ctx, s, kv_head, w);
   const auto* keys = reinterpret_cast<const KV* const*>(w.keys.data());
   const auto* values = reinterpret_cast<const KV* const*>(w.values.data());
   const int h0 = kv_head * group;
