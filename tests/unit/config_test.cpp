@@ -87,6 +87,36 @@ TEST(Config, OtherModelTypesAreRefused) {
   EXPECT_NE(error_of(j).find("LlamaForCausalLM"), std::string::npos) << error_of(j);
 }
 
+// The type fields of a hostile config: wrong JSON types and oversized names are refused by name,
+// never read as another type.
+TEST(Config, MalformedTypeFieldsAreRefusedByName) {
+  auto j = base();
+  j["model_type"] = 7;
+  EXPECT_NE(error_of(j).find("'model_type' must be a string"), std::string::npos) << error_of(j);
+  j = base();
+  j["architectures"] = "LlamaForCausalLM";
+  EXPECT_NE(error_of(j).find("'architectures' must be a list"), std::string::npos) << error_of(j);
+  j = base();
+  j["architectures"] = {42};
+  EXPECT_NE(error_of(j).find("'architectures' must be a list"), std::string::npos) << error_of(j);
+  j = base();
+  j["model_type"] = std::string(100000, 'q');
+  EXPECT_NE(error_of(j).find("is not supported"), std::string::npos);
+  j = base();
+  j["sliding_window"] = -4;
+  j["model_type"] = "mistral";
+  EXPECT_NE(error_of(j).find("sliding_window"), std::string::npos) << error_of(j);
+  j = base();
+  j["layer_types"] = {{{"nested", {1, 2}}}};
+  EXPECT_NE(error_of(j).find("layer_types"), std::string::npos) << error_of(j);
+  // An empty list says nothing, and old checkpoints' spelling is the same architecture.
+  j = base();
+  j["architectures"] = nlohmann::json::array();
+  EXPECT_EQ(parse_llama_config(j, "x").model_type, ModelType::kLlama);
+  j["architectures"] = {"LLaMAForCausalLM"};
+  EXPECT_EQ(parse_llama_config(j, "x").model_type, ModelType::kLlama);
+}
+
 TEST(Config, FamiliesReadTheirDifferences) {
   auto j = base();
   j["model_type"] = "mistral";
