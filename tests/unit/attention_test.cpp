@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -201,6 +202,11 @@ INSTANTIATE_TEST_SUITE_P(
             Case{2, 2, 16, 8, {16, 9}},           // one vector a head
             Case{4, 2, 8, 3, {7, 10}},            // head_dim the AVX-512 kernel leaves
             Case{12, 12, 64, 16, {400}},          // one token: heads split over threads
+            // decode steps: a token's kv heads an item, over tiles of 64 positions, the weighted
+            // sums of 4, 3 and 2 heads side by side (and the heads left over, one at a time);
+            // few tokens, whose kv heads are split between items
+            Case{12, 12, 64, 16, {200, 130, 64, 65, 1, 129, 300, 17, 90}},
+            Case{6, 3, 80, 16, {150, 70}}, Case{10, 5, 128, 16, {100, 200, 65}},
             Case{12, 4, 64, 16, {90, 128, 7, 64, 100, 33, 120, 77, 15, 128}},
             // prefill chunks: items taken kv head by kv head, two tokens an item
             Case{4, 2, 64, 16, {40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51}, 100},
@@ -243,6 +249,7 @@ INSTANTIATE_TEST_SUITE_P(
             Case{3, 3, 48, 8, contexts({{20, 40}, {100, 31}, {200, 9}}), 40, 33},
             Case{4, 4, 64, 16, contexts({{1, 300}}), 300, 7},
             Case{4, 2, 64, 16, contexts({{500, 64}}), 64, 100},  // packed from 384 on
+            Case{8, 2, 64, 16, {300, 150, 70, 20}, 0, 100},      // decode past tiles
             Case{2, 1, 128, 16, contexts({{1, 32}}), 32, 1000}),
         ::testing::Bool(), ::testing::Values(1, 2)),
     [](const auto& param_info) {
@@ -250,6 +257,37 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<1>(param_info.param) ? "_portable" : "_dispatch") + "_t" +
              std::to_string(std::get<2>(param_info.param));
     });
+
+// A decode step's items take a token's kv heads whole or split, by how many threads there are: a
+// head's bits must not change with that (nor, by the same arithmetic, with TP's heads a rank).
+TEST(AttentionBits, DecodeDoesNotDependOnTheThreads) {
+  const Case c{12, 4, 64, 16, {300, 150, 70, 5}};
+  std::mt19937 rng(5);
+  PagedCache cache = make_cache(c, rng);
+  const int64_t tokens = static_cast<int64_t>(c.n_ctx.size()), width = int64_t{c.n_heads} * 64;
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> q(static_cast<size_t>(tokens * width));
+  for (float& v : q) v = u(rng);
+  const ops::AttentionShape shape{c.n_heads, c.n_kv_heads, 64, 0.125f, c.block_size, 0};
+  std::vector<ops::cpu::KvView> kv;
+  for (size_t m = 0; m < c.n_ctx.size(); ++m)
+    kv.push_back(
+        {cache.keys.data(), cache.values.data(), cache.tables[m].data(), c.n_ctx[m], DType::kF32});
+  const int saved_threads = omp_get_max_threads();
+  std::vector<std::vector<float>> outs;
+  for (int threads : {1, 2, 3, 4, 8}) {  // a token's 4 kv heads an item, 2, 2, 1, 1
+    outs.emplace_back(static_cast<size_t>(tokens * width));
+    omp_set_num_threads(threads);
+    ops::cpu::attention(Tensor(outs.back().data(), DType::kF32, {tokens, width}),
+                        Tensor(q.data(), DType::kF32, {tokens, width}), kv, shape);
+  }
+  omp_set_num_threads(saved_threads);
+  for (size_t i = 1; i < outs.size(); ++i)
+    EXPECT_EQ(std::memcmp(outs[i].data(), outs[0].data(), outs[0].size() * sizeof(float)), 0)
+        << "run " << i;
+  const std::vector<double> expected = reference_head(c, cache, 0, q.data(), 0);
+  EXPECT_NEAR(outs[0][0], expected[0], 2e-5);  // and they are the attention
+}
 
 }  // namespace
 }  // namespace tpllama

@@ -78,7 +78,9 @@ std::vector<char> attend_runs_on_gemm(Tensor out, Tensor q, const std::vector<Kv
 // order that keeps what consecutive items read in each core's L2: for prefill chunks (most tokens
 // continue the previous token's sequence) one kv head's tokens in turn, two tokens of a sequence an
 // item, which share that head's keys and values (a 1000-token prompt: 1.17x for the order); for
-// decode (a sequence per token) one token's kv heads in turn, neighbours in every cache row.
+// decode (a sequence per token) a token's kv heads together in one item, which reads its cache rows
+// a tile ahead and sums several heads' values side by side (spans of fewer kv heads only where
+// the step has too few tokens to keep every thread busy).
 void attend_tokens(Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& s,
                    const std::vector<char>& on_gemm, AttendFn kernel, int max_ctx) {
   const int64_t n_tokens = static_cast<int64_t>(kv.size()),
@@ -107,19 +109,29 @@ void attend_tokens(Tensor out, Tensor q, const std::vector<KvView>& kv, const At
                      same_sequence(kv, m, m + 1));
     m += paired.back();
   }
-  const int64_t n_units = static_cast<int64_t>(units.size()), items = n_units * s.n_kv_heads;
+  const int64_t n_units = static_cast<int64_t>(units.size());
+  // kv heads an item: one for prefill's order; for decode, all of a token's unless that leaves
+  // fewer than four items a thread.
+  const int64_t parts =
+      by_head ? s.n_kv_heads
+              : std::clamp<int64_t>((4 * int64_t{omp_get_max_threads()} + n_units - 1) / n_units, 1,
+                                    s.n_kv_heads);
+  const int span = static_cast<int>((s.n_kv_heads + parts - 1) / parts),
+            n_spans = (s.n_kv_heads + span - 1) / span;
+  const int64_t items = n_units * n_spans;
 #pragma omp parallel if (work >= kParallelWork)
   {
     const size_t padded =
         static_cast<size_t>(max_ctx + 15) / 16 * 16;  // scores are written 16 at a time
     const size_t group = static_cast<size_t>(s.n_heads / s.n_kv_heads);
+    // A row of scores a query head of the item's kv heads.
     AttendScratch w{std::vector<const void*>(padded), std::vector<const void*>(padded),
-                    std::vector<float>(padded * group),  // a row of scores per query head
+                    std::vector<float>(padded * group * static_cast<size_t>(span)),
                     std::vector<float>(pair != nullptr ? padded : 0)};
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < items; ++i) {
-      const int64_t u = by_head ? i % n_units : i / s.n_kv_heads;
-      const int g = static_cast<int>(by_head ? i / n_units : i % s.n_kv_heads);
+      const int64_t u = by_head ? i % n_units : i / n_spans;
+      const int g = static_cast<int>(by_head ? i / n_units : i % n_spans) * span;
       const int64_t m = units[static_cast<size_t>(u)];
       float* o = out.as<float>() + m * q_stride;
       const float* qm = q.as<float>() + m * q_stride;
@@ -127,7 +139,7 @@ void attend_tokens(Tensor out, Tensor q, const std::vector<KvView>& kv, const At
         pair(o, o + q_stride, qm, qm + q_stride, kv[static_cast<size_t>(m)],
              kv[static_cast<size_t>(m + 1)], s, g, w);
       else
-        kernel(o, qm, kv[static_cast<size_t>(m)], s, g, w);
+        kernel(o, qm, kv[static_cast<size_t>(m)], s, g, std::min(g + span, s.n_kv_heads), w);
     }
   }
 }

@@ -15,25 +15,28 @@ namespace {
 
 using namespace avx512;
 
-// scores[t] = scale · q·k_t for t in [0, n), 16 positions at a time; rows[t]: position t's key.
+// scores[t] = scale · q·k_t for t in [0, n), 16 positions at a time; rows[t] + off: position t's
+// key. far[t] + off for t < far_n: the rows this head reads a tile later, asked into L2 meanwhile.
 template <int kChunks, typename KV>
 __attribute__((target("avx512f"))) void scores_avx512(float* scores, const float* q,
-                                                      const KV* const* rows, int n, float scale) {
+                                                      const KV* const* rows, int64_t off, int n,
+                                                      float scale, const KV* const* far,
+                                                      int far_n) {
+  constexpr int kBytes = kChunks * 16 * static_cast<int>(sizeof(KV));
   __m512 qv[kChunks];
   for (int c = 0; c < kChunks; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
   for (int t0 = 0; t0 < n; t0 += 16) {
     __m512 acc[16];
     for (int j = 0; j < 16; ++j) {
-      // The next 16 positions' rows, requested now (prefetch_row says why).
-      if (t0 + 16 + j < n)
-        prefetch_row(rows[t0 + 16 + j], kChunks * 16 * static_cast<int>(sizeof(KV)));
-      const KV* k = rows[std::min(t0 + j, n - 1)];  // past the end: a repeat, not stored
+      if (t0 + j < far_n) prefetch_row_l2(far[t0 + j] + off, kBytes);
+      const KV* k = rows[std::min(t0 + j, n - 1)] + off;  // past the end: a repeat, not stored
       acc[j] = _mm512_mul_ps(qv[0], load16(k));
       for (int c = 1; c < kChunks; ++c) acc[j] = _mm512_fmadd_ps(qv[c], load16(k + 16 * c), acc[j]);
     }
     _mm512_mask_storeu_ps(scores + t0, lanes(n - t0),
                           _mm512_mul_ps(sum_lanes16(acc), _mm512_set1_ps(scale)));
   }
+  for (int t = n; t < far_n; ++t) prefetch_row_l2(far[t] + off, kBytes);
 }
 
 // w.keys / w.values [0, n - begin) = the key and value rows of kv head kv_head at positions
@@ -47,55 +50,138 @@ void look_up_rows(const KvView& v, int begin, int n, const AttentionShape& s, in
   });
 }
 
-// o (+)= Σ_t p[t] · v_t over t in [0, n), rows[t]: position t's value; adds to o unless `first`.
-template <int kChunks, typename KV>
-__attribute__((target("avx512f"))) void weighted_sum_add_avx512(float* o, const float* p,
-                                                                const KV* const* rows, int n,
-                                                                bool first) {
-  __m512 a[kChunks];
-  for (int c = 0; c < kChunks; ++c)
-    a[c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o + 16 * c);
-  constexpr int kAhead = 8;  // positions whose rows are requested ahead (as in scores_avx512)
+// For kHeads consecutive heads b: o + b · hd (+)= Σ_t p[b · p_step + t] · v_t over t in [0, n),
+// where v_t = rows[t] + off + b · off_step (off_step 0 where the heads share a kv head: kShared,
+// each row read once for them all); adds to o unless `first`. Asks for far[t] + off, the rows of
+// the bundle's kv heads (kv_bytes), for t < far_n into L2 meanwhile (as scores_avx512). The heads'
+// sums run side by side, each in its own registers and in the order of t (a head's bits do not
+// depend on its neighbours): one head's alone would wait on each multiply-add's latency.
+template <int kChunks, int kHeads, bool kShared, typename KV>
+__attribute__((target("avx512f"))) void weighted_sums_avx512(float* o, const float* p,
+                                                             int64_t p_step, const KV* const* rows,
+                                                             int64_t off, int n, bool first,
+                                                             const KV* const* far, int far_n,
+                                                             int kv_bytes) {
+  constexpr int hd = 16 * kChunks;
+  constexpr int64_t off_step = kShared ? 0 : hd;
+  __m512 a[kHeads][kChunks];
+  for (int b = 0; b < kHeads; ++b)
+    for (int c = 0; c < kChunks; ++c)
+      a[b][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o + b * hd + 16 * c);
   for (int t = 0; t < n; ++t) {
-    if (t + kAhead < n) prefetch_row(rows[t + kAhead], kChunks * 16 * static_cast<int>(sizeof(KV)));
-    const __m512 pt = _mm512_set1_ps(p[t]);
-    for (int c = 0; c < kChunks; ++c) a[c] = _mm512_fmadd_ps(pt, load16(rows[t] + 16 * c), a[c]);
+    if (t < far_n) prefetch_row_l2(far[t] + off, kv_bytes);
+    const KV* r = rows[t] + off;
+    if constexpr (kShared) {
+      __m512 v[kChunks];
+      for (int c = 0; c < kChunks; ++c) v[c] = load16(r + 16 * c);
+      for (int b = 0; b < kHeads; ++b) {
+        const __m512 pt = _mm512_set1_ps(p[b * p_step + t]);
+        for (int c = 0; c < kChunks; ++c) a[b][c] = _mm512_fmadd_ps(pt, v[c], a[b][c]);
+      }
+    } else {
+      for (int b = 0; b < kHeads; ++b) {
+        const __m512 pt = _mm512_set1_ps(p[b * p_step + t]);
+        for (int c = 0; c < kChunks; ++c)
+          a[b][c] = _mm512_fmadd_ps(pt, load16(r + b * off_step + 16 * c), a[b][c]);
+      }
+    }
   }
-  for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(o + 16 * c, a[c]);
+  for (int t = n; t < far_n; ++t) prefetch_row_l2(far[t] + off, kv_bytes);
+  for (int b = 0; b < kHeads; ++b)
+    for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(o + b * hd + 16 * c, a[b][c]);
 }
 
-// Positions a tile of the grouped kernel: its keys (or values) stay in L1 while every query head
-// of the kv head reads them (64 rows of 128 f32 dimensions: 32 KiB).
+// Heads whose weighted sums run side by side: as many as keep their sums in 16 registers, up to 4.
+template <int kChunks>
+constexpr int kSumHeads = std::clamp(16 / kChunks, 1, 4);
+
+// The weighted sums of `heads` (<= kSumHeads) consecutive heads, kShared or not, as one bundle.
+template <int kChunks, bool kShared, typename KV>
+void weighted_sums_of(int heads, float* o, const float* p, int64_t p_step, const KV* const* rows,
+                      int64_t off, int n, bool first, const KV* const* far, int far_n,
+                      int kv_bytes) {
+  constexpr int kB = kSumHeads<kChunks>;
+  if (heads == 4 && kB >= 4)
+    return weighted_sums_avx512<kChunks, (kB >= 4 ? 4 : 1), kShared>(o, p, p_step, rows, off, n,
+                                                                     first, far, far_n, kv_bytes);
+  if (heads == 3 && kB >= 3)
+    return weighted_sums_avx512<kChunks, (kB >= 3 ? 3 : 1), kShared>(o, p, p_step, rows, off, n,
+                                                                     first, far, far_n, kv_bytes);
+  if (heads == 2)
+    return weighted_sums_avx512<kChunks, 2, kShared>(o, p, p_step, rows, off, n, first, far, far_n,
+                                                     kv_bytes);
+  for (int b = 0; b < heads; ++b)  // one at a time (the first asks for the rows ahead)
+    weighted_sums_avx512<kChunks, 1, kShared>(o + b * 16 * kChunks, p + b * p_step, p_step, rows,
+                                              kShared ? off : off + b * 16 * kChunks, n, first, far,
+                                              b == 0 ? far_n : 0, kv_bytes);
+}
+
+// Positions a tile of the one-token kernel: its keys (or values) stay in L2 while every query head
+// of the item's kv heads reads them, next to the next tile's, asked for meanwhile (2 x 64 rows of 8
+// kv heads of 128 f32 dimensions: 512 KiB).
 constexpr int kGroupTile = 64;
 
-// One token's attention for the query heads of one kv head with AVX-512 (head_dim 16 · kChunks):
-// the rows of the context looked up once; then, a tile of positions at a time, each query head's
-// scores (the tile's keys read from memory once for the whole group, not once a head); a softmax
-// per head; and the weighted sums, a tile of values at a time, likewise. Each head's numbers do
-// not depend on how many heads share its kv head (TP layouts give the same bits).
+// One token's attention for the query heads of kv heads [kv_begin, kv_end) with AVX-512 (head_dim
+// 16 · kChunks): the rows of the context looked up once; then, a tile of positions at a time, each
+// query head's scores (the tile's keys read from memory once for the whole group, not once a
+// head); a softmax per head; and the weighted sums, a tile of values at a time, likewise, several
+// heads side by side. Memory is read a tile ahead: as the first query head of each kv head passes
+// over a tile, it asks for its rows of the next tile (after the last tile of keys, the first of
+// values) into L2. Each head's numbers do not depend on how many heads share its kv head or the
+// item (TP layouts and thread counts give the same bits).
 template <int kChunks, typename KV>
 __attribute__((target("avx512f"))) void attend_avx512(float* o, const float* q, const KvView& v,
-                                                      const AttentionShape& s, int kv_head,
-                                                      AttendScratch& w) {
+                                                      const AttentionShape& s, int kv_begin,
+                                                      int kv_end, AttendScratch& w) {
   const int hd = 16 * kChunks, group = s.n_heads / s.n_kv_heads, first = first_seen(v, s),
             n = v.n_ctx - first;
   const int stride = (n + 15) / 16 * 16;  // one head's scores in w.scores
-  look_up_rows<KV>(v, first, v.n_ctx, s, kv_head, w);
+  look_up_rows<KV>(v, first, v.n_ctx, s, 0, w);
   const auto* keys = reinterpret_cast<const KV* const*>(w.keys.data());
   const auto* values = reinterpret_cast<const KV* const*>(w.values.data());
-  const int h0 = kv_head * group;
+  const int heads = (kv_end - kv_begin) * group, h0 = kv_begin * group;
+  auto scores_of = [&](int h) { return w.scores.data() + (h - h0) * stride; };
+  auto off_of = [&](int h) { return int64_t{h / group} * hd; };
+  constexpr int kBytes = kChunks * 16 * static_cast<int>(sizeof(KV));
+  for (int t = 0; t < std::min(kGroupTile, n); ++t)  // the first tile of keys, every kv head's
+    prefetch_row_l2(keys[t] + off_of(h0), (kv_end - kv_begin) * kBytes);
+  // What head h asks for as it passes over the tile at t0: the next tile of its pass, or after the
+  // last tile of keys the first of values; only the first query head of a kv head asks.
+  auto far_n = [&](int h, int t0, bool of_keys) {
+    if (h % group != 0) return 0;
+    if (t0 + kGroupTile < n) return std::min(kGroupTile, n - t0 - kGroupTile);
+    return of_keys ? std::min(kGroupTile, n) : 0;
+  };
   for (int t0 = 0; t0 < n; t0 += kGroupTile) {
     const int tn = std::min(kGroupTile, n - t0);
-    for (int h = 0; h < group; ++h)
-      scores_avx512<kChunks>(w.scores.data() + h * stride + t0, q + (h0 + h) * hd, keys + t0, tn,
-                             s.scale);
+    const auto* far = t0 + kGroupTile < n ? keys + t0 + kGroupTile : values;
+    for (int h = h0; h < h0 + heads; ++h)
+      scores_avx512<kChunks>(scores_of(h) + t0, q + h * hd, keys + t0, off_of(h), tn, s.scale, far,
+                             far_n(h, t0, true));
   }
-  for (int h = 0; h < group; ++h) softmax_avx512(w.scores.data() + h * stride, n);
+  for (int h = h0; h < h0 + heads; ++h) softmax_avx512(scores_of(h), n);
+  // Bundles of heads: with a kv head for several query heads, a kv head's (read once for all),
+  // else several kv heads' side by side; only a bundle's first head, where it is the first of
+  // its kv head, asks for rows ahead (all of the bundle's kv heads' rows).
+  constexpr int kB = kSumHeads<kChunks>;
   for (int t0 = 0; t0 < n; t0 += kGroupTile) {
-    const int tn = std::min(kGroupTile, n - t0);
-    for (int h = 0; h < group; ++h)
-      weighted_sum_add_avx512<kChunks>(o + (h0 + h) * hd, w.scores.data() + h * stride + t0,
-                                       values + t0, tn, t0 == 0);
+    const int tn = std::min(kGroupTile, n - t0), next_n = far_n(h0, t0, false);
+    const auto* far = values + t0 + kGroupTile;
+    for (int h = h0; h < h0 + heads;) {
+      float* oh = o + h * hd;
+      const float* ph = scores_of(h) + t0;
+      if (group > 1) {
+        const int b_n = std::min(kB, group - h % group);
+        weighted_sums_of<kChunks, true>(b_n, oh, ph, stride, values + t0, off_of(h), tn, t0 == 0,
+                                        far, h % group == 0 ? next_n : 0, kBytes);
+        h += b_n;
+      } else {
+        const int b_n = std::min(kB, h0 + heads - h);
+        weighted_sums_of<kChunks, false>(b_n, oh, ph, stride, values + t0, off_of(h), tn, t0 == 0,
+                                         far, next_n, b_n * kBytes);
+        h += b_n;
+      }
+    }
   }
 }
 
@@ -130,7 +216,7 @@ __attribute__((target("avx512f"))) void scores_pair_avx512(float* s0, float* s1,
     const __m512 sums = _mm512_mul_ps(sum_lanes16(acc),
                                       _mm512_set1_ps(scale));  // lanes 0-7: token 0; 8-15: token 1
     _mm256_storeu_ps(s0 + t0, _mm512_castps512_ps256(sums));
-    _mm256_storeu_ps(s1 + t0, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sums), 1)));
+    _mm256_storeu_ps(s1 + t0, _mm512_castps512_ps256(_mm512_shuffle_f32x4(sums, sums, 0xee)));
   }
 }
 

@@ -49,7 +49,9 @@ void for_each_row(const KvView& v, int64_t begin, int64_t n, const AttentionShap
   }
 }
 
-using AttendFn = void (*)(float*, const float*, const KvView&, const AttentionShape&, int,
+// AttendFn(o, q, view, shape, kv_begin, kv_end, scratch): one token's query heads of kv heads
+// [kv_begin, kv_end); AttendPairFn(..., kv_head, scratch): two tokens' of one kv head.
+using AttendFn = void (*)(float*, const float*, const KvView&, const AttentionShape&, int, int,
                           AttendScratch&);
 using AttendPairFn = void (*)(float*, float*, const float*, const float*, const KvView&,
                               const KvView&, const AttentionShape&, int, AttendScratch&);

@@ -148,5 +148,9 @@ __attribute__((target("avx512f"))) inline __m512 load16(const uint16_t* p) {
 inline void prefetch_row(const void* row, int bytes) {
   for (int c = 0; c < bytes; c += 64) _mm_prefetch(static_cast<const char*>(row) + c, _MM_HINT_T0);
 }
+// The same into L2 only: for rows wanted a while later, which would crowd L1 meanwhile.
+inline void prefetch_row_l2(const void* row, int bytes) {
+  for (int c = 0; c < bytes; c += 64) _mm_prefetch(static_cast<const char*>(row) + c, _MM_HINT_T1);
+}
 
 }  // namespace tpllama::ops::cpu::avx512
