@@ -250,6 +250,8 @@ INSTANTIATE_TEST_SUITE_P(
             Case{4, 4, 64, 16, contexts({{1, 300}}), 300, 7},
             Case{4, 2, 64, 16, contexts({{500, 64}}), 64, 100},  // packed from 384 on
             Case{8, 2, 64, 16, {300, 150, 70, 20}, 0, 100},      // decode past tiles
+            // a run over more than one tile of 512 scores, the window starting inside the first
+            Case{4, 2, 64, 16, contexts({{1200, 40}}), 40, 700},
             Case{2, 1, 128, 16, contexts({{1, 32}}), 32, 1000}),
         ::testing::Bool(), ::testing::Values(1, 2)),
     [](const auto& param_info) {

@@ -21,16 +21,19 @@ using namespace avx512;
 // consecutive positions (token i of the run sees c0 + i positions). Per kv head, its keys are
 // packed as a GEMM weight (positions as rows) and its values as Vᵀ (head dimensions as rows,
 // each panel's positions in order, so any prefix of positions is itself a packed panel); then
-// blocks of the run's queries, all query heads of the group stacked, take S = Q·Kᵀ over the
-// positions the block's last token sees, a causal softmax, and O = P·V panel by panel. The
-// products run at the GEMM's FLOP rate, where the per-token kernels are bound by loads and lane
-// reductions (a 1000-token prompt: 1.16x prefill, see scripts/README.md).
+// blocks of the run's queries, all query heads of the group stacked, take the positions the
+// block's last token sees a tile of kColTile at a time: S = Q·Kᵀ over the tile, its causal
+// softmax against each row's running maximum (the rows' sums so far and outputs rescaled where the
+// maximum grows), and O += P·V panel by panel; at the end O / the sum. A tile of scores stays in
+// L2 whatever the context (a whole row of scores at 8k positions went to memory and back three
+// times). The products run at the GEMM's FLOP rate, where the per-token kernels are bound by
+// loads and lane reductions (a 1000-token prompt: 1.16x prefill, see scripts/README.md).
 // Positions a block's earlier tokens do not see enter P·V with probability 0.
 constexpr int64_t kGemmRows = 240;  // stacked query rows per block at most: one GEMM row block
+constexpr int64_t kColTile = 512;   // positions a tile of scores (a multiple of kPanelRows)
 // Working memory is bounded whatever the context: kv heads are packed in passes of at most
-// kPackFloats, and a thread's scores (rows × positions) take at most kScoreFloats.
+// kPackFloats.
 constexpr int64_t kPackFloats = int64_t{16} << 20;  // 64 MiB
-constexpr int64_t kScoreFloats = int64_t{2} << 20;  // 8 MiB a thread
 
 // A float buffer of at least n elements, 64-byte aligned (the GEMM's packed weights), reusing v.
 float* aligned_floats(std::vector<float>& v, int64_t n) {
@@ -39,32 +42,46 @@ float* aligned_floats(std::vector<float>& v, int64_t n) {
   return v.data() + (misalign == 0 ? 0 : (64 - misalign) / sizeof(float));
 }
 
-// row[lo, visible) ← e^(scale · (row - max)), the rest of row[0, n) ← 0; returns 1 / the sum.
-__attribute__((target("avx512f"))) float causal_softmax_avx512(float* row, int64_t lo,
-                                                               int64_t visible, int64_t n,
-                                                               float scale) {
+// One row's tile of scores, [0, n), of which [lo, hi) are seen, against the row's running maximum
+// mx (of scale-free scores; -inf before any): row[lo, hi) ← e^(scale · (row - m)) with m = max(mx,
+// the tile's maximum), the rest ← 0; mx ← m. Returns the tile's sum, and in rescale e^(scale · (the
+// old mx - m)), what the row's sum and output so far are multiplied by (1 where m did not grow).
+__attribute__((target("avx512f"))) float tile_softmax_avx512(float* row, int64_t lo, int64_t hi,
+                                                             int64_t n, float scale, float& mx,
+                                                             float& rescale) {
+  rescale = 1.0f;
+  if (lo >= hi) {  // sees none of the tile
+    for (int64_t t = 0; t < n; t += 16)
+      _mm512_mask_storeu_ps(row + t, lanes(n - t), _mm512_setzero_ps());
+    return 0.0f;
+  }
   for (int64_t t = 0; t < lo; t += 16)
     _mm512_mask_storeu_ps(row + t, lanes(lo - t), _mm512_setzero_ps());
-  __m512 mx = _mm512_set1_ps(-INFINITY);
-  for (int64_t t = lo; t < visible; t += 16)
-    mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, lanes(visible - t), row + t));
-  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx)), sc = _mm512_set1_ps(scale);
+  __m512 tm = _mm512_set1_ps(-INFINITY);
+  for (int64_t t = lo; t < hi; t += 16)
+    tm = _mm512_max_ps(tm, _mm512_mask_loadu_ps(tm, lanes(hi - t), row + t));
+  const float m = std::max(mx, _mm512_reduce_max_ps(tm));
+  if (m > mx) {
+    rescale = mx == -INFINITY ? 0.0f : std::exp(scale * (mx - m));
+    mx = m;
+  }
+  const __m512 mv = _mm512_set1_ps(m), sc = _mm512_set1_ps(scale);
   __m512 total = _mm512_setzero_ps();
-  for (int64_t t = lo; t < visible; t += 16) {
-    const __mmask16 k = lanes(visible - t);
-    const __m512 x = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + t), m), sc);
+  for (int64_t t = lo; t < hi; t += 16) {
+    const __mmask16 k = lanes(hi - t);
+    const __m512 x = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + t), mv), sc);
     const __m512 e = _mm512_maskz_mov_ps(k, exp_avx512(x));
     _mm512_mask_storeu_ps(row + t, k, e);
     total = _mm512_add_ps(total, e);
   }
-  for (int64_t t = visible; t < n; t += 16)
+  for (int64_t t = hi; t < n; t += 16)
     _mm512_mask_storeu_ps(row + t, lanes(n - t), _mm512_setzero_ps());
-  return 1.0f / _mm512_reduce_add_ps(total);
+  return _mm512_reduce_add_ps(total);
 }
 
 // Per-thread buffers of the run GEMMs.
 struct RunScratch {
-  std::vector<float> x, scores, o, inv;
+  std::vector<float> x, scores, o, acc, sum, max;
 };
 
 // Keys and values of kv head g over positions [p0, n), m = n - p0 of them, position t packed as
@@ -110,9 +127,9 @@ void attend_run_gemm(float* out, const float* q, const KvView& first, int64_t T,
   const int64_t head_floats = keys_floats + panels * kPanelRows * m;
   const int pass_heads =
       static_cast<int>(std::clamp<int64_t>(kPackFloats / head_floats, 1, s.n_kv_heads));
-  // Tokens a block: at most kGemmRows rows and kScoreFloats of scores, and small enough that a
-  // pass has work for every thread twice over.
-  int64_t per_block = std::max<int64_t>(1, std::min(kGemmRows, kScoreFloats / m) / group);
+  // Tokens a block: at most kGemmRows rows, and small enough that a pass has work for every
+  // thread twice over.
+  int64_t per_block = std::max<int64_t>(1, kGemmRows / group);
   const int64_t wanted = (2 * threads + pass_heads - 1) / pass_heads;
   per_block = std::max<int64_t>(1, std::min(per_block, (T + wanted - 1) / wanted));
   const int64_t blocks = (T + per_block - 1) / per_block;
@@ -142,35 +159,50 @@ void attend_run_gemm(float* out, const float* q, const KvView& first, int64_t T,
         const float* kp = packed + (g - g0) * head_floats + (sb - p0) * hd;
         const float* vp = packed + (g - g0) * head_floats + keys_floats + (sb - p0) * kPanelRows;
         float* x = aligned_floats(w.x, rows * hd);
-        float* sc = aligned_floats(w.scores, rows * cols);
+        float* sc = aligned_floats(w.scores, rows * std::min(cols, kColTile));
         float* o = aligned_floats(w.o, rows * kPanelRows);
-        w.inv.resize(static_cast<size_t>(rows));
+        float* acc = aligned_floats(w.acc, rows * hd);  // Σ P·V so far, row by row
+        w.sum.assign(static_cast<size_t>(rows), 0.0f);
+        w.max.assign(static_cast<size_t>(rows), -INFINITY);
+        std::fill(acc, acc + rows * hd, 0.0f);
         for (int hi = 0; hi < group;
              ++hi)  // row hi · nt + i: token b0 + i, query head g · group + hi
           for (int64_t i = 0; i < nt; ++i)
             std::memcpy(x + (hi * nt + i) * hd,
                         q + (b0 + i) * q_stride + int64_t{g * group + hi} * hd,
                         static_cast<size_t>(hd) * sizeof(float));
-        gemm(sc, x, rows, kp, DType::kF32, cols, hd, 1);
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t visible = c0 + b0 + r % nt;  // the row's token's n_ctx
-          const int64_t lo = s.window > 0 ? std::max<int64_t>(0, visible - s.window) : 0;
-          w.inv[static_cast<size_t>(r)] =
-              causal_softmax_avx512(sc + r * cols, lo - sb, visible - sb, cols, s.scale);
-        }
-        for (int64_t p = 0; p < panels; ++p) {
-          const int64_t width = std::min<int64_t>(kPanelRows, hd - p * kPanelRows);
-          gemm(o, sc, rows, vp + p * m * kPanelRows, DType::kF32, width, cols,
-               1);  // the panel's positions [sb, nb)
-          for (int hi = 0; hi < group; ++hi)
-            for (int64_t i = 0; i < nt; ++i) {
-              const int64_t r = hi * nt + i;
-              float* dst =
-                  out + (b0 + i) * q_stride + int64_t{g * group + hi} * hd + p * kPanelRows;
+        for (int64_t t0 = 0; t0 < cols; t0 += kColTile) {  // positions [sb + t0, + tc)
+          const int64_t tc = std::min(kColTile, cols - t0);
+          gemm(sc, x, rows, kp + t0 * hd, DType::kF32, tc, hd, 1);
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t visible = c0 + b0 + r % nt;  // the row's token's n_ctx
+            const int64_t lo = s.window > 0 ? std::max<int64_t>(0, visible - s.window) : 0;
+            float rescale = 1.0f;
+            const float tile_sum =
+                tile_softmax_avx512(sc + r * tc, std::clamp<int64_t>(lo - sb - t0, 0, tc),
+                                    std::clamp<int64_t>(visible - sb - t0, 0, tc), tc, s.scale,
+                                    w.max[static_cast<size_t>(r)], rescale);
+            float& sum = w.sum[static_cast<size_t>(r)];
+            sum = sum * rescale + tile_sum;
+            if (rescale != 1.0f)
+              for (int d = 0; d < hd; ++d) acc[r * hd + d] *= rescale;
+          }
+          for (int64_t p = 0; p < panels; ++p) {
+            const int64_t width = std::min<int64_t>(kPanelRows, hd - p * kPanelRows);
+            gemm(o, sc, rows, vp + (p * m + t0) * kPanelRows, DType::kF32, width, tc,
+                 1);  // the panel's positions [sb + t0, + tc)
+            for (int64_t r = 0; r < rows; ++r)
               for (int64_t j = 0; j < width; ++j)
-                dst[j] = o[r * width + j] * w.inv[static_cast<size_t>(r)];
-            }
+                acc[r * hd + p * kPanelRows + j] += o[r * width + j];
+          }
         }
+        for (int hi = 0; hi < group; ++hi)
+          for (int64_t i = 0; i < nt; ++i) {
+            const int64_t r = hi * nt + i;
+            const float inv = 1.0f / w.sum[static_cast<size_t>(r)];
+            float* dst = out + (b0 + i) * q_stride + int64_t{g * group + hi} * hd;
+            for (int d = 0; d < hd; ++d) dst[d] = acc[r * hd + d] * inv;
+          }
       }
     }
   }
