@@ -411,24 +411,36 @@ void latency_and_rank_rows(std::ostream& os, const nlohmann::json& j) {
                 figure(r["bubble_fraction"], 100, 1) + "%");
 }
 
-// Rank 0's forward op by op, the costliest first: seconds, share of the forward, calls.
-nlohmann::json op_split_json(const OpSplit::Phase& split) {
+// Rank 0's forward op by op, the costliest first: seconds, share of the forward, calls, and the
+// FLOP rate of its matrix products; then its GEMMs together, against rank_peak (a rank's share of
+// the machine's GEMM peak; 0: not measured).
+nlohmann::json op_split_json(const OpSplit::Phase& split, double rank_peak) {
   std::vector<std::pair<std::string, OpSplit::Entry>> ops(split.ops.begin(), split.ops.end());
   std::sort(ops.begin(), ops.end(),
             [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
   nlohmann::json list = nlohmann::json::array();
-  double timed = 0;
+  double timed = 0, gemm_seconds = 0, gemm_flops = 0;
   for (const auto& [name, e] : ops) {
     list.push_back({{"op", name},
                     {"seconds", e.seconds},
                     {"fraction", ratio(e.seconds, split.forward_seconds)},
-                    {"calls", e.calls}});
+                    {"calls", e.calls},
+                    {"flops_per_second", e.flops > 0 ? ratio(e.flops, e.seconds) : nullptr}});
     timed += e.seconds;
+    if (e.flops > 0) {
+      gemm_seconds += e.seconds;
+      gemm_flops += e.flops;
+    }
   }
+  const nlohmann::json gemm_rate = gemm_flops > 0 ? ratio(gemm_flops, gemm_seconds) : nullptr;
   return {{"forward_seconds", split.forward_seconds},
           {"forwards", split.forwards},
           {"untimed_seconds", std::max(0.0, split.forward_seconds - timed)},
-          {"ops", list}};
+          {"ops", list},
+          {"gemm_flops_per_second", gemm_rate},
+          {"gemm_peak_fraction", !gemm_rate.is_null() && rank_peak > 0
+                                     ? ratio(gemm_rate.get<double>(), rank_peak)
+                                     : nullptr}};
 }
 
 void op_split_rows(std::ostream& os, const nlohmann::json& j) {
@@ -442,8 +454,13 @@ void op_split_rows(std::ostream& os, const nlohmann::json& j) {
     for (const nlohmann::json& e : s["ops"])
       add_row(os, "  " + e["op"].get<std::string>(),
               fixed(e["seconds"].get<double>(), 3) + " s = " + figure(e["fraction"], 100, 1) +
-                  "% (" + std::to_string(e["calls"].get<long long>()) + " calls)");
+                  "% (" + std::to_string(e["calls"].get<long long>()) + " calls)" +
+                  (e["flops_per_second"].is_null() ? "" : ", " + flop_rate(e["flops_per_second"])));
     add_row(os, "  between ops", fixed(s["untimed_seconds"].get<double>(), 3) + " s");
+    if (!s["gemm_flops_per_second"].is_null())
+      add_row(os, "  GEMMs together",
+              flop_rate(s["gemm_flops_per_second"]) +
+                  share_of(s["gemm_peak_fraction"], "a rank's GEMM peak"));
   }
 }
 
@@ -614,9 +631,13 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   if (!o.skip_limits && !measured_first) limits = measure_limits(mpi, session);
   if (!session.is_rank0()) return 0;
   nlohmann::json report = make_report(o, session, summary, figures, limits, source, in, out);
-  if (o.op_split)
-    report["op_split"] = {{"prefill", op_split_json(split.prefill)},
-                          {"decode", op_split_json(split.decode)}};
+  if (o.op_split) {
+    // A rank's share of the machine's GEMM peak (every node's, split evenly over the ranks).
+    const double rank_peak =
+        limits.devices > 0 ? limits.gemm_flops / report["layout"]["ranks"].get<double>() : 0;
+    report["op_split"] = {{"prefill", op_split_json(split.prefill, rank_peak)},
+                          {"decode", op_split_json(split.decode, rank_peak)}};
+  }
   print_report(report);
   if (!o.json.empty()) write_json_file(o.json, report, "--json");
   return finish_run(session, summary, continuation, "");

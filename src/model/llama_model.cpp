@@ -86,6 +86,12 @@ LlamaModel::LlamaModel(const LlamaConfig& config, ModelWeights weights, const To
 
 namespace {
 
+// FLOPs of out = x · Wᵀ: 2 × rows × x's columns × out's columns.
+double product_flops(const Tensor& x, const Tensor& out) {
+  return 2.0 * static_cast<double>(x.size(0)) * static_cast<double>(x.size(1)) *
+         static_cast<double>(out.size(1));
+}
+
 // A step's indices and RoPE tables packed in one area, the same layout on the host and on the
 // device: tokens, KV rows, sequence slots and context lengths (n each), the logit rows (r), cos and
 // sin (n × half each), then the runs ([first token, length] each).
@@ -259,13 +265,14 @@ Tensor LlamaModel::forward(const StepBatch& batch, KvCache& cache) {
   return output(n, r);
 }
 
-void LlamaModel::lap(const char* op) {
+void LlamaModel::lap(const char* op, double flops) {
   if (split_ == nullptr) return;
   ops::synchronize(ctx_);
   const Clock::time_point now = Clock::now();
   OpSplit::Entry& e = phase_->ops[op];
   e.seconds += seconds_between(lap_start_, now);
   ++e.calls;
+  e.flops += flops;
   lap_start_ = now;
 }
 
@@ -328,7 +335,8 @@ void LlamaModel::attention_block(const Activations& a, int layer, const StepView
   ops::rms_norm(ctx_, a.xin, a.x, w.attn_norm, eps);
   lap("RMSNorm");
   ops::matmuls(ctx_, a.xin, {{a.q, &w.wq}, {a.k, &w.wk}, {a.v, &w.wv}});
-  lap("GEMM q, k, v");
+  lap("GEMM q, k, v",
+      product_flops(a.xin, a.q) + product_flops(a.xin, a.k) + product_flops(a.xin, a.v));
   if (!w.bq.empty()) {
     ops::add_bias(ctx_, a.q, w.bq);
     ops::add_bias(ctx_, a.k, w.bk);
@@ -361,7 +369,7 @@ void LlamaModel::attention_block(const Activations& a, int layer, const StepView
   ops::attention(ctx_, a.att, a.q, kv, shape);
   lap("attention");
   ops::matmul(ctx_, a.xn, a.att, w.wo);
-  lap("GEMM o");
+  lap("GEMM o", product_flops(a.att, a.xn));
   tp_comm_.all_reduce_sum(a.xn);  // row-parallel Wo: partial sums over this rank's heads
   lap("TP all-reduce");
   ops::add(ctx_, a.x, a.xn);
@@ -375,11 +383,11 @@ void LlamaModel::feed_forward_block(const Activations& a, int layer) {
   ops::rms_norm(ctx_, a.xin, a.x, w.ffn_norm, eps);
   lap("RMSNorm");
   ops::matmuls(ctx_, a.xin, {{a.gate, &w.w1}, {a.up, &w.w3}});
-  lap("GEMM gate, up");
+  lap("GEMM gate, up", product_flops(a.xin, a.gate) + product_flops(a.xin, a.up));
   ops::silu_mul(ctx_, a.act, a.gate, a.up);
   lap("SiLU x up");
   ops::matmul(ctx_, a.xn, a.act, w.w2);
-  lap("GEMM down");
+  lap("GEMM down", product_flops(a.act, a.xn));
   tp_comm_.all_reduce_sum(a.xn);  // row-parallel W2
   lap("TP all-reduce");
   ops::add(ctx_, a.x, a.xn);
@@ -400,7 +408,7 @@ Tensor LlamaModel::lm_head(const Tensor& x, const StepViews& step, int64_t n, in
   ops::matmul(ctx_, logits, last_in, weights_.lm_head);
   // The padding rows of the last vocab shard can never be chosen.
   ops::fill_columns(ctx_, logits, std::max(config_.vocab_size - vocab_begin_, 0), -INFINITY);
-  lap("GEMM lm_head");
+  lap("GEMM lm_head", product_flops(last_in, logits));
   return logits;
 }
 

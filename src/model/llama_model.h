@@ -37,6 +37,7 @@ struct OpSplit {
   struct Entry {
     double seconds = 0;
     long long calls = 0;
+    double flops = 0;  // of the op's matrix products on this rank (2 per multiply-add); 0: none
   };
   struct Phase {
     std::map<std::string, Entry> ops;
@@ -111,8 +112,9 @@ class LlamaModel {
     Tensor act;       // (n, hidden_local) silu(gate) * up, in in_dtype_
   };
   Activations activations(int64_t n) const;
-  // Since the last lap, into split_ under `op` (nothing while split_ is null).
-  void lap(const char* op);
+  // Since the last lap, into split_ under `op` (nothing while split_ is null), with the FLOPs of
+  // its matrix products.
+  void lap(const char* op, double flops = 0);
   // The sublayers of run_stage, for one of this stage's layers: each adds its output to the
   // residual stream a.x.
   void attention_block(const Activations& a, int layer, const StepViews& step, KvCache& cache,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "cli_util.h"
@@ -114,6 +115,57 @@ TEST(Bench, MeasuresTheMachineAndRunsTwoRanksOfTensorParallelism) {
   EXPECT_EQ(j["machine"]["devices"], 1);
   EXPECT_EQ(j["machine"]["measured_on"],
             std::to_string(std::thread::hardware_concurrency()) + " cores of 1 node");
+  fs::remove(path);
+}
+
+// --op-split: every op of rank 0's forward timed within its passes, and the FLOPs of its matrix
+// products in closed form from the shape (tiny: 4 layers, dim 128, 4 kv heads of 16, hidden 344,
+// vocabulary 32 000), the ops' rates times their seconds.
+TEST(Bench, OpSplitTimesTheOpsAndCountsTheirProducts) {
+  const std::string path = temp_path("split.json");
+  const auto r = run_shell(binary() +
+                           " bench --shape tiny --random-weights --prompts 4 --input-len 8 "
+                           "--output-len 6 --max-seqs 4 --op-split --no-limits --json " +
+                           path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("op split, decode steps (rank 0)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("GEMMs together"), std::string::npos) << r.output;
+  const json j = read_json(path);
+  const json& split = j["op_split"];
+  EXPECT_GE(split["prefill"]["forwards"].get<long long>(), 1);
+  EXPECT_EQ(split["decode"]["forwards"], j["decode_steps"]);
+  std::map<std::string, double> decode_flops;  // the decode steps' FLOPs of each product
+  for (const char* phase : {"prefill", "decode"}) {
+    const json& s = split[phase];
+    double timed = 0, gemm_seconds = 0, gemm_flops = 0;
+    for (const json& e : s["ops"]) {
+      timed += e["seconds"].get<double>();
+      const std::string op = e["op"];
+      EXPECT_EQ(op.rfind("GEMM ", 0) == 0, !e["flops_per_second"].is_null()) << op;
+      if (e["flops_per_second"].is_null()) continue;
+      const double flops = e["flops_per_second"].get<double>() * e["seconds"].get<double>();
+      gemm_seconds += e["seconds"].get<double>();
+      gemm_flops += flops;
+      if (std::string(phase) == "decode") decode_flops[op] = flops;
+    }
+    EXPECT_LE(timed, s["forward_seconds"].get<double>() + 1e-6) << phase;
+    EXPECT_NEAR(s["gemm_flops_per_second"].get<double>(), gemm_flops / gemm_seconds,
+                1e-9 * gemm_flops / gemm_seconds)
+        << phase;
+    EXPECT_TRUE(s["gemm_peak_fraction"].is_null()) << "--no-limits: no peak to be a fraction of";
+  }
+  // Each decode token: q, k, v (128 + 64 + 64 outputs of 128), o (128 of 128), gate and up (2 x
+  // 344 of 128), down (128 of 344) in each of 4 layers, and its row of logits (32 000 of 128).
+  const double tokens =
+      j["decode_tokens_per_second"].get<double>() * j["decode_seconds"].get<double>();
+  const std::map<std::string, double> per_token = {{"GEMM q, k, v", 4 * 2.0 * 256 * 128},
+                                                   {"GEMM o", 4 * 2.0 * 128 * 128},
+                                                   {"GEMM gate, up", 4 * 2.0 * 688 * 128},
+                                                   {"GEMM down", 4 * 2.0 * 128 * 344},
+                                                   {"GEMM lm_head", 2.0 * 32000 * 128}};
+  ASSERT_EQ(decode_flops.size(), per_token.size());
+  for (const auto& [op, f] : per_token)
+    EXPECT_NEAR(decode_flops[op], f * tokens, 1e-6 * f * tokens) << op;
   fs::remove(path);
 }
 
