@@ -30,13 +30,29 @@ KvCache::KvCache(int n_layers_local, int kv_dim_local, int block_size, int n_blo
   TPLLAMA_CHECK(max_slots >= 1, "KV cache with ", max_slots, " slots");
   TPLLAMA_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "the KV cache is f32 or bf16, not ",
                 dtype_name(dtype));
-  // Zeroed, and on the CPU paged in as blocks are first written: the pool costs what the workload
-  // reaches, not the full-context size it is planned for.
+  // Zeroed, and on the CPU paged in as blocks are first handed out: the pool costs what the
+  // workload reaches, not the full-context size it is planned for.
   pool_ = ops::allocate_zeroed(
       ctx_, static_cast<size_t>(n_layers_local) * layer_stride_ * dtype_size(dtype));
   device_tables_ =
       ops::allocate(ctx_, static_cast<size_t>(max_slots) *
                               static_cast<size_t>(max_blocks_per_slot_) * sizeof(int32_t));
+  const size_t block_bytes =
+      static_cast<size_t>(block_size) * static_cast<size_t>(kv_dim_local) * dtype_size(dtype);
+  blocks_per_chunk_ = static_cast<int>(std::max<size_t>(1, (size_t{2} << 20) / block_bytes));
+  chunk_ready_.assign(static_cast<size_t>((n_blocks + blocks_per_chunk_ - 1) / blocks_per_chunk_),
+                      0);
+}
+
+void KvCache::ready(int block) {
+  uint8_t& done = chunk_ready_[static_cast<size_t>(block / blocks_per_chunk_)];
+  if (done) return;
+  done = 1;
+  const int64_t first = int64_t{block / blocks_per_chunk_} * blocks_per_chunk_,
+                blocks = std::min<int64_t>(blocks_per_chunk_, n_blocks_ - first);
+  for (int layer = 0; layer < n_layers_; ++layer)
+    for (int which = 0; which < 2; ++which)
+      ops::populate(ctx_, pool(layer, which).rows(first * block_size_, blocks * block_size_));
 }
 
 void KvCache::append_block(int slot, int block) {
@@ -46,6 +62,7 @@ void KvCache::append_block(int slot, int block) {
   std::vector<int32_t>& t = tables_[static_cast<size_t>(slot)];
   TPLLAMA_CHECK(static_cast<int>(t.size()) < max_blocks_per_slot_, "slot ", slot, " already holds ",
                 t.size(), " blocks, its most");
+  ready(block);
   t.push_back(block);
   mark_changed(slot);
 }
@@ -56,6 +73,7 @@ void KvCache::replace_block(int slot, int index, int block) {
                     index < static_cast<int>(blocks(slot).size()),
                 "replace block ", index, " of slot ", slot, " by block ", block);
   int32_t& old = tables_[static_cast<size_t>(slot)][static_cast<size_t>(index)];
+  ready(block);
   const int64_t rows = block_size_;
   for (int layer = 0; layer < n_layers_; ++layer)
     for (int which = 0; which < 2; ++which) {

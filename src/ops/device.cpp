@@ -98,6 +98,11 @@ Buffer allocate_zeroed(const DeviceContext& ctx, size_t nbytes) {
   return Buffer(cpu::map_pages(nbytes, /*reserve=*/false), nbytes, Device::kCpu, cpu::unmap_pages);
 }
 
+void populate(const DeviceContext& ctx, Tensor t) {
+  if (ctx.device != Device::kCpu) return;
+  cpu::populate(t.data(), t.nbytes());
+}
+
 void zero(const DeviceContext& ctx, Tensor t) {
   if (on_gpu("zero", ctx, {&t})) TPLLAMA_GPU(zero(ctx, t));
   cpu::zero(t.data(), t.nbytes(), ctx.threads);

@@ -47,11 +47,16 @@ size_t scratch_bytes(const DeviceContext& ctx, int64_t max_rows, int64_t max_wid
 // managed memory). Allocated at start-up, never per step.
 Buffer allocate(const DeviceContext& ctx, size_t nbytes);
 // nbytes of zeroed memory on the context's device. On the CPU the pages are supplied as they are
-// first written (the KV pool: a sequence takes the memory of the positions it reaches, and a pool
-// sized for 64 sequences of a 128k context starts at once); on a GPU, allocate then zero.
+// first written or populated (the KV pool: a sequence takes the memory of the positions it reaches,
+// and a pool sized for 64 sequences of a 128k context starts at once); on a GPU, allocate then
+// zero.
 Buffer allocate_zeroed(const DeviceContext& ctx, size_t nbytes);
 // Every byte of t set to 0, in stream order. On the CPU the rank's threads share the writing.
 void zero(const DeviceContext& ctx, Tensor t);
+// On the CPU, the pages under t (memory of allocate_zeroed) supplied now, in one call, not a fault
+// at each page's first write (cpu::populate); its contents unchanged. On a GPU nothing: its memory
+// is there from allocation.
+void populate(const DeviceContext& ctx, Tensor t);
 // dst (on the context's device) ← dst.nbytes() bytes of host memory, in stream order; host may be
 // reused once the call returns.
 void upload(const DeviceContext& ctx, Tensor dst, const void* host);

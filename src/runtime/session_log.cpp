@@ -77,7 +77,7 @@ void log_kv_cache(const KvCache& cache, Device device, int context, double secon
      << static_cast<long long>(sequences_held(n_blocks, block_size, context))
      << " sequences at the full context of " << context << " tokens; set up in " << std::fixed
      << std::setprecision(2) << seconds << " s"
-     << (device == Device::kCpu ? ", its pages taken as blocks are first written" : "");
+     << (device == Device::kCpu ? ", its pages taken as blocks are first handed out" : "");
   log::info(os.str());
   if (block_size > context)
     log::warn("--kv-block-size " + std::to_string(block_size) + " is larger than the context of " +

@@ -49,7 +49,20 @@ void* map_pages(size_t nbytes, bool reserve) {
     ::madvise(data, body, MADV_HUGEPAGE);  // a refusal (no THP) leaves small pages: still correct
   }
   *reinterpret_cast<MappingHeader*>(data - page) = {p, length};
+  if (reserve) populate(data, body);  // memory for use now (weights, activations): its pages too
   return data;
+}
+
+void populate(void* data, size_t nbytes) {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14's value, where the headers predate it
+#endif
+  const size_t page = page_size();
+  const auto begin = reinterpret_cast<uintptr_t>(data) / page * page,
+             end = reinterpret_cast<uintptr_t>(data) + nbytes;
+  if (nbytes == 0) return;
+  // A refusal (an older kernel: EINVAL) leaves the pages to their first write, as before.
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 }
 
 void unmap_pages(void* data) {
