@@ -23,6 +23,7 @@
 #include "parallel/mpi_comm.h"
 #include "parallel/self_comm.h"
 #include "shipped_models.h"
+#include "temp_files.h"
 
 namespace tpllama {
 namespace {
@@ -45,6 +46,9 @@ std::string converted_model() {
   MPI_Bcast(&pid, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
   dir = (std::filesystem::temp_directory_path() / ("tpllama_mpi_" + std::to_string(pid))).string();
   if (rank == 0) {
+    // Both models go when rank 0 exits: after main's last collective, every rank is done with them.
+    test_files::remove_at_exit(dir);
+    test_files::remove_at_exit(dir + "_wide");
     const std::string s = stories_dir();
     convert_llama2c(s + "/stories260K.bin", ConvertOptions{dir, s + "/tok512.model", DType::kF32});
   }

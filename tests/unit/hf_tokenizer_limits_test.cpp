@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "temp_files.h"
 #include "text/encode_error.h"
 #include "text/hf_tokenizer.h"
 
@@ -35,8 +36,9 @@ Json ascii_tokenizer() {
 
 std::string write_text(const std::string& text) {
   static std::atomic<int> counter{0};
-  std::string path = ::testing::TempDir() + "hf_limits_" + std::to_string(::getpid()) + "_" +
-                     std::to_string(counter++) + ".json";
+  const std::string path =
+      test_files::remove_at_exit(::testing::TempDir() + "hf_limits_" + std::to_string(::getpid()) +
+                                 "_" + std::to_string(counter++) + ".json");
   std::ofstream(path) << text;
   return path;
 }

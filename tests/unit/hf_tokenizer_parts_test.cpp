@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "temp_files.h"
 #include "text/hf_tokenizer.h"
 #include "text/tokenizer.h"
 
@@ -61,8 +62,9 @@ Json added(int id, const std::string& content, const Json& flags = Json::object(
 std::string write(const Json& j) {
   // ctest runs each test in its own process, several at once: the pid keeps their files apart.
   static std::atomic<int> counter{0};
-  std::string path = ::testing::TempDir() + "hf_parts_" + std::to_string(::getpid()) + "_" +
-                     std::to_string(counter++) + ".json";
+  const std::string path =
+      test_files::remove_at_exit(::testing::TempDir() + "hf_parts_" + std::to_string(::getpid()) +
+                                 "_" + std::to_string(counter++) + ".json");
   std::ofstream(path) << j.dump(1);
   return path;
 }

@@ -14,6 +14,7 @@
 #include "core/json_text.h"
 #include "io/prompt_reader.h"
 #include "model/config.h"
+#include "temp_files.h"
 
 namespace tpllama {
 namespace {
@@ -83,8 +84,8 @@ TEST(JsonDepth, ADeepBatchLineIsItsLinesErrorRecord) {
 }
 
 TEST(JsonDepth, ADeepModelConfigIsRefusedByName) {
-  const std::string path =
-      ::testing::TempDir() + "deep_config_" + std::to_string(::getpid()) + ".json";
+  const std::string path = test_files::remove_at_exit(::testing::TempDir() + "deep_config_" +
+                                                      std::to_string(::getpid()) + ".json");
   const std::string head = R"({"vocab_size": 32, "extra": )";
   std::ofstream(path) << head << nested(100000) << "}";
   try {

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "llama_reference.h"
 #include "shipped_models.h"
+#include "temp_files.h"
 
 namespace tpllama::testing_util {
 
@@ -34,13 +35,14 @@ inline reference::Config tiny_reference_config() {
   return c;
 }
 
-// A new empty directory under the system temp dir, removed by the caller's fixture if wanted.
+// A new empty directory under the system temp dir, removed when the test process exits
+// (temp_files.h).
 inline std::string fresh_dir(const std::string& name) {
   std::filesystem::path p = std::filesystem::temp_directory_path() /
                             ("tpllama_test_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
-  return p.string();
+  return test_files::remove_at_exit(p.string());
 }
 
 // The message of the Error f throws, "" when it throws none.
