@@ -15,26 +15,117 @@ namespace {
 
 using namespace avx512;
 
-// scores[t] = scale · q·k_t for t in [0, n), 16 positions at a time; rows[t] + off: position t's
-// key. far[t] + off for t < far_n: the rows this head reads a tile later, asked into L2 meanwhile.
+// A row of head_dim = 16 · kChunks cache elements in kRegs registers. f32: kChunks vectors in
+// order. bf16: each 32 elements (16 where kChunks is odd, at the end) one load of 32-bit pairs,
+// split by a shift and a mask into the even elements and the odd (load_split32), where widening 16
+// at a time took a shuffle each (decode attention over a bf16 cache was bound by them: 0.315 ms
+// over an 8 MB cache in L3, where the f32 cache of twice the bytes took 0.346). A query or a sum
+// meets the rows in their order: load_f32 puts an f32 vector of head_dim elements (q, an output)
+// in it, store_f32 puts one back.
 template <int kChunks, typename KV>
-__attribute__((target("avx512f"))) void scores_avx512(float* scores, const float* q,
+struct RowRegs;
+
+template <int kChunks>
+struct RowRegs<kChunks, float> {
+  static constexpr int kRegs = kChunks;
+  __attribute__((target("avx512f"))) static void load(const float* r, __m512 (&v)[kRegs]) {
+    for (int c = 0; c < kChunks; ++c) v[c] = _mm512_loadu_ps(r + 16 * c);
+  }
+  __attribute__((target("avx512f"))) static void load_f32(const float* x, __m512 (&v)[kRegs]) {
+    load(x, v);
+  }
+  __attribute__((target("avx512f"))) static void store_f32(float* x, const __m512 (&v)[kRegs]) {
+    for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(x + 16 * c, v[c]);
+  }
+};
+
+template <int kChunks>
+struct RowRegs<kChunks, uint16_t> {
+  static constexpr int kPairs = (kChunks + 1) / 2;  // 32-element pieces; the last may be 16
+  static constexpr int kRegs = 2 * kPairs;          // even, odd of each piece
+  static constexpr __mmask16 piece_lanes(int p) {   // its 32-bit pairs
+    return 2 * p + 1 < kChunks ? __mmask16(0xFFFF) : __mmask16(0x00FF);
+  }
+  __attribute__((target("avx512f"))) static void load(const uint16_t* r, __m512 (&v)[kRegs]) {
+    for (int p = 0; p < kPairs; ++p) {
+      const __m512i pairs = piece_lanes(p) == 0xFFFF
+                                ? _mm512_loadu_si512(r + 32 * p)
+                                : _mm512_maskz_loadu_epi32(piece_lanes(p), r + 32 * p);
+      v[2 * p] = _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
+      v[2 * p + 1] =
+          _mm512_castsi512_ps(_mm512_and_si512(pairs, _mm512_set1_epi32(int32_t(0xFFFF0000u))));
+    }
+  }
+  // Element 2i of a piece to lane i of its even vector, 2i + 1 to lane i of its odd; and back.
+  __attribute__((target("avx512f"))) static void load_f32(const float* x, __m512 (&v)[kRegs]) {
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    for (int p = 0; p < kPairs; ++p) {
+      const __m512 lo = _mm512_loadu_ps(x + 32 * p), hi = piece_lanes(p) == 0xFFFF
+                                                              ? _mm512_loadu_ps(x + 32 * p + 16)
+                                                              : _mm512_setzero_ps();
+      v[2 * p] = _mm512_permutex2var_ps(lo, even, hi);
+      v[2 * p + 1] = _mm512_permutex2var_ps(lo, odd, hi);
+    }
+  }
+  __attribute__((target("avx512f"))) static void store_f32(float* x, const __m512 (&v)[kRegs]) {
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    for (int p = 0; p < kPairs; ++p) {
+      _mm512_storeu_ps(x + 32 * p, _mm512_permutex2var_ps(v[2 * p], lo, v[2 * p + 1]));
+      if (piece_lanes(p) == 0xFFFF)
+        _mm512_storeu_ps(x + 32 * p + 16, _mm512_permutex2var_ps(v[2 * p], hi, v[2 * p + 1]));
+    }
+  }
+};
+
+// Heads a bundle of the one-token kernel: its scores, or its weighted sums, run side by side, as
+// many as keep their queries (or sums) in 16 registers, up to 4.
+template <int kChunks, typename KV>
+constexpr int kBundleHeads = std::clamp(16 / RowRegs<kChunks, KV>::kRegs, 1, 4);
+
+// fn.template operator()<k>() with k = heads (1 to kMax <= 4): a bundle's heads as a template
+// argument.
+template <int kMax, typename Fn>
+void with_heads(int heads, Fn&& fn) {
+  if constexpr (kMax >= 4)
+    if (heads == 4) return fn.template operator()<4>();
+  if constexpr (kMax >= 3)
+    if (heads == 3) return fn.template operator()<3>();
+  if constexpr (kMax >= 2)
+    if (heads == 2) return fn.template operator()<2>();
+  fn.template operator()<1>();
+}
+
+// For kHeads query heads b of one kv head: scores[b · s_step + t] = scale · q_b·k_t for t in [0,
+// n), q_b = q + b · head_dim, 16 positions at a time, each key read once for them all; rows[t] +
+// off: position t's key. far[t] + off for t < far_n: the rows the heads read a tile later, asked
+// into L2 meanwhile. A head's sums do not depend on its neighbours.
+template <int kChunks, int kHeads, typename KV>
+__attribute__((target("avx512f"))) void scores_avx512(float* scores, int64_t s_step, const float* q,
                                                       const KV* const* rows, int64_t off, int n,
                                                       float scale, const KV* const* far,
                                                       int far_n) {
+  using Regs = RowRegs<kChunks, KV>;
   constexpr int kBytes = kChunks * 16 * static_cast<int>(sizeof(KV));
-  __m512 qv[kChunks];
-  for (int c = 0; c < kChunks; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
+  __m512 qv[kHeads][Regs::kRegs];
+  for (int b = 0; b < kHeads; ++b) Regs::load_f32(q + b * 16 * kChunks, qv[b]);
   for (int t0 = 0; t0 < n; t0 += 16) {
-    __m512 acc[16];
+    __m512 acc[kHeads][16];
     for (int j = 0; j < 16; ++j) {
       if (t0 + j < far_n) prefetch_row_l2(far[t0 + j] + off, kBytes);
-      const KV* k = rows[std::min(t0 + j, n - 1)] + off;  // past the end: a repeat, not stored
-      acc[j] = _mm512_mul_ps(qv[0], load16(k));
-      for (int c = 1; c < kChunks; ++c) acc[j] = _mm512_fmadd_ps(qv[c], load16(k + 16 * c), acc[j]);
+      __m512 k[Regs::kRegs];  // past the end: a repeat, not stored
+      Regs::load(rows[std::min(t0 + j, n - 1)] + off, k);
+      for (int b = 0; b < kHeads; ++b) {
+        acc[b][j] = _mm512_mul_ps(qv[b][0], k[0]);
+        for (int c = 1; c < Regs::kRegs; ++c)
+          acc[b][j] = _mm512_fmadd_ps(qv[b][c], k[c], acc[b][j]);
+      }
     }
-    _mm512_mask_storeu_ps(scores + t0, lanes(n - t0),
-                          _mm512_mul_ps(sum_lanes16(acc), _mm512_set1_ps(scale)));
+    for (int b = 0; b < kHeads; ++b)
+      _mm512_mask_storeu_ps(scores + b * s_step + t0, lanes(n - t0),
+                            _mm512_mul_ps(sum_lanes16(acc[b]), _mm512_set1_ps(scale)));
   }
   for (int t = n; t < far_n; ++t) prefetch_row_l2(far[t] + off, kBytes);
 }
@@ -62,58 +153,49 @@ __attribute__((target("avx512f"))) void weighted_sums_avx512(float* o, const flo
                                                              int64_t off, int n, bool first,
                                                              const KV* const* far, int far_n,
                                                              int kv_bytes) {
+  using Regs = RowRegs<kChunks, KV>;
   constexpr int hd = 16 * kChunks;
   constexpr int64_t off_step = kShared ? 0 : hd;
-  __m512 a[kHeads][kChunks];
-  for (int b = 0; b < kHeads; ++b)
-    for (int c = 0; c < kChunks; ++c)
-      a[b][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o + b * hd + 16 * c);
+  __m512 a[kHeads][Regs::kRegs];
+  for (int b = 0; b < kHeads; ++b) {
+    if (first)
+      for (__m512& x : a[b]) x = _mm512_setzero_ps();
+    else
+      Regs::load_f32(o + b * hd, a[b]);
+  }
   for (int t = 0; t < n; ++t) {
     if (t < far_n) prefetch_row_l2(far[t] + off, kv_bytes);
     const KV* r = rows[t] + off;
-    if constexpr (kShared) {
-      __m512 v[kChunks];
-      for (int c = 0; c < kChunks; ++c) v[c] = load16(r + 16 * c);
-      for (int b = 0; b < kHeads; ++b) {
-        const __m512 pt = _mm512_set1_ps(p[b * p_step + t]);
-        for (int c = 0; c < kChunks; ++c) a[b][c] = _mm512_fmadd_ps(pt, v[c], a[b][c]);
-      }
-    } else {
-      for (int b = 0; b < kHeads; ++b) {
-        const __m512 pt = _mm512_set1_ps(p[b * p_step + t]);
-        for (int c = 0; c < kChunks; ++c)
-          a[b][c] = _mm512_fmadd_ps(pt, load16(r + b * off_step + 16 * c), a[b][c]);
-      }
+    __m512 v[Regs::kRegs];
+    if constexpr (kShared) Regs::load(r, v);
+    for (int b = 0; b < kHeads; ++b) {
+      if constexpr (!kShared) Regs::load(r + b * off_step, v);
+      const __m512 pt = _mm512_set1_ps(p[b * p_step + t]);
+      for (int c = 0; c < Regs::kRegs; ++c) a[b][c] = _mm512_fmadd_ps(pt, v[c], a[b][c]);
     }
   }
   for (int t = n; t < far_n; ++t) prefetch_row_l2(far[t] + off, kv_bytes);
-  for (int b = 0; b < kHeads; ++b)
-    for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(o + b * hd + 16 * c, a[b][c]);
+  for (int b = 0; b < kHeads; ++b) Regs::store_f32(o + b * hd, a[b]);
 }
 
-// Heads whose weighted sums run side by side: as many as keep their sums in 16 registers, up to 4.
-template <int kChunks>
-constexpr int kSumHeads = std::clamp(16 / kChunks, 1, 4);
-
-// The weighted sums of `heads` (<= kSumHeads) consecutive heads, kShared or not, as one bundle.
+// The weighted sums of `heads` (<= kBundleHeads) consecutive heads, kShared or not, as one bundle.
 template <int kChunks, bool kShared, typename KV>
 void weighted_sums_of(int heads, float* o, const float* p, int64_t p_step, const KV* const* rows,
                       int64_t off, int n, bool first, const KV* const* far, int far_n,
                       int kv_bytes) {
-  constexpr int kB = kSumHeads<kChunks>;
-  if (heads == 4 && kB >= 4)
-    return weighted_sums_avx512<kChunks, (kB >= 4 ? 4 : 1), kShared>(o, p, p_step, rows, off, n,
-                                                                     first, far, far_n, kv_bytes);
-  if (heads == 3 && kB >= 3)
-    return weighted_sums_avx512<kChunks, (kB >= 3 ? 3 : 1), kShared>(o, p, p_step, rows, off, n,
-                                                                     first, far, far_n, kv_bytes);
-  if (heads == 2)
-    return weighted_sums_avx512<kChunks, 2, kShared>(o, p, p_step, rows, off, n, first, far, far_n,
-                                                     kv_bytes);
-  for (int b = 0; b < heads; ++b)  // one at a time (the first asks for the rows ahead)
-    weighted_sums_avx512<kChunks, 1, kShared>(o + b * 16 * kChunks, p + b * p_step, p_step, rows,
-                                              kShared ? off : off + b * 16 * kChunks, n, first, far,
-                                              b == 0 ? far_n : 0, kv_bytes);
+  with_heads<kBundleHeads<kChunks, KV>>(heads, [&]<int kHeads>() {
+    weighted_sums_avx512<kChunks, kHeads, kShared>(o, p, p_step, rows, off, n, first, far, far_n,
+                                                   kv_bytes);
+  });
+}
+
+// The scores of `heads` (<= kBundleHeads) consecutive query heads of one kv head as one bundle.
+template <int kChunks, typename KV>
+void scores_of(int heads, float* scores, int64_t s_step, const float* q, const KV* const* rows,
+               int64_t off, int n, float scale, const KV* const* far, int far_n) {
+  with_heads<kBundleHeads<kChunks, KV>>(heads, [&]<int kHeads>() {
+    scores_avx512<kChunks, kHeads>(scores, s_step, q, rows, off, n, scale, far, far_n);
+  });
 }
 
 // Positions a tile of the one-token kernel: its keys (or values) stay in L2 while every query head
@@ -140,7 +222,7 @@ __attribute__((target("avx512f"))) void attend_avx512(float* o, const float* q, 
   const auto* keys = reinterpret_cast<const KV* const*>(w.keys.data());
   const auto* values = reinterpret_cast<const KV* const*>(w.values.data());
   const int heads = (kv_end - kv_begin) * group, h0 = kv_begin * group;
-  auto scores_of = [&](int h) { return w.scores.data() + (h - h0) * stride; };
+  auto scores_row = [&](int h) { return w.scores.data() + (h - h0) * stride; };
   auto off_of = [&](int h) { return int64_t{h / group} * hd; };
   constexpr int kBytes = kChunks * 16 * static_cast<int>(sizeof(KV));
   for (int t = 0; t < std::min(kGroupTile, n); ++t)  // the first tile of keys, every kv head's
@@ -152,24 +234,27 @@ __attribute__((target("avx512f"))) void attend_avx512(float* o, const float* q, 
     if (t0 + kGroupTile < n) return std::min(kGroupTile, n - t0 - kGroupTile);
     return of_keys ? std::min(kGroupTile, n) : 0;
   };
-  for (int t0 = 0; t0 < n; t0 += kGroupTile) {
+  constexpr int kB = kBundleHeads<kChunks, KV>;
+  for (int t0 = 0; t0 < n; t0 += kGroupTile) {  // bundles of a kv head's query heads
     const int tn = std::min(kGroupTile, n - t0);
     const auto* far = t0 + kGroupTile < n ? keys + t0 + kGroupTile : values;
-    for (int h = h0; h < h0 + heads; ++h)
-      scores_avx512<kChunks>(scores_of(h) + t0, q + h * hd, keys + t0, off_of(h), tn, s.scale, far,
-                             far_n(h, t0, true));
+    for (int h = h0; h < h0 + heads;) {
+      const int b_n = std::min(kB, group - h % group);
+      scores_of<kChunks>(b_n, scores_row(h) + t0, stride, q + h * hd, keys + t0, off_of(h), tn,
+                         s.scale, far, far_n(h, t0, true));
+      h += b_n;
+    }
   }
-  for (int h = h0; h < h0 + heads; ++h) softmax_avx512(scores_of(h), n);
+  for (int h = h0; h < h0 + heads; ++h) softmax_avx512(scores_row(h), n);
   // Bundles of heads: with a kv head for several query heads, a kv head's (read once for all),
   // else several kv heads' side by side; only a bundle's first head, where it is the first of
   // its kv head, asks for rows ahead (all of the bundle's kv heads' rows).
-  constexpr int kB = kSumHeads<kChunks>;
   for (int t0 = 0; t0 < n; t0 += kGroupTile) {
     const int tn = std::min(kGroupTile, n - t0), next_n = far_n(h0, t0, false);
     const auto* far = values + t0 + kGroupTile;
     for (int h = h0; h < h0 + heads;) {
       float* oh = o + h * hd;
-      const float* ph = scores_of(h) + t0;
+      const float* ph = scores_row(h) + t0;
       if (group > 1) {
         const int b_n = std::min(kB, group - h % group);
         weighted_sums_of<kChunks, true>(b_n, oh, ph, stride, values + t0, off_of(h), tn, t0 == 0,
