@@ -208,6 +208,9 @@ INSTANTIATE_TEST_SUITE_P(
             Case{12, 12, 64, 16, {200, 130, 64, 65, 1, 129, 300, 17, 90}},
             Case{6, 3, 80, 16, {150, 70}}, Case{10, 5, 128, 16, {100, 200, 65}},
             Case{12, 4, 64, 16, {90, 128, 7, 64, 100, 33, 120, 77, 15, 128}},
+            // a kv head's query heads in bundles of scores and sums: 4 + 2 (head_dim 48, an
+            // odd number of vectors), 2 + 2 + 2 (head_dim 112)
+            Case{12, 2, 48, 16, {90, 200, 33, 7}}, Case{6, 1, 112, 16, {130, 65}},
             // prefill chunks: items taken kv head by kv head, two tokens an item
             Case{4, 2, 64, 16, {40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51}, 100},
             Case{6, 3, 32, 8, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, 100},
