@@ -124,10 +124,10 @@ void attend_tokens(Tensor out, Tensor q, const std::vector<KvView>& kv, const At
     const size_t padded =
         static_cast<size_t>(max_ctx + 15) / 16 * 16;  // scores are written 16 at a time
     const size_t group = static_cast<size_t>(s.n_heads / s.n_kv_heads);
-    // A row of scores a query head of the item's kv heads.
-    AttendScratch w{std::vector<const void*>(padded), std::vector<const void*>(padded),
-                    std::vector<float>(padded * group * static_cast<size_t>(span)),
-                    std::vector<float>(pair != nullptr ? padded : 0)};
+    // A row of scores a query head of the item's kv heads; kept by the thread from call to call
+    // (a decode step calls once a layer), grown where a call needs more.
+    thread_local AttendScratch w;
+    w.fit(padded, padded * group * static_cast<size_t>(span), pair != nullptr ? padded : 0);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < items; ++i) {
       const int64_t u = by_head ? i % n_units : i / n_spans;

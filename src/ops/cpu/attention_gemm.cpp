@@ -49,12 +49,7 @@ float* aligned_floats(std::vector<float>& v, int64_t n) {
 __attribute__((target("avx512f"))) float tile_softmax_avx512(float* row, int64_t lo, int64_t hi,
                                                              int64_t n, float scale, float& mx,
                                                              float& rescale) {
-  rescale = 1.0f;
-  if (lo >= hi) {  // sees none of the tile
-    for (int64_t t = 0; t < n; t += 16)
-      _mm512_mask_storeu_ps(row + t, lanes(n - t), _mm512_setzero_ps());
-    return 0.0f;
-  }
+  rescale = 1.0f;  // where the row sees none of the tile (lo >= hi), m stays mx: all zeros, sum 0
   for (int64_t t = 0; t < lo; t += 16)
     _mm512_mask_storeu_ps(row + t, lanes(lo - t), _mm512_setzero_ps());
   __m512 tm = _mm512_set1_ps(-INFINITY);

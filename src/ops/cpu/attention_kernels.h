@@ -20,6 +20,15 @@ constexpr int kGemmRun = 32;
 struct AttendScratch {
   std::vector<const void*> keys, values;
   std::vector<float> scores, scores2;  // scores2: the second token of a pair
+  // Room for `rows` rows and the scores, grown where smaller (never shrunk).
+  void fit(size_t rows, size_t n_scores, size_t n_scores2) {
+    if (keys.size() < rows) {
+      keys.resize(rows);
+      values.resize(rows);
+    }
+    if (scores.size() < n_scores) scores.resize(n_scores);
+    if (scores2.size() < n_scores2) scores2.resize(n_scores2);
+  }
 };
 
 // KV elements as f32 (the portable kernel and the GEMM packing).
