@@ -70,8 +70,9 @@ void add_run_command(CLI::App& app, RunOptions& o) {
       ->capture_default_str()
       ->check(at_least(1));
   add_log_interval_option(*run, o);
-  run->add_option("--kv-block-size", o.session.engine.kv_block_size, "Positions per KV cache block")
-      ->capture_default_str()
+  run->add_option("--kv-block-size", o.session.engine.kv_block_size,
+                  "Positions per KV cache block (default: 64 on a CPU, 16 on a GPU, at most the "
+                  "context)")
       ->check(CLI::Range(1, 4096));
   run->add_option("--input-format", o.input_format,
                   "auto (from the content and extension), text, jsonl or openai")

@@ -24,8 +24,8 @@ struct EngineOptions {
   double log_interval = 30.0;   // seconds between progress lines when stderr is not a terminal
   int groups = 1;               // micro-batch groups in flight (the pipeline depth)
   int context = 0;              // tokens per sequence, prompt + completion (0: the model's)
-  int kv_block_size = 16;       // positions per KV block
-  int kv_blocks = 0;            // blocks in every rank's pool
+  int kv_block_size = 0;    // positions per KV block (0: default_kv_block_size's, set by Session)
+  int kv_blocks = 0;        // blocks in every rank's pool
   int max_logit_rows = 64;  // logit rows per step (the model's buffer): decodes plus scored tokens
   bool prefix_caching =
       true;  // full KV blocks found again by their tokens and shared (BlockAllocator)

@@ -10,6 +10,10 @@
 
 namespace tpllama {
 
+int default_kv_block_size(bool gpu, int context) {
+  return std::clamp(context, 1, gpu ? 16 : 64);
+}
+
 long long blocks_per_sequence(int context, int block_size) {
   return (static_cast<long long>(context) + block_size - 1) / block_size;
 }

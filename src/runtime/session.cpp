@@ -132,8 +132,11 @@ void Session::load_model() {
 // The KV pool: the same block count on every rank (kv_budget.h), refused if one full-context
 // sequence won't fit.
 void Session::make_kv_cache() {
+  const Device device = device_->context().device;
+  if (o_.engine.kv_block_size == 0)
+    o_.engine.kv_block_size = default_kv_block_size(device == Device::kCuda, context_);
   const EngineOptions& e = o_.engine;
-  const DType kv = kv_cache_dtype(o_.kv_dtype, placement_.dtype, device_->context().device);
+  const DType kv = kv_cache_dtype(o_.kv_dtype, placement_.dtype, device);
   const Clock::time_point t0 = Clock::now();
   long long blocks = 0;
   collective_phase([&] {

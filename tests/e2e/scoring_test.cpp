@@ -117,12 +117,12 @@ TEST_F(Scoring, PreemptedScoringRequestScoresEachTokenOnce) {
   }
   CommandResult r =
       run_shell(binary() + " run --model " + model_ + " --input " + in + " --output " + out +
-                " --max-model-len 72 --kv-cache-memory 100KiB --stats " + stats);
+                " --max-model-len 72 --kv-cache-memory 100KiB --kv-block-size 16 --stats " + stats);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   json s;
   std::ifstream(stats) >> s;
   ASSERT_GT(s["preemptions"].get<int>(), 0)
-      << "100 KiB hold 80 tokens: not two of these 64- and 65-token sequences";
+      << "100 KiB hold 80 tokens in blocks of 16: not two of these 64- and 65-token sequences";
   const auto records = by_id(read_jsonl(out));
   const json& got = records.at("\"ref\"");
   const std::vector<double> want = run_c_logprobs();

@@ -25,6 +25,15 @@ TEST(KvBlocksPerSequence, TakesWholeBlocks) {
   EXPECT_EQ(blocks_per_sequence(4096, 1), 4096);
 }
 
+TEST(KvDefaultBlockSize, SixtyFourOnACpuSixteenOnAGpuNeverPastTheContext) {
+  EXPECT_EQ(default_kv_block_size(false, 2048), 64);
+  EXPECT_EQ(default_kv_block_size(false, 65), 64);
+  EXPECT_EQ(default_kv_block_size(false, 40), 40);
+  EXPECT_EQ(default_kv_block_size(true, 2048), 16);
+  EXPECT_EQ(default_kv_block_size(true, 9), 9);
+  EXPECT_EQ(default_kv_block_size(false, 1), 1);
+}
+
 TEST(KvBlocksFor, AnExplicitBudgetHoldsWholeBlocksOnly) {
   // 10 500 bytes of 1 000-byte blocks: 10 (half a block is no block); 64 × 16 = 1 024 allowed.
   EXPECT_EQ(kv_blocks_for(budget(1000, 10500, 0, 1, 64, 256, 16)), 10);
