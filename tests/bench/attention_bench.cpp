@@ -6,10 +6,11 @@
 // that rate, and the same bytes read by a plain streaming loop over the pools, its bound.
 //
 // Usage: attention_bench SEQS CONTEXT [HEADS KV_HEADS HEAD_DIM] [f32|bf16] [THREADS] [LAYERS]
-//                        [QUERY_TOKENS] [ordered|shuffled]
+//                        [QUERY_TOKENS] [ordered|shuffled] [BLOCK]
 // QUERY_TOKENS: tokens a sequence per call (1: decode; more: a prefill chunk ending at CONTEXT).
 // ordered (default): each sequence's blocks side by side, as a prompt's after its prefill;
-// shuffled: every block anywhere in the pool, as a long run's decode leaves them.
+// shuffled: every block anywhere in the pool, as a long run's decode leaves them. BLOCK: positions
+// a KV block (default 64, the engine's on a CPU).
 
 #include <omp.h>
 
@@ -36,8 +37,6 @@ using tpllama::Buffer;
 using tpllama::DType;
 using tpllama::Tensor;
 namespace cpu = tpllama::ops::cpu;
-
-constexpr int kBlock = 16;
 
 struct Pool {
   void* keys = nullptr;
@@ -69,7 +68,7 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: %s SEQS CONTEXT [HEADS KV_HEADS HEAD_DIM] [f32|bf16] [THREADS] [LAYERS] "
-                 "[QUERY_TOKENS] [ordered|shuffled]\n",
+                 "[QUERY_TOKENS] [ordered|shuffled] [BLOCK]\n",
                  argv[0]);
     return 2;
   }
@@ -80,10 +79,11 @@ int main(int argc, char** argv) {
   const int threads = argc > 7 ? std::atoi(argv[7]) : 2,
             layers = argc > 8 ? std::atoi(argv[8]) : 12, qt = argc > 9 ? std::atoi(argv[9]) : 1;
   const bool shuffled = argc > 10 && std::string(argv[10]) == "shuffled";
+  const int block = argc > 11 ? std::atoi(argv[11]) : 64;
   omp_set_num_threads(threads);
-  const int blocks_per_seq = (ctx + kBlock - 1) / kBlock, n_blocks = seqs * blocks_per_seq;
+  const int blocks_per_seq = (ctx + block - 1) / block, n_blocks = seqs * blocks_per_seq;
   const int64_t kv_dim = int64_t{kv_heads} * hd, elem = dtype == DType::kBF16 ? 2 : 4;
-  const size_t pool_bytes = static_cast<size_t>(n_blocks) * kBlock * kv_dim * elem;
+  const size_t pool_bytes = static_cast<size_t>(n_blocks) * block * kv_dim * elem;
   std::mt19937 rng(7);
   std::vector<int32_t> order(static_cast<size_t>(n_blocks));
   std::iota(order.begin(), order.end(), 0);
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   shape.n_kv_heads = kv_heads;
   shape.head_dim = hd;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  shape.block_size = kBlock;
+  shape.block_size = block;
   auto views_of = [&](const Pool& p) {
     std::vector<cpu::KvView> v;
     for (int s = 0; s < seqs; ++s)
@@ -149,11 +149,11 @@ int main(int argc, char** argv) {
   const double bytes = 2.0 * static_cast<double>(pool_bytes) * layers;
   std::printf(
       "seqs %d context %d query tokens %d heads %d/%d head_dim %d KV %s threads %d layers %d, "
-      "blocks %s: "
+      "blocks of %d %s: "
       "%.3f ms a layer, %.1f GB/s of KV (%.2f MB a layer); a plain stream of the pools %.1f GB/s "
       "-> %.0f%% of it\n",
       seqs, ctx, qt, heads, kv_heads, hd, dtype == DType::kBF16 ? "bf16" : "f32", threads, layers,
-      shuffled ? "shuffled" : "ordered", 1e3 * best / layers, bytes / best / 1e9,
+      block, shuffled ? "shuffled" : "ordered", 1e3 * best / layers, bytes / best / 1e9,
       bytes / layers / 1e6, bytes / best_stream / 1e9, 100 * best_stream / best);
   for (Pool& p : pools) {
     cpu::unmap_pages(p.keys);

@@ -1,6 +1,6 @@
 // CPU attention against a double-precision softmax(q·k/√d)·v over the same paged cache: shuffled
 // block tables, decode tokens each of their own sequence and prefill chunks of one sequence (runs
-// of 32 tokens or more on the GEMMs),
+// of 32 tokens or more together, in register tiles),
 // contexts on and off block and vector boundaries, grouped-query heads, head sizes
 // the AVX-512 kernel takes and one it leaves to the portable loop, one and two threads (with work
 // enough to split a single token's heads), and guard regions around the output.
@@ -220,7 +220,7 @@ INSTANTIATE_TEST_SUITE_P(
             // chunks of three sequences side by side (5, 5, 1 tokens): no pair
             // spans two; enough work to split over threads
             Case{8, 4, 64, 16, {200, 201, 202, 203, 204, 90, 91, 92, 93, 94, 30}, 5},
-            // runs of 32 or more tokens go to the GEMMs: a prompt's first
+            // runs of 32 or more tokens attend together: a prompt's first
             // 100 tokens; a later chunk of 64 with 3 heads a kv head;
             // exactly 32 with wide heads; head_dim 48 (a half panel),
             // then a sequence whose context jumps (130 -> 200), so its
@@ -243,7 +243,7 @@ INSTANTIATE_TEST_SUITE_P(
             Case{4, 2, 64, 16, contexts({{10, 1}, {3, 70}, {9, 1}}), 72},
             // sliding windows (Mistral): decode tokens inside and past the window; the
             // portable head size; a prefill chunk on the token kernels (no pairs under a
-            // window); runs on the GEMMs, from position 0 and later, blocked; a window
+            // window); runs of 32+ tokens, from position 0 and later, blocked; a window
             // wider than every context
             Case{4, 2, 64, 16, {1, 16, 17, 33, 100, 300}, 0, 20},
             Case{4, 2, 8, 3, {7, 10, 30}, 0, 5},

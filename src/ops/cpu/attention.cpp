@@ -1,5 +1,5 @@
 // The CPU attention: the choice of kernel and the order of work items, and the portable kernel,
-// the reference the AVX-512 ones (attention_avx512.cpp, attention_gemm.cpp) are tested against.
+// the reference the AVX-512 ones (attention_avx512.cpp, attention_run.cpp) are tested against.
 #include "ops/cpu/attention.h"
 
 #include <omp.h>
@@ -54,27 +54,28 @@ bool same_sequence(const std::vector<KvView>& kv, int64_t a, int64_t b) {
   return x.blocks == y.blocks && x.keys == y.keys && x.values == y.values;
 }
 
-// Runs of kGemmRun or more tokens (one sequence, consecutive positions) attend on the GEMM; returns
+// Runs of kRunTokens or more tokens (one sequence, consecutive positions) attend together
+// (attention_run.cpp); returns
 // which tokens they took.
-std::vector<char> attend_runs_on_gemm(Tensor out, Tensor q, const std::vector<KvView>& kv,
-                                      const AttentionShape& s) {
+std::vector<char> attend_runs(Tensor out, Tensor q, const std::vector<KvView>& kv,
+                              const AttentionShape& s) {
   const int64_t n_tokens = static_cast<int64_t>(kv.size()),
                 q_stride = int64_t{s.n_heads} * s.head_dim;
-  std::vector<char> on_gemm(static_cast<size_t>(n_tokens), 0);
+  std::vector<char> in_runs(static_cast<size_t>(n_tokens), 0);
   for (int64_t m = 0, e = 0; m < n_tokens; m = e) {
     for (e = m + 1; e < n_tokens && same_sequence(kv, e - 1, e) &&
                     kv[static_cast<size_t>(e)].n_ctx == kv[static_cast<size_t>(e - 1)].n_ctx + 1;
          ++e) {
     }
-    if (e - m < kGemmRun) continue;
-    attend_run_on_gemm(out.as<float>() + m * q_stride, q.as<float>() + m * q_stride,
-                       kv[static_cast<size_t>(m)], e - m, s);
-    std::fill(on_gemm.begin() + m, on_gemm.begin() + e, 1);
+    if (e - m < kRunTokens) continue;
+    attend_run(out.as<float>() + m * q_stride, q.as<float>() + m * q_stride,
+               kv[static_cast<size_t>(m)], e - m, s);
+    std::fill(in_runs.begin() + m, in_runs.begin() + e, 1);
   }
-  return on_gemm;
+  return in_runs;
 }
 
-// The tokens not on the GEMM, with the AVX-512 kernel (and its pair kernel), as work items in the
+// The tokens not in such runs, with the AVX-512 kernel (and its pair kernel), as work items in the
 // order that keeps what consecutive items read in each core's L2: for prefill chunks (most tokens
 // continue the previous token's sequence) one kv head's tokens in turn, two tokens of a sequence an
 // item, which share that head's keys and values (a 1000-token prompt: 1.17x for the order); for
@@ -82,15 +83,15 @@ std::vector<char> attend_runs_on_gemm(Tensor out, Tensor q, const std::vector<Kv
 // a tile ahead and sums several heads' values side by side (spans of fewer kv heads only where
 // the step has too few tokens to keep every thread busy).
 void attend_tokens(Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& s,
-                   const std::vector<char>& on_gemm, AttendFn kernel, int max_ctx) {
+                   const std::vector<char>& in_runs, AttendFn kernel, int max_ctx) {
   const int64_t n_tokens = static_cast<int64_t>(kv.size()),
                 q_stride = int64_t{s.n_heads} * s.head_dim;
   int64_t rest = 0, continued = 0,
           work = 0;  // work: multiply-adds, whether threads pay for themselves
   for (int64_t m = 0; m < n_tokens; ++m) {
-    if (on_gemm[static_cast<size_t>(m)]) continue;
+    if (in_runs[static_cast<size_t>(m)]) continue;
     ++rest;
-    continued += m > 0 && !on_gemm[static_cast<size_t>(m - 1)] && same_sequence(kv, m - 1, m);
+    continued += m > 0 && !in_runs[static_cast<size_t>(m - 1)] && same_sequence(kv, m - 1, m);
     work += static_cast<int64_t>(kv[static_cast<size_t>(m)].n_ctx -
                                  first_seen(kv[static_cast<size_t>(m)], s)) *
             s.n_heads * s.head_dim * 2;
@@ -103,9 +104,9 @@ void attend_tokens(Tensor out, Tensor q, const std::vector<KvView>& kv, const At
   std::vector<int64_t> units;  // first token of each unit: one token, or two of one sequence
   std::vector<char> paired;    // whether the unit is two tokens
   for (int64_t m = 0; m < n_tokens; ++m) {
-    if (on_gemm[static_cast<size_t>(m)]) continue;
+    if (in_runs[static_cast<size_t>(m)]) continue;
     units.push_back(m);
-    paired.push_back(pair != nullptr && m + 1 < n_tokens && !on_gemm[static_cast<size_t>(m + 1)] &&
+    paired.push_back(pair != nullptr && m + 1 < n_tokens && !in_runs[static_cast<size_t>(m + 1)] &&
                      same_sequence(kv, m, m + 1));
     m += paired.back();
   }
@@ -162,7 +163,7 @@ void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const Attent
   for (const KvView& v : kv)
     TPLLAMA_CHECK(v.dtype == kv_dtype, "attention: tokens of one step read one cache");
   if (const AttendFn kernel = attend_kernel(hd, kv_dtype); kernel != nullptr) {
-    attend_tokens(out, q, kv, s, attend_runs_on_gemm(out, q, kv, s), kernel, max_ctx);
+    attend_tokens(out, q, kv, s, attend_runs(out, q, kv, s), kernel, max_ctx);
     return;
   }
   const auto portable =

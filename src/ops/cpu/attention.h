@@ -28,7 +28,7 @@ inline int first_seen(const KvView& v, const AttentionShape& s) {
 }
 
 // Each token's attention over its own view: q, out (tokens, n_heads*head_dim). With AVX-512, the
-// per-token kernels (runs of kGemmRun or more tokens of one sequence on the GEMM); elsewhere the
+// per-token kernels (runs of kRunTokens or more tokens of one sequence together); elsewhere the
 // portable reference.
 void attention(Tensor out, Tensor q, const std::vector<KvView>& kv, const AttentionShape& s);
 // The same for a step's KvBatch (its tables in host memory): one view per token, each block id

@@ -1,5 +1,5 @@
 // The CPU attention's kernels, for ops/cpu/attention*.cpp only: the AVX-512 ones (one token or two
-// of a sequence, per kv head), prefill runs on the GEMM, and what they share.
+// of a sequence, per kv head), prefill runs' register tiles, and what they share.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +13,9 @@ namespace tpllama::ops::cpu {
 
 // Below this many multiply-adds a parallel region costs more than it saves.
 constexpr int64_t kParallelWork = 1 << 18;
-// Runs of at least this many consecutive tokens of one sequence go to the GEMM.
-constexpr int kGemmRun = 32;
+// Runs of at least this many consecutive tokens of one sequence attend together
+// (attend_run).
+constexpr int kRunTokens = 32;
 
 // Per-thread scratch of one work item: the key and value row of each position, the scores.
 struct AttendScratch {
@@ -31,7 +32,7 @@ struct AttendScratch {
   }
 };
 
-// KV elements as f32 (the portable kernel and the GEMM packing).
+// KV elements as f32 (the portable kernel and the runs' packing).
 inline float as_f32(float v) {
   return v;
 }
@@ -69,9 +70,10 @@ using AttendPairFn = void (*)(float*, float*, const float*, const float*, const 
 AttendFn attend_kernel(int head_dim, DType kv);
 AttendPairFn attend_pair_kernel(int head_dim, DType kv);
 
-// Attention of a run of T tokens of one sequence at consecutive positions on the GEMM; `first` is
+// Attention of a run of T tokens of one sequence at consecutive positions (register tiles over
+// packed keys and values, attention_run.cpp); `first` is
 // its first token's view, q and out its first row.
-void attend_run_on_gemm(float* out, const float* q, const KvView& first, int64_t T,
-                        const AttentionShape& s);
+void attend_run(float* out, const float* q, const KvView& first, int64_t T,
+                const AttentionShape& s);
 
 }  // namespace tpllama::ops::cpu
