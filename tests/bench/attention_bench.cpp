@@ -2,8 +2,9 @@
 // paged cache of seeded random keys and values, LAYERS layers' pools so that the cache comes from
 // memory as in a model, blocks of each sequence scattered over the pool as the engine hands them
 // out. Not a test: a benchmark that prints numbers (scripts/bench_attention.sh runs it). Prints per
-// call the time, the KV bytes it reads once (every position's key and value of every kv head) and
-// that rate, and the same bytes read by a plain streaming loop over the pools, its bound.
+// call the time; for decode the KV bytes it reads once (every position's key and value of every kv
+// head) and that rate, and the same bytes read by a plain streaming loop over the pools, its
+// bound; for a prefill chunk its FLOP rate.
 //
 // Usage: attention_bench SEQS CONTEXT [HEADS KV_HEADS HEAD_DIM] [f32|bf16] [THREADS] [LAYERS]
 //                        [QUERY_TOKENS] [ordered|shuffled] [BLOCK]
@@ -149,12 +150,21 @@ int main(int argc, char** argv) {
   const double bytes = 2.0 * static_cast<double>(pool_bytes) * layers;
   std::printf(
       "seqs %d context %d query tokens %d heads %d/%d head_dim %d KV %s threads %d layers %d, "
-      "blocks of %d %s: "
-      "%.3f ms a layer, %.1f GB/s of KV (%.2f MB a layer); a plain stream of the pools %.1f GB/s "
-      "-> %.0f%% of it\n",
+      "blocks of %d %s: %.3f ms a layer, ",
       seqs, ctx, qt, heads, kv_heads, hd, dtype == DType::kBF16 ? "bf16" : "f32", threads, layers,
-      block, shuffled ? "shuffled" : "ordered", 1e3 * best / layers, bytes / best / 1e9,
-      bytes / layers / 1e6, bytes / best_stream / 1e9, 100 * best_stream / best);
+      block, shuffled ? "shuffled" : "ordered", 1e3 * best / layers);
+  if (qt > 1) {  // a prefill chunk is bound by its arithmetic: 2 products of 2 FLOPs a position
+    const double n = qt, seen = n * (ctx - n + 1) + n * (n - 1) / 2;  // positions, a sequence
+    std::printf("%.0f GFLOP/s (%.1f GFLOP a layer)\n",
+                4.0 * seen * seqs * heads * hd * layers / best / 1e9,
+                4.0 * seen * seqs * heads * hd / 1e9);
+  } else {
+    std::printf(
+        "%.1f GB/s of KV (%.2f MB a layer); a plain stream of the pools %.1f GB/s -> %.0f%% of "
+        "it\n",
+        bytes / best / 1e9, bytes / layers / 1e6, bytes / best_stream / 1e9,
+        100 * best_stream / best);
+  }
   for (Pool& p : pools) {
     cpu::unmap_pages(p.keys);
     cpu::unmap_pages(p.values);
