@@ -57,19 +57,19 @@ struct RunScratch {
   std::vector<int64_t> from, to;  // the positions each row sees
 };
 
-// Rows [0, kMicroRows) of q (stride hd) against the 32 positions of a key panel (hd rows of 32
-// positions): their scale-free scores, two vectors a row. The panel's rows are read once for all
-// 12 query rows, each query element broadcast once per panel row (the GEMM's register tile).
-__attribute__((target("avx512f"))) void micro_scores(const float* q, int hd, const float* keys,
-                                                     __m512 (&s)[kMicroRows][2]) {
-  for (auto& row : s) row[0] = row[1] = _mm512_setzero_ps();
-  for (int d = 0; d < hd; ++d) {
-    const __m512 k0 = _mm512_load_ps(keys + d * kPanelRows),
-                 k1 = _mm512_load_ps(keys + d * kPanelRows + 16);
+// a[r] += Σ_i x[r · x_step + i] · (row i of a 32-wide panel) for r < kMicroRows, i < n: the GEMM's
+// register tile, each panel row read once for all 12 rows and each x broadcast once. Scores take
+// it with q and a key panel (i: a dimension), outputs with the probabilities and a Vᵀ panel (i: a
+// position).
+__attribute__((target("avx512f"), always_inline)) inline void micro_update(
+    __m512 (&a)[kMicroRows][2], const float* x, int x_step, const float* panel, int n) {
+  for (int i = 0; i < n; ++i) {
+    const __m512 v0 = _mm512_load_ps(panel + i * kPanelRows),
+                 v1 = _mm512_load_ps(panel + i * kPanelRows + 16);
     for (int r = 0; r < kMicroRows; ++r) {
-      const __m512 b = _mm512_set1_ps(q[r * hd + d]);
-      s[r][0] = _mm512_fmadd_ps(b, k0, s[r][0]);
-      s[r][1] = _mm512_fmadd_ps(b, k1, s[r][1]);
+      const __m512 b = _mm512_set1_ps(x[r * x_step + i]);
+      a[r][0] = _mm512_fmadd_ps(b, v0, a[r][0]);
+      a[r][1] = _mm512_fmadd_ps(b, v1, a[r][1]);
     }
   }
 }
@@ -83,15 +83,7 @@ __attribute__((target("avx512f"))) void micro_values(float* o, int width, const 
     a[r][0] = _mm512_loadu_ps(o + r * width);
     a[r][1] = _mm512_loadu_ps(o + r * width + 16);
   }
-  for (int u = 0; u < n; ++u) {
-    const __m512 v0 = _mm512_load_ps(values + u * kPanelRows),
-                 v1 = _mm512_load_ps(values + u * kPanelRows + 16);
-    for (int r = 0; r < kMicroRows; ++r) {
-      const __m512 b = _mm512_set1_ps(p[r * kPanelRows + u]);
-      a[r][0] = _mm512_fmadd_ps(b, v0, a[r][0]);
-      a[r][1] = _mm512_fmadd_ps(b, v1, a[r][1]);
-    }
-  }
+  micro_update(a, p, kPanelRows, values, n);
   for (int r = 0; r < kMicroRows; ++r) {
     _mm512_storeu_ps(o + r * width, a[r][0]);
     _mm512_storeu_ps(o + r * width + 16, a[r][1]);
@@ -120,8 +112,9 @@ __attribute__((target("avx512f"))) void micro_tile(RunScratch& w, int64_t r0, in
                                                    int64_t panel_floats, int64_t from,
                                                    const int64_t* lo, const int64_t* hi, int n,
                                                    float scale) {
-  __m512 s[kMicroRows][2];
-  micro_scores(w.q.data() + r0 * hd, hd, keys, s);
+  __m512 s[kMicroRows][2];  // the rows' scale-free scores, from one read of the key panel
+  for (auto& row : s) row[0] = row[1] = _mm512_setzero_ps();
+  micro_update(s, w.q.data() + r0 * hd, hd, keys, hd);
   float* p = w.p.data();
   const __m512 sc = _mm512_set1_ps(scale);
   for (int r = 0; r < kMicroRows; ++r) {
