@@ -133,8 +133,10 @@ void Session::load_model() {
 // sequence won't fit.
 void Session::make_kv_cache() {
   const Device device = device_->context().device;
-  if (o_.engine.kv_block_size == 0)
-    o_.engine.kv_block_size = default_kv_block_size(device == Device::kCuda, context_);
+  if (o_.engine.kv_block_size == 0)  // every rank one size (rank 0's tables are in its blocks),
+    // the smallest where ranks' devices differ
+    o_.engine.kv_block_size =
+        static_cast<int>(mpi_.min(default_kv_block_size(device == Device::kCuda, context_)));
   const EngineOptions& e = o_.engine;
   const DType kv = kv_cache_dtype(o_.kv_dtype, placement_.dtype, device);
   const Clock::time_point t0 = Clock::now();

@@ -61,8 +61,9 @@ struct SessionOptions {
   std::string context_flag = "--max-model-len";
   // The engine's flags (max_seqs, max_batch_tokens, kv_block_size, prefix_caching, log_interval,
   // grace_seconds: after a stop signal, how long running requests may still run; a stop that a
-  // stalled rank holds up ends the job this long + 10 s after the signal). serve() adds what the
-  // session decides: the groups, the context, the blocks, the logit rows.
+  // stalled rank holds up ends the job this long + 10 s after the signal). load() sets
+  // kv_block_size where it is 0 (default_kv_block_size); serve() adds what the session decides:
+  // the groups, the context, the blocks, the logit rows.
   EngineOptions engine;
 };
 

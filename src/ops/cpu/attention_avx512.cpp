@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
 #include "ops/cpu/attention_kernels.h"
 #include "ops/cpu/gemm.h"
 
@@ -89,6 +90,7 @@ constexpr int kBundleHeads = std::clamp(16 / RowRegs<kChunks, KV>::kRegs, 1, 4);
 // argument.
 template <int kMax, typename Fn>
 void with_heads(int heads, Fn&& fn) {
+  TPLLAMA_CHECK(heads >= 1 && heads <= kMax, "a bundle of ", heads, " heads, at most ", kMax);
   if constexpr (kMax >= 4)
     if (heads == 4) return fn.template operator()<4>();
   if constexpr (kMax >= 3)

@@ -23,8 +23,9 @@ using namespace avx512;
 // dimensions, each position's 32 side by side, positions in order). Blocks of the run's queries,
 // all query heads of the group (a token's side by side), take the positions the block's last token
 // sees a tile of kColTile at a time (its keys and values stay in L2 while every row of the block
-// passes), and each 12 rows of the block pass over the tile 32 positions at a time, fused, with
-// nothing but those rows' state leaving registers: S = Q·Kᵀ (12 × 32 scores, as the GEMM's tile),
+// passes), and each 12 rows of the block pass over the tile 32 positions at a time, fused, the
+// scores never leaving registers (the probabilities and the rows' outputs pass through L1): S =
+// Q·Kᵀ (12 × 32 scores, as the GEMM's tile),
 // the rows' running softmax (a row's maximum so far; its sum and output rescaled where the maximum
 // grows), and O += P·V, 32 dimensions at a time; at the end O / the sum. Positions a row does not
 // see (later tokens', or before its sliding window) enter with probability 0. Against products on
@@ -233,7 +234,8 @@ void attend_run_tiled(float* out, const float* q, const KvView& first, int64_t T
         w.max.assign(static_cast<size_t>(padded), -INFINITY);
         w.sum.assign(static_cast<size_t>(padded * 16), 0.0f);
         w.p.resize(static_cast<size_t>(kMicroRows * kPanelRows));
-        w.from.assign(static_cast<size_t>(padded), 0);  // rows past `rows` see nothing
+        // Rows past `rows` see nothing (and widen no micro-block's span of positions).
+        w.from.assign(static_cast<size_t>(padded), cols);
         w.to.assign(static_cast<size_t>(padded), 0);
         // Row i · group + hi: token b0 + i, query head g · group + hi (a token's rows side by
         // side, so a micro-block's rows see nearly the same positions); it sees [from, to).
