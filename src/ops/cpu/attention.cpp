@@ -55,8 +55,7 @@ bool same_sequence(const std::vector<KvView>& kv, int64_t a, int64_t b) {
 }
 
 // Runs of kRunTokens or more tokens (one sequence, consecutive positions) attend together
-// (attention_run.cpp); returns
-// which tokens they took.
+// (attention_run.cpp); returns which tokens they took.
 std::vector<char> attend_runs(Tensor out, Tensor q, const std::vector<KvView>& kv,
                               const AttentionShape& s) {
   const int64_t n_tokens = static_cast<int64_t>(kv.size()),

@@ -18,7 +18,7 @@ using namespace avx512;
 
 // A row of head_dim = 16 · kChunks cache elements in kRegs registers. f32: kChunks vectors in
 // order. bf16: each 32 elements (16 where kChunks is odd, at the end) one load of 32-bit pairs,
-// split by a shift and a mask into the even elements and the odd (load_split32), where widening 16
+// split by a shift and a mask into the even elements and the odd (load), where widening 16
 // at a time took a shuffle each (decode attention over a bf16 cache was bound by them: 0.315 ms
 // over an 8 MB cache in L3, where the f32 cache of twice the bytes took 0.346). A query or a sum
 // meets the rows in their order: load_f32 puts an f32 vector of head_dim elements (q, an output)

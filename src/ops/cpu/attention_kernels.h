@@ -13,8 +13,7 @@ namespace tpllama::ops::cpu {
 
 // Below this many multiply-adds a parallel region costs more than it saves.
 constexpr int64_t kParallelWork = 1 << 18;
-// Runs of at least this many consecutive tokens of one sequence attend together
-// (attend_run).
+// Runs of at least this many consecutive tokens of one sequence attend together (attend_run).
 constexpr int kRunTokens = 32;
 
 // Per-thread scratch of one work item: the key and value row of each position, the scores.
@@ -71,8 +70,8 @@ AttendFn attend_kernel(int head_dim, DType kv);
 AttendPairFn attend_pair_kernel(int head_dim, DType kv);
 
 // Attention of a run of T tokens of one sequence at consecutive positions (register tiles over
-// packed keys and values, attention_run.cpp); `first` is
-// its first token's view, q and out its first row.
+// packed keys and values, attention_run.cpp); `first` is its first token's view, q and out its
+// first row.
 void attend_run(float* out, const float* q, const KvView& first, int64_t T,
                 const AttentionShape& s);
 
