@@ -45,10 +45,11 @@ KvCache::KvCache(int n_layers_local, int kv_dim_local, int block_size, int n_blo
 }
 
 void KvCache::ready(int block) {
-  uint8_t& done = chunk_ready_[static_cast<size_t>(block / blocks_per_chunk_)];
+  const int chunk = block / blocks_per_chunk_;
+  uint8_t& done = chunk_ready_[static_cast<size_t>(chunk)];
   if (done) return;
   done = 1;
-  const int64_t first = int64_t{block / blocks_per_chunk_} * blocks_per_chunk_,
+  const int64_t first = int64_t{chunk} * blocks_per_chunk_,
                 blocks = std::min<int64_t>(blocks_per_chunk_, n_blocks_ - first);
   for (int layer = 0; layer < n_layers_; ++layer)
     for (int which = 0; which < 2; ++which)

@@ -21,10 +21,13 @@ struct KvView {
   DType dtype = DType::kF32;
 };
 
-// The first position a token of view v sees: max(0, n_ctx - window) under the shape's sliding
-// window, else 0.
+// The first position a token that sees n_ctx positions sees: max(0, n_ctx - window) under the
+// shape's sliding window, else 0.
+inline int64_t first_seen(int64_t n_ctx, const AttentionShape& s) {
+  return s.window > 0 && n_ctx > s.window ? n_ctx - s.window : 0;
+}
 inline int first_seen(const KvView& v, const AttentionShape& s) {
-  return s.window > 0 && v.n_ctx > s.window ? v.n_ctx - s.window : 0;
+  return static_cast<int>(first_seen(int64_t{v.n_ctx}, s));
 }
 
 // Each token's attention over its own view: q, out (tokens, n_heads*head_dim). With AVX-512, the

@@ -188,7 +188,7 @@ void attend_run_tiled(float* out, const float* q, const KvView& first, int64_t T
   // only [p0, n) is packed, p0 on a panel boundary (and each block of tokens below reads from its
   // own first token's window on), so the products cover the window, not the whole context.
   const auto window_start = [&s](int64_t n_ctx) {
-    return s.window > 0 ? std::max<int64_t>(0, n_ctx - s.window) / kPanelRows * kPanelRows : 0;
+    return first_seen(n_ctx, s) / kPanelRows * kPanelRows;
   };
   const int64_t p0 = window_start(c0), m = n - p0;
   const int64_t panels = (hd + kPanelRows - 1) / kPanelRows;
@@ -243,8 +243,7 @@ void attend_run_tiled(float* out, const float* q, const KvView& first, int64_t T
           const int64_t i = r / group, visible = c0 + b0 + i;  // the row's token's n_ctx
           std::memcpy(w.q.data() + r * hd, q + (b0 + i) * q_stride + (g * group + r % group) * hd,
                       static_cast<size_t>(hd) * sizeof(float));
-          w.from[static_cast<size_t>(r)] =
-              (s.window > 0 ? std::max<int64_t>(0, visible - s.window) : 0) - sb;
+          w.from[static_cast<size_t>(r)] = first_seen(visible, s) - sb;
           w.to[static_cast<size_t>(r)] = visible - sb;
         }
         for (int64_t t0 = 0; t0 < cols; t0 += kColTile) {  // positions [sb + t0, + tc)

@@ -57,10 +57,10 @@ void populate(void* data, size_t nbytes) {
 #ifndef MADV_POPULATE_WRITE
   constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14's value, where the headers predate it
 #endif
+  if (nbytes == 0) return;
   const size_t page = page_size();
   const auto begin = reinterpret_cast<uintptr_t>(data) / page * page,
              end = reinterpret_cast<uintptr_t>(data) + nbytes;
-  if (nbytes == 0) return;
   // A refusal (an older kernel: EINVAL) leaves the pages to their first write, as before.
   ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 }
