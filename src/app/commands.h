@@ -1,6 +1,6 @@
 // The subcommands: CLI11 definitions fill plain option structs; each command is a function of its
 // options, the MPI session and nothing else. run, bench and perplexity each compose a Session
-// (runtime/session.h) with their own request source, result sink and report.
+// (session/session.h) with their own request source, result sink and report.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "io/request.h"
-#include "runtime/session.h"
+#include "session/session.h"
 
 namespace tpllama {
 

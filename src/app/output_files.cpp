@@ -11,10 +11,10 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "engine/output_grammar.h"
 #include "io/output_constraint.h"
 #include "io/result_writer.h"
 #include "model/checkpoint.h"
-#include "runtime/output_grammar.h"
 
 namespace tpllama {
 

@@ -8,7 +8,7 @@
 #include "app/cli_checks.h"
 #include "app/commands.h"
 #include "core/error.h"
-#include "runtime/session.h"
+#include "session/session.h"
 
 namespace tpllama {
 

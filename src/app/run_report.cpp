@@ -11,9 +11,9 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/stop_signal.h"
+#include "engine/block_pool.h"
 #include "io/result_writer.h"
 #include "parallel/mpi_session.h"
-#include "runtime/kv_budget.h"
 
 namespace tpllama {
 namespace {

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/trace.h"
-#include "runtime/run_metrics.h"
-#include "runtime/session.h"
+#include "engine/run_metrics.h"
+#include "session/session.h"
 
 namespace tpllama {
 

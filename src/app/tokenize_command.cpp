@@ -14,8 +14,8 @@
 #include "io/prompt_reader.h"
 #include "io/result_writer.h"
 #include "model/config.h"
+#include "model/model_text.h"
 #include "parallel/mpi_session.h"
-#include "runtime/model_text.h"
 
 namespace tpllama {
 namespace {

@@ -10,7 +10,7 @@
 #include "chat/jinja_builtins.h"
 #include "chat/jinja_limits.h"
 #include "chat/jinja_text.h"
-#include "text/utf8.h"
+#include "core/utf8.h"
 
 namespace tpllama::jinja {
 namespace {

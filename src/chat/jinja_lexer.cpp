@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "chat/jinja_text.h"
-#include "text/utf8.h"
+#include "core/utf8.h"
 
 namespace tpllama::jinja {
 namespace {

@@ -9,7 +9,7 @@
 #include <utf8proc.h>
 
 #include "chat/jinja_limits.h"
-#include "text/utf8.h"
+#include "core/utf8.h"
 
 namespace tpllama::jinja::text {
 

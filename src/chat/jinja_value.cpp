@@ -8,7 +8,7 @@
 
 #include "chat/jinja_limits.h"
 #include "chat/jinja_text.h"
-#include "text/utf8.h"
+#include "core/utf8.h"
 
 namespace tpllama::jinja {
 

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/splitmix64.h"
+#include "core/random.h"
 
 namespace tpllama {
 

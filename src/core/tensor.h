@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "core/device.h"
+#include "core/device_context.h"
 #include "core/dtype.h"
 
 namespace tpllama {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "text/utf8.h"
+#include "core/utf8.h"
 
 namespace tpllama::grammar {
 namespace {

@@ -23,7 +23,7 @@
 #include "core/error.h"
 #include "core/json_text.h"
 #include "core/log.h"
-#include "core/splitmix64.h"
+#include "core/random.h"
 #include "core/stop_signal.h"
 #include "io/openai_batch.h"
 #include "io/request_field_policy.h"

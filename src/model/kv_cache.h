@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/device.h"
+#include "core/device_context.h"
 #include "core/tensor.h"
 
 namespace tpllama {

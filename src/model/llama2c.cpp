@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "core/file_read.h"
-#include "core/splitmix64.h"
+#include "core/random.h"
 #include "model/checkpoint.h"
 #include "model/safetensors_writer.h"
 #include "ops/weight.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "core/device.h"
+#include "core/device_context.h"
 #include "core/tensor.h"
 #include "model/checkpoint.h"
 #include "model/kv_cache.h"

@@ -34,7 +34,7 @@ struct RowSampling {
   int32_t target = -1;  // >= 0 (scoring): return this token's logprob instead of the sampled one's
 };
 
-// One logit of a row changed before the row is drawn from (runtime/logit_edits builds them from a
+// One logit of a row changed before the row is drawn from (engine/logit_edits builds them from a
 // request's LogitRules): x = (x + bias); x = x > 0 ? x / scale : x * scale; x = x - subtract. A
 // bias of -inf bans the token. Each TP rank applies the edits of its own slice of the vocabulary.
 struct LogitEdit {

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "core/splitmix64.h"
+#include "core/random.h"
 #include "ops/device.h"
 #include "ops/weight.h"
 

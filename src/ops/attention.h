@@ -2,7 +2,7 @@
 // sequence's block table; and the write of a step's keys and values into the cache.
 #pragma once
 
-#include "core/device.h"
+#include "core/device_context.h"
 #include "core/tensor.h"
 
 namespace tpllama::ops {

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "core/device.h"
+#include "core/device_context.h"
 #include "core/tensor.h"
 
 namespace tpllama::ops {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "core/device.h"
+#include "core/device_context.h"
 #include "core/error.h"
 #include "core/tensor.h"
 

@@ -2,7 +2,7 @@
 // the residual add. All activations are row-major (tokens, features).
 #pragma once
 
-#include "core/device.h"
+#include "core/device_context.h"
 #include "core/tensor.h"
 
 namespace tpllama::ops {

@@ -1,7 +1,7 @@
 // CUDA graphs: a decode step recorded once and replayed by one launch (GPU only).
 #pragma once
 
-#include "core/device.h"
+#include "core/device_context.h"
 
 namespace tpllama::ops {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "core/device.h"
+#include "core/device_context.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "ops/weight.h"

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "core/device.h"
+#include "core/device_context.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "ops/threads.h"

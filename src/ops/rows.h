@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "core/device.h"
+#include "core/device_context.h"
 #include "core/tensor.h"
 
 namespace tpllama::ops {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/device.h"
+#include "core/device_context.h"
 #include "core/sampling_params.h"
 #include "core/tensor.h"
 

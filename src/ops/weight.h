@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/device.h"
+#include "core/device_context.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "core/device.h"
+#include "core/device_context.h"
 #include "parallel/communicator.h"
 #include "parallel/mpi_session.h"
 #include "parallel/topology.h"

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/device.h"
+#include "core/device_context.h"
 #include "parallel/mpi_comm.h"
 
 namespace tpllama {

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/utf8.h"
 #include "text/encode_error.h"
 #include "text/hf_unicode.h"
 #include "text/normalizer.h"
-#include "text/utf8.h"
 
 namespace tpllama::hf {
 

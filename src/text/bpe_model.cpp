@@ -5,8 +5,8 @@
 #include <climits>
 #include <cstdio>
 
+#include "core/utf8.h"
 #include "text/byte_level.h"
-#include "text/utf8.h"
 
 namespace tpllama::hf {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <array>
 
-#include "text/utf8.h"
+#include "core/utf8.h"
 
 namespace tpllama::hf {
 namespace {

@@ -8,8 +8,8 @@
 
 #include "core/error.h"
 #include "core/json_text.h"
+#include "core/utf8.h"
 #include "text/encode_error.h"
-#include "text/utf8.h"
 
 namespace tpllama::hf {
 

@@ -8,13 +8,13 @@
 #include "core/error.h"
 #include "core/file_read.h"
 #include "core/json_text.h"
+#include "core/utf8.h"
 #include "text/added_tokens.h"
 #include "text/bpe_model.h"
 #include "text/hf_decoder.h"
 #include "text/hf_json.h"
 #include "text/normalizer.h"
 #include "text/pre_tokenizer.h"
-#include "text/utf8.h"
 
 namespace tpllama {
 

@@ -13,8 +13,8 @@
 
 #include "core/error.h"
 #include "core/file_read.h"
+#include "core/utf8.h"
 #include "text/hf_tokenizer.h"
-#include "text/utf8.h"
 
 namespace tpllama {
 namespace {

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "text/utf8.h"
+#include "core/utf8.h"
 
 namespace sentencepiece {
 class SentencePieceProcessor;

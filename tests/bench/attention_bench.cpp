@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "core/splitmix64.h"
+#include "core/random.h"
 #include "core/tensor.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/memory.h"

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_util.h"
-#include "core/splitmix64.h"
+#include "core/random.h"
 
 namespace {
 

@@ -13,13 +13,15 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "engine/block_allocator.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "engine_test_util.h"
 #include "llama_reference.h"
 #include "model/checkpoint.h"
 #include "model/llama_model.h"
 #include "model/vocab_head.h"
 #include "parallel/self_comm.h"
-#include "runtime/scheduler.h"
-#include "runtime/sequence.h"
 #include "test_util.h"
 
 namespace tpllama {
@@ -137,24 +139,29 @@ TEST(NonFiniteRow, EndsOnlyItsOwnRequestWithAnError) {
     r.id = id;
     r.line = static_cast<size_t>(id) + 1;
     r.max_tokens = 4;
-    seqs.push_back(std::make_unique<Sequence>(r, nullptr, std::vector<int32_t>{1, 5, 6}, 0, id));
+    seqs.push_back(testing_util::make_sequence(r, {1, 5, 6}, 0, static_cast<uint64_t>(id)));
   }
+  BlockAllocator blocks(4, 4, 2);
+  Scheduler scheduler({64, 8, 2, 1}, blocks);
+  testing_util::OutputSide out(StopRules{{2}, 64});
   Group g;
   for (auto& s : seqs) {
+    out.open(*s);
+    scheduler.admit(*s);
     s->start_step(3);
     g.members.push_back(s.get());
     g.rows.push_back(s.get());
   }
   SampledRows rows;
   rows.tokens = {kNonFiniteRow, 7};
-  Scheduler::apply(g, rows, StopRules{{2}, 64});
+  out.apply(scheduler, g, rows);
   EXPECT_STREQ(finish_reason_name(seqs[0]->finish_reason()), "error");
-  const Result bad = seqs[0]->take_result();
+  const Result bad = out.record(*seqs[0]);
   EXPECT_EQ(bad.error,
             "the model's logits for this request are not finite (NaN or Inf) at position 2: its "
             "activations overflowed or its weights hold a NaN or Inf");
   EXPECT_EQ(bad.line, 1u);
-  EXPECT_FALSE(seqs[1]->finished());
+  EXPECT_NE(seqs[1]->state(), SequenceState::kFinished);
   EXPECT_EQ(seqs[1]->tokens().back(), 7);
 }
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "runtime/block_pool.h"
+#include "engine/block_pool.h"
 
 namespace tpllama {
 namespace {

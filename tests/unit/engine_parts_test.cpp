@@ -16,15 +16,18 @@
 
 #include "core/error.h"
 #include "core/hash.h"
-#include "runtime/block_allocator.h"
-#include "runtime/engine.h"
-#include "runtime/request_intake.h"
-#include "runtime/scheduler.h"
-#include "runtime/sequence.h"
-#include "runtime/step_executor.h"
+#include "engine/block_allocator.h"
+#include "engine/engine.h"
+#include "engine/request_intake.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "engine_test_util.h"
+#include "executor/step_executor.h"
 
 namespace tpllama {
 namespace {
+
+using testing_util::OutputSide;
 
 constexpr int kVocab = 64;
 constexpr int kEos = 2;
@@ -46,8 +49,8 @@ std::unique_ptr<Sequence> make_sequence(int id, int prompt_len, BlockAllocator& 
   for (int i = 0; i < prompt_len; ++i)
     prompt[static_cast<size_t>(i)] = 3 + (id * 7 + i) % (kVocab - 3);
   Request r = token_request(id, prompt, max_tokens);
-  auto s = std::make_unique<Sequence>(
-      r, nullptr, std::vector<int32_t>(prompt.begin(), prompt.end()), 0, static_cast<uint64_t>(id));
+  auto s = testing_util::make_sequence(r, std::vector<int32_t>(prompt.begin(), prompt.end()), 0,
+                                       static_cast<uint64_t>(id));
   s->assign_slot(blocks.acquire_slot());
   return s;
 }
@@ -57,7 +60,7 @@ std::unique_ptr<Sequence> make_sequence(int id, int prompt_len, BlockAllocator& 
 void advance(Sequence& s, int computed, int sampled = -1) {
   s.start_step(computed);
   s.end_step();
-  if (sampled >= 0) s.accept_token(sampled, StopRules{{kEos}, 1 << 20});
+  if (sampled >= 0) s.append_token(sampled);
 }
 
 std::vector<int32_t> all_held(const BlockAllocator& blocks, int slots) {
@@ -103,17 +106,17 @@ TEST(Scheduler, PreemptsTheYoungestSequenceNotInFlight) {
   EXPECT_EQ(blocks.shortfall(oldest, 8), 2) << "6 blocks, 6 held";
   EXPECT_EQ(scheduler.reserve(oldest, 8, active), 8);
   EXPECT_EQ(scheduler.preemptions(), 1);
-  EXPECT_TRUE(blocks.table(third.slot()).empty());
-  EXPECT_EQ(third.n_computed(), 0) << "a preempted sequence computes its tokens again";
+  EXPECT_TRUE(blocks.table(third.counts().slot).empty());
+  EXPECT_EQ(third.counts().computed, 0) << "a preempted sequence computes its tokens again";
   EXPECT_EQ(third.state(), SequenceState::kPreempted);
-  EXPECT_EQ(second.n_computed(), 8);
-  EXPECT_EQ(blocks.table(youngest.slot()).size(), 2u);
+  EXPECT_EQ(second.counts().computed, 8);
+  EXPECT_EQ(blocks.table(youngest.counts().slot).size(), 2u);
   const std::vector<CacheOp> changes = blocks.take_changes();
   ASSERT_EQ(changes.size(), 3u);
-  EXPECT_EQ(changes[0].slot, third.slot());
+  EXPECT_EQ(changes[0].slot, third.counts().slot);
   EXPECT_EQ(changes[0].block, CacheOp::kRelease)
       << "the release goes first: its blocks are then reused";
-  EXPECT_EQ(changes[1].slot, oldest.slot());
+  EXPECT_EQ(changes[1].slot, oldest.counts().slot);
   EXPECT_TRUE(blocks.take_changes().empty());
 }
 
@@ -126,7 +129,7 @@ TEST(Scheduler, NeverPreemptsAnOlderSequence) {
   ASSERT_EQ(scheduler.reserve(*active[0], 12, active), 12);
   EXPECT_EQ(scheduler.reserve(*active[1], 16, active), 4) << "only the one free block";
   EXPECT_EQ(scheduler.preemptions(), 0);
-  EXPECT_EQ(blocks.table(active[0]->slot()).size(), 3u);
+  EXPECT_EQ(blocks.table(active[0]->counts().slot).size(), 3u);
   EXPECT_EQ(scheduler.reserve(*active[1], 16, active), 4)
       << "nothing free, nobody younger: the block it holds";
   EXPECT_EQ(blocks.free_blocks(), 0);
@@ -139,8 +142,7 @@ TEST(BlockAllocator, SlotsGoLowestFirstAndTakeTheirBlocksBack) {
   EXPECT_EQ(blocks.acquire_slot(), 2);
   EXPECT_THROW(blocks.acquire_slot(), Error);
   ActiveSequences active;
-  auto s = std::make_unique<Sequence>(token_request(0, {5, 6, 7}, 4), nullptr,
-                                      std::vector<int32_t>{5, 6, 7}, 0, 0);
+  auto s = testing_util::make_sequence(token_request(0, {5, 6, 7}, 4), {5, 6, 7});
   s->assign_slot(1);
   active.push_back(std::move(s));
   ASSERT_EQ(blocks.reserve(*active[0], 3), 3);
@@ -163,13 +165,13 @@ TEST(Scheduler, DecodesGoFirstThenPrefillChunksWithinTheBudget) {
   std::optional<StepPlan> plan = scheduler.schedule(active);
   ASSERT_TRUE(plan.has_value());
   ASSERT_EQ(plan->batch.size(), 10u);
-  EXPECT_EQ(plan->batch.slots[0], active[1]->slot()) << "the decode token leads the plan";
+  EXPECT_EQ(plan->batch.slots[0], active[1]->counts().slot) << "the decode token leads the plan";
   EXPECT_EQ(plan->batch.positions[0], 3);
   for (size_t i = 1; i < 10; ++i)
     EXPECT_EQ(plan->batch.positions[i], static_cast<int>(i) - 1) << "a 9-token chunk";
   ASSERT_EQ(plan->batch.logit_rows.size(), 1u) << "an unfinished prefill chunk wants no logits";
   EXPECT_EQ(plan->batch.logit_rows[0], 0);
-  EXPECT_EQ(active[0]->scheduled(), 9);
+  EXPECT_EQ(active[0]->counts().scheduled, 9);
   EXPECT_FALSE(scheduler.schedule(active).has_value()) << "one group in flight at most";
 }
 
@@ -184,7 +186,7 @@ TEST(Scheduler, PlansStayWithinTheLimitsAndGroupsInFlightAreDisjoint) {
       ActiveSequences active;
       for (int i = 0; i < 12; ++i) {
         active.push_back(make_sequence(i, 1 + (i * 37) % 50, blocks));
-        if (i % 3 == 0) advance(*active.back(), active.back()->n_prompt, 4);  // decoding
+        if (i % 3 == 0) advance(*active.back(), active.back()->counts().prompt, 4);  // decoding
       }
       std::set<int> slots_in_flight;
       std::vector<int64_t> ids;
@@ -228,7 +230,7 @@ class Collected : public ResultSink {
 };
 
 IntakeOptions intake_options(int context) {
-  return {kVocab, context, 0, {}};
+  return {kVocab, context, 0};
 }
 
 TEST(RequestIntake, TurnsBadRequestsIntoErrorRecordsInOrder) {
@@ -243,7 +245,7 @@ TEST(RequestIntake, TurnsBadRequestsIntoErrorRecordsInOrder) {
   while (std::optional<Admission> a = intake.next(true)) got.push_back(std::move(*a));
   ASSERT_EQ(got.size(), 5u);
   ASSERT_TRUE(got[0].sequence && got[1].sequence);
-  EXPECT_EQ(got[0].sequence->n_prompt, 3);
+  EXPECT_EQ(got[0].sequence->counts().prompt, 3);
   EXPECT_EQ(got[1].order, 1u);
   for (size_t i = 2; i < 5; ++i) {
     ASSERT_TRUE(got[i].rejected.has_value()) << i;
@@ -297,28 +299,31 @@ TEST(RequestIntake, RefusesAnOutputWhoseRecordHasAnotherTokenCount) {
 
 TEST(Sequence, StopIdsMaxTokensAndTheContextFinishIt) {
   const StopRules rules{{kEos}, 8};
-  Sequence stops(token_request(0, {1, 5}, 10), nullptr, {1, 5}, 0, 0);
-  stops.accept_token(7, rules);
-  EXPECT_FALSE(stops.finished());
-  stops.accept_token(kEos, rules);
-  EXPECT_STREQ(finish_reason_name(stops.finish_reason()), "stop");
-  EXPECT_EQ(stops.n_generated(), 2) << "the stop id counts as generated";
+  OutputSide out(rules);
+  auto stops = testing_util::make_sequence(token_request(0, {1, 5}, 10), {1, 5});
+  out.take(out.open(*stops), 7);
+  EXPECT_EQ(stops->state(), SequenceState::kRunning);
+  out.take(*stops, kEos);
+  EXPECT_STREQ(finish_reason_name(stops->finish_reason()), "stop");
+  EXPECT_EQ(stops->counts().generated, 2) << "the stop id counts as generated";
 
   Request ignoring = token_request(1, {1, 5}, 3);
   ignoring.ignore_eos = true;
-  Sequence length(ignoring, nullptr, {1, 5}, 0, 0);
-  for (int t : {kEos, kEos}) length.accept_token(t, rules);
-  EXPECT_FALSE(length.finished()) << "ignore_eos";
-  length.accept_token(kEos, rules);
-  EXPECT_STREQ(finish_reason_name(length.finish_reason()), "length");
+  auto length = testing_util::make_sequence(ignoring, {1, 5});
+  out.open(*length);
+  for (int t : {kEos, kEos}) out.take(*length, t);
+  EXPECT_EQ(length->state(), SequenceState::kRunning) << "ignore_eos";
+  out.take(*length, kEos);
+  EXPECT_STREQ(finish_reason_name(length->finish_reason()), "length");
 
-  Sequence context(token_request(2, {1, 5, 5, 5, 5, 5}, 100), nullptr, {1, 5, 5, 5, 5, 5}, 0, 0);
-  context.accept_token(6, rules);
-  EXPECT_FALSE(context.finished());
-  context.accept_token(6, rules);
-  EXPECT_STREQ(finish_reason_name(context.finish_reason()), "length")
+  auto context =
+      testing_util::make_sequence(token_request(2, {1, 5, 5, 5, 5, 5}, 100), {1, 5, 5, 5, 5, 5});
+  out.take(out.open(*context), 6);
+  EXPECT_EQ(context->state(), SequenceState::kRunning);
+  out.take(*context, 6);
+  EXPECT_STREQ(finish_reason_name(context->finish_reason()), "length")
       << "prompt + completion reached the context of 8";
-  EXPECT_EQ(context.take_result().completion_tokens, 2);
+  EXPECT_EQ(out.record(*context).completion_tokens, 2);
 }
 
 // The stand-in "model": the next token after position p of a sequence is a hash of the tokens at

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/request_intake.h"
 #include "io/prompt_reader.h"
 #include "io/result_writer.h"
-#include "runtime/request_intake.h"
 
 namespace tpllama {
 namespace {
@@ -24,16 +24,15 @@ std::vector<Result> admit_all(const std::string& content, InputFormat format) {
   std::istringstream in(content);
   PromptReader reader(in, format, RequestDefaults{}, "ids.jsonl");
   RequestIntake intake(reader, /*text=*/nullptr,
-                       IntakeOptions{/*vocab_size=*/64, /*context=*/16, /*max_seqs=*/0, {}},
-                       nullptr);
+                       IntakeOptions{/*vocab_size=*/64, /*context=*/16, /*max_seqs=*/0}, nullptr);
   std::vector<Result> out;
   while (std::optional<Admission> a = intake.next(true)) {
     if (a->rejected) {
       out.push_back(*a->rejected);
     } else {
       Result r;
-      r.id = a->sequence->request.id;
-      r.line = a->sequence->request.line;
+      r.id = a->sequence->request().id;
+      r.line = a->sequence->request().line;
       r.finish_reason = "run";
       out.push_back(r);
     }

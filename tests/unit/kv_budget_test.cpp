@@ -1,7 +1,8 @@
 // The KV pool's block count from plain numbers, and its floor of one full-context sequence: every
 // expected value below is worked out by hand from the rule (blocks = min(max_seqs × ⌈context /
 // block⌉, budget ÷ bytes per block), budget = the request, else ⌊0.8 × free ÷ sharers⌋).
-#include "runtime/kv_budget.h"
+#include "session/kv_budget.h"
+#include "engine/block_pool.h"
 
 #include <gtest/gtest.h>
 

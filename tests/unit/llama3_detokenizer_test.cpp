@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/utf8.h"
 #include "oracles.h"
 #include "text/tokenizer.h"
-#include "text/utf8.h"
 
 namespace tpllama {
 namespace {

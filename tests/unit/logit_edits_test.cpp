@@ -1,7 +1,7 @@
 // Logit edits: a sequence's LogitRules made one edit per token (closed forms of OpenAI's and vLLM's
 // definitions), the edits applied by ops::edit_logits, and their trip through a step plan; and the
 // grammar masks the head applies after them.
-#include "runtime/logit_edits.h"
+#include "engine/logit_edits.h"
 
 #include <gtest/gtest.h>
 
@@ -9,10 +9,10 @@
 #include <map>
 #include <vector>
 
-#include "core/device.h"
+#include "core/device_context.h"
 #include "core/error.h"
+#include "executor/step_plan.h"
 #include "ops/sampling.h"
-#include "runtime/step_plan.h"
 
 namespace tpllama {
 namespace {

@@ -2,7 +2,7 @@
 // tokenizer_config.json, stop ids from config.json, generation_config.json and the chat template's
 // end of turn, chat prompts whose special-token text becomes ids, and where the template comes
 // from. SentencePiece's own encoder is the oracle for the text between special tokens.
-#include "runtime/model_text.h"
+#include "model/model_text.h"
 
 #include <gtest/gtest.h>
 #include <sentencepiece_processor.h>

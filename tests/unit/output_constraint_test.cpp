@@ -1,7 +1,7 @@
 // Structured-output requests: each field of OpenAI's and vLLM's APIs read into its constraint, the
 // --response-format default, refusals naming the field; the compiled-grammar cache; and a
-// constrained Sequence on the real stories260K vocabulary — its masks, where it may stop, and its
-// finish.
+// constrained sequence on the real stories260K vocabulary (StructuredOutputs and the output side
+// as the engine wires them) — its masks, where it may stop, and its finish.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -14,10 +14,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "engine/output_grammar.h"
+#include "engine/sequence.h"
+#include "engine/structured_outputs.h"
+#include "engine_test_util.h"
 #include "io/output_constraint.h"
 #include "io/prompt_reader.h"
-#include "runtime/output_grammar.h"
-#include "runtime/sequence.h"
 #include "shipped_models.h"
 #include "text/tokenizer.h"
 
@@ -250,6 +252,7 @@ class ConstrainedTest : public ::testing::Test {
     if (shipped::stories_dir().empty()) GTEST_SKIP() << shipped::kStoriesMissing;
     tok_ = std::make_unique<Tokenizer>(shipped::stories_dir() + "/tok512.model");
     grammars_ = std::make_unique<OutputGrammars>(*tok_, tok_->vocab_size());
+    out_ = std::make_unique<testing_util::OutputSide>(rules_, tok_.get(), tok_->vocab_size());
   }
 
   // The token whose bytes are exactly `bytes`.
@@ -260,25 +263,30 @@ class ConstrainedTest : public ::testing::Test {
     return 0;
   }
 
+  // A sequence constrained by c, its prompt computed, as the intake and a first step leave it.
   std::unique_ptr<Sequence> sequence(const OutputConstraint& c, int max_tokens = 50,
-                                     std::vector<int32_t> stop_token_ids = {}) {
+                                     std::vector<int32_t> stop_token_ids = {}, int n = 1) {
     Request r;
     r.prompt = "x";
     r.max_tokens = max_tokens;
     r.constraint = c;
+    r.n = n;
     r.stop_token_ids = std::move(stop_token_ids);
-    auto s = std::make_unique<Sequence>(r, tok_.get(), std::vector<int32_t>{1, 5}, 0, 0);
-    s->constrain(grammars_->compile(c), rules_);
+    auto s = testing_util::make_sequence(r, {1, 5});
+    EXPECT_EQ(out_->structured.constrain(*s, c), "");
+    out_->open(*s);
     s->assign_slot(0);
     s->start_step(2);
     s->end_step();
     return s;
   }
+  void take(Sequence& s, int token) { out_->take(s, token); }
+  bool finished(const Sequence& s) const { return s.state() == SequenceState::kFinished; }
 
   // The mask of the sequence's next row.
-  TokenMasks mask(const Sequence& s) const {
+  TokenMasks mask(const Sequence& s, const StructuredOutputs* structured = nullptr) const {
     TokenMasks m;
-    s.append_token_mask(0, rules_, &m);
+    (structured ? *structured : out_->structured).append_mask(s, 0, &m);
     return m;
   }
   static bool allowed(const TokenMasks& m, int token) {
@@ -288,6 +296,7 @@ class ConstrainedTest : public ::testing::Test {
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<OutputGrammars> grammars_;
   StopRules rules_{{2}, 10000};  // stories260K's EOS is 2
+  std::unique_ptr<testing_util::OutputSide> out_;
 };
 
 TEST_F(ConstrainedTest, StopIsAllowedOnlyWhereTheGrammarMayEnd) {
@@ -299,21 +308,21 @@ TEST_F(ConstrainedTest, StopIsAllowedOnlyWhereTheGrammarMayEnd) {
   EXPECT_FALSE(allowed(m, token("b")));
   EXPECT_FALSE(allowed(m, 2)) << "no stop before the grammar may end";
 
-  s->accept_token(token("a"), rules_);
+  take(*s, token("a"));
   m = mask(*s);
   EXPECT_TRUE(allowed(m, token("b")));
   EXPECT_FALSE(allowed(m, token("a")));
   EXPECT_FALSE(allowed(m, 2));
 
-  s->accept_token(token("b"), rules_);
+  take(*s, token("b"));
   m = mask(*s);
   EXPECT_TRUE(allowed(m, token("b")));
   EXPECT_TRUE(allowed(m, 2)) << "\"ab\" is a whole match: it may stop";
   EXPECT_FALSE(allowed(m, 1)) << "BOS has no bytes and is no stop id";
 
-  s->accept_token(2, rules_);
-  ASSERT_TRUE(s->finished());
-  const Result r = s->take_result();
+  take(*s, 2);
+  ASSERT_TRUE(finished(*s));
+  const Result r = out_->record(*s);
   EXPECT_EQ(r.text, "ab");
   EXPECT_EQ(r.finish_reason, "stop");
 }
@@ -324,9 +333,9 @@ TEST_F(ConstrainedTest, AGrammarThatCanTakeNoMoreFinishesWithStop) {
   EXPECT_TRUE(allowed(m, token("a")));
   EXPECT_TRUE(allowed(m, token("b")));
   EXPECT_FALSE(allowed(m, token("c")));
-  s->accept_token(token("b"), rules_);
-  ASSERT_TRUE(s->finished()) << "\"b\" is a whole choice and nothing may follow it";
-  const Result r = s->take_result();
+  take(*s, token("b"));
+  ASSERT_TRUE(finished(*s)) << "\"b\" is a whole choice and nothing may follow it";
+  const Result r = out_->record(*s);
   EXPECT_EQ(r.text, "b");
   EXPECT_EQ(r.finish_reason, "stop");
   EXPECT_EQ(r.completion_tokens, 1) << "no stop token was needed";
@@ -334,9 +343,9 @@ TEST_F(ConstrainedTest, AGrammarThatCanTakeNoMoreFinishesWithStop) {
 
 TEST_F(ConstrainedTest, MaxTokensCutsItWithLength) {
   std::unique_ptr<Sequence> s = sequence({Kind::kRegex, "a{5}", "guided_regex"}, 3);
-  for (int i = 0; i < 3; ++i) s->accept_token(token("a"), rules_);
-  ASSERT_TRUE(s->finished());
-  const Result r = s->take_result();
+  for (int i = 0; i < 3; ++i) take(*s, token("a"));
+  ASSERT_TRUE(finished(*s));
+  const Result r = out_->record(*s);
   EXPECT_EQ(r.text, "aaa");
   EXPECT_EQ(r.finish_reason, "length") << "cut short of the grammar's end: never \"stop\"";
 }
@@ -344,9 +353,9 @@ TEST_F(ConstrainedTest, MaxTokensCutsItWithLength) {
 TEST_F(ConstrainedTest, ATokenTheGrammarRefusesIsAnErrorRecord) {
   // The head never samples one (the mask), so this guards the engine's own consistency.
   std::unique_ptr<Sequence> s = sequence({Kind::kRegex, "a+", "guided_regex"});
-  s->accept_token(token("b"), rules_);
-  ASSERT_TRUE(s->finished());
-  const Result r = s->take_result();
+  take(*s, token("b"));
+  ASSERT_TRUE(finished(*s));
+  const Result r = out_->record(*s);
   EXPECT_EQ(r.finish_reason, "error");
   EXPECT_NE(r.error.find("is not one its grammar allows"), std::string::npos) << r.error;
 }
@@ -380,25 +389,17 @@ TEST_F(ConstrainedTest, GrammarsAreCompiledOncePerTextAndRefusalsRemembered) {
 TEST_F(ConstrainedTest, MasksOfAStateAreMemoized) {
   std::unique_ptr<Sequence> s = sequence({Kind::kRegex, "[a-z]+", "guided_regex"});
   const TokenMasks first = mask(*s);
-  for (int i = 0; i < 5; ++i) s->accept_token(token("a"), rules_);
-  const MaskStats stats = grammars_->stats();
+  for (int i = 0; i < 5; ++i) take(*s, token("a"));
+  const MaskStats stats = out_->structured.figures().masks;
   EXPECT_EQ(stats.time.count(), 6) << "one at the start, one after each token";
   EXPECT_EQ(stats.computed, 2) << "the start, then one state for every letter after it";
 }
 
 TEST_F(ConstrainedTest, ASampleForkedFromItStartsAtTheGrammarsStart) {
-  Request r;
-  r.prompt = "x";
-  r.max_tokens = 10;
-  r.n = 2;
-  r.constraint = OutputConstraint{Kind::kRegex, "ab", "guided_regex"};
-  auto s = std::make_unique<Sequence>(r, tok_.get(), std::vector<int32_t>{1, 5}, 0, 0);
-  s->constrain(grammars_->compile(*r.constraint), rules_);
-  s->assign_slot(0);
-  s->start_step(2);
-  s->end_step();
-  s->accept_token(token("a"), rules_);
+  std::unique_ptr<Sequence> s = sequence({Kind::kRegex, "ab", "guided_regex"}, 10, {}, /*n=*/2);
+  take(*s, token("a"));
   std::unique_ptr<Sequence> child = s->fork(1);
+  out_->structured.fork(*s, *child);
   const TokenMasks m = mask(*child);
   EXPECT_TRUE(allowed(m, token("a")));
   EXPECT_FALSE(allowed(m, token("b")));
@@ -411,18 +412,18 @@ TEST_F(ConstrainedTest, AStopTokenIdThatIsTextIsAllowedOnlyWhereTheGrammarMayEnd
   TokenMasks m = mask(*s);
   EXPECT_FALSE(allowed(m, token("a"))) << "a stop id where the grammar cannot end";
   EXPECT_TRUE(allowed(m, token("b")));
-  s->accept_token(token("b"), rules_);
-  s->accept_token(token("c"), rules_);
-  ASSERT_TRUE(s->finished());
-  EXPECT_EQ(s->take_result().text, "bc");
+  take(*s, token("b"));
+  take(*s, token("c"));
+  ASSERT_TRUE(finished(*s));
+  EXPECT_EQ(out_->record(*s).text, "bc");
 
   s = sequence({Kind::kRegex, "a[ab]*", "guided_regex"}, 50, {token("b")});
-  s->accept_token(token("a"), rules_);
+  take(*s, token("a"));
   m = mask(*s);
   EXPECT_TRUE(allowed(m, token("b"))) << "where it may end, the stop id is allowed (as a stop)";
-  s->accept_token(token("b"), rules_);
-  ASSERT_TRUE(s->finished());
-  const Result r = s->take_result();
+  take(*s, token("b"));
+  ASSERT_TRUE(finished(*s));
+  const Result r = out_->record(*s);
   EXPECT_EQ(r.text, "a");
   EXPECT_EQ(r.stop_reason, token("b"));
 }
@@ -430,25 +431,21 @@ TEST_F(ConstrainedTest, AStopTokenIdThatIsTextIsAllowedOnlyWhereTheGrammarMayEnd
 TEST_F(ConstrainedTest, AGrammarOfOnlyTheEmptyTextIsRefused) {
   Request r;
   r.prompt = "x";
-  Sequence s(r, tok_.get(), {1, 5}, 0, 0);
-  try {
-    s.constrain(grammars_->compile({Kind::kRegex, "a{0}", "guided_regex"}), rules_);
-    FAIL() << "a grammar that allows only \"\" was taken";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "the grammar matches only an empty completion");
-  }
+  auto s = testing_util::make_sequence(r, {1, 5});
+  EXPECT_EQ(out_->structured.constrain(*s, {Kind::kRegex, "a{0}", "guided_regex"}),
+            "field 'guided_regex' (regex): the grammar matches only an empty completion");
+  EXPECT_FALSE(out_->structured.constrained(*s));
 }
 
 TEST_F(ConstrainedTest, MasksCoverAModelVocabularyLargerThanItsTokenizers) {
   // Padded vocabularies (the embedding rounded up past the tokenizer's ids): those ids have no
   // bytes, are never allowed, and the mask is as wide as the model's head.
-  OutputGrammars padded(*tok_, 600);
+  StructuredOutputs padded(tok_.get(), 600, rules_);
   Request r;
   r.prompt = "x";
-  r.constraint = OutputConstraint{Kind::kRegex, "[a-z]+", "guided_regex"};
-  Sequence s(r, tok_.get(), {1, 5}, 0, 0);
-  s.constrain(padded.compile(*r.constraint), rules_);
-  const TokenMasks m = mask(s);
+  auto s = testing_util::make_sequence(r, {1, 5});
+  ASSERT_EQ(padded.constrain(*s, {Kind::kRegex, "[a-z]+", "guided_regex"}), "");
+  const TokenMasks m = mask(*s, &padded);
   EXPECT_EQ(m.width, (600 + 31) / 32);
   EXPECT_TRUE(allowed(m, token("a")));
   for (int t = tok_->vocab_size(); t < 600; ++t) ASSERT_FALSE(allowed(m, t)) << t;
@@ -473,12 +470,12 @@ TEST_F(ConstrainedTest, HostileConstraintsAreRefusedOrBounded) {
   // A pattern that backtracks catastrophically in a backtracking engine: here its parses are a
   // bounded set, and a long text is matched in linear time.
   std::unique_ptr<Sequence> s = sequence({Kind::kRegex, "(a+)+b", "guided_regex"}, 3000);
-  for (int i = 0; i < 2000 && !s->finished(); ++i) s->accept_token(token("a"), rules_);
-  ASSERT_FALSE(s->finished());
+  for (int i = 0; i < 2000 && !finished(*s); ++i) take(*s, token("a"));
+  ASSERT_FALSE(finished(*s));
   EXPECT_TRUE(allowed(mask(*s), token("b")));
-  s->accept_token(token("b"), rules_);
-  ASSERT_TRUE(s->finished());
-  EXPECT_EQ(s->take_result().finish_reason, "stop");
+  take(*s, token("b"));
+  ASSERT_TRUE(finished(*s));
+  EXPECT_EQ(out_->record(*s).finish_reason, "stop");
 
   // A recursive $ref without a base case has no finite text: following its masks, the request
   // runs to max_tokens and ends with "length", never "stop".
@@ -486,13 +483,13 @@ TEST_F(ConstrainedTest, HostileConstraintsAreRefusedOrBounded) {
       R"({"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]})";
   s = sequence({Kind::kJsonSchema, nlohmann::ordered_json::parse(endless).dump(), "guided_json"},
                40);
-  while (!s->finished()) {
+  while (!finished(*s)) {
     const int t = first_allowed(mask(*s));
-    ASSERT_GE(t, 0) << "the mask allows nothing: " << s->take_result().text;
+    ASSERT_GE(t, 0) << "the mask allows nothing after " << s->counts().generated << " tokens";
     EXPECT_NE(t, 2) << "EOS where the grammar cannot end";
-    s->accept_token(t, rules_);
+    take(*s, t);
   }
-  const Result r = s->take_result();
+  const Result r = out_->record(*s);
   EXPECT_EQ(r.finish_reason, "length") << r.text;
   EXPECT_EQ(r.completion_tokens, 40);
   EXPECT_EQ(r.text.substr(0, 1), "{") << r.text;

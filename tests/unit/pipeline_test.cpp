@@ -15,13 +15,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/engine.h"
+#include "executor/pipeline.h"
 #include "model/checkpoint.h"
 #include "model/kv_cache.h"
 #include "model/llama2c.h"
 #include "model/llama_model.h"
-#include "runtime/engine.h"
-#include "runtime/model_text.h"
-#include "runtime/pipeline.h"
+#include "model/model_text.h"
 #include "test_util.h"
 #include "thread_comm.h"
 

@@ -1,6 +1,6 @@
 // The placement choices as pure functions (no MPI, no GPU): the dtypes auto resolves to, the
 // backend, and which ranks share a device. Expected values are the flags' documented rules.
-#include "runtime/placement.h"
+#include "session/placement.h"
 
 #include <gtest/gtest.h>
 

@@ -5,12 +5,14 @@
 // it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
-#include "runtime/block_allocator.h"
-#include "runtime/scheduler.h"
-#include "runtime/sequence.h"
+#include "engine/block_allocator.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "engine_test_util.h"
 
 namespace tpllama {
 namespace {
@@ -23,7 +25,7 @@ std::unique_ptr<Sequence> sequence(BlockAllocator& a, std::vector<int32_t> token
   Request r;
   r.token_ids.assign(tokens.begin(), tokens.end());
   r.scoring = scoring;
-  auto s = std::make_unique<Sequence>(r, nullptr, std::move(tokens), n_context, 0);
+  auto s = testing_util::make_sequence(r, std::move(tokens), n_context);
   s->assign_slot(a.acquire_slot());
   return s;
 }
@@ -55,13 +57,13 @@ TEST(PrefixCache, EqualChainsShareTheirBlocksAndCountReferences) {
   EXPECT_EQ(a.cached_blocks(), 2);  // positions 0-7; the third block holds 2 of 4
   auto second = sequence(a, iota_tokens(11));
   EXPECT_EQ(run_step(a, *second, 1), 8);
-  EXPECT_EQ(a.table(second->slot())[0], a.table(first->slot())[0]);
-  EXPECT_EQ(a.table(second->slot())[1], a.table(first->slot())[1]);
-  EXPECT_NE(a.table(second->slot())[2],
-            a.table(first->slot())[2]);  // the partial block is never shared
-  EXPECT_EQ(a.references(a.table(first->slot())[0]), 2);
-  a.release_slot(first->slot());
-  EXPECT_EQ(a.references(a.table(second->slot())[0]), 1);
+  EXPECT_EQ(a.table(second->counts().slot)[0], a.table(first->counts().slot)[0]);
+  EXPECT_EQ(a.table(second->counts().slot)[1], a.table(first->counts().slot)[1]);
+  EXPECT_NE(a.table(second->counts().slot)[2],
+            a.table(first->counts().slot)[2]);  // the partial block is never shared
+  EXPECT_EQ(a.references(a.table(first->counts().slot)[0]), 2);
+  a.release_slot(first->counts().slot);
+  EXPECT_EQ(a.references(a.table(second->counts().slot)[0]), 1);
   EXPECT_EQ(a.prefix_stats().prompt_tokens, 21);
   EXPECT_EQ(a.prefix_stats().hit_tokens, 8);
 }
@@ -89,7 +91,7 @@ TEST(PrefixCache, TheLastPromptTokenIsAlwaysComputedAgain) {
   EXPECT_EQ(a.cached_blocks(), 2);
   auto same = sequence(a, iota_tokens(8));  // both blocks cached, but position 7 needs its logits
   EXPECT_EQ(run_step(a, *same, 1), 4);
-  EXPECT_EQ(same->n_computed(), 8);
+  EXPECT_EQ(same->counts().computed, 8);
   auto longer = sequence(a, iota_tokens(9));
   EXPECT_EQ(run_step(a, *longer, 2), 8);
 }
@@ -113,7 +115,7 @@ TEST(PrefixCache, ABlockBeingWrittenByTheGroupIsNotReadByIt) {
   a.register_full_blocks(*writer);
   EXPECT_TRUE(a.first_block_being_written(*reader));
   EXPECT_EQ(a.attach_cached_prefix(*reader), 0) << "read in the group that writes it";
-  EXPECT_TRUE(a.table(reader->slot()).empty());
+  EXPECT_TRUE(a.table(reader->counts().slot).empty());
   a.begin_group(1);  // a later group runs after the writer's on every stage
   EXPECT_FALSE(a.first_block_being_written(*reader));
   EXPECT_EQ(a.attach_cached_prefix(*reader), 8);
@@ -125,8 +127,8 @@ TEST(PrefixCache, BlocksNoSequenceHoldsAreEvictedLeastRecentlyUsedFirst) {
   run_step(a, *older, 0);
   auto newer = sequence(a, iota_tokens(8, 200));
   run_step(a, *newer, 1);
-  a.release_slot(older->slot());  // older's blocks are used least recently
-  a.release_slot(newer->slot());
+  a.release_slot(older->counts().slot);  // older's blocks are used least recently
+  a.release_slot(newer->counts().slot);
   EXPECT_EQ(a.free_blocks(), 6);
   EXPECT_EQ(a.cached_blocks(), 4);
   // 3 blocks: the 2 free ones, then the least recently used cached one: older's last (a sequence's
@@ -154,10 +156,10 @@ TEST(PrefixCache, AHeldBlockIsNeverEvicted) {
   EXPECT_EQ(a.shortfall(*third, third->pending()), 1);
   EXPECT_EQ(a.reserve(*third, third->pending()), 0) << "only held blocks remain";
   EXPECT_EQ(a.prefix_stats().evicted_blocks, 0);
-  a.release_slot(other->slot());
+  a.release_slot(other->counts().slot);
   EXPECT_EQ(a.reserve(*third, third->pending()), 4);
-  for (int32_t b : a.table(third->slot()))
-    for (int32_t held : a.table(holder->slot())) EXPECT_NE(b, held);
+  for (int32_t b : a.table(third->counts().slot))
+    for (int32_t held : a.table(holder->counts().slot)) EXPECT_NE(b, held);
 }
 
 // With a budget for one of two prompts, the newer one whose prefix is cached goes first; with the
@@ -167,7 +169,7 @@ TEST(PrefixCache, APromptWithACachedPrefixGoesFirstWithinPatience) {
     BlockAllocator a(64, kBlock, 8, caching);
     auto seed = sequence(a, iota_tokens(9));
     run_step(a, *seed, /*group=*/-2);  // before the scheduler's first group, 0
-    a.release_slot(seed->slot());
+    a.release_slot(seed->counts().slot);
     ActiveSequences active;
     active.push_back(sequence(a, iota_tokens(12, 500)));  // older: nothing cached
     active.push_back(sequence(a, iota_tokens(12)));       // newer: its first 8 tokens are cached
@@ -175,22 +177,38 @@ TEST(PrefixCache, APromptWithACachedPrefixGoesFirstWithinPatience) {
         {/*max_batch_tokens=*/4, /*max_logit_rows=*/8, /*max_seqs=*/8, /*groups=*/1}, a);
     std::optional<StepPlan> plan = scheduler.schedule(active);
     ASSERT_TRUE(plan.has_value());
-    EXPECT_EQ(plan->batch.slots.front(), active[caching ? 1 : 0]->slot())
+    EXPECT_EQ(plan->batch.slots.front(), active[caching ? 1 : 0]->counts().slot)
         << (caching ? "cache on" : "cache off");
-    EXPECT_EQ(active[0]->passed_over(), caching ? 1 : 0);
+    EXPECT_EQ(scheduler.passed_over(*active[0]), caching ? 1 : 0);
   }
+  // An uncached prompt behind newer cached ones, 4 tokens a group: passed over kPatience groups,
+  // it goes before the cached prompts still waiting.
   BlockAllocator a(64, kBlock, 8, true);
   auto seed = sequence(a, iota_tokens(9));
   run_step(a, *seed, -2);
-  a.release_slot(seed->slot());
+  a.release_slot(seed->counts().slot);
   ActiveSequences active;
   active.push_back(sequence(a, iota_tokens(12, 500)));
-  active.push_back(sequence(a, iota_tokens(12)));
-  for (int i = 0; i < Scheduler::kPatience; ++i) active[0]->count_pass(false);
+  for (int i = 0; i < 6; ++i) active.push_back(sequence(a, iota_tokens(12)));
   Scheduler scheduler({4, 8, 8, 1}, a);
+  for (int group = 0; group < Scheduler::kPatience; ++group) {
+    std::optional<StepPlan> plan = scheduler.schedule(active);
+    ASSERT_TRUE(plan.has_value());
+    for (const int32_t slot : plan->batch.slots) ASSERT_NE(slot, active[0]->counts().slot);
+    EXPECT_EQ(scheduler.passed_over(*active[0]), group + 1);
+    SampledRows rows;
+    rows.group = plan->group;
+    rows.tokens.assign(plan->batch.logit_rows.size(), 7);
+    (void)scheduler.apply(scheduler.take_oldest(), rows);
+  }
   std::optional<StepPlan> plan = scheduler.schedule(active);
   ASSERT_TRUE(plan.has_value());
-  EXPECT_EQ(plan->batch.slots.front(), active[0]->slot()) << "passed over long enough: its turn";
+  const std::vector<int32_t>& slots = plan->batch.slots;
+  EXPECT_NE(std::find(slots.begin(), slots.end(), active[0]->counts().slot), slots.end())
+      << "passed over long enough: its turn";
+  EXPECT_EQ(std::find(slots.begin(), slots.end(), active.back()->counts().slot), slots.end())
+      << "the youngest cached prompt waits behind it";
+  EXPECT_EQ(scheduler.passed_over(*active[0]), 0);
 }
 
 TEST(PrefixCache, OffMeansNothingIsShared) {
@@ -200,7 +218,7 @@ TEST(PrefixCache, OffMeansNothingIsShared) {
   auto second = sequence(a, iota_tokens(10));
   EXPECT_EQ(run_step(a, *second, 1), 0);
   EXPECT_EQ(a.cached_blocks(), 0);
-  a.release_slot(first->slot());
+  a.release_slot(first->counts().slot);
   EXPECT_EQ(a.free_blocks(), 13);
 }
 

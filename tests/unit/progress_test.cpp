@@ -1,7 +1,7 @@
 // The progress line off a terminal (a Slurm log, or stderr piped by mpirun): the first line comes
 // after the short first wait, not after the whole --log-interval, and the next one only after the
 // interval. The waits here are made short so the case takes a fraction of a second.
-#include "runtime/progress.h"
+#include "engine/progress.h"
 
 #include <gtest/gtest.h>
 

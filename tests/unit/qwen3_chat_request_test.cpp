@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "io/prompt_reader.h"
+#include "model/model_text.h"
 #include "oracles.h"
-#include "runtime/model_text.h"
 #include "test_util.h"
 
 namespace tpllama {

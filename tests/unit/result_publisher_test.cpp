@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/result_publisher.h"
+#include "engine/result_publisher.h"
 
 namespace tpllama {
 namespace {

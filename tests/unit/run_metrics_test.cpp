@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/id_index.h"
-#include "runtime/run_metrics.h"
+#include "engine/id_index.h"
+#include "engine/run_metrics.h"
 
 namespace tpllama {
 namespace {

@@ -1,6 +1,6 @@
 // Sampler tests: closed-form truncation sets, determinism, and empirical frequencies against a
 // softmax computed independently here.
-#include "runtime/sampler.h"
+#include "core/random.h"
 
 #include <gtest/gtest.h>
 
@@ -12,9 +12,15 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ops/sampling.h"
 
 namespace tpllama {
 namespace {
+
+using ops::argmax;
+using ops::Candidate;
+using ops::candidate_set;
+using ops::sample_with_uniform;
 
 // One token as the engine's last stage draws it for a row: temperature 0 → argmax (rng
 // untouched); otherwise u = rng.uniform() once, walked through the candidate_set's cumulative

@@ -9,16 +9,18 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/splitmix64.h"
+#include "core/random.h"
+#include "engine/block_allocator.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "engine_test_util.h"
 #include "io/result_writer.h"
 #include "model/kv_cache.h"
-#include "runtime/block_allocator.h"
-#include "runtime/sampler.h"
-#include "runtime/scheduler.h"
-#include "runtime/sequence.h"
 
 namespace tpllama {
 namespace {
+
+using testing_util::OutputSide;
 
 const StopRules kRules{{2}, 64};
 
@@ -30,24 +32,26 @@ std::unique_ptr<Sequence> request_of(std::vector<int32_t> prompt, int n, double 
   r.n = n;
   r.sampling.temperature = temperature;
   r.sampling.seed = seed;
-  return std::make_unique<Sequence>(r, nullptr, std::move(prompt), 0, /*order=*/0);
+  return testing_util::make_sequence(r, std::move(prompt));
 }
 
 // The prompt's step of a request of 3 samples over a 6-token prompt with blocks of 4: one group.
 struct ForkedRequest {
   BlockAllocator blocks{16, 4, 4};
   Scheduler scheduler{{64, 8, 4, 1}, blocks};
+  OutputSide out{kRules};
   ActiveSequences active;
   StepPlan plan;
 
   explicit ForkedRequest(double temperature, std::vector<int32_t> tokens = {20, 21, 22}) {
     active.push_back(request_of({1, 5, 6, 7, 8, 9}, 3, temperature));
+    out.open(*active[0]);
     scheduler.admit(*active[0]);
     plan = *scheduler.schedule(active);
     SampledRows rows;
     rows.group = plan.group;
     rows.tokens = std::move(tokens);
-    std::vector<Fork> forks = Scheduler::apply(scheduler.take_oldest(), rows, kRules);
+    std::vector<Fork> forks = out.apply(scheduler, scheduler.take_oldest(), rows);
     EXPECT_EQ(forks.size(), 2u);
     scheduler.adopt(std::move(forks), active);
   }
@@ -71,28 +75,29 @@ TEST(Samples, ForksShareThePromptBlocksAndEachGetsItsRowsToken) {
   ASSERT_EQ(f.active.size(), 3u);
   for (int k = 0; k < 3; ++k) {
     const Sequence& s = *f.active[static_cast<size_t>(k)];
-    EXPECT_EQ(s.sample_index(), k);
+    EXPECT_EQ(s.counts().sample, k);
     EXPECT_EQ(s.tokens(), (std::vector<int32_t>{1, 5, 6, 7, 8, 9, 20 + k}));
-    EXPECT_EQ(s.n_computed(), 6);
+    EXPECT_EQ(s.counts().computed, 6);
     EXPECT_EQ(s.pending(), 1);
-    EXPECT_EQ(s.samples_to_fork(), 0);
-    EXPECT_EQ(f.blocks.table(s.slot()), f.blocks.table(f.active[0]->slot()));
+    EXPECT_EQ(s.counts().forks_left, 0);
+    EXPECT_EQ(f.blocks.table(s.counts().slot), f.blocks.table(f.active[0]->counts().slot));
   }
-  const std::vector<int32_t> shared = f.blocks.table(f.active[0]->slot());
+  const std::vector<int32_t> shared = f.blocks.table(f.active[0]->counts().slot);
   ASSERT_EQ(shared.size(), 2u);
   for (int32_t b : shared) EXPECT_EQ(f.blocks.references(b), 3);
   // Every rank learns the forks' tables from the next plan: the same blocks appended.
   const std::vector<CacheOp> ops = f.blocks.take_changes();
   int appended = 0;
   for (const CacheOp& op : ops)
-    if (op.slot != f.active[0]->slot() && op.replaces < 0) ++appended;
+    if (op.slot != f.active[0]->counts().slot && op.replaces < 0) ++appended;
   EXPECT_EQ(appended, 4);
 }
 
 TEST(Samples, TheSharedPartialBlockIsCopiedByEachWriterButTheLast) {
   ForkedRequest f(/*temperature=*/0.0);
   f.blocks.take_changes();
-  const int32_t partial = f.blocks.table(f.active[0]->slot())[1];  // positions 4..7, 4 and 5 set
+  const int32_t partial =
+      f.blocks.table(f.active[0]->counts().slot)[1];  // positions 4..7, 4 and 5 set
   // The next decode step of all three: position 6 goes into the shared block.
   std::optional<StepPlan> step = f.scheduler.schedule(f.active);
   ASSERT_TRUE(step.has_value());
@@ -106,11 +111,14 @@ TEST(Samples, TheSharedPartialBlockIsCopiedByEachWriterButTheLast) {
     EXPECT_NE(op.block, partial);
   }
   EXPECT_EQ(f.blocks.references(partial), 1);
-  EXPECT_EQ(f.blocks.references(f.blocks.table(f.active[0]->slot())[0]), 3)
+  EXPECT_EQ(f.blocks.references(f.blocks.table(f.active[0]->counts().slot)[0]), 3)
       << "the full first block stays shared";
+  SampledRows rows;
+  rows.group = step->group;
+  rows.tokens = {2, 2, 2};  // EOS
+  (void)f.out.apply(f.scheduler, f.scheduler.take_oldest(), rows);
   for (auto& s : f.active) {
-    s->end_step();
-    s->accept_token(2, kRules);
+    EXPECT_EQ(s->finish_reason(), FinishReason::kStop);
     f.scheduler.retire(*s);
   }
   EXPECT_EQ(f.blocks.free_blocks(), 16);
@@ -120,10 +128,10 @@ TEST(Samples, ASampleItsFirstTokenFinishesTakesNoSlot) {
   ForkedRequest f(/*temperature=*/0.0, {20, 2, 22});  // 2: EOS
   ASSERT_EQ(f.active.size(), 3u);
   const Sequence& done = *f.active[1];
-  EXPECT_EQ(done.sample_index(), 1);
+  EXPECT_EQ(done.counts().sample, 1);
   EXPECT_EQ(done.finish_reason(), FinishReason::kStop);
-  EXPECT_EQ(done.slot(), -1);
-  for (int32_t b : f.blocks.table(f.active[0]->slot())) EXPECT_EQ(f.blocks.references(b), 2);
+  EXPECT_EQ(done.counts().slot, -1);
+  for (int32_t b : f.blocks.table(f.active[0]->counts().slot)) EXPECT_EQ(f.blocks.references(b), 2);
   for (auto& s : f.active) f.scheduler.retire(*s);
   EXPECT_EQ(f.blocks.free_blocks(), 16);
 }
@@ -135,16 +143,18 @@ TEST(Samples, ANonFiniteRowFailsEverySampleOrForksNone) {
   ForkedRequest f(/*temperature=*/0.8, {kNonFiniteRow, kNonFiniteRow, kNonFiniteRow});
   ASSERT_EQ(f.active.size(), 3u);
   for (const auto& s : f.active) EXPECT_EQ(s->finish_reason(), FinishReason::kError);
-  EXPECT_EQ(f.active[0]->samples_to_fork(), 0);
+  EXPECT_EQ(f.active[0]->counts().forks_left, 0);
 
   BlockAllocator blocks(16, 4, 4);
   Scheduler scheduler({64, 8, 4, 1}, blocks);
+  OutputSide out(kRules);
   ActiveSequences active;
   Request r;
   r.token_ids = {1, 5, 6, 7};
   r.n = 3;
   r.prompt_logprobs = 0;
-  active.push_back(std::make_unique<Sequence>(r, nullptr, r.token_ids, 0, 0));
+  active.push_back(testing_util::make_sequence(r, {r.token_ids.begin(), r.token_ids.end()}));
+  out.open(*active[0]);
   scheduler.admit(*active[0]);
   StepPlan plan = *scheduler.schedule(active);
   ASSERT_EQ(plan.sampling.size(), 6u) << "three scored positions, then three samples";
@@ -152,9 +162,9 @@ TEST(Samples, ANonFiniteRowFailsEverySampleOrForksNone) {
   rows.group = plan.group;
   rows.tokens = {kNonFiniteRow, 6, 7, 9, 9, 9};
   rows.logprobs = {{1, -1.0f, {}, {}, 1}, {2, -1.0f, {}, {}, 1}};
-  EXPECT_TRUE(Scheduler::apply(scheduler.take_oldest(), rows, kRules).empty());
+  EXPECT_TRUE(out.apply(scheduler, scheduler.take_oldest(), rows).empty());
   EXPECT_EQ(active[0]->finish_reason(), FinishReason::kError);
-  EXPECT_EQ(active[0]->samples_to_fork(), 2) << "its samples were never forked";
+  EXPECT_EQ(active[0]->counts().forks_left, 2) << "its samples were never forked";
 }
 
 TEST(Samples, ACopyNeedsAFreeBlockOrItWaits) {
@@ -163,12 +173,14 @@ TEST(Samples, ACopyNeedsAFreeBlockOrItWaits) {
   Scheduler scheduler({64, 8, 2, 1}, blocks);
   ActiveSequences active;
   active.push_back(request_of({1, 5, 6, 7, 8, 9}, 2, 0.0));
+  OutputSide out(kRules);
+  out.open(*active[0]);
   scheduler.admit(*active[0]);
   StepPlan plan = *scheduler.schedule(active);
   SampledRows rows;
   rows.group = plan.group;
   rows.tokens = {20, 21};
-  scheduler.adopt(Scheduler::apply(scheduler.take_oldest(), rows, kRules), active);
+  scheduler.adopt(out.apply(scheduler, scheduler.take_oldest(), rows), active);
   EXPECT_EQ(blocks.shortfall(*active[1], 1), 1);
   EXPECT_EQ(blocks.reserve(*active[1], 1), 0);
 }

@@ -7,12 +7,15 @@
 #include <vector>
 
 #include "core/error.h"
-#include "runtime/block_allocator.h"
-#include "runtime/scheduler.h"
-#include "runtime/sequence.h"
+#include "engine/block_allocator.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "engine_test_util.h"
 
 namespace tpllama {
 namespace {
+
+using testing_util::OutputSide;
 
 const StopRules kRules{{2}, 64};
 
@@ -22,38 +25,40 @@ std::unique_ptr<Sequence> sequence(std::vector<int32_t> prompt, int max_tokens =
   r.token_ids.assign(prompt.begin(), prompt.end());
   r.max_tokens = max_tokens;
   r.scoring = scoring;
-  return std::make_unique<Sequence>(r, nullptr, std::move(prompt), n_context, 0);
+  return testing_util::make_sequence(r, std::move(prompt), n_context);
 }
 
 TEST(SequenceState, AStepGoesOutAndComesBackComputed) {
   auto s = sequence({1, 5, 6, 7});
   EXPECT_EQ(s->state(), SequenceState::kWaiting);
   s->assign_slot(3);
-  EXPECT_EQ(s->slot(), 3);
+  EXPECT_EQ(s->counts().slot, 3);
   s->start_step(3);
   EXPECT_EQ(s->state(), SequenceState::kInFlight);
-  EXPECT_EQ(s->n_computed(), 0) << "computed only once the group comes back";
-  EXPECT_EQ(s->scheduled(), 3);
+  EXPECT_EQ(s->counts().computed, 0) << "computed only once the group comes back";
+  EXPECT_EQ(s->counts().scheduled, 3);
   s->end_step();
   EXPECT_EQ(s->state(), SequenceState::kRunning);
-  EXPECT_EQ(s->n_computed(), 3);
-  EXPECT_EQ(s->scheduled(), 0);
+  EXPECT_EQ(s->counts().computed, 3);
+  EXPECT_EQ(s->counts().scheduled, 0);
   EXPECT_EQ(s->pending(), 1);
-  EXPECT_FALSE(s->decoding());
+  EXPECT_FALSE(s->counts().decoding());
 }
 
 TEST(SequenceState, APreemptedSequenceComputesEverythingAgain) {
   auto s = sequence({1, 5, 6, 7});
   s->start_step(4);
   s->end_step();
-  s->accept_token(9, kRules);
-  ASSERT_TRUE(s->decoding());
+  s->append_token(9);
+  EXPECT_EQ(s->counts().generated, 1);
+  ASSERT_TRUE(s->counts().decoding());
   s->preempt();
   EXPECT_EQ(s->state(), SequenceState::kPreempted);
-  EXPECT_EQ(s->n_computed(), 0);
+  EXPECT_EQ(s->counts().computed, 0);
   EXPECT_EQ(s->pending(), 5) << "the prompt and the token sampled";
+  EXPECT_THROW(s->append_token(3), Error) << "a token before its pending positions are computed";
   s->skip_cached(4);  // the prefix cache holds its first block
-  EXPECT_EQ(s->n_computed(), 4);
+  EXPECT_EQ(s->counts().computed, 4);
   s->start_step(1);
   EXPECT_EQ(s->state(), SequenceState::kInFlight);
 }
@@ -69,7 +74,8 @@ TEST(SequenceState, MovesNoStateAllowsAreRefused) {
   EXPECT_THROW(s->preempt(), Error) << "its group is being computed";
   EXPECT_THROW(s->skip_cached(1), Error);
   s->end_step();
-  s->accept_token(2, kRules);  // EOS
+  OutputSide out(kRules);
+  out.take(out.open(*s), 2);  // EOS
   EXPECT_EQ(s->state(), SequenceState::kFinished);
   EXPECT_THROW(s->start_step(1), Error) << "finished";
   EXPECT_THROW(s->preempt(), Error) << "finished";
@@ -82,9 +88,10 @@ TEST(SequenceState, FinishReasonsSpellAsTheRecordsHaveThem) {
   EXPECT_STREQ(finish_reason_name(FinishReason::kScore), "score");
   EXPECT_STREQ(finish_reason_name(FinishReason::kError), "error");
   auto s = sequence({1, 5}, /*max_tokens=*/1);
-  s->accept_token(7, kRules);
+  OutputSide out(kRules);
+  out.take(out.open(*s), 7);
   EXPECT_EQ(s->finish_reason(), FinishReason::kLength);
-  EXPECT_EQ(s->take_result().finish_reason, "length");
+  EXPECT_EQ(out.record(*s).finish_reason, "length");
 }
 
 // A generation of 1 token and a scoring request of a 2-token context and 2-token continuation in
@@ -96,9 +103,11 @@ TEST(SequenceState, TheSchedulerMakesEachMove) {
   ActiveSequences active;
   active.push_back(sequence({1, 5, 6}, /*max_tokens=*/1));
   active.push_back(sequence({1, 5, 6, 7}, 0, /*scoring=*/true, /*n_context=*/2));
+  OutputSide out(kRules);
+  for (auto& s : active) out.open(*s);
   for (auto& s : active) scheduler.admit(*s);
-  EXPECT_EQ(active[0]->slot(), 0);
-  EXPECT_EQ(active[1]->slot(), 1);
+  EXPECT_EQ(active[0]->counts().slot, 0);
+  EXPECT_EQ(active[1]->counts().slot, 1);
   EXPECT_EQ(active[0]->state(), SequenceState::kWaiting);
   std::optional<StepPlan> plan = scheduler.schedule(active);
   ASSERT_TRUE(plan.has_value());
@@ -109,11 +118,11 @@ TEST(SequenceState, TheSchedulerMakesEachMove) {
   rows.group = plan->group;
   rows.tokens = {9, 6, 7};
   rows.logprobs = {{1, -0.5f, {}, {}}, {2, -0.25f, {}, {}}};
-  Scheduler::apply(scheduler.take_oldest(), rows, kRules);
+  out.apply(scheduler, scheduler.take_oldest(), rows);
   EXPECT_EQ(active[0]->finish_reason(), FinishReason::kLength);
   EXPECT_EQ(active[1]->finish_reason(), FinishReason::kScore);
   for (auto& s : active) EXPECT_EQ(s->state(), SequenceState::kFinished);
-  EXPECT_EQ(active[1]->take_result().score->logprob, -0.75);
+  EXPECT_EQ(out.record(*active[1]).score->logprob, -0.75);
   for (auto& s : active) scheduler.retire(*s);
   EXPECT_EQ(blocks.free_blocks(), 16);
 }
@@ -127,11 +136,12 @@ TEST(SequenceState, APromptAskingForItsLogprobsScoresEachPositionThenSamples) {
   ActiveSequences active;
   Request r;
   r.token_ids = {1, 5, 6, 7, 8};
-  r.max_tokens = 2;
+  r.max_tokens = 1;
   r.prompt_logprobs = 2;
-  active.push_back(
-      std::make_unique<Sequence>(r, nullptr, std::vector<int32_t>{1, 5, 6, 7, 8}, 0, 0));
+  active.push_back(testing_util::make_sequence(r, {1, 5, 6, 7, 8}));
   Sequence& s = *active[0];
+  OutputSide out(kRules);
+  out.open(s);
   scheduler.admit(s);
   std::optional<StepPlan> first = scheduler.schedule(active);
   ASSERT_TRUE(first.has_value());
@@ -147,9 +157,9 @@ TEST(SequenceState, APromptAskingForItsLogprobsScoresEachPositionThenSamples) {
   rows.tokens = {5, 9, 9};
   for (int32_t p = 0; p < 3; ++p)
     rows.logprobs.push_back({p, -0.5f * (p + 1), {9, 5}, {-0.1f, -0.2f}, p + 1});
-  Scheduler::apply(scheduler.take_oldest(), rows, kRules);
-  EXPECT_EQ(s.prompt_rows_left(), 1);
-  EXPECT_EQ(s.n_generated(), 0);
+  out.apply(scheduler, scheduler.take_oldest(), rows);
+  EXPECT_EQ(prompt_rows_left(s), 1);
+  EXPECT_EQ(s.counts().generated, 0);
   std::optional<StepPlan> second = scheduler.schedule(active);
   ASSERT_TRUE(second.has_value());
   EXPECT_EQ(second->batch.size(), 2u);
@@ -159,10 +169,11 @@ TEST(SequenceState, APromptAskingForItsLogprobsScoresEachPositionThenSamples) {
   rows.group = second->group;
   rows.tokens = {8, 11};
   rows.logprobs = {{0, -2.0f, {8}, {-2.0f}, 1}};
-  Scheduler::apply(scheduler.take_oldest(), rows, kRules);
-  EXPECT_EQ(s.prompt_rows_left(), 0);
+  out.apply(scheduler, scheduler.take_oldest(), rows);
+  EXPECT_EQ(prompt_rows_left(s), 0);
   EXPECT_EQ(s.tokens().back(), 11);
-  const Result result = s.take_result();
+  ASSERT_EQ(s.finish_reason(), FinishReason::kLength) << "its one token";
+  const Result result = out.record(s);
   ASSERT_TRUE(result.prompt_logprobs.has_value());
   ASSERT_EQ(result.prompt_logprobs->size(), 4u);
   const PositionLogprobs& at0 = (*result.prompt_logprobs)[0];

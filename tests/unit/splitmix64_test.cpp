@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/splitmix64.h"
+#include "core/random.h"
 
 namespace tpllama {
 namespace {

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "runtime/step_plan.h"
+#include "executor/step_plan.h"
 
 namespace tpllama {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "text/utf8.h"
+#include "core/utf8.h"
 
 namespace tpllama {
 namespace {

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/splitmix64.h"
+#include "core/random.h"
 #include "ops/cpu/avx512.h"
 #include "ops/cpu/gemm.h"
 #include "ops/weight.h"

@@ -1,6 +1,6 @@
 // The CPU sampler over one row of logits: greedy argmax, and temperature / top-k / top-p / min-p
 // truncation with the draw given its uniform, and the row ops of ops/sampling.h on the CPU. The
-// GPU's sampling kernels implement the same definition; runtime/sampler.h adds the random streams.
+// GPU's sampling kernels implement the same definition; core/random.h has the random streams.
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <string>
 
-#include "core/device.h"
+#include "core/device_context.h"
 
 namespace tpllama::cuda {
 

@@ -1,3 +1,3 @@
-// A fixture for the test layers_check_names_wrong_includes: core/ reaching up into runtime/.
+// A fixture for the test layers_check_names_wrong_includes: core/ reaching up into engine/.
 #pragma once
-#include "runtime/engine.h"
+#include "engine/engine.h"

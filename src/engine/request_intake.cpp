@@ -1,0 +1,208 @@
+// Reading, checking and tokenizing requests on rank 0.
+#include "engine/request_intake.h"
+
+#include <new>
+#include <utility>
+
+#include "core/error.h"
+#include "core/stop_signal.h"
+#include "engine/structured_outputs.h"
+
+namespace tpllama {
+namespace {
+
+std::string line_prefix(const Request& r) {
+  return "line " + std::to_string(r.line) + ": ";
+}
+
+// The tokens of r (ModelText::encode); text may be null only when r carries token ids. Text that
+// cannot fit in fit_tokens tokens is refused without being tokenized (0: no such check).
+std::vector<int32_t> tokenize_request(const Request& r, const ModelText* text, int* n_context,
+                                      int fit_tokens = 0) {
+  TPLLAMA_CHECK(text != nullptr || !r.token_ids.empty(),
+                "a text request reached an engine without a tokenizer");
+  if (text == nullptr) {
+    if (r.scoring) *n_context = r.n_context_tokens;
+    return {r.token_ids.begin(), r.token_ids.end()};
+  }
+  return text->encode(r, n_context, fit_tokens);
+}
+
+// Why a token id the request names (its prompt's, logit_bias's, stop_token_ids') is outside a
+// vocabulary of `vocab` tokens; "" when none is.
+std::string id_outside_vocabulary(const Request& r, int vocab) {
+  const auto outside = [&](int64_t id, const std::string& where) {
+    return "token id " + std::to_string(id) + " (" + where +
+           ") is outside the model's vocabulary of " + std::to_string(vocab) + " tokens";
+  };
+  for (size_t i = 0; i < r.token_ids.size(); ++i)
+    if (r.token_ids[i] < 0 || r.token_ids[i] >= vocab)
+      return outside(r.token_ids[i], "element " + std::to_string(i) + " of the prompt");
+  for (const auto& [id, bias] : r.logit_rules.logit_bias)
+    if (id >= vocab) return outside(id, "a key of logit_bias");
+  for (size_t i = 0; i < r.stop_token_ids.size(); ++i)
+    if (r.stop_token_ids[i] >= vocab)
+      return outside(r.stop_token_ids[i], "element " + std::to_string(i) + " of stop_token_ids");
+  return "";
+}
+
+// Why n tokens (n_context of them a scoring request's context) cannot be served in a context of
+// `context` tokens; "" when they can.
+std::string length_error(const Request& req, int n, int n_context, int context) {
+  if (req.scoring && (n_context < 1 || n_context >= n))
+    return n_context < 1 ? "the context is empty and the model adds no BOS token"
+                         : "the continuation adds no token after the context";
+  if (n == 0) return "the prompt is empty and the model adds no BOS token: nothing to condition on";
+  if (req.scoring && n > context)
+    return "context and continuation have " + std::to_string(n) +
+           " tokens (with BOS) but the context is " + std::to_string(context) +
+           " tokens: the continuation cannot be scored whole";
+  if (!req.scoring && n >= context)
+    return "prompt has " + std::to_string(n) + " tokens (with BOS) but the context is " +
+           std::to_string(context) + " tokens, leaving no room to generate";
+  return "";
+}
+
+}  // namespace
+
+RequestIntake::RequestIntake(RequestSource& source, const ModelText* text,
+                             const IntakeOptions& options, ResumeIndex* resume,
+                             StructuredOutputs* structured)
+    : source_(source), text_(text), options_(options), structured_(structured) {
+  if (resume != nullptr) {
+    remaining_done_ = std::move(resume->done);
+    resumed_records_ = std::move(resume->by_id);
+    resumed_path_ = resume->path;
+  }
+}
+
+std::optional<Admission> RequestIntake::next(bool wait) {
+  if (done_) return std::nullopt;
+  std::optional<Request> req = source_.next(wait);
+  if (!req) {
+    done_ = source_.ended();
+    return std::nullopt;
+  }
+  try {
+    return admit(std::move(*req));
+  } catch (const StoppedError&) {
+    // A stop signal while a chat template rendered this request: it gets no record (--resume
+    // redoes it) and nothing more is admitted; the engine sees the signal and stops.
+    close();
+    return std::nullopt;
+  }
+}
+
+long long RequestIntake::unmatched_records() const {
+  long long n = 0;
+  for (const auto& entry : remaining_done_) n += entry.second;
+  return n;
+}
+
+Admission RequestIntake::reject(const Request& r, uint64_t order, int prompt_tokens,
+                                const std::string& message) const {
+  Admission a;
+  a.order = order;
+  Result& res = a.rejected.emplace();
+  res.id = r.id;
+  res.chat = r.chat();
+  res.prompt_tokens = prompt_tokens;
+  res.finish_reason = finish_reason_name(FinishReason::kError);
+  res.error = message;
+  res.line = r.line;
+  res.line_failed = r.line_failed;
+  return a;
+}
+
+// Resumed runs skip what the output already holds: results by id (the first k occurrences of an id
+// written k times), error records by input line.
+bool RequestIntake::already_written(const std::string& key, const Request* by_id) {
+  auto done = remaining_done_.find(key);
+  if (done == remaining_done_.end() || done->second == 0) return false;
+  auto records = by_id != nullptr ? resumed_records_.find(key) : resumed_records_.end();
+  if (records != resumed_records_.end() && checked_resumes_ < kCheckedResumes) {
+    const size_t occurrence = records->second.size() - static_cast<size_t>(done->second);
+    if (occurrence < records->second.size() && records->second[occurrence].tokens >= 0) {
+      ++checked_resumes_;
+      check_resumed(*by_id, records->second[occurrence]);
+    }
+  }
+  --done->second;
+  ++skipped_;
+  return true;
+}
+
+// A request this run would skip as answered gives the token count its record gives
+// (check_resumed_record), or the output is another input's.
+void RequestIntake::check_resumed(const Request& req, const ResumedRecord& record) const {
+  int n_context = 0;
+  std::vector<int32_t> tokens;
+  try {
+    tokens = tokenize_request(req, text_, &n_context);
+  } catch (const PromptError&) {
+    return;  // its record says so; a template that refuses it now refused it then
+  }
+  const long long mine = static_cast<long long>(tokens.size()) - (req.scoring ? n_context : 0);
+  check_resumed_record(record, resumed_path_, req, mine);
+}
+
+Admission RequestIntake::admit(Request req) {
+  const Clock::time_point admitted = Clock::now();  // time to first token counts from here
+  // An id the line gives (or defaults to) is taken even when the line is an error, so no two
+  // records share one; an id that could not be read is null and takes none.
+  const std::string key = id_key(req.id);
+  const uint32_t first_line =
+      req.id.is_null() ? 0 : seen_.insert(key, static_cast<uint32_t>(req.line));
+  if (!req.error.empty()) {
+    if (already_written(error_line_key(req.line))) return {};
+    if (first_line == 0) return reject(req, next_order_++, 0, req.error);
+    return reject(req, next_order_++, 0,
+                  req.error + "; and its id " + key + " repeats line " +
+                      std::to_string(first_line) + "'s (ids must be unique)");
+  }
+  if (first_line != 0) {
+    if (already_written(error_line_key(req.line))) return {};
+    req.line_failed = true;  // no request: its id is another's
+    return reject(req, next_order_++, 0,
+                  line_prefix(req) + "duplicate id " + key + " (first on line " +
+                      std::to_string(first_line) + "); ids must be unique");
+  }
+  // A valid line's record is keyed by its id, or by its line when it became an error later on (a
+  // prompt longer than the context).
+  if (already_written(error_line_key(req.line)) || already_written(key, &req)) return {};
+  const uint64_t order = next_order_++;
+  if (options_.max_seqs > 0 && req.n > options_.max_seqs)
+    return reject(req, order, 0,
+                  line_prefix(req) + "n is " + std::to_string(req.n) + " but --max-seqs is " +
+                      std::to_string(options_.max_seqs) +
+                      ": a request's samples run at once, one sequence each; raise --max-seqs to " +
+                      std::to_string(req.n) + " or more");
+  int n_context = 0;
+  std::vector<int32_t> tokens;
+  try {
+    tokens = tokenize_request(req, text_, &n_context, options_.context);
+  } catch (const PromptError& e) {
+    return reject(req, order, 0, line_prefix(req) + e.what());
+  }
+  const int n = static_cast<int>(tokens.size());
+  if (const std::string outside = id_outside_vocabulary(req, options_.vocab_size); !outside.empty())
+    return reject(req, order, 0, line_prefix(req) + outside);
+  if (const std::string why = length_error(req, n, n_context, options_.context); !why.empty())
+    return reject(req, order, n, line_prefix(req) + why);
+  Admission a;
+  a.order = order;
+  a.admitted = admitted;
+  std::optional<OutputConstraint> constraint = req.constraint;
+  const auto request = std::make_shared<const Request>(std::move(req));
+  a.sequence = std::make_unique<Sequence>(request, std::move(tokens), n_context, order);
+  if (constraint) {
+    const std::string why =
+        structured_ != nullptr
+            ? structured_->constrain(*a.sequence, *constraint)
+            : "field '" + constraint->field + "': structured outputs need the model's tokenizer";
+    if (!why.empty()) return reject(*request, order, n, line_prefix(*request) + why);
+  }
+  return a;
+}
+
+}  // namespace tpllama

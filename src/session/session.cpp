@@ -1,0 +1,224 @@
+// The session's phases: validate the layout, open the device, load the shard and the KV cache,
+// then serve.
+#include "session/session.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/byte_size.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/trace.h"
+#include "engine/block_pool.h"
+#include "executor/pipeline.h"
+#include "model/checkpoint.h"
+#include "model/kv_cache.h"
+#include "model/llama_model.h"
+#include "model/model_text.h"
+#include "model/weights.h"
+#include "ops/device.h"
+#include "parallel/communicator.h"
+#include "parallel/group_comm.h"
+#include "session/kv_budget.h"
+#include "session/session_log.h"
+#include "session/weight_audit.h"
+
+namespace tpllama {
+
+Session::Session(const MpiSession& mpi, SessionOptions options,
+                 const std::function<void(const Session&)>& checks)
+    : mpi_(mpi),
+      o_(std::move(options)),
+      deadline_(o_.engine.grace_seconds),
+      nodes_(mpi.detect_nodes()) {
+  validate(checks);
+  if (is_rank0()) log_layout(*topology_, nodes_, o_.allow_cross_node_tp);
+  if (const std::string note = mpirun_stop_note([](const char* name) { return std::getenv(name); });
+      is_rank0() && !note.empty())
+    log::info(note);
+  if (text_) log_model_text(*text_);
+}
+
+Session::~Session() = default;
+
+// Everything that can be wrong with the layout, the model or the files is found here, on every
+// rank, before any weight is copied; the job reports it once.
+void Session::validate(const std::function<void(const Session&)>& checks) {
+  collective_phase([&] {
+    if (o_.synthetic) {
+      config_ = o_.synthetic->config;
+      config_.validate();
+    } else {
+      checkpoint_ = std::make_unique<Checkpoint>(o_.model);
+      config_ = checkpoint_->config();
+    }
+    topology_ = std::make_unique<Topology>(
+        make_topology(o_.layout, nodes_, mpi_.world_size(), mpi_.rank(), config_.n_layers));
+    if (checkpoint_ && checkpoint_->presharded()) checkpoint_->open_rank_shard(*topology_);
+    head_layout(config_, topology_->tp_size(), topology_->tp_rank());
+    if (o_.max_model_len > config_.max_seq_len)
+      fail("--max-model-len ", o_.max_model_len, " exceeds the model's context of ",
+           config_.max_seq_len, " tokens (max_position_embeddings)");
+    if (!o_.kv_cache_memory.empty())
+      kv_cache_bytes_ = parse_byte_size(o_.kv_cache_memory);  // before any weight is read
+    context_ = o_.max_model_len > 0 ? std::min(o_.max_model_len, config_.max_seq_len)
+                                    : config_.max_seq_len;
+    if (o_.context_len > 0) context_ = std::min(context_, o_.context_len);
+    if (checks) checks(*this);
+    if (is_rank0() && checkpoint_)
+      text_ = std::make_unique<ModelText>(o_.model, config_, o_.chat_template);
+  });
+}
+
+void Session::split_ops(OpSplit* split) {
+  TPLLAMA_CHECK(model_ != nullptr, "split_ops before load");
+  model_->split_ops(split);
+}
+
+std::vector<const Buffer*> Session::weight_buffers() const {
+  std::vector<const Buffer*> out;
+  if (model_ != nullptr)
+    for (const Buffer& b : model_->weights().storage) out.push_back(&b);
+  return out;
+}
+
+void Session::load(const std::function<void(const Session&)>& on_device) {
+  open_device();
+  if (on_device) on_device(*this);  // bench's probe gives the rank's threads back itself
+  const DType dtype = placement_.dtype;
+  const int sharers = placement_.sharers;
+  collective_phase(
+      [&] { check_weights_placeable(config_, *topology_, device_->context(), dtype, sharers); });
+  if (is_rank0()) log_device(*device_, placement_);
+  load_model();
+  make_kv_cache();
+}
+
+// This rank's threads and device: chosen (placement.h), opened, and checked against the node's
+// other ranks.
+void Session::open_device() {
+  placement_ = place_rank(mpi_, *topology_, nodes_, o_.placement, config_.int8_group_size > 0);
+  collective_phase([&] {
+    device_ = std::make_unique<ops::DeviceRuntime>(placement_.device, placement_.gpu, threads());
+  });
+}
+
+// Communicators, then this rank's shard of the weights.
+void Session::load_model() {
+  const auto t0 = Clock::now();
+  const DeviceContext& ctx = device_->context();
+  comms_ = make_rank_communicators(mpi_, *topology_, placement_.comm, ctx);
+  const DType dtype = placement_.dtype;
+  collective_phase([&] {
+    const EngineOptions& e = o_.engine;
+    const ModelLimits limits{e.max_batch_tokens, max_logit_rows(e.max_seqs, e.max_batch_tokens)};
+    ModelWeights weights = o_.synthetic
+                               ? random_weights(config_, *topology_, ctx, dtype, o_.synthetic->seed)
+                               : load_weights(*checkpoint_, *topology_, ctx, dtype);
+    model_ = std::make_unique<LlamaModel>(config_, std::move(weights), *topology_, *comms_.tp, ctx,
+                                          limits);
+    model_->use_graphs(!o_.eager);
+  });
+  audit_weights(mpi_, *topology_, model_->weights(),
+                checkpoint_ ? checkpoint_->total_elements() : config_.parameter_count(),
+                checkpoint_ != nullptr);
+  if (is_rank0())
+    log_model_loaded(checkpoint_ ? o_.model : "(random weights)", *model_, *comms_.tp, dtype,
+                     threads(), seconds_since(t0));
+}
+
+// The KV pool: the same block count on every rank (kv_budget.h), refused if one full-context
+// sequence won't fit.
+void Session::make_kv_cache() {
+  const Device device = device_->context().device;
+  if (o_.engine.kv_block_size == 0)  // every rank one size (rank 0's tables are in its blocks),
+    // the smallest where ranks' devices differ
+    o_.engine.kv_block_size =
+        static_cast<int>(mpi_.min(default_kv_block_size(device == Device::kCuda, context_)));
+  const EngineOptions& e = o_.engine;
+  const DType kv = kv_cache_dtype(o_.kv_dtype, placement_.dtype, device);
+  const Clock::time_point t0 = Clock::now();
+  long long blocks = 0;
+  collective_phase([&] {
+    // Each rank's budget over its own block size; the minimum over ranks is every rank's (rank 0
+    // hands out block ids for all of them).
+    const KvBudget budget{KvCache::bytes_per_block(model_->n_layers_local(), model_->kv_dim_local(),
+                                                   e.kv_block_size, kv),
+                          kv_cache_bytes_,
+                          ops::memory_available(model_->context()),
+                          placement_.sharers,
+                          e.max_seqs,
+                          context_,
+                          e.kv_block_size};
+    blocks = kv_blocks_for(budget);
+    check_kv_fits_free_memory(budget, blocks, o_.kv_cache_memory, topology_->rank());
+  });
+  n_blocks_ = static_cast<int>(std::min<long long>(mpi_.min(blocks), INT32_MAX));
+  collective_phase([&] {
+    check_kv_holds_one_sequence(n_blocks_, e.kv_block_size, context_, " on the smallest rank",
+                                o_.context_flag);
+    cache_ = std::make_unique<KvCache>(
+        model_->n_layers_local(), model_->kv_dim_local(), e.kv_block_size, n_blocks_, e.max_seqs,
+        model_->context(), static_cast<int>(blocks_per_sequence(context_, e.kv_block_size)), kv);
+  });
+  if (is_rank0()) log_kv_cache(*cache_, device_->context().device, context_, seconds_since(t0));
+}
+
+RunSummary Session::serve(const ServeOptions& options, EngineIo io, TraceRecorder& trace) {
+  TPLLAMA_CHECK(cache_ != nullptr && pipeline_ == nullptr, "serve() once, after load()");
+  for (Communicator* c : {comms_.tp.get(), comms_.stage.get(), comms_.world.get()})
+    c->set_trace(&trace);
+  mpi_.barrier();  // a common time origin for the trace
+  trace.set_origin(TraceRecorder::Clock::now());
+  pipeline_ = std::make_unique<Pipeline>(*model_, *cache_, *topology_, *comms_.tp, *comms_.stage,
+                                         *comms_.world, &trace);
+  const Topology& t = *topology_;
+  const Continuation& c = options.continuation;
+  StallWatch stall(options.stall_timeout, describe_rank(t, nodes_),
+                   c.resumable ? "--resume continues from what was written" : c.restart_hint);
+  pipeline_->set_stall_watch(&stall);
+  RunSummary summary;
+  if (is_rank0()) {
+    EngineOptions e = o_.engine;  // the flags, and what the session decided:
+    e.groups = t.pp_size();
+    e.context = context_;
+    e.kv_blocks = n_blocks_;
+    e.max_logit_rows = max_logit_rows(e.max_seqs, e.max_batch_tokens);
+    e.how_to_continue = c.resumable ? "resume with --resume" : c.restart_hint;
+    io.terminal = ::isatty(STDERR_FILENO) != 0;
+    io.trace = &trace;
+    Engine engine(config_, text_.get(), *pipeline_, e);
+    summary = engine.run(io);
+  } else {
+    pipeline_->serve();
+  }
+  pipeline_->set_stall_watch(nullptr);
+  return summary;
+}
+
+RankFigures Session::rank_figures() const {
+  return measure_rank_figures(model_->weights(), *cache_, pipeline_ ? &pipeline_->stats() : nullptr,
+                              comms_);
+}
+
+DType Session::kv_dtype() const {
+  return cache_->dtype();
+}
+
+const Tokenizer* Session::tokenizer() const {
+  return text_ ? &text_->tokenizer() : nullptr;
+}
+
+const DeviceContext& Session::device_context() const {
+  TPLLAMA_CHECK(device_ != nullptr, "the device is opened by load()");
+  return device_->context();
+}
+
+std::string Session::device_description() const {
+  return device_ ? device_->describe() : "none";
+}
+
+}  // namespace tpllama
