@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Usage: scripts/check/compare_builds.py OLD_BUILD NEW_BUILD [--work DIR] [--keep]
+                                         [--skip-field NAME ...]
 
 Shows that a change left behaviour alone: runs the tpllama of two build directories (each with
 its converted stories260K, as scripts/setup.sh makes it) over the same workloads and compares what
@@ -12,8 +13,11 @@ they write, byte for byte, with timings masked:
     hundred request lines, each giving one field a valid, neutral, null, wrong or unknown value,
     in every format and kind of request (their error records quote the field and the value);
   - every --stats key and every value that is not a time or a rate;
-  - `tokenize` over the same inputs, `plan` (text and --json) and `perplexity` (--output and
-    --windows).
+  - `tokenize` over the same inputs, `plan` (text and --json), `perplexity` (--output and
+    --windows), and `bench --json` (generating, with a shared prefix, scoring continuations).
+
+--skip-field NAME leaves the corpus lines that give field NAME out: a field whose behaviour the
+change under test adds or mends on purpose (say so where the change is described).
 
 Exits 1 and prints the first differences when any output differs; prints what was compared when
 none does. Needs mpirun (2 ranks, --oversubscribe) and the stories260K model in each build.
@@ -81,8 +85,8 @@ FIELDS = [
 ]
 
 
-def field_corpus():
-    """Request lines (JSONL and OpenAI batch), one field varied at a time."""
+def field_corpus(skip=()):
+    """Request lines (JSONL and OpenAI batch), one field varied at a time (but those of `skip`)."""
     jsonl, batch = [], []
     kinds = {
         "prompt": {"prompt": "Once upon a time", "max_tokens": 2},
@@ -91,6 +95,8 @@ def field_corpus():
     }
     n = 0
     for field in FIELDS:
+        if field in skip:
+            continue
         for value in field_values():
             for kind, base in kinds.items():
                 line = dict(base)
@@ -242,13 +248,15 @@ def main():
     ap.add_argument("new")
     ap.add_argument("--work", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--skip-field", action="append", default=[],
+                    help="leave out the corpus lines that give this field")
     a = ap.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="tpllama_compare_")
     os.makedirs(work, exist_ok=True)
     inputs = os.path.join(work, "inputs")
     os.makedirs(inputs, exist_ok=True)
 
-    fields_jsonl, fields_batch = field_corpus()
+    fields_jsonl, fields_batch = field_corpus(set(a.skip_field))
     chat_batch, chat_jsonl = chat_requests()
     files = {
         "fields.jsonl": fields_jsonl, "fields_batch.jsonl": fields_batch,
@@ -285,8 +293,6 @@ def main():
     ]
     diffs = []
     compared = []
-    for side in ("old", "new"):
-        pass
     runners = {"old": Runner(a.old, work, "old"), "new": Runner(a.new, work, "new")}
     for name, path, flags, ranks in jobs:
         outs = {s: r.job(name, path, flags, ranks) for s, r in runners.items()}
@@ -331,6 +337,21 @@ def main():
     compare_files("perplexity --output", outs["old"][0], outs["new"][0], diffs, json_whole=True)
     n = compare_files("perplexity --windows", outs["old"][1], outs["new"][1], diffs)
     compared.append(f"perplexity: --output and {n} windows")
+
+    benches = [("bench", ["--prompts", "8", "--input-len", "16:40", "--output-len", "8"]),
+               ("bench_prefix", ["--prompts", "6", "--shared-prefix", "24", "--input-len", "8",
+                                 "--output-len", "4"]),
+               ("bench_scoring", ["--prompts", "4", "--continuations", "3", "--input-len", "20",
+                                  "--output-len", "6"])]
+    for name, flags in benches:
+        outs = {}
+        for s, r in runners.items():
+            out = os.path.join(r.work, name + ".json")
+            r.run(name, ["bench", "--shape", "tiny", "--random-weights", "--no-limits",
+                         "--threads", "1", "--json", out] + flags)
+            outs[s] = out
+        compare_files(name + " --json", outs["old"], outs["new"], diffs, json_whole=True)
+        compared.append(name + " --json")
 
     if diffs:
         print("\n".join(diffs))

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,8 +80,8 @@ struct BenchOptions {
   std::string output_len = "128";
   std::string json;
   bool skip_limits = false;
-  bool op_split = false;  // --op-split: rank 0's forward timed op by op
-  BenchOptions() { run.session.engine.max_seqs = 0; }  // 0: as many as --prompts (at most 256)
+  bool op_split = false;        // --op-split: rank 0's forward timed op by op
+  std::optional<int> max_seqs;  // --max-seqs; default: as many as --prompts (at most 256)
 };
 
 struct TokenizeOptions {

@@ -239,8 +239,8 @@ void add_perplexity_command(CLI::App& app, PerplexityOptions& o) {
 int perplexity_command(PerplexityOptions o, const MpiSession& mpi) {
   TraceRecorder trace(false);  // perplexity has no --trace; the session's communicators take one
   SessionOptions options = o.run.session;
-  options.context_len = o.context_len;
-  options.context_flag = "--context-len";
+  if (o.context_len > 0) options.engine.command_context = o.context_len;
+  options.engine.context_flag = "--context-len";
   OutputHolds holds;  // rank 0's: --output and --windows, from the run's start
   Session session(mpi, options, [&](const Session& s) {
     if (!s.is_rank0()) return;

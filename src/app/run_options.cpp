@@ -102,7 +102,7 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--stats", o.stats, "Write run statistics as JSON to this file at the end");
   run->add_option("--trace", o.trace,
                   "Write a Chrome trace-event JSON (one track group per rank) to this file");
-  run->add_option("--max-model-len", o.session.max_model_len,
+  run->add_option("--max-model-len", o.session.engine.max_model_len,
                   "Context per sequence, prompt + completion (default: the model's)")
       ->check(at_least(1));
   run->add_option("--served-model-name", o.served_model_name,
@@ -152,7 +152,7 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
        "It warns at half; it must exceed the longest step (a large prefill on a CPU). 0: never")
       ->capture_default_str()
       ->check(finite_in(0, 1e9));
-  c.add_option("--kv-cache-memory", o.session.kv_cache_memory,
+  c.add_option("--kv-cache-memory", o.session.engine.kv_cache_memory,
                "KV cache bytes per rank, e.g. 8GiB (default: 80% of the memory available after "
                "the weights, shared by the ranks on the same device; at most --max-seqs full "
                "contexts)");

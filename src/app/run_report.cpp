@@ -198,15 +198,16 @@ int finish_run(const Session& session, const RunSummary& summary, const Continua
   if (finished == 0) return 0;
   const double avg = static_cast<double>(summary.prompt_tokens + summary.generated_tokens) /
                      static_cast<double>(finished);
-  const int block_size = session.options().engine.kv_block_size;
-  const double capacity = static_cast<double>(session.kv_blocks()) * block_size;
+  const EngineConfig& e = session.engine_config();
+  const int block_size = e.kv_block_size;
+  const double capacity = static_cast<double>(e.kv_blocks) * block_size;
   std::ostringstream os;
   os.setf(std::ios::fixed);
   os.precision(0);
   os << "KV capacity " << capacity << " tokens = about "
-     << std::floor(sequences_held(session.kv_blocks(), block_size, avg))
+     << std::floor(sequences_held(e.kv_blocks, block_size, avg))
      << " concurrent sequences at this run's average request length of " << avg
-     << " tokens (--max-seqs " << session.options().engine.max_seqs << ")";
+     << " tokens (--max-seqs " << e.max_seqs << ")";
   log::info(os.str());
   return 0;
 }

@@ -30,7 +30,7 @@ Value filter_length(const Value& in, const CallArgs& args) {
     case Value::Kind::kUndefined:
       return Value::integer(0);
     case Value::Kind::kString:
-      return Value::integer(static_cast<std::int64_t>(text::code_point_count(in.as_string())));
+      return Value::integer(static_cast<std::int64_t>(utf8::count(in.as_string())));
     case Value::Kind::kList:
       return Value::integer(static_cast<std::int64_t>(in.as_list().items.size()));
     case Value::Kind::kDict:

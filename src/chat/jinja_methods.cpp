@@ -6,6 +6,7 @@
 #include "chat/jinja_builtins.h"
 #include "chat/jinja_limits.h"
 #include "chat/jinja_text.h"
+#include "core/utf8.h"
 
 namespace tpllama::jinja {
 
@@ -302,13 +303,13 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
     BoundArgs a(args, {"sub"}, name);
     const std::string& sub = str_argument(a[0], name);
     if (name == "count" && sub.empty())
-      return Value::integer(static_cast<std::int64_t>(text::code_point_count(s) + 1));
+      return Value::integer(static_cast<std::int64_t>(utf8::count(s) + 1));
     if (name == "count")
       return Value::integer(static_cast<std::int64_t>(text::split(s, sub, -1).size() - 1));
     const size_t at = s.find(sub);
     if (at == std::string::npos) return Value::integer(-1);
     return Value::integer(
-        static_cast<std::int64_t>(text::code_point_count(std::string_view(s).substr(0, at))));
+        static_cast<std::int64_t>(utf8::count(std::string_view(s).substr(0, at))));
   }
   // join
   BoundArgs a(args, {"iterable"}, name);

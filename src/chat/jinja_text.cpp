@@ -30,12 +30,6 @@ std::vector<std::string_view> code_points(std::string_view s) {
   return out;
 }
 
-size_t code_point_count(std::string_view s) {
-  size_t n = 0;
-  for (const char ch : s) n += (static_cast<unsigned char>(ch) & 0xc0) != 0x80;
-  return n;
-}
-
 namespace {
 
 // Byte range [begin, end) of `s` left after dropping leading/trailing code points that `drop`

@@ -1,6 +1,6 @@
 // Python `str` semantics over UTF-8 bytes (whitespace, strip/split, code-point indexing, case,
 // repr, float repr), so that text rendered by the Jinja subset matches Jinja2 byte for byte. Case
-// mapping is utf8proc's; UTF-8 decoding is text/utf8.h's.
+// mapping is utf8proc's; UTF-8 decoding and counting are core/utf8.h's.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,6 @@ bool is_space(char32_t c);
 
 // The string split into code points, each a view into `s`.
 std::vector<std::string_view> code_points(std::string_view s);
-size_t code_point_count(std::string_view s);
 
 // str.strip() / lstrip() / rstrip(): without chars, Python whitespace; with chars, those code
 // points.

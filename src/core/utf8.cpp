@@ -101,6 +101,12 @@ std::string repair(std::string_view s) {
   return out;
 }
 
+size_t count(std::string_view s) {
+  size_t n = 0;
+  for (const char ch : s) n += (static_cast<unsigned char>(ch) & 0xc0) != 0x80;
+  return n;
+}
+
 char32_t decode(std::string_view s, size_t& i) {
   const auto b0 = static_cast<unsigned char>(s[i]);
   const int extra = b0 >= 0xf8 ? 0 : b0 >= 0xf0 ? 3 : b0 >= 0xe0 ? 2 : b0 >= 0xc0 ? 1 : 0;

@@ -40,6 +40,10 @@ bool is_valid(std::string_view s);
 // (and the WHATWG decoder), i.e. what a Rust-side tokenizer would have been handed.
 std::string repair(std::string_view s);
 
+// Characters in s: its bytes but the continuation bytes (s valid UTF-8, or holding the lone
+// surrogates decode reads). Python's len() of the string; OpenAI's text offsets.
+size_t count(std::string_view s);
+
 // Decodes the code point at s[i] and moves i past it. A lead byte and the continuation bytes it
 // announces decode without char_length's range checks, so the lone surrogates a Python string may
 // hold (the Jinja lexer writes "\ud800" as ED A0 80) decode back; a byte that starts no such

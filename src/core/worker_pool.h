@@ -40,9 +40,9 @@ class WorkerPool {
   const std::function<void(size_t)>* work_ = nullptr;
   size_t items_ = 0;
   std::atomic<size_t> next_{0};
-  uint64_t run_ = 0;     // runs started: a worker joins each once
-  size_t wanted_ = 0;    // workers the current run may still take
-  size_t working_ = 0;   // workers inside the current run
+  uint64_t run_ = 0;    // runs started: a worker joins each once
+  size_t wanted_ = 0;   // workers the current run may still take
+  size_t working_ = 0;  // workers inside the current run
   bool stopping_ = false;
 };
 

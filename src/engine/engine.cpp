@@ -25,7 +25,7 @@ namespace {
 class Run {
  public:
   Run(const LlamaConfig& config, const ModelText* text, StepExecutor& executor,
-      const EngineOptions& o, const EngineIo& io)
+      const EngineConfig& o, const EngineIo& io)
       : executor_(executor),
         o_(o),
         io_(io),
@@ -154,7 +154,7 @@ class Run {
                 ": admitting no more requests; finishing the " +
                 std::to_string(running_requests()) + " running within " +
                 std::to_string(static_cast<int>(o_.grace_seconds)) + " s, then stopping (" +
-                o_.how_to_continue +
+                io_.how_to_continue +
                 "); a second signal, 1 s or more after the first, stops at once");
     }
     const bool again = stop_signals_received() > 1;  // a second signal: stop now
@@ -238,7 +238,7 @@ class Run {
   }
 
   StepExecutor& executor_;
-  const EngineOptions& o_;
+  const EngineConfig& o_;
   const EngineIo& io_;
   const StopRules rules_;
   StructuredOutputs structured_;
@@ -259,22 +259,19 @@ class Run {
 }  // namespace
 
 Engine::Engine(const LlamaConfig& config, const ModelText* text, StepExecutor& executor,
-               EngineOptions options)
-    : config_(config), text_(text), executor_(executor), options_(std::move(options)) {
-  if (options_.max_seqs < 1) fail("--max-seqs must be at least 1, got ", options_.max_seqs);
-  if (options_.max_batch_tokens < 1)
-    fail("--max-batch-tokens must be at least 1, got ", options_.max_batch_tokens);
-  if (options_.groups < 1) fail("micro-batch groups must be at least 1, got ", options_.groups);
-  if (options_.context <= 0 || options_.context > config.max_seq_len)
-    options_.context = config.max_seq_len;
-  TPLLAMA_CHECK(blocks_per_sequence(options_.context, options_.kv_block_size) <= options_.kv_blocks,
-                options_.kv_blocks, " KV blocks of ", options_.kv_block_size,
-                " positions hold no full-context sequence of ", options_.context);
+               const EngineConfig& engine)
+    : config_(config), text_(text), executor_(executor), engine_(engine) {
+  TPLLAMA_CHECK(engine.max_seqs > 0 && engine.max_batch_tokens > 0 && engine.groups > 0 &&
+                    engine.context > 0 && engine.context <= config.max_seq_len &&
+                    blocks_per_sequence(engine.context, engine.kv_block_size) <= engine.kv_blocks,
+                "an engine of ", engine.max_seqs, " sequences, ", engine.max_batch_tokens,
+                " tokens a step, ", engine.groups, " groups, a context of ", engine.context,
+                " and ", engine.kv_blocks, " KV blocks of ", engine.kv_block_size);
 }
 
 RunSummary Engine::run(const EngineIo& io) {
   TPLLAMA_CHECK(io.reader != nullptr && io.writer != nullptr, "engine without reader or writer");
-  Run run(config_, text_, executor_, options_, io);
+  Run run(config_, text_, executor_, engine_, io);
   return run.run();
 }
 

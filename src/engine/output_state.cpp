@@ -56,6 +56,8 @@ OutputState::OutputState(const Request& request, const Tokenizer* tokenizer,
       detok_(tokenizer, request_->skip_special_tokens),
       admitted_(admitted) {
   detok_.prime({prompt.begin(), prompt.end()});
+  if (request.echo && request.prompt_tokens_cut > 0 && tokenizer != nullptr)
+    echoed_prompt_ = tokenizer->decode({prompt.begin(), prompt.end()});  // what the model saw
 }
 
 OutputState OutputState::fork(std::span<const int32_t> prompt) const {
@@ -128,6 +130,7 @@ void OutputState::score_token(const RowLogprobs& row, int target, int argmax_tok
 
 std::string OutputState::prompt_text() const {
   const Request& r = *request_;
+  if (r.prompt_tokens_cut > 0) return echoed_prompt_;
   if (!r.token_ids.empty() && tokenizer_ != nullptr)
     return tokenizer_->decode({r.token_ids.begin(), r.token_ids.end()});
   return r.prompt;

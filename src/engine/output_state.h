@@ -71,10 +71,11 @@ class OutputState {
   const Tokenizer* tokenizer_;
   IncrementalDetokenizer detok_;
   std::string text_;
+  std::string echoed_prompt_;             // echo of a truncated prompt: its kept tokens' text
   nlohmann::json stop_reason_ = nullptr;  // the stop string or stop_token_ids id that ended it
   std::string error_;                     // why, for an error record
   std::vector<TokenLogprob> logprobs_;
-  ScoreResult score_;  // scoring: accumulated over the continuation
+  ScoreResult score_;                            // scoring: accumulated over the continuation
   std::vector<PositionLogprobs> prompt_scores_;  // prompt_logprobs or echo: by position from 1
   Clock::time_point admitted_;
   Clock::time_point first_token_;

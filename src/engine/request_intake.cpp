@@ -15,17 +15,40 @@ std::string line_prefix(const Request& r) {
   return "line " + std::to_string(r.line) + ": ";
 }
 
-// The tokens of r (ModelText::encode); text may be null only when r carries token ids. Text that
-// cannot fit in fit_tokens tokens is refused without being tokenized (0: no such check).
-std::vector<int32_t> tokenize_request(const Request& r, const ModelText* text, int* n_context,
-                                      int fit_tokens = 0) {
+// The tokens of r (ModelText::encode; text may be null only when r carries token ids), cut to
+// the last truncate_prompt_tokens of them (*cut: how many went; a scoring request's context is
+// what is cut). With fit, text that cannot fit in the context is refused without being tokenized,
+// unless it is to be truncated. Throws PromptError where r cannot become tokens.
+std::vector<int32_t> tokenize_request(const Request& r, const ModelText* text, int context,
+                                      int* n_context, int* cut, bool fit) {
   TPLLAMA_CHECK(text != nullptr || !r.token_ids.empty(),
                 "a text request reached an engine without a tokenizer");
+  const int keep = r.truncate_prompt_tokens < 0 ? context : r.truncate_prompt_tokens;
+  std::vector<int32_t> tokens;
   if (text == nullptr) {
     if (r.scoring) *n_context = r.n_context_tokens;
-    return {r.token_ids.begin(), r.token_ids.end()};
+    tokens.assign(r.token_ids.begin(), r.token_ids.end());
+  } else {
+    tokens = text->encode(r, n_context, fit && keep == 0 ? context : 0);
   }
-  return text->encode(r, n_context, fit_tokens);
+  *cut = 0;
+  if (keep == 0) return tokens;
+  if (keep > context)  // as vLLM: a truncation the context could never hold
+    throw PromptError("field 'truncate_prompt_tokens' is " + std::to_string(keep) +
+                      ", more than the context of " + std::to_string(context) +
+                      " tokens (--max-model-len)");
+  const int n = static_cast<int>(tokens.size());
+  if (n <= keep) return tokens;
+  *cut = n - keep;
+  if (r.scoring) {
+    if (*n_context - *cut < 1)
+      throw PromptError("truncate_prompt_tokens keeps the last " + std::to_string(keep) + " of " +
+                        std::to_string(n) + " tokens, which leaves no context before the " +
+                        std::to_string(n - *n_context) + " tokens of the continuation");
+    *n_context -= *cut;
+  }
+  tokens.erase(tokens.begin(), tokens.begin() + *cut);
+  return tokens;
 }
 
 // Why a token id the request names (its prompt's, logit_bias's, stop_token_ids') is outside a
@@ -138,7 +161,8 @@ void RequestIntake::check_resumed(const Request& req, const ResumedRecord& recor
   int n_context = 0;
   std::vector<int32_t> tokens;
   try {
-    tokens = tokenize_request(req, text_, &n_context);
+    int cut = 0;
+    tokens = tokenize_request(req, text_, options_.context, &n_context, &cut, /*fit=*/false);
   } catch (const PromptError&) {
     return;  // its record says so; a template that refuses it now refused it then
   }
@@ -180,7 +204,8 @@ Admission RequestIntake::admit(Request req) {
   int n_context = 0;
   std::vector<int32_t> tokens;
   try {
-    tokens = tokenize_request(req, text_, &n_context, options_.context);
+    tokens = tokenize_request(req, text_, options_.context, &n_context, &req.prompt_tokens_cut,
+                              /*fit=*/true);
   } catch (const PromptError& e) {
     return reject(req, order, 0, line_prefix(req) + e.what());
   }

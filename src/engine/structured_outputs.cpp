@@ -168,7 +168,8 @@ GrammarEnd StructuredOutputs::settle(const Sequence& s, Cursor& c) const {
   return {FinishReason::kStop, ""};  // only a stop may follow: it stops now
 }
 
-std::vector<GrammarEnd> StructuredOutputs::make_masks(const std::vector<const Sequence*>& sequences) {
+std::vector<GrammarEnd> StructuredOutputs::make_masks(
+    const std::vector<const Sequence*>& sequences) {
   std::vector<Cursor*> walks;  // those whose state's mask is not memoized
   for (const Sequence* s : sequences) {
     Cursor& c = cursors_.at(s);

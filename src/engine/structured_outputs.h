@@ -75,7 +75,7 @@ class StructuredOutputs {
     std::shared_ptr<const OutputGrammar> grammar;
     std::optional<grammar::Matcher> matcher;
     std::shared_ptr<const grammar::TokenMask> next;  // the tokens it takes next
-    bool due = false;   // it took a token whose mask is still to make
+    bool due = false;                                // it took a token whose mask is still to make
     std::string error;  // making it failed (too ambiguous, out of memory)
   };
   static Cursor start(std::shared_ptr<const OutputGrammar> grammar);

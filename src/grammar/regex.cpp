@@ -157,17 +157,8 @@ class RegexReader {
 
   // One code point of UTF-8 text.
   uint32_t next_code_point() {
-    const auto c0 = static_cast<uint8_t>(p_[at_++]);
-    if (c0 < 0x80) return c0;
-    const int extra = c0 >= 0xF0 ? 3 : c0 >= 0xE0 ? 2 : c0 >= 0xC0 ? 1 : -1;
-    if (extra < 0 || at_ + static_cast<size_t>(extra) > p_.size()) refuse("invalid UTF-8");
-    uint32_t c = c0 & (0x3F >> extra);
-    for (int k = 0; k < extra; ++k) {
-      const auto cn = static_cast<uint8_t>(p_[at_++]);
-      if ((cn & 0xC0) != 0x80) refuse("invalid UTF-8");
-      c = (c << 6) | (cn & 0x3F);
-    }
-    return c;
+    if (utf8::valid_length(p_, at_) == 0) refuse("invalid UTF-8");
+    return utf8::decode(p_, at_);
   }
 
   GrammarBuilder::Sequence alternation(int depth) {

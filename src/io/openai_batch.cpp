@@ -10,7 +10,7 @@
 
 #include "core/hash.h"
 #include "core/json_text.h"
-#include "io/request_field_policy.h"
+#include "core/utf8.h"
 #include "io/request_fields.h"
 
 namespace tpllama {
@@ -26,28 +26,6 @@ using request_fields::reject;
 constexpr const char* kCompletionsUrl = "/v1/completions";
 constexpr const char* kChatUrl = "/v1/chat/completions";
 constexpr const char* kTopFields[] = {"custom_id", "method", "url", "body"};
-// What each body reads; request_field_policy decides on any other field ("model" among them).
-constexpr const char* kBodyFields[] = {"prompt",   "max_tokens", "temperature", "top_k",
-                                       "top_p",    "min_p",      "seed",        "stop",
-                                       "logprobs", "ignore_eos", "echo"};
-constexpr const char* kChatBodyFields[] = {"messages",
-                                           "max_tokens",
-                                           "max_completion_tokens",
-                                           "temperature",
-                                           "top_k",
-                                           "top_p",
-                                           "min_p",
-                                           "seed",
-                                           "stop",
-                                           "logprobs",
-                                           "top_logprobs",
-                                           "ignore_eos",
-                                           "tools",
-                                           "chat_template_kwargs",
-                                           "documents",
-                                           "add_generation_prompt",
-                                           "continue_final_message"};
-
 // A batch line is its four fields: anything else beside them is no part of the convention.
 void refuse_unknown_envelope_fields(const json& object, const FieldSite& at) {
   for (auto it = object.begin(); it != object.end(); ++it)
@@ -71,30 +49,6 @@ bool check_envelope(const json& object, const FieldSite& at) {
   if (body == object.end()) reject(at, "missing required field 'body'");
   if (!body->is_object()) reject(at, "field 'body' must be an object, got ", describe_json(*body));
   return *url == json(kChatUrl);
-}
-
-// A string, a list of one string, a list of token ids or a list of one such list (the
-// completions API's four forms of one prompt); token ids go to req.token_ids.
-void parse_body_prompt(const json& body, const FieldSite& at, Request& req) {
-  auto it = body.find("prompt");
-  if (it == body.end()) reject(at, "missing required field 'body.prompt'");
-  if (it->is_string()) {
-    req.prompt = it->get<std::string>();
-    return;
-  }
-  if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
-    req.prompt = (*it)[0].get<std::string>();
-    return;
-  }
-  if (it->is_array() && it->size() == 1 && (*it)[0].is_array()) {
-    if (request_fields::parse_token_ids((*it)[0], at, "prompt", req)) return;
-  } else if (it->is_array() && (it->empty() || (*it)[0].is_number())) {
-    if (request_fields::parse_token_ids(*it, at, "prompt", req)) return;
-  }
-  reject(
-      at,
-      "field 'body.prompt' must be a string, a list of token ids, or a list of one of either, got ",
-      describe_json(*it));
 }
 
 ordered_json usage_json(const Result& r) {
@@ -209,25 +163,10 @@ void parse_openai_batch_request(const json& object, const std::string& line, Req
     return;
   }
   try {  // the body: a request the endpoint refuses
-    const json& body = object.at("body");
-    const FieldSite in_body{req.line, "body."};
-    // What the request is for first (a missing prompt is the error to report), then the other
-    // fields.
-    if (chat) {
-      request_fields::parse_chat_fields(ordered_json::parse(line).at("body"), in_body, req);
-      request_fields::refuse_unread_fields(body, in_body, kChatBodyFields,
-                                           request_fields::RequestKind::kChat);
-    } else {
-      parse_body_prompt(body, in_body, req);
-      request_fields::refuse_unread_fields(body, in_body, kBodyFields,
-                                           request_fields::RequestKind::kPrompt);
-    }
-    request_fields::parse_generation_fields(
-        body, in_body,
-        chat ? request_fields::LogprobsSyntax::kChat : request_fields::LogprobsSyntax::kIntegerOnly,
-        req);
-    if (request_fields::has_constraint_field(body))
-      request_fields::parse_output_constraint(ordered_json::parse(line).at("body"), in_body, req);
+    const request_fields::Taker taker =
+        chat ? request_fields::kBatchChat : request_fields::kBatchCompletion;
+    request_fields::read_request(
+        request_fields::FieldInput(object.at("body"), line, true, {req.line, "body."}, taker), req);
   } catch (const BadLine& bad) {
     req.error = bad.message;
   }
@@ -240,24 +179,13 @@ std::string openai_request_hex(const Result& r) {
   return h.hex();
 }
 
-namespace {
-
-// Code points of UTF-8 text (a token's shown text is valid UTF-8): its bytes but continuations.
-size_t code_points(const std::string& text) {
-  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
-    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-  }));
-}
-
-}  // namespace
-
 ordered_json logprobs_to_json(const std::vector<TokenLogprob>& logprobs) {
   ordered_json tokens = ordered_json::array(), values = ordered_json::array(),
                tops = ordered_json::array(), offsets = ordered_json::array();
   size_t offset = 0;
   for (const TokenLogprob& t : logprobs) {
     offsets.push_back(offset);
-    offset += code_points(t.token);
+    offset += utf8::count(t.token);  // a token's shown text is valid UTF-8
     tokens.push_back(t.token);
     if (t.null) {  // an echoed prompt's first token: nothing before it to predict it
       values.push_back(nullptr);

@@ -216,9 +216,16 @@ OutputConstraint structured_outputs(const ordered_json& v, const std::string& fi
 
 namespace request_fields {
 
-void parse_output_constraint(const ordered_json& object, const FieldSite& at, Request& req) {
+void parse_output_constraint(const FieldInput& in, Request& req) {
+  const std::span<const char* const> fields = constraint_fields();
+  // The fields are read again in their given order only when the request gives one.
+  if (std::none_of(fields.begin(), fields.end(),
+                   [&](const char* key) { return find_field(in.object(), key) != nullptr; }))
+    return;
+  const ordered_json& object = in.ordered();
+  const FieldSite& at = in.at();
   const char* given = nullptr;  // the field that gave the request's constraint, once one has
-  for (const char* key : kConstraintFields) {
+  for (const char* key : fields) {
     const ordered_json* v = find(object, key);
     if (v == nullptr) continue;
     if (given != nullptr)

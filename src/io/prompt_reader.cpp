@@ -26,7 +26,6 @@
 #include "core/random.h"
 #include "core/stop_signal.h"
 #include "io/openai_batch.h"
-#include "io/request_field_policy.h"
 #include "io/request_fields.h"
 
 namespace tpllama {
@@ -34,38 +33,11 @@ namespace {
 
 using nlohmann::json;
 using request_fields::BadLine;
+using request_fields::FieldInput;
 using request_fields::FieldSite;
-using request_fields::find_field;
 using request_fields::reject;
-using request_fields::RequestKind;
+using request_fields::Taker;
 
-// The fields a JSONL line reads, by kind of request; request_field_policy decides on any other.
-constexpr const char* kPromptFields[] = {
-    "id",          "prompt", "max_tokens", "max_completion_tokens",
-    "temperature", "top_k",  "top_p",      "min_p",
-    "seed",        "stop",   "logprobs",   "ignore_eos",
-    "echo"};
-constexpr const char* kScoringFields[] = {
-    "id",          "context",  "continuation", "max_tokens", "max_completion_tokens",
-    "temperature", "top_k",    "top_p",        "min_p",      "seed",
-    "stop",        "logprobs", "ignore_eos"};
-constexpr const char* kChatFields[] = {"id",
-                                       "messages",
-                                       "tools",
-                                       "chat_template_kwargs",
-                                       "documents",
-                                       "add_generation_prompt",
-                                       "continue_final_message",
-                                       "max_tokens",
-                                       "max_completion_tokens",
-                                       "temperature",
-                                       "top_k",
-                                       "top_p",
-                                       "min_p",
-                                       "seed",
-                                       "stop",
-                                       "logprobs",
-                                       "ignore_eos"};
 constexpr size_t kSniffBytes = size_t{4} << 20;
 constexpr const char* kByteOrderMark = "\xEF\xBB\xBF";
 
@@ -126,84 +98,35 @@ std::optional<json> first_json_object_line(const std::string& path) {
   return std::nullopt;
 }
 
-json parse_id(const json& object, const FieldSite& at) {
-  const json* v = find_field(object, "id");
-  if (!v) return json(at.line);
-  if (!v->is_string() && !v->is_number_integer())
-    reject(at, "field 'id' must be a string or an integer, got ", describe_json(*v));
-  return *v;
-}
-
-// A string, or a list of token ids (into req.token_ids).
-void parse_prompt(const json& object, const FieldSite& at, Request& req) {
-  auto it = object.find("prompt");
-  if (it == object.end()) reject(at, "missing required field 'prompt'");
-  if (request_fields::parse_token_ids(*it, at, "prompt", req)) return;
-  if (!it->is_string())
-    reject(at, "field 'prompt' must be a string or a list of token ids, got ", describe_json(*it));
-  req.prompt = it->get<std::string>();
-}
-
-std::string parse_string(const json& object, const FieldSite& at, const char* key) {
-  auto it = object.find(key);
-  if (it == object.end()) reject(at, "missing required field '", key, "'");
-  if (!it->is_string()) reject(at, "field '", key, "' must be a string, got ", describe_json(*it));
-  return it->get<std::string>();
-}
-
 // The kind of request a line makes, from the fields that set it: 'messages', 'context' and
 // 'continuation', or 'prompt' (a line that mixes them is refused).
-RequestKind request_kind(const json& object, const FieldSite& at) {
+Taker request_kind(const json& object, const FieldSite& at) {
   if (object.contains("messages")) {
     if (object.contains("prompt") || object.contains("context") || object.contains("continuation"))
       reject(at, "a chat request has 'messages' only, not 'prompt', 'context' or 'continuation'");
-    return RequestKind::kChat;
+    return request_fields::kJsonlChat;
   }
   if (object.contains("context") || object.contains("continuation")) {
     if (object.contains("prompt"))
       reject(at, "a request has either 'prompt' or 'context' and 'continuation', not both");
-    return RequestKind::kScoring;
+    return request_fields::kJsonlScoring;
   }
-  return RequestKind::kPrompt;
-}
-
-std::span<const char* const> fields_read(RequestKind kind) {
-  switch (kind) {
-    case RequestKind::kChat:
-      return kChatFields;
-    case RequestKind::kScoring:
-      return kScoringFields;
-    case RequestKind::kPrompt:
-      break;
-  }
-  return kPromptFields;
+  return request_fields::kJsonlCompletion;
 }
 
 // `line` is the text of the line: a chat request's fields are read again from it with their keys in
 // order.
 void parse_fields(const json& object, const std::string& line, Request& req) {
   const FieldSite at{req.line, ""};
-  req.id = parse_id(object, at);
-  const RequestKind kind = request_kind(object, at);
-  if (kind == RequestKind::kChat) {
-    request_fields::parse_chat_fields(nlohmann::ordered_json::parse(line), at, req);
-  } else if (kind == RequestKind::kScoring) {
+  read_fields(request_fields::FieldStage::kIdentity,
+              FieldInput(object, line, false, at, request_fields::kJsonlCompletion), req);
+  const Taker kind = request_kind(object, at);
+  if (kind == request_fields::kJsonlScoring) {
     req.scoring = true;
     req.n = 1;               // a score is one number (--n samples completions and chats)
     req.constraint.reset();  // nor is it constrained by --response-format
-    req.context = parse_string(object, at, "context");
-    req.continuation = parse_string(object, at, "continuation");
-    if (req.continuation.empty())
-      reject(at, "field 'continuation' is empty: there is nothing to score");
-  } else {
-    parse_prompt(object, at, req);
   }
-  // After what the request is for (a missing 'prompt' is the error to report), before the rest.
-  request_fields::refuse_unread_fields(object, at, fields_read(kind), kind);
-  request_fields::parse_generation_fields(object, at,
-                                          request_fields::LogprobsSyntax::kIntegerOrBool, req);
-  if (kind != RequestKind::kScoring && request_fields::has_constraint_field(object))
-    request_fields::parse_output_constraint(nlohmann::ordered_json::parse(line), at, req);
+  request_fields::read_request(FieldInput(object, line, false, at, kind), req);
 }
 
 }  // namespace

@@ -69,6 +69,10 @@ struct Request {
   // Samples of the prompt (1..kMaxSamples): they share its KV cache and make one record of n
   // choices; sample k draws from the stream sample_seed(sampling.seed, k).
   int n = 1;
+  // vLLM's truncate_prompt_tokens: 0 off; k > 0 keeps the prompt's last k tokens (BOS is one of
+  // them), -1 its last context (--max-model-len) tokens. A scoring request's context shrinks.
+  int truncate_prompt_tokens = 0;
+  int prompt_tokens_cut = 0;  // set at intake: the tokens truncate_prompt_tokens cut
   // Structured outputs: what the completion must be (none: free text). Completions and chats only.
   std::optional<OutputConstraint> constraint;
   // Scoring requests ({"context", "continuation"}): no generation; the log-probability of the

@@ -1,5 +1,5 @@
-// The per-field checks behind both JSON request formats: type, range and a message that quotes
-// the offending value (clipped, so a hostile line cannot flood the log).
+// The parsers of the request field table (request_fields.h): type, range and a message that
+// quotes the offending value (clipped, so a hostile line cannot flood the log).
 #include "io/request_fields.h"
 
 #include <algorithm>
@@ -30,8 +30,11 @@ bool integer_in_range(const json& v, int64_t lo, int64_t hi, int64_t* out) {
   return *out >= lo && *out <= hi;
 }
 
-// "max_tokens", or the chat API's newer "max_completion_tokens" (not both).
-void parse_max_tokens(const json& object, const FieldSite& at, Request& req) {
+}  // namespace
+
+void parse_max_tokens(const FieldInput& in, Request& req) {
+  const json& object = in.object();
+  const FieldSite& at = in.at();
   const json* v = find_field(object, "max_tokens");
   const char* key = "max_tokens";
   if (const json* newer = find_field(object, "max_completion_tokens")) {
@@ -53,6 +56,8 @@ void parse_max_tokens(const json& object, const FieldSite& at, Request& req) {
   req.max_tokens = static_cast<int>(n);
 }
 
+namespace {
+
 // A number satisfying ok(); expected names the accepted range in the message.
 template <typename Pred>
 void parse_number(const json& object, const char* key, const FieldSite& at, const char* expected,
@@ -65,8 +70,12 @@ void parse_number(const json& object, const char* key, const FieldSite& at, cons
   out = d;
 }
 
-void parse_top_k(const json& object, const FieldSite& at, SamplingParams& s) {
-  const json* v = find_field(object, "top_k");
+}  // namespace
+
+void parse_top_k(const FieldInput& in, Request& req) {
+  const FieldSite& at = in.at();
+  SamplingParams& s = req.sampling;
+  const json* v = find_field(in.object(), "top_k");
   if (!v) return;
   if (!v->is_number_integer())
     reject(at, "field '", at.name("top_k"), "' must be an integer, got ", describe_json(*v));
@@ -80,8 +89,10 @@ void parse_top_k(const json& object, const FieldSite& at, SamplingParams& s) {
   }
 }
 
-void parse_seed(const json& object, const FieldSite& at, SamplingParams& s) {
-  const json* v = find_field(object, "seed");
+void parse_seed(const FieldInput& in, Request& req) {
+  const FieldSite& at = in.at();
+  SamplingParams& s = req.sampling;
+  const json* v = find_field(in.object(), "seed");
   if (!v) return;
   if (v->is_number_unsigned()) {
     s.seed = v->get<uint64_t>();
@@ -93,9 +104,13 @@ void parse_seed(const json& object, const FieldSite& at, SamplingParams& s) {
   }
 }
 
-std::vector<std::string> parse_stop(const json& object, const FieldSite& at) {
-  const json* v = find_field(object, "stop");
-  if (!v) return {};
+void parse_stop(const FieldInput& in, Request& req) {
+  const FieldSite& at = in.at();
+  const json* v = find_field(in.object(), "stop");
+  if (!v) {
+    req.stop.clear();
+    return;
+  }
   std::vector<std::string> stop;
   auto bad = [&] {
     reject(at, "field '", at.name("stop"), "' must be a string or a list of strings, got ",
@@ -113,26 +128,27 @@ std::vector<std::string> parse_stop(const json& object, const FieldSite& at) {
   }
   // An empty stop string would match before the first token and end every request at once.
   std::erase(stop, std::string());
-  return stop;
+  req.stop = std::move(stop);
 }
+
+namespace {
+LogprobsSyntax logprobs_syntax(Taker taker) {
+  if (taker == kBatchChat) return LogprobsSyntax::kChat;
+  return taker == kBatchCompletion ? LogprobsSyntax::kIntegerOnly : LogprobsSyntax::kIntegerOrBool;
+}
+}  // namespace
 
 // JSONL also takes true/false (true: the chosen token only); the completions body takes integers
 // only; the chat body takes "logprobs": true|false and "top_logprobs": 0..20 (with logprobs true).
-void parse_logprobs(const json& object, const FieldSite& at, LogprobsSyntax syntax, Request& req) {
-  const json* v = find_field(object, "logprobs");
+void parse_logprobs(const FieldInput& in, Request& req) {
+  const FieldSite& at = in.at();
+  const LogprobsSyntax syntax = logprobs_syntax(in.taker());
+  const json* v = find_field(in.object(), "logprobs");
   if (syntax == LogprobsSyntax::kChat) {
-    const json* top = find_field(object, "top_logprobs");
     if (v && !v->is_boolean())
       reject(at, "field '", at.name("logprobs"), "' must be true or false, got ",
              describe_json(*v));
-    const bool on = v && v->get<bool>();
-    int64_t n = 0;
-    if (top && !integer_in_range(*top, 0, kMaxLogprobs, &n))
-      reject(at, "field '", at.name("top_logprobs"), "' must be an integer in [0, ", kMaxLogprobs,
-             "], got ", describe_json(*top));
-    if (top && !on)
-      reject(at, "field '", at.name("top_logprobs"), "' needs '", at.name("logprobs"), "': true");
-    req.logprobs = on ? static_cast<int>(n) : -1;
+    req.logprobs = v && v->get<bool>() ? 0 : -1;
     return;
   }
   if (!v) return;
@@ -148,6 +164,22 @@ void parse_logprobs(const json& object, const FieldSite& at, LogprobsSyntax synt
   }
   req.logprobs = static_cast<int>(n);
 }
+
+// The chat body's "top_logprobs": 0..20 alternatives to each chosen token, with "logprobs": true.
+void parse_top_logprobs(const FieldInput& in, Request& req) {
+  const FieldSite& at = in.at();
+  const json* top = find_field(in.object(), "top_logprobs");
+  if (!top) return;
+  int64_t n = 0;
+  if (!integer_in_range(*top, 0, kMaxLogprobs, &n))
+    reject(at, "field '", at.name("top_logprobs"), "' must be an integer in [0, ", kMaxLogprobs,
+           "], got ", describe_json(*top));
+  if (req.logprobs < 0)
+    reject(at, "field '", at.name("top_logprobs"), "' needs '", at.name("logprobs"), "': true");
+  req.logprobs = static_cast<int>(n);
+}
+
+namespace {
 
 bool parse_bool(const json& object, const char* key, const FieldSite& at, bool fallback) {
   const json* v = find_field(object, key);
@@ -166,7 +198,7 @@ int32_t parse_token_id(const json& v, const FieldSite& at, const std::string& wh
 }
 
 // OpenAI's "logit_bias": {"token id": bias in [-100, 100]}, ids as decimal strings (JSON keys).
-std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& object, const FieldSite& at) {
+std::vector<std::pair<int32_t, float>> logit_bias(const json& object, const FieldSite& at) {
   const json* v = find_field(object, "logit_bias");
   if (!v) return {};
   const std::string name = at.name("logit_bias");
@@ -195,7 +227,7 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& object, cons
   return bias;
 }
 
-std::vector<int32_t> parse_stop_token_ids(const json& object, const FieldSite& at) {
+std::vector<int32_t> stop_token_ids(const json& object, const FieldSite& at) {
   const json* v = find_field(object, "stop_token_ids");
   if (!v) return {};
   const std::string name = at.name("stop_token_ids");
@@ -205,40 +237,6 @@ std::vector<int32_t> parse_stop_token_ids(const json& object, const FieldSite& a
   for (size_t i = 0; i < v->size(); ++i)
     ids.push_back(parse_token_id((*v)[i], at, name + "[" + std::to_string(i) + "]"));
   return ids;
-}
-
-// Penalties, logit_bias, min_tokens and vLLM's stop and detokenization options.
-void parse_logit_rules(const json& object, const FieldSite& at, Request& req) {
-  LogitRules& r = req.logit_rules;
-  parse_number(
-      object, "presence_penalty", at, "a number in [-2, 2]",
-      [](double d) { return d >= -2 && d <= 2; }, r.presence_penalty);
-  parse_number(
-      object, "frequency_penalty", at, "a number in [-2, 2]",
-      [](double d) { return d >= -2 && d <= 2; }, r.frequency_penalty);
-  parse_number(
-      object, "repetition_penalty", at, "a number > 0", [](double d) { return d > 0; },
-      r.repetition_penalty);
-  r.logit_bias = parse_logit_bias(object, at);
-  if (const json* v = find_field(object, "min_tokens")) {
-    int64_t n = 0;
-    if (!integer_in_range(*v, 0, std::numeric_limits<int>::max(), &n))
-      reject(at, "field '", at.name("min_tokens"), "' must be an integer >= 0, got ",
-             describe_json(*v));
-    if (n > req.max_tokens)
-      reject(at, "field '", at.name("min_tokens"), "' is ", n, ", more than max_tokens ",
-             req.max_tokens);
-    r.min_tokens = static_cast<int>(n);
-  }
-  req.stop_token_ids = parse_stop_token_ids(object, at);
-  req.include_stop_str_in_output =
-      parse_bool(object, "include_stop_str_in_output", at, req.include_stop_str_in_output);
-  req.skip_special_tokens = parse_bool(object, "skip_special_tokens", at, req.skip_special_tokens);
-  req.return_tokens_as_token_ids =
-      parse_bool(object, "return_tokens_as_token_ids", at, req.return_tokens_as_token_ids);
-  // Read for its type only: as vLLM's fast (tokenizer.json) detokenizer, which most LLaMA-family
-  // models get, special tokens' texts are joined as they are either way.
-  parse_bool(object, "spaces_between_special_tokens", at, true);
 }
 
 // A message's content as chat templates expect it: a string (or null); OpenAI's list of text parts
@@ -265,10 +263,14 @@ void normalize_content(nlohmann::ordered_json& message, const FieldSite& at, siz
   *content = text;
 }
 
+}  // namespace
+
 // "documents" (vLLM's and Hugging Face's, for retrieval-augmented templates): a list of objects,
 // the template's `documents` variable; the field named for it wins over a "documents" key of
 // chat_template_kwargs.
-void parse_documents(const nlohmann::ordered_json& object, const FieldSite& at, Request& req) {
+void parse_documents(const FieldInput& in, Request& req) {
+  const nlohmann::ordered_json& object = in.ordered();
+  const FieldSite& at = in.at();
   auto documents = object.find("documents");
   if (documents == object.end() || documents->is_null()) return;
   const std::string name = at.name("documents");
@@ -282,6 +284,7 @@ void parse_documents(const nlohmann::ordered_json& object, const FieldSite& at, 
   req.chat_variables["documents"] = *documents;
 }
 
+namespace {
 bool parse_chat_bool(const nlohmann::ordered_json& object, const char* key, const FieldSite& at,
                      bool fallback) {
   auto v = object.find(key);
@@ -291,11 +294,14 @@ bool parse_chat_bool(const nlohmann::ordered_json& object, const char* key, cons
   return v->get<bool>();
 }
 
+}  // namespace
+
 // add_generation_prompt (default true) and continue_final_message (default false). Continuing
 // needs an assistant message with text last, and add_generation_prompt false said outright: vLLM
 // refuses both true, and Hugging Face refuses continue_final_message beside vLLM's default true.
-void parse_generation_prompt(const nlohmann::ordered_json& object, const FieldSite& at,
-                             Request& req) {
+void parse_generation_prompt(const FieldInput& in, Request& req) {
+  const nlohmann::ordered_json& object = in.ordered();
+  const FieldSite& at = in.at();
   req.add_generation_prompt = parse_chat_bool(object, "add_generation_prompt", at, true);
   req.continue_final_message = parse_chat_bool(object, "continue_final_message", at, false);
   if (!req.continue_final_message) return;
@@ -320,8 +326,6 @@ void parse_generation_prompt(const nlohmann::ordered_json& object, const FieldSi
            "') has no text content to continue");
 }
 
-}  // namespace
-
 const json* find_field(const json& object, const char* key) {
   auto it = object.find(key);
   if (it == object.end() || it->is_null()) return nullptr;
@@ -336,11 +340,6 @@ std::string parser_message(const json::exception& e) {
   const std::string noise = "parse error at line 1, ";
   if (msg.rfind(noise, 0) == 0) msg = "parse error at " + msg.substr(noise.size());
   return msg.size() > 2 * kMaxShownChars ? msg.substr(0, 2 * kMaxShownChars) + "..." : msg;
-}
-
-bool has_constraint_field(const json& object) {
-  return std::any_of(std::begin(kConstraintFields), std::end(kConstraintFields),
-                     [&](const char* key) { return find_field(object, key) != nullptr; });
 }
 
 bool parse_object_line(const std::string& line, json& object, Request& req) {
@@ -378,7 +377,90 @@ bool parse_token_ids(const json& v, const FieldSite& at, const char* key, Reques
   return true;
 }
 
-void parse_chat_fields(const nlohmann::ordered_json& object, const FieldSite& at, Request& req) {
+const nlohmann::ordered_json& FieldInput::ordered() const {
+  if (!ordered_) {
+    nlohmann::ordered_json whole = nlohmann::ordered_json::parse(line_);
+    ordered_ = in_body_ ? std::move(whole.at("body")) : std::move(whole);
+  }
+  return *ordered_;
+}
+
+void parse_id(const FieldInput& in, Request& req) {
+  const json* v = find_field(in.object(), "id");
+  if (!v) {
+    req.id = json(in.at().line);
+    return;
+  }
+  if (!v->is_string() && !v->is_number_integer())
+    reject(in.at(), "field 'id' must be a string or an integer, got ", describe_json(*v));
+  req.id = *v;
+}
+
+namespace {
+
+// A JSONL prompt: a string, or a list of token ids (into req.token_ids).
+void parse_line_prompt(const json& object, const FieldSite& at, Request& req) {
+  auto it = object.find("prompt");
+  if (it == object.end()) reject(at, "missing required field 'prompt'");
+  if (parse_token_ids(*it, at, "prompt", req)) return;
+  if (!it->is_string())
+    reject(at, "field 'prompt' must be a string or a list of token ids, got ", describe_json(*it));
+  req.prompt = it->get<std::string>();
+}
+
+// A batch body's: a string, a list of one string, a list of token ids or a list of one such list
+// (the completions API's four forms of one prompt); token ids go to req.token_ids.
+void parse_body_prompt(const json& body, const FieldSite& at, Request& req) {
+  auto it = body.find("prompt");
+  if (it == body.end()) reject(at, "missing required field 'body.prompt'");
+  if (it->is_string()) {
+    req.prompt = it->get<std::string>();
+    return;
+  }
+  if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
+    req.prompt = (*it)[0].get<std::string>();
+    return;
+  }
+  if (it->is_array() && it->size() == 1 && (*it)[0].is_array()) {
+    if (parse_token_ids((*it)[0], at, "prompt", req)) return;
+  } else if (it->is_array() && (it->empty() || (*it)[0].is_number())) {
+    if (parse_token_ids(*it, at, "prompt", req)) return;
+  }
+  reject(
+      at,
+      "field 'body.prompt' must be a string, a list of token ids, or a list of one of either, got ",
+      describe_json(*it));
+}
+
+std::string required_string(const json& object, const FieldSite& at, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end()) reject(at, "missing required field '", key, "'");
+  if (!it->is_string()) reject(at, "field '", key, "' must be a string, got ", describe_json(*it));
+  return it->get<std::string>();
+}
+
+}  // namespace
+
+void parse_prompt(const FieldInput& in, Request& req) {
+  if (in.taker() == kBatchCompletion)
+    parse_body_prompt(in.object(), in.at(), req);
+  else
+    parse_line_prompt(in.object(), in.at(), req);
+}
+
+void parse_context(const FieldInput& in, Request& req) {
+  req.context = required_string(in.object(), in.at(), "context");
+}
+
+void parse_continuation(const FieldInput& in, Request& req) {
+  req.continuation = required_string(in.object(), in.at(), "continuation");
+  if (req.continuation.empty())
+    reject(in.at(), "field 'continuation' is empty: there is nothing to score");
+}
+
+void parse_messages(const FieldInput& in, Request& req) {
+  const nlohmann::ordered_json& object = in.ordered();
+  const FieldSite& at = in.at();
   auto messages = object.find("messages");
   if (messages == object.end() || messages->is_null())
     reject(at, "missing required field '", at.name("messages"), "'");
@@ -398,62 +480,150 @@ void parse_chat_fields(const nlohmann::ordered_json& object, const FieldSite& at
     normalize_content(m, at, i);
   }
   req.messages = std::move(list);
+}
+
+void parse_tools(const FieldInput& in, Request& req) {
+  const nlohmann::ordered_json& object = in.ordered();
   if (auto tools = object.find("tools"); tools != object.end() && !tools->is_null()) {
     if (!tools->is_array())
-      reject(at, "field '", at.name("tools"), "' must be a list, got ",
+      reject(in.at(), "field '", in.at().name("tools"), "' must be a list, got ",
              describe_json(json(*tools)));
     req.chat_variables["tools"] = *tools;
   }
+}
+
+void parse_chat_template_kwargs(const FieldInput& in, Request& req) {
+  const nlohmann::ordered_json& object = in.ordered();
   if (auto kwargs = object.find("chat_template_kwargs");
       kwargs != object.end() && !kwargs->is_null()) {
     if (!kwargs->is_object())
-      reject(at, "field '", at.name("chat_template_kwargs"), "' must be an object, got ",
+      reject(in.at(), "field '", in.at().name("chat_template_kwargs"), "' must be an object, got ",
              describe_json(json(*kwargs)));
     for (auto it = kwargs->begin(); it != kwargs->end(); ++it)
       req.chat_variables[it.key()] = it.value();
   }
-  parse_documents(object, at, req);
-  parse_generation_prompt(object, at, req);
 }
 
-void parse_generation_fields(const json& object, const FieldSite& at,
-                             LogprobsSyntax logprobs_syntax, Request& req) {
-  parse_max_tokens(object, at, req);
-  SamplingParams& s = req.sampling;
+void parse_temperature(const FieldInput& in, Request& req) {
   parse_number(
-      object, "temperature", at, "a number >= 0", [](double d) { return d >= 0; }, s.temperature);
-  parse_top_k(object, at, s);
+      in.object(), "temperature", in.at(), "a number >= 0", [](double d) { return d >= 0; },
+      req.sampling.temperature);
+}
+
+void parse_top_p(const FieldInput& in, Request& req) {
   parse_number(
-      object, "top_p", at, "a number in (0, 1]", [](double d) { return d > 0 && d <= 1; }, s.top_p);
+      in.object(), "top_p", in.at(), "a number in (0, 1]", [](double d) { return d > 0 && d <= 1; },
+      req.sampling.top_p);
+}
+
+void parse_min_p(const FieldInput& in, Request& req) {
   parse_number(
-      object, "min_p", at, "a number in [0, 1]", [](double d) { return d >= 0 && d <= 1; },
-      s.min_p);
-  parse_seed(object, at, s);
-  if (const json* v = find_field(object, "ignore_eos")) {
-    if (!v->is_boolean())
-      reject(at, "field '", at.name("ignore_eos"), "' must be true or false, got ",
-             describe_json(*v));
-    req.ignore_eos = v->get<bool>();
-  }
-  req.stop = parse_stop(object, at);
-  parse_logprobs(object, at, logprobs_syntax, req);
-  parse_logit_rules(object, at, req);
-  // Completions only (the readers' field lists): chat and scoring requests take echo false only.
-  req.echo = parse_bool(object, "echo", at, req.echo);
-  if (const json* v = find_field(object, "prompt_logprobs")) {
+      in.object(), "min_p", in.at(), "a number in [0, 1]",
+      [](double d) { return d >= 0 && d <= 1; }, req.sampling.min_p);
+}
+
+void parse_ignore_eos(const FieldInput& in, Request& req) {
+  req.ignore_eos = parse_bool(in.object(), "ignore_eos", in.at(), req.ignore_eos);
+}
+
+void parse_presence_penalty(const FieldInput& in, Request& req) {
+  parse_number(
+      in.object(), "presence_penalty", in.at(), "a number in [-2, 2]",
+      [](double d) { return d >= -2 && d <= 2; }, req.logit_rules.presence_penalty);
+}
+
+void parse_frequency_penalty(const FieldInput& in, Request& req) {
+  parse_number(
+      in.object(), "frequency_penalty", in.at(), "a number in [-2, 2]",
+      [](double d) { return d >= -2 && d <= 2; }, req.logit_rules.frequency_penalty);
+}
+
+void parse_repetition_penalty(const FieldInput& in, Request& req) {
+  parse_number(
+      in.object(), "repetition_penalty", in.at(), "a number > 0", [](double d) { return d > 0; },
+      req.logit_rules.repetition_penalty);
+}
+
+void parse_logit_bias(const FieldInput& in, Request& req) {
+  req.logit_rules.logit_bias = logit_bias(in.object(), in.at());
+}
+
+void parse_min_tokens(const FieldInput& in, Request& req) {
+  const FieldSite& at = in.at();
+  const json* v = find_field(in.object(), "min_tokens");
+  if (!v) return;
+  int64_t n = 0;
+  if (!integer_in_range(*v, 0, std::numeric_limits<int>::max(), &n))
+    reject(at, "field '", at.name("min_tokens"), "' must be an integer >= 0, got ",
+           describe_json(*v));
+  if (n > req.max_tokens)
+    reject(at, "field '", at.name("min_tokens"), "' is ", n, ", more than max_tokens ",
+           req.max_tokens);
+  req.logit_rules.min_tokens = static_cast<int>(n);
+}
+
+void parse_stop_token_ids(const FieldInput& in, Request& req) {
+  req.stop_token_ids = stop_token_ids(in.object(), in.at());
+}
+
+void parse_include_stop_str_in_output(const FieldInput& in, Request& req) {
+  req.include_stop_str_in_output = parse_bool(in.object(), "include_stop_str_in_output", in.at(),
+                                              req.include_stop_str_in_output);
+}
+
+void parse_skip_special_tokens(const FieldInput& in, Request& req) {
+  req.skip_special_tokens =
+      parse_bool(in.object(), "skip_special_tokens", in.at(), req.skip_special_tokens);
+}
+
+void parse_return_tokens_as_token_ids(const FieldInput& in, Request& req) {
+  req.return_tokens_as_token_ids = parse_bool(in.object(), "return_tokens_as_token_ids", in.at(),
+                                              req.return_tokens_as_token_ids);
+}
+
+void parse_spaces_between_special_tokens(const FieldInput& in, Request&) {
+  // Read for its type only: as vLLM's fast (tokenizer.json) detokenizer, which most LLaMA-family
+  // models get, special tokens' texts are joined as they are either way.
+  parse_bool(in.object(), "spaces_between_special_tokens", in.at(), true);
+}
+
+void parse_echo(const FieldInput& in, Request& req) {
+  req.echo = parse_bool(in.object(), "echo", in.at(), req.echo);
+}
+
+void parse_prompt_logprobs(const FieldInput& in, Request& req) {
+  const FieldSite& at = in.at();
+  if (const json* v = find_field(in.object(), "prompt_logprobs")) {
     int64_t k = 0;
     if (!integer_in_range(*v, 0, kMaxLogprobs, &k))
       reject(at, "field '", at.name("prompt_logprobs"), "' must be an integer in [0, ",
              kMaxLogprobs, "], got ", describe_json(*v));
     req.prompt_logprobs = static_cast<int>(k);
   }
-  if (const json* v = find_field(object, "n")) {
+}
+
+void parse_n(const FieldInput& in, Request& req) {
+  const FieldSite& at = in.at();
+  if (const json* v = find_field(in.object(), "n")) {
     int64_t n = 0;
     if (!integer_in_range(*v, 1, kMaxSamples, &n))
       reject(at, "field '", at.name("n"), "' must be an integer from 1 to ", kMaxSamples, ", got ",
              describe_json(*v));
     req.n = static_cast<int>(n);
   }
+}
+
+void parse_truncate_prompt_tokens(const FieldInput& in, Request& req) {
+  const FieldSite& at = in.at();
+  const json* v = find_field(in.object(), "truncate_prompt_tokens");
+  if (!v) return;
+  int64_t k = 0;
+  if (!integer_in_range(*v, -1, std::numeric_limits<int>::max(), &k) || k == 0)
+    reject(at, "field '", at.name("truncate_prompt_tokens"),
+           "' must be an integer >= 1 (keep the prompt's last k tokens) or -1 (its last "
+           "--max-model-len tokens), got ",
+           describe_json(*v));
+  req.truncate_prompt_tokens = static_cast<int>(k);
 }
 
 }  // namespace tpllama::request_fields

@@ -112,6 +112,13 @@ void MpiSession::gather_to_root(const void* mine, size_t n, void* all) const {
             "MPI_Gather");
 }
 
+void MpiSession::all_gather(const void* mine, size_t n, void* all) const {
+  TPLLAMA_CHECK(n <= INT32_MAX, "all-gather of ", n, " bytes");
+  const int count = static_cast<int>(n);
+  mpi_check(MPI_Allgather(mine, count, MPI_BYTE, all, count, MPI_BYTE, MPI_COMM_WORLD),
+            "MPI_Allgather");
+}
+
 std::vector<std::string> MpiSession::all_gather_text(const std::string& mine) const {
   constexpr size_t kWidth = 64;
   std::vector<char> padded(kWidth, '\0'), all(kWidth * static_cast<size_t>(world_size_));

@@ -53,6 +53,9 @@ class MpiSession {
   // Every rank's `n` bytes at `mine` (a plain struct), by rank, into `all` on rank 0 (world_size *
   // n bytes there; unused elsewhere).
   void gather_to_root(const void* mine, size_t n, void* all) const;
+  // Every rank's `n` bytes at `mine` (a plain struct), by rank, into `all` on every rank
+  // (world_size * n bytes).
+  void all_gather(const void* mine, size_t n, void* all) const;
   // Every rank's text (at most 63 bytes are kept), by rank, on every rank.
   std::vector<std::string> all_gather_text(const std::string& mine) const;
   // A communicator over the whole world of its own (plans and tokens: their messages meet no

@@ -22,7 +22,7 @@
 #include "ops/device.h"
 #include "parallel/communicator.h"
 #include "parallel/group_comm.h"
-#include "session/kv_budget.h"
+#include "session/engine_flags.h"
 #include "session/session_log.h"
 #include "session/weight_audit.h"
 
@@ -59,14 +59,9 @@ void Session::validate(const std::function<void(const Session&)>& checks) {
         make_topology(o_.layout, nodes_, mpi_.world_size(), mpi_.rank(), config_.n_layers));
     if (checkpoint_ && checkpoint_->presharded()) checkpoint_->open_rank_shard(*topology_);
     head_layout(config_, topology_->tp_size(), topology_->tp_rank());
-    if (o_.max_model_len > config_.max_seq_len)
-      fail("--max-model-len ", o_.max_model_len, " exceeds the model's context of ",
-           config_.max_seq_len, " tokens (max_position_embeddings)");
-    if (!o_.kv_cache_memory.empty())
-      kv_cache_bytes_ = parse_byte_size(o_.kv_cache_memory);  // before any weight is read
-    context_ = o_.max_model_len > 0 ? std::min(o_.max_model_len, config_.max_seq_len)
-                                    : config_.max_seq_len;
-    if (o_.context_len > 0) context_ = std::min(context_, o_.context_len);
+    context_ = resolve_context(o_.engine, config_);
+    if (!o_.engine.kv_cache_memory.empty())
+      (void)parse_byte_size(o_.engine.kv_cache_memory);  // refused before any weight is read
     if (checks) checks(*this);
     if (is_rank0() && checkpoint_)
       text_ = std::make_unique<ModelText>(o_.model, config_, o_.chat_template);
@@ -113,7 +108,7 @@ void Session::load_model() {
   comms_ = make_rank_communicators(mpi_, *topology_, placement_.comm, ctx);
   const DType dtype = placement_.dtype;
   collective_phase([&] {
-    const EngineOptions& e = o_.engine;
+    const EngineFlags& e = o_.engine;
     const ModelLimits limits{e.max_batch_tokens, max_logit_rows(e.max_seqs, e.max_batch_tokens)};
     ModelWeights weights = o_.synthetic
                                ? random_weights(config_, *topology_, ctx, dtype, o_.synthetic->seed)
@@ -130,39 +125,27 @@ void Session::load_model() {
                      threads(), seconds_since(t0));
 }
 
-// The KV pool: the same block count on every rank (kv_budget.h), refused if one full-context
-// sequence won't fit.
+// The KV pool: every rank's memory gathered to all, and the engine's flags resolved over it
+// (engine_flags.h), so that every rank makes the same pool: refused if one full-context sequence
+// won't fit on the smallest rank.
 void Session::make_kv_cache() {
   const Device device = device_->context().device;
-  if (o_.engine.kv_block_size == 0)  // every rank one size (rank 0's tables are in its blocks),
-    // the smallest where ranks' devices differ
-    o_.engine.kv_block_size =
-        static_cast<int>(mpi_.min(default_kv_block_size(device == Device::kCuda, context_)));
-  const EngineOptions& e = o_.engine;
   const DType kv = kv_cache_dtype(o_.kv_dtype, placement_.dtype, device);
   const Clock::time_point t0 = Clock::now();
-  long long blocks = 0;
+  RankMemory mine;
+  mine.gpu = device == Device::kCuda;
+  mine.kv_bytes_per_position =
+      KvCache::bytes_per_block(model_->n_layers_local(), model_->kv_dim_local(), 1, kv);
+  mine.free = ops::memory_available(model_->context());
+  mine.sharers = placement_.sharers;
+  std::vector<RankMemory> memory(static_cast<size_t>(mpi_.world_size()));
+  mpi_.all_gather(&mine, sizeof mine, memory.data());
+  collective_phase([&] { engine_ = resolve(o_.engine, config_, *topology_, memory); });
+  const EngineConfig& e = *engine_;
   collective_phase([&] {
-    // Each rank's budget over its own block size; the minimum over ranks is every rank's (rank 0
-    // hands out block ids for all of them).
-    const KvBudget budget{KvCache::bytes_per_block(model_->n_layers_local(), model_->kv_dim_local(),
-                                                   e.kv_block_size, kv),
-                          kv_cache_bytes_,
-                          ops::memory_available(model_->context()),
-                          placement_.sharers,
-                          e.max_seqs,
-                          context_,
-                          e.kv_block_size};
-    blocks = kv_blocks_for(budget);
-    check_kv_fits_free_memory(budget, blocks, o_.kv_cache_memory, topology_->rank());
-  });
-  n_blocks_ = static_cast<int>(std::min<long long>(mpi_.min(blocks), INT32_MAX));
-  collective_phase([&] {
-    check_kv_holds_one_sequence(n_blocks_, e.kv_block_size, context_, " on the smallest rank",
-                                o_.context_flag);
     cache_ = std::make_unique<KvCache>(
-        model_->n_layers_local(), model_->kv_dim_local(), e.kv_block_size, n_blocks_, e.max_seqs,
-        model_->context(), static_cast<int>(blocks_per_sequence(context_, e.kv_block_size)), kv);
+        model_->n_layers_local(), model_->kv_dim_local(), e.kv_block_size, e.kv_blocks, e.max_seqs,
+        model_->context(), static_cast<int>(blocks_per_sequence(e.context, e.kv_block_size)), kv);
   });
   if (is_rank0()) log_kv_cache(*cache_, device_->context().device, context_, seconds_since(t0));
 }
@@ -182,15 +165,10 @@ RunSummary Session::serve(const ServeOptions& options, EngineIo io, TraceRecorde
   pipeline_->set_stall_watch(&stall);
   RunSummary summary;
   if (is_rank0()) {
-    EngineOptions e = o_.engine;  // the flags, and what the session decided:
-    e.groups = t.pp_size();
-    e.context = context_;
-    e.kv_blocks = n_blocks_;
-    e.max_logit_rows = max_logit_rows(e.max_seqs, e.max_batch_tokens);
-    e.how_to_continue = c.resumable ? "resume with --resume" : c.restart_hint;
+    io.how_to_continue = c.resumable ? "resume with --resume" : c.restart_hint;
     io.terminal = ::isatty(STDERR_FILENO) != 0;
     io.trace = &trace;
-    Engine engine(config_, text_.get(), *pipeline_, e);
+    Engine engine(config_, text_.get(), *pipeline_, engine_config());
     summary = engine.run(io);
   } else {
     pipeline_->serve();
@@ -206,6 +184,11 @@ RankFigures Session::rank_figures() const {
 
 DType Session::kv_dtype() const {
   return cache_->dtype();
+}
+
+const EngineConfig& Session::engine_config() const {
+  TPLLAMA_CHECK(engine_.has_value(), "the engine's configuration is resolved by load()");
+  return *engine_;
 }
 
 const Tokenizer* Session::tokenizer() const {

@@ -17,6 +17,7 @@
 #include "model/config.h"
 #include "parallel/mpi_session.h"
 #include "parallel/topology.h"
+#include "session/engine_flags.h"
 #include "session/placement.h"
 #include "session/rank_figures.h"
 
@@ -52,19 +53,11 @@ struct SessionOptions {
   PlacementOptions placement;  // threads, device, communicators, weights' dtype
   // The KV cache's dtype: f32, bf16, or auto (bf16 on a GPU with bf16 weights).
   DTypeChoice kv_dtype = DTypeChoice::kAuto;
-  bool eager = false;           // no CUDA graphs: every step launches its kernels
-  std::string kv_cache_memory;  // bytes per rank, e.g. "8GiB"; empty: a share of free memory
-  int max_model_len = 0;        // 0: max_position_embeddings
-  // The context the command's requests need (perplexity's window), when below the model's: the KV
-  // cache is sized for it, and a cache too small names `context_flag`, the flag that sets it.
-  int context_len = 0;
-  std::string context_flag = "--max-model-len";
-  // The engine's flags (max_seqs, max_batch_tokens, kv_block_size, prefix_caching, log_interval,
-  // grace_seconds: after a stop signal, how long running requests may still run; a stop that a
-  // stalled rank holds up ends the job this long + 10 s after the signal). load() sets
-  // kv_block_size where it is 0 (default_kv_block_size); serve() adds what the session decides:
-  // the groups, the context, the blocks, the logit rows.
-  EngineOptions engine;
+  bool eager = false;  // no CUDA graphs: every step launches its kernels
+  // The engine's flags (grace_seconds: after a stop signal, how long running requests may still
+  // run; a stop that a stalled rank holds up ends the job this long + 10 s after the signal),
+  // resolved by load() into engine_config().
+  EngineFlags engine;
 };
 
 // Whether a stopped run continues with --resume, and what to do next when it cannot.
@@ -116,6 +109,8 @@ class Session {
   // Tokens per sequence, prompt + completion: the model's, or less by --max-model-len or the
   // command.
   int context() const { return context_; }
+  // After load(): the engine's flags resolved (EngineFlags, resolve) on every rank.
+  const EngineConfig& engine_config() const;
   // After load():
   const DeviceContext& device_context() const;
   std::string device_description() const;
@@ -128,7 +123,6 @@ class Session {
   std::vector<const Buffer*> weight_buffers() const;
   DType dtype() const { return placement_.dtype; }
   DType kv_dtype() const;
-  int kv_blocks() const { return n_blocks_; }
 
  private:
   void validate(const std::function<void(const Session&)>& checks);
@@ -147,12 +141,11 @@ class Session {
   int context_ = 0;
   Placement placement_;  // threads, device, backend, weights' dtype
   std::unique_ptr<ops::DeviceRuntime> device_;
-  uint64_t kv_cache_bytes_ = 0;  // --kv-cache-memory; 0: a share of the free memory
   // Members are destroyed in reverse order: the pipeline, cache and model before the communicators
   // they use.
   RankCommunicators comms_;
   std::unique_ptr<LlamaModel> model_;
-  int n_blocks_ = 0;
+  std::optional<EngineConfig> engine_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Pipeline> pipeline_;
 };

@@ -297,6 +297,53 @@ TEST(RequestIntake, RefusesAnOutputWhoseRecordHasAnotherTokenCount) {
   }
 }
 
+// truncate_prompt_tokens k keeps the prompt's last k tokens (-1: the context's), a scoring
+// request's context losing what is cut; k past the context, or a cut into the continuation, is
+// that request's error record.
+TEST(RequestIntake, TruncatePromptTokensKeepsThePromptsLastTokens) {
+  Request keep3 = token_request(0, {1, 5, 6, 7, 8}, 4);
+  keep3.truncate_prompt_tokens = 3;
+  Request short_one = token_request(1, {1, 5, 6}, 4);
+  short_one.truncate_prompt_tokens = 5;
+  Request to_context = token_request(2, std::vector<int>(20, 5), 4);
+  to_context.truncate_prompt_tokens = -1;
+  Request over = token_request(3, {1, 5}, 4);
+  over.truncate_prompt_tokens = 17;
+  Request score = token_request(4, {1, 5, 6, 7, 8, 9}, 1);
+  score.scoring = true;
+  score.n_context_tokens = 4;
+  score.truncate_prompt_tokens = 4;
+  Request no_context = score;
+  no_context.id = 5;
+  no_context.line = 6;
+  no_context.n_context_tokens = 3;
+  no_context.truncate_prompt_tokens = 3;
+  Requests source({keep3, short_one, to_context, over, score, no_context});
+  RequestIntake intake(source, nullptr, intake_options(16), nullptr);
+  std::vector<Admission> got;
+  while (std::optional<Admission> a = intake.next(true)) got.push_back(std::move(*a));
+  ASSERT_EQ(got.size(), 6u);
+  ASSERT_TRUE(got[0].sequence && got[1].sequence && got[4].sequence);
+  EXPECT_EQ(got[0].sequence->tokens(), (std::vector<int32_t>{6, 7, 8}));
+  EXPECT_EQ(got[0].sequence->request().prompt_tokens_cut, 2);
+  EXPECT_EQ(got[1].sequence->tokens(), (std::vector<int32_t>{1, 5, 6})) << "fewer than k: all";
+  ASSERT_TRUE(got[2].rejected.has_value());
+  EXPECT_NE(got[2].rejected->error.find("prompt has 16 tokens"), std::string::npos)
+      << "-1 keeps the context's 16, leaving no room: " << got[2].rejected->error;
+  ASSERT_TRUE(got[3].rejected.has_value());
+  EXPECT_NE(got[3].rejected->error.find(
+                "field 'truncate_prompt_tokens' is 17, more than the context of 16 tokens"),
+            std::string::npos)
+      << got[3].rejected->error;
+  EXPECT_EQ(got[4].sequence->tokens(), (std::vector<int32_t>{6, 7, 8, 9}));
+  EXPECT_EQ(got[4].sequence->counts().context, 2) << "its context lost the 2 tokens cut";
+  ASSERT_TRUE(got[5].rejected.has_value());
+  EXPECT_NE(
+      got[5].rejected->error.find("leaves no context before the 3 tokens of the continuation"),
+      std::string::npos)
+      << got[5].rejected->error;
+}
+
 TEST(Sequence, StopIdsMaxTokensAndTheContextFinishIt) {
   const StopRules rules{{kEos}, 8};
   OutputSide out(rules);
@@ -456,11 +503,12 @@ std::vector<Result> run_loop(const LoopCase& c, RunSummary* summary) {
   StandIn executor(c.n_blocks, c.block_size, c.max_seqs, c.groups);
   executor.max_batch_tokens = c.max_batch_tokens;
   executor.sharing = c.prefix_caching;
-  EngineOptions o;
+  EngineConfig o;
   o.prefix_caching = c.prefix_caching;
   o.max_seqs = c.max_seqs;
   o.max_batch_tokens = c.max_batch_tokens;
   o.groups = c.groups;
+  o.context = config.max_seq_len;
   o.kv_block_size = c.block_size;
   o.kv_blocks = c.n_blocks;
   o.log_interval = 1e9;

@@ -341,7 +341,7 @@ TEST_P(PipelineInThreads, TheEngineOverThePipelineWritesRunCsText) {
   run_layout(l, [&](Pipeline& pipeline) {
     const Checkpoint checkpoint(dir_);
     const ModelText text(dir_, checkpoint.config());
-    EngineOptions o;
+    EngineConfig o;
     o.max_seqs = kMaxSeqs;
     o.max_batch_tokens = kMaxBatchTokens;
     o.log_interval = 1e9;
