@@ -1,7 +1,7 @@
 # The layers of src/: every folder, lowest first, and exactly the folders its files include.
 #
 # CMakeLists.txt links each folder's library to the libraries of its list and nothing else, and
-# scripts/check_layers.cmake (run by the build before anything compiles, and by the test
+# scripts/check/layers.cmake (run by the build before anything compiles, and by the test
 # layers_include_order) fails on an include of a folder outside the list, on a listed folder that
 # no file of the folder includes, and on a list that names a folder above it. The build and the
 # check read this one table, so they cannot drift apart. src/README.md draws the same graph.

@@ -44,7 +44,9 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   log::set_rank(mpi.rank(), mpi.world_size());
 
-  CLI::App app{"tpllama: offline batch inference of LLaMA-family models under MPI"};
+  // Named, so that --help says "tpllama run", not the path it was started by (src/README.md
+  // holds each command's --help: scripts/check/help_reference.py).
+  CLI::App app{"tpllama: offline batch inference of LLaMA-family models under MPI", "tpllama"};
   app.require_subcommand(1);
   RunOptions run_options;
   ConvertOptionsCli convert_options;

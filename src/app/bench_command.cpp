@@ -165,7 +165,7 @@ int bench_command(BenchOptions o, const MpiSession& mpi) {
   });
   // A GPU is measured before the model takes its memory; the CPU after the run, so that the run
   // is the same run as without the probe (whose gigabyte of pages and all-core team it never
-  // meets: scripts/bench_probe.sh).
+  // meets: scripts/bench/probe.sh).
   MachineLimits limits;
   bool measured_first = false;
   session.load([&](const Session& s) {

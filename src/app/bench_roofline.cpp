@@ -42,7 +42,6 @@ nlohmann::json ratio(double amount, double over) {
   return amount / over;
 }
 
-
 nlohmann::json roofline_json(const RunSummary& s, const WorkEstimate& work,
                              const MachineLimits& limits) {
   const double decode_bytes = work.decode_bytes;

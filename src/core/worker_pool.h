@@ -7,9 +7,12 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
+#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tpllama {
@@ -24,7 +27,8 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   // Runs work(i) for every i in [0, n), on at most `threads` threads (the caller's among them),
-  // and returns once every item is done. work must not throw. One run at a time.
+  // and returns once every item is done; then rethrows the first exception an item threw (the
+  // other items run all the same). One run at a time.
   void run(size_t n, size_t threads, const std::function<void(size_t)>& work);
   size_t workers() const { return workers_.size(); }
 
@@ -32,6 +36,8 @@ class WorkerPool {
   void serve();
   // Takes items of the current run until none is left.
   void take_items();
+  // Stops and joins the workers.
+  void stop();
 
   std::mutex mutex_;
   std::condition_variable wake_;  // a run started, or the pool stops
@@ -40,9 +46,10 @@ class WorkerPool {
   const std::function<void(size_t)>* work_ = nullptr;
   size_t items_ = 0;
   std::atomic<size_t> next_{0};
-  uint64_t run_ = 0;    // runs started: a worker joins each once
-  size_t wanted_ = 0;   // workers the current run may still take
-  size_t working_ = 0;  // workers inside the current run
+  uint64_t run_ = 0;            // runs started: a worker joins each once
+  size_t wanted_ = 0;           // workers the current run may still take
+  size_t working_ = 0;          // workers inside the current run
+  std::exception_ptr failure_;  // the current run's first
   bool stopping_ = false;
 };
 

@@ -182,7 +182,10 @@ class Run {
   // at a time) only when nothing else can go on. A request of n samples waits until n slots are
   // free (the intake refuses n above --max-seqs).
   void admit_while_room() {
-    if (summary().stopped_by != 0) next_.reset();  // a stop admits nothing (--resume redoes it)
+    if (summary().stopped_by != 0 && next_) {  // a stop admits nothing (--resume redoes it)
+      if (next_->sequence) structured_.release(*next_->sequence);
+      next_.reset();
+    }
     while (publisher_.has_room()) {
       if (!next_) {
         if (intake_.done() || slots_taken() >= o_.max_seqs) return;

@@ -24,6 +24,10 @@ std::vector<int32_t> tokenize_request(const Request& r, const ModelText* text, i
   TPLLAMA_CHECK(text != nullptr || !r.token_ids.empty(),
                 "a text request reached an engine without a tokenizer");
   const int keep = r.truncate_prompt_tokens < 0 ? context : r.truncate_prompt_tokens;
+  if (keep > context)  // as vLLM: a truncation the context could never hold (nothing tokenized)
+    throw PromptError("field 'truncate_prompt_tokens' is " + std::to_string(keep) +
+                      ", more than the context of " + std::to_string(context) +
+                      " tokens (--max-model-len)");
   std::vector<int32_t> tokens;
   if (text == nullptr) {
     if (r.scoring) *n_context = r.n_context_tokens;
@@ -33,10 +37,6 @@ std::vector<int32_t> tokenize_request(const Request& r, const ModelText* text, i
   }
   *cut = 0;
   if (keep == 0) return tokens;
-  if (keep > context)  // as vLLM: a truncation the context could never hold
-    throw PromptError("field 'truncate_prompt_tokens' is " + std::to_string(keep) +
-                      ", more than the context of " + std::to_string(context) +
-                      " tokens (--max-model-len)");
   const int n = static_cast<int>(tokens.size());
   if (n <= keep) return tokens;
   *cut = n - keep;
@@ -82,7 +82,11 @@ std::string length_error(const Request& req, int n, int n_context, int context) 
            " tokens: the continuation cannot be scored whole";
   if (!req.scoring && n >= context)
     return "prompt has " + std::to_string(n) + " tokens (with BOS) but the context is " +
-           std::to_string(context) + " tokens, leaving no room to generate";
+           std::to_string(context) + " tokens, leaving no room to generate" +
+           (req.truncate_prompt_tokens != 0
+                ? " (truncate_prompt_tokens " + std::to_string(req.truncate_prompt_tokens) +
+                      " kept them: give fewer)"
+                : "");
   return "";
 }
 

@@ -27,6 +27,8 @@ Scheduler::Scheduler(const SchedulerLimits& limits, BlockAllocator& blocks, Stop
 void Scheduler::admit(Sequence& s) {
   s.assign_slot(blocks_.acquire_slot());
   const auto slot = static_cast<size_t>(s.counts().slot);
+  TPLLAMA_CHECK(slot < penalties_.size(), "slot ", slot, " of a scheduler of ", penalties_.size(),
+                " sequences");
   penalties_.at(slot) = PenaltyCounts(s.request().logit_rules, s.tokens());
   passed_over_[slot] = 0;
 }
@@ -250,6 +252,8 @@ void Scheduler::adopt(std::vector<Fork> forks, ActiveSequences& active) {
     if (child.state() != SequenceState::kFinished) {
       child.assign_slot(blocks_.fork_slot(f.parent->counts().slot));
       const auto slot = static_cast<size_t>(child.counts().slot);
+      TPLLAMA_CHECK(slot < penalties_.size(), "slot ", slot, " of a scheduler of ",
+                    penalties_.size(), " sequences");
       const std::span<const int32_t> tokens = child.tokens();
       penalties_[slot] = PenaltyCounts(child.request().logit_rules,
                                        tokens.first(static_cast<size_t>(child.counts().prompt)));

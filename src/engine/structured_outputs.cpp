@@ -90,7 +90,10 @@ std::string StructuredOutputs::constrain(const Sequence& s, const OutputConstrai
 
 void StructuredOutputs::fork(const Sequence& parent, const Sequence& child) {
   const auto it = cursors_.find(&parent);
-  if (it == cursors_.end()) return;
+  if (it == cursors_.end()) {
+    cursors_.erase(&child);  // cursors are keyed by address: none may survive from a freed one
+    return;
+  }
   // From the grammar's start, as the parent was when its rows were drawn.
   cursors_.insert_or_assign(&child, start(it->second.grammar));
 }

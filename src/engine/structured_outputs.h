@@ -53,7 +53,8 @@ class StructuredOutputs {
   bool constrained(const Sequence& s) const { return cursors_.count(&s) != 0; }
   // A sample forked from a constrained sequence starts at the grammar's start.
   void fork(const Sequence& parent, const Sequence& child);
-  // s is retired.
+  // s is retired, or dropped before it ran (a stop signal): its cursor goes with it (cursors are
+  // keyed by the sequence's address, which a later sequence may take).
   void release(const Sequence& s) { cursors_.erase(&s); }
 
   // The mask of s's next logit row `row`: the tokens its grammar takes next, and its stop ids where

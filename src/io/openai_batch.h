@@ -16,7 +16,7 @@ namespace tpllama {
 // Fills req (line and sampling defaults already set, id null) from one parsed batch line (`line`
 // its text, read again for a chat body's keys in order). A bad line sets req.error naming the line
 // and field: a wrong envelope (custom_id, method, url, body) also sets req.line_failed, a body
-// field the request cannot have (request_field_policy.h) does not.
+// field the request cannot have (the request field table, io/request_fields.h) does not.
 void parse_openai_batch_request(const nlohmann::json& object, const std::string& line,
                                 Request& req);
 

@@ -70,8 +70,8 @@ constexpr RequestField kFields[] = {
     {"truncate_prompt_tokens", kAllTakers, Stage::kOption, parse_truncate_prompt_tokens,
      kUnknownThere},
     // Structured outputs, one per request (parse_output_constraint reads them all).
-    {"response_format", kGenerations, Stage::kOption, parse_output_constraint,
-     R"({"type":"text"})", nullptr, true, true},
+    {"response_format", kGenerations, Stage::kOption, parse_output_constraint, R"({"type":"text"})",
+     nullptr, true, true},
     {"structured_outputs", kGenerations, Stage::kOption, nullptr, "", nullptr, true, true},
     {"guided_json", kGenerations, Stage::kOption, nullptr, "", nullptr, true, true},
     {"guided_regex", kGenerations, Stage::kOption, nullptr, "", nullptr, true, true},

@@ -16,14 +16,14 @@
 namespace tpllama {
 
 struct EngineFlags {
-  int max_seqs = 64;                  // --max-seqs: sequences in flight at once
-  int max_batch_tokens = 2048;        // --max-batch-tokens: tokens per forward step
-  std::optional<int> kv_block_size;   // --kv-block-size; default_kv_block_size's
-  std::optional<int> max_model_len;   // --max-model-len; max_position_embeddings
-  std::string kv_cache_memory;        // --kv-cache-memory ("8GiB"); "": 80% of the free memory
-  bool prefix_caching = true;         // --prefix-caching on|off
-  double log_interval = 30.0;         // --log-interval
-  double grace_seconds = 90;          // --grace-seconds
+  int max_seqs = 64;                 // --max-seqs: sequences in flight at once
+  int max_batch_tokens = 2048;       // --max-batch-tokens: tokens per forward step
+  std::optional<int> kv_block_size;  // --kv-block-size; default_kv_block_size's
+  std::optional<int> max_model_len;  // --max-model-len; max_position_embeddings
+  std::string kv_cache_memory;       // --kv-cache-memory ("8GiB"); "": 80% of the free memory
+  bool prefix_caching = true;        // --prefix-caching on|off
+  double log_interval = 30.0;        // --log-interval
+  double grace_seconds = 90;         // --grace-seconds
   // The context the command's requests need when below the model's (perplexity's window, bench's
   // lengths): the KV cache is sized for it, and a cache too small names `context_flag`.
   std::optional<int> command_context;
@@ -32,10 +32,10 @@ struct EngineFlags {
 
 // What one rank measured that the KV pool depends on.
 struct RankMemory {
-  bool gpu = false;                     // it computes on a GPU (smaller default blocks)
-  uint64_t kv_bytes_per_position = 0;   // its KV cache's bytes per position (its layers × kv heads)
-  uint64_t free = 0;                    // its device's free memory after the weights (0: unknown)
-  int sharers = 1;                      // ranks sharing its device (and its free memory)
+  bool gpu = false;                    // it computes on a GPU (smaller default blocks)
+  uint64_t kv_bytes_per_position = 0;  // its KV cache's bytes per position (its layers × kv heads)
+  uint64_t free = 0;                   // its device's free memory after the weights (0: unknown)
+  int sharers = 1;                     // ranks sharing its device (and its free memory)
 };
 
 // Tokens per sequence: the model's context, or less by --max-model-len or the command. Throws

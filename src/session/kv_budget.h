@@ -20,7 +20,7 @@ struct KvBudget {
 // --kv-block-size's default: 16 positions on a GPU, 64 on a CPU (never more than the context),
 // where decode attention reads a block's rows as one stretch of memory and the blocks of a long
 // run lie scattered over the pool: 32 sequences of 2,048 positions, blocks shuffled, read their
-// bf16 cache 1.2-1.3x faster (f32 1.13x) in blocks of 64 than of 16 (scripts/bench_attention.sh).
+// bf16 cache 1.2-1.3x faster (f32 1.13x) in blocks of 64 than of 16 (scripts/bench/attention.sh).
 int default_kv_block_size(bool gpu, int context);
 // The blocks this rank's budget holds, never more than max_seqs sequences at the full context
 // take. The pool's count is the minimum of this over ranks.

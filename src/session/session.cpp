@@ -133,11 +133,13 @@ void Session::make_kv_cache() {
   const DType kv = kv_cache_dtype(o_.kv_dtype, placement_.dtype, device);
   const Clock::time_point t0 = Clock::now();
   RankMemory mine;
-  mine.gpu = device == Device::kCuda;
-  mine.kv_bytes_per_position =
-      KvCache::bytes_per_block(model_->n_layers_local(), model_->kv_dim_local(), 1, kv);
-  mine.free = ops::memory_available(model_->context());
-  mine.sharers = placement_.sharers;
+  collective_phase([&] {  // a rank that cannot measure its memory fails the job, named, once
+    mine.gpu = device == Device::kCuda;
+    mine.kv_bytes_per_position =
+        KvCache::bytes_per_block(model_->n_layers_local(), model_->kv_dim_local(), 1, kv);
+    mine.free = ops::memory_available(model_->context());
+    mine.sharers = placement_.sharers;
+  });
   std::vector<RankMemory> memory(static_cast<size_t>(mpi_.world_size()));
   mpi_.all_gather(&mine, sizeof mine, memory.data());
   collective_phase([&] { engine_ = resolve(o_.engine, config_, *topology_, memory); });

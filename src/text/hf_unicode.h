@@ -1,4 +1,4 @@
-// The Unicode the tokenizer.json pipeline needs beyond PCRE2 and UTF-8 (text/utf8.h): the
+// The Unicode the tokenizer.json pipeline needs beyond PCRE2 and UTF-8 (core/utf8.h): the
 // White_Space and word-character classes Hugging Face's added-token rules use, and NFC (utf8proc).
 // Internal to src/text/hf_*.
 #pragma once

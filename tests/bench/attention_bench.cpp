@@ -1,7 +1,7 @@
 // The CPU attention on its own: a decode step (one token a sequence) or a prefill chunk over a
 // paged cache of seeded random keys and values, LAYERS layers' pools so that the cache comes from
 // memory as in a model, blocks of each sequence scattered over the pool as the engine hands them
-// out. Not a test: a benchmark that prints numbers (scripts/bench_attention.sh runs it). Prints per
+// out. Not a test: a benchmark that prints numbers (scripts/bench/attention.sh runs it). Prints per
 // call the time; for decode the KV bytes it reads once (every position's key and value of every kv
 // head) and that rate, and the same bytes read by a plain streaming loop over the pools, its
 // bound; for a prefill chunk its FLOP rate.

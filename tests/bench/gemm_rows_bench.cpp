@@ -1,6 +1,6 @@
 // How the CPU GEMM's cost per row of x changes with the number of rows, on the products of a
 // decode step (the 110m shape's layers: Q/K/V and gate/up fused as the model runs them). Not a
-// test: a benchmark that prints numbers (scripts/bench_gemm_rows.sh runs it). On the threads asked
+// test: a benchmark that prints numbers (scripts/bench/gemm_rows.sh runs it). On the threads asked
 // for it also measures the read bandwidth and the same products over one layer held in cache, so
 // each row count's time from memory can be set against both of its bounds: streaming the weights,
 // and the arithmetic with no wait for memory.

@@ -1,7 +1,7 @@
 // The grammar engine's costs on a real vocabulary: compile time of each schema of
 // tests/data/grammar/json_schema_cases.json, the vocabulary trie's build, and the time of one token
 // mask (TokenTrie::allowed) at each token boundary of a valid instance of each schema, tokenized as
-// the model would write it. Not a test; scripts/bench_grammar.sh runs it.
+// the model would write it. Not a test; scripts/bench/grammar.sh runs it.
 //
 // Usage: grammar_bench TOKENIZER CASES_JSON
 #include <algorithm>

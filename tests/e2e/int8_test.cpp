@@ -80,7 +80,7 @@ TEST_F(Int8, GreedyTextsPartFromF32OnlyAtNearTies) {
         << "int8's token '" << theirs << "' at " << at << " is not among f32's five best";
     const double margin =
         a["token_logprobs"][at].get<double>() - a["top_logprobs"][at][theirs].get<double>();
-    // stories260K's texts part at margins of 0.07 to 0.1 nats (scripts/int8_accuracy.sh).
+    // stories260K's texts part at margins of 0.07 to 0.1 nats (scripts/bench/int8_accuracy.sh).
     EXPECT_LT(margin, 0.5) << "reference " << i << " parts at generated token " << at
                            << " where f32 was sure";
     std::printf("reference %zu: int8 parts at generated token %zu, f32 margin %.4f nats\n", i, at,

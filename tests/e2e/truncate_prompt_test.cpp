@@ -48,8 +48,9 @@ std::vector<int> last(const std::vector<int>& v, size_t k) {
 }
 
 TEST_F(TruncatePrompt, KeepsThePromptsLastTokensAsIfTheyWereThePrompt) {
-  const std::string text = "Once upon a time, there was a little girl named Lily. She liked to "
-                           "play with her ball in the park near her house.";
+  const std::string text =
+      "Once upon a time, there was a little girl named Lily. She liked to "
+      "play with her ball in the park near her house.";
   const std::vector<int> text_tokens = tokenize(text);
   ASSERT_GT(text_tokens.size(), 12u);
   const json common = {{"max_tokens", 16}, {"prompt_logprobs", 1}, {"logprobs", 1}};
@@ -92,7 +93,10 @@ TEST_F(TruncatePrompt, EchoWritesTheKeptPromptsText) {
   const std::vector<int> tokens = tokenize(text);
   ASSERT_GT(tokens.size(), 6u);
   std::map<std::string, json> r = run_requests(
-      "echo", {{{"id", "echo"}, {"prompt", text}, {"truncate_prompt_tokens", 6}, {"echo", true},
+      "echo", {{{"id", "echo"},
+                {"prompt", text},
+                {"truncate_prompt_tokens", 6},
+                {"echo", true},
                 {"max_tokens", 4}},
                {{"id", "kept"}, {"prompt", last(tokens, 6)}, {"echo", true}, {"max_tokens", 4}}});
   ASSERT_EQ(r["echo"].value("error", ""), "") << r["echo"].dump();
@@ -132,8 +136,9 @@ TEST_F(TruncatePrompt, AScoringRequestScoresWhatTheKeptTokensPredict) {
   EXPECT_NEAR(r["score"]["logprob"].get<double>(), sum, 1e-4);
   EXPECT_NE(r["too_short"].value("error", "").find("leaves no context"), std::string::npos)
       << r["too_short"].dump();
-  EXPECT_NE(r["too_long"].value("error", "").find(
-                "field 'truncate_prompt_tokens' is 300, more than the context of 256 tokens"),
+  EXPECT_NE(r["too_long"]
+                .value("error", "")
+                .find("field 'truncate_prompt_tokens' is 300, more than the context of 256 tokens"),
             std::string::npos)
       << r["too_long"].dump();
 }

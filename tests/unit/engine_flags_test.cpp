@@ -112,8 +112,9 @@ TEST(EngineFlags, FlagsThatCannotWorkAreRefusedByName) {
   f.max_batch_tokens = 64;
   f.max_seqs = 64;
   f.kv_cache_memory = "100MiB";
-  EXPECT_NE(error_of([&] { resolve(f, model(), layout(2, 1), memory); })
-                .find("--kv-cache-memory 100MiB: rank 1 would hold a KV cache of"),
+  EXPECT_NE(error_of([&] {
+              resolve(f, model(), layout(2, 1), memory);
+            }).find("--kv-cache-memory 100MiB: rank 1 would hold a KV cache of"),
             std::string::npos);
   f.kv_cache_memory = "1MiB";  // 16 blocks of 64: not one 4096-token sequence
   f.context_flag = "--context-len";

@@ -328,7 +328,10 @@ TEST(RequestIntake, TruncatePromptTokensKeepsThePromptsLastTokens) {
   EXPECT_EQ(got[0].sequence->request().prompt_tokens_cut, 2);
   EXPECT_EQ(got[1].sequence->tokens(), (std::vector<int32_t>{1, 5, 6})) << "fewer than k: all";
   ASSERT_TRUE(got[2].rejected.has_value());
-  EXPECT_NE(got[2].rejected->error.find("prompt has 16 tokens"), std::string::npos)
+  EXPECT_NE(got[2].rejected->error.find(
+                "prompt has 16 tokens (with BOS) but the context is 16 tokens, leaving no room to "
+                "generate (truncate_prompt_tokens -1 kept them: give fewer)"),
+            std::string::npos)
       << "-1 keeps the context's 16, leaving no room: " << got[2].rejected->error;
   ASSERT_TRUE(got[3].rejected.has_value());
   EXPECT_NE(got[3].rejected->error.find(

@@ -406,6 +406,18 @@ TEST_F(ConstrainedTest, ASampleForkedFromItStartsAtTheGrammarsStart) {
   EXPECT_TRUE(allowed(mask(*s), token("b")));
 }
 
+// Cursors are keyed by a sequence's address: a sample forked from an unconstrained sequence is
+// unconstrained whatever sequence held its address before.
+TEST_F(ConstrainedTest, AForkOfAnUnconstrainedSequenceHasNoGrammar) {
+  std::unique_ptr<Sequence> held = sequence({Kind::kRegex, "a+", "guided_regex"});
+  ASSERT_TRUE(out_->structured.constrained(*held));
+  Request r;
+  r.prompt = "x";
+  const auto parent = testing_util::make_sequence(r, {1, 5});
+  out_->structured.fork(*parent, *held);  // as if a fork took the freed address
+  EXPECT_FALSE(out_->structured.constrained(*held));
+}
+
 TEST_F(ConstrainedTest, AStopTokenIdThatIsTextIsAllowedOnlyWhereTheGrammarMayEnd) {
   // vLLM's stop_token_ids may name a text token; inside the grammar it would cut the text short.
   std::unique_ptr<Sequence> s = sequence({Kind::kRegex, "[ab]c", "guided_regex"}, 50, {token("a")});

@@ -1,5 +1,5 @@
-// core/splitmix64.h against the published outputs of Vigna's splitmix64.c, and the two forms of it
-// (stateless and stream) against each other.
+// core/random.h's splitmix64 against the published outputs of Vigna's splitmix64.c, and the two
+// forms of it (stateless and stream) against each other.
 #include <cstdint>
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// text/utf8.h, the program's one UTF-8: repair against the Unicode Standard's own examples of
+// core/utf8.h, the program's one UTF-8: repair against the Unicode Standard's own examples of
 // U+FFFD substitution (chapter 3.9, "U+FFFD Substitution of Maximal Subparts"), validity at the
 // edges of the well-formed byte table (Table 3-7), and decoding and encoding against code points
 // worked out by hand.

@@ -31,7 +31,7 @@ using namespace avx512;
 // see (later tokens', or before its sliding window) enter with probability 0. Against products on
 // the GEMM over tiles of scores in L2 (copied, softmaxed, and read back once a value panel), a
 // 2,048-token chunk at 8k positions went from 160 to 138 ms a layer (12/4 heads), about 330
-// GFLOP/s on two threads where the f32 GEMM gives 370 at 240 rows (scripts/bench_attention.sh,
+// GFLOP/s on two threads where the f32 GEMM gives 370 at 240 rows (scripts/bench/attention.sh,
 // tests/bench/gemm_rows_bench).
 constexpr int64_t kBlockRows = 240;  // query rows a block at most
 constexpr int64_t kColTile = 512;    // positions a tile (a multiple of kPanelRows)

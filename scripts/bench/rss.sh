@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/bench_rss.sh [MODEL_DIR] [LINES] [MAX_TOKENS]
+# Usage: scripts/bench/rss.sh [MODEL_DIR] [LINES] [MAX_TOKENS]
 #
 # Shows that a run's memory stays flat however long the prompt file is: writes LINES prompts
 # (default 200000), runs `tpllama run` over them (default model: the shipped stories260K,
@@ -7,7 +7,7 @@
 # second, printing RSS against requests done. Input is streamed and only as many requests as
 # --max-seqs are held, so RSS should not grow with the line count.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 lines=${2:-200000}
 max_tokens=${3:-2}
 work=$(mktemp -d)

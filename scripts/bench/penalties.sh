@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/bench_penalties.sh [PAIRS] [SHAPE]
+# Usage: scripts/bench/penalties.sh [PAIRS] [SHAPE]
 #
 # The cost of penalties and biases on decode: 32 sequences of 128 prompt tokens, 128 generated
 # (EOS ignored), on seeded random weights of SHAPE (default 110m) with a 32000-token vocabulary, one
@@ -8,7 +8,7 @@
 # greedy and sampled (temperature 0.8). Prints each run's decode rate (output tokens/s and median
 # time per output token), then per mode the median on/off ratio of the rates and its range.
 set -euo pipefail
-source "$(dirname "$0")/bench_env.sh"
+source "$(dirname "$0")/env.sh"
 pairs=${1:-3}
 shape=${2:-110m}
 model="$out/model"

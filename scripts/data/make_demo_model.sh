@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/make_demo_model.sh OUT_DIR [SHAPE] [SEED]
+# Usage: scripts/data/make_demo_model.sh OUT_DIR [SHAPE] [SEED]
 #
 # Makes a self-contained demo model without any download: trains a small SentencePiece BPE
 # tokenizer (byte fallback on) on models/demo/corpus.txt with spm_train, then writes a
@@ -7,8 +7,8 @@
 # `tpllama convert --from random`. The weights are random, so generations are gibberish; the
 # model exists to exercise the whole pipeline. Needs build/tpllama.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-out=${1:?usage: scripts/make_demo_model.sh OUT_DIR [SHAPE] [SEED]}
+cd "$(dirname "$0")/../.."
+out=${1:?usage: scripts/data/make_demo_model.sh OUT_DIR [SHAPE] [SEED]}
 shape=${2:-tiny}
 seed=${3:-0}
 tmp=$(mktemp -d)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Usage: scripts/bench_probe.sh [PAIRS] [SHAPE] [DTYPE]
+# Usage: scripts/bench/probe.sh [PAIRS] [SHAPE] [DTYPE]
 #
 # Whether bench's probe of the machine (read bandwidth and GEMM peak on every core; on the CPU after
-# the workload, which it must not touch) changes the workload's figures: bench_env.sh's decode-1, decode-32 and prefill-128
+# the workload, which it must not touch) changes the workload's figures: env.sh's decode-1, decode-32 and prefill-128
 # workloads on seeded random weights of SHAPE (default 110m) held as DTYPE (default int8), 2
 # threads, each run with the probe and with --no-limits, alternating in ABBA order (PAIRS of each,
 # default 4).
@@ -12,7 +12,7 @@
 # second above the read bandwidth, prefill's FLOP/s above the GEMM peak), which a right probe never
 # lets happen.
 set -euo pipefail
-source "$(dirname "$0")/bench_env.sh"
+source "$(dirname "$0")/env.sh"
 pairs=${1:-4}
 shape=${2:-110m}
 dtype=${3:-int8}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/bench_grammar.sh [BUILD_DIR]
+# Usage: scripts/bench/grammar.sh [BUILD_DIR]
 #
 # The grammar engine's costs (issue 31, before the head uses it): for each schema of
 # tests/data/grammar/json_schema_cases.json, its compile time and the time of one token mask
@@ -7,7 +7,7 @@
 # and on Meta's Llama 3 tokenizer.json (128 256 tokens, installed under tests/oracles by
 # scripts/setup.sh). One core.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 build=${1:-build}
 [[ -x $build/tests/grammar_bench ]] || { echo "no $build/tests/grammar_bench: build first" >&2; exit 1; }
 pin=()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/bench_prefix_cache.sh [PAIRS]
+# Usage: scripts/bench/prefix_cache.sh [PAIRS]
 #
 # Prefix caching on against off, alternating (PAIRS runs of each, default 3), on the 110m shape
 # (vocab 512, random weights, one rank), for three workloads:
@@ -8,8 +8,8 @@
 #   unshared:  64 prompts of 128 tokens with nothing in common, 32 generated (the bookkeeping's cost)
 # Prints each run's requests/s and hit rate, then per workload the median on/off ratio and its range.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/bench_env.sh
+cd "$(dirname "$0")/../.."
+source scripts/bench/env.sh
 pairs=${1:-3}
 declare -A args=(
   [few-shot]="--prompts 128 --shared-prefix 512 --input-len 64 --output-len 16"

@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# Usage: scripts/int8_accuracy.sh [STORIES]
+# Usage: scripts/bench/int8_accuracy.sh [STORIES]
 #
 # --dtype int8 against f32 on stories260K (converted from the shipped llama2.c checkpoint):
-#   - perplexity on scripts/make_story_corpus.py's text (STORIES stories, default 150: about
+#   - perplexity on scripts/data/make_story_corpus.py's text (STORIES stories, default 150: about
 #     27 000 tokens), and the int8/f32 ratio, which must stay within 1%;
 #   - the greedy reference texts of models/stories260K/reference_greedy.jsonl: for each, whether
 #     int8 keeps it, and where it does not, the token where it parts and the f32 margin there (the
 #     log-probability of f32's choice minus that of int8's: a near-tie when small).
 # Exits 1 when the perplexity is off by 1% or more.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=${TPLLAMA_BIN:-build/tpllama}
 stories=${1:-150}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$bin" convert --checkpoint models/stories260K/stories260K.bin --tokenizer models/stories260K/tok512.model \
   --out "$work/model" > /dev/null 2>&1
-scripts/make_story_corpus.py --stories "$stories" > "$work/corpus.txt"
+scripts/data/make_story_corpus.py --stories "$stories" > "$work/corpus.txt"
 for d in f32 int8; do
   "$bin" perplexity --model "$work/model" --input "$work/corpus.txt" --dtype "$d" --output "$work/ppl_$d.json" \
     > /dev/null 2>&1

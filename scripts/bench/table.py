@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Usage: bench_table.py DIR REPEATS
+"""Usage: scripts/bench/table.py DIR REPEATS
 
 One table from the `tpllama bench --json` reports of a sweep: DIR/order lists the workload names,
 DIR/NAME.I.json (I = 1..REPEATS) are their runs. Every figure is the median over the repeats; the
-roofline fractions and limits are those each run measured itself (scripts/bench_cpu.sh,
-scripts/device_check.sh). Where the sweep has them, the scaling of tp=2 and pp=2 over one rank x one
+roofline fractions and limits are those each run measured itself (scripts/bench/cpu.sh,
+scripts/device/check.sh). Where the sweep has them, the scaling of tp=2 and pp=2 over one rank x one
 thread at 32 sequences follows, with pp=2's ceiling: both stages busy all the time, each running the
 16-sequence groups that one rank x one thread runs at 16 sequences."""
 import json

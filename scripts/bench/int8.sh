@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Usage: scripts/bench_int8.sh [ROUNDS]   (default 3; needs build/tpllama and python3)
+# Usage: scripts/bench/int8.sh [ROUNDS]   (default 3; needs build/tpllama and python3)
 #
-# --dtype int8 against f32 and bf16 on bench_cpu.sh's prefill-128, decode-1 and decode-32 workloads
+# --dtype int8 against f32 and bf16 on cpu.sh's prefill-128, decode-1 and decode-32 workloads
 # (the 110m shape, 512-token vocabulary, seeded random weights, one rank), the three dtypes run in
 # turn within each round so that a neighbour's burst on a shared machine hits them alike. Prints
 # the medians and the ratios the int8 work is measured by: decode int8/bf16 (the targets: at least
 # 1.8 at 1 sequence, 1.3 at 32) and prefill int8/f32 (at least 1.5).
 set -euo pipefail
 rounds=${1:-3}
-source "$(dirname "$0")/bench_env.sh"
+source "$(dirname "$0")/env.sh"
 common=(--shape 110m --vocab 512 --random-weights --seed 1 --no-limits)
 for name in prefill-128 decode-1 decode-32; do
   for i in $(seq "$rounds"); do

@@ -1,4 +1,4 @@
-# Usage: cmake -DSOURCE_DIR=<repository> -P scripts/check_layers.cmake
+# Usage: cmake -DSOURCE_DIR=<repository> -P scripts/check/layers.cmake
 #
 # Checks every #include in <repository>/src against the layer table <repository>/src/layers.cmake
 # (the test layers_include_order runs it, as the build does before anything compiles):
@@ -17,7 +17,7 @@
 # upward include of a header that needs no linking (a type, an inline function, a template).
 cmake_minimum_required(VERSION 3.22)
 if(NOT SOURCE_DIR)
-  message(FATAL_ERROR "usage: cmake -DSOURCE_DIR=<repository> -P scripts/check_layers.cmake")
+  message(FATAL_ERROR "usage: cmake -DSOURCE_DIR=<repository> -P scripts/check/layers.cmake")
 endif()
 get_filename_component(SOURCE_DIR "${SOURCE_DIR}" ABSOLUTE)
 include(${SOURCE_DIR}/src/layers.cmake)

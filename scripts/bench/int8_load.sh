@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/bench_int8_load.sh [SHAPE] [ROUNDS]   (default 110m, 3; needs build/tpllama, python3)
+# Usage: scripts/bench/int8_load.sh [SHAPE] [ROUNDS]   (default 110m, 3; needs build/tpllama, python3)
 #
 # What an int8 checkpoint saves at load: a seeded random model of SHAPE (32000-token vocabulary,
 # the stories260K tokenizer) written by `convert` as f32, bf16 and int8, then `run` on one
@@ -10,7 +10,7 @@
 set -euo pipefail
 shape=${1:-110m}
 rounds=${2:-3}
-source "$(dirname "$0")/bench_env.sh"
+source "$(dirname "$0")/env.sh"
 tok=models/stories260K/tok512.model
 for dtype in f32 bf16 int8; do
   "$bin" convert --from random --shape "$shape" --vocab 32000 --seed 1 --tokenizer "$tok" --dtype "$dtype" \

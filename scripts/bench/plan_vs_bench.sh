@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/plan_vs_bench.sh [REPEATS]   (default 1; needs build/tpllama and python3)
+# Usage: scripts/bench/plan_vs_bench.sh [REPEATS]   (default 1; needs build/tpllama and python3)
 #
 # Checks `tpllama plan` against measured `tpllama bench` runs on this machine: the 110m shape
 # (vocab 512, f32, random weights) on two ranks x one thread laid out as tp=2 and as pp=2, for
@@ -8,7 +8,7 @@
 # link; the table shows each layout's estimate and measurement and whether the two rankings agree.
 set -euo pipefail
 repeats=${1:-1}
-source "$(dirname "$0")/bench_env.sh"
+source "$(dirname "$0")/env.sh"
 model=(--shape 110m --vocab 512)
 for name in decode-1 decode-32 prefill-128; do
   for layout in tp pp; do
