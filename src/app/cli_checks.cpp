@@ -69,4 +69,12 @@ CLI::Validator finite_in(double lo, double hi) {
       "[" + number(lo) + ", " + number(hi) + "]");
 }
 
+CLI::Validator not_empty(const std::string& instead) {
+  return CLI::Validator(
+      [instead](std::string& s) -> std::string {
+        return s.empty() ? "is empty: give a value, or leave the flag out for " + instead : "";
+      },
+      "");
+}
+
 }  // namespace tpllama

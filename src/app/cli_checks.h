@@ -19,6 +19,8 @@ CLI::Validator at_least(long long min);
 CLI::Validator unsigned_64();
 // A finite number in [lo, hi].
 CLI::Validator finite_in(double lo, double hi);
+// Any text but the empty one (what an empty value would mean instead is `instead`).
+CLI::Validator not_empty(const std::string& instead);
 
 // An option whose value is one of `choices`' spellings, parsed once into the value the spelling
 // maps to. Help and mistakes read as CLI::IsMember over the spellings writes them

@@ -108,7 +108,8 @@ void add_run_command(CLI::App& app, RunOptions& o) {
   run->add_option("--served-model-name", o.served_model_name,
                   "The \"model\" of OpenAI batch records and the name a request's \"model\" is "
                   "compared with (default: the model directory's name, a hash for a Hugging Face "
-                  "cache snapshot)");
+                  "cache snapshot)")
+      ->check(not_empty("the model directory's name"));
   add_chat_template_option(*run, o.session.chat_template);
   add_layout_options(*run, o);
 }

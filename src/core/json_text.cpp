@@ -46,8 +46,9 @@ std::string describe_json(const json& v) {
   return clip(std::move(out));
 }
 
-std::optional<std::string> json_depth_error(std::string_view text) {
+std::optional<std::string> json_depth_error(std::string_view text, size_t max_values) {
   int depth = 0;
+  size_t values = 0;  // members of arrays and objects: their first, and one more at each comma
   bool in_string = false;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -59,10 +60,12 @@ std::optional<std::string> json_depth_error(std::string_view text) {
       }
     } else if (c == '"') {
       in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth)
+    } else if (c == '[' || c == '{' || c == ',') {
+      if (c != ',' && ++depth > kMaxJsonDepth)
         return detail::concat("JSON nested deeper than ", kMaxJsonDepth, " levels (at byte ", i,
                               ")");
+      if (++values > max_values)
+        return detail::concat("JSON of more than ", max_values, " values (at byte ", i, ")");
     } else if (c == ']' || c == '}') {
       --depth;
     }

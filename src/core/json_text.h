@@ -3,6 +3,7 @@
 // plain dump() of a value a million levels deep would recurse until the stack overflows).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,10 +21,16 @@ constexpr int kMaxJsonDepth = 256;
 std::string clip(std::string s);
 std::string describe_json(const nlohmann::json& v);
 
-// Why text may not be parsed: "JSON nested deeper than 256 levels (at byte N)", nullopt when its
-// arrays and objects nest kMaxJsonDepth levels or fewer. A linear scan that skips strings; it does
-// not validate (the parser does).
-std::optional<std::string> json_depth_error(std::string_view text);
+// The most values one request line may hold (its arrays' and objects' members: a token-id prompt of
+// a million-token context is a quarter of it). Parsed, 12 million empty arrays took more than a
+// gigabyte: a line of more is refused before it is parsed.
+constexpr size_t kMaxLineJsonValues = size_t{1} << 22;
+
+// Why text may not be parsed: "JSON nested deeper than 256 levels (at byte N)", or, past
+// max_values, "JSON of more than N values (at byte N)"; nullopt when its arrays and objects nest
+// kMaxJsonDepth levels or fewer and hold at most max_values members. A linear scan that skips
+// strings; it does not validate (the parser does).
+std::optional<std::string> json_depth_error(std::string_view text, size_t max_values = SIZE_MAX);
 // Throws Error "<what>: <json_depth_error>" when text nests too deep; what names the file.
 void check_json_depth(std::string_view text, const std::string& what);
 // text parsed, after check_json_depth; running out of memory becomes an Error naming `what`. The

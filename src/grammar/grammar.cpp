@@ -174,9 +174,18 @@ Grammar GrammarBuilder::build(uint32_t root) const {
   }
   for (size_t r = 0; r < n; ++r)
     for (const Edge& e : edges[r])
-      if (!e.tail && component[e.to] == component[r])
-        fail("grammar rule '", names_[e.to],
+      if (!e.tail && component[e.to] == component[r]) {
+        // Named by the first rule of the loop a grammar's author named (not a repetition's or a
+        // group's own rule, whose names carry a '#').
+        uint32_t named = e.to;
+        for (uint32_t q = 0; q < n; ++q)
+          if (component[q] == component[e.to] && names_[q].find('#') == std::string::npos) {
+            named = q;
+            break;
+          }
+        fail("grammar rule '", names_[named],
              "' is left-recursive (it can reach itself before matching a byte)");
+      }
 
   Grammar g;
   g.sets = sets_;

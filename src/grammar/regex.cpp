@@ -198,35 +198,49 @@ class RegexReader {
     return any ? n : -1;
   }
 
-  GrammarBuilder::Sequence quantified(GrammarBuilder::Sequence item) {
-    while (more()) {
-      int min = 0, max = -1;
-      const size_t start = at_;
-      if (eat('*')) {
-      } else if (eat('+')) {
-        min = 1;
-      } else if (eat('?')) {
-        max = 1;
-      } else if (peek() == '{') {
-        ++at_;
-        const int lo = number();
-        int hi = lo;
-        if (eat(',')) hi = number();
-        if (!eat('}') || (lo < 0 && hi < 0)) {  // Python reads a malformed {..} as literal text
-          at_ = start;
-          return item;
-        }
-        min = std::max(lo, 0);
-        max = hi;
-        if (max >= 0 && max < min)
-          refuse("a repetition {" + std::to_string(min) + "," + std::to_string(max) +
-                 "} with max below min");
-      } else {
-        return item;
+  // The quantifier at at_, if there is one: its bounds, at_ past it (and past a lazy '?'), true.
+  // A malformed {..} is literal text, as Python reads it: false, at_ where it was.
+  bool quantifier(int& min, int& max) {
+    min = 0;
+    max = -1;
+    if (!more()) return false;
+    const size_t start = at_;
+    if (eat('*')) {
+    } else if (eat('+')) {
+      min = 1;
+    } else if (eat('?')) {
+      max = 1;
+    } else if (peek() == '{') {
+      ++at_;
+      const int lo = number();
+      int hi = lo;
+      if (eat(',')) hi = number();
+      if (!eat('}') || (lo < 0 && hi < 0)) {
+        at_ = start;
+        return false;
       }
-      if (eat('+')) refuse("a possessive quantifier");
-      eat('?');  // lazy: the same texts
-      item = {b_.repeat(item, min, max, "rep")};
+      min = std::max(lo, 0);
+      max = hi;
+      if (max >= 0 && max < min)
+        refuse("a repetition {" + std::to_string(min) + "," + std::to_string(max) +
+               "} with max below min");
+    } else {
+      return false;
+    }
+    if (eat('+')) refuse("a possessive quantifier");
+    eat('?');  // lazy: the same texts
+    return true;
+  }
+
+  GrammarBuilder::Sequence quantified(GrammarBuilder::Sequence item) {
+    int min = 0, max = -1;
+    if (!quantifier(min, max)) return item;
+    item = {b_.repeat(item, min, max, "rep")};
+    // Python and ECMA-262 refuse a quantifier of a quantifier ("multiple repeat").
+    const size_t after = at_;
+    if (quantifier(min, max)) {
+      at_ = after;
+      refuse("a quantifier of a quantifier (multiple repeat)");
     }
     return item;
   }
@@ -237,7 +251,10 @@ class RegexReader {
       ++at_;
       if (eat('?')) {
         if (eat(':')) {
-        } else if (eat('P') && eat('<')) {
+        } else if (eat('P')) {
+          if (more() && peek() == '=') refuse("a backreference '(?P=name)'");
+          if (!eat('<'))
+            refuse("a group of kind '(?P" + std::string(1, more() ? peek() : ' ') + "'");
           while (more() && peek() != '>') ++at_;
           if (!eat('>')) refuse("an unterminated group name");
         } else {

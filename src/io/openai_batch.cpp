@@ -174,8 +174,9 @@ void parse_openai_batch_request(const json& object, const std::string& line, Req
 
 std::string openai_request_hex(const Result& r) {
   Fnv1a h;
-  // A record without a custom_id (its line could not be read) is told apart by its line.
-  h.add(r.id.is_null() && r.line > 0 ? error_line_key(r.line) : id_key(r.id));
+  // A record of a line that is no request (its custom_id unread, or another line's) is told apart
+  // by its line: every output line has its own id.
+  h.add((r.id.is_null() || r.line_failed) && r.line > 0 ? error_line_key(r.line) : id_key(r.id));
   return h.hex();
 }
 

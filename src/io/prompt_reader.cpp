@@ -88,8 +88,9 @@ std::optional<json> first_json_object_line(const std::string& path) {
       const char first = *std::find_if_not(line.begin(), line.end(), is_space);
       if (first != '{' && first != '[') return std::nullopt;
       // A line nested too deep is skipped as a malformed one is (the reader refuses it later).
-      json object =
-          json_depth_error(line) ? json() : json::parse(line, nullptr, /*allow_exceptions=*/false);
+      json object = json_depth_error(line, kMaxLineJsonValues)
+                        ? json()
+                        : json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (object.is_object()) return object;
     }
     if (c == std::char_traits<char>::eof()) return std::nullopt;

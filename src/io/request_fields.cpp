@@ -8,6 +8,7 @@
 #include <iterator>
 #include <limits>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "core/json_text.h"
@@ -343,14 +344,43 @@ std::string parser_message(const json::exception& e) {
 }
 
 bool parse_object_line(const std::string& line, json& object, Request& req) {
-  if (std::optional<std::string> deep = json_depth_error(line)) {
+  if (std::optional<std::string> deep = json_depth_error(line, kMaxLineJsonValues)) {
     req.error = detail::concat("line ", req.line, ": not read: ", *deep);
     return false;
   }
+  // A key given twice in one object: parsers disagree on which counts (this one keeps the last, the
+  // ordered one a chat is read again with the first), so it is refused, but inside a field that
+  // changes nothing (metadata) where it does not matter.
+  std::vector<std::set<std::string>> keys;  // of each object open
+  std::vector<std::string> path;            // the key at each depth
+  std::string twice, in_field;
+  const auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    if (event == json::parse_event_t::object_end) keys.pop_back();
+    if (event != json::parse_event_t::key || !twice.empty()) return true;
+    const std::string& key = parsed.get_ref<const std::string&>();
+    path.resize(static_cast<size_t>(std::max(depth, 1)));
+    path.back() = key;
+    if (keys.back().insert(key).second) return true;
+    // The request's field the key is in: the line's own, or its batch body's.
+    const size_t top = path.size() > 1 && path[0] == "body" ? 1 : 0;
+    const RequestField* field = find_request_field(path[top]);
+    if (field != nullptr && field->neutral == kAnyValue) return true;
+    twice = key;
+    if (path.size() > top + 1) in_field = path[top];
+    return true;
+  };
   try {
-    object = json::parse(line);
+    object = json::parse(line, callback);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     req.error = detail::concat("line ", req.line, ": not valid JSON: ", parser_message(e));
+    return false;
+  }
+  if (!twice.empty()) {
+    req.error = detail::concat("line ", req.line, ": not read: the key ",
+                               describe_json(json(twice)), " is given twice in one object",
+                               in_field.empty() ? "" : " (in field '" + in_field + "')",
+                               ", and readers differ on which counts");
     return false;
   }
   if (!object.is_object()) {

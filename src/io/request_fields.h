@@ -44,7 +44,8 @@ const nlohmann::json* find_field(const nlohmann::json& object, const char* key);
 std::string parser_message(const nlohmann::json::exception& e);
 
 // Parses one line as a JSON object; on failure sets req.error and returns false. A line nested
-// deeper than kMaxJsonDepth is refused unparsed (its fields are walked recursively later on).
+// deeper than kMaxJsonDepth (its fields are walked recursively later on) or holding more than
+// kMaxLineJsonValues values (core/json_text.h) is refused unparsed.
 bool parse_object_line(const std::string& line, nlohmann::json& object, Request& req);
 
 // A prompt given as token ids: a non-empty JSON array of integers in [0, 2^31), into req.token_ids

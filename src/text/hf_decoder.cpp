@@ -3,6 +3,9 @@
 
 #include "text/byte_level.h"
 
+#include "core/error.h"
+#include "core/json_text.h"
+
 namespace tpllama::hf {
 
 Decoder::Decoder(const Json& j, const std::string& where) {
@@ -17,13 +20,13 @@ void Decoder::add(const Json& j, const std::string& where) {
       add(list[i], where + ".decoders[" + std::to_string(i) + "]");
     }
   } else if (type == "ByteLevel") {
-    steps_.push_back({Kind::kByteLevel, {}, {}});
+    steps_.push_back({Kind::kByteLevel, {}, {}, where});
     joined_ = true;
   } else if (type == "ByteFallback") {
-    steps_.push_back({Kind::kByteFallback, {}, {}});
+    steps_.push_back({Kind::kByteFallback, {}, {}, where});
     byte_fallback_ = true;
   } else if (type == "Replace") {
-    Step step{Kind::kReplace, {}, req_string(j, "content", where)};
+    Step step{Kind::kReplace, {}, req_string(j, "content", where), where};
     step.pattern.push_back(Pattern::from_json(member(j, "pattern", where), where));
     steps_.push_back(std::move(step));
   } else if (type == "Fuse") {
@@ -32,7 +35,7 @@ void Decoder::add(const Json& j, const std::string& where) {
     add_strip(j, where);
   } else if (type == "Metaspace") {
     std::string replacement = req_string(j, "replacement", where);
-    Step step{Kind::kReplace, {}, " "};
+    Step step{Kind::kReplace, {}, " ", where};
     step.pattern.push_back(Pattern::literal(replacement));
     steps_.push_back(std::move(step));
     std::string scheme = opt_string(j, "prepend_scheme", "", where);
@@ -98,9 +101,15 @@ std::string Decoder::token_bytes(std::string_view piece, bool* is_byte) const {
         }
         break;
       }
-      case Kind::kReplace:
-        s = replace_all(s, step.pattern.front(), step.content);
+      case Kind::kReplace: {
+        std::string replaced;
+        if (!replace_all(s, step.pattern.front(), step.content, kMaxTokenBytes, replaced))
+          fail(step.where, ": Replace makes the token ", describe_json(Json(std::string(piece))),
+               " more than ", kMaxTokenBytes, " bytes (its content is ", step.content.size(),
+               " bytes): refused");
+        s = std::move(replaced);
         break;
+      }
     }
   }
   return s;

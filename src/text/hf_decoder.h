@@ -14,12 +14,17 @@ namespace tpllama::hf {
 
 class Decoder {
  public:
+  // The most bytes one token may decode to: a hostile Replace (a megabyte for every match) is
+  // refused by name at load, not built for every token of the vocabulary.
+  static constexpr size_t kMaxTokenBytes = 4096;
+
   Decoder() = default;
   // j is the "decoder" value (null: spellings are the text); where names it in messages.
   Decoder(const Json& j, const std::string& where);
 
-  // The bytes piece contributes; *is_byte tells whether ByteFallback read it as one byte.
-  // Not thread-safe (a Replace regex reuses its match data): meant for building tables at load.
+  // The bytes piece contributes; *is_byte tells whether ByteFallback read it as one byte. Throws
+  // Error naming the step when a Replace would make them more than kMaxTokenBytes. Not
+  // thread-safe (a Replace regex reuses its match data): meant for building tables at load.
   std::string token_bytes(std::string_view piece, bool* is_byte) const;
 
   bool has_byte_fallback() const { return byte_fallback_; }
@@ -31,6 +36,7 @@ class Decoder {
     Kind kind;
     std::vector<Pattern> pattern;  // Replace (Metaspace becomes a Replace of its replacement)
     std::string content;
+    std::string where;  // the step in the file, for messages
   };
 
   void add(const Json& j, const std::string& where);

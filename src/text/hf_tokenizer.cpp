@@ -22,6 +22,8 @@ using hf::Json;
 
 namespace {
 
+// The most bytes the whole vocabulary may decode to (Llama 3's 128,256 tokens take about 1 MB).
+constexpr size_t kMaxDecodedBytes = size_t{64} << 20;
 const std::string kNoToken;  // what piece() and token_bytes() give for an id with no token
 
 Json read_json(const std::string& path) {
@@ -154,11 +156,16 @@ void HfTokenizer::Impl::build_tables() {
     flags[t.id] = kHas | (t.special ? kSpecial : 0);
     added_ids[t.content] = t.id;
   }
+  size_t total = 0;  // the decode table's bytes, bounded as each token's are (hf_decoder.h)
   for (size_t id = 0; id < n; ++id) {
     if (!(flags[id] & kHas)) continue;
     bool is_byte = false;
     bytes[id] = decoder.token_bytes(pieces[id], &is_byte);
     if (is_byte) flags[id] |= kByte;
+    total += bytes[id].size();
+    if (total > kMaxDecodedBytes)
+      fail(path, ": decoder: the first ", id + 1, " tokens decode to more than ", kMaxDecodedBytes,
+           " bytes in all: refused");
   }
   for (const std::vector<int>* ids : {&prefix_ids, &suffix_ids}) {
     for (int id : *ids) {

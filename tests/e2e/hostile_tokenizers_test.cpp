@@ -4,6 +4,7 @@
 // file's tokens and a Sequence nested 30,000 deep are refused at load, by name, at once; memory
 // stays under 1 GiB throughout, and running out of it names the line or the file.
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -130,6 +131,45 @@ TEST_F(HostileTokenizers, ANormalizerOutgrowingItsBoundIsThatRequestsErrorRecord
             "line 2: the tokenizer's normalizer (step 1 of 1, Replace) would make a 5001-byte text "
             "more than 84112 "
             "bytes (16 times it plus 4096): not tokenized");
+}
+
+// A decoder Replace of a megabyte for every match (issue 45): 3.4 GB, then a bad_alloc abort at
+// load. Under a 1 GiB address-space limit it is refused at load, by name, with no signal.
+TEST_F(HostileTokenizers, ADecoderReplaceOutgrowingItsTokenBoundIsRefusedAtLoad) {
+  json tok = ascii_tokenizer();
+  tok["decoder"] = {
+      {"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(1000000, 'x')}};
+  const std::string model = model_with("decoder_replace", tok.dump());
+  const ProcessExit e = run(
+      model, three_lines("decoder_replace", R"({"id": "bad", "prompt": "x"})"), "", kOneGibInKib);
+  EXPECT_EQ(e.code, 1) << e.log;
+  EXPECT_LT(e.seconds, 20) << e.log;
+  std::printf("decoder Replace: peak memory %ld KiB\n", e.max_rss_kib);
+  EXPECT_LT(e.max_rss_kib, kOneGibInKib) << "peak memory " << e.max_rss_kib << " KiB";
+  EXPECT_NE(e.log.find(model + "/tokenizer.json: decoder: Replace makes the token \"a\" more "
+                               "than 4096 bytes (its content is 1000000 bytes): refused"),
+            std::string::npos)
+      << e.log;
+}
+
+// A 36 MB line of 12 million empty arrays (issue 45) took more than a gigabyte to parse and aborted
+// the job with no record for any line. Under a 1 GiB address-space limit it is its own error
+// record, refused unparsed, and the lines around it are answered.
+TEST_F(HostileTokenizers, ALineOfTwelveMillionValuesIsItsErrorRecord) {
+  std::string arrays = "[";
+  arrays.reserve(36000002);
+  for (int i = 0; i < 12000000; ++i) arrays += i ? ",[]" : "[]";
+  arrays += "]";
+  const std::string in =
+      three_lines("many_values", R"({"id": "bad", "prompt": "x", "logit_bias": )" + arrays + "}");
+  const ProcessExit e = run(model_, in, "", kOneGibInKib);
+  std::printf("12 million values: peak memory %ld KiB\n", e.max_rss_kib);
+  // '{' and the head's two commas are values 1 to 3, the outer '[' the fourth; the k-th "[]" after
+  // the first is value 5 + 2k at its '[' (byte 44 + 3k after the 43-byte head): value 4194305 is
+  // k = 2097150's.
+  EXPECT_EQ(bad_record_error(e, "null"),
+            "line 2: not read: JSON of more than 4194304 values (at byte 6291494)")
+      << "refused unread, its id unread too";
 }
 
 // A vocab id of 50,000,000 in a 96-token vocabulary took 6.4 GB and 28 s before the mismatch was

@@ -11,6 +11,13 @@ std::string verdict(const CLI::Validator& v, std::string value) {
   return v(value);
 }
 
+// An empty --served-model-name fell back to the directory's name without a word (issue 45).
+TEST(NotEmpty, RefusesOnlyTheEmptyValueSayingWhatLeavingItOutGives) {
+  EXPECT_EQ(verdict(not_empty("the model directory's name"), "llama"), "");
+  EXPECT_EQ(verdict(not_empty("the model directory's name"), ""),
+            "is empty: give a value, or leave the flag out for the model directory's name");
+}
+
 TEST(AtLeast, AcceptsIntegersFromTheBoundUp) {
   EXPECT_EQ(verdict(at_least(1), "1"), "");
   EXPECT_EQ(verdict(at_least(1), "4096"), "");

@@ -86,6 +86,33 @@ json record(const Result& r) {
 
 // OpenAI's output for a line that never became a request: custom_id as given (or null), no
 // response, the error; for a request its endpoint refused: a 400 response and a null error.
+// A key given twice in one object is the line's error record (parsers disagree on which counts),
+// naming the field it is in; inside a field that changes nothing it does not matter.
+TEST(ErrorRecordIds, AKeyGivenTwiceInOneObjectIsTheLinesErrorRecord) {
+  const std::vector<Result> got = admit_all(
+      R"({"prompt": [1, 5], "logit_bias": {"3": 100, "3": -100}})"
+      "\n"
+      R"({"prompt": [1, 5], "prompt": [1, 6]})"
+      "\n"
+      R"({"prompt": [1, 5], "metadata": {"k": 1, "k": 2}})"
+      "\n"
+      R"({"custom_id": "c", "method": "POST", "url": "/v1/completions", "body": {"prompt": [1, 5], "logit_bias": {"4": 1, "4": 2}}})"
+      "\n",
+      InputFormat::kJsonl);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].error,
+            "line 1: not read: the key \"3\" is given twice in one object (in field "
+            "'logit_bias'), and readers differ on which counts");
+  EXPECT_EQ(got[1].error,
+            "line 2: not read: the key \"prompt\" is given twice in one object, and readers "
+            "differ on which counts");
+  EXPECT_EQ(got[2].finish_reason, "run") << got[2].error;
+  EXPECT_NE(got[3].error.find("the key \"4\" is given twice in one object (in field "
+                              "'logit_bias')"),
+            std::string::npos)
+      << got[3].error;
+}
+
 TEST(ErrorRecordIds, OpenAiRecordsOfFailedLinesAndRefusedRequests) {
   const std::vector<Result> got = admit_all(
       "{\"custom_id\": \"x\", \"bo\n" +
@@ -125,6 +152,8 @@ TEST(ErrorRecordIds, OpenAiRecordsOfFailedLinesAndRefusedRequests) {
   EXPECT_TRUE(duplicate["response"].is_null()) << duplicate.dump();
   EXPECT_EQ(duplicate["error"]["message"],
             "line 4: duplicate id \"x\" (first on line 2); ids must be unique");
+  EXPECT_NE(duplicate["id"], envelope["id"])
+      << "a duplicate custom_id's record has an id of its own (issue 45), not line 2's";
   EXPECT_EQ(got[4].finish_reason, "run");
   EXPECT_TRUE(array["custom_id"].is_null());
   EXPECT_EQ(array["error"]["message"], "line 6: expected a JSON object, got array");

@@ -52,6 +52,15 @@ item ::= (
   EXPECT_FALSE(full_match(g, "x!"));
 }
 
+// llama.cpp reads grammars written on Windows (issue 45): CRLF line ends, comments included.
+TEST(Gbnf, CrlfLineEndsReadAsNewlines) {
+  const Grammar g =
+      compile_gbnf("root ::= item+ \"!\"\r\n# a comment\r\nitem ::= \"a\" |\r\n  \"b\"\r\n");
+  EXPECT_TRUE(full_match(g, "ab!"));
+  EXPECT_FALSE(full_match(g, "!"));
+  EXPECT_FALSE(full_match(g, "a\r!"));
+}
+
 TEST(Gbnf, WhatItCannotReadIsRefusedNamingTheLine) {
   expect_refused(
       {
@@ -59,6 +68,7 @@ TEST(Gbnf, WhatItCannotReadIsRefusedNamingTheLine) {
           {"start ::= \"a\"\n", "no rule 'root'"},
           {"root ::= item\n", "'item' is used but never defined"},
           {"root ::= root \"a\" | \"b\"\n", "'root' is left-recursive"},
+          {"root ::= expr\nexpr ::= expr* \"a\"\n", "'expr' is left-recursive"},
           {"root ::= \"a\n", "'\"' closing a literal on its line"},
           {"root ::= [a-z\n", "']' closing a class on its line"},
           {"root ::= (\"a\"\n", "')' closing a group"},

@@ -68,6 +68,15 @@ TEST(Regex, LongRepetitionsMatch) {
   EXPECT_FALSE(full_match(g, text + "a"));
 }
 
+// A lazy quantifier matches the texts its greedy one does; only a second quantifier is refused.
+TEST(Regex, ALazyQuantifierIsOneQuantifier) {
+  for (const char* lazy : {"a*?b", "a+?b", "a??b", "a{1,3}?b"}) {
+    const Grammar g = compile_regex(lazy);
+    EXPECT_TRUE(full_match(g, "ab")) << lazy;
+    EXPECT_FALSE(full_match(g, "b") && std::string(lazy).find('+') != std::string::npos) << lazy;
+  }
+}
+
 TEST(Regex, WhatItDoesNotSupportIsRefusedByName) {
   expect_refused(
       {
@@ -83,6 +92,10 @@ TEST(Regex, WhatItDoesNotSupportIsRefusedByName) {
           {"a{100001}", "a repetition count above 10000"},
           {"a{3,2}", "max below min"},
           {"*a", "a quantifier with nothing to repeat"},
+          {"a**", "a quantifier of a quantifier (multiple repeat) at offset 2"},
+          {"a{2}{3}", "a quantifier of a quantifier (multiple repeat) at offset 4"},
+          {"a*??", "a quantifier of a quantifier (multiple repeat) at offset 3"},
+          {"(?P<x>a)(?P=x)", "a backreference '(?P=name)'"},
           {"(ab", "a missing ')'"},
           {"ab)", "an unmatched ')'"},
           {"[ab", "an unterminated '['"},

@@ -43,6 +43,16 @@ TEST(JsonDepth, BracketsInsideStringsAreText) {
             "JSON nested deeper than 256 levels (at byte 260)");
 }
 
+// Members past the bound are refused where the first one too many starts: an array's first member
+// counts at its '[', each further one at its comma; commas inside strings are text.
+TEST(JsonDepth, ValuesPastTheLineBoundAreRefused) {
+  EXPECT_EQ(json_depth_error("[1,2,3]", 3), std::nullopt);
+  EXPECT_EQ(json_depth_error("[1,2,3,4]", 3), "JSON of more than 3 values (at byte 6)");
+  EXPECT_EQ(json_depth_error("{\"a\": [], \"b\": \",,,,\"}", 3), std::nullopt);
+  EXPECT_EQ(json_depth_error("[[],[],[]]", 3), "JSON of more than 3 values (at byte 4)");
+  EXPECT_EQ(json_depth_error(std::string(100, '['), SIZE_MAX), std::nullopt) << "no bound";
+}
+
 std::vector<Request> read_lines(const std::string& content, InputFormat format) {
   std::istringstream in(content);
   PromptReader reader(in, format, RequestDefaults{}, "test.jsonl");
