@@ -9,6 +9,14 @@ schema's order, whitespace runs of at most 20. (Format "time" is left out: witho
 rfc3339-validator module, which Debian lacks, jsonschema checks it as draft 3's HH:MM:SS, not
 RFC 3339's full-time; tests/unit/json_schema_test.cpp checks it against RFC 3339's examples.)
 
+Then schemas of every keyword combination the grammars read (bounds on integers and numbers,
+enums and consts beside other keywords, allOf, oneOf, patternProperties, propertyNames, counts of
+properties, lengths beside a pattern, closed arrays, whitespace turned off), each with candidate
+values chosen by hand around its edges, labelled the same way. Their texts write numbers without
+an exponent and the other members after the named properties, as the grammars do. A case with
+"options": {"any_whitespace": false} expects its indented texts refused: the label is jsonschema's
+and whether the text has no whitespace outside its strings.
+
 Usage: scripts/oracles/json_schema_cases.py > tests/data/grammar/json_schema_cases.json
 """
 import copy
@@ -84,6 +92,66 @@ SCHEMAS = {
     "anything": {},
     "strings": {"type": "array", "items": {"type": "string", "maxLength": 4}, "minItems": 2,
                 "maxItems": 4},
+}
+
+# name: (schema, candidate values[, options])
+EDGE_CASES = {
+    "age": ({"type": "integer", "minimum": 0, "maximum": 120},
+            [-1, 0, 1, 55, 119, 120, 121, 1000, 3.5, "5", None]),
+    "bounded-number": ({"type": "number", "exclusiveMinimum": -1.5, "maximum": 2.25},
+                       [-1.5, -1.49, -1, 0, 0.5, 2.25, 2.26, 2, 3, -2, 1.125, 2.2500001]),
+    "negative-integers": ({"type": "integer", "minimum": -305, "exclusiveMaximum": -7},
+                          [-306, -305, -300, -200, -99, -8, -7, 0, 7]),
+    "oneOf-number": ({"oneOf": [{"type": "integer"}, {"type": "number"}]},
+                     [-52, 0, 1.5, -0.25, 3, "x", 2.0001]),
+    "oneOf-tagged": ({"oneOf": [
+        {"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}},
+         "required": ["kind", "x"], "additionalProperties": False},
+        {"type": "object", "properties": {"kind": {"const": "b"}, "y": {"type": "string"}},
+         "required": ["kind"], "additionalProperties": False}]},
+        [{"kind": "a", "x": 1}, {"kind": "b"}, {"kind": "b", "y": "s"}, {"kind": "a"},
+         {"kind": "c"}, {"kind": "b", "y": 1}]),
+    "enum-filtered": ({"type": "string", "enum": ["a", 1, "bb", None, "c"], "maxLength": 1},
+                      ["a", "bb", 1, None, "c", "d"]),
+    "enum-objects": ({"enum": [{"a": 1}, {"a": "x"}], "properties": {"a": {"type": "integer"}}},
+                     [{"a": 1}, {"a": "x"}, {"a": 2}]),
+    "enum-arrays": ({"enum": [[1, 2], ["x"]], "items": {"type": "integer"}},
+                    [[1, 2], ["x"], [1]]),
+    "anyOf-typed": ({"type": "integer", "anyOf": [{"minimum": 10}, {"maximum": -10}]},
+                    [0, 10, -10, 11, -11, 9, "s", 10.5]),
+    "allOf-merged": ({"allOf": [
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+         "required": ["a"], "additionalProperties": False},
+        {"properties": {"a": {"minimum": 0}}, "required": ["b"], "additionalProperties": True}]},
+        [{"a": 0, "b": "x"}, {"a": -1, "b": "x"}, {"a": 0}, {"a": 5, "b": "y"}, {"b": "x"}]),
+    "items-false": ({"type": "array", "items": False}, [[], [1], [None]]),
+    "prefix-closed": ({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
+                       "items": False, "minItems": 1},
+                      [[], [1], [1, "a"], [1, "a", 2], ["a"]]),
+    "pattern-properties": ({"type": "object", "patternProperties": {"^x_": {"type": "integer"}},
+                            "additionalProperties": False},
+                           [{}, {"x_a": 1}, {"x_a": "s"}, {"y": 1}, {"x_a": 1, "x_b": 2}]),
+    "property-names": ({"type": "object", "propertyNames": {"pattern": "^[a-z]{1,3}$"},
+                        "additionalProperties": {"type": "boolean"}, "maxProperties": 2},
+                       [{}, {"ab": True}, {"ABC": True}, {"abcd": False}, {"a": True, "b": False},
+                        {"a": True, "b": False, "c": True}, {"a": 1}]),
+    "property-counts": ({"type": "object", "properties": {
+        "a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}},
+        "minProperties": 1, "maxProperties": 2, "additionalProperties": False},
+        [{}, {"a": 1}, {"a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3}, {"c": 3}, {"b": 1, "c": 2}]),
+    "additional-schema": ({"type": "object", "properties": {"id": {"type": "integer"}},
+                           "required": ["id"],
+                           "additionalProperties": {"type": "string", "maxLength": 3}},
+                          [{"id": 1}, {"id": 1, "x": "ab"}, {"id": 1, "x": "abcd"},
+                           {"id": 1, "x": 2}, {"x": "a"}, {"id": 1, "id2": "a"},
+                           {"id": 1, "": "a"}, {"id": 1, "i": "a", "j": "b"}]),
+    "pattern-length": ({"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 4},
+                       ["a", "ab", "abcd", "abcde", "AB", ""]),
+    "format-length": ({"type": "string", "format": "date", "maxLength": 10},
+                      ["2024-01-01", "x", "2024-13-01"]),
+    "compact": ({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}},
+                 "required": ["a"], "additionalProperties": False},
+                [{"a": []}, {"a": [1, 2]}, {"a": ["x"]}, {}], {"any_whitespace": False}),
 }
 
 WORDS = ["a", "Bob", "x y", "héllo", "日本", "quote\"d", "back\\slash", "new\nline", "", "tab\t"]
@@ -227,6 +295,26 @@ def main():
             seen.add(text)
             texts.append([text, validator.is_valid(value)])
         cases.append({"name": name, "schema": schema, "texts": texts})
+    for name, (schema, values, *options) in EDGE_CASES.items():
+        validator = jsonschema.Draft202012Validator(strict(schema),
+                                                    format_checker=jsonschema.FormatChecker())
+        compact_only = bool(options) and options[0].get("any_whitespace") is False
+        texts = []
+        for value in values:
+            for indent in (None, 2):
+                text = json.dumps(value, ensure_ascii=False, indent=indent,
+                                  separators=(",", ": ") if indent else (",", ":"))
+                if any(t[0] == text for t in texts):
+                    continue
+                valid = validator.is_valid(value)
+                if compact_only:
+                    valid = valid and text == json.dumps(value, ensure_ascii=False,
+                                                         separators=(",", ":"))
+                texts.append([text, valid])
+        case = {"name": name, "schema": schema, "texts": texts}
+        if options:
+            case["options"] = options[0]
+        cases.append(case)
     json.dump({"about": __doc__.strip().splitlines()[0], "cases": cases}, sys.stdout,
               ensure_ascii=False, indent=1)
     sys.stdout.write("\n")

@@ -1,84 +1,225 @@
-// JSON Schema into grammar rules, keyword by keyword (the header lists what is read).
+// JSON Schema into grammar rules: each place's shape (schema_shape.h), branch by branch, one rule
+// per place (a recursive schema refers to its own rule).
 #include "grammar/json_schema.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "grammar/regex.h"
 
 namespace tpllama::grammar {
 namespace {
 
-using json = nlohmann::ordered_json;
+using json = SchemaJson;
 using Seq = GrammarBuilder::Sequence;
 
-// Annotations: they describe, they do not validate.
-const std::set<std::string> kAnnotations = {"title",    "description", "examples", "default",
-                                            "$schema",  "$id",         "$comment", "deprecated",
-                                            "readOnly", "writeOnly"};
-const std::set<std::string> kKeywords = {"type",        "properties",
-                                         "required",    "additionalProperties",
-                                         "enum",        "const",
-                                         "anyOf",       "oneOf",
-                                         "allOf",       "items",
-                                         "prefixItems", "minItems",
-                                         "maxItems",    "minLength",
-                                         "maxLength",   "pattern",
-                                         "format",      "$ref",
-                                         "$defs",       "definitions",
-                                         "minimum",     "exclusiveMinimum"};
+[[noreturn]] void refuse(const std::string& where, const std::string& what) {
+  fail("JSON schema at ", where, ": ", what);
+}
 
-// Regexes of the string formats, over the decoded string.
-const std::map<std::string, std::string> kFormats = {
-    {"date", R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))"},
-    {"time", R"(([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))"},
-    {"date-time",
-     R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))"},
-    {"uuid", R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"},
-    {"email", R"([a-zA-Z0-9._%+-]+@[a-zA-Z0-9-]+(\.[a-zA-Z0-9-]+)*\.[a-zA-Z]{2,})"},
+bool listed(const std::vector<std::string>& list, const std::string& s) {
+  return std::find(list.begin(), list.end(), s) != list.end();
+}
+
+// The fewest and the most characters of the texts a grammar matches (a byte set of UTF-8 lead
+// bytes is one, of continuation bytes none); most -1: no bound. nullopt where a byte set mixes
+// them.
+std::optional<std::pair<int, int>> char_range(const Grammar& g) {
+  std::vector<int> weight(g.sets.size());
+  for (size_t i = 0; i < g.sets.size(); ++i) {
+    bool lead = false, continuation = false;
+    for (int b = 0; b < 256; ++b)
+      if (g.sets[i].has(static_cast<uint8_t>(b))) ((b & 0xC0) == 0x80 ? continuation : lead) = true;
+    if (lead && continuation) return std::nullopt;
+    weight[i] = lead ? 1 : 0;
+  }
+  constexpr long kInfinite = 1L << 40;
+  const size_t rules = g.alternatives.size();
+  // The fewest: relaxed until nothing changes.
+  std::vector<long> fewest(rules, kInfinite);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < rules; ++r)
+      for (const uint32_t start : g.alternatives[r]) {
+        long sum = 0;
+        for (uint32_t p = start; g.elements[p] != Grammar::kEnd && sum < kInfinite; ++p) {
+          const uint32_t e = g.elements[p];
+          sum += (e & Grammar::kRuleFlag) ? fewest[e & ~Grammar::kRuleFlag] : weight[e];
+        }
+        if (sum < fewest[r]) {
+          fewest[r] = sum;
+          changed = true;
+        }
+      }
+  }
+  // The most: a rule that reaches itself repeats without bound.
+  std::vector<long> most(rules, -2);  // -2 unknown, -3 being walked, -1 unbounded
+  const auto walk = [&](auto&& self, size_t r) -> long {
+    if (most[r] == -3) return -1;
+    if (most[r] != -2) return most[r];
+    most[r] = -3;
+    long best = 0;
+    for (const uint32_t start : g.alternatives[r]) {
+      long sum = 0;
+      for (uint32_t p = start; g.elements[p] != Grammar::kEnd; ++p) {
+        const uint32_t e = g.elements[p];
+        const long w = (e & Grammar::kRuleFlag) ? self(self, e & ~Grammar::kRuleFlag) : weight[e];
+        if (w < 0 || sum < 0) {
+          sum = -1;
+        } else {
+          sum += w;
+        }
+      }
+      if (sum < 0 || best < 0)
+        best = -1;
+      else
+        best = std::max(best, sum);
+    }
+    most[r] = best;
+    return best;
+  };
+  const long lo = fewest[g.root], hi = walk(walk, g.root);
+  if (lo >= kInfinite) return std::nullopt;
+  return std::pair<int, int>{static_cast<int>(std::min(lo, 1L << 30)),
+                             hi < 0 ? -1 : static_cast<int>(std::min(hi, 1L << 30))};
+}
+
+// A fully anchored pattern of one character class (or escape, or `.`) under one quantifier:
+// its atom and repeat bounds (max -1: none). The common shape a length bound can join.
+bool single_atom(const std::string& pattern, std::string& atom, int& lo, int& hi) {
+  if (pattern.size() < 3 || pattern.front() != '^' || pattern.back() != '$') return false;
+  const std::string body = pattern.substr(1, pattern.size() - 2);
+  size_t i = 0;
+  if (body.empty()) return false;
+  if (body[0] == '[') {
+    i = 1;
+    if (i < body.size() && body[i] == '^') ++i;
+    if (i < body.size() && body[i] == ']') ++i;
+    for (; i < body.size() && body[i] != ']'; ++i)
+      if (body[i] == '\\') ++i;
+    if (i >= body.size()) return false;
+    ++i;
+  } else if (body[0] == '\\') {
+    if (body.size() < 2 || std::string("dDwWsS").find(body[1]) == std::string::npos) return false;
+    i = 2;
+  } else if (body[0] == '.' || std::isalnum(static_cast<unsigned char>(body[0]))) {
+    i = 1;
+  } else {
+    return false;
+  }
+  atom = body.substr(0, i);
+  std::string q = body.substr(i);
+  if (!q.empty() && q.size() > 1 && q.back() == '?') q.pop_back();  // lazy: the same texts
+  if (q == "*") {
+    lo = 0, hi = -1;
+  } else if (q == "+") {
+    lo = 1, hi = -1;
+  } else if (q == "?") {
+    lo = 0, hi = 1;
+  } else if (q.size() >= 3 && q.front() == '{' && q.back() == '}') {
+    const std::string inner = q.substr(1, q.size() - 2);
+    const size_t comma = inner.find(',');
+    const auto number = [](const std::string& s, int& out) {
+      if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos)
+        return false;
+      out = std::stoi(s);
+      return true;
+    };
+    if (comma == std::string::npos) {
+      if (!number(inner, lo)) return false;
+      hi = lo;
+    } else {
+      if (!number(inner.substr(0, comma), lo)) return false;
+      const std::string upper = inner.substr(comma + 1);
+      hi = -1;
+      if (!upper.empty() && !number(upper, hi)) return false;
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// A code point as a regex escape.
+std::string escaped(char32_t c) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "\\U%08X", static_cast<unsigned>(c));
+  return buf;
+}
+
+// The names below a point of a trie of names, as a regex of every string that is none of them.
+struct NameTrie {
+  std::map<char32_t, NameTrie> next;
+  bool name = false;
+
+  void add(const std::string& s) {
+    NameTrie* t = this;
+    for (size_t i = 0; i < s.size();) t = &t->next[utf8::decode(s, i)];
+    t->name = true;
+  }
+  std::string others() const {
+    std::vector<std::string> alts;
+    if (next.empty()) {
+      alts.push_back("..*");
+    } else {
+      std::string other_char = "[^";
+      for (const auto& [c, t] : next) other_char += escaped(c);
+      alts.push_back(other_char + "].*");
+      for (const auto& [c, t] : next) alts.push_back(escaped(c) + t.others());
+    }
+    std::string group = "(?:";
+    for (size_t i = 0; i < alts.size(); ++i) group += (i ? "|" : "") + alts[i];
+    group += ")";
+    return name ? group : group + "?";
+  }
 };
 
-class SchemaCompiler {
+class Emitter {
  public:
-  SchemaCompiler(const json& root, const JsonSchemaLimits& limits)
-      : root_(root), limits_(limits), b_(limits.grammar) {}
+  Emitter(const json& root, const JsonSchemaOptions& options)
+      : root_(root), o_(options), reader_(root, options.shape), b_(options.grammar) {}
 
   Grammar compile() {
     const uint32_t top = b_.rule("root");
-    b_.add_alternative(top, value(root_, "#", 0));
-    return b_.build(top);
-  }
-
-  Grammar any_object() {
-    const uint32_t top = b_.rule("root");
-    b_.add_alternative(top, map_of(any_value()));
+    Conjunction c;
+    c.parts.emplace_back(&root_, "#");
+    b_.add_alternative(top, value(c, 0));
     return b_.build(top);
   }
 
  private:
-  [[noreturn]] static void refuse(const std::string& where, const std::string& what) {
-    fail("JSON schema at ", where, ": ", what);
-  }
   static void append(Seq& to, const Seq& more) { to.insert(to.end(), more.begin(), more.end()); }
   Seq literal(const std::string& text) { return b_.literal(text); }
-  // A rule with these alternatives, as one symbol.
   Seq one_of(std::vector<Seq> alternatives, const std::string& hint) {
     if (alternatives.size() == 1) return alternatives.front();
     const uint32_t r = b_.fresh_rule(hint);
     for (Seq& alt : alternatives) b_.add_alternative(r, std::move(alt));
     return {GrammarBuilder::ref(r)};
   }
+  Seq regex(const std::string& text, bool json_string) {
+    const std::string key = (json_string ? "s:" : "n:") + text;
+    if (auto it = regexes_.find(key); it != regexes_.end()) return {it->second};
+    RegexOptions options;
+    options.json_string = json_string;
+    const GrammarBuilder::Symbol s = add_regex(b_, text, options);
+    regexes_.emplace(key, s);
+    return {s};
+  }
 
   // Between tokens: nothing, a space, or a newline and up to 20 spaces or tabs of indentation (as
   // llama.cpp's schema grammars): pretty-printed output, and no runs of blank lines.
   Seq ws() {
+    if (!o_.any_whitespace) return {};
     if (!ws_) {
       ByteSet indent;
       indent.add(static_cast<uint8_t>(' '));
@@ -91,45 +232,25 @@ class SchemaCompiler {
     }
     return {*ws_};
   }
-  // The rule of a symbol made once.
-  template <typename Make>
-  Seq cached(std::optional<GrammarBuilder::Symbol>& slot, const std::string& name, Make make) {
-    if (!slot) {
-      const uint32_t r = b_.rule(name);
-      slot = GrammarBuilder::ref(r);
-      for (Seq& alt : make()) b_.add_alternative(r, std::move(alt));
-    }
-    return {*slot};
-  }
-
-  // One character of a JSON string's content: a plain one or an escape.
+  // One character of a JSON string's content: a plain one, or an escape (of one character: a
+  // surrogate's \u escape would be half of one, and lengths are counted in characters).
   Seq string_char() {
-    return cached(char_, "char", [&] {
-      RegexOptions plain;
-      plain.json_string = true;
-      return std::vector<Seq>{{add_regex(b_, ".", plain)},
-                              {add_regex(b_, R"(\\(["\\/bfnrt]|u[0-9a-fA-F]{4}))")}};
-    });
+    if (!char_) {
+      const uint32_t r = b_.rule("char");
+      char_ = GrammarBuilder::ref(r);
+      b_.add_alternative(r, regex(".", true));
+      b_.add_alternative(
+          r, regex(R"(\\(["\\/bfnrt]|u([0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})))",
+                   false));
+    }
+    return {*char_};
   }
-  Seq any_string() {
-    return cached(string_, "string", [&] {
-      Seq s = literal("\"");
-      s.push_back(b_.repeat(string_char(), 0, -1, "chars"));
-      append(s, literal("\""));
-      return std::vector<Seq>{s};
-    });
+  Seq quoted(const Seq& content) {
+    Seq s = literal("\"");
+    append(s, content);
+    append(s, literal("\""));
+    return s;
   }
-  Seq number() {
-    return cached(number_, "number", [&] {
-      return std::vector<Seq>{{add_regex(b_, R"(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)")}};
-    });
-  }
-  Seq integer(const std::string& sign) {
-    return {add_regex(b_, sign == "+"    ? "0|[1-9][0-9]*"
-                          : sign == "++" ? "[1-9][0-9]*"
-                                         : "-?(0|[1-9][0-9]*)")};
-  }
-  // open ws inside ws close: an object's or an array's brackets around its contents.
   Seq bracketed(const char* open, const Seq& inside, const char* close) {
     Seq s = literal(open);
     append(s, ws());
@@ -138,7 +259,6 @@ class SchemaCompiler {
     append(s, literal(close));
     return s;
   }
-
   // ws , ws v: an item or member after the first.
   Seq comma_then(const Seq& v) {
     Seq s = ws();
@@ -147,333 +267,337 @@ class SchemaCompiler {
     append(s, v);
     return s;
   }
-
-  // {} or { "key": value, ... } with values of `v`.
-  Seq map_of(const Seq& v) {
-    Seq pair = any_string();
-    append(pair, ws());
-    append(pair, literal(":"));
-    append(pair, ws());
-    append(pair, v);
-    const Seq more = comma_then(pair);
-    Seq pairs = pair;
-    pairs.push_back(b_.repeat(more, 0, -1, "pairs"));
-    return bracketed("{", {b_.repeat(pairs, 0, 1, "members")}, "}");
-  }
   // v, then [ws , ws v] so that there are min..max of them in all (max < 0: no bound); min 0
   // allows none.
   Seq list_of(const Seq& v, int min, int max) {
-    const Seq more = comma_then(v);
-    Seq items = v;
-    items.push_back(
-        b_.repeat(more, std::max(min - 1, 0), max < 0 ? -1 : std::max(max - 1, 0), "items"));
-    if (min > 0) return items;
     if (max == 0) return {};
+    Seq items = v;
+    items.push_back(b_.repeat(comma_then(v), std::max(min - 1, 0),
+                              max < 0 ? -1 : std::max(max - 1, 0), "items"));
+    if (min > 0) return items;
     return {b_.repeat(items, 0, 1, "list")};
   }
-  Seq any_value() {
-    return cached(any_, "value", [&] {
-      Seq array = literal("[");
-      append(array, ws());
-      append(array, list_of(any_value(), 0, -1));
-      append(array, ws());
-      append(array, literal("]"));
-      return std::vector<Seq>{
-          map_of(any_value()), array,          any_string(), number(), literal("true"),
-          literal("false"),    literal("null")};
-    });
+
+  // The branches the grammar writes: those a type or keyword asked for, where there are some.
+  static Shape writable(const Shape& s) {
+    Shape named;
+    for (const Branch& b : s)
+      if (b.named) named.push_back(b);
+    return named.empty() ? s : named;
+  }
+  bool inhabited(const Conjunction& c, int depth) {
+    return !writable(reader_.read(c, depth)).empty();
   }
 
-  int count(const json& schema, const char* key, const std::string& where, int fallback) const {
-    auto it = schema.find(key);
-    if (it == schema.end()) return fallback;
-    if (!it->is_number_unsigned() || it->get<uint64_t>() > static_cast<uint64_t>(limits_.max_items))
-      refuse(where, std::string("'") + key + "' must be an integer from 0 to " +
-                        std::to_string(limits_.max_items) + ", got " + it->dump());
-    return static_cast<int>(it->get<uint64_t>());
+  Seq value(const Conjunction& c, int depth) {
+    const std::string key = c.key();
+    if (auto it = rules_.find(key); it != rules_.end()) return {GrammarBuilder::ref(it->second)};
+    const Shape written = writable(reader_.read(c, depth));
+    if (written.empty()) refuse(c.where(), "no value satisfies the schema");
+    const uint32_t r = b_.fresh_rule("value");
+    rules_.emplace(key, r);
+    size_t alternatives = 0;
+    for (const Branch& branch : written)
+      if (std::optional<Seq> s = branch_text(branch, c.where(), depth)) {
+        b_.add_alternative(r, std::move(*s));
+        ++alternatives;
+      }
+    if (alternatives == 0)
+      refuse(c.where(), "no value satisfies the schema (within the digit limits)");
+    return {GrammarBuilder::ref(r)};
   }
 
-  Seq value(const json& schema, const std::string& where, int depth) {
-    if (depth > limits_.max_depth)
-      refuse(where, "nested deeper than " + std::to_string(limits_.max_depth));
-    if (schema.is_boolean()) {
-      if (!schema.get<bool>()) refuse(where, "the schema false matches nothing");
-      return any_value();
+  // One value of an enum or const, with whitespace between its tokens as any value may have.
+  Seq written_value(const json& v) {
+    if (v.is_array() && !v.empty()) {
+      Seq items = written_value(v[0]);
+      for (size_t i = 1; i < v.size(); ++i) append(items, comma_then(written_value(v[i])));
+      return bracketed("[", items, "]");
     }
-    if (!schema.is_object()) refuse(where, "a schema must be an object or a boolean");
-    for (auto it = schema.begin(); it != schema.end(); ++it)
-      if (!kKeywords.count(it.key()) && !kAnnotations.count(it.key()))
-        refuse(where, "the keyword '" + it.key() + "' is not supported");
-    if (auto ref = schema.find("$ref"); ref != schema.end()) {
-      for (auto it = schema.begin(); it != schema.end(); ++it)
-        if (it.key() != "$ref" && it.key() != "$defs" && it.key() != "definitions" &&
-            !kAnnotations.count(it.key()))
-          refuse(where, "'$ref' beside '" + it.key() + "' is not supported");
-      return reference(*ref, where, depth);
+    if (v.is_object() && !v.empty()) {
+      Seq members;
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        const Seq m = member(literal(json(it.key()).dump()), written_value(it.value()));
+        append(members, it == v.begin() ? m : comma_then(m));
+      }
+      return bracketed("{", members, "}");
     }
-    if (auto c = schema.find("const"); c != schema.end()) return literal(c->dump());
-    if (auto e = schema.find("enum"); e != schema.end()) {
-      if (!e->is_array() || e->empty() || e->size() > limits_.max_enum)
-        refuse(where,
-               "'enum' must be a list of 1 to " + std::to_string(limits_.max_enum) + " values");
+    return literal(v.dump());
+  }
+
+  std::optional<Seq> branch_text(const Branch& b, const std::string& where, int depth) {
+    if (b.values) {
       std::vector<Seq> alternatives;
-      for (const json& v : *e) alternatives.push_back(literal(v.dump()));
+      for (const json& v : *b.values) alternatives.push_back(written_value(v));
       return one_of(std::move(alternatives), "enum");
     }
-    for (const char* key : {"anyOf", "oneOf", "allOf"}) {
-      auto it = schema.find(key);
-      if (it == schema.end()) continue;
-      if (!it->is_array() || it->empty())
-        refuse(where, std::string("'") + key + "' must be a non-empty list");
-      if (std::string(key) == "allOf" && it->size() > 1)
-        refuse(where, "'allOf' of more than one schema is not supported");
-      std::vector<Seq> alternatives;
-      for (size_t i = 0; i < it->size(); ++i)
-        alternatives.push_back(
-            value((*it)[i], where + "/" + key + "/" + std::to_string(i), depth + 1));
-      return one_of(std::move(alternatives), key);
-    }
-    return typed(schema, where, depth);
-  }
-
-  Seq typed(const json& schema, const std::string& where, int depth) {
-    std::vector<std::string> types;
-    if (auto t = schema.find("type"); t != schema.end()) {
-      if (t->is_string()) {
-        types.push_back(*t);
-      } else if (t->is_array() && !t->empty()) {
-        for (const json& one : *t) {
-          if (!one.is_string()) refuse(where, "'type' lists a non-string " + one.dump());
-          types.push_back(one);
-        }
-      } else {
-        refuse(where, "'type' must be a string or a list of strings");
+    switch (b.kind) {
+      case Kind::kNull:
+        return literal("null");
+      case Kind::kBoolean:
+        return one_of({literal("true"), literal("false")}, "boolean");
+      case Kind::kInteger: {
+        const std::optional<std::string> r = integer_range_regex(b.minimum, b.maximum, o_.digits);
+        if (!r) return std::nullopt;
+        return regex(*r, false);
       }
-    } else if (schema.contains("properties") || schema.contains("additionalProperties")) {
-      types = {"object"};
-    } else if (schema.contains("items") || schema.contains("prefixItems")) {
-      types = {"array"};
-    } else if (schema.contains("pattern") || schema.contains("format") ||
-               schema.contains("minLength") || schema.contains("maxLength")) {
-      types = {"string"};
-    } else {
-      return any_value();
-    }
-    std::vector<Seq> alternatives;
-    for (const std::string& type : types) {
-      if (type == "object")
-        alternatives.push_back(object(schema, where, depth));
-      else if (type == "array")
-        alternatives.push_back(array(schema, where, depth));
-      else if (type == "string")
-        alternatives.push_back(string(schema, where));
-      else if (type == "integer")
-        alternatives.push_back(integer(sign(schema, where)));
-      else if (type == "number" &&
-               (schema.contains("minimum") || schema.contains("exclusiveMinimum")))
-        refuse(where, "a number's 'minimum' is not supported (an integer's 0 or 1 is)");
-      else if (type == "number")
-        alternatives.push_back(number());
-      else if (type == "boolean")
-        alternatives.push_back(one_of({literal("true"), literal("false")}, "boolean"));
-      else if (type == "null")
-        alternatives.push_back(literal("null"));
-      else
-        refuse(where, "unknown type '" + type + "'");
-    }
-    return one_of(std::move(alternatives), "type");
-  }
-
-  // An integer's lower bound, where it is cheap: minimum 0 ("+") or 1 ("++").
-  std::string sign(const json& schema, const std::string& where) const {
-    auto min = schema.find("minimum");
-    auto exclusive = schema.find("exclusiveMinimum");
-    if (min == schema.end() && exclusive == schema.end()) return "";
-    const json& bound = min != schema.end() ? *min : *exclusive;
-    if (min != schema.end() && exclusive != schema.end())
-      refuse(where, "'minimum' with 'exclusiveMinimum' is not supported");
-    if (!bound.is_number_integer()) refuse(where, "a minimum that is not an integer");
-    const int64_t lowest = bound.get<int64_t>() + (exclusive != schema.end() ? 1 : 0);
-    if (lowest == 0) return "+";
-    if (lowest == 1) return "++";
-    refuse(where, "an integer minimum other than 0 or 1 is not supported");
-  }
-
-  Seq string(const json& schema, const std::string& where) {
-    const bool sized = schema.contains("minLength") || schema.contains("maxLength");
-    auto pattern = schema.find("pattern");
-    auto format = schema.find("format");
-    if ((pattern != schema.end()) + (format != schema.end()) + sized > 1)
-      refuse(where, "'pattern', 'format' and lengths together are not supported");
-    Seq s = literal("\"");
-    if (pattern != schema.end() || format != schema.end()) {
-      std::string regex;
-      if (pattern != schema.end()) {
-        if (!pattern->is_string()) refuse(where, "'pattern' must be a string");
-        regex = *pattern;
-        // JSON Schema's pattern searches: a side without an anchor may have text around it.
-        const bool start = !regex.empty() && regex.front() == '^';
-        const bool end = !regex.empty() && regex.back() == '$';
-        if (start) regex.erase(0, 1);
-        if (end) regex.pop_back();
-        regex = (start ? "" : ".*") + std::string("(?:") + regex + ")" + (end ? "" : ".*");
-      } else {
-        auto it = format->is_string() ? kFormats.find(*format) : kFormats.end();
-        if (it == kFormats.end())
-          refuse(where, "the format " + format->dump() + " is not supported");
-        regex = it->second;
+      case Kind::kNumber: {
+        const std::optional<std::string> r =
+            number_range_regex(b.minimum, b.maximum, o_.digits, b.not_integer);
+        if (!r) return std::nullopt;
+        return regex(*r, false);
       }
+      case Kind::kString:
+        return string_text(b.string, where);
+      case Kind::kArray:
+        return array_text(b.array, depth);
+      case Kind::kObject:
+        return object_text(b.object, where, depth);
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Seq> string_text(const StringRules& r, const std::string& where) {
+    // The pattern or format (at most one) as a regex over the whole string, and what it was.
+    std::vector<std::pair<std::string, std::string>> regexes;
+    for (const std::string& p : r.patterns)
+      regexes.emplace_back(searched(p, ".*"), "'pattern' " + json(p).dump());
+    for (const std::string& f : r.formats)
+      for (const auto& [name, text] : schema_formats())
+        if (name == f) regexes.emplace_back(text, "'format' " + json(f).dump());
+    if (regexes.size() > 1)
+      refuse(where, regexes[0].second + " beside " + regexes[1].second +
+                        " is not supported (one pattern or format per string)");
+    const bool bounded = r.min_length > 0 || r.max_length >= 0;
+    if (regexes.empty()) {
+      if (!bounded) return any_string();
+      return quoted({b_.repeat(string_char(), r.min_length, r.max_length, "chars")});
+    }
+    const auto& [text, what] = regexes.front();
+    if (bounded) {
       RegexOptions options;
       options.json_string = true;
-      try {
-        s.push_back(add_regex(b_, regex, options));
-      } catch (const Error& e) {
-        refuse(where, e.what());
+      const std::optional<std::pair<int, int>> span = char_range(compile_regex(text, options));
+      const bool implied =
+          span && span->first >= r.min_length &&
+          (r.max_length < 0 || (span->second >= 0 && span->second <= r.max_length));
+      const bool disjoint = span && ((span->second >= 0 && span->second < r.min_length) ||
+                                     (r.max_length >= 0 && span->first > r.max_length));
+      std::string atom;
+      int lo = 0, hi = -1;
+      if (disjoint) return std::nullopt;
+      if (!implied) {
+        if (r.patterns.empty() || !single_atom(r.patterns.front(), atom, lo, hi))
+          refuse(where, what +
+                            " with 'minLength'/'maxLength' it does not imply is not supported "
+                            "(a pattern of one quantified character class is)");
+        lo = std::max(lo, r.min_length);
+        hi = hi < 0 ? r.max_length : (r.max_length < 0 ? hi : std::min(hi, r.max_length));
+        if (hi >= 0 && lo > hi) return std::nullopt;
+        return quoted(regex(atom + "{" + std::to_string(lo) + "," +
+                                (hi < 0 ? std::string() : std::to_string(hi)) + "}",
+                            true));
       }
-    } else if (sized) {
-      const int min = count(schema, "minLength", where, 0);
-      const int max = count(schema, "maxLength", where, -1);
-      if (max >= 0 && max < min) refuse(where, "'maxLength' below 'minLength'");
-      s.push_back(b_.repeat(string_char(), min, max, "chars"));
-    } else {
-      return any_string();
     }
-    append(s, literal("\""));
+    return quoted(regex(text, true));
+  }
+  Seq any_string() {
+    if (!string_) {
+      const uint32_t r = b_.rule("string");
+      string_ = GrammarBuilder::ref(r);
+      b_.add_alternative(r, quoted({b_.repeat(string_char(), 0, -1, "chars")}));
+    }
+    return {*string_};
+  }
+
+  std::optional<Seq> array_text(const ArrayRules& a, int depth) {
+    int max = a.max_items;
+    const int min = a.min_items;
+    std::vector<Seq> prefix;
+    bool cut = false;  // an item of the prefix no value fills: the array ends before it
+    for (size_t i = 0; i < a.prefix.size(); ++i) {
+      if (max >= 0 && static_cast<int>(i) >= max) break;
+      if (!inhabited(a.prefix[i], depth + 1)) {
+        max = max < 0 ? static_cast<int>(i) : std::min(max, static_cast<int>(i));
+        cut = true;
+        break;
+      }
+      prefix.push_back(value(a.prefix[i], depth + 1));
+    }
+    Rest rest = cut ? Rest::kNone : a.rest;
+    Conjunction items = a.items;
+    if (rest == Rest::kUnwritten) {  // written only where minItems needs them
+      rest = min > static_cast<int>(prefix.size()) ? Rest::kSchema : Rest::kNone;
+      items = {};
+    }
+    if (rest == Rest::kSchema && !inhabited(items, depth + 1)) rest = Rest::kNone;
+    const int k = static_cast<int>(prefix.size());
+    if (rest == Rest::kNone) max = max < 0 ? k : std::min(max, k);
+    if (max >= 0 && min > max) return std::nullopt;
+    const Seq item = rest == Rest::kSchema ? value(items, depth + 1) : Seq{};
+    if (prefix.empty()) return bracketed("[", list_of(item, min, max), "]");
+    // The items after the prefix, once all of it is there; then the prefix from its end, each
+    // item past minItems optional (an array may stop inside its prefixItems).
+    Seq suffix;
+    if (rest == Rest::kSchema && (max < 0 || max > k))
+      suffix.push_back(
+          b_.repeat(comma_then(item), std::max(min - k, 0), max < 0 ? -1 : max - k, "items"));
+    for (int i = k - 1; i >= 0; --i) {
+      Seq with = i > 0 ? comma_then(prefix[static_cast<size_t>(i)]) : prefix[0];
+      append(with, suffix);
+      suffix = i < min ? with : Seq{b_.repeat(with, 0, 1, "prefix")};
+    }
+    return bracketed("[", suffix, "]");
+  }
+
+  // "name" ws : ws value
+  Seq member(const Seq& key, const Seq& v) {
+    Seq s = key;
+    append(s, ws());
+    append(s, literal(":"));
+    append(s, ws());
+    append(s, v);
     return s;
   }
 
-  Seq object(const json& schema, const std::string& where, int depth) {
-    auto props = schema.find("properties");
-    auto extra = schema.find("additionalProperties");
-    const bool has_props = props != schema.end() && !props->empty();
-    if (props != schema.end() && !props->is_object())
-      refuse(where, "'properties' must be an object");
-    if (extra != schema.end() && !(extra->is_boolean() && !extra->get<bool>())) {
-      if (has_props)
-        refuse(where,
-               "'additionalProperties' other than false beside 'properties' is not supported");
-      return map_of(value(*extra, where + "/additionalProperties", depth + 1));
+  // The members the properties do not name that the grammar writes (a key and its value), or
+  // nullopt for none. `needed`: minProperties asks for members the properties cannot give, so
+  // those JSON Schema allows but the strict grammar would leave out are written too.
+  std::optional<Seq> other_members(const ObjectRules& o, const std::string& where, int depth,
+                                   bool needed) {
+    std::vector<std::string> names;
+    for (const auto& p : o.properties) names.push_back(p.first);
+    std::vector<std::tuple<std::string, Conjunction, size_t>> patterns;
+    for (size_t i = 0; i < o.open.size(); ++i)
+      for (const auto& [p, c] : o.open[i].patterns) patterns.emplace_back(p, c, i);
+    if (patterns.size() > 1)
+      refuse(where, "more than one 'patternProperties' pattern at one place is not supported");
+    if (patterns.size() == 1) {
+      const auto& [p, schemas, owner] = patterns.front();
+      // A member named by the pattern takes its schemas and every other rule's rest.
+      Conjunction c = schemas;
+      for (size_t i = 0; i < o.open.size(); ++i) {
+        if (i == owner) continue;
+        if (o.open[i].rest == Rest::kNone) return std::nullopt;
+        if (o.open[i].rest == Rest::kSchema) c.add(o.open[i].additional);
+      }
+      for (const std::string& name : names)
+        if (reader_.pattern_found(p, name, Formats::kIgnored))
+          refuse(where, "'patternProperties' " + json(p).dump() + " matches the property " +
+                            json(name).dump() + " (the grammar cannot keep the two apart)");
+      if (o.property_names || !inhabited(c, depth + 1)) return std::nullopt;
+      return member(quoted(regex(searched(p, ".*"), true)), value(c, depth + 1));
     }
-    std::set<std::string> required;
-    if (auto r = schema.find("required"); r != schema.end()) {
-      if (!r->is_array()) refuse(where, "'required' must be a list of names");
-      for (const json& name : *r) {
-        if (!name.is_string() || !has_props || !props->contains(name.get<std::string>()))
-          refuse(where, "'required' names " + name.dump() + ", which 'properties' does not have");
-        required.insert(name);
+    Conjunction c;
+    bool written = o.open.empty();
+    for (const OpenRule& rule : o.open) {
+      if (rule.rest == Rest::kNone) return std::nullopt;
+      if (rule.rest == Rest::kSchema) {
+        c.add(rule.additional);
+        written = true;
       }
     }
-    // The properties in order, each optional one maybe left out, commas between those written:
-    // first[i] (none written yet) and rest[i] (some written) for the properties from i on.
+    if ((!written && !needed) || !inhabited(c, depth + 1)) return std::nullopt;
+    Seq key;
+    if (o.property_names) {
+      if (!names.empty()) return std::nullopt;  // free names and propertyNames: none written
+      std::vector<Seq> keys;
+      for (const Branch& b : writable(reader_.read(*o.property_names, depth + 1)))
+        if (b.kind == Kind::kString)
+          if (std::optional<Seq> s = branch_text(b, where + "/propertyNames", depth + 1))
+            keys.push_back(std::move(*s));
+      if (keys.empty()) return std::nullopt;
+      key = one_of(std::move(keys), "name");
+    } else if (names.empty()) {
+      key = any_string();
+    } else {
+      // Plain characters only: an escape could spell a property's name.
+      NameTrie trie;
+      for (const std::string& name : names) trie.add(name);
+      key = quoted(regex(trie.others(), true));
+    }
+    return member(key, value(c, depth + 1));
+  }
+
+  std::optional<Seq> object_text(const ObjectRules& o, const std::string& where, int depth) {
     std::vector<std::pair<Seq, bool>> members;  // "key": value, and whether required
-    if (has_props)
-      for (auto it = props->begin(); it != props->end(); ++it) {
-        Seq kv = literal(json(it.key()).dump());
-        append(kv, ws());
-        append(kv, literal(":"));
-        append(kv, ws());
-        append(kv, value(it.value(), where + "/properties/" + it.key(), depth + 1));
-        members.emplace_back(std::move(kv), required.count(it.key()) > 0);
+    for (const auto& [name, schemas] : o.properties) {
+      const bool required = listed(o.required, name);
+      if (!inhabited(schemas, depth + 1)) {
+        if (required) return std::nullopt;
+        continue;
       }
-    Seq first_next, rest_next;  // of the properties after i: empty at the end
-    for (size_t i = members.size(); i-- > 0;) {
-      const auto& [kv, needed] = members[i];
-      const uint32_t first = b_.fresh_rule("first"), rest = b_.fresh_rule("rest");
-      Seq take_first = kv;
-      append(take_first, rest_next);
-      b_.add_alternative(first, std::move(take_first));
-      if (!needed) b_.add_alternative(first, first_next);
-      Seq take_rest = comma_then(kv);
-      append(take_rest, rest_next);
-      b_.add_alternative(rest, std::move(take_rest));
-      if (!needed) b_.add_alternative(rest, rest_next);
-      first_next = {GrammarBuilder::ref(first)};
-      rest_next = {GrammarBuilder::ref(rest)};
+      members.emplace_back(member(literal(json(name).dump()), value(schemas, depth + 1)), required);
     }
-    return bracketed("{", first_next, "}");
-  }
-
-  Seq array(const json& schema, const std::string& where, int depth) {
-    const int min = count(schema, "minItems", where, 0);
-    const int max = count(schema, "maxItems", where, -1);
-    if (max >= 0 && max < min) refuse(where, "'maxItems' below 'minItems'");
-    std::vector<Seq> prefix;
-    if (auto p = schema.find("prefixItems"); p != schema.end()) {
-      if (!p->is_array()) refuse(where, "'prefixItems' must be a list of schemas");
-      for (size_t i = 0; i < p->size(); ++i)
-        prefix.push_back(value((*p)[i], where + "/prefixItems/" + std::to_string(i), depth + 1));
-    }
-    auto items = schema.find("items");
-    // After prefixItems, no more items unless 'items' says which (strict, as for objects).
-    const bool more =
-        items != schema.end() ? !(items->is_boolean() && !items->get<bool>()) : prefix.empty();
-    Seq item =
-        more ? (items != schema.end() ? value(*items, where + "/items", depth + 1) : any_value())
-             : Seq{};
-    Seq list;
-    if (prefix.empty()) {
-      list = list_of(item, min, max);
-    } else {
-      // The items after the prefix, once all of it is there; then the prefix from its end, each
-      // item past minItems optional (an array may stop inside its prefixItems).
-      const int k = std::min(static_cast<int>(prefix.size()), max < 0 ? INT32_MAX : max);
-      Seq after;
-      if (more && (max < 0 || max > k))
-        after.push_back(
-            b_.repeat(comma_then(item), std::max(min - k, 0), max < 0 ? -1 : max - k, "items"));
-      Seq suffix = after;  // what follows prefix item i - 1
-      for (int i = k - 1; i >= 0; --i) {
-        Seq with = i > 0 ? comma_then(prefix[static_cast<size_t>(i)]) : prefix[0];
-        append(with, suffix);
-        suffix = i < min ? with : Seq{b_.repeat(with, 0, 1, "prefix")};
+    const int n = static_cast<int>(members.size());
+    const int min = o.min_properties, max = o.max_properties;
+    const std::optional<Seq> other = other_members(o, where, depth, min > n);
+    // Two members of free names could be one name twice, which counts once.
+    if (other && min - n >= 2)
+      refuse(where, "'minProperties' " + std::to_string(min) +
+                        " needs two or more members beyond the named properties, whose names "
+                        "could repeat (not supported)");
+    // members(i, k, first): the members from i on, k written so far (counted up to the bound
+    // that matters), `first` when none is: a rule per state, made once.
+    const int cap = max >= 0 ? max : min;
+    std::map<std::tuple<int, int, bool>, std::optional<Seq>> made;
+    const auto from = [&](auto&& self, int i, int k, bool first) -> std::optional<Seq> {
+      const auto state = std::make_tuple(i, k, first);
+      if (auto it = made.find(state); it != made.end()) return it->second;
+      std::optional<Seq> out;
+      if (i == n) {
+        const int lo = std::max(min - k, 0), hi = max < 0 ? -1 : max - k;
+        if (lo == 0 && (!other || hi == 0)) {
+          out = Seq{};
+        } else if (other && lo <= 1) {
+          out = first ? list_of(*other, lo, hi)
+                      : Seq{b_.repeat(comma_then(*other), lo, hi, "members")};
+        }
+      } else {
+        std::vector<Seq> alternatives;
+        if (max < 0 || k < max) {
+          if (std::optional<Seq> next = self(self, i + 1, std::min(k + 1, cap), false)) {
+            Seq s = first ? members[static_cast<size_t>(i)].first
+                          : comma_then(members[static_cast<size_t>(i)].first);
+            append(s, *next);
+            alternatives.push_back(std::move(s));
+          }
+        }
+        if (!members[static_cast<size_t>(i)].second)
+          if (std::optional<Seq> next = self(self, i + 1, k, first))
+            alternatives.push_back(std::move(*next));
+        if (!alternatives.empty()) {
+          const uint32_t r = b_.fresh_rule("members");
+          for (Seq& alt : alternatives) b_.add_alternative(r, std::move(alt));
+          out = Seq{GrammarBuilder::ref(r)};
+        }
       }
-      list = suffix;
-    }
-    return bracketed("[", list, "]");
-  }
-
-  // The rule of a local reference, made once (a recursive schema refers to its own rule).
-  Seq reference(const json& ref, const std::string& where, int depth) {
-    if (!ref.is_string()) refuse(where, "'$ref' must be a string");
-    const std::string path = ref;
-    if (auto it = refs_.find(path); it != refs_.end()) return {GrammarBuilder::ref(it->second)};
-    const json* target = nullptr;
-    if (path == "#") {
-      target = &root_;
-    } else {
-      for (const char* defs : {"#/$defs/", "#/definitions/"}) {
-        const std::string prefix = defs;
-        if (path.rfind(prefix, 0) != 0) continue;
-        const std::string name = path.substr(prefix.size());
-        auto table = root_.find(prefix.substr(2, prefix.size() - 3));
-        if (table == root_.end() || !table->is_object()) continue;
-        if (auto it = table->find(name); it != table->end()) target = &*it;
-      }
-    }
-    if (target == nullptr)
-      refuse(where, "'$ref' " + ref.dump() + " is not a local reference this schema defines");
-    const uint32_t rule = b_.fresh_rule("ref");
-    refs_.emplace(path, rule);
-    b_.add_alternative(rule, value(*target, path, depth + 1));
-    return {GrammarBuilder::ref(rule)};
+      made.emplace(state, out);
+      return out;
+    };
+    const std::optional<Seq> inside = from(from, 0, 0, true);
+    if (!inside) return std::nullopt;
+    return bracketed("{", *inside, "}");
   }
 
   const json& root_;
-  JsonSchemaLimits limits_;
+  JsonSchemaOptions o_;
+  ShapeReader reader_;
   GrammarBuilder b_;
-  std::map<std::string, uint32_t> refs_;
-  std::optional<GrammarBuilder::Symbol> ws_, char_, string_, number_, any_;
+  std::map<std::string, uint32_t> rules_;                  // by place
+  std::map<std::string, GrammarBuilder::Symbol> regexes_;  // by text
+  std::optional<GrammarBuilder::Symbol> ws_, char_, string_;
 };
 
 }  // namespace
 
-Grammar compile_json_schema(const json& schema, const JsonSchemaLimits& limits) {
-  return SchemaCompiler(schema, limits).compile();
+Grammar compile_json_schema(const json& schema, const JsonSchemaOptions& options) {
+  return Emitter(schema, options).compile();
 }
 
-Grammar json_object_grammar() {
-  static const json kEmpty = json::object();
-  return SchemaCompiler(kEmpty, {}).any_object();
+Grammar json_object_grammar(const JsonSchemaOptions& options) {
+  static const json kObject = {{"type", "object"}};
+  return Emitter(kObject, options).compile();
 }
 
 }  // namespace tpllama::grammar

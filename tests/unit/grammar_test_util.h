@@ -3,6 +3,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -20,7 +21,7 @@ inline bool full_match(const Grammar& g, const std::string& text) {
 
 // Each input refused by `compile` with a message holding its reason.
 template <typename Compile>
-void expect_refused(std::initializer_list<std::pair<std::string, std::string>> cases,
+void expect_refused(const std::vector<std::pair<std::string, std::string>>& cases,
                     Compile compile) {
   for (const auto& [input, why] : cases) {
     try {
