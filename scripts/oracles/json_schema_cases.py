@@ -100,6 +100,8 @@ EDGE_CASES = {
             [-1, 0, 1, 55, 119, 120, 121, 1000, 3.5, "5", None]),
     "bounded-number": ({"type": "number", "exclusiveMinimum": -1.5, "maximum": 2.25},
                        [-1.5, -1.49, -1, 0, 0.5, 2.25, 2.26, 2, 3, -2, 1.125, 2.2500001]),
+    "double-bounds": ({"type": "number", "exclusiveMinimum": 0.1, "maximum": 0.2},
+                      [0.1, 0.11, 0.2, 0.2000001, 0.15, 0.100000000000001, 0]),
     "negative-integers": ({"type": "integer", "minimum": -305, "exclusiveMaximum": -7},
                           [-306, -305, -300, -200, -99, -8, -7, 0, 7]),
     "oneOf-number": ({"oneOf": [{"type": "integer"}, {"type": "number"}]},

@@ -92,6 +92,7 @@ OutputJob output_job(const RunOptions& o, const Session& session, InputFormat fo
       {"--min-p", setting_number(s.min_p)},
       {"--seed", std::to_string(o.defaults.seed)},
       {"--max-tokens", std::to_string(o.defaults.max_tokens)},
+      {"--json-max-digits", std::to_string(o.defaults.json_max_digits)},
       {"--max-model-len", std::to_string(session.context())},
       {"--input-format", format == InputFormat::kText    ? "text"
                          : format == InputFormat::kJsonl ? "jsonl"
@@ -100,7 +101,9 @@ OutputJob output_job(const RunOptions& o, const Session& session, InputFormat fo
        o.session.chat_template.empty() ? "(the model's)" : absolute(o.session.chat_template)}};
   // By what it asks for (a hash of its constraint), wherever the file now is.
   Fnv1a h;
-  if (c) h.add(std::string(constraint_kind_name(c->kind)) + "\n" + c->text);
+  if (c)
+    h.add(std::string(constraint_kind_name(c->kind)) + "\n" + c->text +
+          (c->compact ? "\ncompact" : ""));
   job.settings.emplace_back(
       "--response-format",
       c ? std::string(constraint_kind_name(c->kind)) + " " + h.hex() : "(none)");

@@ -62,6 +62,12 @@ void add_run_command(CLI::App& app, RunOptions& o) {
                   "holding an OpenAI response_format ({\"type\": \"json_schema\", \"json_schema\": "
                   "{\"schema\": ...}} or {\"type\": \"json_object\"}) or a vLLM structured_outputs "
                   "object ({\"json\"|\"regex\"|\"choice\"|\"grammar\": ...})");
+  run->add_option("--json-max-digits", o.defaults.json_max_digits,
+                  "Structured outputs: the most digits of a JSON number's integer part where its "
+                  "schema leaves it unbounded, and of its fraction (numbers are written without an "
+                  "exponent; a small model left alone writes digits without end)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   run->add_option("--max-seqs", o.session.engine.max_seqs, "Sequences in flight at once")
       ->capture_default_str()
       ->check(at_least(1));

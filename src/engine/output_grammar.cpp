@@ -52,11 +52,14 @@ grammar::Grammar choice_grammar(const std::string& choices_json) {
 }  // namespace
 
 grammar::Grammar compile_constraint(const OutputConstraint& c) {
+  grammar::JsonSchemaOptions json;
+  json.any_whitespace = !c.compact;
+  json.digits.integer = json.digits.fraction = c.max_digits;
   switch (c.kind) {
     case OutputConstraint::Kind::kJsonSchema:
-      return grammar::compile_json_schema(nlohmann::ordered_json::parse(c.text));
+      return grammar::compile_json_schema(nlohmann::ordered_json::parse(c.text), json);
     case OutputConstraint::Kind::kJsonObject:
-      return grammar::json_object_grammar();
+      return grammar::json_object_grammar(json);
     case OutputConstraint::Kind::kRegex:
       return grammar::compile_regex(c.text);
     case OutputConstraint::Kind::kChoice:
@@ -134,6 +137,8 @@ std::shared_ptr<const OutputGrammar> OutputGrammars::compile(const OutputConstra
   std::string key = constraint_kind_name(c.kind);
   key += '\0';
   key += c.text;
+  key += '\0';
+  key += (c.compact ? "compact " : "spaced ") + std::to_string(c.max_digits);
   if (auto it = cache_.find(key); it != cache_.end()) {
     order_.remove(key);  // most recently used last; the list is short (kMaxGrammars)
     order_.push_back(key);

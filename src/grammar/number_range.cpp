@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdint>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -377,6 +379,42 @@ std::optional<Decimal> Decimal::parse(const std::string& text, int max_digits) {
   d.integer = trim_leading_zeros(integer);
   while (!fraction.empty() && fraction.back() == '0') fraction.pop_back();
   d.fraction = fraction;
+  if (d.integer == "0" && d.fraction.empty()) d.negative = false;
+  return d;
+}
+
+Decimal Decimal::exact(double v) {
+  Decimal d;
+  d.negative = std::signbit(v) && v != 0;
+  int exponent = 0;
+  const double fraction = std::frexp(std::fabs(v), &exponent);  // v = fraction * 2^exponent
+  // The 53-bit integer m with v = m * 2^e.
+  auto m = static_cast<uint64_t>(std::ldexp(fraction, 53));
+  int e = exponent - 53;
+  while (m != 0 && m % 2 == 0 && e < 0) {
+    m /= 2;
+    ++e;
+  }
+  // Digits, least significant first, times a small factor.
+  std::string digits = std::to_string(m);
+  std::reverse(digits.begin(), digits.end());
+  const auto times = [&](int factor) {
+    int carry = 0;
+    for (char& c : digits) {
+      const int x = (c - '0') * factor + carry;
+      c = static_cast<char>('0' + x % 10);
+      carry = x / 10;
+    }
+    for (; carry > 0; carry /= 10) digits += static_cast<char>('0' + carry % 10);
+  };
+  // m * 2^e: doubled e times, or (e < 0) m * 5^-e with the point -e digits from the right.
+  for (int i = 0; i < std::abs(e); ++i) times(e > 0 ? 2 : 5);
+  std::reverse(digits.begin(), digits.end());
+  const size_t point = e >= 0 ? 0 : static_cast<size_t>(-e);
+  if (digits.size() <= point) digits.insert(0, point - digits.size() + 1, '0');
+  d.integer = trim_leading_zeros(digits.substr(0, digits.size() - point));
+  d.fraction = digits.substr(digits.size() - point);
+  while (!d.fraction.empty() && d.fraction.back() == '0') d.fraction.pop_back();
   if (d.integer == "0" && d.fraction.empty()) d.negative = false;
   return d;
 }

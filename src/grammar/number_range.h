@@ -21,6 +21,8 @@ struct Decimal {
   // JSON number text ("-12", "0.25", "1.5e-3", "2E+2"); nullopt when it is not one, or its
   // exponent would write more than `max_digits` digits.
   static std::optional<Decimal> parse(const std::string& text, int max_digits = 400);
+  // The exact value of a finite double (0.1 is 0.1000000000000000055511151231257827...).
+  static Decimal exact(double v);
   bool whole() const { return fraction.empty(); }
   std::string text() const;  // as JSON writes it, without an exponent
 };

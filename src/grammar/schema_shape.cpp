@@ -2,6 +2,7 @@
 #include "grammar/schema_shape.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <set>
 #include <tuple>
@@ -83,7 +84,13 @@ Kind kind_of(const json& v) {
   return Kind::kObject;
 }
 
+// The value a validator compares: an integer as written, a double exactly.
 std::optional<Decimal> decimal_of(const json& v) {
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d)) return std::nullopt;
+    return Decimal::exact(d);
+  }
   return Decimal::parse(v.dump(), 400);
 }
 
@@ -339,24 +346,29 @@ const std::vector<std::pair<std::string, std::string>>& schema_formats() {
 
 namespace {
 
-// A bound as a validator reads it. A bound written with a fraction or an exponent is a double to
-// python3-jsonschema: exact only within 15 significant digits and below 1e15, so others are
-// refused (an integer written out is exact at any size).
+// A bound as a validator compares it. A bound written with a fraction or an exponent is a double
+// (0.1 is a little above 0.1): taken as its shortest decimal where that has at most 15
+// significant digits below 1e15 (the numbers written, of at most 15, then compare with it as
+// doubles do), else as the double's exact value. An integer is exact at any size, but past 2^63
+// the request's JSON reader holds it as a double too, rounded: refused.
 RangeBound schema_bound(const json& v, const std::string& where, const std::string& key,
                         bool exclusive) {
   if (v.is_boolean())
     refuse(where, "'" + key + "' must be a number (draft 2020-12's form), got " + v.dump());
   if (!v.is_number()) refuse(where, "'" + key + "' must be a number, got " + v.dump());
-  const std::optional<Decimal> d = decimal_of(v);
+  std::optional<Decimal> d = decimal_of(v);
   if (!d) refuse(where, "'" + key + "' is out of range: " + v.dump());
   if (v.is_number_float()) {
-    std::string digits = d->integer + d->fraction;
+    if (std::fabs(v.get<double>()) >= 0x1p63)
+      refuse(where, "'" + key + "' is " + v.dump() +
+                        ": a bound of 2^63 or more is read as a double, rounded (not supported)");
+    const std::optional<Decimal> shortest = Decimal::parse(v.dump());
+    std::string digits = shortest ? shortest->integer + shortest->fraction : "";
     digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size()));
     while (!digits.empty() && digits.back() == '0') digits.pop_back();
-    if (digits.size() > 15 || (d->integer != "0" && d->integer.size() > 15))
-      refuse(where, "'" + key + "' is " + v.dump() +
-                        ": a bound with a fraction or an exponent is a double to validators, "
-                        "exact only within 15 significant digits and below 1e15");
+    if (shortest && digits.size() <= 15 &&
+        (shortest->integer == "0" || shortest->integer.size() <= 15))
+      d = shortest;
   }
   return {d, exclusive};
 }

@@ -177,10 +177,8 @@ OutputConstraint structured_outputs(const ordered_json& v, const std::string& fi
     if (find(v, key))
       reject(at, "field '", field, ".", key, "' is ", shown(v[key]),
              ": tpllama does not support it (only null)");
-  if (const ordered_json* d = find(v, "disable_any_whitespace"); d && *d != false)
-    reject(at, "field '", field, ".disable_any_whitespace' is ", shown(*d),
-           ": tpllama does not support it (only false: JSON may have whitespace between tokens)");
-  for (const char* key : {"disable_fallback", "disable_additional_properties"})
+  for (const char* key :
+       {"disable_fallback", "disable_additional_properties", "disable_any_whitespace"})
     if (const ordered_json* b = find(v, key); b && !b->is_boolean())
       reject(at, "field '", field, ".", key, "' must be true or false, got ", shown(*b));
   std::optional<OutputConstraint> found;
@@ -209,6 +207,8 @@ OutputConstraint structured_outputs(const ordered_json& v, const std::string& fi
   if (!found)
     reject(at, "field '", field, "' gives no constraint: it needs one of json, regex, choice, ",
            "grammar or json_object");
+  // JSON with no whitespace between its tokens (a regex, choice or grammar says its own spaces).
+  if (const ordered_json* d = find(v, "disable_any_whitespace")) found->compact = d->get<bool>();
   return std::move(*found);
 }
 

@@ -238,7 +238,8 @@ std::optional<Request> PromptReader::next(bool wait) {
     if (is_blank(line)) continue;
     if (format_ == InputFormat::kText) return parse_text(std::move(line));
     try {
-      return format_ == InputFormat::kOpenAiBatch ? parse_openai(line) : parse_jsonl(line);
+      return with_digits(format_ == InputFormat::kOpenAiBatch ? parse_openai(line)
+                                                              : parse_jsonl(line));
     } catch (const std::bad_alloc&) {  // the line's values outgrow memory: that line's error record
       Request req = start_request();
       req.error = detail::concat("line ", lines_read_, ": out of memory holding its ", line.size(),
@@ -257,6 +258,11 @@ Request PromptReader::start_request() const {
   req.sampling.seed = derive_seed(defaults_.seed, lines_read_);
   req.n = defaults_.n;
   req.constraint = defaults_.constraint;
+  return with_digits(std::move(req));
+}
+
+Request PromptReader::with_digits(Request req) const {
+  if (req.constraint) req.constraint->max_digits = defaults_.json_max_digits;
   return req;
 }
 

@@ -71,6 +71,8 @@ class PromptReader : public RequestSource {
 
  private:
   Request start_request() const;
+  // Its constraint compiled with --json-max-digits.
+  Request with_digits(Request req) const;
   Request parse_text(std::string line) const;
   Request too_long() const;
   Request parse_jsonl(const std::string& line);

@@ -18,6 +18,8 @@ namespace tpllama {
 // What a request's output must be (structured outputs): a JSON value of a schema, any JSON object,
 // a match of a regex, one of a list of strings, or a sentence of a GBNF grammar. Kept as text, the
 // key of the engine's compiled-grammar cache; compiled (and refused) at intake, on rank 0.
+inline constexpr int kDefaultJsonDigits = 15;  // what a double holds exactly
+
 struct OutputConstraint {
   enum class Kind : uint8_t { kJsonSchema, kJsonObject, kRegex, kChoice, kGrammar };
   Kind kind = Kind::kJsonObject;
@@ -25,6 +27,11 @@ struct OutputConstraint {
   // kChoice: the choices as a compact JSON list of strings; kGrammar: the GBNF text.
   std::string text;
   std::string field;  // the field that gave it ("response_format", "guided_regex"), for messages
+  // JSON (a schema or any object): no whitespace between tokens (vLLM's disable_any_whitespace).
+  bool compact = false;
+  // JSON: the digits of a number's integer part where its schema leaves it unbounded, and of its
+  // fraction (--json-max-digits).
+  int max_digits = kDefaultJsonDigits;
 
   bool operator==(const OutputConstraint&) const = default;
 };
@@ -37,6 +44,7 @@ struct RequestDefaults {
   int n = 1;          // samples per completion or chat request
   // --response-format: the constraint of every completion and chat that gives none of its own.
   std::optional<OutputConstraint> constraint;
+  int json_max_digits = kDefaultJsonDigits;  // --json-max-digits: every constraint's max_digits
 };
 
 constexpr int kMaxLogprobs = 20;

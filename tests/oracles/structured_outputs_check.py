@@ -12,7 +12,8 @@ every record:
     RFC 3339 / RFC 4122 patterns of our own for the formats), re.fullmatch, one of the choices;
   - "length": only where max_tokens cut it (completion_tokens == max_tokens), never "stop" with
     text that does not validate;
-  - no "error" record.
+  - with disable_any_whitespace, no whitespace outside the strings;
+  - no "error" record, but where a schema no value satisfies must be refused at intake.
 
 Exit status 0 when every record passes, 1 otherwise (each failure printed).
 Usage: structured_outputs_check.py --tpllama BIN --models DIR --llama3-tokenizer FILE --work DIR
@@ -100,7 +101,66 @@ SCHEMAS = {
         "required": ["id", "at", "daily", "kind", "tags"],
     },
     "label": {"enum": ["positive", "negative", "neutral", 1, None]},
+    # Every keyword holds at once (issue 45's defects, each once written wrong): an enum beside a
+    # type, an enum of objects beside properties, a type beside anyOf, oneOf of integer and number
+    # (only numbers with a fraction match one alone), items false and a closed prefixItems.
+    "enum_typed": {"type": "string", "enum": ["red", 1, "green", None, True]},
+    "enum_objects": {"enum": [{"a": 1}, {"a": "x"}, {"a": 2, "b": 3}],
+                     "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+    "anyof_typed": {"type": "integer", "anyOf": [{"minimum": 10, "maximum": 20},
+                                                 {"type": "string"}, {"maximum": -5}]},
+    "oneof_number": {"oneOf": [{"type": "integer"}, {"type": "number"}]},
+    "oneof_tagged": {"oneOf": [
+        {"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}},
+         "required": ["kind", "lives"]},
+        {"type": "object", "properties": {"kind": {"const": "dog"}, "good": {"type": "boolean"}},
+         "required": ["kind"]}]},
+    "closed_arrays": {"type": "object", "properties": {
+        "none": {"type": "array", "items": False},
+        "pair": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "boolean"}],
+                 "items": False, "minItems": 1}}, "required": ["none", "pair"]},
+    # The keywords added with them.
+    "bounds": {"type": "object", "properties": {
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "t": {"type": "number", "exclusiveMinimum": -1.5, "maximum": 2.25},
+        "n": {"type": "integer", "minimum": -305, "exclusiveMaximum": -7},
+        "big": {"type": "integer", "minimum": 1000000000000000000},
+        "tiny": {"type": "number", "exclusiveMinimum": 0.1, "maximum": 0.10000001},
+        "any": {"type": "number"}}, "required": ["age", "t", "n", "big", "tiny", "any"]},
+    "allof": {"allOf": [
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+         "required": ["a"]},
+        {"properties": {"a": {"minimum": 0, "maximum": 9}, "b": {"maxLength": 3}},
+         "required": ["b"]},
+        {"properties": {"c": {"type": "boolean"}}}]},
+    "pattern_properties": {"type": "object", "properties": {"id": {"type": "integer"}},
+                           "patternProperties": {"^x_[a-z]+$": {"type": "integer", "maximum": 9}},
+                           "additionalProperties": False, "required": ["id"],
+                           "minProperties": 2},
+    "property_names": {"type": "object", "propertyNames": {"pattern": "^[a-z]{1,4}$"},
+                       "additionalProperties": {"type": "boolean"}, "maxProperties": 3},
+    "property_counts": {"type": "object", "properties": {
+        "a": {"type": "integer"}, "b": {"type": "string", "maxLength": 4},
+        "c": {"type": "null"}}, "minProperties": 2, "maxProperties": 2},
+    "additional_schema": {"type": "object", "properties": {"id": {"type": "integer"}},
+                          "required": ["id"],
+                          "additionalProperties": {"type": "string", "maxLength": 3},
+                          "maxProperties": 3},
+    "pattern_lengths": {"type": "object", "properties": {
+        "code": {"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 5},
+        "day": {"type": "string", "format": "date", "maxLength": 10}},
+        "required": ["code", "day"]},
 }
+
+# Schemas no value satisfies: refused at intake, each an error record saying so.
+REFUSED_SCHEMAS = [
+    {"type": "string", "enum": [1, 2]},
+    {"type": "boolean", "const": "yes"},
+    {"const": "abc", "pattern": "^x"},
+    {"type": "integer", "anyOf": [{"type": "string"}, {"type": "boolean"}]},
+    {"type": "array", "prefixItems": [{}], "items": False, "minItems": 3},
+    {"type": "integer", "minimum": 5, "exclusiveMaximum": 5},
+]
 
 REGEXES = [
     r"\(\d{3}\) \d{3}-\d{4}",
@@ -133,6 +193,8 @@ FORMATS = {
 def check_formats(value, schema, defs):
     """Every string under a "format" matches our pattern for it; returns the failures."""
     errors = []
+    if not isinstance(schema, dict):  # true or false
+        return errors
     if "$ref" in schema:
         return check_formats(value, defs[schema["$ref"].split("/")[-1]], defs)
     if isinstance(value, str) and "format" in schema:
@@ -148,18 +210,36 @@ def check_formats(value, schema, defs):
     return errors
 
 
+def compact_check(text):
+    """What is wrong with a JSON text that should have no whitespace outside its strings."""
+    in_string = escaped = False
+    for i, c in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in " \t\n\r":
+            return f"whitespace at {i} with disable_any_whitespace"
+    return None
+
+
 def requests(seeds):
     """(request, check) pairs: check(text) returns what is wrong with a "stop" text, or None."""
     out = []
 
-    def add(fields, check, max_tokens=200, seed=None, temperature=1.0):
+    def add(fields, check, max_tokens=200, seed=None, temperature=1.0, expect_error=None):
         i = len(out)
         r = {"id": f"r{i}", "prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": max_tokens,
              "temperature": temperature}
         if seed is not None:
             r["seed"] = seed
         r.update(fields)
-        out.append((r, check))
+        out.append((r, check if expect_error is None else ("error", expect_error)))
 
     # jsonschema 4.26's "time" check refuses every time (even "20:40:00Z", which its own
     # "date-time" check takes after a date): our RFC 3339 pattern (FORMATS) checks times alone.
@@ -197,6 +277,14 @@ def requests(seeds):
         add({"structured_outputs": {"grammar": GRAMMAR}}, regex_check(GRAMMAR_RE), seed=s)
     for name, schema in SCHEMAS.items():  # greedy
         add({"guided_json": schema}, schema_check(schema), temperature=0)
+    # vLLM's disable_any_whitespace: valid, and no whitespace outside the strings.
+    for s in seeds:
+        for name in ("bounds", "oneof_tagged", "closed_arrays"):
+            check = schema_check(SCHEMAS[name])
+            add({"structured_outputs": {"json": SCHEMAS[name], "disable_any_whitespace": True}},
+                lambda t, check=check: check(t) or compact_check(t), seed=s)
+    for schema in REFUSED_SCHEMAS:
+        add({"guided_json": schema}, None, expect_error="no value satisfies the schema")
     for field, value, max_tokens in UNSATISFIABLE:
         add({field: value}, lambda t: "finished with stop", max_tokens=max_tokens)
     return out
@@ -229,6 +317,12 @@ def run_model(args, model, seeds, tag):
             failures.append(f"{tag} {r['id']}: no record")
             continue
         reason = rec["finish_reason"]
+        if isinstance(check, tuple):  # an expected refusal
+            if reason != "error" or check[1] not in (rec.get("error") or ""):
+                failures.append(f"{tag} {r['id']}: {reason} ({rec.get('error')}), not refused "
+                                f"with {check[1]!r}: {json.dumps(r)}")
+            counts["refused"] = counts.get("refused", 0) + 1
+            continue
         if reason == "stop":
             why = check(rec["text"])
             if why:
@@ -243,7 +337,7 @@ def run_model(args, model, seeds, tag):
     with open(stats) as f:
         so = json.load(f)["structured_outputs"]
     print(f"{tag}: {len(reqs)} requests, {counts['stop']} stop (validated), {counts['length']} "
-          f"length; {so['grammars_compiled']} grammars compiled in "
+          f"length, {counts.get('refused', 0)} refused as unsatisfiable; {so['grammars_compiled']} grammars compiled in "
           f"{1e3 * so['compile_seconds']:.1f} ms; {so['masks']} masks, mean "
           f"{1e3 * so['mask_seconds']['mean']:.3f} ms, p99 {1e3 * so['mask_seconds']['p99']:.3f} ms")
     # The check must have something to check: most records finish within max_tokens.

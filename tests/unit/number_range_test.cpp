@@ -77,6 +77,13 @@ TEST(NumberRange, DecimalsParseExactly) {
   EXPECT_FALSE(Decimal::parse("x").has_value());
   EXPECT_EQ(compare(*Decimal::parse("-1.5"), *Decimal::parse("-1.25")), -1);
   EXPECT_EQ(compare(*Decimal::parse("2.50"), *Decimal::parse("2.5")), 0);
+  // A double's exact value: 0.1 is 3602879701896397 / 2^55.
+  EXPECT_EQ(Decimal::exact(0.1).text(),
+            "0.1000000000000000055511151231257827021181583404541015625");
+  EXPECT_EQ(Decimal::exact(1e23).text(), "99999999999999991611392");
+  EXPECT_EQ(Decimal::exact(-2.5).text(), "-2.5");
+  EXPECT_EQ(Decimal::exact(-0.0).text(), "0");
+  EXPECT_EQ(Decimal::exact(5e-324).fraction.size(), 1074u) << "2^-1074";
 }
 
 TEST(NumberRange, IntegersAreExactlyThoseInTheRange) {

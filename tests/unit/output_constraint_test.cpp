@@ -18,6 +18,7 @@
 #include "engine/sequence.h"
 #include "engine/structured_outputs.h"
 #include "engine_test_util.h"
+#include "grammar/matcher.h"
 #include "io/output_constraint.h"
 #include "io/prompt_reader.h"
 #include "shipped_models.h"
@@ -155,6 +156,43 @@ std::string numbered_choices(int n) {
   return list;
 }
 
+// vLLM's disable_any_whitespace and --json-max-digits reach the constraint, and its grammar: no
+// whitespace between JSON tokens; no more digits than asked for where the schema sets no bound.
+TEST(RequestConstraints, WhitespaceAndDigitsReachTheGrammar) {
+  RequestDefaults defaults;
+  defaults.json_max_digits = 3;
+  defaults.constraint = OutputConstraint{Kind::kJsonObject, "", "--response-format"};
+  const std::vector<Request> reqs =
+      read(R"({"prompt": "p", "structured_outputs": {"json": {"type": "object", "properties": )"
+           R"({"a": {"type": "number"}}, "required": ["a"]}, "disable_any_whitespace": true}})"
+           "\n"
+           R"({"prompt": "p", "guided_json": {"type": "integer"}})"
+           "\n"
+           R"({"prompt": "p"})"
+           "\n",
+           InputFormat::kJsonl, defaults);
+  ASSERT_EQ(reqs.size(), 3u);
+  for (const Request& r : reqs) {
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    ASSERT_TRUE(r.constraint.has_value());
+    EXPECT_EQ(r.constraint->max_digits, 3);
+  }
+  EXPECT_TRUE(reqs[0].constraint->compact);
+  EXPECT_FALSE(reqs[1].constraint->compact) << "whitespace is allowed unless turned off";
+  const auto matches = [](const OutputConstraint& c, const std::string& text) {
+    const grammar::Grammar g = compile_constraint(c);
+    grammar::Matcher m(g);
+    return m.advance(text) && m.can_end();
+  };
+  EXPECT_TRUE(matches(*reqs[0].constraint, R"({"a":-12.5})"));
+  EXPECT_FALSE(matches(*reqs[0].constraint, R"({"a": -12.5})"));
+  EXPECT_FALSE(matches(*reqs[0].constraint, R"({ "a":1})"));
+  EXPECT_FALSE(matches(*reqs[0].constraint, R"({"a":1.2345})")) << "4 fraction digits";
+  EXPECT_TRUE(matches(*reqs[1].constraint, "-999"));
+  EXPECT_FALSE(matches(*reqs[1].constraint, "1000")) << "4 digits";
+  EXPECT_TRUE(matches(*reqs[2].constraint, R"({"k": 1})"));
+}
+
 TEST(RequestConstraints, MalformedOrUnsupportedOnesAreErrorRecordsNamingTheField) {
   const std::string big(kMaxConstraintBytes + 1, 'a');
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -187,9 +225,9 @@ TEST(RequestConstraints, MalformedOrUnsupportedOnesAreErrorRecordsNamingTheField
       {R"("structured_outputs": {"regex": "a", "whitespace_pattern": " "})",
        R"(line 1: field 'structured_outputs.whitespace_pattern' is " ": tpllama does not )"
        "support it (only null)"},
-      {R"("structured_outputs": {"regex": "a", "disable_any_whitespace": true})",
-       "line 1: field 'structured_outputs.disable_any_whitespace' is true: tpllama does not "
-       "support it"},
+      {R"("structured_outputs": {"regex": "a", "disable_any_whitespace": "yes"})",
+       R"(line 1: field 'structured_outputs.disable_any_whitespace' must be true or false, got )"
+       R"("yes")"},
       {R"("structured_outputs": {"regex": "a", "lark": "x"})",
        "line 1: field 'structured_outputs.lark' is not read: tpllama does not support it"},
       {R"("guided_json": {}, "response_format": {"type": "json_object"})",
