@@ -126,6 +126,8 @@ EDGE_CASES = {
          "required": ["a"], "additionalProperties": False},
         {"properties": {"a": {"minimum": 0}}, "required": ["b"], "additionalProperties": True}]},
         [{"a": 0, "b": "x"}, {"a": -1, "b": "x"}, {"a": 0}, {"a": 5, "b": "y"}, {"b": "x"}]),
+    "required-false": ({"properties": {"a": False}, "required": ["a"]},
+                       [5, None, {}, {"a": 1}, "x", [1]]),
     "items-false": ({"type": "array", "items": False}, [[], [1], [None]]),
     "prefix-closed": ({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
                        "items": False, "minItems": 1},

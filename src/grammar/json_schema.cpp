@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -29,69 +30,6 @@ using Seq = GrammarBuilder::Sequence;
 
 bool listed(const std::vector<std::string>& list, const std::string& s) {
   return std::find(list.begin(), list.end(), s) != list.end();
-}
-
-// The fewest and the most characters of the texts a grammar matches (a byte set of UTF-8 lead
-// bytes is one, of continuation bytes none); most -1: no bound. nullopt where a byte set mixes
-// them.
-std::optional<std::pair<int, int>> char_range(const Grammar& g) {
-  std::vector<int> weight(g.sets.size());
-  for (size_t i = 0; i < g.sets.size(); ++i) {
-    bool lead = false, continuation = false;
-    for (int b = 0; b < 256; ++b)
-      if (g.sets[i].has(static_cast<uint8_t>(b))) ((b & 0xC0) == 0x80 ? continuation : lead) = true;
-    if (lead && continuation) return std::nullopt;
-    weight[i] = lead ? 1 : 0;
-  }
-  constexpr long kInfinite = 1L << 40;
-  const size_t rules = g.alternatives.size();
-  // The fewest: relaxed until nothing changes.
-  std::vector<long> fewest(rules, kInfinite);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < rules; ++r)
-      for (const uint32_t start : g.alternatives[r]) {
-        long sum = 0;
-        for (uint32_t p = start; g.elements[p] != Grammar::kEnd && sum < kInfinite; ++p) {
-          const uint32_t e = g.elements[p];
-          sum += (e & Grammar::kRuleFlag) ? fewest[e & ~Grammar::kRuleFlag] : weight[e];
-        }
-        if (sum < fewest[r]) {
-          fewest[r] = sum;
-          changed = true;
-        }
-      }
-  }
-  // The most: a rule that reaches itself repeats without bound.
-  std::vector<long> most(rules, -2);  // -2 unknown, -3 being walked, -1 unbounded
-  const auto walk = [&](auto&& self, size_t r) -> long {
-    if (most[r] == -3) return -1;
-    if (most[r] != -2) return most[r];
-    most[r] = -3;
-    long best = 0;
-    for (const uint32_t start : g.alternatives[r]) {
-      long sum = 0;
-      for (uint32_t p = start; g.elements[p] != Grammar::kEnd; ++p) {
-        const uint32_t e = g.elements[p];
-        const long w = (e & Grammar::kRuleFlag) ? self(self, e & ~Grammar::kRuleFlag) : weight[e];
-        if (w < 0 || sum < 0) {
-          sum = -1;
-        } else {
-          sum += w;
-        }
-      }
-      if (sum < 0 || best < 0)
-        best = -1;
-      else
-        best = std::max(best, sum);
-    }
-    most[r] = best;
-    return best;
-  };
-  const long lo = fewest[g.root], hi = walk(walk, g.root);
-  if (lo >= kInfinite) return std::nullopt;
-  return std::pair<int, int>{static_cast<int>(std::min(lo, 1L << 30)),
-                             hi < 0 ? -1 : static_cast<int>(std::min(hi, 1L << 30))};
 }
 
 // A fully anchored pattern of one character class (or escape, or `.`) under one quantifier:
@@ -193,7 +131,13 @@ class Emitter {
     const uint32_t top = b_.rule("root");
     Conjunction c;
     c.parts.emplace_back(&root_, "#");
-    b_.add_alternative(top, value(c, 0));
+    const std::optional<Seq> v = value(c, 0);
+    if (!v)
+      refuse("#", reader_.read(c, 0).empty()
+                      ? "no value satisfies the schema"
+                      : "the grammar can write none of the schema's values (a number of more than "
+                        "--json-max-digits digits, a string its pattern and lengths allow)");
+    b_.add_alternative(top, *v);
     return b_.build(top);
   }
 
@@ -285,15 +229,21 @@ class Emitter {
       if (b.named) named.push_back(b);
     return named.empty() ? s : named;
   }
-  bool inhabited(const Conjunction& c, int depth) {
-    return !writable(reader_.read(c, depth)).empty();
-  }
-
-  Seq value(const Conjunction& c, int depth) {
+  // The values of a place, as one rule made once; nullopt where the grammar writes none (no value
+  // satisfies its schemas, or none within what the grammar writes), which the caller then leaves
+  // out (an optional property, the items past a prefix) or is itself left out for.
+  std::optional<Seq> value(const Conjunction& c, int depth) {
     const std::string key = c.key();
-    if (auto it = rules_.find(key); it != rules_.end()) return {GrammarBuilder::ref(it->second)};
+    if (auto it = rules_.find(key); it != rules_.end()) {
+      if (!it->second) return std::nullopt;
+      if (!done_.count(*it->second)) recursive_.insert(*it->second);
+      return Seq{GrammarBuilder::ref(*it->second)};
+    }
     const Shape written = writable(reader_.read(c, depth));
-    if (written.empty()) refuse(c.where(), "no value satisfies the schema");
+    if (written.empty()) {
+      rules_.emplace(key, std::nullopt);
+      return std::nullopt;
+    }
     const uint32_t r = b_.fresh_rule("value");
     rules_.emplace(key, r);
     size_t alternatives = 0;
@@ -302,9 +252,14 @@ class Emitter {
         b_.add_alternative(r, std::move(*s));
         ++alternatives;
       }
-    if (alternatives == 0)
-      refuse(c.where(), "no value satisfies the schema (within the digit limits)");
-    return {GrammarBuilder::ref(r)};
+    done_.insert(r);
+    if (alternatives > 0) return Seq{GrammarBuilder::ref(r)};
+    // A rule its own values refer to (recursion) cannot be taken back once they do.
+    if (recursive_.count(r))
+      refuse(c.where(), "the grammar can write none of the schema's values, which refer to it");
+    b_.add_alternative(r, {b_.bytes(ByteSet{})});  // defined, matching nothing; referred to by none
+    rules_[key] = std::nullopt;
+    return std::nullopt;
   }
 
   // One value of an enum or const, with whitespace between its tokens as any value may have.
@@ -417,12 +372,13 @@ class Emitter {
     bool cut = false;  // an item of the prefix no value fills: the array ends before it
     for (size_t i = 0; i < a.prefix.size(); ++i) {
       if (max >= 0 && static_cast<int>(i) >= max) break;
-      if (!inhabited(a.prefix[i], depth + 1)) {
+      std::optional<Seq> v = value(a.prefix[i], depth + 1);
+      if (!v) {
         max = max < 0 ? static_cast<int>(i) : std::min(max, static_cast<int>(i));
         cut = true;
         break;
       }
-      prefix.push_back(value(a.prefix[i], depth + 1));
+      prefix.push_back(std::move(*v));
     }
     Rest rest = cut ? Rest::kNone : a.rest;
     Conjunction items = a.items;
@@ -430,11 +386,13 @@ class Emitter {
       rest = min > static_cast<int>(prefix.size()) ? Rest::kSchema : Rest::kNone;
       items = {};
     }
-    if (rest == Rest::kSchema && !inhabited(items, depth + 1)) rest = Rest::kNone;
+    std::optional<Seq> item_value;
+    if (rest == Rest::kSchema) item_value = value(items, depth + 1);
+    if (!item_value) rest = Rest::kNone;
     const int k = static_cast<int>(prefix.size());
     if (rest == Rest::kNone) max = max < 0 ? k : std::min(max, k);
     if (max >= 0 && min > max) return std::nullopt;
-    const Seq item = rest == Rest::kSchema ? value(items, depth + 1) : Seq{};
+    const Seq item = item_value ? *item_value : Seq{};
     if (prefix.empty()) return bracketed("[", list_of(item, min, max), "]");
     // The items after the prefix, once all of it is there; then the prefix from its end, each
     // item past minItems optional (an array may stop inside its prefixItems).
@@ -485,8 +443,10 @@ class Emitter {
         if (reader_.pattern_found(p, name, Formats::kIgnored))
           refuse(where, "'patternProperties' " + json(p).dump() + " matches the property " +
                             json(name).dump() + " (the grammar cannot keep the two apart)");
-      if (o.property_names || !inhabited(c, depth + 1)) return std::nullopt;
-      return member(quoted(regex(searched(p, ".*"), true)), value(c, depth + 1));
+      if (o.property_names) return std::nullopt;
+      const std::optional<Seq> v = value(c, depth + 1);
+      if (!v) return std::nullopt;
+      return member(quoted(regex(searched(p, ".*"), true)), *v);
     }
     Conjunction c;
     bool written = o.open.empty();
@@ -497,7 +457,9 @@ class Emitter {
         written = true;
       }
     }
-    if ((!written && !needed) || !inhabited(c, depth + 1)) return std::nullopt;
+    if (!written && !needed) return std::nullopt;
+    const std::optional<Seq> v = value(c, depth + 1);
+    if (!v) return std::nullopt;
     Seq key;
     if (o.property_names) {
       if (!names.empty()) return std::nullopt;  // free names and propertyNames: none written
@@ -516,18 +478,19 @@ class Emitter {
       for (const std::string& name : names) trie.add(name);
       key = quoted(regex(trie.others(), true));
     }
-    return member(key, value(c, depth + 1));
+    return member(key, *v);
   }
 
   std::optional<Seq> object_text(const ObjectRules& o, const std::string& where, int depth) {
     std::vector<std::pair<Seq, bool>> members;  // "key": value, and whether required
     for (const auto& [name, schemas] : o.properties) {
       const bool required = listed(o.required, name);
-      if (!inhabited(schemas, depth + 1)) {
+      const std::optional<Seq> v = value(schemas, depth + 1);
+      if (!v) {
         if (required) return std::nullopt;
         continue;
       }
-      members.emplace_back(member(literal(json(name).dump()), value(schemas, depth + 1)), required);
+      members.emplace_back(member(literal(json(name).dump()), *v), required);
     }
     const int n = static_cast<int>(members.size());
     const int min = o.min_properties, max = o.max_properties;
@@ -584,7 +547,8 @@ class Emitter {
   JsonSchemaOptions o_;
   ShapeReader reader_;
   GrammarBuilder b_;
-  std::map<std::string, uint32_t> rules_;                  // by place
+  std::map<std::string, std::optional<uint32_t>> rules_;  // by place; nullopt: none written
+  std::set<uint32_t> done_, recursive_;  // rules made whole; rules referred to while being made
   std::map<std::string, GrammarBuilder::Symbol> regexes_;  // by text
   std::optional<GrammarBuilder::Symbol> ws_, char_, string_;
 };

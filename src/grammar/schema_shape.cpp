@@ -287,6 +287,69 @@ std::string searched_impl(const std::string& pattern, const std::string& any, bo
 
 }  // namespace
 
+// The fewest and the most characters of the texts a grammar matches (a byte set of UTF-8 lead
+// bytes is one, of continuation bytes none); most -1: no bound. nullopt where a byte set mixes
+// them.
+std::optional<std::pair<int, int>> char_range(const Grammar& g) {
+  std::vector<int> weight(g.sets.size());
+  for (size_t i = 0; i < g.sets.size(); ++i) {
+    bool lead = false, continuation = false;
+    for (int b = 0; b < 256; ++b)
+      if (g.sets[i].has(static_cast<uint8_t>(b))) ((b & 0xC0) == 0x80 ? continuation : lead) = true;
+    if (lead && continuation) return std::nullopt;
+    weight[i] = lead ? 1 : 0;
+  }
+  constexpr long kInfinite = 1L << 40;
+  const size_t rules = g.alternatives.size();
+  // The fewest: relaxed until nothing changes.
+  std::vector<long> fewest(rules, kInfinite);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < rules; ++r)
+      for (const uint32_t start : g.alternatives[r]) {
+        long sum = 0;
+        for (uint32_t p = start; g.elements[p] != Grammar::kEnd && sum < kInfinite; ++p) {
+          const uint32_t e = g.elements[p];
+          sum += (e & Grammar::kRuleFlag) ? fewest[e & ~Grammar::kRuleFlag] : weight[e];
+        }
+        if (sum < fewest[r]) {
+          fewest[r] = sum;
+          changed = true;
+        }
+      }
+  }
+  // The most: a rule that reaches itself repeats without bound.
+  std::vector<long> most(rules, -2);  // -2 unknown, -3 being walked, -1 unbounded
+  const auto walk = [&](auto&& self, size_t r) -> long {
+    if (most[r] == -3) return -1;
+    if (most[r] != -2) return most[r];
+    most[r] = -3;
+    long best = 0;
+    for (const uint32_t start : g.alternatives[r]) {
+      long sum = 0;
+      for (uint32_t p = start; g.elements[p] != Grammar::kEnd; ++p) {
+        const uint32_t e = g.elements[p];
+        const long w = (e & Grammar::kRuleFlag) ? self(self, e & ~Grammar::kRuleFlag) : weight[e];
+        if (w < 0 || sum < 0) {
+          sum = -1;
+        } else {
+          sum += w;
+        }
+      }
+      if (sum < 0 || best < 0)
+        best = -1;
+      else
+        best = std::max(best, sum);
+    }
+    most[r] = best;
+    return best;
+  };
+  const long lo = fewest[g.root], hi = walk(walk, g.root);
+  if (lo >= kInfinite) return std::nullopt;
+  return std::pair<int, int>{static_cast<int>(std::min(lo, 1L << 30)),
+                             hi < 0 ? -1 : static_cast<int>(std::min(hi, 1L << 30))};
+}
+
 std::string searched(const std::string& pattern, const std::string& any) {
   return searched_impl(pattern, any, false);
 }
@@ -609,13 +672,27 @@ const Shape& ShapeReader::read(const Conjunction& c, int depth) {
     refuse(c.where(), "nested deeper than " + std::to_string(limits_.max_depth));
   if (shapes_.size() >= limits_.max_places)
     refuse(c.where(), "more than " + std::to_string(limits_.max_places) + " places to read");
+  reading_.insert(key);
   Shape s = universe();
-  for (const auto& [schema, where] : c.parts) {
-    std::vector<std::string> refs;
-    s = intersect(s, read_one(*schema, where, depth, refs), where, depth);
-    if (s.empty()) break;
+  try {
+    for (const auto& [schema, where] : c.parts) {
+      std::vector<std::string> refs;
+      s = intersect(s, read_one(*schema, where, depth, refs), where, depth);
+      if (s.empty()) break;
+    }
+  } catch (...) {
+    reading_.erase(key);
+    throw;
   }
+  reading_.erase(key);
   return shapes_.emplace(key, std::move(s)).first->second;
+}
+
+bool ShapeReader::maybe_inhabited(const Conjunction& c, int depth) {
+  const std::string key = c.key();
+  if (auto it = shapes_.find(key); it != shapes_.end()) return !it->second.empty();
+  if (reading_.count(key)) return true;  // a place within itself: taken as it will be
+  return !read(c, depth).empty();
 }
 
 Shape ShapeReader::read_one(const json& schema, const std::string& where, int depth,
@@ -769,6 +846,7 @@ std::optional<Branch> ShapeReader::merge(const Branch& a, const Branch& b, int d
         if (!listed(o.string.formats, f)) o.string.formats.push_back(f);
       if (o.string.max_length >= 0 && o.string.min_length > o.string.max_length)
         return std::nullopt;
+      if (!lengths_possible(o.string)) return std::nullopt;
       break;
     case Kind::kArray: {
       std::optional<ArrayRules> r = merge_arrays(a.array, b.array);
@@ -895,6 +973,8 @@ bool ShapeReader::settle_object(ObjectRules& o, int depth) {
     if (!c) return false;
     o.properties.emplace_back(name, std::move(*c));
   }
+  for (const auto& [name, schemas] : o.properties)  // a required member no value fills
+    if (listed(o.required, name) && !maybe_inhabited(schemas, depth + 1)) return false;
   if (o.property_names) {
     const Shape& names = read(*o.property_names, depth + 1);
     std::vector<std::pair<std::string, Conjunction>> kept;
@@ -1035,10 +1115,30 @@ bool ShapeReader::disjoint(const Branch& a, const Branch& b, int depth) {
 
 // ---- Validation -------------------------------------------------------------------------------
 
-bool ShapeReader::full_match(const std::string& regex, const std::string& text) {
+bool ShapeReader::lengths_possible(const StringRules& r) {
+  if (r.min_length == 0 && r.max_length < 0) return true;
+  std::vector<std::string> regexes;
+  for (const std::string& p : r.patterns) regexes.push_back(searched(p, "[\\s\\S]*"));
+  for (const std::string& f : r.formats)
+    for (const auto& [name, regex] : kFormats)
+      if (name == f) regexes.push_back(regex);
+  for (const std::string& regex : regexes) {
+    const std::optional<std::pair<int, int>> span = char_range(compiled(regex));
+    if (span && ((span->second >= 0 && span->second < r.min_length) ||
+                 (r.max_length >= 0 && span->first > r.max_length)))
+      return false;
+  }
+  return true;
+}
+
+const Grammar& ShapeReader::compiled(const std::string& regex) {
   auto it = regexes_.find(regex);
   if (it == regexes_.end()) it = regexes_.emplace(regex, compile_regex(regex)).first;
-  Matcher m(it->second);
+  return it->second;
+}
+
+bool ShapeReader::full_match(const std::string& regex, const std::string& text) {
+  Matcher m(compiled(regex));
   return m.advance(text) && m.can_end();
 }
 

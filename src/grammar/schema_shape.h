@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -114,6 +115,8 @@ class ShapeReader {
 
   // The values every schema of c validates; empty when none does. Read once per place.
   const Shape& read(const Conjunction& c, int depth);
+  // Whether some value satisfies every schema of c, or c is being read (a place within itself).
+  bool maybe_inhabited(const Conjunction& c, int depth);
   // Whether the shape's values include v.
   bool accepts(const Shape& shape, const SchemaJson& v, Formats formats, int depth);
   // Whether no value is in both (false where that cannot be shown).
@@ -141,16 +144,25 @@ class ShapeReader {
   bool disjoint(const Branch& a, const Branch& b, int depth);
   bool accepts(const Branch& b, const SchemaJson& v, Formats formats, int depth);
   bool full_match(const std::string& regex, const std::string& text);
+  const Grammar& compiled(const std::string& regex);
+  // Whether some string's length fits the rules' bounds and each pattern's and format's lengths.
+  bool lengths_possible(const StringRules& r);
 
   const SchemaJson& root_;
   ShapeLimits limits_;
   std::map<std::string, Shape> shapes_;     // by place
   std::map<std::string, Grammar> regexes_;  // compiled once, by text
+  std::set<std::string> reading_;           // places being read
 };
 
 // A JSON Schema pattern as a regex over a whole string (regex.h's syntax): a side without its
 // anchor may have any text there. `any` is what that text is made of.
 std::string searched(const std::string& pattern, const std::string& any);
+
+// The fewest and the most characters of the texts a grammar matches (a byte set of UTF-8 lead
+// bytes is one, of continuation bytes none); most -1: no bound. nullopt where a byte set mixes
+// them.
+std::optional<std::pair<int, int>> char_range(const Grammar& g);
 
 // Every keyword the reader takes (beside the annotations), for the README's list and its test.
 const std::vector<std::string>& supported_schema_keywords();

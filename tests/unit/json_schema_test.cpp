@@ -125,7 +125,7 @@ TEST(JsonSchema, SchemasNoValueSatisfiesAreRefused) {
                "additionalProperties": false})",
            R"({"type": "string", "minLength": 3, "maxLength": 2})",
            R"({"oneOf": [{"const": 1}, {"enum": [1, 2.5]}], "type": "integer"})",
-           R"({"properties": {"a": false}, "required": ["a"]})",
+           R"({"type": "object", "properties": {"a": false}, "required": ["a"]})",
            R"({"type": "object", "maxProperties": 1, "required": ["a", "b"]})",
            R"(false)",
        })
