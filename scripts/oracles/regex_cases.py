@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes tests/data/grammar/regex_cases.json: for each pattern, texts and whether Python's
-re.fullmatch (re.ASCII, the classes tpllama's regexes use) matches each; the expected values of
-tests/unit/grammar_test.cpp. Texts are the pattern's own examples plus seeded random strings over
+re.fullmatch matches each, read with re.ASCII (the classes tpllama's regexes use) and read by
+Unicode (Python's default, as python3-jsonschema reads a pattern); the expected values of
+tests/unit/grammar_test.cpp, which holds a grammar to match a text only where both readings do,
+and to match an ASCII text exactly where both do. Texts are the pattern's own examples plus seeded random strings over
 the characters the pattern names and a few others, so most patterns see both answers.
 
 Usage: scripts/oracles/regex_cases.py > tests/data/grammar/regex_cases.json
@@ -59,6 +61,7 @@ def main():
     out = []
     for pattern, examples in CASES:
         compiled = re.compile(pattern, re.ASCII)
+        unicode = re.compile(pattern)
         chars = sorted(set("".join(examples)) | set(ALPHABET))
         texts = list(examples)
         for _ in range(40):
@@ -78,7 +81,8 @@ def main():
             if t not in seen:
                 seen.append(t)
         out.append({"pattern": pattern,
-                    "texts": [[t, compiled.fullmatch(t) is not None] for t in seen]})
+                    "texts": [[t, compiled.fullmatch(t) is not None,
+                               unicode.fullmatch(t) is not None] for t in seen]})
     json.dump({"about": __doc__.strip().splitlines()[0], "cases": out}, sys.stdout,
               ensure_ascii=False, indent=1)
     sys.stdout.write("\n")

@@ -132,6 +132,11 @@ class Emitter {
     Conjunction c;
     c.parts.emplace_back(&root_, "#");
     const std::optional<Seq> v = value(c, 0);
+    if (!v && reader_.format_refused())
+      refuse("#", "the grammar can write none of the schema's values: " +
+                      reader_.format_refused()->dump() +
+                      " is not of its format as tpllama writes it (RFC 3339 and RFC 4122 forms, "
+                      "dates that exist)");
     if (!v)
       refuse("#", reader_.read(c, 0).empty()
                       ? "no value satisfies the schema"
@@ -341,6 +346,8 @@ class Emitter {
       std::string atom;
       int lo = 0, hi = -1;
       if (disjoint) return std::nullopt;
+      if (!implied && r.patterns.empty() && r.formats.front() == "email")
+        return bounded_email(r.min_length, r.max_length);
       if (!implied) {
         if (r.patterns.empty() || !single_atom(r.patterns.front(), atom, lo, hi))
           refuse(where, what +
@@ -356,6 +363,27 @@ class Emitter {
     }
     return quoted(regex(text, true));
   }
+  // An email of min..max characters (max -1: no bound): local part, one domain label and a
+  // top-level label, each bounded so that the lengths add up within. A subset of the format's.
+  std::optional<Seq> bounded_email(int min, int max) {
+    const std::string local = "[a-zA-Z0-9._%+-]", label = "[a-zA-Z0-9-]", top = "[a-zA-Z]";
+    const int local_min = std::max(1, min - 5);  // with a@b.cc's other 5 at their shortest
+    if (max < 0)
+      return quoted(regex(local + "{" + std::to_string(local_min) + ",}@" + label + "+(\\." +
+                              label + "+)*\\." + top + "{2,}",
+                          true));
+    const int budget = max - 2;                  // '@' and '.'
+    const int slack = budget - (local_min + 3);  // past the shortest parts
+    if (slack < 0) return std::nullopt;
+    const int top_max = 2 + std::min(4, slack / 3);
+    const int label_max = 1 + slack / 3;
+    const int local_max = budget - top_max - label_max;
+    return quoted(regex(local + "{" + std::to_string(local_min) + "," + std::to_string(local_max) +
+                            "}@" + label + "{1," + std::to_string(label_max) + "}\\." + top +
+                            "{2," + std::to_string(top_max) + "}",
+                        true));
+  }
+
   Seq any_string() {
     if (!string_) {
       const uint32_t r = b_.rule("string");
@@ -439,10 +467,16 @@ class Emitter {
         if (o.open[i].rest == Rest::kNone) return std::nullopt;
         if (o.open[i].rest == Rest::kSchema) c.add(o.open[i].additional);
       }
+      // Members named by the pattern are written only where none could be a listed property's
+      // name (a name twice would be a duplicate member).
       for (const std::string& name : names)
-        if (reader_.pattern_found(p, name, Formats::kIgnored))
-          refuse(where, "'patternProperties' " + json(p).dump() + " matches the property " +
-                            json(name).dump() + " (the grammar cannot keep the two apart)");
+        if (reader_.pattern_found(p, name, Formats::kIgnored)) {
+          if (needed)
+            refuse(where, "'patternProperties' " + json(p).dump() + " matches the property " +
+                              json(name).dump() +
+                              ", and 'minProperties' needs members it names (not supported)");
+          return std::nullopt;
+        }
       if (o.property_names) return std::nullopt;
       const std::optional<Seq> v = value(c, depth + 1);
       if (!v) return std::nullopt;

@@ -437,10 +437,11 @@ int compare(const Decimal& a, const Decimal& b) {
 
 std::optional<std::string> integer_range_regex(const RangeBound& lo, const RangeBound& hi,
                                                const DigitLimits& limits) {
-  // An open side reaches as many digits as the limit, or as the other side's bound has.
+  // An open side reaches as many digits as the limit, or one more than the other side's bound has
+  // (an exclusive 99 leaves 100).
   const int open_digits =
-      std::max({limits.integer, lo.value ? static_cast<int>(lo.value->integer.size()) : 0,
-                hi.value ? static_cast<int>(hi.value->integer.size()) : 0});
+      std::max({limits.integer, lo.value ? static_cast<int>(lo.value->integer.size()) + 1 : 0,
+                hi.value ? static_cast<int>(hi.value->integer.size()) + 1 : 0});
   const Whole lowest =
       lo.value ? lowest_integer(*lo.value, lo.exclusive) : Whole{true, largest(open_digits)};
   const Whole highest =
@@ -458,9 +459,10 @@ std::optional<std::string> integer_range_regex(const RangeBound& lo, const Range
 
 std::optional<std::string> number_range_regex(const RangeBound& lo, const RangeBound& hi,
                                               const DigitLimits& digit_limits, bool not_integer) {
-  // Without a bound nothing is compared: the significant digits need not be a double's.
+  // Without a bound nothing is compared: the significant digits need not be a double's, unless
+  // the fraction must survive as one (not_integer: 300.000000000000005 is the double 300).
   DigitLimits limits = digit_limits;
-  if (!lo.value && !hi.value) limits.significant = limits.integer + limits.fraction;
+  if (!lo.value && !hi.value && !not_integer) limits.significant = limits.integer + limits.fraction;
   if (lo.value && hi.value) {
     const int c = compare(*lo.value, *hi.value);
     if (c > 0 || (c == 0 && (lo.exclusive || hi.exclusive))) return std::nullopt;

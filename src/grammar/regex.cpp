@@ -52,6 +52,15 @@ CodeRanges complement(const CodeRanges& r) {
   return scalar;
 }
 
+// The ASCII code points of r. Python reads \d \w \s by Unicode and ECMA-262 \s so: their
+// negations, and a negated class holding them, keep to ASCII, where every reading agrees.
+CodeRanges ascii(const CodeRanges& r) {
+  CodeRanges out;
+  for (const auto& [lo, hi] : r)
+    if (lo <= 0x7F) out.emplace_back(lo, std::min<uint32_t>(hi, 0x7F));
+  return out;
+}
+
 std::string utf8(uint32_t c) {
   std::string s;
   utf8::append(s, static_cast<char32_t>(c));
@@ -326,7 +335,9 @@ class RegexReader {
         {'d', &kDigit}, {'w', &kWord}, {'s', &kSpace}};
     for (const auto& [name, ranges] : classes) {
       if (c != name && c != name - 'a' + 'A') continue;
-      r = c == name ? *ranges : complement(*ranges);
+      // \S also leaves out U+001C..U+001F, which Python's Unicode \s holds.
+      r = c == name ? *ranges
+                    : ascii(complement(c == 'S' ? CodeRanges{{'\t', '\r'}, {0x1C, ' '}} : *ranges));
       return true;
     }
     const std::pair<char, uint32_t> single[] = {{'n', '\n'}, {'t', '\t'}, {'r', '\r'},
@@ -380,14 +391,16 @@ class RegexReader {
     const bool negated = eat('^');
     CodeRanges ranges;
     bool first = true;
+    bool has_class = false;  // \d \w \s or their negations inside
     while (more() && (peek() != ']' || first)) {
       first = false;
       if (peek() == '[' && at_ + 1 < p_.size() && p_[at_ + 1] == ':') refuse("a POSIX class");
       CodeRanges item;
       bool is_class = false;
-      if (eat('\\'))
+      if (eat('\\')) {
         is_class = escape(true, item);
-      else
+        has_class = has_class || is_class;
+      } else
         item = {{next_code_point(), 0}}, item[0].second = item[0].first;
       if (!is_class && more() && peek() == '-' && at_ + 1 < p_.size() && p_[at_ + 1] != ']') {
         ++at_;
@@ -401,7 +414,8 @@ class RegexReader {
       ranges.insert(ranges.end(), item.begin(), item.end());
     }
     if (!eat(']')) refuse("an unterminated '['");
-    return negated ? complement(ranges) : normalized(ranges);
+    if (!negated) return normalized(ranges);
+    return has_class ? ascii(complement(ranges)) : complement(ranges);
   }
 
   GrammarBuilder& b_;

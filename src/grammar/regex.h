@@ -1,7 +1,9 @@
 // Regular expressions as byte grammars: the pattern matches a whole text (Python's re.fullmatch),
 // over code points encoded as UTF-8. The syntax is Python's (and JSON Schema's ECMA-262, where
 // they agree): literals, `.` (any code point but newline), classes `[...]` with ranges and
-// negation, `\d \w \s` and their negations (ASCII, as re.ASCII reads them), escapes, groups
+// negation, `\d \w \s` and their negations (ASCII, as re.ASCII reads them: `\D \W \S`, and a
+// negated class holding a class escape, match only ASCII, where Python's Unicode reading and
+// ECMA-262's agree with re.ASCII's), escapes, groups
 // `(...)`, `(?:...)` and `(?P<name>...)`, alternation, and the quantifiers `* + ? {n} {n,} {,m}
 // {n,m}` (lazy ones match the same texts). `^` at the start and `$` at the end are accepted.
 // Anything else (back references, look-around, flags, anchors inside, possessive quantifiers,

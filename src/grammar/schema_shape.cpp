@@ -53,15 +53,28 @@ const std::vector<std::string> kAnnotations = {"title",    "description", "examp
                                                "$schema",  "$id",         "$comment", "deprecated",
                                                "readOnly", "writeOnly"};
 
-// Regexes of the string formats, over the decoded string.
-const std::vector<std::pair<std::string, std::string>> kFormats = {
-    {"date", R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))"},
-    {"time", R"(([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))"},
-    {"date-time",
-     R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))"},
-    {"uuid", R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"},
-    {"email", R"([a-zA-Z0-9._%+-]+@[a-zA-Z0-9-]+(\.[a-zA-Z0-9-]+)*\.[a-zA-Z]{2,})"},
-};
+// Regexes of the string formats, over the decoded string: texts every validator takes (RFC 3339's
+// and RFC 4122's forms, dates that exist).
+const std::vector<std::pair<std::string, std::string>>& format_table() {
+  // A year from 1 (Python's dates have no year 0), each month's days, February 29th in leap years.
+  static const std::string year = R"((000[1-9]|00[1-9]\d|0[1-9]\d{2}|[1-9]\d{3}))";
+  static const std::string month_day =
+      R"(((0[13578]|1[02])-(0[1-9]|[12]\d|3[01])|(0[469]|11)-(0[1-9]|[12]\d|30)|02-(0[1-9]|1\d|2[0-8])))";
+  static const std::string leap_year =
+      R"((\d{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00))";
+  static const std::string date = "(" + year + "-" + month_day + "|" + leap_year + "-02-29)";
+  // Seconds to 59 (a leap second is not every validator's), at most 6 fraction digits (Python's).
+  static const std::string time =
+      R"(([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))";
+  static const std::vector<std::pair<std::string, std::string>> table = {
+      {"date", date},
+      {"time", time},
+      {"date-time", date + "T" + time},
+      {"uuid", R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"},
+      {"email", R"([a-zA-Z0-9._%+-]+@[a-zA-Z0-9-]+(\.[a-zA-Z0-9-]+)*\.[a-zA-Z]{2,})"},
+  };
+  return table;
+}
 
 [[noreturn]] void refuse(const std::string& where, const std::string& what) {
   fail("JSON schema at ", where, ": ", what);
@@ -402,7 +415,7 @@ const std::vector<std::string>& schema_annotations() {
   return kAnnotations;
 }
 const std::vector<std::pair<std::string, std::string>>& schema_formats() {
-  return kFormats;
+  return format_table();
 }
 
 // ---- Reading -----------------------------------------------------------------------------------
@@ -495,7 +508,7 @@ bool apply_string(const json& schema, const std::string& where, int limit, Branc
   }
   if (auto f = schema.find("format"); f != schema.end()) {
     const bool known = f->is_string() &&
-                       std::any_of(kFormats.begin(), kFormats.end(),
+                       std::any_of(format_table().begin(), format_table().end(),
                                    [&](const auto& k) { return k.first == f->get<std::string>(); });
     if (!known) refuse(where, "the format " + f->dump() + " is not supported");
     b.string.formats.push_back(*f);
@@ -630,6 +643,11 @@ Shape ShapeReader::typed(const json& schema, const std::string& where, int depth
   const bool has_string = apply_string(schema, where, limits_.max_items, string);
   const bool has_array = apply_array(schema, where, limits_.max_items, array);
   const bool has_object = apply_object(schema, where, limits_.max_items, object);
+  // A listed property whose name a pattern of patternProperties matches takes both schemas.
+  if (schema.contains("patternProperties"))
+    for (auto& [name, schemas] : object.object.properties)
+      for (const auto& [pattern, more] : object.object.open.back().patterns)
+        if (pattern_found(pattern, name, Formats::kAsserted)) schemas.add(more);
   Shape out;
   for (Kind k : kinds) {
     Branch b;
@@ -775,7 +793,10 @@ Shape ShapeReader::read_one(const json& schema, const std::string& where, int de
     // The values the schema's other keywords validate, by kind.
     Shape kept;
     for (const json& v : values) {
-      if (!accepts(s, v, Formats::kAsserted, depth)) continue;
+      if (!accepts(s, v, Formats::kAsserted, depth)) {
+        if (!format_refused_ && accepts(s, v, Formats::kIgnored, depth)) format_refused_ = v;
+        continue;
+      }
       const Kind k = kind_of(v);
       auto it =
           std::find_if(kept.begin(), kept.end(), [&](const Branch& b) { return b.kind == k; });
@@ -1004,7 +1025,7 @@ Shape ShapeReader::exclusive_union(const std::vector<Shape>& alternatives, const
   Shape out;
   for (size_t i = 0; i < alternatives.size(); ++i)
     for (const Branch& x : alternatives[i]) {
-      Branch keep = x;
+      Branch keep = written_closed(x, depth);
       bool dropped = false;
       for (size_t j = 0; j < alternatives.size() && !dropped; ++j) {
         if (j == i) continue;
@@ -1044,6 +1065,24 @@ Shape ShapeReader::exclusive_union(const std::vector<Shape>& alternatives, const
       if (!dropped) out.push_back(std::move(keep));
     }
   return out;
+}
+
+// The branch as the grammar writes it: no member or item past those named where JSON Schema
+// allows them but the strict grammar leaves them out (so {"required": ["a"]} and
+// {"required": ["b"]} exclude each other as written). The branch itself where that empties it.
+Branch ShapeReader::written_closed(const Branch& b, int depth) {
+  Branch closed = b;
+  if (b.kind == Kind::kObject && !b.values) {
+    for (OpenRule& rule : closed.object.open)
+      if (rule.rest == Rest::kUnwritten) rule.rest = Rest::kNone;
+    if (!settle_object(closed.object, depth)) return b;
+  } else if (b.kind == Kind::kArray && !b.values && b.array.rest == Rest::kUnwritten) {
+    closed.array.rest = Rest::kNone;
+    closed.array.max_items =
+        tighter_max(closed.array.max_items, static_cast<int>(closed.array.prefix.size()));
+    if (closed.array.min_items > closed.array.max_items) return b;
+  }
+  return closed;
 }
 
 bool ShapeReader::disjoint(const Shape& a, const Shape& b, int depth) {
@@ -1120,7 +1159,7 @@ bool ShapeReader::lengths_possible(const StringRules& r) {
   std::vector<std::string> regexes;
   for (const std::string& p : r.patterns) regexes.push_back(searched(p, "[\\s\\S]*"));
   for (const std::string& f : r.formats)
-    for (const auto& [name, regex] : kFormats)
+    for (const auto& [name, regex] : format_table())
       if (name == f) regexes.push_back(regex);
   for (const std::string& regex : regexes) {
     const std::optional<std::pair<int, int>> span = char_range(compiled(regex));
@@ -1205,7 +1244,7 @@ bool ShapeReader::accepts(const Branch& b, const json& v, Formats formats, int d
         if (!pattern_found(p, s, formats)) return false;
       if (formats == Formats::kAsserted)
         for (const std::string& f : b.string.formats)
-          for (const auto& [name, regex] : kFormats)
+          for (const auto& [name, regex] : format_table())
             if (name == f && !full_match(regex, s)) return false;
       return true;
     }

@@ -128,6 +128,9 @@ class ShapeReader {
   bool pattern_found(const std::string& pattern, const std::string& text, Formats formats);
 
   const ShapeLimits& limits() const { return limits_; }
+  // A value of an enum or const left out only because its format's check (format_table) refused
+  // it, the first one: what a refusal of the schema then names.
+  const std::optional<SchemaJson>& format_refused() const { return format_refused_; }
 
  private:
   Shape read_one(const SchemaJson& schema, const std::string& where, int depth,
@@ -142,6 +145,7 @@ class ShapeReader {
   Shape exclusive_union(const std::vector<Shape>& alternatives, const std::string& where,
                         int depth);
   bool disjoint(const Branch& a, const Branch& b, int depth);
+  Branch written_closed(const Branch& b, int depth);
   bool accepts(const Branch& b, const SchemaJson& v, Formats formats, int depth);
   bool full_match(const std::string& regex, const std::string& text);
   const Grammar& compiled(const std::string& regex);
@@ -153,6 +157,7 @@ class ShapeReader {
   std::map<std::string, Shape> shapes_;     // by place
   std::map<std::string, Grammar> regexes_;  // compiled once, by text
   std::set<std::string> reading_;           // places being read
+  std::optional<SchemaJson> format_refused_;
 };
 
 // A JSON Schema pattern as a regex over a whole string (regex.h's syntax): a side without its

@@ -77,8 +77,9 @@ TEST(JsonSchema, KeywordsItDoesNotReadAreRefusedByName) {
            "'oneOf' alternatives 0 and 1 may both match a string"},
           {R"({"type": "string", "pattern": "^a", "format": "date"})", "beside 'format'"},
           {R"({"type": "string", "pattern": "a+b", "maxLength": 3})", "it does not imply"},
-          {R"({"type": "object", "properties": {"xa": {}}, "patternProperties": {"^x": {}}})",
-           "matches the property \"xa\""},
+          {R"({"type": "object", "properties": {"xa": {}}, "patternProperties": {"^x": {}},
+               "additionalProperties": false, "minProperties": 2})",
+           "matches the property \"xa\", and 'minProperties' needs members it names"},
           {R"({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 2})",
            "'minProperties' 2 needs two or more members"},
           {R"({"type": "array", "uniqueItems": true})", "'uniqueItems': true"},
@@ -131,6 +132,21 @@ TEST(JsonSchema, SchemasNoValueSatisfiesAreRefused) {
        })
     cases.emplace_back(schema, "no value satisfies the schema");
   expect_refused(cases, [](const std::string& s) { compile_json_schema(json::parse(s)); });
+}
+
+// An email of bounded length: the format's parts bounded so their lengths add up within.
+TEST(JsonSchema, AnEmailWithinLengthsIsAnEmailOfThoseLengths) {
+  const Grammar g = compile_json_schema(
+      json::parse(R"({"type": "string", "format": "email", "minLength": 8, "maxLength": 12})"));
+  EXPECT_TRUE(full_match(g, R"("abc@d.org")"));
+  EXPECT_TRUE(full_match(g, R"("abcde@fg.com")"));
+  EXPECT_FALSE(full_match(g, R"("a@b.cc")")) << "6 characters";
+  EXPECT_FALSE(full_match(g, R"("abcdef@ghijk.org")")) << "16 characters";
+  EXPECT_FALSE(full_match(g, R"("abcdefgh")")) << "no email";
+  EXPECT_THROW(
+      compile_json_schema(json::parse(R"({"type": "string", "format": "email", "maxLength": 5})")),
+      Error)
+      << "no email of the format's form has 5 characters";
 }
 
 // Hostile schemas end in a refusal, not a hang or a crash: nesting past the limit, a recursive

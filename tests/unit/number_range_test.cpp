@@ -159,6 +159,9 @@ TEST(NumberRange, DigitLimitsBendToTheBoundsAndToADouble) {
   EXPECT_TRUE(full_match(big, "100000000000000000000"));
   EXPECT_TRUE(full_match(big, "999999999999999999999"));
   EXPECT_FALSE(full_match(big, "99999999999999999999"));
+  const Grammar above99 =
+      compile_regex(*integer_range_regex(bound("99", true), bound(nullptr), {1, 0}));
+  EXPECT_TRUE(full_match(above99, "100")) << "an exclusive 99 leaves 100 past one digit";
   const Grammar low = compile_regex(*integer_range_regex(bound(nullptr), bound("-1e5"), {3, 0}));
   EXPECT_TRUE(full_match(low, "-100000"));
   EXPECT_FALSE(full_match(low, "-99999"));
