@@ -208,6 +208,20 @@ class Emitter {
     append(s, literal(close));
     return s;
   }
+  // An array or object: empty (one whitespace between its brackets, so no blank line), and with
+  // the contents `nonempty` (nullopt: never).
+  Seq container(const char* open, const std::optional<Seq>& nonempty, bool may_be_empty,
+                const char* close) {
+    std::vector<Seq> alternatives;
+    if (may_be_empty) {
+      Seq empty = literal(open);
+      append(empty, ws());
+      append(empty, literal(close));
+      alternatives.push_back(std::move(empty));
+    }
+    if (nonempty) alternatives.push_back(bracketed(open, *nonempty, close));
+    return one_of(std::move(alternatives), "container");
+  }
   // ws , ws v: an item or member after the first.
   Seq comma_then(const Seq& v) {
     Seq s = ws();
@@ -421,19 +435,24 @@ class Emitter {
     if (rest == Rest::kNone) max = max < 0 ? k : std::min(max, k);
     if (max >= 0 && min > max) return std::nullopt;
     const Seq item = item_value ? *item_value : Seq{};
-    if (prefix.empty()) return bracketed("[", list_of(item, min, max), "]");
+    if (prefix.empty()) {
+      if (max == 0) return container("[", std::nullopt, true, "]");
+      return container("[", list_of(item, std::max(min, 1), max), min == 0, "]");
+    }
     // The items after the prefix, once all of it is there; then the prefix from its end, each
     // item past minItems optional (an array may stop inside its prefixItems).
     Seq suffix;
     if (rest == Rest::kSchema && (max < 0 || max > k))
       suffix.push_back(
           b_.repeat(comma_then(item), std::max(min - k, 0), max < 0 ? -1 : max - k, "items"));
-    for (int i = k - 1; i >= 0; --i) {
-      Seq with = i > 0 ? comma_then(prefix[static_cast<size_t>(i)]) : prefix[0];
+    for (int i = k - 1; i >= 1; --i) {
+      Seq with = comma_then(prefix[static_cast<size_t>(i)]);
       append(with, suffix);
       suffix = i < min ? with : Seq{b_.repeat(with, 0, 1, "prefix")};
     }
-    return bracketed("[", suffix, "]");
+    Seq first = prefix[0];
+    append(first, suffix);
+    return container("[", first, min == 0, "]");
   }
 
   // "name" ws : ws value
@@ -535,7 +554,8 @@ class Emitter {
                         " needs two or more members beyond the named properties, whose names "
                         "could repeat (not supported)");
     // members(i, k, first): the members from i on, k written so far (counted up to the bound
-    // that matters), `first` when none is: a rule per state, made once.
+    // that matters), `first` when none is: a rule per state, made once. At least one member is
+    // written (the empty object is container()'s own alternative).
     const int cap = max >= 0 ? max : min;
     std::map<std::tuple<int, int, bool>, std::optional<Seq>> made;
     const auto from = [&](auto&& self, int i, int k, bool first) -> std::optional<Seq> {
@@ -543,10 +563,10 @@ class Emitter {
       if (auto it = made.find(state); it != made.end()) return it->second;
       std::optional<Seq> out;
       if (i == n) {
-        const int lo = std::max(min - k, 0), hi = max < 0 ? -1 : max - k;
+        const int lo = std::max(min - k, first ? 1 : 0), hi = max < 0 ? -1 : max - k;
         if (lo == 0 && (!other || hi == 0)) {
           out = Seq{};
-        } else if (other && lo <= 1) {
+        } else if (other && lo <= 1 && hi != 0) {
           out = first ? list_of(*other, lo, hi)
                       : Seq{b_.repeat(comma_then(*other), lo, hi, "members")};
         }
@@ -572,9 +592,11 @@ class Emitter {
       made.emplace(state, out);
       return out;
     };
+    const bool may_be_empty = min == 0 && std::none_of(members.begin(), members.end(),
+                                                       [](const auto& m) { return m.second; });
     const std::optional<Seq> inside = from(from, 0, 0, true);
-    if (!inside) return std::nullopt;
-    return bracketed("{", *inside, "}");
+    if (!inside && !may_be_empty) return std::nullopt;
+    return container("{", inside, may_be_empty, "}");
   }
 
   const json& root_;
