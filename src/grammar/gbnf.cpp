@@ -148,7 +148,7 @@ class GbnfReader {
     if (c == '[') return char_class();
     if (c == '.') {
       ++at_;
-      return {add_regex(b_, "[\\s\\S]")};
+      return {add_regex(b_, "(?:.|\\n)")};  // any code point
     }
     if (c == '(') {
       ++at_;

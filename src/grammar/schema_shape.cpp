@@ -1157,7 +1157,7 @@ bool ShapeReader::disjoint(const Branch& a, const Branch& b, int depth) {
 bool ShapeReader::lengths_possible(const StringRules& r) {
   if (r.min_length == 0 && r.max_length < 0) return true;
   std::vector<std::string> regexes;
-  for (const std::string& p : r.patterns) regexes.push_back(searched(p, "[\\s\\S]*"));
+  for (const std::string& p : r.patterns) regexes.push_back(searched(p, "(?:.|\\n)*"));
   for (const std::string& f : r.formats)
     for (const auto& [name, regex] : format_table())
       if (name == f) regexes.push_back(regex);
@@ -1183,7 +1183,7 @@ bool ShapeReader::full_match(const std::string& regex, const std::string& text) 
 
 bool ShapeReader::pattern_found(const std::string& pattern, const std::string& text,
                                 Formats formats) {
-  return full_match(searched_impl(pattern, "[\\s\\S]*", formats == Formats::kIgnored), text);
+  return full_match(searched_impl(pattern, "(?:.|\\n)*", formats == Formats::kIgnored), text);
 }
 
 bool ShapeReader::accepts(const Shape& shape, const json& v, Formats formats, int depth) {

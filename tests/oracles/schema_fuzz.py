@@ -38,8 +38,9 @@ import math
 import os
 import random
 import re
-import subprocess
 import sys
+
+import oracle_run
 
 try:
     import jsonschema
@@ -52,40 +53,16 @@ MAX_TOKENS = 200  # --max-tokens: the default
 
 # ---- Formats: jsonschema's checks and ours, both must hold --------------------------------------
 
-DATE = r"(\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"
-TIME = r"([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)"
-OWN_FORMATS = {
-    "date": DATE,
-    "time": TIME,
-    "date-time": DATE + "[Tt ]" + TIME,
-    "uuid": r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
-    "email": r"[^@\s]+@[^@\s]+",
-}
-
-
-def own_format_ok(name, value):
-    """RFC 3339 (a full-date is a day of its month: RFC 3339 5.7), RFC 4122, an @ for email."""
-    m = re.fullmatch(OWN_FORMATS[name], value, re.ASCII)
-    if not m:
-        return False
-    if name in ("date", "date-time"):
-        y, mo, d = int(m.group(1)), int(m.group(2)), int(m.group(3))
-        leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
-        days = [31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][mo - 1]
-        return d <= days
-    return True
-
-
 def format_checker():
     """jsonschema's checkers (all but "time") and ours: a string must pass both."""
     checker = jsonschema.FormatChecker()
-    builtin = {name: checker.checkers[name] for name in OWN_FORMATS
+    builtin = {name: checker.checkers[name] for name in oracle_run.FORMATS
                if name in checker.checkers and name != "time"}
-    for name in OWN_FORMATS:
+    for name in oracle_run.FORMATS:
         def check(value, name=name):
             if not isinstance(value, str):
                 return True
-            if not own_format_ok(name, value):
+            if not oracle_run.format_ok(name, value):
                 return False
             if name in builtin:
                 func, raises = builtin[name]
@@ -1116,26 +1093,9 @@ def named_kinds(schema):
 
 def run_batch(args, model, schemas, tag, samples):
     reqs = build_requests(schemas, args.seed, samples, args.max_tokens)
-    inp = os.path.join(args.work, f"{tag}_in.jsonl")
-    outp = os.path.join(args.work, f"{tag}_out.jsonl")
-    stats = os.path.join(args.work, f"{tag}_stats.json")
-    with open(inp, "w") as f:
-        for r, _ in reqs:
-            f.write(json.dumps(r) + "\n")
-    cmd = [args.tpllama, "run", "--model", model, "--input", inp, "--output", outp,
-           "--overwrite", "--stats", stats, "--max-seqs", "32"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
     # 65: every request failed (each has its error record): a batch of refused schemas.
-    if proc.returncode not in (0, 65) or not os.path.exists(outp):
-        print(proc.stdout[-4000:] + proc.stderr[-4000:])
-        return None, reqs, None
-    records = {}
-    with open(outp) as f:
-        for line in f:
-            rec = json.loads(line)
-            records[rec["id"]] = rec
-    with open(stats) as f:
-        so = json.load(f).get("structured_outputs") or {}
+    records, so = oracle_run.run_batch(args.tpllama, model, [r for r, _ in reqs], args.work, tag,
+                                       ok_codes=(0, 65))
     return records, reqs, so
 
 
@@ -1279,21 +1239,15 @@ def reductions(node):
 def failing(args, model, schemas, kind):
     """Which of the schemas still show the failure: "wrongful" (a claim that no value satisfies
     it, which a value disproves) or "invalid" (an invalid stop record among 32 samples x 2)."""
-    inp = os.path.join(args.work, "min_in.jsonl")
-    outp = os.path.join(args.work, "min_out.jsonl")
-    with open(inp, "w") as f:
-        for i, s in enumerate(schemas):
-            for k in range(1 if kind == "wrongful" else 2):
-                f.write(json.dumps({"id": f"m{i}_{k}", "prompt": PROMPTS[k], "guided_json": s,
-                                    "max_tokens": 1 if kind == "wrongful" else args.max_tokens,
-                                    "temperature": 1.0, "n": 1 if kind == "wrongful" else 32,
-                                    "seed": args.seed + k}) + "\n")
-    subprocess.run([args.tpllama, "run", "--model", model, "--input", inp, "--output", outp,
-                    "--overwrite", "--max-seqs", "64"], capture_output=True)
+    reqs = [{"id": f"m{i}_{k}", "prompt": PROMPTS[k], "guided_json": s,
+             "max_tokens": 1 if kind == "wrongful" else args.max_tokens, "temperature": 1.0,
+             "n": 1 if kind == "wrongful" else 32, "seed": args.seed + k}
+            for i, s in enumerate(schemas) for k in range(1 if kind == "wrongful" else 2)]
+    records, _ = oracle_run.run_batch(args.tpllama, model, reqs, args.work, "min",
+                                      ok_codes=(0, 65))
     hit = [False] * len(schemas)
-    with open(outp) as f:
-        for line in f:
-            rec = json.loads(line)
+    if records is not None:
+        for rec in records.values():
             i = int(rec["id"][1:].split("_")[0])
             if kind == "wrongful":
                 msg = rec.get("error") or ""
@@ -1375,31 +1329,19 @@ def main():
         for s, t in zip(schemas, tags):
             print(json.dumps(s), t)
         return 0
-    stories = os.path.join(args.work, "stories260K")
-    llama3 = os.path.join(args.work, "llama3_random")
     tok = args.llama3_tokenizer
     if n3 and not os.path.exists(tok):
         sys.exit(f"{tok} is missing: run `npm ci --prefix tests/oracles` (scripts/setup.sh does)")
-    converts = [[args.tpllama, "convert", "--from", "llama2c", "--checkpoint",
-                 os.path.join(args.models, "stories260K/stories260K.bin"), "--tokenizer",
-                 os.path.join(args.models, "stories260K/tok512.model"), "--out", stories]]
-    if n3:
-        converts.append([args.tpllama, "convert", "--from", "random", "--shape", "llama3-tiny",
-                         "--seed", "7", "--tokenizer", tok, "--out", llama3])
     if args.minimize:
         if not args.schema:
             sys.exit("--minimize takes --schema")
-        model = stories
-        if not os.path.exists(stories):
-            subprocess.run(converts[0], check=True, capture_output=True)
+        model, _ = oracle_run.models(args.tpllama, args.models, tok, args.work, llama3=False)
         small = minimize(args, model, schemas[0], args.minimize)
         print("minimal:", json.dumps(small))
         if args.minimize == "wrongful":
             print("validates:", json.dumps(satisfying_candidate(small)))
         return 0
-    for cmd in converts:
-        if not os.path.exists(cmd[-1]):
-            subprocess.run(cmd, check=True, capture_output=True)
+    stories, llama3 = oracle_run.models(args.tpllama, args.models, tok, args.work, llama3=n3 > 0)
     failures, s1 = check_model(args, stories, schemas, tags, "stories260K", args.samples)
     if n3:
         f3, _ = check_model(args, llama3, schemas[:n3], tags[:n3], "llama3-vocab", args.samples)

@@ -22,8 +22,9 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
+
+import oracle_run
 
 try:
     import jsonschema
@@ -178,18 +179,6 @@ UNSATISFIABLE = [("guided_regex", "a{300}", 12), ("guided_choice", ["x" * 200], 
 
 PROMPTS = ["Once upon a time", "The little dog", "Lily and Tom", "One day"]
 
-# Our own checks of the formats (RFC 3339 full-date, full-time, date-time; RFC 4122 text form).
-DATE = r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"
-TIME = r"([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)"
-FORMATS = {
-    "date": DATE,
-    "time": TIME,
-    "date-time": DATE + "[Tt ]" + TIME,
-    "uuid": r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
-    "email": r"[^@\s]+@[^@\s]+",
-}
-
-
 def check_formats(value, schema, defs):
     """Every string under a "format" matches our pattern for it; returns the failures."""
     errors = []
@@ -198,7 +187,7 @@ def check_formats(value, schema, defs):
     if "$ref" in schema:
         return check_formats(value, defs[schema["$ref"].split("/")[-1]], defs)
     if isinstance(value, str) and "format" in schema:
-        if not re.fullmatch(FORMATS[schema["format"]], value):
+        if not oracle_run.format_ok(schema["format"], value):
             errors.append(f"{value!r} is not a {schema['format']}")
     if isinstance(value, dict):
         for k, v in value.items():
@@ -242,7 +231,7 @@ def requests(seeds):
         out.append((r, check if expect_error is None else ("error", expect_error)))
 
     # jsonschema 4.26's "time" check refuses every time (even "20:40:00Z", which its own
-    # "date-time" check takes after a date): our RFC 3339 pattern (FORMATS) checks times alone.
+    # "date-time" check takes after a date): our RFC 3339 pattern (oracle_run.FORMATS) checks times alone.
     formats = jsonschema.FormatChecker(
         [f for f in jsonschema.FormatChecker.checkers if f != "time"])
 
@@ -292,23 +281,9 @@ def requests(seeds):
 
 def run_model(args, model, seeds, tag):
     reqs = requests(seeds)
-    inp = os.path.join(args.work, f"{tag}_in.jsonl")
-    outp = os.path.join(args.work, f"{tag}_out.jsonl")
-    stats = os.path.join(args.work, f"{tag}_stats.json")
-    with open(inp, "w") as f:
-        for r, _ in reqs:
-            f.write(json.dumps(r) + "\n")
-    cmd = [args.tpllama, "run", "--model", model, "--input", inp, "--output", outp,
-           "--overwrite", "--stats", stats, "--max-seqs", "32"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        print(proc.stdout + proc.stderr)
-        return [f"{tag}: tpllama exited {proc.returncode}"]
-    records = {}
-    with open(outp) as f:
-        for line in f:
-            rec = json.loads(line)
-            records[rec["id"]] = rec
+    records, so = oracle_run.run_batch(args.tpllama, model, [r for r, _ in reqs], args.work, tag)
+    if records is None:
+        return [f"{tag}: tpllama failed"]
     failures = []
     counts = {"stop": 0, "length": 0}
     for r, check in reqs:
@@ -334,8 +309,6 @@ def run_model(args, model, seeds, tag):
         else:
             failures.append(f"{tag} {r['id']}: {reason}: {rec.get('error')}")
         counts[reason] = counts.get(reason, 0) + 1
-    with open(stats) as f:
-        so = json.load(f)["structured_outputs"]
     print(f"{tag}: {len(reqs)} requests, {counts['stop']} stop (validated), {counts['length']} "
           f"length, {counts.get('refused', 0)} refused as unsatisfiable; {so['grammars_compiled']} grammars compiled in "
           f"{1e3 * so['compile_seconds']:.1f} ms; {so['masks']} masks, mean "
@@ -355,20 +328,10 @@ def main():
     ap.add_argument("--seeds", type=int, default=6)
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
-    stories = os.path.join(args.work, "stories260K")
-    llama3 = os.path.join(args.work, "llama3_random")
     tok = args.llama3_tokenizer
     if not os.path.exists(tok):
         sys.exit(f"{tok} is missing: run `npm ci --prefix tests/oracles` (scripts/setup.sh does)")
-    for cmd in (
-        [args.tpllama, "convert", "--from", "llama2c", "--checkpoint",
-         os.path.join(args.models, "stories260K/stories260K.bin"), "--tokenizer",
-         os.path.join(args.models, "stories260K/tok512.model"), "--out", stories],
-        [args.tpllama, "convert", "--from", "random", "--shape", "llama3-tiny", "--seed", "7",
-         "--tokenizer", tok, "--out", llama3],
-    ):
-        if not os.path.exists(cmd[-1]):
-            subprocess.run(cmd, check=True, capture_output=True)
+    stories, llama3 = oracle_run.models(args.tpllama, args.models, tok, args.work)
     failures = run_model(args, stories, range(args.seeds), "stories260K")
     failures += run_model(args, llama3, range(max(1, args.seeds // 3)), "llama3-vocab")
     for f in failures:
