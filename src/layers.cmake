@@ -21,7 +21,7 @@ set(TPLLAMA_USES_grammar core)
 set(TPLLAMA_USES_model core ops text io parallel chat)
 set(TPLLAMA_USES_executor core ops parallel model)
 set(TPLLAMA_USES_engine core text io grammar model executor)
-set(TPLLAMA_USES_session core ops text parallel model executor engine)
+set(TPLLAMA_USES_session core ops text io parallel model executor engine)
 set(TPLLAMA_USES_planner core ops parallel model)
 set(TPLLAMA_USES_app core ops text io parallel model engine session planner)
 set(TPLLAMA_USES_main core ops parallel app)  # src/main.cpp

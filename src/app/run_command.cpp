@@ -27,7 +27,9 @@ struct RunFiles {
   std::unique_ptr<PromptReader> reader;
   std::unique_ptr<ResumeIndex> resume;
   std::unique_ptr<ResultWriter> writer;
-  long long total_requests = 0;  // 0: unknown (a pipe)
+  long long total_requests = 0;                // 0: unknown (a pipe)
+  RecordOrigin origin;                         // the writer's
+  std::optional<OutputConstraint> constraint;  // --response-format's
 };
 
 // The files of a run, checked on rank 0 before any weight is read: the outputs can be written and
@@ -154,8 +156,10 @@ RunFiles open_files(const RunOptions& o, const Session& session, OutputHolds& ho
     log::info("--overwrite: replacing the " + std::to_string(std::filesystem::file_size(o.output)) +
               " bytes of records in " + o.output);
   }
-  f.writer = std::make_unique<ResultWriter>(o.output, format, /*append=*/o.resume || !file,
-                                            record_origin(o, job));
+  f.origin = record_origin(o, job);
+  f.constraint = constraint;
+  f.writer =
+      std::make_unique<ResultWriter>(o.output, format, /*append=*/o.resume || !file, f.origin);
   if (file && !(o.resume && had_output))
     write_sidecar(o.output, job, &holds);  // after the cut: a kill between leaves no records
   if (std::optional<size_t> lines = count_prompt_lines(o.input))
@@ -184,7 +188,9 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
          ": a request's samples run at once, one sequence each; raise --max-seqs");
   TraceRecorder trace(!o.trace.empty());  // before the session: its communicators record into it
   OutputHolds holds;                      // rank 0's: every file the run writes, from its start
-  Session session(mpi, o.session, [&](const Session& s) {
+  SessionOptions layout = o.session;
+  layout.replicas = true;  // run serves any number of replicas
+  Session session(mpi, std::move(layout), [&](const Session& s) {
     if (s.is_rank0()) check_files(o, holds);
   });
   session.load();
@@ -200,7 +206,19 @@ int run_command(const RunOptions& o, const MpiSession& mpi) {
   io.reorder_limit = static_cast<size_t>(std::max(1024, 4 * o.session.engine.max_seqs));
   io.total_requests = files.total_requests;
   const Continuation continuation{true, ""};
-  const RunSummary summary = session.serve(serve_options(o, continuation), io, trace);
+  ServeOptions serve = serve_options(o, continuation);
+  if (session.is_rank0() && session.topology().dp_size() > 1) {
+    // Rank 0 hands the lines to the replicas and writes the records they send back.
+    files.reader->keep_lines(true);
+    serve.lines = files.reader.get();
+    serve.records = files.writer.get();
+    serve.replica_requests.input = files.reader->format();
+    serve.replica_requests.output = files.writer->format();
+    serve.replica_requests.origin = files.origin;
+    serve.replica_requests.answering_model = served_model_name(o);
+    serve.replica_requests.constraint = files.constraint;
+  }
+  const RunSummary summary = session.serve(serve, io, trace);
   holds.release(o.stats);  // write_text_file locks them itself
   holds.release(o.trace);
   report_run(session, summary, trace, o.stats, o.trace);

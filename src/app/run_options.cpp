@@ -139,8 +139,14 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
   c.add_option("--threads", o.session.placement.threads,
                "CPU threads per rank; default: cores of the node / ranks on the node")
       ->check(at_least(1));
+  c.add_option("--dp", o.session.layout.dp,
+               "Data-parallel replicas of the model, each --tp x --pp ranks with its own KV cache "
+               "and scheduler, fed from one prompt stream into one output; default: ranks / "
+               "(--tp x --pp) when both are given, else 1")
+      ->check(at_least(1));
   c.add_option("--tp", o.session.layout.tp,
-               "Tensor-parallel ranks per stage; default: ranks per node (or ranks / --pp)")
+               "Tensor-parallel ranks per stage; default: ranks per node (or ranks of a replica / "
+               "--pp)")
       ->check(at_least(1));
   c.add_option("--pp", o.session.layout.pp,
                "Pipeline stages; default: number of nodes (or ranks / --tp)")
@@ -205,7 +211,11 @@ void add_layout_options(CLI::App& c, RunOptions& o) {
 }
 
 ServeOptions serve_options(const RunOptions& o, Continuation continuation) {
-  return ServeOptions{o.stall_timeout, std::move(continuation)};
+  ServeOptions serve;
+  serve.stall_timeout = o.stall_timeout;
+  serve.continuation = std::move(continuation);
+  serve.defaults = o.defaults;
+  return serve;
 }
 
 std::string served_model_name(const RunOptions& o) {

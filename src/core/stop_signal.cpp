@@ -52,6 +52,10 @@ int stop_signal() {
   return g_stop_signal.load(std::memory_order_relaxed);
 }
 
+void relay_stop_signal(int signal) {
+  on_stop_signal(signal);
+}
+
 int stop_signals_received() {
   return g_stop_count.load(std::memory_order_relaxed);
 }

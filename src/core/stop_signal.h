@@ -37,6 +37,9 @@ constexpr double kRelayWindowSeconds = 1.0;
 int stop_signal();
 // How many stop signals arrived: a second one means "stop now".
 int stop_signals_received();
+// A stop another rank relays (rank 0 to the replicas' leaders): counted as the signal would be,
+// once when it arrives within kRelayWindowSeconds of this rank's own.
+void relay_stop_signal(int signal);
 
 // Open MPI's mpirun answers SIGTERM or SIGINT (Ctrl-C) by ending the job: the ranks get SIGTERM,
 // then SIGKILL after odls_base_sigkill_timeout seconds (default 1); only SIGUSR1 and SIGUSR2 it

@@ -31,7 +31,10 @@ class Run {
         io_(io),
         rules_{text ? text->stop_ids() : config.eos_token_ids, o.context},
         structured_(text ? &text->tokenizer() : nullptr, config.vocab_size, rules_),
-        intake_(*io.reader, text, {config.vocab_size, o.context, o.max_seqs}, io.resume,
+        gate_(io.reader != nullptr
+                  ? std::make_unique<RequestGate>(*io.reader, text, o.context, io.resume)
+                  : nullptr),
+        intake_(gate_ ? *gate_ : *io.gated, text, {config.vocab_size, o.context, o.max_seqs},
                 &structured_),
         blocks_(o.kv_blocks, o.kv_block_size, o.max_seqs, o.prefix_caching),
         scheduler_(
@@ -61,7 +64,7 @@ class Run {
         // A stream with no whole line yet (admit_while_room waited a quarter second for one):
         // nothing to run until it comes or a stop signal does.
         executor_.keep_alive();
-        progress_.update(counts());
+        if (io_.progress) progress_.update(counts());
         continue;
       }
       const bool idle = scheduler_.idle();
@@ -81,19 +84,20 @@ class Run {
         const Group done = scheduler_.take_oldest();
         apply(done, executor_.receive_tokens(done.id));
       }
-      progress_.update(counts());
+      if (io_.progress) progress_.update(counts());
     }
     // Groups still in flight must come back before the pipeline can shut down.
     while (!scheduler_.idle()) executor_.receive_tokens(scheduler_.take_oldest().id);
     executor_.shutdown();
     publisher_.finish();
-    progress_.finish(counts());
+    if (io_.progress) progress_.finish(counts());
     RunSummary& s = summary();
-    s.skipped = intake_.skipped();
+    s.skipped = gate_ ? gate_->skipped() : 0;
     s.preemptions = scheduler_.preemptions();
     s.prefix_caching = o_.prefix_caching;
     s.prefix = blocks_.prefix_stats();
-    if (intake_.done() && s.stopped_by == 0) s.unmatched_records = intake_.unmatched_records();
+    if (gate_ && intake_.done() && s.stopped_by == 0)
+      s.unmatched_records = gate_->unmatched_records();
     const StructuredFigures f = structured_.figures();
     s.structured.requests = f.requests;
     s.structured.grammars_compiled = f.grammars_compiled;
@@ -108,7 +112,7 @@ class Run {
 
   ProgressCounts counts() const {
     const PrefixCacheStats p = blocks_.prefix_stats();
-    return {publisher_.published() + intake_.skipped(),
+    return {publisher_.published() + (gate_ ? gate_->skipped() : 0),
             publisher_.summary().records.errors,
             static_cast<long long>(active_.size()),
             sampled_tokens_,
@@ -245,6 +249,7 @@ class Run {
   const EngineIo& io_;
   const StopRules rules_;
   StructuredOutputs structured_;
+  std::unique_ptr<RequestGate> gate_;  // over io.reader; null for gated requests
   RequestIntake intake_;
   BlockAllocator blocks_;
   Scheduler scheduler_;
@@ -273,7 +278,8 @@ Engine::Engine(const LlamaConfig& config, const ModelText* text, StepExecutor& e
 }
 
 RunSummary Engine::run(const EngineIo& io) {
-  TPLLAMA_CHECK(io.reader != nullptr && io.writer != nullptr, "engine without reader or writer");
+  TPLLAMA_CHECK((io.reader != nullptr) != (io.gated != nullptr) && io.writer != nullptr,
+                "an engine needs one source of requests and a writer");
   Run run(config_, text_, executor_, engine_, io);
   return run.run();
 }

@@ -9,6 +9,7 @@
 
 #include "core/trace.h"
 #include "engine/engine_config.h"
+#include "engine/request_intake.h"
 #include "engine/run_metrics.h"
 #include "executor/step_executor.h"
 #include "io/prompt_reader.h"
@@ -22,8 +23,11 @@ namespace tpllama {
 // Where requests come from and results go.
 struct EngineIo {
   RequestSource* reader = nullptr;
+  // Instead of a reader: requests another rank's gate numbered and checked (a replica's leader).
+  GatedSource* gated = nullptr;
   ResultSink* writer = nullptr;
   ResumeIndex* resume = nullptr;  // ids already in the output: skipped (the engine takes its map)
+  bool progress = true;           // the progress line (off where another rank draws the job's)
   bool ordered = false;           // write in input order (bounded reorder buffer)
   size_t reorder_limit = 1024;    // results held back before admission pauses
   long long total_requests = 0;   // for progress; 0 when unknown

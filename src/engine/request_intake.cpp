@@ -92,10 +92,9 @@ std::string length_error(const Request& req, int n, int n_context, int context) 
 
 }  // namespace
 
-RequestIntake::RequestIntake(RequestSource& source, const ModelText* text,
-                             const IntakeOptions& options, ResumeIndex* resume,
-                             StructuredOutputs* structured)
-    : source_(source), text_(text), options_(options), structured_(structured) {
+RequestGate::RequestGate(RequestSource& source, const ModelText* text, int context,
+                         ResumeIndex* resume)
+    : source_(source), text_(text), context_(context) {
   if (resume != nullptr) {
     remaining_done_ = std::move(resume->done);
     resumed_records_ = std::move(resume->by_id);
@@ -103,9 +102,25 @@ RequestIntake::RequestIntake(RequestSource& source, const ModelText* text,
   }
 }
 
+std::optional<GatedRequest> RequestGate::next(bool wait) {
+  while (std::optional<Request> req = source_.next(wait))
+    if (std::optional<GatedRequest> gated = pass(std::move(*req))) return gated;
+  return std::nullopt;
+}
+
+long long RequestGate::unmatched_records() const {
+  long long n = 0;
+  for (const auto& entry : remaining_done_) n += entry.second;
+  return n;
+}
+
+RequestIntake::RequestIntake(GatedSource& source, const ModelText* text,
+                             const IntakeOptions& options, StructuredOutputs* structured)
+    : source_(source), text_(text), options_(options), structured_(structured) {}
+
 std::optional<Admission> RequestIntake::next(bool wait) {
   if (done_) return std::nullopt;
-  std::optional<Request> req = source_.next(wait);
+  std::optional<GatedRequest> req = source_.next(wait);
   if (!req) {
     done_ = source_.ended();
     return std::nullopt;
@@ -118,12 +133,6 @@ std::optional<Admission> RequestIntake::next(bool wait) {
     close();
     return std::nullopt;
   }
-}
-
-long long RequestIntake::unmatched_records() const {
-  long long n = 0;
-  for (const auto& entry : remaining_done_) n += entry.second;
-  return n;
 }
 
 Admission RequestIntake::reject(const Request& r, uint64_t order, int prompt_tokens,
@@ -143,7 +152,7 @@ Admission RequestIntake::reject(const Request& r, uint64_t order, int prompt_tok
 
 // Resumed runs skip what the output already holds: results by id (the first k occurrences of an id
 // written k times), error records by input line.
-bool RequestIntake::already_written(const std::string& key, const Request* by_id) {
+bool RequestGate::already_written(const std::string& key, const Request* by_id) {
   auto done = remaining_done_.find(key);
   if (done == remaining_done_.end() || done->second == 0) return false;
   auto records = by_id != nullptr ? resumed_records_.find(key) : resumed_records_.end();
@@ -161,12 +170,12 @@ bool RequestIntake::already_written(const std::string& key, const Request* by_id
 
 // A request this run would skip as answered gives the token count its record gives
 // (check_resumed_record), or the output is another input's.
-void RequestIntake::check_resumed(const Request& req, const ResumedRecord& record) const {
+void RequestGate::check_resumed(const Request& req, const ResumedRecord& record) const {
   int n_context = 0;
   std::vector<int32_t> tokens;
   try {
     int cut = 0;
-    tokens = tokenize_request(req, text_, options_.context, &n_context, &cut, /*fit=*/false);
+    tokens = tokenize_request(req, text_, context_, &n_context, &cut, /*fit=*/false);
   } catch (const PromptError&) {
     return;  // its record says so; a template that refuses it now refused it then
   }
@@ -174,31 +183,39 @@ void RequestIntake::check_resumed(const Request& req, const ResumedRecord& recor
   check_resumed_record(record, resumed_path_, req, mine);
 }
 
-Admission RequestIntake::admit(Request req) {
-  const Clock::time_point admitted = Clock::now();  // time to first token counts from here
+std::optional<GatedRequest> RequestGate::pass(Request req) {
   // An id the line gives (or defaults to) is taken even when the line is an error, so no two
   // records share one; an id that could not be read is null and takes none.
   const std::string key = id_key(req.id);
   const uint32_t first_line =
       req.id.is_null() ? 0 : seen_.insert(key, static_cast<uint32_t>(req.line));
+  const auto refused = [&](std::string message) {
+    GatedRequest g{std::move(req), next_order_++, std::move(message)};
+    return std::optional<GatedRequest>(std::move(g));
+  };
   if (!req.error.empty()) {
-    if (already_written(error_line_key(req.line))) return {};
-    if (first_line == 0) return reject(req, next_order_++, 0, req.error);
-    return reject(req, next_order_++, 0,
-                  req.error + "; and its id " + key + " repeats line " +
-                      std::to_string(first_line) + "'s (ids must be unique)");
+    if (already_written(error_line_key(req.line))) return std::nullopt;
+    if (first_line == 0) return refused(req.error);
+    return refused(req.error + "; and its id " + key + " repeats line " +
+                   std::to_string(first_line) + "'s (ids must be unique)");
   }
   if (first_line != 0) {
-    if (already_written(error_line_key(req.line))) return {};
+    if (already_written(error_line_key(req.line))) return std::nullopt;
     req.line_failed = true;  // no request: its id is another's
-    return reject(req, next_order_++, 0,
-                  line_prefix(req) + "duplicate id " + key + " (first on line " +
-                      std::to_string(first_line) + "); ids must be unique");
+    return refused(line_prefix(req) + "duplicate id " + key + " (first on line " +
+                   std::to_string(first_line) + "); ids must be unique");
   }
   // A valid line's record is keyed by its id, or by its line when it became an error later on (a
   // prompt longer than the context).
-  if (already_written(error_line_key(req.line)) || already_written(key, &req)) return {};
-  const uint64_t order = next_order_++;
+  if (already_written(error_line_key(req.line)) || already_written(key, &req)) return std::nullopt;
+  return GatedRequest{std::move(req), next_order_++, std::nullopt};
+}
+
+Admission RequestIntake::admit(GatedRequest gated) {
+  const Clock::time_point admitted = Clock::now();  // time to first token counts from here
+  const uint64_t order = gated.order;
+  Request& req = gated.request;
+  if (gated.refusal) return reject(req, order, 0, *gated.refusal);
   if (options_.max_seqs > 0 && req.n > options_.max_seqs)
     return reject(req, order, 0,
                   line_prefix(req) + "n is " + std::to_string(req.n) + " but --max-seqs is " +

@@ -88,6 +88,7 @@ void ResultPublisher::apply(const std::vector<RowOutcome>& rows, StructuredOutpu
 
 void ResultPublisher::publish(uint64_t order, Result result) {
   ++published_;
+  result.order = order;
   if (ordered_)
     ordered_->submit(order, std::move(result));
   else

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/byte_codec.h"
+
 namespace tpllama {
 
 class LatencyHistogram {
@@ -15,6 +17,11 @@ class LatencyHistogram {
   double mean() const { return count_ > 0 ? sum_ / static_cast<double>(count_) : 0.0; }
   // Nearest-rank percentile (p in [0, 100]), accurate to the 1% bucket width.
   double percentile(double p) const;
+  // Adds another histogram's values (another replica's).
+  void merge(const LatencyHistogram& other);
+  // As bytes (ByteWriter / ByteReader) to another rank.
+  void encode(ByteWriter& w) const;
+  static LatencyHistogram decode(ByteReader& r);
 
  private:
   static constexpr double kMin = 1e-7;     // seconds; smaller values land in bucket 0
@@ -79,6 +86,18 @@ struct StructuredOutputStats {
   long long masks_walked = 0;
 };
 
+// One replica's share of a run of several (its leader's engine, and its link to rank 0).
+struct ReplicaFigures {
+  long long records = 0;  // records it made (of requests rank 0 handed to it)
+  long long prompt_tokens = 0;
+  long long generated_tokens = 0;
+  long long steps = 0;
+  long long preemptions = 0;
+  double seconds = 0;          // its engine's run
+  double busy_seconds = 0;     // in steps (prefill and decode)
+  double waiting_seconds = 0;  // with nothing to run, waiting for rank 0 to hand it requests
+};
+
 // A run's summary on rank 0, in parts by what fills them.
 struct RunSummary {
   RecordCounts records;
@@ -101,9 +120,15 @@ struct RunSummary {
   StepPhases phases;
   RequestLatencies latency;
   StructuredOutputStats structured;
+  std::vector<ReplicaFigures> replicas;  // several replicas: each one's share, by replica
   std::string describe() const;
   // "prefix cache: 87.5% of prompt tokens (3584 of 4096), 12 blocks evicted"
   std::string describe_prefix_cache() const;
 };
+
+// A replica's summary to rank 0, and rank 0's sum of them (times: the longest; counts: summed).
+std::vector<uint8_t> encode_summary(const RunSummary& s);
+RunSummary decode_summary(const std::vector<uint8_t>& bytes);
+void add_replica_summary(RunSummary& total, const RunSummary& part);
 
 }  // namespace tpllama

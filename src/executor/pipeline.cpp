@@ -33,6 +33,9 @@ Pipeline::Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology,
   TPLLAMA_CHECK(stage_comm.size() == topology.pp_size() && stage_comm.rank() == topology.pp_rank(),
                 "stage group of ", stage_comm.size(), " ranks, rank ", stage_comm.rank(),
                 ", for stage ", topology.pp_rank(), " of ", topology.pp_size());
+  TPLLAMA_CHECK(world.size() == topology.replica_size() && world.rank() == topology.replica_rank(),
+                "replica group of ", world.size(), " ranks, rank ", world.rank(), ", for rank ",
+                topology.replica_rank(), " of a replica of ", topology.replica_size());
   if (topology.is_last_stage()) head_ = std::make_unique<VocabParallelHead>(model, tp_comm);
   connect_stages();
 }
@@ -48,7 +51,7 @@ void Pipeline::connect_stages() {
 }
 
 std::optional<SampledRows> Pipeline::submit(const StepPlan& plan) {
-  TPLLAMA_CHECK(topology_.rank() == 0, "submit on rank ", topology_.rank());
+  TPLLAMA_CHECK(topology_.is_replica_leader(), "submit on rank ", topology_.rank());
   std::vector<uint8_t> bytes = encode_plan(plan);
   doing("handing the step to the TP group");
   tp_comm_.broadcast_bytes(bytes, 0);
@@ -70,7 +73,8 @@ SampledRows Pipeline::receive_tokens(int64_t expected_group) {
 }
 
 void Pipeline::serve() {
-  TPLLAMA_CHECK(topology_.rank() != 0, "serve on rank 0");
+  TPLLAMA_CHECK(!topology_.is_replica_leader(), "serve on the leader of replica ",
+                topology_.replica());
   while (true) {
     std::vector<uint8_t> bytes;
     const auto start = Clock::now();
@@ -139,7 +143,7 @@ std::optional<SampledRows> Pipeline::execute(const StepPlan& plan,
     return std::nullopt;
   }
   SampledRows rows = sample(plan, out);
-  if (topology_.rank() == 0) return rows;
+  if (topology_.is_replica_leader()) return rows;
   if (topology_.tp_rank() == 0) world_.send_bytes_async(encode_sampled(rows), 0, kTagTokens);
   return std::nullopt;
 }

@@ -30,7 +30,8 @@ struct PipelineStats {
 class Pipeline final : public StepExecutor {
  public:
   // stage_comm: this TP rank's column through the stages (its rank is the stage), which carries
-  // the hidden states; world carries plans and tokens.
+  // the hidden states; world, the replica's ranks (all of them with one replica), carries plans
+  // and tokens. "Rank 0" below is the replica's leader.
   Pipeline(LlamaModel& model, KvCache& cache, const Topology& topology, Communicator& tp_comm,
            Communicator& stage_comm, Communicator& world, TraceRecorder* trace = nullptr);
 
@@ -65,8 +66,9 @@ class Pipeline final : public StepExecutor {
   void send_hidden(const std::vector<uint8_t>& bytes, const Tensor& out, int64_t n);
   SampledRows sample(const StepPlan& plan, const Tensor& logits);
   void connect_stages();
-  int next_stage_rank() const { return topology_.rank() + topology_.tp_size(); }
-  int prev_stage_rank() const { return topology_.rank() - topology_.tp_size(); }
+  // Ranks of the replica's communicator (world_).
+  int next_stage_rank() const { return topology_.replica_rank() + topology_.tp_size(); }
+  int prev_stage_rank() const { return topology_.replica_rank() - topology_.tp_size(); }
   int last_stage_root() const { return (topology_.pp_size() - 1) * topology_.tp_size(); }
 
   LlamaModel& model_;

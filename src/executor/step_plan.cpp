@@ -4,60 +4,13 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/byte_codec.h"
 #include "core/error.h"
 
 namespace tpllama {
-namespace {
-
-class Writer {
- public:
-  template <typename T>
-  void put(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    bytes.insert(bytes.end(), p, p + sizeof(T));
-  }
-  template <typename T>
-  void put_vector(const std::vector<T>& v) {
-    put<uint64_t>(v.size());
-    const auto* p = reinterpret_cast<const uint8_t*>(v.data());
-    bytes.insert(bytes.end(), p, p + v.size() * sizeof(T));
-  }
-  std::vector<uint8_t> bytes;
-};
-
-class Reader {
- public:
-  explicit Reader(const std::vector<uint8_t>& b) : bytes_(b) {}
-  template <typename T>
-  T get() {
-    TPLLAMA_CHECK(pos_ + sizeof(T) <= bytes_.size(), "plan message truncated at byte ", pos_);
-    T v;
-    std::memcpy(&v, bytes_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return v;
-  }
-  template <typename T>
-  std::vector<T> get_vector() {
-    const auto n = get<uint64_t>();
-    TPLLAMA_CHECK(n <= (bytes_.size() - pos_) / sizeof(T), "plan array of ", n,
-                  " elements overruns the message");
-    std::vector<T> v(n);
-    std::memcpy(v.data(), bytes_.data() + pos_, n * sizeof(T));
-    pos_ += n * sizeof(T);
-    return v;
-  }
-  size_t position() const { return pos_; }
-
- private:
-  const std::vector<uint8_t>& bytes_;
-  size_t pos_ = 0;
-};
-
-}  // namespace
 
 std::vector<uint8_t> encode_sampled(const SampledRows& rows) {
-  Writer w;
+  ByteWriter w;
   w.put(rows.group);
   w.put_vector(rows.tokens);
   w.put<uint64_t>(rows.logprobs.size());
@@ -72,7 +25,7 @@ std::vector<uint8_t> encode_sampled(const SampledRows& rows) {
 }
 
 SampledRows decode_sampled(const std::vector<uint8_t>& bytes) {
-  Reader r(bytes);
+  ByteReader r(bytes, "plan message");
   SampledRows rows;
   rows.group = r.get<int64_t>();
   rows.tokens = r.get_vector<int32_t>();
@@ -91,7 +44,7 @@ SampledRows decode_sampled(const std::vector<uint8_t>& bytes) {
 }
 
 std::vector<uint8_t> encode_plan(const StepPlan& plan) {
-  Writer w;
+  ByteWriter w;
   w.put(plan.group);
   w.put(plan.kind);
   w.put_vector(plan.cache_ops);
@@ -108,7 +61,7 @@ std::vector<uint8_t> encode_plan(const StepPlan& plan) {
 }
 
 StepPlan decode_plan(const std::vector<uint8_t>& bytes) {
-  Reader r(bytes);
+  ByteReader r(bytes, "plan message");
   StepPlan plan;
   plan.group = r.get<int64_t>();
   const auto kind = r.get<uint8_t>();

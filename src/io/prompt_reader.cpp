@@ -227,6 +227,7 @@ std::optional<Request> PromptReader::next(bool wait) {
         return std::nullopt;
       case LineInput::Status::kTooLong:
         ++lines_read_;
+        last_line_.clear();
         return too_long();
       case LineInput::Status::kLine:
         break;
@@ -236,16 +237,26 @@ std::optional<Request> PromptReader::next(bool wait) {
     if (lines_read_ == 1 && line.rfind(kByteOrderMark, 0) == 0) line.erase(0, 3);
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (is_blank(line)) continue;
-    if (format_ == InputFormat::kText) return parse_text(std::move(line));
-    try {
-      return with_digits(format_ == InputFormat::kOpenAiBatch ? parse_openai(line)
-                                                              : parse_jsonl(line));
-    } catch (const std::bad_alloc&) {  // the line's values outgrow memory: that line's error record
-      Request req = start_request();
-      req.error = detail::concat("line ", lines_read_, ": out of memory holding its ", line.size(),
-                                 " bytes of JSON as values: not read");
-      return req;
-    }
+    if (keep_lines_) last_line_ = line;
+    return parse(std::move(line));
+  }
+}
+
+Request PromptReader::parse_line(std::string line, size_t line_number) {
+  lines_read_ = line_number;
+  return parse(std::move(line));
+}
+
+Request PromptReader::parse(std::string line) {
+  if (format_ == InputFormat::kText) return parse_text(std::move(line));
+  try {
+    return with_digits(format_ == InputFormat::kOpenAiBatch ? parse_openai(line)
+                                                            : parse_jsonl(line));
+  } catch (const std::bad_alloc&) {  // the line's values outgrow memory: that line's error record
+    Request req = start_request();
+    req.error = detail::concat("line ", lines_read_, ": out of memory holding its ", line.size(),
+                               " bytes of JSON as values: not read");
+    return req;
   }
 }
 

@@ -68,8 +68,16 @@ class PromptReader : public RequestSource {
   // line's body.model that names another is said once (log::info), as the requests go to this
   // model all the same.
   void set_answering_model(std::string name) { answering_model_ = std::move(name); }
+  // With keep: last_line() is the line the last request came from (cleaned of a byte-order mark
+  // and '\r'; empty for a line too long to read), for rank 0 to hand it to another replica.
+  void keep_lines(bool keep) { keep_lines_ = keep; }
+  const std::string& last_line() const { return last_line_; }
+  // A line another reader read (last_line()), as line `line_number` of its input: the request it
+  // gave there.
+  Request parse_line(std::string line, size_t line_number);
 
  private:
+  Request parse(std::string line);
   Request start_request() const;
   // Its constraint compiled with --json-max-digits.
   Request with_digits(Request req) const;
@@ -88,6 +96,8 @@ class PromptReader : public RequestSource {
   size_t lines_read_ = 0;
   std::string answering_model_;
   bool said_model_ = false;
+  bool keep_lines_ = false;
+  std::string last_line_;
 };
 
 }  // namespace tpllama

@@ -169,6 +169,9 @@ struct Result {
   // A request of n > 1 samples: every one, by index (join_samples); text, stop_reason and logprobs
   // above are then unused, completion_tokens is their sum and finish_reason the first one's.
   std::vector<Choice> choices = {};
+  // Its number among the job's records in input order (the gate's); records written out of order
+  // (several replicas) are put back in order by it under --ordered.
+  uint64_t order = 0;
 };
 
 // The record of a request of n > 1 samples from each sample's own (samples[k] is sample k): the

@@ -222,16 +222,18 @@ void Checkpoint::open_rank_shard(const Topology& t) {
     fail("model directory ", dir_, " was sharded for tp=", manifest_.tp, " pp=", manifest_.pp,
          " (layers per stage ", join(manifest_.stage_layers), ", ", manifest_.files.size(),
          " ranks), but this run is tp=", t.tp_size(), " pp=", t.pp_size(), " (layers per stage ",
-         join(stages), ", ", t.world_size(), " ranks): run with --tp ", manifest_.tp, " --pp ",
-         manifest_.pp, " --pp-layers ", join(manifest_.stage_layers),
+         join(stages), ", ", t.replica_size(), " ranks a replica): run with --tp ", manifest_.tp,
+         " --pp ", manifest_.pp, " --pp-layers ", join(manifest_.stage_layers),
          " on that many ranks, or shard the original model again");
-  const std::string& name = manifest_.files[static_cast<size_t>(t.rank())];
+  // Every replica reads the same shards: by the rank's place in its replica.
+  const std::string& name = manifest_.files[static_cast<size_t>(t.replica_rank())];
   if (name.find('/') != std::string::npos)
     fail(dir_, "/", kShardManifestName, ": file name ", name, " leaves the directory");
   const std::string path = dir_ + "/" + name;
   if (!fs::exists(path))
-    fail("model directory ", dir_, ": the shard of rank ", t.rank(), ", ", name, ", is missing");
-  const size_t r = static_cast<size_t>(t.rank());
+    fail("model directory ", dir_, ": the shard of rank ", t.replica_rank(), ", ", name,
+         ", is missing");
+  const size_t r = static_cast<size_t>(t.replica_rank());
   if (r < manifest_.file_bytes.size() && fs::file_size(path) != manifest_.file_bytes[r])
     fail("model directory ", dir_, ": ", name, " has ", fs::file_size(path),
          " bytes but was written with ", manifest_.file_bytes[r],

@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "core/error.h"
 #include "core/tensor.h"
 #include "core/trace.h"
 
@@ -56,6 +58,18 @@ class Communicator {
   virtual std::vector<uint8_t> recv_bytes(int src, int tag) = 0;
   // Completes every pending asynchronous send.
   virtual void wait_sends() = 0;
+  // A message of `tag` from `src` (kAnySource: from any rank) when one has arrived, without
+  // waiting; *from is its sender. Host messages between the replicas' leaders (MPI only).
+  static constexpr int kAnySource = -1;
+  virtual std::optional<std::vector<uint8_t>> try_recv_bytes(int /*src*/, int /*tag*/,
+                                                             int* /*from*/) {
+    fail("this communicator has no polling receive");
+  }
+  // Another handle on the same group, for a second thread of this rank: the two may send and
+  // receive at once (MPI_THREAD_MULTIPLE). The group must outlive it.
+  virtual std::unique_ptr<Communicator> second_handle() {
+    fail("this communicator has no second handle");
+  }
   // Whether a tensor send waits on the device stream until its receiver takes it (NCCL). Then what
   // the receiver needs before it posts its receive must have reached it before the send.
   virtual bool sends_hold_stream() const { return false; }

@@ -32,11 +32,18 @@ std::unique_ptr<Communicator> make_group_communicator(std::unique_ptr<MpiCommuni
 RankCommunicators make_rank_communicators(const MpiSession& mpi, const Topology& topology,
                                           CommBackend backend, const DeviceContext& ctx) {
   RankCommunicators c;
-  c.world = mpi.duplicate_world();
-  c.tp = make_group_communicator(mpi.split(topology.pp_rank(), topology.tp_rank()), backend, ctx,
-                                 "TP group");
-  c.stage = make_group_communicator(mpi.split(topology.tp_rank(), topology.pp_rank()), backend, ctx,
-                                    "stage group");
+  const Topology& t = topology;
+  if (t.dp_size() == 1) {
+    c.world = mpi.duplicate_world();
+  } else {
+    c.world = mpi.split(t.replica(), t.replica_rank());
+    // Every rank takes part in the split; only the leaders' group is used.
+    c.leaders = mpi.split(t.is_replica_leader() ? 0 : 1, t.replica());
+  }
+  c.tp = make_group_communicator(mpi.split(t.replica() * t.pp_size() + t.pp_rank(), t.tp_rank()),
+                                 backend, ctx, "TP group");
+  c.stage = make_group_communicator(mpi.split(t.replica() * t.tp_size() + t.tp_rank(), t.pp_rank()),
+                                    backend, ctx, "stage group");
   return c;
 }
 

@@ -27,11 +27,15 @@ std::unique_ptr<Communicator> make_group_communicator(std::unique_ptr<MpiCommuni
 // A rank's communicators. Declared in the order they are made: whoever holds them destroys the
 // stage and TP groups before the world.
 struct RankCommunicators {
-  std::unique_ptr<Communicator> world;  // every rank, host memory: plans and tokens
+  std::unique_ptr<Communicator> world;  // the replica's ranks, host memory: plans and tokens
+  // With several replicas, the replicas' leaders (rank r: replica r's), host memory: requests out
+  // to them and records back (null with one replica).
+  std::unique_ptr<Communicator> leaders;
   std::unique_ptr<Communicator> tp;     // this rank's TP group, over `backend`
   std::unique_ptr<Communicator> stage;  // this TP rank through the stages: hidden states
 };
-// The world (a duplicate of its own), then the TP and stage groups of `topology` (collective).
+// The replica's group (a duplicate of the world with one replica), the leaders' group, then the TP
+// and stage groups of `topology` (collective).
 RankCommunicators make_rank_communicators(const MpiSession& mpi, const Topology& topology,
                                           CommBackend backend, const DeviceContext& ctx);
 

@@ -42,7 +42,7 @@ int byte_count_of(const Tensor& t) {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_size(comm_, &size_);
   MPI_Comm_rank(comm_, &rank_);
@@ -53,7 +53,7 @@ MpiCommunicator::~MpiCommunicator() {
   MPI_Finalized(&finalized);
   if (!finalized)
     for (PendingSend& p : pending_) MPI_Wait(&p.request, MPI_STATUS_IGNORE);
-  if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+  if (owned_ && comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
 }
 
 std::unique_ptr<MpiCommunicator> MpiCommunicator::split(MPI_Comm parent, int color, int key) {
@@ -261,6 +261,26 @@ std::vector<uint8_t> MpiCommunicator::recv_bytes(int src, int tag) {
   mpi_check(MPI_Recv(bytes.data(), count, MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE),
             "MPI_Recv");
   return bytes;
+}
+
+std::optional<std::vector<uint8_t>> MpiCommunicator::try_recv_bytes(int src, int tag, int* from) {
+  int arrived = 0;
+  MPI_Status status;
+  mpi_check(MPI_Iprobe(src == kAnySource ? MPI_ANY_SOURCE : src, tag, comm_, &arrived, &status),
+            "MPI_Iprobe");
+  if (arrived == 0) return std::nullopt;
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  std::vector<uint8_t> bytes(static_cast<size_t>(count));
+  mpi_check(
+      MPI_Recv(bytes.data(), count, MPI_BYTE, status.MPI_SOURCE, tag, comm_, MPI_STATUS_IGNORE),
+      "MPI_Recv");
+  if (from != nullptr) *from = status.MPI_SOURCE;
+  return bytes;
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::second_handle() {
+  return std::make_unique<MpiCommunicator>(comm_, /*owned=*/false);
 }
 
 void MpiCommunicator::reap_sends() {

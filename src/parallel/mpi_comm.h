@@ -17,7 +17,8 @@ namespace tpllama {
 // Move-only owner of an MPI communicator (never MPI_COMM_WORLD itself).
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(MPI_Comm comm);  // takes ownership of comm
+  // Takes ownership of comm, unless !owned (a second handle on another's group).
+  explicit MpiCommunicator(MPI_Comm comm, bool owned = true);
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -42,6 +43,8 @@ class MpiCommunicator final : public Communicator {
   void send_bytes_async(std::vector<uint8_t> bytes, int dest, int tag) override;
   std::vector<uint8_t> recv_bytes(int src, int tag) override;
   void wait_sends() override;
+  std::optional<std::vector<uint8_t>> try_recv_bytes(int src, int tag, int* from) override;
+  std::unique_ptr<Communicator> second_handle() override;
   MPI_Comm handle() const { return comm_; }
 
  private:
@@ -69,6 +72,7 @@ class MpiCommunicator final : public Communicator {
   DeviceContext staging_ctx_;
   std::vector<uint8_t> staging_[2];
   MPI_Comm comm_ = MPI_COMM_NULL;
+  bool owned_ = true;
   int size_ = 1;
   int rank_ = 0;
 };

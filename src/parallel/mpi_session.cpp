@@ -32,10 +32,11 @@ void mpi_check(int rc, const char* what) {
 
 MpiSession::MpiSession(int* argc, char*** argv) {
   int provided = 0;
-  mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+  mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  threads_ = provided >= MPI_THREAD_MULTIPLE;
 }
 
 MpiSession::~MpiSession() {

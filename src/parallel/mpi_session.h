@@ -36,6 +36,9 @@ class MpiSession {
 
   int world_size() const { return world_size_; }
   int rank() const { return rank_; }
+  // Whether two threads of a rank may call MPI at once (MPI_THREAD_MULTIPLE): rank 0's dispatcher
+  // of requests to several replicas runs beside its engine.
+  bool threads_may_call() const { return threads_; }
   // Ends every rank of the job at once: the only safe exit after a failure on one rank.
   [[noreturn]] void abort(int code) const;
 
@@ -69,6 +72,7 @@ class MpiSession {
  private:
   int world_size_ = 1;
   int rank_ = 0;
+  bool threads_ = false;
 };
 
 // An error whose message the failing rank has already printed; every rank knows of it.

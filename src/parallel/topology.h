@@ -14,24 +14,33 @@ struct LayerRange {
   int count() const { return end - begin; }
 };
 
+// The world is dp replicas of the model, each tp x pp ranks: replica r holds world ranks
+// [r * tp * pp, (r + 1) * tp * pp), and within it TP is the fastest axis.
 class Topology {
  public:
-  // Validates tp * pp == world_size and the stage split; throws with all the numbers.
+  // Validates dp * tp * pp == world_size and the stage split; throws with all the numbers.
   // pp_layers: explicit layers per stage (empty → even split, remainder to the middle stages).
   Topology(int world_size, int rank, int tp_size, int pp_size, int n_layers,
-           std::vector<int> pp_layers = {});
+           std::vector<int> pp_layers = {}, int dp_size = 1);
 
   static Topology single(int n_layers) { return Topology(1, 0, 1, 1, n_layers); }
 
   int world_size() const { return world_size_; }
-  int rank() const { return rank_; }
+  int rank() const { return rank_; }  // in the world
   int tp_size() const { return tp_size_; }
   int pp_size() const { return pp_size_; }
+  int dp_size() const { return world_size_ / replica_size(); }
   int tp_rank() const { return tp_rank_of(rank_); }
   int pp_rank() const { return pp_rank_of(rank_); }
-  // The place of another rank of the job.
+  // This rank's replica, and its place in it (0: the replica's leader, which runs its engine).
+  int replica() const { return replica_of(rank_); }
+  int replica_rank() const { return rank_ % replica_size(); }
+  int replica_size() const { return tp_size_ * pp_size_; }
+  bool is_replica_leader() const { return replica_rank() == 0; }
+  // The place of another rank of the job (a world rank).
   int tp_rank_of(int rank) const { return rank % tp_size_; }
-  int pp_rank_of(int rank) const { return rank / tp_size_; }
+  int pp_rank_of(int rank) const { return rank % replica_size() / tp_size_; }
+  int replica_of(int rank) const { return rank / replica_size(); }
   bool is_first_stage() const { return pp_rank() == 0; }
   bool is_last_stage() const { return pp_rank() == pp_size_ - 1; }
   LayerRange stage_layers(int pp_rank) const { return stages_[static_cast<size_t>(pp_rank)]; }
@@ -61,11 +70,14 @@ struct NodeInfo {
 struct LayoutRequest {
   int tp = 0;
   int pp = 0;
+  int dp = 0;  // replicas; 0: world / (tp * pp) when both are given, else 1
   std::vector<int> pp_layers;
 };
 
-// The one factory: --tp/--pp as given, or derived — TP over the ranks of a node, PP over the
-// nodes (neither given), or the other one from the world size (one given).
+// The one factory: --dp/--tp/--pp as given, or derived. With --dp, each replica's ranks (world /
+// dp) are laid out as a world of their own would be. Without it: both --tp and --pp given, the
+// replicas that fill the world; neither, TP over the ranks of a node and PP over the nodes; one,
+// the other from the world size.
 Topology make_topology(const LayoutRequest& request, const NodeInfo& nodes, int world_size,
                        int rank, int n_layers);
 

@@ -9,8 +9,9 @@ namespace tpllama {
 namespace {
 
 void warn_cross_node_tp(const Topology& t, const NodeInfo& nodes) {
-  for (int stage = 0; stage < t.pp_size(); ++stage) {
-    const int first = stage * t.tp_size();
+  for (int group = 0; group < t.dp_size() * t.pp_size(); ++group) {
+    const int stage = group % t.pp_size();
+    const int first = group * t.tp_size();
     bool spans = false;
     std::string members;
     for (int r = first; r < first + t.tp_size(); ++r) {
@@ -20,7 +21,9 @@ void warn_cross_node_tp(const Topology& t, const NodeInfo& nodes) {
                  nodes.host_of_rank[static_cast<size_t>(r)];
     }
     if (spans)
-      log::warn("the TP group of stage " + std::to_string(stage) + " spans nodes (" + members +
+      log::warn("the TP group of stage " + std::to_string(stage) +
+                (t.dp_size() > 1 ? " of replica " + std::to_string(t.replica_of(first)) : "") +
+                " spans nodes (" + members +
                 "): its all-reduces cross the network. Place consecutive ranks on one node "
                 "(mpirun --map-by slot) or pass --allow-cross-node-tp to silence this");
   }
@@ -126,12 +129,16 @@ Placement place_rank(const MpiSession& mpi, const Topology& topology, const Node
   return p;
 }
 
-void log_layout(const Topology& t, const NodeInfo& nodes, bool allow_cross_node_tp) {
-  std::string hosts;  // "host (ranks a-b)" per node, from the ranks' own processor names
-  for (int r = 0; r < t.world_size();) {
+namespace {
+
+// "host (ranks a-b)" per run of ranks [begin, end) on one node, from the ranks' own processor
+// names.
+std::string hosts_of(const NodeInfo& nodes, int begin, int end) {
+  std::string hosts;
+  for (int r = begin; r < end;) {
     int last = r;
-    while (last + 1 < t.world_size() && nodes.node_of_rank[static_cast<size_t>(last + 1)] ==
-                                            nodes.node_of_rank[static_cast<size_t>(r)])
+    while (last + 1 < end && nodes.node_of_rank[static_cast<size_t>(last + 1)] ==
+                                 nodes.node_of_rank[static_cast<size_t>(r)])
       ++last;
     if (!hosts.empty()) hosts += ", ";
     hosts.append(nodes.host_of_rank[static_cast<size_t>(r)])
@@ -141,16 +148,31 @@ void log_layout(const Topology& t, const NodeInfo& nodes, bool allow_cross_node_
     hosts += ")";
     r = last + 1;
   }
-  log::info("layout: " + std::to_string(t.world_size()) + " ranks = tp " +
+  return hosts;
+}
+
+}  // namespace
+
+void log_layout(const Topology& t, const NodeInfo& nodes, bool allow_cross_node_tp) {
+  const std::string dp =
+      t.dp_size() > 1 ? "dp " + std::to_string(t.dp_size()) + " x " : std::string();
+  log::info("layout: " + std::to_string(t.world_size()) + " ranks = " + dp + "tp " +
             std::to_string(t.tp_size()) + " x pp " + std::to_string(t.pp_size()) + " on " +
-            std::to_string(nodes.n_nodes) + " node(s): " + hosts);
+            std::to_string(nodes.n_nodes) + " node(s): " + hosts_of(nodes, 0, t.world_size()));
+  if (t.dp_size() > 1)
+    for (int replica = 0; replica < t.dp_size(); ++replica) {
+      const int first = replica * t.replica_size();
+      log::info("  replica " + std::to_string(replica) + " (leader rank " + std::to_string(first) +
+                "): " + hosts_of(nodes, first, first + t.replica_size()));
+    }
   if (!allow_cross_node_tp) warn_cross_node_tp(t, nodes);
 }
 
 std::string describe_rank(const Topology& t, const NodeInfo& nodes) {
-  return "rank " + std::to_string(t.rank()) + " (stage " + std::to_string(t.pp_rank()) +
-         ", tp rank " + std::to_string(t.tp_rank()) + ") on " +
-         nodes.host_of_rank[static_cast<size_t>(t.rank())];
+  return "rank " + std::to_string(t.rank()) + " (" +
+         (t.dp_size() > 1 ? "replica " + std::to_string(t.replica()) + ", " : std::string()) +
+         "stage " + std::to_string(t.pp_rank()) + ", tp rank " + std::to_string(t.tp_rank()) +
+         ") on " + nodes.host_of_rank[static_cast<size_t>(t.rank())];
 }
 
 }  // namespace tpllama

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 #include "core/byte_size.h"
 #include "core/clock.h"
@@ -57,13 +58,22 @@ void Session::validate(const std::function<void(const Session&)>& checks) {
     }
     topology_ = std::make_unique<Topology>(
         make_topology(o_.layout, nodes_, mpi_.world_size(), mpi_.rank(), config_.n_layers));
+    if (topology_->dp_size() > 1 && !o_.replicas)
+      fail("this command runs one replica of the model, but the layout has ", topology_->dp_size(),
+           " (dp ", topology_->dp_size(), " x tp ", topology_->tp_size(), " x pp ",
+           topology_->pp_size(), " = ", mpi_.world_size(),
+           " ranks): start tp x pp ranks, or use tpllama run");
+    if (topology_->dp_size() > 1 && !mpi_.threads_may_call())
+      fail("--dp ", topology_->dp_size(),
+           " needs an MPI that lets two threads of a rank call it at once (MPI_THREAD_MULTIPLE): "
+           "rank 0 hands requests to the replicas beside running its own; this MPI does not");
     if (checkpoint_ && checkpoint_->presharded()) checkpoint_->open_rank_shard(*topology_);
     head_layout(config_, topology_->tp_size(), topology_->tp_rank());
     context_ = resolve_context(o_.engine, config_);
     if (!o_.engine.kv_cache_memory.empty())
       (void)parse_byte_size(o_.engine.kv_cache_memory);  // refused before any weight is read
     if (checks) checks(*this);
-    if (is_rank0() && checkpoint_)
+    if (topology_->is_replica_leader() && checkpoint_)  // every engine's
       text_ = std::make_unique<ModelText>(o_.model, config_, o_.chat_template);
   });
 }
@@ -166,17 +176,85 @@ RunSummary Session::serve(const ServeOptions& options, EngineIo io, TraceRecorde
                    c.resumable ? "--resume continues from what was written" : c.restart_hint);
   pipeline_->set_stall_watch(&stall);
   RunSummary summary;
-  if (is_rank0()) {
+  if (topology_->is_replica_leader()) {
     io.how_to_continue = c.resumable ? "resume with --resume" : c.restart_hint;
     io.terminal = ::isatty(STDERR_FILENO) != 0;
     io.trace = &trace;
-    Engine engine(config_, text_.get(), *pipeline_, engine_config());
-    summary = engine.run(io);
+    if (t.dp_size() > 1) {
+      summary = serve_replica(options, io);
+    } else {
+      Engine engine(config_, text_.get(), *pipeline_, engine_config());
+      summary = engine.run(io);
+    }
   } else {
     pipeline_->serve();
   }
   pipeline_->set_stall_watch(nullptr);
   return summary;
+}
+
+RunSummary Session::serve_replica(const ServeOptions& options, EngineIo io) {
+  Communicator& leaders = *comms_.leaders;
+  const EngineConfig& e = engine_config();
+  std::vector<uint8_t> setup;
+  if (is_rank0()) {
+    TPLLAMA_CHECK(options.lines != nullptr && options.records != nullptr,
+                  "several replicas without the run's input and output");
+    setup = encode_replica_requests(options.replica_requests);
+  }
+  leaders.broadcast_bytes(setup, 0);
+  // Each engine holds at most a few requests it has not started: the rest stay with rank 0 for
+  // whichever replica has room first.
+  const int batch = std::clamp(e.max_seqs / 8, 1, 16);
+  std::unique_ptr<Communicator> own = leaders.second_handle();
+  ReplicaLink link(*own, decode_replica_requests(setup), options.defaults, batch);
+  const EngineIo given = io;
+  io.reader = nullptr;
+  io.resume = nullptr;
+  io.gated = &link;
+  io.writer = &link;
+  io.ordered = false;   // rank 0 puts the records in order
+  io.progress = false;  // rank 0 draws the job's
+  std::unique_ptr<Dispatcher> dispatcher;
+  std::thread thread;
+  if (is_rank0()) {
+    DispatchIo d;
+    d.reader = options.lines;
+    d.writer = options.records;
+    d.resume = given.resume;
+    d.text = text_.get();
+    d.context = e.context;
+    d.ordered = given.ordered;
+    d.reorder_limit = given.reorder_limit;
+    d.total_requests = given.total_requests;
+    d.terminal = given.terminal;
+    d.log_interval = e.log_interval;
+    dispatcher = std::make_unique<Dispatcher>(leaders, d);
+    thread = std::thread([&] {
+      try {
+        dispatcher->run();
+      } catch (const std::exception& ex) {
+        // The records written so far are whole; every rank ends now (--resume continues).
+        log::error(std::string("rank 0, handing requests to the replicas: ") + ex.what());
+        mpi_.abort(1);
+      }
+    });
+  }
+  RunSummary mine;
+  try {
+    Engine engine(config_, text_.get(), *pipeline_, e);
+    mine = engine.run(io);
+    link.finish(mine);
+  } catch (...) {
+    if (dispatcher) {
+      dispatcher->abandon();
+      thread.join();
+    }
+    throw;
+  }
+  if (!dispatcher) return mine;
+  thread.join();
+  return dispatcher->summary();
 }
 
 RankFigures Session::rank_figures() const {

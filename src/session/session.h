@@ -20,6 +20,7 @@
 #include "session/engine_flags.h"
 #include "session/placement.h"
 #include "session/rank_figures.h"
+#include "session/replicas.h"
 
 namespace tpllama {
 
@@ -58,6 +59,7 @@ struct SessionOptions {
   // run; a stop that a stalled rank holds up ends the job this long + 10 s after the signal),
   // resolved by load() into engine_config().
   EngineFlags engine;
+  bool replicas = false;  // the command serves several replicas (run): --dp above 1 is allowed
 };
 
 // Whether a stopped run continues with --resume, and what to do next when it cannot.
@@ -70,6 +72,13 @@ struct Continuation {
 struct ServeOptions {
   double stall_timeout = 900;  // seconds without a pipeline step before the job ends; 0: never
   Continuation continuation;
+  // Several replicas (run): rank 0's input and output, which its dispatcher reads and writes (io's
+  // reader and writer are then unused), and what the leaders need to read and write as it does;
+  // defaults: the command line's request defaults, on every rank.
+  PromptReader* lines = nullptr;
+  ResultWriter* records = nullptr;
+  ReplicaRequests replica_requests;
+  RequestDefaults defaults;
 };
 
 class Session {
@@ -129,6 +138,9 @@ class Session {
   void open_device();
   void load_model();
   void make_kv_cache();
+  // serve() with several replicas: rank 0's dispatcher thread beside its engine; every leader's
+  // engine over its link to rank 0.
+  RunSummary serve_replica(const ServeOptions& options, EngineIo io);
 
   const MpiSession& mpi_;
   SessionOptions o_;

@@ -43,18 +43,21 @@ void audit_weights(const MpiSession& mpi, const Topology& t, const ModelWeights&
   for (int r = 0; r < t.world_size(); ++r) {
     const uint64_t* v = all.data() + 4 * r;
     std::ostringstream os;
-    os << "rank " << r << " (tp " << t.tp_rank_of(r) << ", pp " << t.pp_rank_of(r) << ", layers ["
+    os << "rank " << r << " ("
+       << (t.dp_size() > 1 ? "replica " + std::to_string(t.replica_of(r)) + ", " : "") << "tp "
+       << t.tp_rank_of(r) << ", pp " << t.pp_rank_of(r) << ", layers ["
        << t.stage_layers(t.pp_rank_of(r)).begin << ", " << t.stage_layers(t.pp_rank_of(r)).end
        << ")): read " << mib(static_cast<double>(v[0])) << ", holds "
        << mib(static_cast<double>(v[1]));
     if (t.world_size() > 1) log::info(os.str());
+    if (t.replica_of(r) != 0) continue;  // every replica holds what the first one does
     unique += v[2];
     replicated += v[3];
   }
   std::ostringstream os;
   os << "weights: " << (from_checkpoint ? "checkpoint " : "model (random) ") << total
-     << " elements; held once over all ranks " << unique
-     << (unique == total ? " (all of them)" : " (MISMATCH)") << ", plus " << replicated
+     << " elements; held once over " << (t.dp_size() > 1 ? "each replica's ranks " : "all ranks ")
+     << unique << (unique == total ? " (all of them)" : " (MISMATCH)") << ", plus " << replicated
      << " replicated (norms on every TP rank, shared kv heads, tied embedding on two stages)";
   log::info(os.str());
   TPLLAMA_CHECK(unique == total, "sharded load holds ", unique, " of ", total, " elements");

@@ -23,8 +23,9 @@ using nlohmann::json;
 std::vector<Result> admit_all(const std::string& content, InputFormat format) {
   std::istringstream in(content);
   PromptReader reader(in, format, RequestDefaults{}, "ids.jsonl");
-  RequestIntake intake(reader, /*text=*/nullptr,
-                       IntakeOptions{/*vocab_size=*/64, /*context=*/16, /*max_seqs=*/0}, nullptr);
+  RequestGate gate(reader, /*text=*/nullptr, /*context=*/16, nullptr);
+  RequestIntake intake(gate, /*text=*/nullptr,
+                       IntakeOptions{/*vocab_size=*/64, /*context=*/16, /*max_seqs=*/0});
   std::vector<Result> out;
   while (std::optional<Admission> a = intake.next(true)) {
     if (a->rejected) {
