@@ -41,6 +41,7 @@ nlohmann::json rank_stats(const Topology& t, const std::vector<RankFigures>& all
   for (int r = 0; r < t.world_size(); ++r) {
     const RankFigures& f = all[static_cast<size_t>(r)];
     ranks.push_back({{"rank", r},
+                     {"replica", t.replica_of(r)},
                      {"tp_rank", t.tp_rank_of(r)},
                      {"pp_rank", t.pp_rank_of(r)},
                      {"peak_memory_bytes", as_count(f.peak_memory_bytes)},
@@ -71,6 +72,7 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes,
   nlohmann::json j = {
       {"layout",
        {{"world_size", t.world_size()},
+        {"dp", t.dp_size()},
         {"tp", t.tp_size()},
         {"pp", t.pp_size()},
         {"nodes", n_nodes}}},
@@ -120,6 +122,24 @@ void write_stats(const std::string& path, const Topology& t, int n_nodes,
       {"bubble_fraction", compute + wait > 0 ? wait / (compute + wait) : 0.0},
       {"ranks", rank_stats(t, all)},
   };
+  if (!s.replicas.empty()) {
+    nlohmann::json replicas = nlohmann::json::array();
+    for (size_t r = 0; r < s.replicas.size(); ++r) {
+      const ReplicaFigures& f = s.replicas[r];
+      const double run = f.seconds > 0 ? f.seconds : 1e-9;
+      replicas.push_back({{"replica", r},
+                          {"leader_rank", static_cast<int>(r) * t.replica_size()},
+                          {"requests", f.records},
+                          {"prompt_tokens", f.prompt_tokens},
+                          {"generated_tokens", f.generated_tokens},
+                          {"steps", f.steps},
+                          {"preemptions", f.preemptions},
+                          {"elapsed_seconds", f.seconds},
+                          {"busy_fraction", f.busy_seconds / run},
+                          {"waiting_for_work_seconds", f.waiting_seconds}});
+    }
+    j["replicas"] = std::move(replicas);
+  }
   write_json_file(path, j, "--stats");
 }
 
@@ -129,7 +149,9 @@ void write_trace(const MpiSession& mpi, const Topology& t, const TraceRecorder& 
   if (t.rank() != 0) return;
   std::vector<std::string> labels;
   for (int r = 0; r < t.world_size(); ++r) {
-    labels.push_back("rank " + std::to_string(r) + " (tp " + std::to_string(t.tp_rank_of(r)) +
+    // Perfetto sorts the processes by name: a replica's ranks together.
+    labels.push_back((t.dp_size() > 1 ? "replica " + std::to_string(t.replica_of(r)) + ", " : "") +
+                     "rank " + std::to_string(r) + " (tp " + std::to_string(t.tp_rank_of(r)) +
                      ", pp " + std::to_string(t.pp_rank_of(r)) + ")");
   }
   write_text_file(path, TraceRecorder::to_chrome_json(per_rank, labels) + "\n", "--trace");

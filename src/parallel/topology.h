@@ -70,8 +70,8 @@ struct NodeInfo {
 struct LayoutRequest {
   int tp = 0;
   int pp = 0;
-  int dp = 0;  // replicas; 0: world / (tp * pp) when both are given, else 1
   std::vector<int> pp_layers;
+  int dp = 0;  // replicas; 0: world / (tp * pp) when both are given, else 1
 };
 
 // The one factory: --dp/--tp/--pp as given, or derived. With --dp, each replica's ranks (world /

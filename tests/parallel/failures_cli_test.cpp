@@ -56,7 +56,13 @@ TEST_P(BadLayouts, ExitNonZeroWithinSecondsAndSayWhyOnce) {
 INSTANTIATE_TEST_SUITE_P(
     Layouts, BadLayouts,
     ::testing::Values(
-        BadLayout{4, "--tp 3 --pp 1", "tp (3) x pp (1) = 3 does not match the number of ranks (4)"},
+        BadLayout{4, "--tp 3 --pp 1",
+                  "tp (3) x pp (1) = 3 does not divide the number of ranks (4)"},
+        BadLayout{4, "--dp 3", "--dp 3 does not divide the number of ranks (4)"},
+        BadLayout{4, "--dp 2 --tp 4",
+                  "--tp 4 does not divide the ranks of a replica (4 ranks / --dp 2 = 2)"},
+        BadLayout{4, "--dp 2 --tp 2 --pp 2",
+                  "dp (2) x tp (2) x pp (2) = 8 does not match the number of ranks (4)"},
         BadLayout{3, "--tp 3", "num_attention_heads (8) is not divisible by tp (3)"},
         BadLayout{6, "--pp 6", "pp (6) is larger than the number of layers (5)"},
         BadLayout{2, "--pp 2 --pp-layers 1,1", "--pp-layers sums to 2 but the model has 5 layers"}),

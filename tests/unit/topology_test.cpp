@@ -76,6 +76,47 @@ TEST(MakeTopology, NonDividingRequestNamesTheNumbers) {
   }
 }
 
+// World rank = replica * (tp * pp) + pp_rank * tp + tp_rank.
+TEST(Topology, ReplicasAreConsecutiveBlocksOfRanks) {
+  Topology t(12, 7, 2, 3, 6, {}, 2);
+  EXPECT_EQ(t.dp_size(), 2);
+  EXPECT_EQ(t.replica_size(), 6);
+  EXPECT_EQ(t.replica(), 1);
+  EXPECT_EQ(t.replica_rank(), 1);
+  EXPECT_EQ(t.tp_rank(), 1);
+  EXPECT_EQ(t.pp_rank(), 0);
+  EXPECT_FALSE(t.is_replica_leader());
+  EXPECT_TRUE(Topology(12, 6, 2, 3, 6, {}, 2).is_replica_leader());
+  EXPECT_EQ(t.pp_rank_of(11), 2);
+  EXPECT_EQ(t.replica_of(5), 0);
+  EXPECT_THROW(Topology(12, 0, 2, 3, 6, {}, 3), Error);
+}
+
+TEST(MakeTopology, ReplicasFillTheWorldWhenTpAndPpAreBothGiven) {
+  const Topology t = make_topology({2, 2, {}}, nodes(2, 4), 8, 0, 32);
+  EXPECT_EQ(t.dp_size(), 2);
+  EXPECT_EQ(make_topology({2, 0, {}}, nodes(2, 4), 8, 0, 32).dp_size(), 1) << "as before --dp";
+  EXPECT_EQ(make_topology({}, nodes(2, 4), 8, 0, 32).dp_size(), 1) << "as before --dp";
+}
+
+TEST(MakeTopology, DpAloneKeepsAReplicaInsideANodeWhenItFits) {
+  Topology inside = make_topology({0, 0, {}, 4}, nodes(2, 4), 8, 0, 32);
+  EXPECT_EQ(inside.tp_size(), 2);
+  EXPECT_EQ(inside.pp_size(), 1);
+  Topology across = make_topology({0, 0, {}, 1}, nodes(2, 4), 8, 0, 32);
+  EXPECT_EQ(across.tp_size(), 4) << "TP over a node's ranks";
+  EXPECT_EQ(across.pp_size(), 2) << "PP across the nodes";
+  EXPECT_EQ(make_topology({0, 2, {}, 2}, nodes(2, 4), 8, 0, 32).tp_size(), 2);
+  try {
+    make_topology({0, 0, {}, 3}, nodes(2, 4), 8, 0, 32);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--dp 3 does not divide the number of ranks (8)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(MakeTopology, UnevenNodesNeedAnExplicitLayout) {
   NodeInfo n = nodes(2, 3);
   n.uniform = false;
