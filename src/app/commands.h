@@ -92,7 +92,7 @@ struct TokenizeOptions {
 struct PlanOptions {
   std::string model, shape, hostfile, gpu = "h100-80g", memory, intra = "nvlink",
                                       inter = "infiniband", dtype = "bf16", json;
-  int nodes = 1, per_node = 8, max_seqs = 256, tp = 0, pp = 0, vocab = 0;
+  int nodes = 1, per_node = 8, max_seqs = 256, tp = 0, pp = 0, dp = 0, vocab = 0;
   int input_len = 0, output_len = 0;  // 0: 512 and 256, within the model's context
   double bandwidth = 0, flops = 0;
 };

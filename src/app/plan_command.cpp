@@ -62,6 +62,7 @@ void add_plan_command(CLI::App& app, PlanOptions& o) {
       ->check(at_least(1));
   c->add_option("--tp", o.tp, "Only this TP size")->check(at_least(1));
   c->add_option("--pp", o.pp, "Only this PP size")->check(at_least(1));
+  c->add_option("--dp", o.dp, "Only this number of replicas")->check(at_least(1));
   c->add_option("--json", o.json, "Also write the plans as JSON");
 }
 
@@ -202,6 +203,7 @@ PlanRequest plan_request(const PlanOptions& o) {
   r.max_seqs = o.max_seqs;
   r.tp = o.tp;
   r.pp = o.pp;
+  r.dp = o.dp;
   return r;
 }
 
@@ -215,14 +217,14 @@ void print_plans(const PlanRequest& r, const std::string& dtype,
       r.nodes, r.ranks_per_node, r.device.name.c_str(), gib(r.device.memory_bytes).c_str(),
       gib(r.device.bandwidth).c_str(), r.device.flops / 1e9, r.intra.name.c_str(),
       r.inter.name.c_str(), dtype.c_str(), r.input_len, r.output_len);
-  std::printf("%4s %4s %12s %12s %12s %10s %12s %12s %8s  %s\n", "tp", "pp", "weights",
+  std::printf("%4s %4s %4s %12s %12s %12s %10s %12s %12s %8s  %s\n", "dp", "tp", "pp", "weights",
               "activations", "KV tokens", "seqs", "decode tok/s", "prefill t/s", "bubble", "note");
   for (const LayoutPlan& p : plans) {
     std::string note = p.fits ? (p.tp_crosses_nodes ? "TP crosses nodes" : "") : p.problem;
     if (&p == &plans.front() && p.fits)
       note = "recommended: fits, " + std::string(p.tp_crosses_nodes ? "" : "TP inside a node, ") +
              "highest estimated decode throughput";
-    std::printf("%4d %4d %12s %12s %12llu %10d %12.0f %12.0f %7.1f%%  %s\n", p.tp, p.pp,
+    std::printf("%4d %4d %4d %12s %12s %12llu %10d %12.0f %12.0f %7.1f%%  %s\n", p.dp, p.tp, p.pp,
                 gib(static_cast<double>(p.weight_bytes)).c_str(),
                 gib(static_cast<double>(p.activation_bytes)).c_str(),
                 static_cast<unsigned long long>(p.kv_capacity_tokens), p.concurrent_seqs,
@@ -235,7 +237,8 @@ void print_plans(const PlanRequest& r, const std::string& dtype,
 nlohmann::json plans_json(const std::vector<LayoutPlan>& plans) {
   nlohmann::json out = nlohmann::json::array();
   for (const LayoutPlan& p : plans)
-    out.push_back({{"tp", p.tp},
+    out.push_back({{"dp", p.dp},
+                   {"tp", p.tp},
                    {"pp", p.pp},
                    {"fits", p.fits},
                    {"problem", p.problem},

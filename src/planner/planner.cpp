@@ -148,7 +148,7 @@ void estimate_throughput(const PlanRequest& r, const Topology& probe,
     total += t;
     p.allreduce_seconds_per_step = std::max(p.allreduce_seconds_per_step, allreduce);
   }
-  const bool stages_cross_nodes = pp > 1 && r.nodes > 1;
+  const bool stages_cross_nodes = pp > 1 && r.nodes > 1 && tp * pp > r.ranks_per_node;
   const LinkSpec& pp_link = stages_cross_nodes ? r.inter : r.intra;
   const double es = static_cast<double>(activation_element_bytes(r.dtype));
   p.send_seconds_per_step =
@@ -164,13 +164,17 @@ void estimate_throughput(const PlanRequest& r, const Topology& probe,
   uint64_t most = 0;
   for (const RankLoad& l : loads) most = std::max(most, l.elements);
   p.prefill_tokens_per_s = r.device.flops / (2.0 * static_cast<double>(most)) * groups / pp;
+  // The replicas run side by side, each on its own ranks and requests.
+  p.decode_tokens_per_s *= p.dp;
+  p.prefill_tokens_per_s *= p.dp;
 }
 
-LayoutPlan plan_one(const PlanRequest& r, int tp, int pp) {
+LayoutPlan plan_one(const PlanRequest& r, int tp, int pp, int dp) {
   LayoutPlan p;
   p.tp = tp;
   p.pp = pp;
-  const int world = tp * pp;
+  p.dp = dp;
+  const int world = tp * pp;  // a replica's ranks: every replica holds the same
   p.tp_crosses_nodes = tp > r.ranks_per_node;
   try {
     Topology probe(world, 0, tp, pp, r.config.n_layers);
@@ -201,19 +205,22 @@ std::vector<LayoutPlan> plan_layouts(const PlanRequest& r) {
          r.ranks_per_node, "); plan lays out at most ", kMaxRanks);
   const int world = static_cast<int>(ranks);
   std::vector<LayoutPlan> plans;
-  for (int tp = 1; tp <= world; ++tp) {
-    if (world % tp != 0) continue;
-    const int pp = world / tp;
-    if ((r.tp != 0 && tp != r.tp) || (r.pp != 0 && pp != r.pp)) continue;
-    plans.push_back(plan_one(r, tp, pp));
+  for (int replica = 1; replica <= world; ++replica) {
+    if (world % replica != 0) continue;
+    const int dp = world / replica;
+    for (int tp = 1; tp <= replica; ++tp) {
+      if (replica % tp != 0) continue;
+      const int pp = replica / tp;
+      if ((r.tp != 0 && tp != r.tp) || (r.pp != 0 && pp != r.pp) || (r.dp != 0 && dp != r.dp))
+        continue;
+      plans.push_back(plan_one(r, tp, pp, dp));
+    }
   }
   if (plans.empty()) {
-    const std::string asked =
-        r.tp != 0 && r.pp != 0
-            ? "tp " + std::to_string(r.tp) + " x pp " + std::to_string(r.pp) + " = " +
-                  std::to_string(static_cast<long long>(r.tp) * r.pp) + " ranks"
-        : r.tp != 0 ? "tp " + std::to_string(r.tp) + " does not divide them"
-                    : "pp " + std::to_string(r.pp) + " does not divide them";
+    std::string asked;
+    for (const auto& [flag, value] : {std::pair{"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}})
+      if (value != 0) asked += (asked.empty() ? "" : " x ") + std::string(flag) + " " + std::to_string(value);
+    asked += " does not divide them";
     fail("no layout uses the cluster's ", world, " ranks (", r.nodes, " node(s) x ",
          r.ranks_per_node, "): ", asked);
   }

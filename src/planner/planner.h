@@ -45,11 +45,15 @@ struct PlanRequest {
   int max_batch_tokens = 2048;
   int tp = 0;  // 0: every valid value
   int pp = 0;
+  int dp = 0;
 };
 
+// One layout: dp replicas of tp x pp ranks. Memory and sequences are a replica's (each has its
+// own KV cache and --max-seqs); throughput is the job's, every replica's summed.
 struct LayoutPlan {
   int tp = 0;
   int pp = 0;
+  int dp = 1;
   bool fits = false;
   std::string problem;            // why it does not fit or is invalid
   uint64_t weight_bytes = 0;      // the fullest rank
@@ -65,8 +69,9 @@ struct LayoutPlan {
   bool tp_crosses_nodes = false;
 };
 
-// Every layout with tp * pp = nodes * ranks_per_node (or the one requested), the ones that fit
-// first, fastest first.
+// Every layout with dp * tp * pp = nodes * ranks_per_node (or those requested), the ones that fit
+// first, then those whose TP groups stay inside a node, fastest first: a model that fits a rank is
+// replicated rather than cut into pipeline stages that wait on each other.
 std::vector<LayoutPlan> plan_layouts(const PlanRequest& request);
 
 }  // namespace tpllama

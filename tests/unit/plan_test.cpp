@@ -48,6 +48,7 @@ TEST(Plan, APipelineWithOneSequenceWaitsStageByStage) {
   // half the time and the pipeline decodes no faster than one rank; two TP ranks halve the step.
   PlanRequest r = llama2_7b(1, 2, "a100-80g");
   r.max_seqs = 1;
+  r.dp = 1;  // the two ranks in one replica
   std::vector<LayoutPlan> plans = plan_layouts(r);
   ASSERT_EQ(plans.size(), 2u);
   EXPECT_EQ(plans[0].tp, 2);  // ranked first
@@ -70,6 +71,7 @@ TEST(Plan, APipelineWithOneSequenceWaitsStageByStage) {
 
 TEST(Plan, InvalidLayoutsSayWhyAndFittingOnesComeFirst) {
   PlanRequest r = llama2_7b(1, 3, "a100-40g");  // 32 heads do not split 3 ways
+  r.dp = 1;
   std::vector<LayoutPlan> plans = plan_layouts(r);
   ASSERT_EQ(plans.size(), 2u);
   EXPECT_EQ(plans[0].tp, 1);
@@ -77,6 +79,49 @@ TEST(Plan, InvalidLayoutsSayWhyAndFittingOnesComeFirst) {
   EXPECT_FALSE(plans[1].fits);
   EXPECT_NE(plans[1].problem.find("not divisible by tp (3)"), std::string::npos)
       << plans[1].problem;
+}
+
+// A model that fits one GPU is replicated, not cut into stages: each replica decodes as the model
+// on one GPU does, and the job as all of them together (closed form: dp times one replica).
+TEST(Plan, AModelThatFitsIsReplicatedWithoutABubble) {
+  PlanRequest r;
+  r.config = shape_config("llama3-8b");
+  r.nodes = 16;
+  r.ranks_per_node = 8;
+  r.device = device_spec("h100-80g");
+  r.intra = link_spec("nvlink");
+  r.inter = link_spec("infiniband");
+  const std::vector<LayoutPlan> plans = plan_layouts(r);
+  ASSERT_TRUE(plans[0].fits);
+  EXPECT_EQ(plans[0].dp, 128);
+  EXPECT_EQ(plans[0].tp * plans[0].pp, 1);
+  EXPECT_EQ(plans[0].bubble_fraction, 0.0);
+  PlanRequest one = r;
+  one.nodes = 1;
+  one.ranks_per_node = 1;
+  EXPECT_NEAR(plans[0].decode_tokens_per_s, 128 * plan_layouts(one)[0].decode_tokens_per_s,
+              1e-6 * plans[0].decode_tokens_per_s);
+  r.dp = 1;  // one replica over the whole cluster: what the plan ranked first before --dp
+  EXPECT_GT(plans[0].decode_tokens_per_s, plan_layouts(r)[0].decode_tokens_per_s);
+}
+
+// A model too large for one GPU: the smallest split that fits, replicated over the rest.
+TEST(Plan, ALargeModelIsSplitAsLittleAsItMustAndReplicated) {
+  PlanRequest r;
+  r.config = shape_config("llama2-70b");
+  r.nodes = 1;
+  r.ranks_per_node = 8;
+  r.device = device_spec("a100-80g");
+  r.intra = link_spec("nvlink");
+  r.inter = link_spec("infiniband");
+  const std::vector<LayoutPlan> plans = plan_layouts(r);
+  ASSERT_TRUE(plans[0].fits);
+  EXPECT_GE(plans[0].tp * plans[0].pp, 2) << "140 GB of bf16 weights fit no one 80 GB GPU";
+  EXPECT_EQ(plans[0].dp * plans[0].tp * plans[0].pp, 8);
+  for (const LayoutPlan& p : plans)
+    if (p.tp * p.pp == 1) {
+      EXPECT_FALSE(p.fits);
+    }
 }
 
 TEST(Plan, AModelTooLargeDoesNotFit) {
