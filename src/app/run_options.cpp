@@ -118,6 +118,12 @@ void add_run_command(CLI::App& app, RunOptions& o) {
       ->check(not_empty("the model directory's name"));
   add_chat_template_option(*run, o.session.chat_template);
   add_layout_options(*run, o);
+  run->add_option(
+         "--dp", o.session.layout.dp,
+         "Data-parallel replicas of the model, each --tp x --pp ranks with its own KV cache "
+         "and scheduler, fed from one prompt stream into one output; default: ranks / "
+         "(--tp x --pp) when both are given, else 1")
+      ->check(at_least(1));
 }
 
 void add_chat_template_option(CLI::App& c, std::string& path) {
@@ -138,11 +144,6 @@ void add_log_interval_option(CLI::App& c, RunOptions& o) {
 void add_layout_options(CLI::App& c, RunOptions& o) {
   c.add_option("--threads", o.session.placement.threads,
                "CPU threads per rank; default: cores of the node / ranks on the node")
-      ->check(at_least(1));
-  c.add_option("--dp", o.session.layout.dp,
-               "Data-parallel replicas of the model, each --tp x --pp ranks with its own KV cache "
-               "and scheduler, fed from one prompt stream into one output; default: ranks / "
-               "(--tp x --pp) when both are given, else 1")
       ->check(at_least(1));
   c.add_option("--tp", o.session.layout.tp,
                "Tensor-parallel ranks per stage; default: ranks per node (or ranks of a replica / "

@@ -219,7 +219,8 @@ std::vector<LayoutPlan> plan_layouts(const PlanRequest& r) {
   if (plans.empty()) {
     std::string asked;
     for (const auto& [flag, value] : {std::pair{"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}})
-      if (value != 0) asked += (asked.empty() ? "" : " x ") + std::string(flag) + " " + std::to_string(value);
+      if (value != 0)
+        asked += (asked.empty() ? "" : " x ") + std::string(flag) + " " + std::to_string(value);
     asked += " does not divide them";
     fail("no layout uses the cluster's ", world, " ranks (", r.nodes, " node(s) x ",
          r.ranks_per_node, "): ", asked);
