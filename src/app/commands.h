@@ -29,6 +29,7 @@ struct RunOptions {
   bool resume = false;
   bool overwrite = false;  // replace the records an earlier run left in --output
   bool ordered = false;
+  DpRouting dp_routing = DpRouting::kPrefix;  // --dp-routing
   double stall_timeout = 900;     // seconds without a pipeline step before the job ends; 0: never
   std::string stats;              // --stats JSON path
   std::string trace;              // --trace Chrome trace path

@@ -216,6 +216,7 @@ ServeOptions serve_options(const RunOptions& o, Continuation continuation) {
   serve.stall_timeout = o.stall_timeout;
   serve.continuation = std::move(continuation);
   serve.defaults = o.defaults;
+  serve.routing = o.dp_routing;
   return serve;
 }
 

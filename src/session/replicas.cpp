@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/stop_signal.h"
 
 namespace tpllama {
@@ -189,11 +190,30 @@ void ReplicaLink::finish(RunSummary summary) {
 
 // ---- rank 0's side ----
 
+uint64_t routing_key(const Request& r) {
+  Fnv1a h;
+  const auto head = [](const std::string& text) {
+    return text.substr(0, std::min(text.size(), kRoutingPrefixBytes));
+  };
+  if (!r.token_ids.empty()) {
+    const size_t n = std::min(r.token_ids.size(), kRoutingPrefixBytes / sizeof(r.token_ids[0]));
+    h.add(r.token_ids.data(), n * sizeof(r.token_ids[0]));
+  } else if (r.scoring) {
+    h.add(head(r.context));
+  } else if (r.messages) {
+    h.add(head(r.messages->dump()));
+  } else {
+    h.add(head(r.prompt));
+  }
+  return h.value();
+}
+
 Dispatcher::Dispatcher(Communicator& leaders, const DispatchIo& io)
     : leaders_(leaders),
       io_(io),
       gate_(*io.reader, io.text, io.context, io.resume),
       replicas_(static_cast<size_t>(leaders.size())),
+      queued_(static_cast<size_t>(leaders.size())),
       progress_(io.total_requests, io.terminal, io.log_interval) {
   TPLLAMA_CHECK(io.reader != nullptr && io.writer != nullptr, "a dispatcher without its files");
 }
@@ -255,6 +275,42 @@ void Dispatcher::run() {
     summary_.unmatched_records = gate_.unmatched_records();
 }
 
+void Dispatcher::read_ahead() {
+  // Enough to find each asking replica its own requests, little enough that a replica's queue
+  // never holds much work another could do.
+  const size_t ahead = std::max<size_t>(64, 8 * replicas_.size());
+  constexpr size_t kMaxOwners = size_t{1} << 20;  // keys remembered; then forgotten at once
+  while (waiting_ < ahead) {
+    std::optional<GatedRequest> g = gate_.next(/*wait=*/false);
+    if (!g) return;
+    std::string line = g->refusal ? std::string() : io_.reader->last_line();
+    Waiting w{std::move(*g), std::move(line)};
+    ++waiting_;
+    if (io_.routing == DpRouting::kLeastLoaded || w.gated.refusal) {
+      common_.push_back(std::move(w));
+      continue;
+    }
+    if (owner_.size() > kMaxOwners) owner_.clear();
+    const auto owner = owner_.find(routing_key(w.gated.request));
+    (owner != owner_.end() ? queued_[owner->second] : common_).push_back(std::move(w));
+  }
+}
+
+std::optional<Dispatcher::Waiting> Dispatcher::take_for(size_t i) {
+  std::deque<Waiting>* from = !queued_[i].empty() ? &queued_[i] : &common_;
+  if (from->empty()) {
+    for (std::deque<Waiting>& q : queued_)
+      if (q.size() > from->size()) from = &q;
+    if (from->empty()) return std::nullopt;
+  }
+  Waiting w = std::move(from->front());
+  from->pop_front();
+  --waiting_;
+  if (from == &common_ && io_.routing == DpRouting::kPrefix && !w.gated.refusal)
+    owner_.emplace(routing_key(w.gated.request), static_cast<uint32_t>(i));
+  return w;
+}
+
 bool Dispatcher::hand_out() {
   const int signal = stop_signal();
   const bool relay = stop_signals_received() > stop_relayed_;
@@ -269,13 +325,15 @@ bool Dispatcher::hand_out() {
     // A stop hands out nothing more (the leaders close their intake and --resume redoes the rest);
     // --ordered holds at most reorder_limit records behind an earlier one.
     while (l.wanted > 0 && signal == 0 && held_.size() < io_.reorder_limit) {
-      std::optional<GatedRequest> g = gate_.next(/*wait=*/false);
-      if (!g) break;
+      read_ahead();
+      std::optional<Waiting> w = take_for(i);
+      if (!w) break;
+      const GatedRequest* g = &w->gated;
       items.put<uint64_t>(g->order);
       items.put<uint64_t>(g->request.line);
       items.put<uint8_t>(g->refusal ? 1 : 0);
       if (!g->refusal) {
-        items.put_string(io_.reader->last_line());
+        items.put_string(w->line);
       } else {
         items.put_string(*g->refusal);
         items.put_string(g->request.id.dump());
@@ -286,7 +344,7 @@ bool Dispatcher::hand_out() {
       ++n;
       ++handed_;
     }
-    const bool end = !l.end_sent && gate_.ended() && l.wanted > 0;
+    const bool end = !l.end_sent && gate_.ended() && waiting_ == 0 && l.wanted > 0;
     if (n == 0 && !end && !relay) continue;
     ByteWriter w;
     w.put<uint8_t>(static_cast<uint8_t>((end ? kEnd : 0) | (relay ? kStop : 0)));

@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/progress.h"
@@ -70,6 +71,20 @@ class ReplicaLink final : public GatedSource, public ResultSink {
   double waiting_seconds_ = 0;
 };
 
+// How rank 0 picks the replica of a request (--dp-routing).
+enum class DpRouting {
+  // A request whose prompt starts as an earlier one's (the first kRoutingPrefixBytes: a few-shot
+  // header, a system prompt, a scored context) goes to the replica that took the earlier one, where
+  // its prefix is cached; to another only when that one has no room and this one would idle.
+  kPrefix,
+  kLeastLoaded,  // the next request to whichever replica asks first
+};
+inline constexpr size_t kRoutingPrefixBytes = 256;
+
+// The key a request is routed by: a hash of its prompt's first kRoutingPrefixBytes (a scoring
+// request's context, a chat's messages as JSON, or its first token ids).
+uint64_t routing_key(const Request& r);
+
 // Rank 0's side, in its own thread.
 struct DispatchIo {
   PromptReader* reader = nullptr;  // keeping its lines (PromptReader::keep_lines)
@@ -82,6 +97,7 @@ struct DispatchIo {
   long long total_requests = 0;
   bool terminal = false;
   double log_interval = 30;
+  DpRouting routing = DpRouting::kPrefix;
 };
 
 class Dispatcher {
@@ -100,8 +116,16 @@ class Dispatcher {
     bool done = false;      // its summary came
     long long records = 0;
   };
-  // Returns whether a message came.
-  bool take_messages();
+  // A request read ahead from the gate, waiting for a replica.
+  struct Waiting {
+    GatedRequest gated;
+    std::string line;  // as read
+  };
+  // Reads ahead from the gate into the replicas' queues (by routing key) or the common one.
+  void read_ahead();
+  // The next request for replica i: its own, else a new prefix (now its own), else another's (the
+  // longest queue's), so that no replica idles while requests wait; nullopt when none waits.
+  std::optional<Waiting> take_for(size_t i);
   // Hands out what the leaders asked for; returns whether anything was sent.
   bool hand_out();
   void write(uint64_t order, std::string line);
@@ -111,7 +135,11 @@ class Dispatcher {
   DispatchIo io_;
   RequestGate gate_;
   std::vector<Leader> replicas_;
-  std::map<uint64_t, std::string> held_;  // --ordered: records waiting for an earlier one
+  std::vector<std::deque<Waiting>> queued_;       // by replica (--dp-routing prefix)
+  std::deque<Waiting> common_;                    // not yet any replica's
+  size_t waiting_ = 0;                            // in queued_ and common_
+  std::unordered_map<uint64_t, uint32_t> owner_;  // routing key → replica
+  std::map<uint64_t, std::string> held_;          // --ordered: records waiting for an earlier one
   uint64_t next_order_ = 0;
   long long written_ = 0;
   long long errors_ = 0;

@@ -229,6 +229,7 @@ RunSummary Session::serve_replica(const ServeOptions& options, EngineIo io) {
     d.total_requests = given.total_requests;
     d.terminal = given.terminal;
     d.log_interval = e.log_interval;
+    d.routing = options.routing;
     dispatcher = std::make_unique<Dispatcher>(leaders, d);
     thread = std::thread([&] {
       try {

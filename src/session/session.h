@@ -79,6 +79,7 @@ struct ServeOptions {
   ResultWriter* records = nullptr;
   ReplicaRequests replica_requests;
   RequestDefaults defaults;
+  DpRouting routing = DpRouting::kPrefix;  // --dp-routing
 };
 
 class Session {
