@@ -124,6 +124,13 @@ void add_run_command(CLI::App& app, RunOptions& o) {
          "and scheduler, fed from one prompt stream into one output; default: ranks / "
          "(--tp x --pp) when both are given, else 1")
       ->check(at_least(1));
+  add_choice<DpRouting>(
+      *run, "--dp-routing", o.dp_routing,
+      {{"prefix", DpRouting::kPrefix}, {"least-loaded", DpRouting::kLeastLoaded}},
+      "With several replicas, which one a request goes to: prefix sends a request whose prompt "
+      "starts as an earlier one's (its first 256 bytes: a few-shot header, a system prompt, a "
+      "scored context) to the replica that took the earlier one, where that prefix is cached, "
+      "unless another replica would idle; least-loaded, to whichever replica has room first");
 }
 
 void add_chat_template_option(CLI::App& c, std::string& path) {
