@@ -24,9 +24,11 @@ constexpr uint8_t kEnd = 1;   // kDown flag: no more requests
 constexpr uint8_t kStop = 2;  // kDown flag: a stop signal (its number follows)
 
 // How long a waiting engine is kept in next() (as PromptReader waits on a stream), and the pause
-// between polls while nothing comes.
+// between polls while nothing comes: from kPoll, doubled up to kMaxPoll (a rank that waits long
+// takes little of its core, one that is answered at once loses little time).
 constexpr auto kWait = std::chrono::milliseconds(250);
-constexpr auto kPoll = std::chrono::microseconds(100);
+constexpr auto kPoll = std::chrono::microseconds(50);
+constexpr auto kMaxPoll = std::chrono::microseconds(1000);
 
 void put_constraint(ByteWriter& w, const std::optional<OutputConstraint>& c) {
   w.put<uint8_t>(c ? 1 : 0);
@@ -142,8 +144,10 @@ std::optional<GatedRequest> ReplicaLink::next(bool wait) {
     ask();
     if (wait) {
       const auto start = Clock::now();
+      auto pause = kPoll;
       while (queue_.empty() && !end_ && Clock::now() - start < kWait && stop_signal() == 0) {
-        std::this_thread::sleep_for(kPoll);
+        std::this_thread::sleep_for(pause);
+        pause = std::min<std::chrono::microseconds>(2 * pause, kMaxPoll);
         take_messages();
       }
       waiting_seconds_ += seconds_since(start);
@@ -261,7 +265,7 @@ void Dispatcher::run() {
       pause = kPoll;
     } else {
       std::this_thread::sleep_for(pause);
-      pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(2));
+      pause = std::min<std::chrono::microseconds>(2 * pause, kMaxPoll);
     }
   }
   leaders_.wait_sends();

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -206,7 +207,31 @@ class ThreadComm final : public Communicator {
     bytes.assign(from_root.begin() + sizeof(int32_t), from_root.end());
   }
   void send_bytes_async(std::vector<uint8_t> bytes, int dest, int tag) override {
-    pending_.push_back(post(std::move(bytes), dest, tag));
+    // A byte message may go to the sender itself: a rank's second handle takes it (rank 0's
+    // dispatcher of several replicas and its own replica's link).
+    pending_.push_back(post(std::move(bytes), dest, tag, /*to_self=*/true));
+  }
+  std::optional<std::vector<uint8_t>> try_recv_bytes(int src, int tag, int* from) override {
+    std::lock_guard<std::mutex> lock(net_.mutex_);
+    const int n = size();
+    for (int k = 0; k < (src == kAnySource ? n : 1); ++k) {
+      // From any rank: each in turn, starting after the last one taken from (no rank starves).
+      const int source = src == kAnySource ? (next_source_ + k) % n : src;
+      auto it = g().mailboxes.find({source, rank_, tag});
+      if (it == g().mailboxes.end() || it->second.empty()) continue;
+      const std::shared_ptr<ThreadNet::Message> m = it->second.front();
+      it->second.pop_front();
+      m->taken = true;
+      ++stats_.p2p_calls;
+      if (from != nullptr) *from = source;
+      if (src == kAnySource) next_source_ = (source + 1) % n;
+      net_.changed_.notify_all();
+      return std::move(m->bytes);
+    }
+    return std::nullopt;
+  }
+  std::unique_ptr<Communicator> second_handle() override {
+    return std::make_unique<ThreadComm>(net_, group_, rank_);
   }
   std::vector<uint8_t> recv_bytes(int src, int tag) override {
     TPLLAMA_CHECK(src >= 0 && src < size() && src != rank_, "receive from rank ", src);
@@ -251,8 +276,9 @@ class ThreadComm final : public Communicator {
                             : std::vector<uint8_t>(begin, begin + t.nbytes());
   }
 
-  std::shared_ptr<ThreadNet::Message> post(std::vector<uint8_t> bytes, int dest, int tag) {
-    TPLLAMA_CHECK(dest >= 0 && dest < size() && dest != rank_, "send to rank ", dest,
+  std::shared_ptr<ThreadNet::Message> post(std::vector<uint8_t> bytes, int dest, int tag,
+                                           bool to_self = false) {
+    TPLLAMA_CHECK(dest >= 0 && dest < size() && (to_self || dest != rank_), "send to rank ", dest,
                   " in a group of ", size());
     auto m = std::make_shared<ThreadNet::Message>();
     m->bytes = std::move(bytes);
@@ -316,6 +342,7 @@ class ThreadComm final : public Communicator {
   int group_;
   int rank_;
   std::vector<std::shared_ptr<ThreadNet::Message>> pending_;  // asynchronous sends
+  int next_source_ = 0;                                       // try_recv_bytes from any rank
 };
 
 // Runs body(rank) for ranks 0..n-1, each on its own thread, and joins them. A rank that throws
