@@ -14,7 +14,7 @@
 
 #include "core/clock.h"
 #include "session/replicas.h"
-#include "unit/thread_comm.h"
+#include "unit/replica_threads.h"
 
 namespace {
 
@@ -27,29 +27,6 @@ std::string input_text(int requests) {
     text << "{\"id\": " << i << ", \"prompt\": \"Once upon a time " << i
          << "\", \"max_tokens\": 1}\n";
   return text.str();
-}
-
-// A leader whose engine answers each request as it comes: the real link, no model.
-void leader(Communicator& comm, const ReplicaRequests& setup) {
-  std::unique_ptr<Communicator> own = comm.second_handle();
-  ReplicaLink link(*own, setup, RequestDefaults{}, /*batch=*/8);
-  RunSummary summary;
-  while (true) {
-    std::optional<GatedRequest> g = link.next(/*wait=*/true);
-    if (!g) {
-      if (link.ended()) break;
-      continue;
-    }
-    Result r;
-    r.id = g->request.id;
-    r.text = "ok";
-    r.order = g->order;
-    r.finish_reason = "length";
-    r.completion_tokens = 1;
-    link.write(r);
-    ++summary.records.requests;
-  }
-  link.finish(summary);
 }
 
 }  // namespace
@@ -90,25 +67,25 @@ int main(int argc, char** argv) {
     PromptReader reader(in, InputFormat::kJsonl, RequestDefaults{}, "bench.jsonl");
     reader.keep_lines(true);
     ResultWriter writer(path);
-    testing_util::ThreadNet net(std::chrono::seconds(600));
-    const int group = net.add_group(replicas);
     DispatchIo io;
     io.reader = &reader;
     io.writer = &writer;
     io.context = 1024;
     io.log_interval = 1e9;
-    const ReplicaRequests setup;
     const auto t0 = Clock::now();
-    RunSummary summary;
-    const std::vector<std::string> errors = testing_util::run_ranks(net, replicas, [&](int rank) {
-      testing_util::ThreadComm comm(net, group, rank);
-      if (rank != 0) return leader(comm, setup);
-      Dispatcher dispatcher(comm, io);
-      std::thread own([&] { leader(comm, setup); });
-      dispatcher.run();
-      own.join();
-      summary = dispatcher.summary();
-    });
+    const testing_util::ThreadedReplicas run = testing_util::run_replicas_in_threads(
+        io, replicas, /*batch=*/8,
+        [](int, const GatedRequest& g) {
+          Result r;
+          r.id = g.request.id;
+          r.text = "ok";
+          r.finish_reason = "length";
+          r.completion_tokens = 1;
+          return r;
+        },
+        std::chrono::seconds(600));
+    const RunSummary& summary = run.summary;
+    const std::vector<std::string>& errors = run.errors;
     const double s = seconds_since(t0);
     for (const std::string& e : errors)
       if (!e.empty()) {

@@ -18,31 +18,15 @@ command -v tc > /dev/null || { echo "SKIP: tc (iproute2) not available"; exit 77
 
 nodes=4
 work=$(mktemp -d /tmp/tpllama_dp_nodes.XXXXXX)
-cleanup_links() {
-  for ((i = 0; i < nodes; i++)); do ip netns del "tpl-dp$i" 2>/dev/null || true; done
-  ip link del tpl-dpbr 2>/dev/null || true
-}
-trap 'cleanup_links; rm -rf "$work"' EXIT
-cleanup_links
+source "$here/netns_nodes.sh"
+trap 'del_nodes tpl-dp tpl-dpbr "$nodes"; rm -rf "$work"' EXIT
+del_nodes tpl-dp tpl-dpbr "$nodes"
 fail() { echo "FAIL: $*"; [[ -f $work/run.log ]] && head -60 "$work/run.log"; exit 1; }
-
-ip link add tpl-dpbr type bridge
-ip addr add 10.78.0.1/24 dev tpl-dpbr
-ip link set tpl-dpbr up
-: > "$work/hosts.map"
+add_nodes tpl-dp tpl-dpbr 10.78.0 "$nodes" 1 "$work"
+# 1 Gbit/s out of each node (its eth0) and into it (the host's end of its veth).
 for ((i = 0; i < nodes; i++)); do
-  ns=tpl-dp$i addr=10.78.0.$((i + 2))
-  ip netns add "$ns"
-  ip link add "tpl-dpv$i" type veth peer name eth0 netns "$ns"
-  ip link set "tpl-dpv$i" master tpl-dpbr up
-  ip -n "$ns" addr add "$addr/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-  # 1 Gbit/s out of the node (its eth0) and into it (the host's end of its veth).
-  ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate 1gbit burst 128kb latency 50ms
+  ip netns exec "tpl-dp$i" tc qdisc add dev eth0 root tbf rate 1gbit burst 128kb latency 50ms
   tc qdisc add dev "tpl-dpv$i" root tbf rate 1gbit burst 128kb latency 50ms
-  echo "$addr $ns" >> "$work/hosts.map"
-  echo "$addr slots=1" >> "$work/hostfile"
 done
 
 model=$work/stories260K

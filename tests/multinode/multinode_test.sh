@@ -16,31 +16,11 @@ ip netns add tpl-probe 2>/dev/null && ip netns del tpl-probe || { echo "SKIP: ip
 [[ -f $models/stories260K/stories260K.bin ]] || { echo "FAIL: $models/stories260K missing (it ships with the project)"; exit 1; }
 
 work=$(mktemp -d /tmp/tpllama_multinode.XXXXXX)
-cleanup() {
-  for i in 0 1; do ip netns del "tpl-node$i" 2>/dev/null || true; done
-  ip link del tpl-br0 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-cleanup_links() { for i in 0 1; do ip netns del "tpl-node$i" 2>/dev/null || true; done; ip link del tpl-br0 2>/dev/null || true; }
-cleanup_links
+source "$here/netns_nodes.sh"
+trap 'del_nodes tpl-node tpl-br0 2; rm -rf "$work"' EXIT
+del_nodes tpl-node tpl-br0 2
 fail() { echo "FAIL: $*"; [[ -f $work/run.log ]] && head -40 "$work/run.log"; exit 1; }
-
-ip link add tpl-br0 type bridge
-ip addr add 10.77.0.1/24 dev tpl-br0
-ip link set tpl-br0 up
-: > "$work/hosts.map"
-for i in 0 1; do
-  ns=tpl-node$i addr=10.77.0.$((i + 2))
-  ip netns add "$ns"
-  ip link add "tpl-v$i" type veth peer name eth0 netns "$ns"
-  ip link set "tpl-v$i" master tpl-br0 up
-  ip -n "$ns" addr add "$addr/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-  echo "$addr $ns" >> "$work/hosts.map"
-  echo "$addr slots=2" >> "$work/hostfile"
-done
+add_nodes tpl-node tpl-br0 10.77.0 2 2 "$work"
 
 model=$work/stories260K
 "$build/tpllama" convert --from llama2c --checkpoint "$models/stories260K/stories260K.bin" \

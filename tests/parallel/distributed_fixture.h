@@ -144,6 +144,31 @@ class Distributed : public ::testing::Test {
     return "mpirun -np " + std::to_string(np) + " --oversubscribe ";
   }
 
+  // kill -9 of a whole job started with spawn_shell(..., new_group=true), as a scheduler would:
+  // mpirun's process group and every rank under it; every rank must be gone within 10 s.
+  static void kill_whole_job(pid_t job) {
+    CommandResult ranks = run_shell("pgrep -P " + std::to_string(job));
+    ::kill(-job, SIGKILL);
+    std::istringstream pids(ranks.output);
+    std::vector<pid_t> rank_pids;
+    for (long p; pids >> p;) rank_pids.push_back(static_cast<pid_t>(p));
+    for (pid_t p : rank_pids) ::kill(p, SIGKILL);
+    ::waitpid(job, nullptr, 0);
+    EXPECT_TRUE(wait_until_gone(rank_pids, 10).empty()) << "a killed rank is still alive";
+  }
+
+  // SIGUSR1 to mpirun once `out` has 100 records: the job must stop gracefully (status 75) before
+  // the end of its 3000 requests.
+  static void stop_with_usr1(pid_t job, const std::string& out) {
+    wait_for_lines(out, 100);
+    ::kill(job, SIGUSR1);
+    int status = 0;
+    ::waitpid(job, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+    EXPECT_EQ(WEXITSTATUS(status), 75);
+    EXPECT_LT(count_lines(out), 3000u);
+  }
+
   // 3000 numbered prompts in work_/NAME_in.txt, and their uninterrupted output under `flags` on
   // `ranks` ranks in work_/NAME_full.jsonl; returns the input's path.
   std::string numbered_prompts_and_full_run(const std::string& name, int ranks,

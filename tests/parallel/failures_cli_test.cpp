@@ -90,15 +90,7 @@ TEST_F(Distributed, KilledJobResumesExactlyOnce) {
                                 /*new_group=*/true);
   ASSERT_GT(job, 0);
   const size_t lines = wait_for_lines(out, 600);
-  // The whole job, as a scheduler would: mpirun's process group and every rank under it.
-  CommandResult ranks = run_shell("pgrep -P " + std::to_string(job));
-  ::kill(-job, SIGKILL);
-  std::istringstream pids(ranks.output);
-  std::vector<pid_t> rank_pids;
-  for (long p; pids >> p;) rank_pids.push_back(static_cast<pid_t>(p));
-  for (pid_t p : rank_pids) ::kill(p, SIGKILL);
-  ::waitpid(job, nullptr, 0);
-  EXPECT_TRUE(wait_until_gone(rank_pids, 10).empty()) << "a killed rank is still alive";
+  kill_whole_job(job);
   ASSERT_LT(lines, 2000u) << "the job finished before it could be killed";
   CommandResult r = run_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in +
                               " --output " + out + flags + " --resume");
@@ -121,13 +113,7 @@ TEST_F(Distributed, SigusrOneStopsTheJobGracefully) {
   const pid_t job = spawn_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in +
                                 " --output " + out + flags + " > /dev/null 2>&1");
   ASSERT_GT(job, 0);
-  wait_for_lines(out, 100);
-  ::kill(job, SIGUSR1);
-  int status = 0;
-  ::waitpid(job, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
-  EXPECT_EQ(WEXITSTATUS(status), 75);
-  EXPECT_LT(count_lines(out), 3000u);
+  stop_with_usr1(job, out);
   CommandResult r = run_shell(mpirun(4) + binary() + " run --model " + model_ + " --input " + in +
                               " --output " + out + flags + " --resume");
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -9,15 +9,19 @@
 namespace tpllama {
 namespace {
 
-PlanRequest llama2_7b(int nodes, int per_node, const std::string& gpu) {
+PlanRequest cluster(const std::string& shape, int nodes, int per_node, const std::string& gpu) {
   PlanRequest r;
-  r.config = shape_config("llama2-7b");
+  r.config = shape_config(shape);
   r.nodes = nodes;
   r.ranks_per_node = per_node;
   r.device = device_spec(gpu);
   r.intra = link_spec("nvlink");
   r.inter = link_spec("infiniband");
   return r;
+}
+
+PlanRequest llama2_7b(int nodes, int per_node, const std::string& gpu) {
+  return cluster("llama2-7b", nodes, per_node, gpu);
 }
 
 TEST(Plan, OneRankHoldsTheWholeModelInBf16) {
@@ -84,13 +88,7 @@ TEST(Plan, InvalidLayoutsSayWhyAndFittingOnesComeFirst) {
 // A model that fits one GPU is replicated, not cut into stages: each replica decodes as the model
 // on one GPU does, and the job as all of them together (closed form: dp times one replica).
 TEST(Plan, AModelThatFitsIsReplicatedWithoutABubble) {
-  PlanRequest r;
-  r.config = shape_config("llama3-8b");
-  r.nodes = 16;
-  r.ranks_per_node = 8;
-  r.device = device_spec("h100-80g");
-  r.intra = link_spec("nvlink");
-  r.inter = link_spec("infiniband");
+  PlanRequest r = cluster("llama3-8b", 16, 8, "h100-80g");
   const std::vector<LayoutPlan> plans = plan_layouts(r);
   ASSERT_TRUE(plans[0].fits);
   EXPECT_EQ(plans[0].dp, 128);
@@ -107,14 +105,7 @@ TEST(Plan, AModelThatFitsIsReplicatedWithoutABubble) {
 
 // A model too large for one GPU: the smallest split that fits, replicated over the rest.
 TEST(Plan, ALargeModelIsSplitAsLittleAsItMustAndReplicated) {
-  PlanRequest r;
-  r.config = shape_config("llama2-70b");
-  r.nodes = 1;
-  r.ranks_per_node = 8;
-  r.device = device_spec("a100-80g");
-  r.intra = link_spec("nvlink");
-  r.inter = link_spec("infiniband");
-  const std::vector<LayoutPlan> plans = plan_layouts(r);
+  const std::vector<LayoutPlan> plans = plan_layouts(cluster("llama2-70b", 1, 8, "a100-80g"));
   ASSERT_TRUE(plans[0].fits);
   EXPECT_GE(plans[0].tp * plans[0].pp, 2) << "140 GB of bf16 weights fit no one 80 GB GPU";
   EXPECT_EQ(plans[0].dp * plans[0].tp * plans[0].pp, 8);
@@ -125,14 +116,7 @@ TEST(Plan, ALargeModelIsSplitAsLittleAsItMustAndReplicated) {
 }
 
 TEST(Plan, AModelTooLargeDoesNotFit) {
-  PlanRequest r;
-  r.config = shape_config("llama2-70b");
-  r.nodes = 1;
-  r.ranks_per_node = 1;
-  r.device = device_spec("a100-80g");
-  r.intra = link_spec("nvlink");
-  r.inter = link_spec("infiniband");
-  const std::vector<LayoutPlan> plans = plan_layouts(r);
+  const std::vector<LayoutPlan> plans = plan_layouts(cluster("llama2-70b", 1, 1, "a100-80g"));
   ASSERT_EQ(plans.size(), 1u);
   EXPECT_FALSE(plans[0].fits);
   EXPECT_NE(plans[0].problem.find("does not fit"), std::string::npos);

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "session/replicas.h"
-#include "unit/thread_comm.h"
+#include "unit/replica_threads.h"
 
 namespace tpllama {
 namespace {
@@ -39,51 +39,29 @@ Job run_job(const std::string& input, int replicas, bool ordered,
   RunSummary summary;
   {
     ResultWriter writer(path);
-    testing_util::ThreadNet net(std::chrono::seconds(60));
-    const int group = net.add_group(replicas);
     DispatchIo io;
     io.reader = &reader;
     io.writer = &writer;
     io.context = 64;
     io.ordered = ordered;
     io.log_interval = 1e9;
-    const auto leader = [&](Communicator& comm, int replica) {
-      std::unique_ptr<Communicator> own = comm.second_handle();
-      ReplicaLink link(*own, ReplicaRequests{}, RequestDefaults{}, /*batch=*/2);
-      RunSummary mine;
-      while (true) {
-        std::optional<GatedRequest> g = link.next(/*wait=*/true);
-        if (!g) {
-          if (link.ended()) break;
-          continue;
-        }
-        std::this_thread::sleep_for(delay(replica));
-        Result r;
-        r.id = g->request.id;
-        r.line = g->request.line;
-        r.order = g->order;
-        if (g->refusal) {
-          r.finish_reason = "error";
-          r.error = *g->refusal;
-        } else {
-          r.text = g->request.prompt;  // the line the leader parsed
-          r.finish_reason = "length";
-        }
-        link.write(r);
-        ++mine.records.requests;
-      }
-      link.finish(mine);
-    };
-    const std::vector<std::string> errors = testing_util::run_ranks(net, replicas, [&](int rank) {
-      testing_util::ThreadComm comm(net, group, rank);
-      if (rank != 0) return leader(comm, rank);
-      Dispatcher dispatcher(comm, io);
-      std::thread own([&] { leader(comm, 0); });
-      dispatcher.run();
-      own.join();
-      summary = dispatcher.summary();
-    });
-    for (const std::string& e : errors) EXPECT_EQ(e, "");
+    const testing_util::ThreadedReplicas run = testing_util::run_replicas_in_threads(
+        io, replicas, /*batch=*/2, [&](int replica, const GatedRequest& g) {
+          std::this_thread::sleep_for(delay(replica));
+          Result r;
+          r.id = g.request.id;
+          r.line = g.request.line;
+          if (g.refusal) {
+            r.finish_reason = "error";
+            r.error = *g.refusal;
+          } else {
+            r.text = g.request.prompt;  // the line the leader parsed
+            r.finish_reason = "length";
+          }
+          return r;
+        });
+    for (const std::string& e : run.errors) EXPECT_EQ(e, "");
+    summary = run.summary;
   }
   Job job;
   std::ifstream out(path);
