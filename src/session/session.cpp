@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -255,7 +256,18 @@ RunSummary Session::serve_replica(const ServeOptions& options, EngineIo io) {
   }
   if (!dispatcher) return mine;
   thread.join();
-  return dispatcher->summary();
+  RunSummary summary = dispatcher->summary();
+  for (size_t r = 0; r < summary.replicas.size(); ++r) {
+    const ReplicaFigures& f = summary.replicas[r];
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "replica %zu: %lld requests, %lld generated tokens, %lld steps in %.1f s (%.0f%% "
+                  "busy, %.1f s waiting for requests)",
+                  r, f.records, f.generated_tokens, f.steps, f.seconds,
+                  f.seconds > 0 ? 100 * f.busy_seconds / f.seconds : 0.0, f.waiting_seconds);
+    log::info(line);
+  }
+  return summary;
 }
 
 RankFigures Session::rank_figures() const {
