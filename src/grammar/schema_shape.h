@@ -21,6 +21,7 @@
 
 #include "grammar/grammar.h"
 #include "grammar/number_range.h"
+#include "grammar/schema_regex.h"
 
 namespace tpllama::grammar {
 
@@ -160,19 +161,8 @@ class ShapeReader {
   std::optional<SchemaJson> format_refused_;
 };
 
-// A JSON Schema pattern as a regex over a whole string (regex.h's syntax): a side without its
-// anchor may have any text there. `any` is what that text is made of.
-std::string searched(const std::string& pattern, const std::string& any);
-
-// The fewest and the most characters of the texts a grammar matches (a byte set of UTF-8 lead
-// bytes is one, of continuation bytes none); most -1: no bound. nullopt where a byte set mixes
-// them.
-std::optional<std::pair<int, int>> char_range(const Grammar& g);
-
 // Every keyword the reader takes (beside the annotations), for the README's list and its test.
 const std::vector<std::string>& supported_schema_keywords();
 const std::vector<std::string>& schema_annotations();
-// The string formats, by name, with their regexes (regex.h, over the decoded string).
-const std::vector<std::pair<std::string, std::string>>& schema_formats();
 
 }  // namespace tpllama::grammar
