@@ -98,14 +98,15 @@ ReplicaLink::ReplicaLink(Communicator& leaders, const ReplicaRequests& requests,
   parser_.set_answering_model(requests.answering_model);
 }
 
+// Tops the requests held and asked for up to batch_ once they are down to half of it.
 void ReplicaLink::ask() {
-  const int n = batch_ - static_cast<int>(queue_.size()) - asked_;
-  if (end_ || n <= 0 || 2 * (static_cast<int>(queue_.size()) + asked_) > batch_) return;
+  const int held = static_cast<int>(queue_.size()) + asked_;
+  if (end_ || 2 * held > batch_) return;
   ByteWriter w;
   w.put(Up::kAsk);
-  w.put<int32_t>(n);
+  w.put<int32_t>(batch_ - held);
   leaders_.send_bytes_async(std::move(w.bytes), 0, kTagUp);
-  asked_ += n;
+  asked_ = batch_ - static_cast<int>(queue_.size());
 }
 
 void ReplicaLink::take_messages() {
@@ -295,7 +296,8 @@ void Dispatcher::read_ahead() {
       continue;
     }
     if (owner_.size() > kMaxOwners) owner_.clear();
-    const auto owner = owner_.find(routing_key(w.gated.request));
+    w.key = routing_key(w.gated.request);
+    const auto owner = owner_.find(w.key);
     (owner != owner_.end() ? queued_[owner->second] : common_).push_back(std::move(w));
   }
 }
@@ -311,7 +313,7 @@ std::optional<Dispatcher::Waiting> Dispatcher::take_for(size_t i) {
   from->pop_front();
   --waiting_;
   if (from == &common_ && io_.routing == DpRouting::kPrefix && !w.gated.refusal)
-    owner_.emplace(routing_key(w.gated.request), static_cast<uint32_t>(i));
+    owner_.emplace(w.key, static_cast<uint32_t>(i));
   return w;
 }
 

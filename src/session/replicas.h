@@ -120,6 +120,7 @@ class Dispatcher {
   struct Waiting {
     GatedRequest gated;
     std::string line;  // as read
+    uint64_t key = 0;  // routing_key (--dp-routing prefix)
   };
   // Reads ahead from the gate into the replicas' queues (by routing key) or the common one.
   void read_ahead();
